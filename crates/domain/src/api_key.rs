@@ -1,0 +1,332 @@
+//! API keys, scopes and the authenticated principal.
+//!
+//! A key is `svc_` followed by 39 lowercase base32 characters encoding 20 random bytes
+//! (160 bits, from the operating system's CSPRNG through `ring`) and a CRC32 of them. The
+//! checksum is not a secret: it lets posture (and secret scanners) reject a mistyped or
+//! made-up key without a database lookup. Only the SHA-256 of the whole key is stored,
+//! with a short display prefix (`svc_` and 6 characters) for operators.
+
+use std::{fmt, sync::LazyLock};
+
+use chrono::{DateTime, Utc};
+use ring::rand::{SecureRandom, SystemRandom};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::{
+    customer::CustomerScope,
+    error::Error,
+    ids::{CustomerId, KeyId},
+};
+
+string_enum! {
+    /// What a key may do. Bound at issue, immutable afterwards.
+    pub enum Scope ("scope") {
+        /// List and inspect identities; also `GET /api/v1/tenants`.
+        ReadIdentities = "read:identities",
+        /// List, inspect and export findings.
+        ReadFindings = "read:findings",
+        /// List right-sized role recommendations.
+        ReadRoles = "read:roles",
+        /// The three `/api/v1/upr` routes.
+        ReadUpr = "read:upr",
+        /// Every `/api/v1/webhooks` route.
+        ManageWebhooks = "manage:webhooks",
+        /// Reserved: no route consumes it; it can be pre-issued.
+        ProvisionScim = "provision:scim",
+    }
+}
+
+impl Scope {
+    const fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+}
+
+/// A non-empty set of scopes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ScopeSet(u8);
+
+impl ScopeSet {
+    pub fn contains(&self, scope: Scope) -> bool {
+        self.0 & scope.bit() != 0
+    }
+
+    pub fn insert(&mut self, scope: Scope) {
+        self.0 |= scope.bit();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Scope> + '_ {
+        Scope::ALL.iter().copied().filter(|s| self.contains(*s))
+    }
+
+    /// Every scope posture knows (what demo keys get).
+    pub fn all() -> Self {
+        Scope::ALL.iter().copied().collect()
+    }
+}
+
+impl FromIterator<Scope> for ScopeSet {
+    fn from_iter<I: IntoIterator<Item = Scope>>(iter: I) -> Self {
+        let mut set = ScopeSet::default();
+        for scope in iter {
+            set.insert(scope);
+        }
+        set
+    }
+}
+
+impl fmt::Debug for ScopeSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.iter().map(Scope::as_str)).finish()
+    }
+}
+
+const KEY_PREFIX: &str = "svc_";
+const RANDOM_BYTES: usize = 20;
+const CHECKSUM_BYTES: usize = 4;
+/// `svc_` + base32 of 24 bytes without padding.
+const KEY_LEN: usize = KEY_PREFIX.len() + 39;
+/// Characters of the key (after `svc_`) kept as its display prefix.
+const DISPLAY_CHARS: usize = 6;
+
+static BASE32_LOWER: LazyLock<data_encoding::Encoding> = LazyLock::new(|| {
+    let mut spec = data_encoding::Specification::new();
+    spec.symbols.push_str("abcdefghijklmnopqrstuvwxyz234567");
+    spec.encoding().expect("a static, valid base32 specification")
+});
+
+/// A full API key. Shown once at issue; its `Debug` never prints it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKeySecret(String);
+
+impl ApiKeySecret {
+    /// A new key from the operating system's CSPRNG.
+    pub fn generate() -> Result<Self, Error> {
+        let mut bytes = [0u8; RANDOM_BYTES + CHECKSUM_BYTES];
+        SystemRandom::new()
+            .fill(&mut bytes[..RANDOM_BYTES])
+            .map_err(|_| Error::internal("the system CSPRNG failed"))?;
+        let checksum = crc32fast::hash(&bytes[..RANDOM_BYTES]);
+        bytes[RANDOM_BYTES..].copy_from_slice(&checksum.to_be_bytes());
+        Ok(Self(format!("{KEY_PREFIX}{}", BASE32_LOWER.encode(&bytes))))
+    }
+
+    /// Checks the form and checksum of a presented key. `None` means it cannot be a key
+    /// posture issued, so no lookup is needed.
+    pub fn parse(presented: &str) -> Option<Self> {
+        if presented.len() != KEY_LEN {
+            return None;
+        }
+        let body = presented.strip_prefix(KEY_PREFIX)?;
+        let bytes = BASE32_LOWER.decode(body.as_bytes()).ok()?;
+        let (random, checksum) = bytes.split_at(RANDOM_BYTES);
+        (crc32fast::hash(random).to_be_bytes() == checksum).then(|| Self(presented.to_owned()))
+    }
+
+    /// The SHA-256 of the key: what is stored and looked up.
+    pub fn hash(&self) -> KeyHash {
+        KeyHash(Sha256::digest(self.0.as_bytes()).into())
+    }
+
+    /// `svc_` and the first characters: enough for an operator to tell keys apart.
+    pub fn display_prefix(&self) -> String {
+        self.0[..KEY_PREFIX.len() + DISPLAY_CHARS].to_owned()
+    }
+
+    /// The key itself, for the one place that shows it (the issuing command's output).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKeySecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ApiKeySecret({}…)", self.display_prefix())
+    }
+}
+
+/// SHA-256 of an API key.
+#[derive(Clone, Copy, Hash)]
+pub struct KeyHash(pub [u8; 32]);
+
+impl KeyHash {
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+/// Constant-time, so even a comparison made in application code leaks nothing.
+impl PartialEq for KeyHash {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.ct_eq(&other.0).into()
+    }
+}
+
+impl Eq for KeyHash {}
+
+impl fmt::Debug for KeyHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("KeyHash(..)")
+    }
+}
+
+/// An issued key as operators see it (never the key itself).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiKey {
+    pub id: KeyId,
+    pub customer_id: CustomerId,
+    pub name: String,
+    pub prefix: String,
+    pub scopes: ScopeSet,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+/// What is stored when a key is issued.
+#[derive(Clone, Debug)]
+pub struct NewApiKey {
+    pub id: KeyId,
+    pub customer_id: CustomerId,
+    pub name: String,
+    pub prefix: String,
+    pub hash: KeyHash,
+    pub scopes: ScopeSet,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// Longest key name accepted.
+pub const MAX_KEY_NAME_LEN: usize = 100;
+
+impl NewApiKey {
+    /// Generates a key for `customer` and the row that stores it. The secret is returned
+    /// once, here, and is not kept anywhere.
+    pub fn generate(
+        customer_id: CustomerId,
+        name: String,
+        scopes: ScopeSet,
+        expires_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<(Self, ApiKeySecret), Error> {
+        if scopes.is_empty() {
+            return Err(Error::invalid("scope", "a key needs at least one scope"));
+        }
+        if name.is_empty() || name.chars().count() > MAX_KEY_NAME_LEN {
+            return Err(Error::invalid(
+                "name",
+                format!("must be 1 to {MAX_KEY_NAME_LEN} characters"),
+            ));
+        }
+        if expires_at.is_some_and(|at| at <= now) {
+            return Err(Error::invalid("expires", "the expiry must be in the future"));
+        }
+        let secret = ApiKeySecret::generate()?;
+        let key = NewApiKey {
+            id: KeyId::generate(),
+            customer_id,
+            name,
+            prefix: secret.display_prefix(),
+            hash: secret.hash(),
+            scopes,
+            expires_at,
+        };
+        Ok((key, secret))
+    }
+}
+
+/// The caller of a request, established from a verified, unrevoked, unexpired key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    key_id: KeyId,
+    customer: CustomerId,
+    scopes: ScopeSet,
+}
+
+impl Principal {
+    /// Made by the key store once the presented key's hash matched a usable key.
+    pub fn verified(key_id: KeyId, customer: CustomerId, scopes: ScopeSet) -> Self {
+        Self { key_id, customer, scopes }
+    }
+
+    pub fn key_id(&self) -> KeyId {
+        self.key_id
+    }
+
+    pub fn customer_id(&self) -> CustomerId {
+        self.customer
+    }
+
+    pub fn has_scope(&self, scope: Scope) -> bool {
+        self.scopes.contains(scope)
+    }
+
+    /// The customer scope for this caller's data queries.
+    pub fn scope(&self) -> CustomerScope {
+        CustomerScope::new(self.customer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_keys_have_the_svc_prefix_and_parse_back() {
+        let key = ApiKeySecret::generate().unwrap();
+        assert!(key.expose().starts_with("svc_"));
+        assert_eq!(key.expose().len(), KEY_LEN);
+        assert_eq!(ApiKeySecret::parse(key.expose()), Some(key.clone()));
+    }
+
+    #[test]
+    fn generated_keys_carry_160_random_bits() {
+        // 20 random bytes plus a 4-byte checksum: the key body decodes to 24 bytes.
+        let key = ApiKeySecret::generate().unwrap();
+        let body = BASE32_LOWER.decode(key.expose()[4..].as_bytes()).unwrap();
+        assert_eq!(body.len(), RANDOM_BYTES + CHECKSUM_BYTES);
+        assert_eq!(RANDOM_BYTES * 8, 160);
+        assert_ne!(ApiKeySecret::generate().unwrap(), key);
+    }
+
+    #[test]
+    fn a_key_with_a_wrong_checksum_does_not_parse() {
+        let key = ApiKeySecret::generate().unwrap();
+        let mut chars: Vec<char> = key.expose().chars().collect();
+        let i = 10;
+        chars[i] = if chars[i] == 'a' { 'b' } else { 'a' };
+        let tampered: String = chars.into_iter().collect();
+        assert_eq!(ApiKeySecret::parse(&tampered), None);
+        assert_eq!(ApiKeySecret::parse("svc_short"), None);
+        assert_eq!(ApiKeySecret::parse(&key.expose().to_uppercase()), None);
+    }
+
+    #[test]
+    fn debug_output_never_contains_the_key() {
+        let key = ApiKeySecret::generate().unwrap();
+        let shown = format!("{key:?}");
+        assert!(!shown.contains(key.expose()));
+        assert!(shown.contains(&key.display_prefix()));
+    }
+
+    #[test]
+    fn scopes_parse_from_their_wire_names() {
+        for scope in Scope::ALL {
+            assert_eq!(scope.as_str().parse::<Scope>().unwrap(), *scope);
+        }
+        assert!("admin".parse::<Scope>().is_err());
+        assert_eq!(ScopeSet::all().iter().count(), 6);
+    }
+
+    #[test]
+    fn a_key_without_scopes_is_refused() {
+        let result =
+            NewApiKey::generate(CustomerId::generate(), "k".into(), ScopeSet::default(), None, Utc::now());
+        assert!(matches!(result, Err(Error::Invalid { .. })));
+    }
+}

@@ -1,0 +1,229 @@
+//! Identifiers.
+//!
+//! Ids posture creates (customers, keys, analyzer passes) are UUIDv7: unguessable enough,
+//! time-ordered for index locality. Ids of analyzer data (identities, findings,
+//! recommendations) are the analyzer's own strings, validated by [`valid_external_id`]
+//! so they are safe in URL paths and logs. Cloud tenant ids are GUIDs, normalised to
+//! lowercase hyphenated form.
+
+use std::{fmt, str::FromStr};
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::error::Error;
+
+macro_rules! uuid_id {
+    ($(#[$meta:meta])* $name:ident, $field:literal) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(Uuid);
+
+        impl $name {
+            /// A new, time-ordered id.
+            pub fn generate() -> Self {
+                Self(Uuid::now_v7())
+            }
+
+            pub const fn from_uuid(id: Uuid) -> Self {
+                Self(id)
+            }
+
+            pub const fn as_uuid(&self) -> Uuid {
+                self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.hyphenated().fmt(f)
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = Error;
+
+            fn from_str(s: &str) -> Result<Self, Error> {
+                Uuid::parse_str(s)
+                    .map(Self)
+                    .map_err(|_| Error::invalid($field, format!("{s:?} is not a UUID")))
+            }
+        }
+    };
+}
+
+uuid_id!(
+    /// A customer (the owner of keys, tenants and all analyzer data).
+    CustomerId,
+    "customer"
+);
+uuid_id!(
+    /// An API key's public id (names its rate-limit bucket; never secret).
+    KeyId,
+    "key"
+);
+uuid_id!(
+    /// One analyzer pass (one `posture-api ingest` run).
+    PassId,
+    "pass"
+);
+
+/// A connected cloud directory tenant's id: a GUID, shown lowercase and hyphenated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct CloudTenantId(Uuid);
+
+impl CloudTenantId {
+    pub const fn from_uuid(id: Uuid) -> Self {
+        Self(id)
+    }
+
+    pub const fn as_uuid(&self) -> Uuid {
+        self.0
+    }
+}
+
+impl fmt::Display for CloudTenantId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.hyphenated().fmt(f)
+    }
+}
+
+impl FromStr for CloudTenantId {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        // Only the hyphenated 36-character form: the one Entra ID and the docs show.
+        if s.len() != 36 {
+            return Err(Error::invalid("cloudTenantId", format!("{s:?} is not a GUID")));
+        }
+        Uuid::parse_str(s)
+            .map(Self)
+            .map_err(|_| Error::invalid("cloudTenantId", format!("{s:?} is not a GUID")))
+    }
+}
+
+impl TryFrom<String> for CloudTenantId {
+    type Error = Error;
+
+    fn try_from(s: String) -> Result<Self, Error> {
+        s.parse()
+    }
+}
+
+impl From<CloudTenantId> for String {
+    fn from(id: CloudTenantId) -> String {
+        id.to_string()
+    }
+}
+
+/// Longest analyzer id accepted.
+pub const MAX_EXTERNAL_ID_LEN: usize = 128;
+
+/// Whether `s` is acceptable as an analyzer id: 1 to 128 characters of ASCII letters,
+/// digits and `-._~:@` (safe unescaped in a URL path segment and in a log line).
+pub fn valid_external_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_EXTERNAL_ID_LEN
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~:@".contains(&b))
+}
+
+macro_rules! external_id {
+    ($(#[$meta:meta])* $name:ident, $field:literal) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            pub fn into_string(self) -> String {
+                self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = Error;
+
+            fn try_from(s: String) -> Result<Self, Error> {
+                if valid_external_id(&s) {
+                    Ok(Self(s))
+                } else {
+                    Err(Error::invalid(
+                        $field,
+                        format!(
+                            "{s:?} is not a valid id (1 to {MAX_EXTERNAL_ID_LEN} characters of \
+                             letters, digits and -._~:@)"
+                        ),
+                    ))
+                }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = Error;
+
+            fn from_str(s: &str) -> Result<Self, Error> {
+                Self::try_from(s.to_owned())
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+    };
+}
+
+external_id!(
+    /// An identity's id as the analyzer reports it.
+    IdentityId,
+    "identityId"
+);
+external_id!(
+    /// A finding's id as the analyzer reports it.
+    FindingId,
+    "id"
+);
+external_id!(
+    /// A role recommendation's id as the analyzer reports it.
+    RecommendationId,
+    "id"
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cloud_tenant_id_is_normalised_to_lowercase() {
+        let id: CloudTenantId = "8F6E2C1A-3B4D-4E5F-9A0B-1C2D3E4F5A6B".parse().unwrap();
+        assert_eq!(id.to_string(), "8f6e2c1a-3b4d-4e5f-9a0b-1c2d3e4f5a6b");
+    }
+
+    #[test]
+    fn cloud_tenant_id_rejects_non_guid_forms() {
+        assert!("8f6e2c1a3b4d4e5f9a0b1c2d3e4f5a6b".parse::<CloudTenantId>().is_err());
+        assert!("contoso".parse::<CloudTenantId>().is_err());
+    }
+
+    #[test]
+    fn external_ids_reject_path_and_control_characters() {
+        assert!("f-0001".parse::<FindingId>().is_ok());
+        assert!("a/b".parse::<FindingId>().is_err());
+        assert!("".parse::<FindingId>().is_err());
+        assert!("line\nbreak".parse::<FindingId>().is_err());
+        assert!("x".repeat(129).parse::<FindingId>().is_err());
+    }
+}

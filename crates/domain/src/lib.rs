@@ -1,0 +1,29 @@
+//! posture's domain: the model, its rules, and the ports (repository traits) that adapters
+//! implement.
+//!
+//! This crate knows no I/O: no database, no HTTP, no async runtime. Adapters
+//! (`posture-store-postgres`, `posture-redis`, ...) implement the traits in [`ports`]; the
+//! binaries wire them together. Every port method that reads customer data takes a
+//! [`CustomerScope`] first, so a query that forgets the customer does not compile.
+
+#[macro_use]
+mod macros;
+
+pub mod api_key;
+pub mod customer;
+pub mod error;
+pub mod finding;
+pub mod identity;
+pub mod ids;
+pub mod ingest;
+pub mod page;
+pub mod ports;
+pub mod recommendation;
+pub mod tenant;
+pub mod upr;
+
+pub use api_key::{ApiKey, ApiKeySecret, KeyHash, Principal, Scope, ScopeSet};
+pub use customer::{Customer, CustomerScope};
+pub use error::{Error, Result};
+pub use ids::{CloudTenantId, CustomerId, FindingId, IdentityId, KeyId, PassId, RecommendationId};
+pub use page::{Page, PageRequest};

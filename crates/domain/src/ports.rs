@@ -1,0 +1,76 @@
+//! Ports: what the application needs from storage, as traits.
+//!
+//! Adapters implement these (`posture-store-postgres` on PostgreSQL); handlers and operator
+//! commands call them through `Arc<dyn ...>`. Every method that touches customer data takes
+//! a [`CustomerScope`] first and must filter by it in the query itself, never afterwards.
+//! Method names are unique across the traits so one adapter type can implement them all.
+
+use async_trait::async_trait;
+
+use crate::{
+    api_key::{ApiKey, KeyHash, NewApiKey, Principal},
+    customer::{Customer, CustomerScope},
+    error::Result,
+    identity::{Identity, IdentityDetail, IdentityFilter},
+    ids::{CloudTenantId, IdentityId, KeyId},
+    ingest::{IngestError, IngestItem, PassSummary},
+    page::{Page, PageRequest},
+    tenant::{NewTenant, Tenant},
+};
+
+/// Customers (operator commands only).
+#[async_trait]
+pub trait CustomerRepository: Send + Sync {
+    async fn create_customer(&self, name: &str) -> Result<Customer>;
+    async fn list_customers(&self) -> Result<Vec<Customer>>;
+}
+
+/// Connected cloud tenants.
+#[async_trait]
+pub trait TenantRepository: Send + Sync {
+    /// Connects a tenant to the customer, or updates its names if it is connected already.
+    /// `Conflict` if it is connected to another customer.
+    async fn connect_tenant(&self, scope: CustomerScope, tenant: NewTenant) -> Result<Tenant>;
+    async fn list_tenants(&self, scope: CustomerScope, page: PageRequest) -> Result<Page<Tenant>>;
+    /// The customer's tenant with this id; `NotFound` for an unknown or foreign one.
+    async fn find_tenant(&self, scope: CustomerScope, id: CloudTenantId) -> Result<Tenant>;
+}
+
+/// Identities and their role assignments.
+#[async_trait]
+pub trait IdentityRepository: Send + Sync {
+    async fn list_identities(
+        &self,
+        scope: CustomerScope,
+        filter: &IdentityFilter,
+        page: PageRequest,
+    ) -> Result<Page<Identity>>;
+    /// `NotFound` for an unknown or foreign id.
+    async fn get_identity(&self, scope: CustomerScope, id: &IdentityId) -> Result<IdentityDetail>;
+}
+
+/// API keys: issue, list and revoke (operators), authenticate (every request).
+#[async_trait]
+pub trait ApiKeyRepository: Send + Sync {
+    /// Stores a generated key. `NotFound` if the customer does not exist.
+    async fn insert_key(&self, key: NewApiKey) -> Result<ApiKey>;
+    async fn list_keys(&self, scope: CustomerScope) -> Result<Vec<ApiKey>>;
+    /// Revokes a key at once. `NotFound` for an unknown id; revoking twice keeps the first
+    /// revocation time.
+    async fn revoke_key(&self, id: KeyId) -> Result<ApiKey>;
+    /// The principal of the key with this hash, if it is neither revoked nor expired now.
+    /// Must see a revocation as soon as it is committed.
+    async fn authenticate(&self, hash: &KeyHash) -> Result<Option<Principal>>;
+}
+
+/// Analyzer passes.
+#[async_trait]
+pub trait IngestRepository: Send + Sync {
+    /// Runs one analyzer pass over `items` (line number, record) in one transaction: all of
+    /// it is kept, or (on any error) nothing.
+    async fn run_pass(
+        &self,
+        scope: CustomerScope,
+        items: &mut (dyn Iterator<Item = Result<(u64, IngestItem), IngestError>> + Send),
+    ) -> std::result::Result<PassSummary, IngestError>;
+}
