@@ -82,7 +82,9 @@ impl FromIterator<Scope> for ScopeSet {
 
 impl fmt::Debug for ScopeSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_set().entries(self.iter().map(Scope::as_str)).finish()
+        f.debug_set()
+            .entries(self.iter().map(Scope::as_str))
+            .finish()
     }
 }
 
@@ -97,7 +99,8 @@ const DISPLAY_CHARS: usize = 6;
 static BASE32_LOWER: LazyLock<data_encoding::Encoding> = LazyLock::new(|| {
     let mut spec = data_encoding::Specification::new();
     spec.symbols.push_str("abcdefghijklmnopqrstuvwxyz234567");
-    spec.encoding().expect("a static, valid base32 specification")
+    spec.encoding()
+        .expect("a static, valid base32 specification")
 });
 
 /// A full API key. Shown once at issue; its `Debug` never prints it.
@@ -151,7 +154,7 @@ impl fmt::Debug for ApiKeySecret {
 }
 
 /// SHA-256 of an API key.
-#[derive(Clone, Copy, Hash)]
+#[derive(Clone, Copy)]
 pub struct KeyHash(pub [u8; 32]);
 
 impl KeyHash {
@@ -224,7 +227,10 @@ impl NewApiKey {
             ));
         }
         if expires_at.is_some_and(|at| at <= now) {
-            return Err(Error::invalid("expires", "the expiry must be in the future"));
+            return Err(Error::invalid(
+                "expires",
+                "the expiry must be in the future",
+            ));
         }
         let secret = ApiKeySecret::generate()?;
         let key = NewApiKey {
@@ -251,7 +257,11 @@ pub struct Principal {
 impl Principal {
     /// Made by the key store once the presented key's hash matched a usable key.
     pub fn verified(key_id: KeyId, customer: CustomerId, scopes: ScopeSet) -> Self {
-        Self { key_id, customer, scopes }
+        Self {
+            key_id,
+            customer,
+            scopes,
+        }
     }
 
     pub fn key_id(&self) -> KeyId {
@@ -288,7 +298,7 @@ mod tests {
     fn generated_keys_carry_160_random_bits() {
         // 20 random bytes plus a 4-byte checksum: the key body decodes to 24 bytes.
         let key = ApiKeySecret::generate().unwrap();
-        let body = BASE32_LOWER.decode(key.expose()[4..].as_bytes()).unwrap();
+        let body = BASE32_LOWER.decode(&key.expose().as_bytes()[4..]).unwrap();
         assert_eq!(body.len(), RANDOM_BYTES + CHECKSUM_BYTES);
         assert_eq!(RANDOM_BYTES * 8, 160);
         assert_ne!(ApiKeySecret::generate().unwrap(), key);
@@ -325,8 +335,13 @@ mod tests {
 
     #[test]
     fn a_key_without_scopes_is_refused() {
-        let result =
-            NewApiKey::generate(CustomerId::generate(), "k".into(), ScopeSet::default(), None, Utc::now());
+        let result = NewApiKey::generate(
+            CustomerId::generate(),
+            "k".into(),
+            ScopeSet::default(),
+            None,
+            Utc::now(),
+        );
         assert!(matches!(result, Err(Error::Invalid { .. })));
     }
 }

@@ -18,7 +18,10 @@ pub enum Error {
     NotFound,
     /// A value given by the caller breaks a rule; `field` names it.
     #[error("invalid {field}: {reason}")]
-    Invalid { field: Cow<'static, str>, reason: String },
+    Invalid {
+        field: Cow<'static, str>,
+        reason: String,
+    },
     /// The request is valid but conflicts with the current state (e.g. a quota is reached).
     #[error("conflict: {0}")]
     Conflict(String),
@@ -32,7 +35,10 @@ pub enum Error {
 
 impl Error {
     pub fn invalid(field: impl Into<Cow<'static, str>>, reason: impl Into<String>) -> Self {
-        Error::Invalid { field: field.into(), reason: reason.into() }
+        Error::Invalid {
+            field: field.into(),
+            reason: reason.into(),
+        }
     }
 
     pub fn internal(cause: impl Into<BoxError>) -> Self {

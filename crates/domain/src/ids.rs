@@ -96,7 +96,10 @@ impl FromStr for CloudTenantId {
     fn from_str(s: &str) -> Result<Self, Error> {
         // Only the hyphenated 36-character form: the one Entra ID and the docs show.
         if s.len() != 36 {
-            return Err(Error::invalid("cloudTenantId", format!("{s:?} is not a GUID")));
+            return Err(Error::invalid(
+                "cloudTenantId",
+                format!("{s:?} is not a GUID"),
+            ));
         }
         Uuid::parse_str(s)
             .map(Self)
@@ -126,7 +129,8 @@ pub const MAX_EXTERNAL_ID_LEN: usize = 128;
 pub fn valid_external_id(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= MAX_EXTERNAL_ID_LEN
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~:@".contains(&b))
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~:@".contains(&b))
 }
 
 macro_rules! external_id {
@@ -214,7 +218,11 @@ mod tests {
 
     #[test]
     fn cloud_tenant_id_rejects_non_guid_forms() {
-        assert!("8f6e2c1a3b4d4e5f9a0b1c2d3e4f5a6b".parse::<CloudTenantId>().is_err());
+        assert!(
+            "8f6e2c1a3b4d4e5f9a0b1c2d3e4f5a6b"
+                .parse::<CloudTenantId>()
+                .is_err()
+        );
         assert!("contoso".parse::<CloudTenantId>().is_err());
     }
 

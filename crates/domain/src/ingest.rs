@@ -84,7 +84,10 @@ pub enum IngestError {
 
 impl IngestError {
     pub fn line(line: u64, reason: impl Into<String>) -> Self {
-        IngestError::Line { line, reason: reason.into() }
+        IngestError::Line {
+            line,
+            reason: reason.into(),
+        }
     }
 }
 
@@ -121,6 +124,21 @@ pub fn parse_line(line: &str) -> Result<Option<IngestItem>, String> {
     record.validate().map(Some).map_err(|e| match e {
         Error::Invalid { field, reason } => format!("{field}: {reason}"),
         other => other.to_string(),
+    })
+}
+
+/// Numbers and parses lines (1-based), skipping blank ones: what a pass consumes. `lines`
+/// yields each line or the error of reading it.
+pub fn numbered_items<E: std::fmt::Display>(
+    lines: impl Iterator<Item = Result<String, E>>,
+) -> impl Iterator<Item = Result<(u64, IngestItem), IngestError>> {
+    lines.zip(1u64..).filter_map(|(line, number)| match line {
+        Err(e) => Some(Err(IngestError::Input(format!("line {number}: {e}")))),
+        Ok(text) => match parse_line(&text) {
+            Ok(Some(item)) => Some(Ok((number, item))),
+            Ok(None) => None,
+            Err(reason) => Some(Err(IngestError::line(number, reason))),
+        },
     })
 }
 
@@ -265,7 +283,11 @@ impl Record {
                     identity_id: r.identity_id,
                     current_roles: names("currentRoles", r.current_roles, MAX_NAME_LEN)?,
                     recommended_role: RecommendedRole {
-                        name: text("recommendedRole.name", r.recommended_role.name, MAX_NAME_LEN)?,
+                        name: text(
+                            "recommendedRole.name",
+                            r.recommended_role.name,
+                            MAX_NAME_LEN,
+                        )?,
                         actions: names(
                             "recommendedRole.actions",
                             r.recommended_role.actions,
@@ -318,7 +340,10 @@ fn text(field: &'static str, value: String, max: usize) -> Result<String, Error>
         return Err(Error::invalid(field, "must not be empty"));
     }
     if value.chars().count() > max {
-        return Err(Error::invalid(field, format!("must be at most {max} characters")));
+        return Err(Error::invalid(
+            field,
+            format!("must be at most {max} characters"),
+        ));
     }
     if value.contains('\0') {
         return Err(Error::invalid(field, "must not contain NUL characters"));
@@ -340,7 +365,10 @@ fn list<T, U>(
     each: impl FnMut(T) -> Result<U, Error>,
 ) -> Result<Vec<U>, Error> {
     if items.len() > MAX_LIST_LEN {
-        return Err(Error::invalid(field, format!("at most {MAX_LIST_LEN} entries")));
+        return Err(Error::invalid(
+            field,
+            format!("at most {MAX_LIST_LEN} entries"),
+        ));
     }
     items.into_iter().map(each).collect()
 }
@@ -361,7 +389,10 @@ pub struct PassState {
 impl PassState {
     /// A pass of a customer whose connected tenants are `connected`.
     pub fn new(connected: impl IntoIterator<Item = CloudTenantId>) -> Self {
-        Self { tenants: connected.into_iter().collect(), ..Self::default() }
+        Self {
+            tenants: connected.into_iter().collect(),
+            ..Self::default()
+        }
     }
 
     /// A `tenant` record connected this tenant to the customer.
@@ -371,25 +402,25 @@ impl PassState {
 
     /// Checks a data record against what the pass knows so far.
     pub fn check(&mut self, line: u64, item: &IngestItem) -> Result<(), IngestError> {
-        if let Some(tenant) = item.data_tenant() {
-            if !self.tenants.contains(&tenant) {
-                return Err(IngestError::line(
-                    line,
-                    format!(
-                        "tenant {tenant} is not connected to this customer (connect it with a \
-                         `tenant` record before this line, or `posture-api tenants add`)"
-                    ),
-                ));
-            }
+        if let Some(tenant) = item.data_tenant()
+            && !self.tenants.contains(&tenant)
+        {
+            return Err(IngestError::line(
+                line,
+                format!(
+                    "tenant {tenant} is not connected to this customer (connect it with a \
+                     `tenant` record before this line, or `posture-api tenants add`)"
+                ),
+            ));
         }
         if let IngestItem::Identity(identity) = item {
             self.references.remove(&identity.id);
             self.identities.insert(identity.id.clone());
         }
-        if let Some(id) = item.identity_reference() {
-            if !self.identities.contains(id) {
-                self.references.entry(id.clone()).or_insert(line);
-            }
+        if let Some(id) = item.identity_reference()
+            && !self.identities.contains(id)
+        {
+            self.references.entry(id.clone()).or_insert(line);
         }
         Ok(())
     }
@@ -397,7 +428,11 @@ impl PassState {
     /// Identities referenced but not given in this pass, with the first line naming each,
     /// in line order. The store checks that these exist already.
     pub fn unresolved_references(&self) -> Vec<(IdentityId, u64)> {
-        let mut refs: Vec<_> = self.references.iter().map(|(id, l)| (id.clone(), *l)).collect();
+        let mut refs: Vec<_> = self
+            .references
+            .iter()
+            .map(|(id, l)| (id.clone(), *l))
+            .collect();
         refs.sort_by_key(|(_, line)| *line);
         refs
     }
@@ -417,15 +452,23 @@ mod tests {
 
     #[test]
     fn a_valid_finding_line_parses() {
-        let item = parse_line(&finding(r#","identityId":"u1""#)).unwrap().unwrap();
-        let IngestItem::Finding(f) = item else { panic!("not a finding") };
+        let item = parse_line(&finding(r#","identityId":"u1""#))
+            .unwrap()
+            .unwrap();
+        let IngestItem::Finding(f) = item else {
+            panic!("not a finding")
+        };
         assert_eq!(f.severity, Severity::Critical);
         assert_eq!(f.identity_id.unwrap().as_str(), "u1");
     }
 
     #[test]
     fn unknown_fields_are_ignored() {
-        assert!(parse_line(&finding(r#","analyzerInternal":{"x":1}"#)).unwrap().is_some());
+        assert!(
+            parse_line(&finding(r#","analyzerInternal":{"x":1}"#))
+                .unwrap()
+                .is_some()
+        );
     }
 
     #[test]
@@ -452,7 +495,10 @@ mod tests {
     fn a_wrong_severity_is_rejected_with_the_allowed_values() {
         let line = finding("").replace("\"critical\"", "\"urgent\"");
         let err = parse_line(&line).unwrap_err();
-        assert!(err.contains("urgent") && err.contains("critical, high"), "{err}");
+        assert!(
+            err.contains("urgent") && err.contains("critical, high"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -480,13 +526,19 @@ mod tests {
     #[test]
     fn identity_references_may_point_forward() {
         let mut pass = PassState::new([T1.parse().unwrap()]);
-        let f = parse_line(&finding(r#","identityId":"u1""#)).unwrap().unwrap();
+        let f = parse_line(&finding(r#","identityId":"u1""#))
+            .unwrap()
+            .unwrap();
         pass.check(1, &f).unwrap();
-        assert_eq!(pass.unresolved_references(), vec![("u1".parse().unwrap(), 1)]);
+        assert_eq!(
+            pass.unresolved_references(),
+            vec![("u1".parse().unwrap(), 1)]
+        );
         let identity = format!(
             r#"{{"type":"identity","id":"u1","cloudTenantId":"{T1}","kind":"user","displayName":"A"}}"#
         );
-        pass.check(2, &parse_line(&identity).unwrap().unwrap()).unwrap();
+        pass.check(2, &parse_line(&identity).unwrap().unwrap())
+            .unwrap();
         assert!(pass.unresolved_references().is_empty());
     }
 }

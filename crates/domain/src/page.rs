@@ -18,7 +18,10 @@ pub struct PageRequest {
 
 impl Default for PageRequest {
     fn default() -> Self {
-        Self { limit: DEFAULT_LIMIT, offset: 0 }
+        Self {
+            limit: DEFAULT_LIMIT,
+            offset: 0,
+        }
     }
 }
 
@@ -32,7 +35,10 @@ impl PageRequest {
         };
         let offset = offset.unwrap_or(0);
         if offset > MAX_OFFSET {
-            return Err(Error::invalid("offset", format!("must be at most {MAX_OFFSET}")));
+            return Err(Error::invalid(
+                "offset",
+                format!("must be at most {MAX_OFFSET}"),
+            ));
         }
         Ok(Self { limit, offset })
     }
@@ -55,7 +61,10 @@ pub struct Page<T> {
 
 impl<T> Page<T> {
     pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
-        Page { items: self.items.into_iter().map(f).collect(), total: self.total }
+        Page {
+            items: self.items.into_iter().map(f).collect(),
+            total: self.total,
+        }
     }
 }
 

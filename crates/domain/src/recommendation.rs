@@ -31,7 +31,11 @@ pub struct RoleRecommendation {
 impl RoleRecommendation {
     /// Current roles that applying the recommendation takes away.
     pub fn removed_roles(&self) -> Vec<String> {
-        self.current_roles.iter().filter(|r| **r != self.recommended_role.name).cloned().collect()
+        self.current_roles
+            .iter()
+            .filter(|r| **r != self.recommended_role.name)
+            .cloned()
+            .collect()
     }
 }
 
@@ -68,7 +72,10 @@ mod tests {
                 cloud_tenant_id: "8f6e2c1a-3b4d-4e5f-9a0b-1c2d3e4f5a6b".parse().unwrap(),
             },
             current_roles: vec!["Owner".into(), "Reader".into()],
-            recommended_role: RecommendedRole { name: "Reader".into(), actions: vec![] },
+            recommended_role: RecommendedRole {
+                name: "Reader".into(),
+                actions: vec![],
+            },
             removed_actions: vec![],
             updated_at: Utc::now(),
         };

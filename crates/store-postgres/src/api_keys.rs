@@ -1,0 +1,180 @@
+//! API keys: issue, list, revoke and authenticate.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use posture_domain::{
+    ApiKey, CustomerId, CustomerScope, Error, KeyHash, KeyId, Principal, Result, Scope, ScopeSet,
+    api_key::NewApiKey, ports::ApiKeyRepository,
+};
+use uuid::Uuid;
+
+use crate::{
+    PgStore,
+    error::{corrupt, db_error, is_foreign_key_violation},
+    schema::api_keys,
+};
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = api_keys, check_for_backend(diesel::pg::Pg))]
+struct ApiKeyRow {
+    id: Uuid,
+    customer_id: Uuid,
+    name: String,
+    prefix: String,
+    scopes: Vec<String>,
+    created_at: DateTime<Utc>,
+    expires_at: Option<DateTime<Utc>>,
+    revoked_at: Option<DateTime<Utc>>,
+    last_used_at: Option<DateTime<Utc>>,
+}
+
+fn scope_set(scopes: &[String]) -> Result<ScopeSet> {
+    scopes
+        .iter()
+        .map(|s| s.parse::<Scope>().map_err(|e| corrupt("scope", e)))
+        .collect()
+}
+
+impl TryFrom<ApiKeyRow> for ApiKey {
+    type Error = Error;
+
+    fn try_from(row: ApiKeyRow) -> Result<Self> {
+        Ok(ApiKey {
+            id: KeyId::from_uuid(row.id),
+            customer_id: CustomerId::from_uuid(row.customer_id),
+            name: row.name,
+            prefix: row.prefix,
+            scopes: scope_set(&row.scopes)?,
+            created_at: row.created_at,
+            expires_at: row.expires_at,
+            revoked_at: row.revoked_at,
+            last_used_at: row.last_used_at,
+        })
+    }
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = api_keys)]
+struct NewApiKeyRow<'a> {
+    id: Uuid,
+    customer_id: Uuid,
+    name: &'a str,
+    prefix: &'a str,
+    key_hash: &'a [u8],
+    scopes: Vec<&'static str>,
+    expires_at: Option<DateTime<Utc>>,
+}
+
+#[async_trait]
+impl ApiKeyRepository for PgStore {
+    async fn insert_key(&self, key: NewApiKey) -> Result<ApiKey> {
+        let row = NewApiKeyRow {
+            id: key.id.as_uuid(),
+            customer_id: key.customer_id.as_uuid(),
+            name: &key.name,
+            prefix: &key.prefix,
+            key_hash: key.hash.as_bytes(),
+            scopes: key.scopes.iter().map(Scope::as_str).collect(),
+            expires_at: key.expires_at,
+        };
+        let mut conn = self.conn().await?;
+        match diesel::insert_into(api_keys::table)
+            .values(&row)
+            .returning(ApiKeyRow::as_returning())
+            .get_result::<ApiKeyRow>(&mut conn)
+            .await
+        {
+            Ok(row) => row.try_into(),
+            Err(e) if is_foreign_key_violation(&e) => Err(Error::NotFound),
+            Err(e) => Err(db_error(e)),
+        }
+    }
+
+    async fn list_keys(&self, scope: CustomerScope) -> Result<Vec<ApiKey>> {
+        let mut conn = self.conn().await?;
+        let rows: Vec<ApiKeyRow> = api_keys::table
+            .filter(api_keys::customer_id.eq(scope.customer_id().as_uuid()))
+            .order((api_keys::created_at, api_keys::id))
+            .select(ApiKeyRow::as_select())
+            .load(&mut conn)
+            .await
+            .map_err(db_error)?;
+        rows.into_iter().map(ApiKey::try_from).collect()
+    }
+
+    async fn revoke_key(&self, id: KeyId) -> Result<ApiKey> {
+        let mut conn = self.conn().await?;
+        diesel::update(api_keys::table.find(id.as_uuid()))
+            .set(api_keys::revoked_at.eq(diesel::dsl::sql::<
+                diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>,
+            >("COALESCE(revoked_at, now())")))
+            .returning(ApiKeyRow::as_returning())
+            .get_result::<ApiKeyRow>(&mut conn)
+            .await
+            .map_err(db_error)?
+            .try_into()
+    }
+
+    async fn authenticate(&self, hash: &KeyHash) -> Result<Option<Principal>> {
+        let mut conn = self.conn().await?;
+        let now = Utc::now();
+        let found: Option<(Uuid, Uuid, Vec<u8>, Vec<String>)> = api_keys::table
+            .filter(api_keys::key_hash.eq(hash.as_bytes().as_slice()))
+            .filter(api_keys::revoked_at.is_null())
+            .filter(
+                api_keys::expires_at
+                    .is_null()
+                    .or(api_keys::expires_at.gt(now)),
+            )
+            .select((
+                api_keys::id,
+                api_keys::customer_id,
+                api_keys::key_hash,
+                api_keys::scopes,
+            ))
+            .first(&mut conn)
+            .await
+            .optional()
+            .map_err(db_error)?;
+        let Some((id, customer, stored_hash, scopes)) = found else {
+            return Ok(None);
+        };
+        // The lookup matched by index; compare again in constant time all the same.
+        let stored: [u8; 32] = stored_hash
+            .try_into()
+            .map_err(|_| corrupt("key hash", "length"))?;
+        if KeyHash(stored) != *hash {
+            return Ok(None);
+        }
+        let key_id = KeyId::from_uuid(id);
+        if self.key_touches.due(key_id) {
+            let store = self.clone();
+            tokio::spawn(async move { store.touch_key(key_id, now).await });
+        }
+        Ok(Some(Principal::verified(
+            key_id,
+            CustomerId::from_uuid(customer),
+            scope_set(&scopes)?,
+        )))
+    }
+}
+
+impl PgStore {
+    /// Records that a key was used (at most once a minute per key and process).
+    async fn touch_key(&self, key: KeyId, at: DateTime<Utc>) {
+        let result = async {
+            let mut conn = self.conn().await?;
+            diesel::update(api_keys::table.find(key.as_uuid()))
+                .set(api_keys::last_used_at.eq(at))
+                .execute(&mut conn)
+                .await
+                .map_err(db_error)
+        }
+        .await;
+        if let Err(e) = result {
+            tracing::warn!(key.id = %key, error = %e, "could not record the key's last use");
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! Analyzer passes: one `posture-api ingest` run is one transaction.
+//!
+//! The customer's row is locked first (`FOR UPDATE`), so passes of one customer run one
+//! after the other and "new findings" (first reported by this pass) is well defined.
+//! Records are validated line by line ([`PassState`]); data rows are buffered per kind,
+//! de-duplicated by key (the last line wins) and written in batches with `unnest` arrays.
+//! Identity references may point forward; they are resolved before commit. Totals used by
+//! `meta.total` are recomputed at the end. Any error rolls the whole pass back.
+
+mod writes;
+
+use std::{collections::HashMap, hash::Hash};
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use posture_domain::{
+    CustomerScope, Error, FindingId, IdentityId, PassId, RecommendationId,
+    finding::FindingUpsert,
+    identity::IdentityUpsert,
+    ingest::{IngestError, IngestItem, PassCounts, PassState, PassSummary},
+    ports::IngestRepository,
+    recommendation::RecommendationUpsert,
+    upr::UprScoreUpsert,
+};
+
+use crate::{
+    PgStore,
+    error::db_error,
+    schema::{analyzer_passes, customers, findings},
+    tenants::{tenant_ids, upsert_tenant},
+};
+
+/// Rows buffered per kind before they are written.
+const BATCH_ROWS: usize = 5_000;
+
+#[async_trait]
+impl IngestRepository for PgStore {
+    async fn run_pass(
+        &self,
+        scope: CustomerScope,
+        items: &mut (dyn Iterator<Item = Result<(u64, IngestItem), IngestError>> + Send),
+    ) -> Result<PassSummary, IngestError> {
+        let mut conn = self.conn().await?;
+        let pass_id = PassId::generate();
+        let started_at = Utc::now();
+        conn.transaction(async |conn| {
+            let mut pass = PassRun::new(conn, scope, pass_id, started_at);
+            pass.run(items).await
+        })
+        .await
+        .map_err(PassError::into_ingest)
+    }
+}
+
+/// Errors inside the pass transaction (diesel needs `From<diesel::result::Error>`).
+enum PassError {
+    Ingest(IngestError),
+    Db(diesel::result::Error),
+}
+
+impl From<diesel::result::Error> for PassError {
+    fn from(e: diesel::result::Error) -> Self {
+        PassError::Db(e)
+    }
+}
+
+impl From<IngestError> for PassError {
+    fn from(e: IngestError) -> Self {
+        PassError::Ingest(e)
+    }
+}
+
+impl PassError {
+    fn into_ingest(self) -> IngestError {
+        match self {
+            PassError::Ingest(e) => e,
+            PassError::Db(e) => IngestError::Store(db_error(e)),
+        }
+    }
+}
+
+/// Rows of one kind waiting to be written; a key seen again replaces its row.
+struct Batch<K, T> {
+    rows: Vec<T>,
+    index: HashMap<K, usize>,
+}
+
+impl<K: Hash + Eq, T> Batch<K, T> {
+    fn new() -> Self {
+        Self {
+            rows: Vec::new(),
+            index: HashMap::new(),
+        }
+    }
+
+    fn push(&mut self, key: K, row: T) {
+        match self.index.get(&key) {
+            Some(&i) => self.rows[i] = row,
+            None => {
+                self.index.insert(key, self.rows.len());
+                self.rows.push(row);
+            }
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.rows.len() >= BATCH_ROWS
+    }
+
+    fn take(&mut self) -> Vec<T> {
+        self.index.clear();
+        std::mem::take(&mut self.rows)
+    }
+}
+
+struct PassRun<'c> {
+    conn: &'c mut AsyncPgConnection,
+    scope: CustomerScope,
+    pass_id: PassId,
+    started_at: DateTime<Utc>,
+    state: PassState,
+    counts: PassCounts,
+    identities: Batch<IdentityId, IdentityUpsert>,
+    findings: Batch<FindingId, FindingUpsert>,
+    recommendations: Batch<RecommendationId, RecommendationUpsert>,
+    upr_scores: Batch<(IdentityId, NaiveDate), UprScoreUpsert>,
+}
+
+impl<'c> PassRun<'c> {
+    fn new(
+        conn: &'c mut AsyncPgConnection,
+        scope: CustomerScope,
+        pass_id: PassId,
+        started_at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            conn,
+            scope,
+            pass_id,
+            started_at,
+            state: PassState::default(),
+            counts: PassCounts::default(),
+            identities: Batch::new(),
+            findings: Batch::new(),
+            recommendations: Batch::new(),
+            upr_scores: Batch::new(),
+        }
+    }
+
+    async fn run(
+        &mut self,
+        items: &mut (dyn Iterator<Item = Result<(u64, IngestItem), IngestError>> + Send),
+    ) -> Result<PassSummary, PassError> {
+        self.lock_customer().await?;
+        self.state = PassState::new(tenant_ids(self.conn, self.scope).await?);
+        for item in items {
+            let (line, item) = item?;
+            self.state.check(line, &item)?;
+            self.accept(line, item).await?;
+        }
+        self.flush_all().await?;
+        self.resolve_references().await?;
+        self.finish().await
+    }
+
+    /// Serialises passes of one customer; a missing customer fails the pass.
+    async fn lock_customer(&mut self) -> Result<(), PassError> {
+        let customer = self.scope.customer_id();
+        let found: Option<uuid::Uuid> = customers::table
+            .find(customer.as_uuid())
+            .select(customers::id)
+            .for_update()
+            .get_result(self.conn)
+            .await
+            .optional()?;
+        match found {
+            Some(_) => Ok(()),
+            None => Err(IngestError::Store(Error::invalid(
+                "customer",
+                format!("no customer with id {customer}"),
+            ))
+            .into()),
+        }
+    }
+
+    async fn accept(&mut self, line: u64, item: IngestItem) -> Result<(), PassError> {
+        match item {
+            IngestItem::Tenant(tenant) => {
+                if upsert_tenant(self.conn, self.scope, &tenant)
+                    .await?
+                    .is_none()
+                {
+                    return Err(IngestError::line(
+                        line,
+                        format!(
+                            "tenant {} is connected to another customer",
+                            tenant.cloud_tenant_id
+                        ),
+                    )
+                    .into());
+                }
+                self.state.connect_tenant(tenant.cloud_tenant_id);
+                self.counts.tenants += 1;
+            }
+            IngestItem::Identity(identity) => {
+                self.counts.identities += 1;
+                self.identities.push(identity.id.clone(), identity);
+                if self.identities.is_full() {
+                    self.flush_identities().await?;
+                }
+            }
+            IngestItem::Finding(finding) => {
+                self.counts.findings += 1;
+                self.findings.push(finding.id.clone(), finding);
+                if self.findings.is_full() {
+                    self.flush_findings().await?;
+                }
+            }
+            IngestItem::RoleRecommendation(rec) => {
+                self.counts.role_recommendations += 1;
+                self.recommendations.push(rec.id.clone(), rec);
+                if self.recommendations.is_full() {
+                    self.flush_recommendations().await?;
+                }
+            }
+            IngestItem::UprScore(mut score) => {
+                self.counts.upr_scores += 1;
+                let recorded_at = *score.recorded_at.get_or_insert(self.started_at);
+                self.upr_scores
+                    .push((score.identity_id.clone(), recorded_at.date_naive()), score);
+                if self.upr_scores.is_full() {
+                    self.flush_upr_scores().await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn flush_all(&mut self) -> Result<(), PassError> {
+        // Identities first: the other kinds refer to them.
+        self.flush_identities().await?;
+        self.flush_findings().await?;
+        self.flush_recommendations().await?;
+        self.flush_upr_scores().await
+    }
+
+    /// Identities referenced but not given in this pass must exist already.
+    async fn resolve_references(&mut self) -> Result<(), PassError> {
+        let references = self.state.unresolved_references();
+        if references.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<&str> = references.iter().map(|(id, _)| id.as_str()).collect();
+        let missing = writes::missing_identities(self.conn, self.scope, &ids).await?;
+        match references
+            .iter()
+            .find(|(id, _)| missing.contains(id.as_str()))
+        {
+            None => Ok(()),
+            Some((id, line)) => Err(IngestError::line(
+                *line,
+                format!("identity {id} is not known for this customer (add an identity record)"),
+            )
+            .into()),
+        }
+    }
+
+    async fn finish(&mut self) -> Result<PassSummary, PassError> {
+        let customer = self.scope.customer_id().as_uuid();
+        if self.counts.findings > 0 || self.counts.tenants > 0 {
+            writes::recompute_finding_totals(self.conn, self.scope).await?;
+        }
+        if self.counts.identities > 0 || self.counts.tenants > 0 {
+            writes::recompute_identity_totals(self.conn, self.scope).await?;
+        }
+        let new_findings: i64 = findings::table
+            .filter(findings::customer_id.eq(customer))
+            .filter(findings::first_pass_id.eq(self.pass_id.as_uuid()))
+            .count()
+            .get_result(self.conn)
+            .await?;
+        self.counts.new_findings = new_findings as u64;
+        let finished_at = Utc::now();
+        let count = |n: u64| i32::try_from(n).unwrap_or(i32::MAX);
+        diesel::insert_into(analyzer_passes::table)
+            .values((
+                analyzer_passes::customer_id.eq(customer),
+                analyzer_passes::id.eq(self.pass_id.as_uuid()),
+                analyzer_passes::started_at.eq(self.started_at),
+                analyzer_passes::finished_at.eq(finished_at),
+                analyzer_passes::tenants.eq(count(self.counts.tenants)),
+                analyzer_passes::identities.eq(count(self.counts.identities)),
+                analyzer_passes::findings.eq(count(self.counts.findings)),
+                analyzer_passes::new_findings.eq(count(self.counts.new_findings)),
+                analyzer_passes::role_recommendations.eq(count(self.counts.role_recommendations)),
+                analyzer_passes::upr_scores.eq(count(self.counts.upr_scores)),
+            ))
+            .execute(self.conn)
+            .await?;
+        Ok(PassSummary {
+            pass_id: self.pass_id,
+            started_at: self.started_at,
+            finished_at,
+            counts: self.counts.clone(),
+        })
+    }
+}

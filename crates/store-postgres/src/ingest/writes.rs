@@ -1,0 +1,370 @@
+//! The batch writes of a pass: one `INSERT ... SELECT FROM unnest(...)` per batch and kind.
+//!
+//! Arrays travel in PostgreSQL's binary format, so a batch of thousands of rows is one round
+//! trip with a fixed number of parameters. Lists inside a row (roles, actions) travel as JSON
+//! text and become `text[]` in SQL.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use diesel::{
+    QueryableByName,
+    sql_types::{Array, Int2, Int4, Nullable, Text, Timestamptz, Uuid as SqlUuid},
+};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use posture_domain::CustomerScope;
+
+use super::{PassError, PassRun};
+
+/// `text[]` from a JSON array held in a text column `col` of the unnest row.
+macro_rules! json_text_array {
+    ($col:literal) => {
+        concat!(
+            "ARRAY(SELECT e FROM jsonb_array_elements_text(r.",
+            $col,
+            "::jsonb) WITH ORDINALITY AS x(e, n) ORDER BY n)"
+        )
+    };
+}
+
+fn json_list(items: &[String]) -> String {
+    serde_json::Value::from(items).to_string()
+}
+
+impl PassRun<'_> {
+    pub(super) async fn flush_identities(&mut self) -> Result<(), PassError> {
+        let rows = self.identities.take();
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+        diesel::sql_query(
+            "INSERT INTO identities (customer_id, id, cloud_tenant_id, kind, display_name, \
+                                     principal_name, first_seen_at, last_seen_at) \
+             SELECT $1, r.id, r.tenant, r.kind, r.display_name, r.principal_name, $2, $2 \
+             FROM unnest($3::text[], $4::uuid[], $5::text[], $6::text[], $7::text[]) \
+                  AS r(id, tenant, kind, display_name, principal_name) \
+             ON CONFLICT (customer_id, id) DO UPDATE SET \
+                cloud_tenant_id = EXCLUDED.cloud_tenant_id, kind = EXCLUDED.kind, \
+                display_name = EXCLUDED.display_name, principal_name = EXCLUDED.principal_name, \
+                last_seen_at = EXCLUDED.last_seen_at",
+        )
+        .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
+        .bind::<Timestamptz, _>(self.started_at)
+        .bind::<Array<Text>, _>(&ids)
+        .bind::<Array<SqlUuid>, _>(
+            rows.iter()
+                .map(|r| r.cloud_tenant_id.as_uuid())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Text>, _>(rows.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>())
+        .bind::<Array<Text>, _>(
+            rows.iter()
+                .map(|r| r.display_name.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Nullable<Text>>, _>(
+            rows.iter()
+                .map(|r| r.principal_name.as_deref())
+                .collect::<Vec<_>>(),
+        )
+        .execute(self.conn)
+        .await?;
+
+        // Re-ingesting an identity replaces its role assignments.
+        diesel::sql_query(
+            "DELETE FROM role_assignments WHERE customer_id = $1 AND identity_id = ANY($2::text[])",
+        )
+        .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
+        .bind::<Array<Text>, _>(&ids)
+        .execute(self.conn)
+        .await?;
+        let assignments: Vec<(&str, i32, &posture_domain::identity::RoleAssignment)> = rows
+            .iter()
+            .flat_map(|r| {
+                r.role_assignments
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| (r.id.as_str(), i as i32, a))
+            })
+            .collect();
+        if !assignments.is_empty() {
+            diesel::sql_query(
+                "INSERT INTO role_assignments (customer_id, identity_id, position, role_name, \
+                                               scope, assignment_type) \
+                 SELECT $1, r.* FROM unnest($2::text[], $3::int4[], $4::text[], $5::text[], \
+                                            $6::text[]) AS r",
+            )
+            .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
+            .bind::<Array<Text>, _>(assignments.iter().map(|a| a.0).collect::<Vec<_>>())
+            .bind::<Array<Int4>, _>(assignments.iter().map(|a| a.1).collect::<Vec<_>>())
+            .bind::<Array<Text>, _>(
+                assignments
+                    .iter()
+                    .map(|a| a.2.role_name.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind::<Array<Text>, _>(
+                assignments
+                    .iter()
+                    .map(|a| a.2.scope.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind::<Array<Text>, _>(
+                assignments
+                    .iter()
+                    .map(|a| a.2.assignment_type.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .execute(self.conn)
+            .await?;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn flush_findings(&mut self) -> Result<(), PassError> {
+        let rows = self.findings.take();
+        if rows.is_empty() {
+            return Ok(());
+        }
+        // `detected_at` keeps the earliest detection known; `first_pass_id` is never updated.
+        diesel::sql_query(
+            "INSERT INTO findings (customer_id, id, cloud_tenant_id, finding_type, severity, \
+                                   status, title, description, identity_id, detected_at, \
+                                   updated_at, first_pass_id, last_pass_id) \
+             SELECT $1, r.id, r.tenant, r.finding_type, r.severity, r.status, r.title, \
+                    r.description, r.identity_id, COALESCE(r.detected_at, $2), $2, $3, $3 \
+             FROM unnest($4::text[], $5::uuid[], $6::text[], $7::text[], $8::text[], \
+                         $9::text[], $10::text[], $11::text[], $12::timestamptz[]) \
+                  AS r(id, tenant, finding_type, severity, status, title, description, \
+                       identity_id, detected_at) \
+             ON CONFLICT (customer_id, id) DO UPDATE SET \
+                cloud_tenant_id = EXCLUDED.cloud_tenant_id, \
+                finding_type = EXCLUDED.finding_type, severity = EXCLUDED.severity, \
+                status = EXCLUDED.status, title = EXCLUDED.title, \
+                description = EXCLUDED.description, identity_id = EXCLUDED.identity_id, \
+                detected_at = LEAST(findings.detected_at, EXCLUDED.detected_at), \
+                updated_at = EXCLUDED.updated_at, last_pass_id = EXCLUDED.last_pass_id",
+        )
+        .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
+        .bind::<Timestamptz, _>(self.started_at)
+        .bind::<SqlUuid, _>(self.pass_id.as_uuid())
+        .bind::<Array<Text>, _>(rows.iter().map(|r| r.id.as_str()).collect::<Vec<_>>())
+        .bind::<Array<SqlUuid>, _>(
+            rows.iter()
+                .map(|r| r.cloud_tenant_id.as_uuid())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Text>, _>(
+            rows.iter()
+                .map(|r| r.finding_type.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Text>, _>(rows.iter().map(|r| r.severity.as_str()).collect::<Vec<_>>())
+        .bind::<Array<Text>, _>(rows.iter().map(|r| r.status.as_str()).collect::<Vec<_>>())
+        .bind::<Array<Text>, _>(rows.iter().map(|r| r.title.as_str()).collect::<Vec<_>>())
+        .bind::<Array<Nullable<Text>>, _>(
+            rows.iter()
+                .map(|r| r.description.as_deref())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Nullable<Text>>, _>(
+            rows.iter()
+                .map(|r| r.identity_id.as_ref().map(|i| i.as_str()))
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Nullable<Timestamptz>>, _>(
+            rows.iter()
+                .map(|r| r.detected_at)
+                .collect::<Vec<Option<DateTime<Utc>>>>(),
+        )
+        .execute(self.conn)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn flush_recommendations(&mut self) -> Result<(), PassError> {
+        let rows = self.recommendations.take();
+        if rows.is_empty() {
+            return Ok(());
+        }
+        diesel::sql_query(concat!(
+            "INSERT INTO role_recommendations (customer_id, id, cloud_tenant_id, identity_id, \
+                current_roles, recommended_role_name, recommended_actions, removed_actions, \
+                created_at, updated_at) \
+             SELECT $1, r.id, r.tenant, r.identity_id, ",
+            json_text_array!("current_roles"),
+            ", r.role_name, ",
+            json_text_array!("actions"),
+            ", ",
+            json_text_array!("removed"),
+            ", $2, $2 \
+             FROM unnest($3::text[], $4::uuid[], $5::text[], $6::text[], $7::text[], \
+                         $8::text[], $9::text[]) \
+                  AS r(id, tenant, identity_id, current_roles, role_name, actions, removed) \
+             ON CONFLICT (customer_id, id) DO UPDATE SET \
+                cloud_tenant_id = EXCLUDED.cloud_tenant_id, identity_id = EXCLUDED.identity_id, \
+                current_roles = EXCLUDED.current_roles, \
+                recommended_role_name = EXCLUDED.recommended_role_name, \
+                recommended_actions = EXCLUDED.recommended_actions, \
+                removed_actions = EXCLUDED.removed_actions, updated_at = EXCLUDED.updated_at"
+        ))
+        .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
+        .bind::<Timestamptz, _>(self.started_at)
+        .bind::<Array<Text>, _>(rows.iter().map(|r| r.id.as_str()).collect::<Vec<_>>())
+        .bind::<Array<SqlUuid>, _>(
+            rows.iter()
+                .map(|r| r.cloud_tenant_id.as_uuid())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Text>, _>(
+            rows.iter()
+                .map(|r| r.identity_id.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Text>, _>(
+            rows.iter()
+                .map(|r| json_list(&r.current_roles))
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Text>, _>(
+            rows.iter()
+                .map(|r| r.recommended_role.name.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Text>, _>(
+            rows.iter()
+                .map(|r| json_list(&r.recommended_role.actions))
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Text>, _>(
+            rows.iter()
+                .map(|r| json_list(&r.removed_actions))
+                .collect::<Vec<_>>(),
+        )
+        .execute(self.conn)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn flush_upr_scores(&mut self) -> Result<(), PassError> {
+        let rows = self.upr_scores.take();
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let recorded =
+            |r: &posture_domain::upr::UprScoreUpsert| r.recorded_at.unwrap_or(self.started_at);
+        // One statement: the day's history row and the principal's latest score. A score
+        // recorded earlier than the stored one never replaces it.
+        diesel::sql_query(
+            "WITH r AS (SELECT * FROM unnest($3::text[], $4::uuid[], $5::int2[], $6::text[], \
+                                             $7::timestamptz[]) \
+                        AS r(identity_id, tenant, score, factors, recorded_at)), \
+             history AS ( \
+                INSERT INTO upr_scores (customer_id, identity_id, day, cloud_tenant_id, score, \
+                                        factors, recorded_at, pass_id) \
+                SELECT $1, r.identity_id, (r.recorded_at AT TIME ZONE 'UTC')::date, r.tenant, \
+                       r.score, r.factors::jsonb, r.recorded_at, $2 FROM r \
+                ON CONFLICT (customer_id, identity_id, day) DO UPDATE SET \
+                   cloud_tenant_id = EXCLUDED.cloud_tenant_id, score = EXCLUDED.score, \
+                   factors = EXCLUDED.factors, recorded_at = EXCLUDED.recorded_at, \
+                   pass_id = EXCLUDED.pass_id \
+                WHERE upr_scores.recorded_at <= EXCLUDED.recorded_at) \
+             INSERT INTO upr_latest (customer_id, identity_id, cloud_tenant_id, score, factors, \
+                                     recorded_at) \
+             SELECT DISTINCT ON (r.identity_id) $1, r.identity_id, r.tenant, r.score, \
+                    r.factors::jsonb, r.recorded_at \
+             FROM r ORDER BY r.identity_id, r.recorded_at DESC \
+             ON CONFLICT (customer_id, identity_id) DO UPDATE SET \
+                cloud_tenant_id = EXCLUDED.cloud_tenant_id, score = EXCLUDED.score, \
+                factors = EXCLUDED.factors, recorded_at = EXCLUDED.recorded_at \
+             WHERE upr_latest.recorded_at <= EXCLUDED.recorded_at",
+        )
+        .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
+        .bind::<SqlUuid, _>(self.pass_id.as_uuid())
+        .bind::<Array<Text>, _>(
+            rows.iter()
+                .map(|r| r.identity_id.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<SqlUuid>, _>(
+            rows.iter()
+                .map(|r| r.cloud_tenant_id.as_uuid())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Int2>, _>(rows.iter().map(|r| i16::from(r.score)).collect::<Vec<_>>())
+        .bind::<Array<Text>, _>(
+            rows.iter()
+                .map(|r| serde_json::to_string(&r.factors).unwrap_or_else(|_| "{}".to_owned()))
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<Timestamptz>, _>(rows.iter().map(recorded).collect::<Vec<_>>())
+        .execute(self.conn)
+        .await?;
+        Ok(())
+    }
+}
+
+#[derive(QueryableByName)]
+struct MissingId {
+    #[diesel(sql_type = Text)]
+    id: String,
+}
+
+/// Which of `ids` are not identities of the customer.
+pub(super) async fn missing_identities(
+    conn: &mut AsyncPgConnection,
+    scope: CustomerScope,
+    ids: &[&str],
+) -> Result<HashSet<String>, PassError> {
+    let missing: Vec<MissingId> = diesel::sql_query(
+        "SELECT r.id FROM unnest($2::text[]) AS r(id) \
+         WHERE NOT EXISTS (SELECT 1 FROM identities i WHERE i.customer_id = $1 AND i.id = r.id)",
+    )
+    .bind::<SqlUuid, _>(scope.customer_id().as_uuid())
+    .bind::<Array<Text>, _>(ids)
+    .load(conn)
+    .await?;
+    Ok(missing.into_iter().map(|m| m.id).collect())
+}
+
+pub(super) async fn recompute_finding_totals(
+    conn: &mut AsyncPgConnection,
+    scope: CustomerScope,
+) -> Result<(), PassError> {
+    let customer = scope.customer_id().as_uuid();
+    diesel::sql_query("DELETE FROM finding_totals WHERE customer_id = $1")
+        .bind::<SqlUuid, _>(customer)
+        .execute(conn)
+        .await?;
+    diesel::sql_query(
+        "INSERT INTO finding_totals (customer_id, cloud_tenant_id, severity, status, \
+                                     finding_type, total) \
+         SELECT customer_id, cloud_tenant_id, severity, status, finding_type, count(*) \
+         FROM findings WHERE customer_id = $1 GROUP BY 1, 2, 3, 4, 5",
+    )
+    .bind::<SqlUuid, _>(customer)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn recompute_identity_totals(
+    conn: &mut AsyncPgConnection,
+    scope: CustomerScope,
+) -> Result<(), PassError> {
+    let customer = scope.customer_id().as_uuid();
+    diesel::sql_query("DELETE FROM identity_totals WHERE customer_id = $1")
+        .bind::<SqlUuid, _>(customer)
+        .execute(conn)
+        .await?;
+    diesel::sql_query(
+        "INSERT INTO identity_totals (customer_id, cloud_tenant_id, total) \
+         SELECT customer_id, cloud_tenant_id, count(*) FROM identities \
+         WHERE customer_id = $1 GROUP BY 1, 2",
+    )
+    .bind::<SqlUuid, _>(customer)
+    .execute(conn)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,167 @@
+//! posture's PostgreSQL adapter: the Diesel schema of `migrations/` and implementations of
+//! the domain ports on diesel-async with a deadpool connection pool.
+//!
+//! Every query of customer data takes the `CustomerScope` and filters `customer_id` in its
+//! SQL; composite foreign keys make a row's tenant belong to the same customer. Database
+//! errors become domain errors in `error.rs`, at the port boundary.
+
+mod api_keys;
+mod customers;
+mod error;
+mod identities;
+mod ingest;
+pub mod migrations;
+mod schema;
+mod tenants;
+
+use std::{
+    collections::HashMap,
+    fmt,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use diesel_async::{
+    AsyncPgConnection, RunQueryDsl,
+    pooled_connection::{
+        AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
+        deadpool::{Object, Pool},
+    },
+};
+use posture_domain::{Error, KeyId};
+
+use crate::error::db_error;
+
+/// How to reach PostgreSQL.
+#[derive(Clone)]
+pub struct PgConfig {
+    /// `postgres://user:password@host:port/db`; contains a secret, so `Debug` hides it.
+    pub url: String,
+    /// Most connections the pool opens.
+    pub max_connections: usize,
+    /// How long a caller waits for a connection (and a new connection for the server)
+    /// before the request fails as unavailable.
+    pub acquire_timeout: Duration,
+}
+
+impl PgConfig {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            max_connections: 16,
+            acquire_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl fmt::Debug for PgConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgConfig")
+            .field("url", &"<redacted>")
+            .field("max_connections", &self.max_connections)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .finish()
+    }
+}
+
+/// Pool usage, for metrics and readiness.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolStatus {
+    pub max_size: usize,
+    pub size: usize,
+    pub available: usize,
+    pub waiting: usize,
+}
+
+/// The PostgreSQL implementation of posture's ports. Cheap to clone (shares the pool).
+#[derive(Clone)]
+pub struct PgStore {
+    pool: Pool<AsyncPgConnection>,
+    key_touches: Arc<KeyTouches>,
+}
+
+impl fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgStore")
+            .field("pool", &self.status())
+            .finish()
+    }
+}
+
+impl PgStore {
+    /// A store on a new pool. Connections are opened on demand; call [`PgStore::ping`] to
+    /// fail fast at start-up.
+    pub fn new(config: &PgConfig) -> Result<Self, Error> {
+        let mut manager_config = ManagerConfig::default();
+        manager_config.recycling_method = RecyclingMethod::Fast;
+        let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(
+            config.url.clone(),
+            manager_config,
+        );
+        let pool = Pool::builder(manager)
+            .max_size(config.max_connections)
+            .wait_timeout(Some(config.acquire_timeout))
+            .create_timeout(Some(config.acquire_timeout))
+            .recycle_timeout(Some(config.acquire_timeout))
+            .runtime(deadpool::Runtime::Tokio1)
+            .build()
+            .map_err(Error::internal)?;
+        Ok(Self {
+            pool,
+            key_touches: Arc::default(),
+        })
+    }
+
+    /// A pooled connection; `Unavailable` when none can be had in time.
+    pub(crate) async fn conn(&self) -> Result<Object<AsyncPgConnection>, Error> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| Error::Unavailable(Box::new(e)))
+    }
+
+    /// Checks that the database answers.
+    pub async fn ping(&self) -> Result<(), Error> {
+        let mut conn = self.conn().await?;
+        diesel::sql_query("SELECT 1")
+            .execute(&mut conn)
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
+    pub fn status(&self) -> PoolStatus {
+        let status = self.pool.status();
+        PoolStatus {
+            max_size: status.max_size,
+            size: status.size,
+            available: status.available,
+            waiting: status.waiting,
+        }
+    }
+}
+
+/// When each key's `last_used_at` was last written by this process, so a busy key costs one
+/// write a minute, not one per request.
+#[derive(Default)]
+struct KeyTouches(Mutex<HashMap<KeyId, Instant>>);
+
+const TOUCH_EVERY: Duration = Duration::from_secs(60);
+
+impl KeyTouches {
+    /// Whether `last_used_at` of this key is due for a write (and records that it happens).
+    fn due(&self, key: KeyId) -> bool {
+        let now = Instant::now();
+        let mut touches = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match touches.get(&key) {
+            Some(last) if now.duration_since(*last) < TOUCH_EVERY => false,
+            _ => {
+                touches.insert(key, now);
+                true
+            }
+        }
+    }
+}

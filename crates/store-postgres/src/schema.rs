@@ -1,0 +1,166 @@
+//! Diesel's view of the tables in `migrations/`. Written by hand; the integration tests run
+//! every query against the migrated schema, so a drift fails them.
+
+diesel::table! {
+    customers (id) {
+        id -> Uuid,
+        name -> Text,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    tenants (customer_id, cloud_tenant_id) {
+        customer_id -> Uuid,
+        cloud_tenant_id -> Uuid,
+        display_name -> Text,
+        primary_domain -> Nullable<Text>,
+        connected_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    api_keys (id) {
+        id -> Uuid,
+        customer_id -> Uuid,
+        name -> Text,
+        prefix -> Text,
+        key_hash -> Bytea,
+        scopes -> Array<Text>,
+        created_at -> Timestamptz,
+        expires_at -> Nullable<Timestamptz>,
+        revoked_at -> Nullable<Timestamptz>,
+        last_used_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    analyzer_passes (customer_id, id) {
+        customer_id -> Uuid,
+        id -> Uuid,
+        started_at -> Timestamptz,
+        finished_at -> Timestamptz,
+        tenants -> Integer,
+        identities -> Integer,
+        findings -> Integer,
+        new_findings -> Integer,
+        role_recommendations -> Integer,
+        upr_scores -> Integer,
+    }
+}
+
+diesel::table! {
+    identities (customer_id, id) {
+        customer_id -> Uuid,
+        id -> Text,
+        cloud_tenant_id -> Uuid,
+        kind -> Text,
+        display_name -> Text,
+        principal_name -> Nullable<Text>,
+        first_seen_at -> Timestamptz,
+        last_seen_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    role_assignments (customer_id, identity_id, position) {
+        customer_id -> Uuid,
+        identity_id -> Text,
+        position -> Integer,
+        role_name -> Text,
+        scope -> Text,
+        assignment_type -> Text,
+    }
+}
+
+diesel::table! {
+    findings (customer_id, id) {
+        customer_id -> Uuid,
+        id -> Text,
+        cloud_tenant_id -> Uuid,
+        finding_type -> Text,
+        severity -> Text,
+        severity_rank -> SmallInt,
+        status -> Text,
+        title -> Text,
+        description -> Nullable<Text>,
+        identity_id -> Nullable<Text>,
+        detected_at -> Timestamptz,
+        updated_at -> Timestamptz,
+        first_pass_id -> Uuid,
+        last_pass_id -> Uuid,
+    }
+}
+
+diesel::table! {
+    finding_totals (customer_id, cloud_tenant_id, severity, status, finding_type) {
+        customer_id -> Uuid,
+        cloud_tenant_id -> Uuid,
+        severity -> Text,
+        status -> Text,
+        finding_type -> Text,
+        total -> Integer,
+    }
+}
+
+diesel::table! {
+    identity_totals (customer_id, cloud_tenant_id) {
+        customer_id -> Uuid,
+        cloud_tenant_id -> Uuid,
+        total -> Integer,
+    }
+}
+
+diesel::table! {
+    role_recommendations (customer_id, id) {
+        customer_id -> Uuid,
+        id -> Text,
+        cloud_tenant_id -> Uuid,
+        identity_id -> Text,
+        current_roles -> Array<Text>,
+        recommended_role_name -> Text,
+        recommended_actions -> Array<Text>,
+        removed_actions -> Array<Text>,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    upr_scores (customer_id, identity_id, day) {
+        customer_id -> Uuid,
+        identity_id -> Text,
+        day -> Date,
+        cloud_tenant_id -> Uuid,
+        score -> SmallInt,
+        factors -> Jsonb,
+        recorded_at -> Timestamptz,
+        pass_id -> Uuid,
+    }
+}
+
+diesel::table! {
+    upr_latest (customer_id, identity_id) {
+        customer_id -> Uuid,
+        identity_id -> Text,
+        cloud_tenant_id -> Uuid,
+        score -> SmallInt,
+        factors -> Jsonb,
+        recorded_at -> Timestamptz,
+    }
+}
+
+diesel::allow_tables_to_appear_in_same_query!(
+    customers,
+    tenants,
+    api_keys,
+    analyzer_passes,
+    identities,
+    role_assignments,
+    findings,
+    finding_totals,
+    identity_totals,
+    role_recommendations,
+    upr_scores,
+    upr_latest,
+);

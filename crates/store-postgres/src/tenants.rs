@@ -1,0 +1,130 @@
+//! Connected cloud tenants.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use diesel::{
+    prelude::*,
+    sql_types::{Nullable, Text},
+};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use posture_domain::{
+    CloudTenantId, CustomerScope, Error, Page, PageRequest, Result,
+    ports::TenantRepository,
+    tenant::{NewTenant, Tenant},
+};
+use uuid::Uuid;
+
+use crate::{
+    PgStore,
+    error::{db_error, is_foreign_key_violation},
+    schema::tenants,
+};
+
+#[derive(Queryable, Selectable, QueryableByName)]
+#[diesel(table_name = tenants, check_for_backend(diesel::pg::Pg))]
+pub(crate) struct TenantRow {
+    cloud_tenant_id: Uuid,
+    display_name: String,
+    primary_domain: Option<String>,
+    connected_at: DateTime<Utc>,
+}
+
+impl From<TenantRow> for Tenant {
+    fn from(row: TenantRow) -> Self {
+        Tenant {
+            cloud_tenant_id: CloudTenantId::from_uuid(row.cloud_tenant_id),
+            display_name: row.display_name,
+            primary_domain: row.primary_domain,
+            connected_at: row.connected_at,
+        }
+    }
+}
+
+/// Connects a tenant to the customer, or refreshes its names if it is connected already.
+/// `Ok(None)` when the tenant is connected to another customer (the row is untouched).
+pub(crate) async fn upsert_tenant(
+    conn: &mut AsyncPgConnection,
+    scope: CustomerScope,
+    tenant: &NewTenant,
+) -> QueryResult<Option<Tenant>> {
+    // The WHERE of DO UPDATE leaves another customer's row alone and returns nothing.
+    diesel::sql_query(
+        "INSERT INTO tenants (customer_id, cloud_tenant_id, display_name, primary_domain) \
+         VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (cloud_tenant_id) DO UPDATE \
+            SET display_name = EXCLUDED.display_name, primary_domain = EXCLUDED.primary_domain \
+            WHERE tenants.customer_id = EXCLUDED.customer_id \
+         RETURNING cloud_tenant_id, display_name, primary_domain, connected_at",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(scope.customer_id().as_uuid())
+    .bind::<diesel::sql_types::Uuid, _>(tenant.cloud_tenant_id.as_uuid())
+    .bind::<Text, _>(&tenant.display_name)
+    .bind::<Nullable<Text>, _>(&tenant.primary_domain)
+    .get_result::<TenantRow>(conn)
+    .await
+    .optional()
+    .map(|row| row.map(Tenant::from))
+}
+
+/// The ids of the customer's connected tenants.
+pub(crate) async fn tenant_ids(
+    conn: &mut AsyncPgConnection,
+    scope: CustomerScope,
+) -> QueryResult<Vec<CloudTenantId>> {
+    let ids: Vec<Uuid> = tenants::table
+        .filter(tenants::customer_id.eq(scope.customer_id().as_uuid()))
+        .select(tenants::cloud_tenant_id)
+        .load(conn)
+        .await?;
+    Ok(ids.into_iter().map(CloudTenantId::from_uuid).collect())
+}
+
+#[async_trait]
+impl TenantRepository for PgStore {
+    async fn connect_tenant(&self, scope: CustomerScope, tenant: NewTenant) -> Result<Tenant> {
+        let mut conn = self.conn().await?;
+        match upsert_tenant(&mut conn, scope, &tenant).await {
+            Ok(Some(tenant)) => Ok(tenant),
+            Ok(None) => Err(Error::Conflict(format!(
+                "tenant {} is connected to another customer",
+                tenant.cloud_tenant_id
+            ))),
+            Err(e) if is_foreign_key_violation(&e) => Err(Error::NotFound),
+            Err(e) => Err(db_error(e)),
+        }
+    }
+
+    async fn list_tenants(&self, scope: CustomerScope, page: PageRequest) -> Result<Page<Tenant>> {
+        let customer = scope.customer_id().as_uuid();
+        let conn = self.conn().await?;
+        let rows = tenants::table
+            .filter(tenants::customer_id.eq(customer))
+            .order(tenants::cloud_tenant_id)
+            .limit(i64::from(page.limit()))
+            .offset(page.offset() as i64)
+            .select(TenantRow::as_select())
+            .load::<TenantRow>(&mut &*conn);
+        let total = tenants::table
+            .filter(tenants::customer_id.eq(customer))
+            .count()
+            .get_result::<i64>(&mut &*conn);
+        let (rows, total) = futures_util::future::try_join(rows, total)
+            .await
+            .map_err(db_error)?;
+        Ok(Page {
+            items: rows.into_iter().map(Tenant::from).collect(),
+            total: total as u64,
+        })
+    }
+
+    async fn find_tenant(&self, scope: CustomerScope, id: CloudTenantId) -> Result<Tenant> {
+        let mut conn = self.conn().await?;
+        tenants::table
+            .find((scope.customer_id().as_uuid(), id.as_uuid()))
+            .select(TenantRow::as_select())
+            .get_result::<TenantRow>(&mut conn)
+            .await
+            .map(Tenant::from)
+            .map_err(db_error)
+    }
+}

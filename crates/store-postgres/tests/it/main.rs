@@ -1,0 +1,10 @@
+//! Integration tests of the PostgreSQL adapter, against a real PostgreSQL (one database per
+//! test, cloned from a migrated template).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+mod api_keys;
+mod identities;
+mod ingest;
+mod migrations;
+mod tenants;
