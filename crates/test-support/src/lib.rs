@@ -9,6 +9,7 @@
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
+    clippy::print_stderr,
     reason = "test harness: failing loudly is the point"
 )]
 
