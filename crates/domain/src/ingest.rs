@@ -120,7 +120,14 @@ pub fn parse_line(line: &str) -> Result<Option<IngestItem>, String> {
     if line.len() > MAX_LINE_BYTES {
         return Err(format!("line is longer than {MAX_LINE_BYTES} bytes"));
     }
-    let record: Record = serde_json::from_str(line).map_err(|e| e.to_string())?;
+    let record: Record = serde_json::from_str(line).map_err(|e| {
+        // serde_json counts lines within the text, always 1 here: keep only the column.
+        let message = e.to_string();
+        match message.rsplit_once(" at line ") {
+            Some((what, _)) => format!("{what} (column {})", e.column()),
+            None => message,
+        }
+    })?;
     record.validate().map(Some).map_err(|e| match e {
         Error::Invalid { field, reason } => format!("{field}: {reason}"),
         other => other.to_string(),

@@ -22,6 +22,14 @@ pub mod recommendation;
 pub mod tenant;
 pub mod upr;
 
+/// A closed set of values with one wire string each (severity, status, kind, scope...).
+pub trait ClosedSet: Sized + Copy + PartialEq + std::str::FromStr + 'static {
+    /// What the value is called in messages ("severity").
+    const WHAT: &'static str;
+    /// The wire strings of every value, in declaration order.
+    fn allowed() -> Vec<&'static str>;
+}
+
 pub use api_key::{ApiKey, ApiKeySecret, KeyHash, Principal, Scope, ScopeSet};
 pub use customer::{Customer, CustomerScope};
 pub use error::{Error, Result};

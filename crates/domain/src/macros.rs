@@ -33,6 +33,14 @@ macro_rules! string_enum {
             }
         }
 
+        impl $crate::ClosedSet for $name {
+            const WHAT: &'static str = $what;
+
+            fn allowed() -> Vec<&'static str> {
+                $name::allowed()
+            }
+        }
+
         impl ::std::str::FromStr for $name {
             type Err = $crate::error::Error;
 

@@ -1,0 +1,131 @@
+//! The command line of `posture-api` (DESIGN.md section 5).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{DatabaseArgs, LogArgs, ServeArgs};
+
+/// posture's API server and operator commands.
+#[derive(Parser, Debug)]
+#[command(name = "posture-api", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Print one JSON object on stdout instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve the HTTP API until SIGTERM or Ctrl-C.
+    Serve(ServeArgs),
+    /// Apply pending database migrations.
+    Migrate(DatabaseArgs),
+    /// Manage customers.
+    #[command(subcommand)]
+    Customers(CustomersCommand),
+    /// Connect cloud tenants to customers.
+    #[command(subcommand)]
+    Tenants(TenantsCommand),
+    /// Issue, list and revoke API keys.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// Run one analyzer pass from a JSON Lines file (or `-` for stdin).
+    Ingest(IngestArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CustomersCommand {
+    /// Create a customer; prints its id.
+    Create {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The customer's name.
+        #[arg(long)]
+        name: String,
+    },
+    /// List customers.
+    List {
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TenantsCommand {
+    /// Connect a cloud tenant to a customer (or rename it if connected already).
+    Add {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The customer's id.
+        #[arg(long)]
+        customer: String,
+        /// The tenant's id (a GUID).
+        #[arg(long = "tenant-id")]
+        tenant_id: String,
+        /// The tenant's display name.
+        #[arg(long)]
+        name: String,
+        /// The tenant's primary domain, e.g. contoso.onmicrosoft.com.
+        #[arg(long)]
+        domain: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeysCommand {
+    /// Issue a key; prints it once, with its id.
+    Issue(IssueKeyArgs),
+    /// List a customer's keys (never the keys themselves).
+    List {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The customer's id.
+        #[arg(long)]
+        customer: String,
+    },
+    /// Revoke a key at once.
+    Revoke {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The key's id (from `keys issue` or `keys list`).
+        key_id: String,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct IssueKeyArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// The customer's id.
+    #[arg(long)]
+    pub customer: String,
+    /// A scope of the key; repeat for several (read:identities, read:findings, read:roles,
+    /// read:upr, manage:webhooks, provision:scim).
+    #[arg(long = "scope", required = true)]
+    pub scopes: Vec<String>,
+    /// A label for operators.
+    #[arg(long, default_value = "api key")]
+    pub name: String,
+    /// Lifetime, e.g. 30d, 12h, 90m, 2w.
+    #[arg(long, conflicts_with = "expires_at")]
+    pub expires_in: Option<String>,
+    /// Expiry as an RFC 3339 time, e.g. 2027-01-01T00:00:00Z.
+    #[arg(long)]
+    pub expires_at: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct IngestArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// The customer's id.
+    #[arg(long)]
+    pub customer: String,
+    /// The JSON Lines file; `-` or nothing reads stdin.
+    pub file: Option<PathBuf>,
+}

@@ -1,0 +1,65 @@
+//! Operator commands: each connects with the database's own credentials and acts for the
+//! customer it names (`CustomerScope::for_operator`).
+
+mod customers;
+mod ingest;
+mod keys;
+mod tenants;
+
+use anyhow::Context as _;
+use posture_domain::{CustomerId, CustomerScope};
+use posture_store_postgres::{PgStore, migrations};
+use serde_json::json;
+
+use crate::{
+    cli::{Cli, Command},
+    config::DatabaseArgs,
+    output::emit,
+};
+
+/// Runs one command line.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let json = cli.json;
+    match cli.command {
+        Command::Serve(args) => crate::server::serve(args).await,
+        Command::Migrate(database) => {
+            let applied = migrations::run_pending(&database.database_url)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))
+                .context("migrating the database failed")?;
+            emit(json, &json!({ "applied": applied }), || {
+                match applied.len() {
+                    0 => "the database schema is up to date".to_owned(),
+                    n => format!("applied {n} migration(s): {}", applied.join(", ")),
+                }
+            })
+        }
+        Command::Customers(command) => customers::run(command, json).await,
+        Command::Tenants(command) => tenants::run(command, json).await,
+        Command::Keys(command) => keys::run(command, json).await,
+        Command::Ingest(args) => ingest::run(args, json).await,
+    }
+}
+
+/// A store for one operator command (a small pool).
+fn store(database: &DatabaseArgs) -> anyhow::Result<PgStore> {
+    let mut config = database.pg_config();
+    config.max_connections = 2;
+    PgStore::new(&config).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// The scope of `--customer ID`.
+fn customer_scope(id: &str) -> anyhow::Result<CustomerScope> {
+    let id: CustomerId = id
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--customer: {id:?} is not a customer id (a UUID)"))?;
+    Ok(CustomerScope::for_operator(id))
+}
+
+/// Turns a domain error into a message for operators.
+fn fail(context: &str, e: posture_domain::Error) -> anyhow::Error {
+    match e {
+        posture_domain::Error::NotFound => anyhow::anyhow!("{context}: not found"),
+        other => anyhow::anyhow!("{context}: {other}"),
+    }
+}

@@ -1,0 +1,20 @@
+//! `posture-api`: parses the command line, sets up logging, runs the command.
+
+use std::process::ExitCode;
+
+use clap::Parser as _;
+use posture_api::{cli::Cli, commands, telemetry};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    telemetry::init(&cli.log);
+    match commands::run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

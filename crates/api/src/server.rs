@@ -1,0 +1,78 @@
+//! `posture-api serve`: wires the PostgreSQL store into the HTTP API and runs it.
+
+use std::{net::TcpListener, sync::Arc, time::Duration};
+
+use actix_web::{HttpServer, dev::ServerHandle, web};
+use anyhow::Context as _;
+use posture_http::{ApiState, Ports};
+use posture_store_postgres::{PgStore, migrations};
+
+use crate::config::ServeArgs;
+
+/// The HTTP state over a PostgreSQL store: every port is the same store.
+pub fn state(store: &PgStore) -> ApiState {
+    let store = Arc::new(store.clone());
+    ApiState::new(Ports {
+        keys: store.clone(),
+        tenants: store.clone(),
+        identities: store,
+    })
+}
+
+/// A running server.
+pub struct Running {
+    pub handle: ServerHandle,
+    pub server: actix_web::dev::Server,
+    pub local_addr: std::net::SocketAddr,
+}
+
+/// Starts serving `state` on `listener` (not yet awaited: the caller runs `server`).
+pub fn start(
+    listener: TcpListener,
+    state: ApiState,
+    workers: usize,
+    shutdown_timeout: Duration,
+) -> anyhow::Result<Running> {
+    let local_addr = listener.local_addr()?;
+    let state = web::Data::new(state);
+    let server = HttpServer::new(move || posture_http::app(state.clone()))
+        .workers(workers)
+        .shutdown_timeout(shutdown_timeout.as_secs())
+        .listen(listener)?
+        .run();
+    Ok(Running {
+        handle: server.handle(),
+        server,
+        local_addr,
+    })
+}
+
+/// Runs the API until SIGTERM or Ctrl-C.
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let store = PgStore::new(&args.database.pg_config())?;
+    store
+        .ping()
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("cannot reach PostgreSQL at DATABASE_URL")?;
+    let pending = migrations::pending(&args.database.database_url)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if !pending.is_empty() {
+        tracing::warn!(pending = ?pending, "database migrations are pending: run `posture-api migrate`");
+    }
+    let listener = TcpListener::bind(args.bind)
+        .with_context(|| format!("cannot listen on {} (POSTURE_BIND)", args.bind))?;
+    let workers = args.workers.map_or_else(
+        || std::thread::available_parallelism().map_or(2, usize::from),
+        usize::from,
+    );
+    let running = start(
+        listener,
+        state(&store),
+        workers,
+        Duration::from_secs(args.shutdown_timeout_secs),
+    )?;
+    tracing::info!(addr = %running.local_addr, workers, "posture-api listening");
+    running.server.await.context("the HTTP server failed")
+}

@@ -1,0 +1,192 @@
+//! SPEC section 5: authentication and scopes.
+
+use chrono::{Duration, Utc};
+use posture_domain::{Scope, ports::ApiKeyRepository};
+use posture_http::routes::ENDPOINTS;
+use reqwest::StatusCode;
+
+use crate::support::{TestApp, assert_error};
+
+#[tokio::test]
+async fn a_missing_key_is_401_with_a_json_body_and_www_authenticate() {
+    let app = TestApp::start().await;
+    let response = app
+        .client
+        .get(app.url("/api/v1/identities"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["www-authenticate"], "Bearer");
+    assert_error(response, StatusCode::UNAUTHORIZED, "unauthorized").await;
+}
+
+#[tokio::test]
+async fn a_malformed_key_is_401() {
+    let app = TestApp::start().await;
+    for header in [
+        "Basic dXNlcjpwYXNz",
+        "Bearer",
+        "Bearer svc_",
+        "Bearer not-a-key",
+        "svc_x",
+    ] {
+        let response = app
+            .client
+            .get(app.url("/api/v1/identities"))
+            .header("Authorization", header)
+            .send()
+            .await
+            .unwrap();
+        assert_error(response, StatusCode::UNAUTHORIZED, "unauthorized").await;
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_key_is_401() {
+    let app = TestApp::start().await;
+    // Well-formed, correct checksum, never issued here.
+    let unknown = posture_domain::ApiKeySecret::generate().unwrap();
+    let response = app.get("/api/v1/identities", unknown.expose()).await;
+    assert_error(response, StatusCode::UNAUTHORIZED, "unauthorized").await;
+}
+
+#[tokio::test]
+async fn a_revoked_key_is_401_on_the_next_request() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (id, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    assert_eq!(
+        app.get("/api/v1/identities", &key).await.status(),
+        StatusCode::OK
+    );
+    app.store.revoke_key(id).await.unwrap();
+    assert_error(
+        app.get("/api/v1/identities", &key).await,
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_expired_key_is_401() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let expires = Utc::now() + Duration::milliseconds(500);
+    let (_, key) = app
+        .key_expiring(customer, &[Scope::ReadIdentities], Some(expires))
+        .await;
+    assert_eq!(
+        app.get("/api/v1/identities", &key).await.status(),
+        StatusCode::OK
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    assert_error(
+        app.get("/api/v1/identities", &key).await,
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_key_without_the_route_scope_is_403_naming_the_scope() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadFindings]).await;
+    let response = app.get("/api/v1/identities", &key).await;
+    assert_eq!(
+        response.headers()["www-authenticate"],
+        "Bearer error=\"insufficient_scope\", scope=\"read:identities\""
+    );
+    let reason = assert_error(response, StatusCode::FORBIDDEN, "insufficient_scope").await;
+    assert!(reason.contains("read:identities"), "{reason}");
+}
+
+#[tokio::test]
+async fn the_tenants_route_is_gated_by_read_identities() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (_, roles) = app.key(customer, &[Scope::ReadRoles]).await;
+    let reason = assert_error(
+        app.get("/api/v1/tenants", &roles).await,
+        StatusCode::FORBIDDEN,
+        "insufficient_scope",
+    )
+    .await;
+    assert!(reason.contains("read:identities"));
+    let (_, identities) = app.key(customer, &[Scope::ReadIdentities]).await;
+    assert_eq!(
+        app.get("/api/v1/tenants", &identities).await.status(),
+        StatusCode::OK
+    );
+}
+
+/// Every scoped route of the table, with an `{id}` filled in.
+fn scoped_routes() -> Vec<(reqwest::Method, String, Scope)> {
+    ENDPOINTS
+        .iter()
+        .filter_map(|e| e.scope.map(|s| (e, s)))
+        .map(|(e, s)| {
+            let method = reqwest::Method::from_bytes(e.method.as_str().as_bytes()).unwrap();
+            (method, e.full_path().replace("{id}", "some-id"), s)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn provision_scim_alone_opens_no_route() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ProvisionScim]).await;
+    let routes = scoped_routes();
+    assert!(!routes.is_empty());
+    for (method, path, scope) in routes {
+        let response = app
+            .client
+            .request(method.clone(), app.url(&path))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap();
+        let reason = assert_error(response, StatusCode::FORBIDDEN, "insufficient_scope").await;
+        assert!(reason.contains(scope.as_str()), "{method} {path}: {reason}");
+    }
+}
+
+#[tokio::test]
+async fn every_scoped_route_is_401_without_a_key() {
+    let app = TestApp::start().await;
+    for (method, path, _) in scoped_routes() {
+        let response = app
+            .client
+            .request(method, app.url(&path))
+            .send()
+            .await
+            .unwrap();
+        assert_error(response, StatusCode::UNAUTHORIZED, "unauthorized").await;
+    }
+}
+
+#[tokio::test]
+async fn using_a_key_records_its_last_use() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (id, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    app.get("/api/v1/identities", &key).await;
+    // The write happens off the request path.
+    for _ in 0..50 {
+        let keys = app.store.list_keys(customer).await.unwrap();
+        if keys
+            .iter()
+            .find(|k| k.id == id)
+            .unwrap()
+            .last_used_at
+            .is_some()
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("last_used_at was never set");
+}

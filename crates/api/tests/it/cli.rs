@@ -1,0 +1,186 @@
+//! The operator commands, run as the real binary (DESIGN.md section 5).
+
+use std::process::{Command, Output};
+
+use posture_test_support::{TestDb, fixtures};
+use reqwest::StatusCode;
+use serde_json::Value;
+
+fn posture_api(db: &TestDb, args: &[&str], stdin: Option<&str>) -> Output {
+    use std::io::Write as _;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_posture-api"));
+    command
+        .args(args)
+        .env("DATABASE_URL", db.url())
+        .env("POSTURE_LOG", "warn");
+    command
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let mut input = child.stdin.take().unwrap();
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).unwrap();
+    }
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn json_of(output: &Output) -> Value {
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout.clone()).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "one JSON object: {stdout}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+#[tokio::test]
+async fn operator_commands_set_up_a_customer_whose_key_reads_its_data() {
+    let app = crate::support::TestApp::start().await;
+    let db = &app.db;
+    let customer = json_of(&posture_api(
+        db,
+        &["customers", "create", "--name", "Contoso", "--json"],
+        None,
+    ));
+    let id = customer["id"].as_str().unwrap();
+    let tenant = fixtures::tenant_id();
+    let added = json_of(&posture_api(
+        db,
+        &[
+            "tenants",
+            "add",
+            "--customer",
+            id,
+            "--tenant-id",
+            &tenant,
+            "--name",
+            "Contoso",
+            "--json",
+        ],
+        None,
+    ));
+    assert_eq!(added["cloudTenantId"], tenant.as_str());
+    let file = fixtures::lines(&[
+        fixtures::identity("u1", &tenant, "Ada"),
+        fixtures::finding("f1", &tenant, "high", "open", "u1"),
+    ]);
+    let pass = json_of(&posture_api(
+        db,
+        &["ingest", "--customer", id, "-", "--json"],
+        Some(&file),
+    ));
+    assert_eq!(
+        (
+            pass["identities"].as_u64(),
+            pass["findings"].as_u64(),
+            pass["newFindings"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1))
+    );
+    let issued = json_of(&posture_api(
+        db,
+        &[
+            "keys",
+            "issue",
+            "--customer",
+            id,
+            "--scope",
+            "read:identities",
+            "--scope",
+            "read:findings",
+            "--name",
+            "siem",
+            "--expires-in",
+            "30d",
+            "--json",
+        ],
+        None,
+    ));
+    let key = issued["key"].as_str().unwrap();
+    assert!(key.starts_with("svc_"));
+    assert_eq!(
+        issued["scopes"],
+        serde_json::json!(["read:identities", "read:findings"])
+    );
+    assert!(issued["expiresAt"].is_string());
+
+    let body = app
+        .get_json("/api/v1/identities", key, StatusCode::OK)
+        .await;
+    assert_eq!(body["data"][0]["id"], "u1");
+
+    let listed = json_of(&posture_api(
+        db,
+        &["keys", "list", "--customer", id, "--json"],
+        None,
+    ));
+    let listed_text = listed.to_string();
+    assert!(!listed_text.contains(key), "keys list never shows the key");
+    assert_eq!(listed["data"][0]["prefix"], &key[..10]);
+
+    let key_id = issued["id"].as_str().unwrap();
+    json_of(&posture_api(
+        db,
+        &["keys", "revoke", key_id, "--json"],
+        None,
+    ));
+    assert_eq!(
+        app.get("/api/v1/identities", key).await.status(),
+        StatusCode::UNAUTHORIZED
+    );
+}
+
+#[tokio::test]
+async fn a_bad_ingest_line_is_reported_with_its_number_and_exits_non_zero() {
+    let db = TestDb::new().await;
+    let store = db.store();
+    let scope = fixtures::customer(&store, "A").await;
+    let id = scope.customer_id().to_string();
+    let tenant = fixtures::tenant_id();
+    let file = format!(
+        "{}{}{{\"type\":\"finding\",\"id\":\"f1\"}}\n",
+        fixtures::lines(&[fixtures::tenant(&tenant, "A")]),
+        fixtures::lines(&[fixtures::identity("u1", &tenant, "Ada")]),
+    );
+    let output = posture_api(&db, &["ingest", "--customer", &id, "-"], Some(&file));
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("line 3"), "{stderr}");
+    assert!(stderr.contains("nothing was changed"), "{stderr}");
+    assert!(
+        db.row_counts()
+            .await
+            .iter()
+            .filter(|(t, _)| *t != "customers")
+            .all(|(_, n)| *n == 0)
+    );
+}
+
+#[tokio::test]
+async fn issuing_a_key_with_an_unknown_scope_fails_naming_it() {
+    let db = TestDb::new().await;
+    let store = db.store();
+    let scope = fixtures::customer(&store, "A").await;
+    let output = posture_api(
+        &db,
+        &[
+            "keys",
+            "issue",
+            "--customer",
+            &scope.customer_id().to_string(),
+            "--scope",
+            "read:everything",
+        ],
+        None,
+    );
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("read:everything") && stderr.contains("read:findings"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,94 @@
+//! The error policy: JSON bodies everywhere, 404 and 405, no-store.
+
+use posture_domain::Scope;
+use reqwest::StatusCode;
+
+use crate::support::{TestApp, assert_error};
+
+#[tokio::test]
+async fn an_unknown_route_is_404_with_a_json_body() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    assert_error(
+        app.get("/api/v1/nothing-here", &key).await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    )
+    .await;
+    let outside = app.client.get(app.url("/elsewhere")).send().await.unwrap();
+    assert_error(outside, StatusCode::NOT_FOUND, "not_found").await;
+}
+
+#[tokio::test]
+async fn an_unsupported_method_is_405_with_allow() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    let response = app
+        .client
+        .delete(app.url("/api/v1/identities"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["allow"], "GET");
+    assert_error(
+        response,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn every_api_response_is_not_cacheable() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    for (path, key) in [
+        ("/api/v1/identities", key.as_str()),
+        ("/api/v1/identities", "bad"),
+        ("/api/v1/nope", key.as_str()),
+    ] {
+        let response = app.get(path, key).await;
+        assert_eq!(
+            response.headers()["cache-control"],
+            "no-store",
+            "{path} ({})",
+            response.status()
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_query_parameter_is_400_naming_it() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    let reason = assert_error(
+        app.get("/api/v1/identities?colour=red", &key).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+    )
+    .await;
+    assert!(
+        reason.contains("colour") && reason.contains("limit"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn responses_carry_a_request_id_and_keep_a_safe_incoming_one() {
+    let app = TestApp::start().await;
+    let response = app
+        .client
+        .get(app.url("/healthz"))
+        .header("X-Request-Id", "trace-123")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["x-request-id"], "trace-123");
+    let response = app.client.get(app.url("/healthz")).send().await.unwrap();
+    assert_eq!(response.headers()["x-request-id"].len(), 32);
+}

@@ -1,0 +1,10 @@
+//! End-to-end tests of posture-api: a real server over real HTTP, a real PostgreSQL database
+//! per test, and the real binary for the operator commands. Files mirror the route tree.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+mod auth;
+mod cli;
+mod errors;
+mod routes;
+mod support;

@@ -1,0 +1,2 @@
+mod identities;
+mod tenants;

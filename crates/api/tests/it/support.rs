@@ -1,0 +1,158 @@
+//! The harness of the HTTP tests: a real `posture-api` server (the same wiring as `serve`)
+//! on an ephemeral loopback port, over a database of the test's own, called with a real
+//! HTTP client.
+
+use std::{net::TcpListener, sync::mpsc, time::Duration};
+
+use chrono::Utc;
+use posture_api::server;
+use posture_domain::{
+    CustomerScope, KeyId, Scope, ScopeSet, api_key::NewApiKey, ports::ApiKeyRepository,
+};
+use posture_store_postgres::PgStore;
+use posture_test_support::{TestDb, fixtures};
+use reqwest::{Client, Response, StatusCode};
+use serde_json::Value;
+
+/// A running API over a fresh database.
+pub struct TestApp {
+    pub db: TestDb,
+    pub store: PgStore,
+    pub base: String,
+    pub client: Client,
+    handle: actix_web::dev::ServerHandle,
+}
+
+pub fn client() -> Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+impl TestApp {
+    pub async fn start() -> Self {
+        let db = TestDb::new().await;
+        let store = db.store();
+        let state = server::state(&store);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let (tx, rx) = mpsc::channel();
+        // The server runs on a thread and runtime of its own, so it outlives nothing.
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let running = server::start(listener, state, 2, Duration::from_secs(5)).unwrap();
+                tx.send((running.handle.clone(), running.local_addr))
+                    .unwrap();
+                running.server.await.unwrap();
+            });
+        });
+        let (handle, addr) = rx.recv().unwrap();
+        Self {
+            db,
+            store,
+            base: format!("http://{addr}"),
+            client: client(),
+            handle,
+        }
+    }
+
+    /// A customer with one connected tenant (returned as its id).
+    pub async fn customer(&self, name: &str) -> (CustomerScope, String) {
+        let scope = fixtures::customer(&self.store, name).await;
+        let tenant = fixtures::tenant_id();
+        self.ingest(scope, &[fixtures::tenant(&tenant, name)]).await;
+        (scope, tenant)
+    }
+
+    /// Runs an analyzer pass for the customer.
+    pub async fn ingest(&self, scope: CustomerScope, records: &[Value]) {
+        fixtures::ingest(&self.store, scope, &fixtures::lines(records))
+            .await
+            .unwrap();
+    }
+
+    /// Issues a key with these scopes; returns (key id, key).
+    pub async fn key(&self, scope: CustomerScope, scopes: &[Scope]) -> (KeyId, String) {
+        self.key_expiring(scope, scopes, None).await
+    }
+
+    pub async fn key_expiring(
+        &self,
+        scope: CustomerScope,
+        scopes: &[Scope],
+        expires_at: Option<chrono::DateTime<Utc>>,
+    ) -> (KeyId, String) {
+        let scopes: ScopeSet = scopes.iter().copied().collect();
+        let (key, secret) = NewApiKey::generate(
+            scope.customer_id(),
+            "test".into(),
+            scopes,
+            expires_at,
+            Utc::now(),
+        )
+        .unwrap();
+        let id = self.store.insert_key(key).await.unwrap().id;
+        (id, secret.expose().to_owned())
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// GET with the key.
+    pub async fn get(&self, path: &str, key: &str) -> Response {
+        self.client
+            .get(self.url(path))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// GET with the key, expecting `status`; returns the JSON body.
+    pub async fn get_json(&self, path: &str, key: &str, status: StatusCode) -> Value {
+        let response = self.get(path, key).await;
+        assert_eq!(response.status(), status, "GET {path}");
+        response.json().await.unwrap()
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        let handle = self.handle.clone();
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            runtime.block_on(handle.stop(false));
+            Some(())
+        })
+        .join();
+    }
+}
+
+/// Asserts the `{error, reason?}` body with this code; returns the reason.
+pub async fn assert_error(response: Response, status: StatusCode, code: &str) -> String {
+    assert_eq!(response.status(), status);
+    assert_eq!(
+        response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("application/json")
+    );
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"], code, "{body}");
+    let keys: Vec<&String> = body.as_object().unwrap().keys().collect();
+    assert!(
+        keys.iter().all(|k| *k == "error" || *k == "reason"),
+        "only error and reason: {body}"
+    );
+    body["reason"].as_str().unwrap_or_default().to_owned()
+}

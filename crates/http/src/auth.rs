@@ -1,0 +1,132 @@
+//! Authentication and authorization.
+//!
+//! The gate (on the `/api/v1` scope) verifies `Authorization: Bearer <key>`: the key's form
+//! and checksum are checked first (no lookup for a made-up key), then its SHA-256 is looked
+//! up among unrevoked, unexpired keys on every request, so a revocation applies at once. The
+//! resulting [`Principal`] goes into the request's extensions. Each route's required scope
+//! is checked by a per-route middleware built from the route table ([`require_scope`]), so
+//! a route cannot be registered without its scope. Handlers get the caller through
+//! [`Caller`], which exists only after authentication.
+
+use std::future::{Ready, ready};
+
+use actix_web::{
+    Error, FromRequest, HttpMessage, HttpRequest,
+    body::{BoxBody, EitherBody, MessageBody},
+    dev::{Payload, ServiceRequest, ServiceResponse},
+    http::header::{AUTHORIZATION, HeaderMap},
+    middleware::Next,
+    web,
+};
+use posture_domain::{ApiKeySecret, CustomerScope, Principal, Scope};
+
+use crate::{error::ApiError, routes, state::ApiState};
+
+/// The authenticated caller of a request.
+pub struct Caller(Principal);
+
+impl Caller {
+    /// The customer scope of the caller's data queries.
+    pub fn scope(&self) -> CustomerScope {
+        self.0.scope()
+    }
+}
+
+impl FromRequest for Caller {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(
+            req.extensions()
+                .get::<Principal>()
+                .cloned()
+                .map(Caller)
+                .ok_or(ApiError::Unauthorized),
+        )
+    }
+}
+
+/// The presented key, if the header has the form `Bearer <token>`.
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Verifies the request's key.
+async fn authenticate(state: &ApiState, headers: &HeaderMap) -> Result<Principal, ApiError> {
+    let secret = bearer_token(headers)
+        .and_then(ApiKeySecret::parse)
+        .ok_or(ApiError::Unauthorized)?;
+    state
+        .ports
+        .keys
+        .authenticate(&secret.hash())
+        .await?
+        .ok_or(ApiError::Unauthorized)
+}
+
+/// Middleware of `/api/v1`: authenticates every request to a route that needs a key.
+pub(crate) async fn gate(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, Error> {
+    if !routes::is_public(req.path()) {
+        let Some(state) = req.app_data::<web::Data<ApiState>>().cloned() else {
+            return Ok(req.error_response(ApiError::Internal).map_into_right_body());
+        };
+        match authenticate(&state, req.headers()).await {
+            Ok(principal) => {
+                req.extensions_mut().insert(principal);
+            }
+            Err(e) => return Ok(req.error_response(e).map_into_right_body()),
+        }
+    }
+    next.call(req)
+        .await
+        .map(ServiceResponse::map_into_left_body)
+}
+
+/// Per-route middleware: the caller must hold `scope`.
+pub(crate) async fn require_scope(
+    scope: Scope,
+    req: ServiceRequest,
+    next: Next<BoxBody>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    let allowed = req
+        .extensions()
+        .get::<Principal>()
+        .map(|p| p.has_scope(scope));
+    match allowed {
+        Some(true) => next.call(req).await,
+        Some(false) => Ok(req.error_response(ApiError::InsufficientScope(scope))),
+        None => Ok(req.error_response(ApiError::Unauthorized)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::http::header::HeaderValue;
+
+    use super::*;
+
+    fn headers(value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(AUTHORIZATION, HeaderValue::from_str(value).unwrap());
+        h
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer_token(&headers("Bearer svc_x")), Some("svc_x"));
+        assert_eq!(bearer_token(&headers("bearer svc_x")), Some("svc_x"));
+    }
+
+    #[test]
+    fn other_schemes_carry_no_key() {
+        assert_eq!(bearer_token(&headers("Basic dXNlcjpwdw==")), None);
+        assert_eq!(bearer_token(&headers("svc_x")), None);
+        assert_eq!(bearer_token(&HeaderMap::new()), None);
+    }
+}

@@ -1,0 +1,176 @@
+//! The error policy of the HTTP API, in one place.
+//!
+//! * Every error response, 4xx and 5xx, has the body `{error, reason?}`
+//!   ([`ErrorResponse`]); `error` is a stable code, `reason` a sentence for humans that
+//!   names the parameter, field or scope concerned.
+//! * Domain errors map to statuses here and nowhere else: `NotFound` → 404,
+//!   `Invalid` → 400, `Conflict` → 409, `Unavailable` → 503, `Internal` → 500.
+//! * 5xx bodies reveal nothing; the cause is logged once, inside the request's span (which
+//!   carries the request id).
+//! * A foreign row is never confirmed: it is 404 exactly like a row that does not exist.
+//! * 401 carries `WWW-Authenticate: Bearer`; 403 carries
+//!   `WWW-Authenticate: Bearer error="insufficient_scope", scope="..."` (RFC 6750).
+
+use std::fmt;
+
+use actix_web::{
+    HttpResponse, ResponseError,
+    http::{StatusCode, header},
+};
+use posture_domain::{Error, Scope};
+use posture_wire::{ErrorCode, ErrorResponse};
+
+/// An error answered to an API caller.
+#[derive(Debug)]
+pub enum ApiError {
+    /// 400 with the reason naming the parameter.
+    InvalidRequest(String),
+    /// 401.
+    Unauthorized,
+    /// 403 naming the missing scope.
+    InsufficientScope(Scope),
+    /// 404; the reason (if any) never distinguishes foreign from missing.
+    NotFound(Option<&'static str>),
+    /// 405 with the methods the path allows.
+    MethodNotAllowed { allow: String },
+    /// 409.
+    Conflict(String),
+    /// 413.
+    PayloadTooLarge(String),
+    /// 415.
+    UnsupportedMediaType(String),
+    /// 422 with the reason naming the field.
+    Unprocessable(String),
+    /// 429; `retry_after` in seconds.
+    RateLimited { retry_after: u64 },
+    /// 503.
+    Unavailable,
+    /// 500.
+    Internal,
+}
+
+impl ApiError {
+    pub fn invalid(reason: impl Into<String>) -> Self {
+        ApiError::InvalidRequest(reason.into())
+    }
+
+    fn code(&self) -> ErrorCode {
+        match self {
+            ApiError::InvalidRequest(_) => ErrorCode::InvalidRequest,
+            ApiError::Unauthorized => ErrorCode::Unauthorized,
+            ApiError::InsufficientScope(_) => ErrorCode::InsufficientScope,
+            ApiError::NotFound(_) => ErrorCode::NotFound,
+            ApiError::MethodNotAllowed { .. } => ErrorCode::MethodNotAllowed,
+            ApiError::Conflict(_) => ErrorCode::Conflict,
+            ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
+            ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
+            ApiError::Unprocessable(_) => ErrorCode::UnprocessableEntity,
+            ApiError::RateLimited { .. } => ErrorCode::RateLimited,
+            ApiError::Unavailable => ErrorCode::Unavailable,
+            ApiError::Internal => ErrorCode::Internal,
+        }
+    }
+
+    fn reason(&self) -> Option<String> {
+        match self {
+            ApiError::InvalidRequest(r)
+            | ApiError::Conflict(r)
+            | ApiError::PayloadTooLarge(r)
+            | ApiError::UnsupportedMediaType(r)
+            | ApiError::Unprocessable(r) => Some(r.clone()),
+            ApiError::Unauthorized => {
+                Some("a valid API key is required: Authorization: Bearer svc_...".to_owned())
+            }
+            ApiError::InsufficientScope(scope) => Some(format!("requires scope {scope}")),
+            ApiError::NotFound(reason) => reason.map(str::to_owned),
+            ApiError::MethodNotAllowed { allow } => Some(format!("allowed methods: {allow}")),
+            ApiError::RateLimited { retry_after } => {
+                Some(format!("request quota exhausted; retry in {retry_after} s"))
+            }
+            ApiError::Unavailable => Some("a backing service is unavailable; retry".to_owned()),
+            ApiError::Internal => None,
+        }
+    }
+
+    /// The JSON body of this error.
+    pub fn body(&self) -> ErrorResponse {
+        ErrorResponse {
+            error: self.code(),
+            reason: self.reason(),
+        }
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.reason() {
+            Some(reason) => write!(f, "{:?}: {reason}", self.code()),
+            None => write!(f, "{:?}", self.code()),
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::InsufficientScope(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut response = HttpResponse::build(self.status_code());
+        match self {
+            ApiError::Unauthorized => {
+                response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
+            }
+            ApiError::InsufficientScope(scope) => {
+                response.insert_header((
+                    header::WWW_AUTHENTICATE,
+                    format!("Bearer error=\"insufficient_scope\", scope=\"{scope}\""),
+                ));
+            }
+            ApiError::MethodNotAllowed { allow } => {
+                response.insert_header((header::ALLOW, allow.as_str()));
+            }
+            ApiError::RateLimited { retry_after } => {
+                response.insert_header((header::RETRY_AFTER, retry_after.to_string()));
+            }
+            ApiError::Unavailable => {
+                response.insert_header((header::RETRY_AFTER, "5"));
+            }
+            _ => {}
+        }
+        response.json(self.body())
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::NotFound => ApiError::NotFound(None),
+            Error::Invalid { field, reason } => {
+                ApiError::InvalidRequest(format!("{field}: {reason}"))
+            }
+            Error::Conflict(reason) => ApiError::Conflict(reason),
+            Error::Unavailable(cause) => {
+                tracing::warn!(error = %cause, "backing service unavailable");
+                ApiError::Unavailable
+            }
+            Error::Internal(cause) => {
+                tracing::error!(error = %cause, "internal error");
+                ApiError::Internal
+            }
+        }
+    }
+}

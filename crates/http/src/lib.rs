@@ -1,0 +1,67 @@
+//! posture's HTTP API on actix-web.
+//!
+//! [`app`] builds the application: request ids and the access log, JSON error bodies for
+//! every 4xx/5xx, `/healthz`, and the `/api/v1` scope (authentication gate,
+//! `Cache-Control: no-store`, the routes of the [route table](routes::ENDPOINTS)). This
+//! crate depends on the domain's ports only; the binary wires the adapters in.
+
+mod auth;
+mod error;
+mod json_errors;
+pub mod openapi;
+mod query;
+pub mod routes;
+mod state;
+mod telemetry;
+
+use actix_web::{
+    App, Error, HttpResponse,
+    body::MessageBody,
+    dev::{ServiceFactory, ServiceRequest, ServiceResponse},
+    http::header,
+    middleware::{DefaultHeaders, ErrorHandlers, from_fn},
+    web,
+};
+
+pub use error::ApiError;
+pub use state::{ApiState, Ports};
+pub use telemetry::RequestId;
+
+/// Largest request body accepted anywhere.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+async fn not_found() -> Result<HttpResponse, ApiError> {
+    Err(ApiError::NotFound(Some("no such route")))
+}
+
+async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(serde_json::json!({"status": "ok"}))
+}
+
+/// The application of one worker.
+pub fn app(
+    state: web::Data<ApiState>,
+) -> App<
+    impl ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = Error,
+        InitError = (),
+    >,
+> {
+    App::new()
+        .app_data(state)
+        .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
+        .wrap(ErrorHandlers::new().default_handler(json_errors::ensure_json))
+        .wrap(from_fn(telemetry::telemetry))
+        .service(web::resource("/healthz").route(web::get().to(healthz)))
+        .service(
+            web::scope(routes::PREFIX)
+                .wrap(from_fn(auth::gate))
+                .wrap(DefaultHeaders::new().add((header::CACHE_CONTROL, "no-store")))
+                .configure(routes::register)
+                .default_service(web::to(not_found)),
+        )
+        .default_service(web::to(not_found))
+}

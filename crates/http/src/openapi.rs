@@ -1,0 +1,276 @@
+//! The OpenAPI 3.1 document, generated from the route table ([`crate::routes::ENDPOINTS`])
+//! with aide's model and schemars schemas of the wire types.
+//!
+//! [`render`] gives the canonical text: keys sorted, two-space indentation, a final newline.
+//! `cargo xtask openapi` writes it to `docs/openapi.json`; `--check` (and a test) fail
+//! when the committed file differs.
+
+use aide::openapi::{
+    Components, Info, MediaType, OpenApi, Operation, Parameter, ParameterData,
+    ParameterSchemaOrContent, PathItem, Paths, QueryStyle, ReferenceOr, Response, Responses,
+    SchemaObject, SecurityScheme, StatusCode, Tag,
+};
+use indexmap::IndexMap;
+use posture_wire::ErrorResponse;
+use schemars::{SchemaGenerator, generate::SchemaSettings};
+use serde_json::Value;
+
+use crate::routes::{ENDPOINTS, Endpoint, HttpMethod, ParamIn, Success, schema};
+
+/// The version of the API contract (the `/api/v1` prefix is its major version).
+pub const API_VERSION: &str = "1.0.0";
+
+const SECURITY_SCHEME: &str = "bearerAuth";
+
+fn generator() -> SchemaGenerator {
+    SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.definitions_path = "/components/schemas".into();
+            s.meta_schema = None;
+        })
+        .for_serialize()
+        .into_generator()
+}
+
+fn schema_object(json_schema: schemars::Schema) -> SchemaObject {
+    SchemaObject {
+        json_schema,
+        external_docs: None,
+        example: None,
+    }
+}
+
+fn json_content(json_schema: schemars::Schema) -> IndexMap<String, MediaType> {
+    IndexMap::from([(
+        "application/json".to_owned(),
+        MediaType {
+            schema: Some(schema_object(json_schema)),
+            ..MediaType::default()
+        },
+    )])
+}
+
+fn status_description(status: u16) -> &'static str {
+    match status {
+        400 => "Malformed request: `reason` names the parameter or field.",
+        401 => "Missing, malformed, unknown, revoked or expired key.",
+        403 => "The key lacks the route's scope: `reason` names it.",
+        404 => "No such resource for this customer (a foreign id or tenant is also 404).",
+        409 => "The request conflicts with the current state.",
+        413 => "The body is too large.",
+        415 => "The body is not `application/json`.",
+        422 => "The body breaks a rule: `reason` names the field.",
+        429 => "Request quota of the window used up; retry after `Retry-After` seconds.",
+        500 => "Unexpected error; nothing is revealed, the cause is logged.",
+        503 => "A backing service is unavailable; retry later.",
+        _ => "Error.",
+    }
+}
+
+fn error_statuses(endpoint: &Endpoint) -> Vec<u16> {
+    let mut statuses: Vec<u16> = endpoint.errors.to_vec();
+    if endpoint.scope.is_some() {
+        statuses.extend([401, 403, 503]);
+    }
+    statuses.push(500);
+    statuses.sort_unstable();
+    statuses.dedup();
+    statuses
+}
+
+fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation {
+    let parameters = endpoint
+        .params
+        .iter()
+        .map(|p| {
+            let parameter_data = ParameterData {
+                name: p.name.to_owned(),
+                description: Some(p.description.to_owned()),
+                required: p.required,
+                deprecated: None,
+                format: ParameterSchemaOrContent::Schema(schema_object((p.schema)(generator))),
+                example: None,
+                examples: IndexMap::new(),
+                explode: None,
+                extensions: IndexMap::new(),
+            };
+            ReferenceOr::Item(match p.location {
+                ParamIn::Query => Parameter::Query {
+                    parameter_data,
+                    allow_reserved: false,
+                    style: QueryStyle::Form,
+                    allow_empty_value: None,
+                },
+                ParamIn::Path => Parameter::Path {
+                    parameter_data,
+                    style: aide::openapi::PathStyle::Simple,
+                },
+            })
+        })
+        .collect();
+
+    let mut responses = IndexMap::new();
+    match &endpoint.success {
+        Success::Json {
+            status,
+            description,
+            schema: success_schema,
+        } => {
+            responses.insert(
+                StatusCode::Code(*status),
+                ReferenceOr::Item(Response {
+                    description: (*description).to_owned(),
+                    content: json_content(success_schema(generator)),
+                    ..Response::default()
+                }),
+            );
+        }
+        Success::NoContent { description } => {
+            responses.insert(
+                StatusCode::Code(204),
+                ReferenceOr::Item(Response {
+                    description: (*description).to_owned(),
+                    ..Response::default()
+                }),
+            );
+        }
+    }
+    for status in error_statuses(endpoint) {
+        responses.insert(
+            StatusCode::Code(status),
+            ReferenceOr::Item(Response {
+                description: status_description(status).to_owned(),
+                content: json_content(schema::<ErrorResponse>(generator)),
+                ..Response::default()
+            }),
+        );
+    }
+
+    let mut description = endpoint.description.to_owned();
+    let security = match endpoint.scope {
+        Some(scope) => {
+            description.push_str(&format!("\n\nRequired scope: `{scope}`."));
+            vec![IndexMap::from([(
+                SECURITY_SCHEME.to_owned(),
+                vec![scope.as_str().to_owned()],
+            )])]
+        }
+        // An empty requirement: no authentication.
+        None => vec![IndexMap::new()],
+    };
+    Operation {
+        tags: vec![endpoint.tag.to_owned()],
+        summary: Some(endpoint.summary.to_owned()),
+        description: Some(description),
+        operation_id: Some(endpoint.operation_id.to_owned()),
+        parameters,
+        responses: Some(Responses {
+            responses,
+            ..Responses::default()
+        }),
+        security,
+        extensions: IndexMap::from([(
+            "x-required-scope".to_owned(),
+            endpoint
+                .scope
+                .map_or(Value::Null, |s| Value::from(s.as_str())),
+        )]),
+        ..Operation::default()
+    }
+}
+
+/// The document.
+pub fn document() -> OpenApi {
+    let mut generator = generator();
+    let mut paths: IndexMap<String, ReferenceOr<PathItem>> = IndexMap::new();
+    let mut tags: Vec<String> = Vec::new();
+    for endpoint in ENDPOINTS {
+        let op = operation(endpoint, &mut generator);
+        if !tags.contains(&endpoint.tag.to_owned()) {
+            tags.push(endpoint.tag.to_owned());
+        }
+        let entry = paths
+            .entry(endpoint.full_path())
+            .or_insert_with(|| ReferenceOr::Item(PathItem::default()));
+        if let ReferenceOr::Item(item) = entry {
+            match endpoint.method {
+                HttpMethod::Get => item.get = Some(op),
+                HttpMethod::Post => item.post = Some(op),
+                HttpMethod::Delete => item.delete = Some(op),
+            }
+        }
+    }
+    let schemas = generator
+        .take_definitions(true)
+        .into_iter()
+        .filter_map(|(name, value)| {
+            schemars::Schema::try_from(value)
+                .ok()
+                .map(|s| (name, schema_object(s)))
+        })
+        .collect();
+    let security_schemes = IndexMap::from([(
+        SECURITY_SCHEME.to_owned(),
+        ReferenceOr::Item(SecurityScheme::Http {
+            scheme: "bearer".to_owned(),
+            bearer_format: Some("svc_ API key".to_owned()),
+            description: Some(
+                "An API key issued by a customer admin: `Authorization: Bearer svc_...`. \
+                 Each operation lists the scope it requires."
+                    .to_owned(),
+            ),
+            extensions: IndexMap::new(),
+        }),
+    )]);
+    OpenApi {
+        info: Info {
+            title: "posture API".to_owned(),
+            version: API_VERSION.to_owned(),
+            description: Some(
+                "Scoped, authenticated read access to a customer's identity-security data, \
+                 and outbound webhook subscriptions. Every row returned belongs to the \
+                 customer that issued the key."
+                    .to_owned(),
+            ),
+            ..Info::default()
+        },
+        paths: Some(Paths {
+            paths,
+            ..Paths::default()
+        }),
+        components: Some(Components {
+            schemas,
+            security_schemes,
+            ..Components::default()
+        }),
+        tags: tags
+            .into_iter()
+            .map(|name| Tag {
+                name,
+                ..Tag::default()
+            })
+            .collect(),
+        ..OpenApi::default()
+    }
+}
+
+/// Rebuilds every object with its keys in sorted order.
+fn sorted(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
+        other => other,
+    }
+}
+
+/// The canonical text of the document.
+pub fn render() -> String {
+    let value = serde_json::to_value(document()).unwrap_or(Value::Null);
+    let mut text = serde_json::to_string_pretty(&sorted(value)).unwrap_or_default();
+    text.push('\n');
+    text
+}

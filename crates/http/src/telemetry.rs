@@ -1,0 +1,107 @@
+//! Request ids and the access log: one event per request.
+//!
+//! The request id is taken from `X-Request-Id` when it is a short token of safe characters,
+//! otherwise generated; it is echoed in the response and carried by a span that wraps the
+//! request, so every event logged while serving it (errors included) names it. The access
+//! event has stable dotted fields: `http.method`, `http.route` (the route template, never
+//! the raw path), `http.status`, `http.latency_ms`, `request.id` and `key.id` (the key's
+//! public id; the key itself is never logged).
+
+use std::time::Instant;
+
+use actix_web::{
+    Error, HttpMessage,
+    body::MessageBody,
+    dev::{ServiceRequest, ServiceResponse},
+    http::header::{HeaderName, HeaderValue},
+    middleware::Next,
+};
+use posture_domain::Principal;
+use tracing::{Instrument, field};
+
+/// The request id header, in and out.
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The id of the request being served.
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
+
+fn incoming_id(req: &ServiceRequest) -> Option<String> {
+    let value = req.headers().get(&REQUEST_ID)?.to_str().ok()?;
+    let ok = !value.is_empty()
+        && value.len() <= 64
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    ok.then(|| value.to_owned())
+}
+
+pub(crate) async fn telemetry(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, Error> {
+    let id = incoming_id(&req).unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
+    req.extensions_mut().insert(RequestId(id.clone()));
+    let span = tracing::info_span!(
+        "request",
+        request.id = %id,
+        http.method = %req.method(),
+        http.route = field::Empty,
+        key.id = field::Empty,
+    );
+    let started = Instant::now();
+    let mut response = next.call(req).instrument(span.clone()).await?;
+    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(REQUEST_ID, value);
+    }
+    let request = response.request();
+    let route = request
+        .match_pattern()
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let key = request
+        .extensions()
+        .get::<Principal>()
+        .map(|p| p.key_id().to_string());
+    span.record("http.route", route.as_str());
+    if let Some(key) = &key {
+        span.record("key.id", key.as_str());
+    }
+    let status = response.status().as_u16();
+    span.in_scope(|| {
+        tracing::info!(
+            http.status = status,
+            http.latency_ms = latency_ms,
+            "request served"
+        );
+    });
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::test::TestRequest;
+
+    use super::*;
+
+    #[test]
+    fn a_safe_incoming_request_id_is_kept() {
+        let req = TestRequest::default()
+            .insert_header((REQUEST_ID, "abc-123_x.y"))
+            .to_srv_request();
+        assert_eq!(incoming_id(&req).as_deref(), Some("abc-123_x.y"));
+    }
+
+    #[test]
+    fn an_unsafe_incoming_request_id_is_replaced() {
+        let req = TestRequest::default()
+            .insert_header((REQUEST_ID, "a b\"c"))
+            .to_srv_request();
+        assert_eq!(incoming_id(&req), None);
+        let long = "x".repeat(65);
+        let req = TestRequest::default()
+            .insert_header((REQUEST_ID, long))
+            .to_srv_request();
+        assert_eq!(incoming_id(&req), None);
+    }
+}

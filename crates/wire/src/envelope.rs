@@ -1,0 +1,36 @@
+//! The response envelopes: `{data, meta}` for lists, `{data}` for one resource.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// A page of a list.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[schemars(rename = "{T}List")]
+pub struct ListResponse<T> {
+    /// The rows of this page.
+    pub data: Vec<T>,
+    pub meta: ListMeta,
+}
+
+/// Pagination facts of a list response.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListMeta {
+    /// Rows matching the request before pagination.
+    pub total: u64,
+    /// The page size applied (after clamping to 500).
+    pub limit: u32,
+    /// The zero-based offset applied.
+    pub offset: u64,
+    /// The tenant filter, resolved; omitted when no `tenant` was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::tenant_id")]
+    pub tenant: Option<String>,
+}
+
+/// One resource, directly under `data`.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[schemars(rename = "{T}Data")]
+pub struct DataResponse<T> {
+    pub data: T,
+}

@@ -1,0 +1,33 @@
+//! posture's JSON wire types: what API responses, export lines and webhook bodies look like.
+//!
+//! Field names are camelCase; timestamps are RFC 3339 in UTC; absent optional values of a
+//! resource are `null` (the shape of a resource never changes), while `meta.tenant` is
+//! omitted when no tenant filter is given. Every type derives its JSON Schema, which the
+//! OpenAPI document and the contract tests use. Conversions from domain types live here so
+//! the API, the export and the webhook bodies cannot disagree.
+
+pub mod envelope;
+pub mod error;
+pub mod identities;
+pub mod tenants;
+
+use posture_domain::ClosedSet;
+use schemars::{Schema, SchemaGenerator, json_schema};
+
+pub use envelope::{DataResponse, ListMeta, ListResponse};
+pub use error::{ErrorCode, ErrorResponse};
+
+/// The schema of a closed set of strings (severity, kind...): `{"type":"string","enum":[...]}`.
+pub fn closed_set<T: ClosedSet>(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "enum": T::allowed() })
+}
+
+/// The schema of a list of values of a closed set.
+pub fn closed_set_list<T: ClosedSet>(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "array", "items": { "type": "string", "enum": T::allowed() } })
+}
+
+/// The schema of a cloud tenant id (a lowercase hyphenated GUID).
+pub fn tenant_id(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "format": "uuid" })
+}
