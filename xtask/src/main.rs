@@ -1,1 +1,57 @@
-fn main() {}
+//! `cargo xtask`: contributor tasks (see `cargo xtask --help`).
+
+mod demo;
+mod demo_data;
+mod gen_data;
+mod openapi;
+mod services;
+mod test;
+mod tidy;
+mod util;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "posture's contributor tasks")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Run every test against throwaway PostgreSQL and Redis (or TEST_DATABASE_URL /
+    /// TEST_REDIS_URL). Arguments after `--` go to `cargo test`.
+    Test {
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Regenerate docs/openapi.json from the route table (`--check`: fail if stale).
+    Openapi {
+        #[arg(long)]
+        check: bool,
+    },
+    /// Start the product with demo data on 127.0.0.1:8080 until Ctrl-C.
+    Demo(demo::DemoArgs),
+    /// Write demo data at any scale as JSON Lines files (one per customer).
+    GenData(gen_data::GenDataArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.task {
+        Task::Test { args } => test::run(&args),
+        Task::Openapi { check } => openapi::run(check),
+        Task::Demo(args) => demo::run_demo(&args),
+        Task::GenData(args) => gen_data::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            util::eprintln_status(&format!("error: {e:#}"));
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! `cargo xtask demo`: the product on one machine, with one command.
+//!
+//! Starts a throwaway PostgreSQL (or uses `DATABASE_URL`), migrates, generates and ingests
+//! deterministic demo data for two customers through the real `posture-api ingest`, issues a
+//! key with every scope for each, prints them with ready `curl` lines, and serves the API on
+//! 127.0.0.1:8080 until Ctrl-C. Everything it started is stopped and removed on exit.
+
+use std::{
+    io::BufWriter,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+};
+
+use anyhow::{Context as _, bail};
+use base64::Engine as _;
+use clap::Args;
+use serde_json::Value;
+
+use crate::{
+    demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
+    services::Postgres,
+    util::{eprintln_status, output, project_root, run, scratch_dir},
+};
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Port of the API.
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Findings of the first customer (the second gets a third of it).
+    #[arg(long, default_value_t = 8000)]
+    findings: usize,
+    /// Identities of the first customer (the second gets a third of it).
+    #[arg(long, default_value_t = 3000)]
+    identities: usize,
+}
+
+fn build_binaries() -> anyhow::Result<PathBuf> {
+    eprintln_status("building posture-api");
+    run(Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(project_root())
+        .args(["build", "--quiet", "-p", "posture-api"]))?;
+    Ok(project_root().join("target").join("debug"))
+}
+
+/// Runs a `posture-api` operator command with `--json`; returns its object.
+fn api_json(bin: &Path, env: &[(&str, &str)], args: &[&str]) -> anyhow::Result<Value> {
+    let mut command = Command::new(bin.join("posture-api"));
+    command.args(args).arg("--json").env("POSTURE_LOG", "warn");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let text = output(&mut command)?;
+    serde_json::from_str(text.trim()).with_context(|| format!("parsing the output of {args:?}"))
+}
+
+struct Guard(Vec<Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            // SIGTERM first, for a graceful stop.
+            let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        }
+        for child in &mut self.0 {
+            let _ = child.wait();
+        }
+    }
+}
+
+pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
+    let bin = build_binaries()?;
+    let postgres = match std::env::var("DATABASE_URL") {
+        Ok(_) => None,
+        Err(_) => Some(Postgres::start(&scratch_dir("demo-postgres")?)?),
+    };
+    let database_url = match &postgres {
+        Some(pg) => pg.url.clone(),
+        None => std::env::var("DATABASE_URL")?,
+    };
+    let env = [("DATABASE_URL", database_url.as_str())];
+    api_json(&bin, &env, &["migrate"])?;
+
+    let data_dir = scratch_dir("demo-data")?;
+    let today = Day::today();
+    let specs = [
+        CustomerSpec { name: "Contoso Group".into(), tenants: 3, identities: args.identities, findings: args.findings, upr_days: 60, seed: 1 },
+        CustomerSpec { name: "Fabrikam Inc".into(), tenants: 2, identities: args.identities / 3, findings: args.findings / 3, upr_days: 60, seed: 2 },
+    ];
+    let mut keys = Vec::new();
+    for spec in &specs {
+        let file = data_dir.join(format!("{}.jsonl", spec.seed));
+        let mut out = BufWriter::new(std::fs::File::create(&file)?);
+        write_customer(spec, today, &mut out)?;
+        std::io::Write::flush(&mut out)?;
+        drop(out);
+        let customer = api_json(&bin, &env, &["customers", "create", "--name", &spec.name])?;
+        let id = customer["id"].as_str().context("customer id")?.to_owned();
+        let pass = api_json(&bin, &env, &["ingest", "--customer", &id, file.to_str().context("path")?])?;
+        eprintln_status(&format!(
+            "{}: {} identities, {} findings, {} UPR scores ingested",
+            spec.name, pass["identities"], pass["findings"], pass["uprScores"]
+        ));
+        let mut scopes = Vec::new();
+        for scope in posture_domain::Scope::ALL {
+            scopes.extend(["--scope", scope.as_str()]);
+        }
+        let mut issue = vec!["keys", "issue", "--customer", id.as_str(), "--name", "demo"];
+        issue.extend(scopes);
+        let key = api_json(&bin, &env, &issue)?;
+        keys.push((spec.name.clone(), key["key"].as_str().context("key")?.to_owned()));
+    }
+
+    let secret = base64::engine::general_purpose::STANDARD.encode(rand_bytes()?);
+    let bind = format!("127.0.0.1:{}", args.port);
+    let server = Command::new(bin.join("posture-api"))
+        .arg("serve")
+        .env("DATABASE_URL", &database_url)
+        .env("POSTURE_BIND", &bind)
+        .env("POSTURE_SECRET_KEY", &secret)
+        .env("POSTURE_LOG", std::env::var("POSTURE_LOG").unwrap_or_else(|_| "warn".into()))
+        .stdin(Stdio::null())
+        .spawn()
+        .context("starting posture-api serve")?;
+    let mut children = Guard(vec![server]);
+    wait_until_listening(&bind)?;
+
+    let base = format!("http://{bind}");
+    let mut text = format!("\nposture demo is running at {base} (Ctrl-C stops it and removes its data)\n");
+    for (name, key) in &keys {
+        text.push_str(&format!("\n{name}: key with every scope\n  export KEY={key}\n"));
+    }
+    text.push_str("\nTry (with KEY set to one of the keys above):\n");
+    for path in [
+        "/api/v1/tenants",
+        "/api/v1/identities?limit=3",
+    ] {
+        text.push_str(&format!("  curl -s -H \"Authorization: Bearer $KEY\" '{base}{path}'\n"));
+    }
+    text.push_str(&format!("  curl -s '{base}/api/v1/openapi.json' | head -c 300\n"));
+    print_block(&text);
+
+    let status = wait_for_ctrl_c(&mut children.0[0])?;
+    drop(children);
+    drop(postgres);
+    let _ = std::fs::remove_dir_all(&data_dir);
+    if let Some(status) = status
+        && !status.success()
+    {
+        bail!("posture-api serve exited with {status}");
+    }
+    eprintln_status("demo stopped");
+    Ok(())
+}
+
+fn rand_bytes() -> anyhow::Result<[u8; 32]> {
+    let mut bytes = [0u8; 32];
+    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)?;
+    Ok(bytes)
+}
+
+fn print_block(text: &str) {
+    use std::io::Write as _;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+fn wait_until_listening(bind: &str) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(bind).is_err() {
+        if std::time::Instant::now() > deadline {
+            bail!("posture-api did not start listening on {bind}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// Waits for Ctrl-C (or the server exiting on its own); returns the server's status if it
+/// exited by itself.
+fn wait_for_ctrl_c(server: &mut Child) -> anyhow::Result<Option<std::process::ExitStatus>> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => return Ok(None),
+                () = tokio::time::sleep(std::time::Duration::from_millis(200)) => {
+                    if let Some(status) = server.try_wait()? {
+                        return Ok(Some(status));
+                    }
+                }
+            }
+        }
+    })
+}
