@@ -37,9 +37,11 @@ pub struct DemoArgs {
 
 fn build_binaries() -> anyhow::Result<PathBuf> {
     eprintln_status("building posture-api");
-    run(Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(project_root())
-        .args(["build", "--quiet", "-p", "posture-api"]))?;
+    run(
+        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(project_root())
+            .args(["build", "--quiet", "-p", "posture-api"]),
+    )?;
     Ok(project_root().join("target").join("debug"))
 }
 
@@ -60,7 +62,10 @@ impl Drop for Guard {
     fn drop(&mut self) {
         for child in &mut self.0 {
             // SIGTERM first, for a graceful stop.
-            let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(child.id().to_string())
+                .status();
         }
         for child in &mut self.0 {
             let _ = child.wait();
@@ -84,8 +89,22 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     let data_dir = scratch_dir("demo-data")?;
     let today = Day::today();
     let specs = [
-        CustomerSpec { name: "Contoso Group".into(), tenants: 3, identities: args.identities, findings: args.findings, upr_days: 60, seed: 1 },
-        CustomerSpec { name: "Fabrikam Inc".into(), tenants: 2, identities: args.identities / 3, findings: args.findings / 3, upr_days: 60, seed: 2 },
+        CustomerSpec {
+            name: "Contoso Group".into(),
+            tenants: 3,
+            identities: args.identities,
+            findings: args.findings,
+            upr_days: 60,
+            seed: 1,
+        },
+        CustomerSpec {
+            name: "Fabrikam Inc".into(),
+            tenants: 2,
+            identities: args.identities / 3,
+            findings: args.findings / 3,
+            upr_days: 60,
+            seed: 2,
+        },
     ];
     let mut keys = Vec::new();
     for spec in &specs {
@@ -96,7 +115,11 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
         drop(out);
         let customer = api_json(&bin, &env, &["customers", "create", "--name", &spec.name])?;
         let id = customer["id"].as_str().context("customer id")?.to_owned();
-        let pass = api_json(&bin, &env, &["ingest", "--customer", &id, file.to_str().context("path")?])?;
+        let pass = api_json(
+            &bin,
+            &env,
+            &["ingest", "--customer", &id, file.to_str().context("path")?],
+        )?;
         eprintln_status(&format!(
             "{}: {} identities, {} findings, {} UPR scores ingested",
             spec.name, pass["identities"], pass["findings"], pass["uprScores"]
@@ -108,7 +131,10 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
         let mut issue = vec!["keys", "issue", "--customer", id.as_str(), "--name", "demo"];
         issue.extend(scopes);
         let key = api_json(&bin, &env, &issue)?;
-        keys.push((spec.name.clone(), key["key"].as_str().context("key")?.to_owned()));
+        keys.push((
+            spec.name.clone(),
+            key["key"].as_str().context("key")?.to_owned(),
+        ));
     }
 
     let secret = base64::engine::general_purpose::STANDARD.encode(rand_bytes()?);
@@ -118,7 +144,10 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
         .env("DATABASE_URL", &database_url)
         .env("POSTURE_BIND", &bind)
         .env("POSTURE_SECRET_KEY", &secret)
-        .env("POSTURE_LOG", std::env::var("POSTURE_LOG").unwrap_or_else(|_| "warn".into()))
+        .env(
+            "POSTURE_LOG",
+            std::env::var("POSTURE_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdin(Stdio::null())
         .spawn()
         .context("starting posture-api serve")?;
@@ -126,18 +155,30 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     wait_until_listening(&bind)?;
 
     let base = format!("http://{bind}");
-    let mut text = format!("\nposture demo is running at {base} (Ctrl-C stops it and removes its data)\n");
+    let mut text =
+        format!("\nposture demo is running at {base} (Ctrl-C stops it and removes its data)\n");
     for (name, key) in &keys {
-        text.push_str(&format!("\n{name}: key with every scope\n  export KEY={key}\n"));
+        text.push_str(&format!(
+            "\n{name}: key with every scope\n  export KEY={key}\n"
+        ));
     }
     text.push_str("\nTry (with KEY set to one of the keys above):\n");
     for path in [
         "/api/v1/tenants",
         "/api/v1/identities?limit=3",
+        "/api/v1/findings?severity=critical,high&status=open&limit=5",
+        "/api/v1/roles?limit=2",
+        "/api/v1/upr",
+        "/api/v1/upr/principals?minScore=80&limit=5",
+        "/api/v1/upr/trend?days=14",
     ] {
-        text.push_str(&format!("  curl -s -H \"Authorization: Bearer $KEY\" '{base}{path}'\n"));
+        text.push_str(&format!(
+            "  curl -s -H \"Authorization: Bearer $KEY\" '{base}{path}'\n"
+        ));
     }
-    text.push_str(&format!("  curl -s '{base}/api/v1/openapi.json' | head -c 300\n"));
+    text.push_str(&format!(
+        "  curl -s '{base}/api/v1/openapi.json' | head -c 300\n"
+    ));
     print_block(&text);
 
     let status = wait_for_ctrl_c(&mut children.0[0])?;
@@ -178,7 +219,9 @@ fn wait_until_listening(bind: &str) -> anyhow::Result<()> {
 /// Waits for Ctrl-C (or the server exiting on its own); returns the server's status if it
 /// exited by itself.
 fn wait_for_ctrl_c(server: &mut Child) -> anyhow::Result<Option<std::process::ExitStatus>> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async {
         loop {
             tokio::select! {

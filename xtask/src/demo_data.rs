@@ -65,12 +65,72 @@ pub struct CustomerSpec {
     pub seed: u64,
 }
 
-const FIRST: &[&str] = &["Ada", "Grace", "Linus", "Barbara", "Alan", "Margaret", "Dennis", "Frances", "Ken", "Radia", "Edsger", "Hedy", "Donald", "Katherine", "Tim", "Joan"];
-const LAST: &[&str] = &["Lovelace", "Hopper", "Torvalds", "Liskov", "Turing", "Hamilton", "Ritchie", "Allen", "Thompson", "Perlman", "Dijkstra", "Lamarr", "Knuth", "Johnson", "Berners-Lee", "Clarke"];
-const APPS: &[&str] = &["payroll-sync", "hr-connector", "ci-deployer", "backup-agent", "crm-export", "siem-forwarder", "ticket-bot", "billing-api"];
-const AGENTS: &[&str] = &["copilot-triage", "invoice-agent", "onboarding-agent", "research-assistant"];
-const PRIVILEGED_ROLES: &[&str] = &["Global Administrator", "Privileged Role Administrator", "Security Administrator", "Application Administrator", "Exchange Administrator", "User Administrator"];
-const ORDINARY_ROLES: &[&str] = &["Global Reader", "Security Reader", "Helpdesk Administrator", "Reports Reader"];
+const FIRST: &[&str] = &[
+    "Ada",
+    "Grace",
+    "Linus",
+    "Barbara",
+    "Alan",
+    "Margaret",
+    "Dennis",
+    "Frances",
+    "Ken",
+    "Radia",
+    "Edsger",
+    "Hedy",
+    "Donald",
+    "Katherine",
+    "Tim",
+    "Joan",
+];
+const LAST: &[&str] = &[
+    "Lovelace",
+    "Hopper",
+    "Torvalds",
+    "Liskov",
+    "Turing",
+    "Hamilton",
+    "Ritchie",
+    "Allen",
+    "Thompson",
+    "Perlman",
+    "Dijkstra",
+    "Lamarr",
+    "Knuth",
+    "Johnson",
+    "Berners-Lee",
+    "Clarke",
+];
+const APPS: &[&str] = &[
+    "payroll-sync",
+    "hr-connector",
+    "ci-deployer",
+    "backup-agent",
+    "crm-export",
+    "siem-forwarder",
+    "ticket-bot",
+    "billing-api",
+];
+const AGENTS: &[&str] = &[
+    "copilot-triage",
+    "invoice-agent",
+    "onboarding-agent",
+    "research-assistant",
+];
+const PRIVILEGED_ROLES: &[&str] = &[
+    "Global Administrator",
+    "Privileged Role Administrator",
+    "Security Administrator",
+    "Application Administrator",
+    "Exchange Administrator",
+    "User Administrator",
+];
+const ORDINARY_ROLES: &[&str] = &[
+    "Global Reader",
+    "Security Reader",
+    "Helpdesk Administrator",
+    "Reports Reader",
+];
 
 fn kind(rng: &mut Rng) -> &'static str {
     match rng.below(100) {
@@ -89,7 +149,9 @@ fn severity_for(finding_type: FindingType, rng: &mut Rng) -> Severity {
         | FindingType::MfaNotEnforced
         | FindingType::ExcessiveApiPermissions
         | FindingType::AgentIdentityOverprivileged => 1,
-        FindingType::StalePrivilegedIdentity | FindingType::LegacyAuthentication | FindingType::LongLivedCredential => 2,
+        FindingType::StalePrivilegedIdentity
+        | FindingType::LegacyAuthentication
+        | FindingType::LongLivedCredential => 2,
         FindingType::UnusedPermissions | FindingType::OrphanedServicePrincipal => 3,
     };
     // Mostly the type's usual severity, sometimes one step either way.
@@ -104,16 +166,32 @@ fn severity_for(finding_type: FindingType, rng: &mut Rng) -> Severity {
 
 fn title(finding_type: FindingType, name: &str) -> String {
     match finding_type {
-        FindingType::Tier0PermanentRoot => format!("{name} holds Global Administrator permanently at the root scope"),
-        FindingType::StandingPrivilegedAccess => format!("{name} has standing privileged access that could be just-in-time"),
-        FindingType::StalePrivilegedIdentity => format!("Privileged identity {name} has not signed in for 90 days"),
-        FindingType::MfaNotEnforced => format!("Sign-ins of privileged user {name} are not protected by MFA"),
+        FindingType::Tier0PermanentRoot => {
+            format!("{name} holds Global Administrator permanently at the root scope")
+        }
+        FindingType::StandingPrivilegedAccess => {
+            format!("{name} has standing privileged access that could be just-in-time")
+        }
+        FindingType::StalePrivilegedIdentity => {
+            format!("Privileged identity {name} has not signed in for 90 days")
+        }
+        FindingType::MfaNotEnforced => {
+            format!("Sign-ins of privileged user {name} are not protected by MFA")
+        }
         FindingType::UnusedPermissions => format!("{name} holds permissions unused for 90 days"),
-        FindingType::ExcessiveApiPermissions => format!("{name} holds high-privilege Microsoft Graph permissions"),
-        FindingType::LongLivedCredential => format!("{name} has a client secret valid for more than a year"),
-        FindingType::GuestPrivilegedAccess => format!("Guest account {name} holds a privileged role"),
+        FindingType::ExcessiveApiPermissions => {
+            format!("{name} holds high-privilege Microsoft Graph permissions")
+        }
+        FindingType::LongLivedCredential => {
+            format!("{name} has a client secret valid for more than a year")
+        }
+        FindingType::GuestPrivilegedAccess => {
+            format!("Guest account {name} holds a privileged role")
+        }
         FindingType::OrphanedServicePrincipal => format!("Service principal {name} has no owner"),
-        FindingType::AgentIdentityOverprivileged => format!("Agent identity {name} has more privilege than its actions need"),
+        FindingType::AgentIdentityOverprivileged => {
+            format!("Agent identity {name} has more privilege than its actions need")
+        }
         FindingType::LegacyAuthentication => format!("{name} signs in with legacy authentication"),
     }
 }
@@ -124,14 +202,30 @@ fn line(out: &mut dyn Write, record: &Value) -> std::io::Result<()> {
 }
 
 /// Writes one customer's pass. `today` is the UTC date (`YYYY-MM-DD`) times are relative to.
-pub fn write_customer(spec: &CustomerSpec, today: chrono_lite::Day, out: &mut dyn Write) -> std::io::Result<()> {
+pub fn write_customer(
+    spec: &CustomerSpec,
+    today: chrono_lite::Day,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     let mut rng = Rng::new(spec.seed);
     let tenants: Vec<String> = (0..spec.tenants.max(1)).map(|_| rng.guid()).collect();
-    let short = spec.name.split_whitespace().next().unwrap_or("demo").to_lowercase();
+    let short = spec
+        .name
+        .split_whitespace()
+        .next()
+        .unwrap_or("demo")
+        .to_lowercase();
     for (i, tenant) in tenants.iter().enumerate() {
-        let name = if i == 0 { spec.name.clone() } else { format!("{} {}", spec.name, ["EU", "US", "APAC", "Labs"][i % 4]) };
-        line(out, &json!({"type": "tenant", "cloudTenantId": tenant, "displayName": name,
-                          "primaryDomain": format!("{short}{i}.onmicrosoft.com")}))?;
+        let name = if i == 0 {
+            spec.name.clone()
+        } else {
+            format!("{} {}", spec.name, ["EU", "US", "APAC", "Labs"][i % 4])
+        };
+        line(
+            out,
+            &json!({"type": "tenant", "cloudTenantId": tenant, "displayName": name,
+                          "primaryDomain": format!("{short}{i}.onmicrosoft.com")}),
+        )?;
     }
 
     // Identities; about one in six holds a privileged role.
@@ -142,25 +236,39 @@ pub fn write_customer(spec: &CustomerSpec, today: chrono_lite::Day, out: &mut dy
         let kind = kind(&mut rng);
         let name = match kind {
             "user" => format!("{} {}", rng.pick(FIRST), rng.pick(LAST)),
-            "group" => format!("{} team {n}", rng.pick(&["Finance", "Platform", "Security", "Sales", "Support"])),
+            "group" => format!(
+                "{} team {n}",
+                rng.pick(&["Finance", "Platform", "Security", "Sales", "Support"])
+            ),
             "servicePrincipal" => format!("{}-{n}", rng.pick(APPS)),
             "managedIdentity" => format!("mi-{}-{n}", rng.pick(APPS)),
             _ => format!("{}-{n}", rng.pick(AGENTS)),
         };
         let privileged = rng.chance(17);
-        let mut roles = vec![json!({"roleName": rng.pick(ORDINARY_ROLES), "scope": "/", "assignmentType": "active"})];
+        let mut roles = vec![
+            json!({"roleName": rng.pick(ORDINARY_ROLES), "scope": "/", "assignmentType": "active"}),
+        ];
         if privileged {
             let assignment = if rng.chance(60) { "active" } else { "eligible" };
             roles.push(json!({"roleName": rng.pick(PRIVILEGED_ROLES), "scope": "/", "assignmentType": assignment}));
         }
-        let principal = (kind == "user").then(|| format!("{}@{short}.example", name.to_lowercase().replace(' ', ".")));
-        line(out, &json!({"type": "identity", "id": id, "cloudTenantId": tenant, "kind": kind,
-                          "displayName": name, "principalName": principal, "roleAssignments": roles}))?;
+        let principal = (kind == "user")
+            .then(|| format!("{}@{short}.example", name.to_lowercase().replace(' ', ".")));
+        line(
+            out,
+            &json!({"type": "identity", "id": id, "cloudTenantId": tenant, "kind": kind,
+                          "displayName": name, "principalName": principal, "roleAssignments": roles}),
+        )?;
         identities.push((id, tenant, name, privileged));
     }
 
     // Findings, mostly about privileged identities.
-    let privileged: Vec<usize> = identities.iter().enumerate().filter(|(_, i)| i.3).map(|(n, _)| n).collect();
+    let privileged: Vec<usize> = identities
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.3)
+        .map(|(n, _)| n)
+        .collect();
     for n in 0..spec.findings {
         let who = if !privileged.is_empty() && rng.chance(70) {
             privileged[rng.below(privileged.len() as u64) as usize]
@@ -174,7 +282,9 @@ pub fn write_customer(spec: &CustomerSpec, today: chrono_lite::Day, out: &mut dy
             70..90 => "resolved",
             _ => "suppressed",
         };
-        let detected = today.minus_days(rng.below(90) as u32).at(rng.below(24) as u32, rng.below(60) as u32);
+        let detected = today
+            .minus_days(rng.below(90) as u32)
+            .at(rng.below(24) as u32, rng.below(60) as u32);
         let mut record = json!({"type": "finding", "id": format!("f-{n:07}"),
             "findingType": finding_type.as_str(), "severity": severity.as_str(), "status": status,
             "detectedAt": detected});
@@ -183,7 +293,10 @@ pub fn write_customer(spec: &CustomerSpec, today: chrono_lite::Day, out: &mut dy
                 record["cloudTenantId"] = json!(tenant);
                 record["identityId"] = json!(id);
                 record["title"] = json!(title(finding_type, name));
-                record["description"] = json!(format!("Detected by rule {} on {name}.", finding_type.as_str()));
+                record["description"] = json!(format!(
+                    "Detected by rule {} on {name}.",
+                    finding_type.as_str()
+                ));
             }
             None => {
                 record["cloudTenantId"] = json!(tenants[0]);
@@ -196,12 +309,15 @@ pub fn write_customer(spec: &CustomerSpec, today: chrono_lite::Day, out: &mut dy
     // Right-sized role recommendations for privileged identities.
     for (n, &who) in privileged.iter().enumerate().filter(|(n, _)| n % 2 == 0) {
         let (id, tenant, _, _) = &identities[who];
-        line(out, &json!({"type": "roleRecommendation", "id": format!("rec-{n:06}"), "cloudTenantId": tenant,
+        line(
+            out,
+            &json!({"type": "roleRecommendation", "id": format!("rec-{n:06}"), "cloudTenantId": tenant,
             "identityId": id, "currentRoles": ["Global Administrator", "Global Reader"],
             "recommendedRole": {"name": "User Administrator", "actions": [
                 "microsoft.directory/users/create", "microsoft.directory/users/basic/update",
                 "microsoft.directory/users/password/update"]},
-            "removedActions": ["microsoft.directory/*/allTasks", "microsoft.directory/roleAssignments/create"]}))?;
+            "removedActions": ["microsoft.directory/*/allTasks", "microsoft.directory/roleAssignments/create"]}),
+        )?;
     }
 
     // UPR history: the privileged principals, one score a day.
@@ -211,10 +327,13 @@ pub fn write_customer(spec: &CustomerSpec, today: chrono_lite::Day, out: &mut dy
         for day in (0..spec.upr_days).rev() {
             score = (score + rng.below(7) as i64 - 3).clamp(0, 100);
             let tier = (score * 45 / 100).min(score);
-            line(out, &json!({"type": "uprScore", "identityId": id, "cloudTenantId": tenant, "score": score,
+            line(
+                out,
+                &json!({"type": "uprScore", "identityId": id, "cloudTenantId": tenant, "score": score,
                 "factors": {"privilegeTier": tier, "unusedPermission": (score - tier) / 2,
                             "exposure": score - tier - (score - tier) / 2},
-                "recordedAt": today.minus_days(day).at(6, 0)}))?;
+                "recordedAt": today.minus_days(day).at(6, 0)}),
+            )?;
         }
     }
     Ok(())
@@ -273,7 +392,14 @@ mod tests {
     use super::*;
 
     fn generate(seed: u64) -> String {
-        let spec = CustomerSpec { name: "Contoso".into(), tenants: 2, identities: 50, findings: 200, upr_days: 5, seed };
+        let spec = CustomerSpec {
+            name: "Contoso".into(),
+            tenants: 2,
+            identities: 50,
+            findings: 200,
+            upr_days: 5,
+            seed,
+        };
         let mut out = Vec::new();
         write_customer(&spec, chrono_lite::Day(20_000), &mut out).unwrap();
         String::from_utf8(out).unwrap()

@@ -39,7 +39,11 @@ pub fn specs(args: &GenDataArgs) -> Vec<CustomerSpec> {
         .map(|i| CustomerSpec {
             name: format!("Customer {i:03}"),
             tenants: 1 + i % 3,
-            identities: if i == 0 { args.identities * 5 } else { args.identities },
+            identities: if i == 0 {
+                args.identities * 5
+            } else {
+                args.identities
+            },
             findings: if i == 0 { args.largest } else { rest },
             upr_days: args.upr_days,
             seed: 1000 + i as u64,
@@ -56,6 +60,10 @@ pub fn run(args: &GenDataArgs) -> anyhow::Result<()> {
         write_customer(spec, today, &mut out)?;
         std::io::Write::flush(&mut out)?;
     }
-    eprintln_status(&format!("wrote {} customers to {}", args.customers, args.out.display()));
+    eprintln_status(&format!(
+        "wrote {} customers to {}",
+        args.customers,
+        args.out.display()
+    ));
     Ok(())
 }

@@ -5,7 +5,12 @@ use crate::util::{ensure_file_contents, project_root};
 
 pub fn run(check: bool) -> anyhow::Result<()> {
     let path = project_root().join("docs").join("openapi.json");
-    ensure_file_contents(&path, &posture_http::openapi::render(), check, "cargo xtask openapi")
+    ensure_file_contents(
+        &path,
+        &posture_http::openapi::render(),
+        check,
+        "cargo xtask openapi",
+    )
 }
 
 #[cfg(test)]

@@ -16,7 +16,10 @@ use anyhow::{Context as _, bail};
 use crate::util::{eprintln_status, free_port, on_path, run};
 
 fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
 }
 
 /// The directory of `initdb` and `pg_ctl`: on PATH, or Debian's versioned directory.
@@ -151,7 +154,16 @@ impl Redis {
         let port = free_port()?;
         let pidfile = dir.join("redis.pid");
         run(Command::new(server)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .args(["--daemonize", "yes", "--pidfile"])
             .arg(&pidfile)
             .arg("--dir")
@@ -162,12 +174,18 @@ impl Redis {
         let deadline = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             if Instant::now() > deadline {
-                bail!("Redis did not start; see {}", dir.join("redis.log").display());
+                bail!(
+                    "Redis did not start; see {}",
+                    dir.join("redis.log").display()
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         eprintln_status(&format!("Redis on 127.0.0.1:{port}"));
-        Ok(Self { dir: dir.to_path_buf(), url: format!("redis://127.0.0.1:{port}") })
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            url: format!("redis://127.0.0.1:{port}"),
+        })
     }
 }
 

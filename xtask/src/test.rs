@@ -22,7 +22,10 @@ pub fn run(extra: &[String]) -> anyhow::Result<()> {
         Err(_) => Some(Redis::start(&scratch_dir("test-redis")?)?),
     };
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    command.current_dir(project_root()).args(["test", "--workspace"]).args(extra);
+    command
+        .current_dir(project_root())
+        .args(["test", "--workspace"])
+        .args(extra);
     if let Some(pg) = &postgres {
         command.env("TEST_DATABASE_URL", &pg.url);
     }
@@ -32,7 +35,10 @@ pub fn run(extra: &[String]) -> anyhow::Result<()> {
     let status = command.status()?;
     drop(redis);
     drop(postgres);
-    eprintln_status(&format!("tests finished in {:.0} s", started.elapsed().as_secs_f64()));
+    eprintln_status(&format!(
+        "tests finished in {:.0} s",
+        started.elapsed().as_secs_f64()
+    ));
     if !status.success() {
         anyhow::bail!("tests failed");
     }

@@ -9,7 +9,10 @@ use anyhow::{Context as _, bail};
 
 /// The repository's root directory.
 pub fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 /// `target/xtask/<name>`, created.
@@ -20,12 +23,21 @@ pub fn scratch_dir(name: &str) -> anyhow::Result<PathBuf> {
 }
 
 /// Writes a generated file, or in `check` mode fails if it differs from what is committed.
-pub fn ensure_file_contents(path: &Path, contents: &str, check: bool, regenerate: &str) -> anyhow::Result<()> {
+pub fn ensure_file_contents(
+    path: &Path,
+    contents: &str,
+    check: bool,
+    regenerate: &str,
+) -> anyhow::Result<()> {
     let current = std::fs::read_to_string(path).unwrap_or_default();
     if current == contents {
         return Ok(());
     }
-    let shown = path.strip_prefix(project_root()).unwrap_or(path).display().to_string();
+    let shown = path
+        .strip_prefix(project_root())
+        .unwrap_or(path)
+        .display()
+        .to_string();
     if check {
         bail!("{shown} is out of date: run `{regenerate}` and commit the result");
     }
@@ -42,7 +54,9 @@ pub fn eprintln_status(message: &str) {
 
 /// Runs a command, failing with its command line if it fails.
 pub fn run(command: &mut Command) -> anyhow::Result<()> {
-    let status = command.status().with_context(|| format!("running {command:?}"))?;
+    let status = command
+        .status()
+        .with_context(|| format!("running {command:?}"))?;
     if !status.success() {
         bail!("{command:?} failed with {status}");
     }
@@ -51,9 +65,15 @@ pub fn run(command: &mut Command) -> anyhow::Result<()> {
 
 /// Runs a command and returns its stdout.
 pub fn output(command: &mut Command) -> anyhow::Result<String> {
-    let out = command.output().with_context(|| format!("running {command:?}"))?;
+    let out = command
+        .output()
+        .with_context(|| format!("running {command:?}"))?;
     if !out.status.success() {
-        bail!("{command:?} failed with {}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "{command:?} failed with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     Ok(String::from_utf8(out.stdout)?)
 }
@@ -61,10 +81,14 @@ pub fn output(command: &mut Command) -> anyhow::Result<String> {
 /// Whether an executable is on PATH.
 pub fn on_path(program: &str) -> Option<PathBuf> {
     let paths = std::env::var_os("PATH")?;
-    std::env::split_paths(&paths).map(|dir| dir.join(program)).find(|p| p.is_file())
+    std::env::split_paths(&paths)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
 }
 
 /// A TCP port free on loopback right now.
 pub fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }

@@ -15,7 +15,10 @@ pub fn state(store: &PgStore) -> ApiState {
     ApiState::new(Ports {
         keys: store.clone(),
         tenants: store.clone(),
-        identities: store,
+        identities: store.clone(),
+        findings: store.clone(),
+        recommendations: store.clone(),
+        upr: store,
     })
 }
 

@@ -11,11 +11,14 @@ use crate::{
     api_key::{ApiKey, KeyHash, NewApiKey, Principal},
     customer::{Customer, CustomerScope},
     error::Result,
+    finding::{Finding, FindingFilter},
     identity::{Identity, IdentityDetail, IdentityFilter},
-    ids::{CloudTenantId, IdentityId, KeyId},
+    ids::{CloudTenantId, FindingId, IdentityId, KeyId},
     ingest::{IngestError, IngestItem, PassSummary},
     page::{Page, PageRequest},
+    recommendation::{RecommendationFilter, RoleRecommendation},
     tenant::{NewTenant, Tenant},
+    upr::{UprFilter, UprRollup, UprScore, UprTrendPoint},
 };
 
 /// Customers (operator commands only).
@@ -47,6 +50,58 @@ pub trait IdentityRepository: Send + Sync {
     ) -> Result<Page<Identity>>;
     /// `NotFound` for an unknown or foreign id.
     async fn get_identity(&self, scope: CustomerScope, id: &IdentityId) -> Result<IdentityDetail>;
+}
+
+/// Analyzer findings.
+#[async_trait]
+pub trait FindingRepository: Send + Sync {
+    /// Findings matching `filter`, most severe first, then newest detection, then id.
+    async fn list_findings(
+        &self,
+        scope: CustomerScope,
+        filter: &FindingFilter,
+        page: PageRequest,
+    ) -> Result<Page<Finding>>;
+    /// `NotFound` for an unknown or foreign id.
+    async fn get_finding(&self, scope: CustomerScope, id: &FindingId) -> Result<Finding>;
+}
+
+/// Right-sized role recommendations.
+#[async_trait]
+pub trait RecommendationRepository: Send + Sync {
+    /// Recommendations with their target identity, ordered by id.
+    async fn list_recommendations(
+        &self,
+        scope: CustomerScope,
+        filter: &RecommendationFilter,
+        page: PageRequest,
+    ) -> Result<Page<RoleRecommendation>>;
+}
+
+/// UPR scores, their rollup and trend.
+#[async_trait]
+pub trait UprRepository: Send + Sync {
+    /// The rollup over the latest score of each principal, overall and per tenant.
+    async fn upr_rollup(
+        &self,
+        scope: CustomerScope,
+        tenant: Option<CloudTenantId>,
+    ) -> Result<UprRollup>;
+    /// Latest score per principal, highest first (then identity id).
+    async fn list_upr_principals(
+        &self,
+        scope: CustomerScope,
+        filter: &UprFilter,
+        page: PageRequest,
+    ) -> Result<Page<UprScore>>;
+    /// One point per day with scores, over the last `days` days (today included), oldest
+    /// first.
+    async fn upr_trend(
+        &self,
+        scope: CustomerScope,
+        tenant: Option<CloudTenantId>,
+        days: u32,
+    ) -> Result<Vec<UprTrendPoint>>;
 }
 
 /// API keys: issue, list and revoke (operators), authenticate (every request).

@@ -81,23 +81,32 @@ impl BandCounts {
     }
 }
 
-/// The rollup over the latest score of each principal.
-#[derive(Clone, Debug, PartialEq)]
-pub struct UprRollup {
+/// Principal count, mean score and band counts over a set of scores.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UprSummary {
     pub principal_count: u64,
     /// Mean score, rounded to one decimal; `None` when there are no principals.
     pub mean_score: Option<f64>,
     pub bands: BandCounts,
-    pub computed_at: DateTime<Utc>,
 }
 
-/// One day of the trend.
+/// The rollup over the latest score of each principal.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UprRollup {
+    pub summary: UprSummary,
+    /// The same figures per connected tenant that has scores, by tenant id.
+    pub by_tenant: Vec<(CloudTenantId, UprSummary)>,
+    /// When the rollup was computed (now: it is computed on request).
+    pub computed_at: DateTime<Utc>,
+    /// The newest score it includes, if any.
+    pub latest_score_at: Option<DateTime<Utc>>,
+}
+
+/// One day of the trend: the summary of the scores recorded that day.
 #[derive(Clone, Debug, PartialEq)]
 pub struct UprTrendPoint {
     pub day: NaiveDate,
-    pub principal_count: u64,
-    pub mean_score: f64,
-    pub bands: BandCounts,
+    pub summary: UprSummary,
 }
 
 /// Filters of the UPR routes.

@@ -91,7 +91,7 @@ fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation 
                 format: ParameterSchemaOrContent::Schema(schema_object((p.schema)(generator))),
                 example: None,
                 examples: IndexMap::new(),
-                explode: None,
+                explode: p.comma_list.then_some(false),
                 extensions: IndexMap::new(),
             };
             ReferenceOr::Item(match p.location {

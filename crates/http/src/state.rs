@@ -2,7 +2,10 @@
 
 use std::sync::Arc;
 
-use posture_domain::ports::{ApiKeyRepository, IdentityRepository, TenantRepository};
+use posture_domain::ports::{
+    ApiKeyRepository, FindingRepository, IdentityRepository, RecommendationRepository,
+    TenantRepository, UprRepository,
+};
 
 /// The ports the HTTP API calls. The binary wires adapters into them.
 #[derive(Clone)]
@@ -10,6 +13,9 @@ pub struct Ports {
     pub keys: Arc<dyn ApiKeyRepository>,
     pub tenants: Arc<dyn TenantRepository>,
     pub identities: Arc<dyn IdentityRepository>,
+    pub findings: Arc<dyn FindingRepository>,
+    pub recommendations: Arc<dyn RecommendationRepository>,
+    pub upr: Arc<dyn UprRepository>,
 }
 
 /// Shared state of every worker.

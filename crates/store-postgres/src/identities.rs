@@ -6,7 +6,7 @@ use diesel::{dsl::sum, prelude::*};
 use diesel_async::RunQueryDsl;
 use posture_domain::{
     CloudTenantId, CustomerScope, IdentityId, Page, PageRequest, Result,
-    identity::{Identity, IdentityDetail, IdentityFilter, RoleAssignment},
+    identity::{Identity, IdentityDetail, IdentityFilter, IdentitySummary, RoleAssignment},
     ports::IdentityRepository,
 };
 use uuid::Uuid;
@@ -41,6 +41,29 @@ impl TryFrom<IdentityRow> for Identity {
             principal_name: row.principal_name,
             first_seen_at: row.first_seen_at,
             last_seen_at: row.last_seen_at,
+        })
+    }
+}
+
+/// The short form of an identity, embedded in findings, recommendations and scores.
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = identities, check_for_backend(diesel::pg::Pg))]
+pub(crate) struct IdentitySummaryRow {
+    id: String,
+    display_name: String,
+    kind: String,
+    cloud_tenant_id: Uuid,
+}
+
+impl TryFrom<IdentitySummaryRow> for IdentitySummary {
+    type Error = posture_domain::Error;
+
+    fn try_from(row: IdentitySummaryRow) -> Result<Self> {
+        Ok(IdentitySummary {
+            id: row.id.parse().map_err(|e| corrupt("identity id", e))?,
+            display_name: row.display_name,
+            kind: row.kind.parse().map_err(|e| corrupt("identity kind", e))?,
+            cloud_tenant_id: CloudTenantId::from_uuid(row.cloud_tenant_id),
         })
     }
 }

@@ -8,11 +8,14 @@
 mod api_keys;
 mod customers;
 mod error;
+mod findings;
 mod identities;
 mod ingest;
 pub mod migrations;
+mod recommendations;
 mod schema;
 mod tenants;
+mod upr;
 
 use std::{
     collections::HashMap,

@@ -8,8 +8,11 @@
 
 pub mod envelope;
 pub mod error;
+pub mod findings;
 pub mod identities;
+pub mod recommendations;
 pub mod tenants;
+pub mod upr;
 
 use posture_domain::ClosedSet;
 use schemars::{Schema, SchemaGenerator, json_schema};
@@ -30,4 +33,9 @@ pub fn closed_set_list<T: ClosedSet>(_: &mut SchemaGenerator) -> Schema {
 /// The schema of a cloud tenant id (a lowercase hyphenated GUID).
 pub fn tenant_id(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "format": "uuid" })
+}
+
+/// The schema of a cloud tenant id or `null`.
+pub fn nullable_tenant_id(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": ["string", "null"], "format": "uuid" })
 }

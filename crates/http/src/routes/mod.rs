@@ -6,9 +6,12 @@
 //! adding an `Endpoint` to [`ENDPOINTS`]; `cargo xtask openapi` then shows the contract
 //! change.
 
+mod findings;
 mod identities;
 mod openapi_json;
+mod roles;
 mod tenants;
+mod upr;
 
 use actix_web::{HttpResponse, Route, middleware::from_fn, web};
 use posture_domain::{
@@ -24,6 +27,12 @@ use crate::{auth::require_scope, error::ApiError, state::ApiState};
 pub static ENDPOINTS: &[&Endpoint] = &[
     &identities::LIST,
     &identities::GET,
+    &findings::LIST,
+    &findings::GET,
+    &roles::LIST,
+    &upr::ROLLUP,
+    &upr::PRINCIPALS,
+    &upr::TREND,
     &tenants::LIST,
     &openapi_json::GET,
 ];
@@ -79,6 +88,8 @@ pub struct Param {
     pub required: bool,
     pub description: &'static str,
     pub schema: SchemaFn,
+    /// Several values as one comma-separated value (`style: form, explode: false`).
+    pub comma_list: bool,
 }
 
 /// What a route answers when it succeeds.
@@ -191,6 +202,7 @@ pub static LIMIT: Param = Param {
     required: false,
     description: "Rows per page: default 100; above 500 it is clamped to 500, never rejected.",
     schema: limit_schema,
+    comma_list: false,
 };
 
 pub static OFFSET: Param = Param {
@@ -199,6 +211,7 @@ pub static OFFSET: Param = Param {
     required: false,
     description: "Zero-based index of the first row.",
     schema: offset_schema,
+    comma_list: false,
 };
 
 pub static TENANT: Param = Param {
@@ -208,6 +221,7 @@ pub static TENANT: Param = Param {
     description: "Restrict to one connected tenant (its cloudTenantId). An unknown tenant, or \
                   one of another customer, is 404. `meta.tenant` echoes the resolved id.",
     schema: tenant_schema,
+    comma_list: false,
 };
 
 pub static ID: Param = Param {
@@ -216,6 +230,7 @@ pub static ID: Param = Param {
     required: true,
     description: "The resource's id.",
     schema: id_schema,
+    comma_list: false,
 };
 
 /// Resolves the `tenant` filter to one of the caller's tenants: an unknown or foreign tenant

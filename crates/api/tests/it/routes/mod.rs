@@ -1,2 +1,6 @@
+mod every_route;
+mod findings;
 mod identities;
+mod roles;
 mod tenants;
+mod upr;

@@ -1,0 +1,102 @@
+//! Rules every read route keeps, checked by walking the route table.
+
+use posture_domain::{Scope, ScopeSet};
+use posture_http::routes::{ENDPOINTS, Endpoint, HttpMethod};
+use reqwest::StatusCode;
+
+use crate::support::{TestApp, assert_error};
+
+fn read_routes() -> impl Iterator<Item = &'static Endpoint> {
+    ENDPOINTS
+        .iter()
+        .copied()
+        .filter(|e| e.method == HttpMethod::Get && e.scope.is_some() && !e.path.contains('{'))
+}
+
+fn takes(endpoint: &Endpoint, param: &str) -> bool {
+    endpoint.params.iter().any(|p| p.name == param)
+}
+
+#[tokio::test]
+async fn every_read_route_is_403_naming_its_scope_for_a_key_with_every_other_scope() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    for endpoint in ENDPOINTS.iter().filter(|e| e.scope.is_some()) {
+        let scope = endpoint.scope.unwrap();
+        let others: Vec<Scope> = ScopeSet::all().iter().filter(|s| *s != scope).collect();
+        let (_, key) = app.key(customer, &others).await;
+        let method = reqwest::Method::from_bytes(endpoint.method.as_str().as_bytes()).unwrap();
+        let path = endpoint.full_path().replace("{id}", "x");
+        let response = app
+            .client
+            .request(method, app.url(&path))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap();
+        let reason = assert_error(response, StatusCode::FORBIDDEN, "insufficient_scope").await;
+        assert_eq!(reason, format!("requires scope {scope}"), "{path}");
+    }
+}
+
+#[tokio::test]
+async fn every_route_with_a_tenant_filter_is_404_for_a_foreign_tenant_and_echoes_its_own() {
+    let app = TestApp::start().await;
+    let (a, ta) = app.customer("A").await;
+    let (_b, tb) = app.customer("B").await;
+    let (_, key) = app
+        .key(a, &ScopeSet::all().iter().collect::<Vec<_>>())
+        .await;
+    let routes: Vec<_> = read_routes().filter(|e| takes(e, "tenant")).collect();
+    assert!(
+        routes.len() >= 7,
+        "identities, findings, roles, upr x3, tenants"
+    );
+    for endpoint in routes {
+        let path = endpoint.full_path();
+        assert_error(
+            app.get(&format!("{path}?tenant={tb}"), &key).await,
+            StatusCode::NOT_FOUND,
+            "not_found",
+        )
+        .await;
+        let body = app
+            .get_json(
+                &format!("{path}?tenant={}", ta.to_uppercase()),
+                &key,
+                StatusCode::OK,
+            )
+            .await;
+        let echoed = body["meta"]["tenant"]
+            .as_str()
+            .or_else(|| body["data"]["cloudTenantId"].as_str());
+        assert_eq!(echoed, Some(ta.as_str()), "{path}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn every_list_route_has_the_envelope_and_clamps_limit() {
+    let app = TestApp::start().await;
+    let (a, _) = app.customer("A").await;
+    let (_, key) = app
+        .key(a, &ScopeSet::all().iter().collect::<Vec<_>>())
+        .await;
+    for endpoint in read_routes().filter(|e| takes(e, "limit")) {
+        let path = endpoint.full_path();
+        let body = app
+            .get_json(&format!("{path}?limit=501&offset=0"), &key, StatusCode::OK)
+            .await;
+        assert!(body["data"].is_array(), "{path}");
+        assert_eq!(body["meta"]["limit"], 500, "{path}");
+        assert_eq!(body["meta"]["offset"], 0, "{path}");
+        assert!(body["meta"]["total"].is_u64(), "{path}");
+        assert!(body["meta"].get("tenant").is_none(), "{path}");
+        let reason = assert_error(
+            app.get(&format!("{path}?offset=-5"), &key).await,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        )
+        .await;
+        assert!(reason.starts_with("offset"), "{path}: {reason}");
+    }
+}

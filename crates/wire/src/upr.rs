@@ -1,0 +1,168 @@
+//! UPR: per-principal risk scores (0-100, higher is riskier), the rollup and the trend.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use posture_domain::upr::{BandCounts, UprBand, UprRollup, UprScore, UprSummary, UprTrendPoint};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::identities::IdentitySummaryResponse;
+
+/// Principals per band: critical 80-100, high 60-79, medium 40-59, low 0-39.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BandCountsResponse {
+    pub critical: u64,
+    pub high: u64,
+    pub medium: u64,
+    pub low: u64,
+}
+
+impl From<BandCounts> for BandCountsResponse {
+    fn from(b: BandCounts) -> Self {
+        Self {
+            critical: b.critical,
+            high: b.high,
+            medium: b.medium,
+            low: b.low,
+        }
+    }
+}
+
+/// Figures over a set of principals.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UprSummaryResponse {
+    pub principal_count: u64,
+    /// Mean score, one decimal; `null` when there are no principals.
+    pub mean_score: Option<f64>,
+    pub bands: BandCountsResponse,
+}
+
+impl From<UprSummary> for UprSummaryResponse {
+    fn from(s: UprSummary) -> Self {
+        Self {
+            principal_count: s.principal_count,
+            mean_score: s.mean_score,
+            bands: s.bands.into(),
+        }
+    }
+}
+
+/// The rollup of one tenant.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UprTenantRollupResponse {
+    #[schemars(schema_with = "crate::tenant_id")]
+    pub cloud_tenant_id: String,
+    #[serde(flatten)]
+    pub summary: UprSummaryResponse,
+}
+
+/// The rollup over the latest score of each principal (`GET /upr`).
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UprRollupResponse {
+    /// The tenant the rollup is restricted to; `null` for all the customer's tenants.
+    #[schemars(schema_with = "crate::nullable_tenant_id")]
+    pub cloud_tenant_id: Option<String>,
+    #[serde(flatten)]
+    pub summary: UprSummaryResponse,
+    /// The same figures per tenant with scores.
+    pub by_tenant: Vec<UprTenantRollupResponse>,
+    /// When this rollup was computed (it is computed on request).
+    pub computed_at: DateTime<Utc>,
+    /// The newest score included; `null` when there are none.
+    pub latest_score_at: Option<DateTime<Utc>>,
+}
+
+impl UprRollupResponse {
+    pub fn new(rollup: UprRollup, tenant: Option<String>) -> Self {
+        Self {
+            cloud_tenant_id: tenant,
+            summary: rollup.summary.into(),
+            by_tenant: rollup
+                .by_tenant
+                .into_iter()
+                .map(|(id, s)| UprTenantRollupResponse {
+                    cloud_tenant_id: id.to_string(),
+                    summary: s.into(),
+                })
+                .collect(),
+            computed_at: rollup.computed_at,
+            latest_score_at: rollup.latest_score_at,
+        }
+    }
+}
+
+/// The latest score of one principal (`GET /upr/principals`).
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UprPrincipalResponse {
+    pub identity: IdentitySummaryResponse,
+    #[schemars(schema_with = "crate::tenant_id")]
+    pub cloud_tenant_id: String,
+    /// 0 to 100; higher is riskier.
+    pub score: u8,
+    #[schemars(schema_with = "crate::closed_set::<UprBand>")]
+    pub band: UprBand,
+    /// Each factor's contribution, in points of the score.
+    pub factors: BTreeMap<String, u8>,
+    pub recorded_at: DateTime<Utc>,
+}
+
+impl From<UprScore> for UprPrincipalResponse {
+    fn from(s: UprScore) -> Self {
+        Self {
+            cloud_tenant_id: s.identity.cloud_tenant_id.to_string(),
+            identity: s.identity.into(),
+            score: s.score,
+            band: UprBand::of(s.score),
+            factors: s.factors,
+            recorded_at: s.recorded_at,
+        }
+    }
+}
+
+/// One day of the trend: the figures over the scores recorded that day.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UprTrendPointResponse {
+    pub day: NaiveDate,
+    #[serde(flatten)]
+    pub summary: UprSummaryResponse,
+}
+
+impl From<UprTrendPoint> for UprTrendPointResponse {
+    fn from(p: UprTrendPoint) -> Self {
+        Self {
+            day: p.day,
+            summary: p.summary.into(),
+        }
+    }
+}
+
+/// Facts of a trend response.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UprTrendMeta {
+    /// Days covered (after clamping to 365), today included.
+    pub days: u32,
+    /// First day covered.
+    pub from: NaiveDate,
+    /// Last day covered (today, UTC).
+    pub to: NaiveDate,
+    /// The tenant filter, resolved; omitted when no `tenant` was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::tenant_id")]
+    pub tenant: Option<String>,
+}
+
+/// The trend (`GET /upr/trend`): one point per day that has scores, oldest first.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UprTrendResponse {
+    pub data: Vec<UprTrendPointResponse>,
+    pub meta: UprTrendMeta,
+}
