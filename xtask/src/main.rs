@@ -1,5 +1,6 @@
 //! `cargo xtask`: contributor tasks (see `cargo xtask --help`).
 
+mod bench;
 mod demo;
 mod demo_data;
 mod gen_data;
@@ -37,6 +38,8 @@ enum Task {
     Demo(demo::DemoArgs),
     /// Write demo data at any scale as JSON Lines files (one per customer).
     GenData(gen_data::GenDataArgs),
+    /// Measure throughput and latency end to end (release build, wrk, pgbench).
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
         Task::Openapi { check } => openapi::run(check),
         Task::Demo(args) => demo::run_demo(&args),
         Task::GenData(args) => gen_data::run(&args),
+        Task::Bench(args) => bench::run_bench(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -47,6 +47,11 @@ pub struct Postgres {
 
 impl Postgres {
     pub fn start(dir: &Path) -> anyhow::Result<Self> {
+        Self::start_with(dir, "")
+    }
+
+    /// Starts with extra server settings (`-c name=value ...`), e.g. for benchmarks.
+    pub fn start_with(dir: &Path, settings: &str) -> anyhow::Result<Self> {
         let Some(bin) = postgres_bin() else {
             bail!(
                 "PostgreSQL server binaries (initdb, pg_ctl) were not found. Install PostgreSQL \
@@ -86,7 +91,7 @@ impl Postgres {
             })?;
         let options = format!(
             "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
-             -c full_page_writes=off -c max_connections=300",
+             -c full_page_writes=off -c max_connections=300 {settings}",
             dir.display()
         );
         let log = dir.join("postgres.log");

@@ -64,15 +64,10 @@ pub(crate) fn severity_rank(severity: Severity) -> i16 {
     }
 }
 
-/// Findings of the customer left-joined to their identity, with `filter` applied.
+/// Findings of the customer with `filter` applied (no join: it serves index-only scans).
 macro_rules! filtered_findings {
     ($customer:expr, $filter:expr) => {{
         let mut query = findings::table
-            .left_join(
-                identities::table.on(identities::customer_id
-                    .eq(findings::customer_id)
-                    .and(identities::id.nullable().eq(findings::identity_id))),
-            )
             .filter(findings::customer_id.eq($customer))
             .into_boxed();
         let filter: &FindingFilter = $filter;
@@ -98,6 +93,23 @@ macro_rules! filtered_findings {
         }
         query
     }};
+}
+
+/// Findings with their identity, by id (the rows of one page).
+macro_rules! findings_with_identity {
+    ($customer:expr) => {
+        findings::table
+            .left_join(
+                identities::table.on(identities::customer_id
+                    .eq(findings::customer_id)
+                    .and(identities::id.nullable().eq(findings::identity_id))),
+            )
+            .filter(findings::customer_id.eq($customer))
+            .select((
+                FindingRow::as_select(),
+                Option::<IdentitySummaryRow>::as_select(),
+            ))
+    };
 }
 
 /// `meta.total`: summed from the per-pass totals, never counted over the findings.
@@ -141,7 +153,9 @@ impl FindingRepository for PgStore {
     ) -> Result<Page<Finding>> {
         let customer = scope.customer_id().as_uuid();
         let conn = self.conn().await?;
-        let rows = filtered_findings!(customer, filter)
+        // A deferred join: the page's ids first (an index-only scan, however deep the
+        // offset), then only those rows with their identity.
+        let ids = filtered_findings!(customer, filter)
             .order((
                 findings::severity_rank,
                 findings::detected_at.desc(),
@@ -149,15 +163,28 @@ impl FindingRepository for PgStore {
             ))
             .limit(i64::from(page.limit()))
             .offset(page.offset() as i64)
-            .select((
-                FindingRow::as_select(),
-                Option::<IdentitySummaryRow>::as_select(),
-            ))
-            .load::<FindingWithIdentity>(&mut &*conn);
+            .select(findings::id)
+            .load::<String>(&mut &*conn);
         let total = total_query(customer, filter).get_result::<Option<i64>>(&mut &*conn);
-        let (rows, total) = futures_util::future::try_join(rows, total)
+        let (ids, total) = futures_util::future::try_join(ids, total)
             .await
             .map_err(db_error)?;
+        let mut rows = if ids.is_empty() {
+            Vec::new()
+        } else {
+            findings_with_identity!(customer)
+                .filter(findings::id.eq_any(&ids))
+                .load::<FindingWithIdentity>(&mut &*conn)
+                .await
+                .map_err(db_error)?
+        };
+        // Back into the page's order.
+        let position: std::collections::HashMap<&str, usize> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), i))
+            .collect();
+        rows.sort_by_key(|(row, _)| position.get(row.id.as_str()).copied().unwrap_or(usize::MAX));
         Ok(Page {
             items: rows.into_iter().map(to_finding).collect::<Result<_>>()?,
             total: total.unwrap_or(0) as u64,

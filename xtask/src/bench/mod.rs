@@ -1,0 +1,119 @@
+//! `cargo xtask bench`: posture's performance, measured end to end on this machine.
+//!
+//! Builds release binaries, starts a throwaway PostgreSQL tuned like a small server, loads
+//! demo data (1,000,000 findings over 200 customers, one with 200,000, by default) through the
+//! real `posture-api ingest`, serves it with the release `posture-api`, and drives HTTP load
+//! with `wrk` (Debian package `wrk`) and SQL load with `pgbench`. Every figure is printed as
+//! one table and written to `target/bench/<timestamp>.json` as an array of
+//! `{figure, value, unit, baseline, baseline_name, ratio, target, lower_is_better}`.
+
+mod http;
+mod load;
+mod report;
+mod sql;
+
+use std::{path::PathBuf, process::Command, time::Duration};
+
+use anyhow::Context as _;
+use clap::Args;
+
+use crate::{
+    gen_data::GenDataArgs,
+    services::Postgres,
+    util::{eprintln_status, on_path, project_root, run, scratch_dir},
+};
+
+pub use report::Figure;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Customers to load.
+    #[arg(long, default_value_t = 200)]
+    customers: usize,
+    /// Findings over all customers.
+    #[arg(long, default_value_t = 1_000_000)]
+    findings: usize,
+    /// Findings of the largest customer.
+    #[arg(long, default_value_t = 200_000)]
+    largest: usize,
+    /// Seconds each load scenario runs.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Concurrent connections of the HTTP and SQL load.
+    #[arg(long, default_value = "16")]
+    connections: Vec<u32>,
+}
+
+/// PostgreSQL settings of the benchmark server (a small dedicated server's, scaled down).
+const PG_SETTINGS: &str = "-c shared_buffers=1GB -c max_wal_size=4GB -c maintenance_work_mem=256MB \
+                           -c work_mem=16MB -c effective_cache_size=4GB -c random_page_cost=1.1";
+
+fn require(program: &str, package: &str) -> anyhow::Result<()> {
+    if on_path(program).is_none() {
+        anyhow::bail!(
+            "{program} was not found: install it (Debian/Ubuntu: apt-get install -y {package})"
+        );
+    }
+    Ok(())
+}
+
+pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
+    require("wrk", "wrk")?;
+    require("pgbench", "postgresql-contrib")?;
+    eprintln_status("building release binaries");
+    run(
+        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(project_root())
+            .args(["build", "--release", "--quiet", "-p", "posture-api"]),
+    )?;
+    let bin: PathBuf = project_root()
+        .join("target")
+        .join("release")
+        .join("posture-api");
+
+    let data = GenDataArgs {
+        out: scratch_dir(&format!(
+            "bench-data-{}-{}-{}",
+            args.customers, args.findings, args.largest
+        ))?,
+        customers: args.customers,
+        findings: args.findings,
+        largest: args.largest,
+        identities: 500,
+        upr_days: 0,
+    };
+    let postgres = Postgres::start_with(&scratch_dir("bench-postgres")?, PG_SETTINGS)?;
+    let mut figures = Vec::new();
+    let loaded = load::load(&bin, &postgres.url, &data, &mut figures)?;
+
+    let server = http::Server::start(&bin, &postgres.url)?;
+    for &connections in &args.connections {
+        http::list_routes(
+            &server,
+            &loaded,
+            connections,
+            Duration::from_secs(args.seconds),
+            &mut figures,
+        )?;
+        sql::totals(
+            &postgres.url,
+            &loaded,
+            connections,
+            Duration::from_secs(args.seconds),
+            &mut figures,
+        )?;
+    }
+    figures.push(Figure::measure(
+        "posture-api peak RSS",
+        server.peak_rss_mib()?,
+        "MiB",
+        false,
+    ));
+    drop(server);
+    drop(postgres);
+
+    let path = report::write(&figures).context("writing the report")?;
+    report::print(&figures);
+    eprintln_status(&format!("figures written to {}", path.display()));
+    Ok(())
+}
