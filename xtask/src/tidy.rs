@@ -119,7 +119,7 @@ mod tests {
 
     #[test]
     fn adapters_depend_on_the_domain_not_on_each_other() {
-        for adapter in ["posture-store-postgres"] {
+        for adapter in ["posture-store-postgres", "posture-redis"] {
             let deps = closure(adapter);
             assert!(
                 deps.contains("posture-domain"),

@@ -8,6 +8,8 @@ use std::{fmt, net::SocketAddr, time::Duration};
 
 use base64::Engine as _;
 use clap::{Args, ValueEnum};
+use posture_domain::rate_limit::RatePolicy;
+use posture_http::TrustedProxies;
 use posture_store_postgres::PgConfig;
 
 /// Where PostgreSQL is.
@@ -64,11 +66,51 @@ pub fn parse_secret_key(value: &str) -> Result<SecretKey, String> {
     Ok(SecretKey(key))
 }
 
+/// Rate limits (SPEC section 8).
+#[derive(Args, Clone)]
+pub struct RateLimitArgs {
+    /// Requests per key (or per client address, without a valid key) per window.
+    #[arg(long, env = "POSTURE_RATE_LIMIT", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub rate_limit: u32,
+    /// Length of the fixed window, in seconds.
+    #[arg(long, env = "POSTURE_RATE_WINDOW_SECS", default_value_t = 900, value_parser = clap::value_parser!(u32).range(1..=86_400))]
+    pub rate_window_secs: u32,
+    /// Redis URL; when set, limits are counted by all instances together.
+    #[arg(long, env = "REDIS_URL", hide_env_values = true)]
+    pub redis_url: Option<String>,
+    /// Proxies (comma-separated addresses or CIDR networks) whose X-Forwarded-For names the
+    /// client; empty: the TCP peer is the client.
+    #[arg(long, env = "POSTURE_TRUSTED_PROXIES", default_value = "", value_parser = TrustedProxies::parse)]
+    pub trusted_proxies: TrustedProxies,
+}
+
+impl RateLimitArgs {
+    pub fn policy(&self) -> RatePolicy {
+        RatePolicy {
+            limit: self.rate_limit,
+            window_secs: self.rate_window_secs,
+        }
+    }
+}
+
+impl fmt::Debug for RateLimitArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitArgs")
+            .field("rate_limit", &self.rate_limit)
+            .field("rate_window_secs", &self.rate_window_secs)
+            .field("redis_url", &self.redis_url.as_ref().map(|_| "<redacted>"))
+            .field("trusted_proxies", &self.trusted_proxies)
+            .finish()
+    }
+}
+
 /// Settings of `posture-api serve`.
 #[derive(Args, Clone, Debug)]
 pub struct ServeArgs {
     #[command(flatten)]
     pub database: DatabaseArgs,
+    #[command(flatten)]
+    pub limits: RateLimitArgs,
     /// Address to listen on.
     #[arg(long, env = "POSTURE_BIND", default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,

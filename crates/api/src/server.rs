@@ -4,22 +4,62 @@ use std::{net::TcpListener, sync::Arc, time::Duration};
 
 use actix_web::{HttpServer, dev::ServerHandle, web};
 use anyhow::Context as _;
-use posture_http::{ApiState, Ports};
+use posture_domain::rate_limit::{InProcessRateLimiter, RateLimiter};
+use posture_http::{ApiState, Ports, TrustedProxies};
+use posture_redis::RedisRateLimiter;
 use posture_store_postgres::{PgStore, migrations};
 
-use crate::config::ServeArgs;
+use crate::config::{RateLimitArgs, ServeArgs};
 
-/// The HTTP state over a PostgreSQL store: every port is the same store.
-pub fn state(store: &PgStore) -> ApiState {
+/// The HTTP state over a PostgreSQL store (every data port is the same store) and a rate
+/// limiter.
+pub fn state(store: &PgStore, limiter: Arc<dyn RateLimiter>, proxies: TrustedProxies) -> ApiState {
     let store = Arc::new(store.clone());
-    ApiState::new(Ports {
-        keys: store.clone(),
-        tenants: store.clone(),
-        identities: store.clone(),
-        findings: store.clone(),
-        recommendations: store.clone(),
-        upr: store,
-    })
+    ApiState::new(
+        Ports {
+            keys: store.clone(),
+            tenants: store.clone(),
+            identities: store.clone(),
+            findings: store.clone(),
+            recommendations: store.clone(),
+            upr: store.clone(),
+            health: store,
+            limiter,
+        },
+        proxies,
+    )
+}
+
+/// The rate limiter the settings ask for: shared through Redis when `REDIS_URL` is set,
+/// in this process otherwise. An unreachable Redis at start-up is not fatal: the limiter
+/// counts in-process until Redis answers.
+pub async fn limiter(limits: &RateLimitArgs) -> anyhow::Result<Arc<dyn RateLimiter>> {
+    let policy = limits.policy();
+    match &limits.redis_url {
+        None => {
+            tracing::info!(
+                limit = policy.limit,
+                window_secs = policy.window_secs,
+                "rate limits counted in this process (REDIS_URL is not set): per instance"
+            );
+            Ok(Arc::new(InProcessRateLimiter::new(policy)))
+        }
+        Some(url) => {
+            let redis = RedisRateLimiter::new(url, policy)
+                .map_err(|e| anyhow::anyhow!("REDIS_URL: {e}"))?;
+            match redis.ping().await {
+                Ok(()) => tracing::info!(
+                    limit = policy.limit,
+                    window_secs = policy.window_secs,
+                    "rate limits shared by every instance through Redis"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "Redis is unreachable at start-up: counting per instance until it answers")
+                }
+            }
+            Ok(Arc::new(redis))
+        }
+    }
 }
 
 /// A running server.
@@ -70,9 +110,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         || std::thread::available_parallelism().map_or(2, usize::from),
         usize::from,
     );
+    let limiter = limiter(&args.limits).await?;
     let running = start(
         listener,
-        state(&store),
+        state(&store, limiter, args.limits.trusted_proxies.clone()),
         workers,
         Duration::from_secs(args.shutdown_timeout_secs),
     )?;

@@ -18,6 +18,7 @@ pub mod ids;
 pub mod ingest;
 pub mod page;
 pub mod ports;
+pub mod rate_limit;
 pub mod recommendation;
 pub mod tenant;
 pub mod upr;

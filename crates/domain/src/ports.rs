@@ -118,6 +118,15 @@ pub trait ApiKeyRepository: Send + Sync {
     async fn authenticate(&self, hash: &KeyHash) -> Result<Option<Principal>>;
 }
 
+/// Readiness of the store.
+#[async_trait]
+pub trait StoreHealth: Send + Sync {
+    /// Whether the database answers.
+    async fn ping(&self) -> Result<()>;
+    /// Whether every migration this binary knows is applied.
+    async fn schema_is_current(&self) -> Result<bool>;
+}
+
 /// Analyzer passes.
 #[async_trait]
 pub trait IngestRepository: Send + Sync {

@@ -1,9 +1,9 @@
 //! Authentication and authorization.
 //!
-//! The gate (on the `/api/v1` scope) verifies `Authorization: Bearer <key>`: the key's form
-//! and checksum are checked first (no lookup for a made-up key), then its SHA-256 is looked
-//! up among unrevoked, unexpired keys on every request, so a revocation applies at once. The
-//! resulting [`Principal`] goes into the request's extensions. Each route's required scope
+//! [`authenticate`] verifies `Authorization: Bearer <key>`: the key's form and checksum are
+//! checked first (no lookup for a made-up key), then its SHA-256 is looked up among
+//! unrevoked, unexpired keys on every request, so a revocation applies at once. The gate
+//! (`gate.rs`) puts the resulting [`Principal`] into the request's extensions. Each route's required scope
 //! is checked by a per-route middleware built from the route table ([`require_scope`]), so
 //! a route cannot be registered without its scope. Handlers get the caller through
 //! [`Caller`], which exists only after authentication.
@@ -12,15 +12,14 @@ use std::future::{Ready, ready};
 
 use actix_web::{
     Error, FromRequest, HttpMessage, HttpRequest,
-    body::{BoxBody, EitherBody, MessageBody},
+    body::BoxBody,
     dev::{Payload, ServiceRequest, ServiceResponse},
     http::header::{AUTHORIZATION, HeaderMap},
     middleware::Next,
-    web,
 };
 use posture_domain::{ApiKeySecret, CustomerScope, Principal, Scope};
 
-use crate::{error::ApiError, routes, state::ApiState};
+use crate::{error::ApiError, state::ApiState};
 
 /// The authenticated caller of a request.
 pub struct Caller(Principal);
@@ -55,7 +54,10 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// Verifies the request's key.
-async fn authenticate(state: &ApiState, headers: &HeaderMap) -> Result<Principal, ApiError> {
+pub(crate) async fn authenticate(
+    state: &ApiState,
+    headers: &HeaderMap,
+) -> Result<Principal, ApiError> {
     let secret = bearer_token(headers)
         .and_then(ApiKeySecret::parse)
         .ok_or(ApiError::Unauthorized)?;
@@ -65,27 +67,6 @@ async fn authenticate(state: &ApiState, headers: &HeaderMap) -> Result<Principal
         .authenticate(&secret.hash())
         .await?
         .ok_or(ApiError::Unauthorized)
-}
-
-/// Middleware of `/api/v1`: authenticates every request to a route that needs a key.
-pub(crate) async fn gate(
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, Error> {
-    if !routes::is_public(req.path()) {
-        let Some(state) = req.app_data::<web::Data<ApiState>>().cloned() else {
-            return Ok(req.error_response(ApiError::Internal).map_into_right_body());
-        };
-        match authenticate(&state, req.headers()).await {
-            Ok(principal) => {
-                req.extensions_mut().insert(principal);
-            }
-            Err(e) => return Ok(req.error_response(e).map_into_right_body()),
-        }
-    }
-    next.call(req)
-        .await
-        .map(ServiceResponse::map_into_left_body)
 }
 
 /// Per-route middleware: the caller must hold `scope`.

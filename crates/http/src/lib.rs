@@ -1,12 +1,16 @@
 //! posture's HTTP API on actix-web.
 //!
 //! [`app`] builds the application: request ids and the access log, JSON error bodies for
-//! every 4xx/5xx, `/healthz`, and the `/api/v1` scope (authentication gate,
-//! `Cache-Control: no-store`, the routes of the [route table](routes::ENDPOINTS)). This
+//! every 4xx/5xx, `/healthz` and `/readyz`, and the `/api/v1` scope (the gate:
+//! authentication and rate limits; `Cache-Control: no-store`; the routes of the
+//! [route table](routes::ENDPOINTS)). This
 //! crate depends on the domain's ports only; the binary wires the adapters in.
 
 mod auth;
+pub mod client_ip;
 mod error;
+mod gate;
+mod health;
 mod json_errors;
 pub mod openapi;
 mod query;
@@ -23,6 +27,7 @@ use actix_web::{
     web,
 };
 
+pub use client_ip::TrustedProxies;
 pub use error::ApiError;
 pub use state::{ApiState, Ports};
 pub use telemetry::RequestId;
@@ -32,10 +37,6 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 async fn not_found() -> Result<HttpResponse, ApiError> {
     Err(ApiError::NotFound(Some("no such route")))
-}
-
-async fn healthz() -> HttpResponse {
-    HttpResponse::Ok().json(serde_json::json!({"status": "ok"}))
 }
 
 /// The application of one worker.
@@ -55,10 +56,11 @@ pub fn app(
         .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
         .wrap(ErrorHandlers::new().default_handler(json_errors::ensure_json))
         .wrap(from_fn(telemetry::telemetry))
-        .service(web::resource("/healthz").route(web::get().to(healthz)))
+        .service(web::resource("/healthz").route(web::get().to(health::healthz)))
+        .service(web::resource("/readyz").route(web::get().to(health::readyz)))
         .service(
             web::scope(routes::PREFIX)
-                .wrap(from_fn(auth::gate))
+                .wrap(from_fn(gate::gate))
                 .wrap(DefaultHeaders::new().add((header::CACHE_CONTROL, "no-store")))
                 .configure(routes::register)
                 .default_service(web::to(not_found)),

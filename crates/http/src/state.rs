@@ -2,10 +2,15 @@
 
 use std::sync::Arc;
 
-use posture_domain::ports::{
-    ApiKeyRepository, FindingRepository, IdentityRepository, RecommendationRepository,
-    TenantRepository, UprRepository,
+use posture_domain::{
+    ports::{
+        ApiKeyRepository, FindingRepository, IdentityRepository, RecommendationRepository,
+        StoreHealth, TenantRepository, UprRepository,
+    },
+    rate_limit::RateLimiter,
 };
+
+use crate::client_ip::TrustedProxies;
 
 /// The ports the HTTP API calls. The binary wires adapters into them.
 #[derive(Clone)]
@@ -16,16 +21,23 @@ pub struct Ports {
     pub findings: Arc<dyn FindingRepository>,
     pub recommendations: Arc<dyn RecommendationRepository>,
     pub upr: Arc<dyn UprRepository>,
+    pub health: Arc<dyn StoreHealth>,
+    pub limiter: Arc<dyn RateLimiter>,
 }
 
 /// Shared state of every worker.
 #[derive(Clone)]
 pub struct ApiState {
     pub ports: Ports,
+    /// Proxies whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: TrustedProxies,
 }
 
 impl ApiState {
-    pub fn new(ports: Ports) -> Self {
-        Self { ports }
+    pub fn new(ports: Ports, trusted_proxies: TrustedProxies) -> Self {
+        Self {
+            ports,
+            trusted_proxies,
+        }
     }
 }

@@ -144,6 +144,28 @@ impl PgStore {
     }
 }
 
+#[async_trait::async_trait]
+impl posture_domain::ports::StoreHealth for PgStore {
+    async fn ping(&self) -> Result<(), Error> {
+        PgStore::ping(self).await
+    }
+
+    async fn schema_is_current(&self) -> Result<bool, Error> {
+        #[derive(diesel::QueryableByName)]
+        struct Latest {
+            #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+            version: Option<String>,
+        }
+        let mut conn = self.conn().await?;
+        let applied: Latest =
+            diesel::sql_query("SELECT max(version) AS version FROM __diesel_schema_migrations")
+                .get_result(&mut conn)
+                .await
+                .map_err(db_error)?;
+        Ok(applied.version >= migrations::latest_version())
+    }
+}
+
 /// When each key's `last_used_at` was last written by this process, so a busy key costs one
 /// write a minute, not one per request.
 #[derive(Default)]

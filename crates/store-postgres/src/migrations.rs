@@ -5,7 +5,9 @@
 //! current-thread runtime and inside actix). A session advisory lock serialises instances
 //! that migrate at the same time.
 
-use diesel::{Connection, RunQueryDsl};
+use std::sync::LazyLock;
+
+use diesel::{Connection, RunQueryDsl, migration::MigrationSource, pg::Pg};
 use diesel_async::{AsyncPgConnection, async_connection_wrapper::AsyncConnectionWrapper};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use posture_domain::Error;
@@ -57,4 +59,16 @@ pub async fn pending(url: &str) -> Result<Vec<String>, Error> {
             .map_err(Error::Internal)
     })
     .await
+}
+
+/// The version of the newest migration embedded in this binary.
+pub fn latest_version() -> Option<String> {
+    static LATEST: LazyLock<Option<String>> = LazyLock::new(|| {
+        let migrations = MigrationSource::<Pg>::migrations(&MIGRATIONS).ok()?;
+        migrations
+            .iter()
+            .map(|m| m.name().version().to_string())
+            .max()
+    });
+    LATEST.clone()
 }

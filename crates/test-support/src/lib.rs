@@ -14,6 +14,7 @@
 )]
 
 pub mod fixtures;
+pub mod redis_server;
 
 use std::{fmt::Write as _, path::Path};
 

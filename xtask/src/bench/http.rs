@@ -18,11 +18,18 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn start(bin: &Path, url: &str) -> anyhow::Result<Self> {
+    /// A server; with `redis`, rate limits are shared through it. The limit is set high
+    /// enough that the load is never refused: the benchmark measures the check, not 429s.
+    pub fn start(bin: &Path, url: &str, redis: Option<&str>) -> anyhow::Result<Self> {
         let port = free_port()?;
-        let child = Command::new(bin)
+        let mut command = Command::new(bin);
+        if let Some(redis) = redis {
+            command.env("REDIS_URL", redis);
+        }
+        let child = command
             .arg("serve")
             .env("DATABASE_URL", url)
+            .env("POSTURE_RATE_LIMIT", "10000000")
             .env("POSTURE_BIND", format!("127.0.0.1:{port}"))
             .env(
                 "POSTURE_SECRET_KEY",
@@ -172,4 +179,25 @@ pub fn list_routes(
         }
     }
     Ok(())
+}
+
+/// A cheap authenticated route (one tenant), with the server's rate limiter in or out of
+/// Redis.
+pub fn cheap_route(
+    server: &Server,
+    loaded: &Loaded,
+    label: &str,
+    connections: u32,
+    duration: Duration,
+    figures: &mut Vec<Figure>,
+) -> anyhow::Result<Load> {
+    let url = format!("{}/api/v1/tenants", server.base);
+    let load = wrk(&url, &loaded.small.key, connections, duration)?;
+    record(
+        figures,
+        &format!("GET /tenants (cheap route), rate limits {label}, {connections} conn"),
+        &load,
+        None,
+    );
+    Ok(load)
 }

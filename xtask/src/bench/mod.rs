@@ -8,6 +8,7 @@
 //! `{figure, value, unit, baseline, baseline_name, ratio, target, lower_is_better}`.
 
 mod http;
+mod limiter;
 mod load;
 mod report;
 mod sql;
@@ -19,7 +20,7 @@ use clap::Args;
 
 use crate::{
     gen_data::GenDataArgs,
-    services::Postgres,
+    services::{Postgres, Redis},
     util::{eprintln_status, on_path, project_root, run, scratch_dir},
 };
 
@@ -86,23 +87,15 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
     let mut figures = Vec::new();
     let loaded = load::load(&bin, &postgres.url, &data, &mut figures)?;
 
-    let server = http::Server::start(&bin, &postgres.url)?;
+    let redis = Redis::start(&scratch_dir("bench-redis")?)?;
+    let duration = Duration::from_secs(args.seconds);
+
+    let server = http::Server::start(&bin, &postgres.url, None)?;
     for &connections in &args.connections {
-        http::list_routes(
-            &server,
-            &loaded,
-            connections,
-            Duration::from_secs(args.seconds),
-            &mut figures,
-        )?;
-        sql::totals(
-            &postgres.url,
-            &loaded,
-            connections,
-            Duration::from_secs(args.seconds),
-            &mut figures,
-        )?;
+        http::list_routes(&server, &loaded, connections, duration, &mut figures)?;
+        sql::totals(&postgres.url, &loaded, connections, duration, &mut figures)?;
     }
+    let in_process = http::cheap_route(&server, &loaded, "in-process", 16, duration, &mut figures)?;
     figures.push(Figure::measure(
         "posture-api peak RSS",
         server.peak_rss_mib()?,
@@ -110,6 +103,34 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         false,
     ));
     drop(server);
+
+    let shared = http::Server::start(&bin, &postgres.url, Some(&redis.url))?;
+    let through_redis = http::cheap_route(
+        &shared,
+        &loaded,
+        "through Redis",
+        16,
+        duration,
+        &mut figures,
+    )?;
+    drop(shared);
+    figures.push(Figure::measure(
+        "GET /tenants through Redis vs in-process: added p50",
+        through_redis.p50_ms - in_process.p50_ms,
+        "ms",
+        true,
+    ));
+    figures.push(
+        Figure::measure(
+            "GET /tenants throughput through Redis",
+            through_redis.requests_per_second,
+            "req/s",
+            false,
+        )
+        .against(in_process.requests_per_second, "in-process limiter", None),
+    );
+    limiter::redis_check_latency(&redis.url, 16, &mut figures)?;
+    drop(redis);
     drop(postgres);
 
     let path = report::write(&figures).context("writing the report")?;

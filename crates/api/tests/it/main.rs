@@ -6,5 +6,6 @@
 mod auth;
 mod cli;
 mod errors;
+mod rate_limits;
 mod routes;
 mod support;

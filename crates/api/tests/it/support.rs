@@ -4,11 +4,17 @@
 
 use std::{net::TcpListener, sync::mpsc, time::Duration};
 
+use std::sync::Arc;
+
 use chrono::Utc;
 use posture_api::server;
 use posture_domain::{
-    CustomerScope, KeyId, Scope, ScopeSet, api_key::NewApiKey, ports::ApiKeyRepository,
+    CustomerScope, KeyId, Scope, ScopeSet,
+    api_key::NewApiKey,
+    ports::ApiKeyRepository,
+    rate_limit::{InProcessRateLimiter, RateLimiter, RatePolicy},
 };
+use posture_http::TrustedProxies;
 use posture_store_postgres::PgStore;
 use posture_test_support::{TestDb, fixtures};
 use reqwest::{Client, Response, StatusCode};
@@ -32,10 +38,23 @@ pub fn client() -> Client {
 }
 
 impl TestApp {
+    /// A server with the default limits (1000 per 15 minutes), counted in-process.
     pub async fn start() -> Self {
+        Self::with_limiter(
+            || Arc::new(InProcessRateLimiter::new(RatePolicy::DEFAULT)),
+            TrustedProxies::default(),
+        )
+        .await
+    }
+
+    /// A server with this limiter and these trusted proxies.
+    pub async fn with_limiter(
+        limiter: impl FnOnce() -> Arc<dyn RateLimiter>,
+        proxies: TrustedProxies,
+    ) -> Self {
         let db = TestDb::new().await;
         let store = db.store();
-        let state = server::state(&store);
+        let state = server::state(&store, limiter(), proxies);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let (tx, rx) = mpsc::channel();
         // The server runs on a thread and runtime of its own, so it outlives nothing.
@@ -98,6 +117,17 @@ impl TestApp {
         .unwrap();
         let id = self.store.insert_key(key).await.unwrap().id;
         (id, secret.expose().to_owned())
+    }
+
+    /// The id of a key issued by [`TestApp::key`].
+    pub async fn store_key_id(&self, key: &str) -> KeyId {
+        let secret = posture_domain::ApiKeySecret::parse(key).unwrap();
+        self.store
+            .authenticate(&secret.hash())
+            .await
+            .unwrap()
+            .unwrap()
+            .key_id()
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -1,0 +1,388 @@
+//! SPEC section 8: per-key fixed windows shared by every instance, with headers on every
+//! response.
+
+use std::{
+    process::{Child, Command, Stdio},
+    sync::Arc,
+    time::Duration,
+};
+
+use posture_domain::{
+    Scope,
+    rate_limit::{InProcessRateLimiter, RateLimiter, RatePolicy, epoch_secs},
+};
+use posture_http::TrustedProxies;
+use posture_redis::RedisRateLimiter;
+use posture_test_support::{TestDb, redis_server::RedisServer, redis_url};
+use reqwest::{Response, StatusCode};
+
+use crate::support::{TestApp, assert_error, client};
+
+fn in_process(limit: u32, window_secs: u32) -> impl FnOnce() -> Arc<dyn RateLimiter> {
+    move || Arc::new(InProcessRateLimiter::new(RatePolicy { limit, window_secs }))
+}
+
+fn header(response: &Response, name: &str) -> u64 {
+    response.headers()[name].to_str().unwrap().parse().unwrap()
+}
+
+/// Checks the three X-RateLimit headers and the draft fields; returns (remaining, reset).
+fn assert_rate_headers(response: &Response, limit: u64, window: u64) -> (u64, u64) {
+    assert_eq!(
+        header(response, "x-ratelimit-limit"),
+        limit,
+        "{}",
+        response.url()
+    );
+    let remaining = header(response, "x-ratelimit-remaining");
+    let reset = header(response, "x-ratelimit-reset");
+    let now = epoch_secs();
+    assert!(
+        reset > now.saturating_sub(1) && reset <= now + window,
+        "reset {reset} in (now, now + window]"
+    );
+    let policy = response.headers()["ratelimit-policy"].to_str().unwrap();
+    assert!(
+        policy.ends_with(&format!(";q={limit};w={window}")),
+        "{policy}"
+    );
+    let draft = response.headers()["ratelimit"].to_str().unwrap();
+    assert!(draft.contains(&format!(";r={remaining};t=")), "{draft}");
+    (remaining, reset)
+}
+
+#[tokio::test]
+async fn rate_limit_headers_are_on_200_401_403_404_and_429_responses() {
+    let app = TestApp::with_limiter(in_process(4, 900), TrustedProxies::default()).await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    let ok = app.get("/api/v1/identities", &key).await;
+    assert_eq!(ok.status(), StatusCode::OK);
+    assert_eq!(assert_rate_headers(&ok, 4, 900).0, 3);
+    let forbidden = app.get("/api/v1/findings", &key).await;
+    assert_eq!(forbidden.status(), StatusCode::FORBIDDEN);
+    assert_eq!(assert_rate_headers(&forbidden, 4, 900).0, 2);
+    let missing = app.get("/api/v1/identities/nope", &key).await;
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    assert_eq!(assert_rate_headers(&missing, 4, 900).0, 1);
+    let unauthorized = app
+        .client
+        .get(app.url("/api/v1/identities"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthorized.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        assert_rate_headers(&unauthorized, 4, 900).0,
+        3,
+        "the client address has its own bucket"
+    );
+    app.get("/api/v1/identities", &key).await;
+    let limited = app.get("/api/v1/identities", &key).await;
+    assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(assert_rate_headers(&limited, 4, 900).0, 0);
+}
+
+#[tokio::test]
+async fn remaining_falls_by_one_per_request_and_the_limit_plus_one_is_429_with_retry_after() {
+    let app = TestApp::with_limiter(in_process(5, 900), TrustedProxies::default()).await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    let mut remaining = Vec::new();
+    for _ in 0..5 {
+        let response = app.get("/api/v1/tenants", &key).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        remaining.push(assert_rate_headers(&response, 5, 900).0);
+    }
+    assert_eq!(remaining, vec![4, 3, 2, 1, 0]);
+    let limited = app.get("/api/v1/tenants", &key).await;
+    let (_, reset) = assert_rate_headers(&limited, 5, 900);
+    let retry_after = header(&limited, "retry-after");
+    assert!(retry_after >= 1);
+    assert!(
+        retry_after.abs_diff(reset - epoch_secs()) <= 1,
+        "Retry-After {retry_after} matches the reset {reset}"
+    );
+    assert_error(limited, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+}
+
+#[tokio::test]
+async fn requests_pass_again_once_the_window_resets() {
+    let app = TestApp::with_limiter(in_process(2, 2), TrustedProxies::default()).await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    let limited = loop {
+        let response = app.get("/api/v1/tenants", &key).await;
+        if response.status() == StatusCode::TOO_MANY_REQUESTS {
+            break response;
+        }
+    };
+    let retry_after = header(&limited, "retry-after");
+    tokio::time::sleep(Duration::from_secs(retry_after) + Duration::from_millis(200)).await;
+    assert_eq!(
+        app.get("/api/v1/tenants", &key).await.status(),
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn two_keys_have_independent_windows() {
+    let app = TestApp::with_limiter(in_process(2, 900), TrustedProxies::default()).await;
+    let (customer, _) = app.customer("A").await;
+    let (_, first) = app.key(customer, &[Scope::ReadIdentities]).await;
+    let (_, second) = app.key(customer, &[Scope::ReadIdentities]).await;
+    for _ in 0..2 {
+        assert_eq!(
+            app.get("/api/v1/tenants", &first).await.status(),
+            StatusCode::OK
+        );
+    }
+    assert_eq!(
+        app.get("/api/v1/tenants", &first).await.status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    let other = app.get("/api/v1/tenants", &second).await;
+    assert_eq!(other.status(), StatusCode::OK);
+    assert_eq!(header(&other, "x-ratelimit-remaining"), 1);
+}
+
+#[tokio::test]
+async fn requests_without_a_valid_key_are_limited_per_client_address() {
+    let app = TestApp::with_limiter(in_process(3, 900), TrustedProxies::default()).await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    let guess = posture_domain::ApiKeySecret::generate().unwrap();
+    for _ in 0..3 {
+        assert_eq!(
+            app.get("/api/v1/tenants", guess.expose()).await.status(),
+            StatusCode::UNAUTHORIZED
+        );
+    }
+    let throttled = app.get("/api/v1/tenants", guess.expose()).await;
+    assert_error(throttled, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    // The public contract counts against the same address bucket.
+    assert_eq!(
+        app.client
+            .get(app.url("/api/v1/openapi.json"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // A valid key from the same address has its own window.
+    assert_eq!(
+        app.get("/api/v1/tenants", &key).await.status(),
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_each_forwarded_client_has_its_own_bucket() {
+    let proxies = TrustedProxies::parse("127.0.0.1").unwrap();
+    let app = TestApp::with_limiter(in_process(1, 900), proxies).await;
+    let get = |forwarded: &'static str| {
+        app.client
+            .get(app.url("/api/v1/openapi.json"))
+            .header("X-Forwarded-For", forwarded)
+            .send()
+    };
+    assert_eq!(get("198.51.100.1").await.unwrap().status(), StatusCode::OK);
+    assert_eq!(
+        get("198.51.100.1").await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(get("198.51.100.2").await.unwrap().status(), StatusCode::OK);
+    // A spoofed left-most entry does not escape the real client's bucket.
+    assert_eq!(
+        get("203.0.113.7, 198.51.100.1").await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[tokio::test]
+async fn without_trusted_proxies_x_forwarded_for_is_ignored() {
+    let app = TestApp::with_limiter(in_process(1, 900), TrustedProxies::default()).await;
+    let get = |forwarded: &'static str| {
+        app.client
+            .get(app.url("/api/v1/openapi.json"))
+            .header("X-Forwarded-For", forwarded)
+            .send()
+    };
+    assert_eq!(get("198.51.100.1").await.unwrap().status(), StatusCode::OK);
+    assert_eq!(
+        get("198.51.100.2").await.unwrap().status(),
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+/// A `posture-api serve` process of its own.
+struct ApiProcess {
+    child: Child,
+    base: String,
+}
+
+impl ApiProcess {
+    fn spawn(db: &TestDb, redis: &str, limit: u32) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(env!("CARGO_BIN_EXE_posture-api"))
+            .arg("serve")
+            .env("DATABASE_URL", db.url())
+            .env("POSTURE_BIND", format!("127.0.0.1:{port}"))
+            .env(
+                "POSTURE_SECRET_KEY",
+                "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+            )
+            .env("REDIS_URL", redis)
+            .env("POSTURE_RATE_LIMIT", limit.to_string())
+            .env("POSTURE_WORKERS", "1")
+            .env("POSTURE_LOG", "warn")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "posture-api did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for ApiProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn two_api_processes_sharing_one_redis_count_a_key_together() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    let first = ApiProcess::spawn(&app.db, &redis_url(), 6);
+    let second = ApiProcess::spawn(&app.db, &redis_url(), 6);
+    let http = client();
+    let mut statuses = Vec::new();
+    for i in 0..7 {
+        let base = if i % 2 == 0 {
+            &first.base
+        } else {
+            &second.base
+        };
+        let response = http
+            .get(format!("{base}/api/v1/tenants"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status().as_u16());
+    }
+    assert_eq!(
+        statuses,
+        vec![200, 200, 200, 200, 200, 200, 429],
+        "6 allowed across both, the 7th refused"
+    );
+}
+
+#[tokio::test]
+async fn a_redis_outage_fails_no_request_and_shared_counting_resumes_after_it() {
+    let mut redis = RedisServer::start();
+    let url = redis.url();
+    let policy = RatePolicy {
+        limit: 100,
+        window_secs: 900,
+    };
+    let limiter: Arc<dyn RateLimiter> = Arc::new(RedisRateLimiter::new(&url, policy).unwrap());
+    let app = TestApp::with_limiter(move || limiter, TrustedProxies::default()).await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    assert_eq!(
+        header(
+            &app.get("/api/v1/tenants", &key).await,
+            "x-ratelimit-remaining"
+        ),
+        99
+    );
+    let ready = app
+        .client
+        .get(app.url("/readyz"))
+        .send()
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap();
+    assert_eq!(ready["checks"]["rateLimiter"]["mode"], "shared");
+
+    redis.stop();
+    for _ in 0..5 {
+        assert_eq!(
+            app.get("/api/v1/tenants", &key).await.status(),
+            StatusCode::OK,
+            "served during the outage"
+        );
+    }
+    let ready = app.client.get(app.url("/readyz")).send().await.unwrap();
+    assert_eq!(
+        ready.status(),
+        StatusCode::OK,
+        "a degraded limiter does not make the instance unready"
+    );
+    let ready: serde_json::Value = ready.json().await.unwrap();
+    assert_eq!(ready["checks"]["rateLimiter"]["mode"], "degraded");
+
+    redis.restart();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    app.get("/api/v1/tenants", &key).await;
+    // Another instance on the same Redis now sees this key's count: counting is shared again.
+    let other = RedisRateLimiter::new(&url, policy).unwrap();
+    let seen = other
+        .check(&posture_domain::rate_limit::RateBucket::Key(
+            app.store_key_id(&key).await,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        seen.remaining, 98,
+        "one request counted in the restarted Redis, plus this check"
+    );
+    let ready: serde_json::Value = app
+        .client
+        .get(app.url("/readyz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ready["checks"]["rateLimiter"]["mode"], "shared");
+}
+
+#[tokio::test]
+async fn health_routes_are_neither_authenticated_nor_counted() {
+    let app = TestApp::with_limiter(in_process(1, 900), TrustedProxies::default()).await;
+    for _ in 0..3 {
+        let healthz = app.client.get(app.url("/healthz")).send().await.unwrap();
+        assert_eq!(healthz.status(), StatusCode::OK);
+        assert!(healthz.headers().get("x-ratelimit-limit").is_none());
+        let readyz = app.client.get(app.url("/readyz")).send().await.unwrap();
+        assert_eq!(readyz.status(), StatusCode::OK);
+        let body: serde_json::Value = readyz.json().await.unwrap();
+        assert_eq!(body["status"], "ready");
+        assert_eq!(body["checks"]["database"], "ok");
+        assert_eq!(body["checks"]["schema"], "current");
+        assert_eq!(body["checks"]["rateLimiter"]["mode"], "in-process");
+    }
+}

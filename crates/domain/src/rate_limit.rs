@@ -1,0 +1,243 @@
+//! Rate limiting: a fixed window per bucket (an API key, or a client address for requests
+//! without a valid key).
+//!
+//! Window `n` of a policy covers `[n * window, (n + 1) * window)` in epoch seconds; its
+//! reset time is `(n + 1) * window`. Every request counts (429s included). The
+//! [`InProcessRateLimiter`] keeps counters in this process (one instance, or the fallback
+//! while Redis is unreachable); `posture-redis` shares them between instances.
+
+use std::{
+    collections::HashMap,
+    fmt,
+    sync::Mutex,
+    time::{SystemTime, UNIX_EPOCH},
+};
+
+use async_trait::async_trait;
+
+use crate::{error::Result, ids::KeyId};
+
+/// Requests allowed per window, and the window's length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RatePolicy {
+    pub limit: u32,
+    pub window_secs: u32,
+}
+
+impl RatePolicy {
+    /// SPEC section 8: 1,000 requests per key per 15 minutes.
+    pub const DEFAULT: RatePolicy = RatePolicy {
+        limit: 1000,
+        window_secs: 900,
+    };
+
+    /// The index of the window containing `now` (epoch seconds) and its reset time.
+    pub fn window(&self, now: u64) -> (u64, u64) {
+        let window = u64::from(self.window_secs.max(1));
+        let index = now / window;
+        (index, (index + 1) * window)
+    }
+
+    /// The decision for the `count`-th request of a window resetting at `reset_at`.
+    pub fn decide(&self, count: u64, reset_at: u64, now: u64) -> RateDecision {
+        let limit = u64::from(self.limit);
+        RateDecision {
+            limit: self.limit,
+            remaining: limit.saturating_sub(count) as u32,
+            reset_at,
+            retry_after: reset_at.saturating_sub(now).max(1),
+            window_secs: self.window_secs,
+            allowed: count <= limit,
+        }
+    }
+}
+
+/// Whose requests a counter counts.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum RateBucket {
+    /// An authenticated key (by its public id, never the key).
+    Key(KeyId),
+    /// A client address (IPv6 addresses by their /64), for requests without a valid key.
+    Address(String),
+}
+
+impl RateBucket {
+    /// The policy name in `RateLimit-Policy`.
+    pub fn policy_name(&self) -> &'static str {
+        match self {
+            RateBucket::Key(_) => "per-key",
+            RateBucket::Address(_) => "per-address",
+        }
+    }
+}
+
+impl fmt::Display for RateBucket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RateBucket::Key(id) => write!(f, "key:{id}"),
+            RateBucket::Address(address) => write!(f, "ip:{address}"),
+        }
+    }
+}
+
+/// The outcome of one check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateDecision {
+    pub limit: u32,
+    pub remaining: u32,
+    /// Epoch seconds at which the window ends.
+    pub reset_at: u64,
+    /// Seconds until then, at least 1.
+    pub retry_after: u64,
+    pub window_secs: u32,
+    pub allowed: bool,
+}
+
+/// Which limiter answered, for readiness and logs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LimiterState {
+    /// Counters in this process only.
+    InProcess,
+    /// Counters shared through Redis.
+    Shared,
+    /// Redis is configured but unreachable: counting in this process until it is back.
+    Degraded { since_epoch_secs: u64 },
+}
+
+/// Counts requests per bucket.
+#[async_trait]
+pub trait RateLimiter: Send + Sync {
+    /// Counts one request of `bucket` and decides on it.
+    async fn check(&self, bucket: &RateBucket) -> Result<RateDecision>;
+    /// The limiter's current state.
+    fn state(&self) -> LimiterState;
+}
+
+/// Epoch seconds now.
+pub fn epoch_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Counters in this process. Memory is bounded: entries of past windows are dropped when
+/// a new window starts, and past [`InProcessRateLimiter::MAX_BUCKETS`] buckets in one window
+/// the oldest entries are dropped (their counts restart).
+pub struct InProcessRateLimiter {
+    policy: RatePolicy,
+    counters: Mutex<Counters>,
+}
+
+#[derive(Default)]
+struct Counters {
+    window: u64,
+    counts: HashMap<String, u64>,
+}
+
+impl InProcessRateLimiter {
+    pub const MAX_BUCKETS: usize = 100_000;
+
+    pub fn new(policy: RatePolicy) -> Self {
+        Self {
+            policy,
+            counters: Mutex::default(),
+        }
+    }
+
+    pub fn policy(&self) -> RatePolicy {
+        self.policy
+    }
+
+    /// Counts one request of `bucket` at `now` (epoch seconds).
+    pub fn check_at(&self, bucket: &RateBucket, now: u64) -> RateDecision {
+        let (window, reset_at) = self.policy.window(now);
+        let mut counters = self
+            .counters
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if counters.window != window {
+            counters.window = window;
+            counters.counts.clear();
+        }
+        let name = bucket.to_string();
+        if counters.counts.len() >= Self::MAX_BUCKETS && !counters.counts.contains_key(&name) {
+            counters.counts.clear();
+        }
+        let count = counters.counts.entry(name).or_insert(0);
+        *count += 1;
+        self.policy.decide(*count, reset_at, now)
+    }
+}
+
+#[async_trait]
+impl RateLimiter for InProcessRateLimiter {
+    async fn check(&self, bucket: &RateBucket) -> Result<RateDecision> {
+        Ok(self.check_at(bucket, epoch_secs()))
+    }
+
+    fn state(&self) -> LimiterState {
+        LimiterState::InProcess
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLICY: RatePolicy = RatePolicy {
+        limit: 3,
+        window_secs: 60,
+    };
+
+    #[test]
+    fn windows_are_fixed_and_reset_at_their_end() {
+        assert_eq!(POLICY.window(0), (0, 60));
+        assert_eq!(POLICY.window(59), (0, 60));
+        assert_eq!(POLICY.window(60), (1, 120));
+    }
+
+    #[test]
+    fn the_request_after_the_limit_is_refused_until_the_window_resets() {
+        let limiter = InProcessRateLimiter::new(POLICY);
+        let key = RateBucket::Key(KeyId::generate());
+        let remaining: Vec<u32> = (0..3)
+            .map(|_| limiter.check_at(&key, 10).remaining)
+            .collect();
+        assert_eq!(remaining, vec![2, 1, 0]);
+        let refused = limiter.check_at(&key, 10);
+        assert!(!refused.allowed);
+        assert_eq!(refused.retry_after, 50);
+        assert_eq!(refused.reset_at, 60);
+        assert!(
+            limiter.check_at(&key, 60).allowed,
+            "a new window starts afresh"
+        );
+    }
+
+    #[test]
+    fn buckets_count_independently() {
+        let limiter = InProcessRateLimiter::new(POLICY);
+        let a = RateBucket::Key(KeyId::generate());
+        let b = RateBucket::Address("192.0.2.1".into());
+        for _ in 0..3 {
+            limiter.check_at(&a, 5);
+        }
+        assert!(!limiter.check_at(&a, 5).allowed);
+        assert_eq!(limiter.check_at(&b, 5).remaining, 2);
+    }
+
+    #[test]
+    fn retry_after_is_at_least_one_second() {
+        assert_eq!(POLICY.decide(4, 60, 60).retry_after, 1);
+    }
+
+    #[test]
+    fn buckets_are_named_by_key_id_or_address_never_the_key() {
+        let id = KeyId::generate();
+        assert_eq!(RateBucket::Key(id).to_string(), format!("key:{id}"));
+        assert_eq!(
+            RateBucket::Address("2001:db8::/64".into()).to_string(),
+            "ip:2001:db8::/64"
+        );
+    }
+}

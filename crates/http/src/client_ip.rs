@@ -1,0 +1,135 @@
+//! The client address of a request, for the per-address rate limit.
+//!
+//! The TCP peer is the client unless it is one of the configured trusted proxies
+//! (`POSTURE_TRUSTED_PROXIES`). Then `X-Forwarded-For` is read from the right, skipping
+//! trusted proxies: the first address that is not one is the client (addresses further left
+//! were written by the client itself and cannot be trusted). IPv6 clients are grouped by
+//! their /64, the unit one subscriber usually holds.
+
+use std::net::IpAddr;
+
+use ipnet::{IpNet, Ipv6Net};
+
+/// The proxies whose `X-Forwarded-For` is believed.
+#[derive(Clone, Debug, Default)]
+pub struct TrustedProxies(Vec<IpNet>);
+
+impl TrustedProxies {
+    pub fn new(networks: Vec<IpNet>) -> Self {
+        Self(networks)
+    }
+
+    /// Parses `10.0.0.0/8,192.168.1.7` (single addresses are /32 or /128).
+    pub fn parse(list: &str) -> Result<Self, String> {
+        list.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                s.parse::<IpNet>()
+                    .or_else(|_| s.parse::<IpAddr>().map(IpNet::from))
+                    .map_err(|_| format!("{s:?} is not an IP address or CIDR network"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Self)
+    }
+
+    fn trusts(&self, ip: IpAddr) -> bool {
+        self.0.iter().any(|net| net.contains(&ip))
+    }
+
+    /// The client of a request from `peer` carrying these `X-Forwarded-For` values.
+    pub fn client(&self, peer: IpAddr, forwarded_for: &[&str]) -> IpAddr {
+        let peer = peer.to_canonical();
+        if !self.trusts(peer) {
+            return peer;
+        }
+        let mut client = peer;
+        for entry in forwarded_for
+            .iter()
+            .rev()
+            .flat_map(|value| value.rsplit(','))
+        {
+            match entry.trim().parse::<IpAddr>() {
+                Ok(ip) => {
+                    client = ip.to_canonical();
+                    if !self.trusts(client) {
+                        return client;
+                    }
+                }
+                // A malformed entry: stop at the last address we could read.
+                Err(_) => return client,
+            }
+        }
+        client
+    }
+}
+
+/// The rate-limit bucket name of a client address: IPv4 as is, IPv6 by its /64.
+pub fn bucket_name(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => {
+            Ipv6Net::new(v6, 64).map_or_else(|_| v6.to_string(), |n| n.trunc().to_string())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn without_trusted_proxies_the_peer_is_the_client_whatever_the_headers_say() {
+        let proxies = TrustedProxies::default();
+        assert_eq!(
+            proxies.client(ip("203.0.113.9"), &["198.51.100.1"]),
+            ip("203.0.113.9")
+        );
+    }
+
+    #[test]
+    fn behind_a_trusted_proxy_the_rightmost_untrusted_address_is_the_client() {
+        let proxies = TrustedProxies::parse("10.0.0.0/8, 192.168.1.7").unwrap();
+        // The client claims 1.1.1.1; the proxy appended the real address.
+        assert_eq!(
+            proxies.client(ip("10.0.0.5"), &["1.1.1.1, 198.51.100.20"]),
+            ip("198.51.100.20")
+        );
+        // Two trusted hops.
+        assert_eq!(
+            proxies.client(ip("10.0.0.5"), &["198.51.100.20, 192.168.1.7"]),
+            ip("198.51.100.20")
+        );
+        // Several headers count as one list, in order.
+        assert_eq!(
+            proxies.client(ip("10.0.0.5"), &["198.51.100.20", "10.1.1.1"]),
+            ip("198.51.100.20")
+        );
+    }
+
+    #[test]
+    fn a_trusted_proxy_without_the_header_is_itself_the_client() {
+        let proxies = TrustedProxies::parse("10.0.0.0/8").unwrap();
+        assert_eq!(proxies.client(ip("10.0.0.5"), &[]), ip("10.0.0.5"));
+        assert_eq!(proxies.client(ip("10.0.0.5"), &["garbage"]), ip("10.0.0.5"));
+    }
+
+    #[test]
+    fn ipv6_clients_share_a_bucket_per_64_and_mapped_ipv4_is_ipv4() {
+        assert_eq!(bucket_name(ip("2001:db8:1:2:aaaa::1")), "2001:db8:1:2::/64");
+        assert_eq!(bucket_name(ip("2001:db8:1:2:bbbb::9")), "2001:db8:1:2::/64");
+        let proxies = TrustedProxies::default();
+        assert_eq!(proxies.client(ip("::ffff:192.0.2.1"), &[]), ip("192.0.2.1"));
+    }
+
+    #[test]
+    fn bad_proxy_lists_are_refused() {
+        assert!(TrustedProxies::parse("10.0.0.0/33").is_err());
+        assert!(TrustedProxies::parse("proxy.internal").is_err());
+        assert!(TrustedProxies::parse("").unwrap().0.is_empty());
+    }
+}

@@ -1,0 +1,46 @@
+//! `/healthz` (the process is alive) and `/readyz` (it can serve: database reachable, schema
+//! current; the rate limiter's state is reported, and a degraded limiter does not make the
+//! instance unready since requests are still served). Neither needs a key nor is counted.
+
+use actix_web::{HttpResponse, web};
+use posture_domain::rate_limit::LimiterState;
+use serde_json::json;
+
+use crate::state::ApiState;
+
+pub(crate) async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(json!({"status": "ok"}))
+}
+
+pub(crate) async fn readyz(state: web::Data<ApiState>) -> HttpResponse {
+    let database = state.ports.health.ping().await;
+    let schema = match &database {
+        Ok(()) => match state.ports.health.schema_is_current().await {
+            Ok(true) => "current",
+            Ok(false) => "migrations pending",
+            Err(_) => "unknown",
+        },
+        Err(_) => "unknown",
+    };
+    let limiter = match state.ports.limiter.state() {
+        LimiterState::InProcess => json!({"mode": "in-process"}),
+        LimiterState::Shared => json!({"mode": "shared"}),
+        LimiterState::Degraded { since_epoch_secs } => {
+            json!({"mode": "degraded", "detail": "Redis unreachable; counting per instance", "sinceEpochSecs": since_epoch_secs})
+        }
+    };
+    let ready = database.is_ok() && schema == "current";
+    let body = json!({
+        "status": if ready { "ready" } else { "not_ready" },
+        "checks": {
+            "database": if database.is_ok() { "ok" } else { "unreachable" },
+            "schema": schema,
+            "rateLimiter": limiter,
+        }
+    });
+    if ready {
+        HttpResponse::Ok().json(body)
+    } else {
+        HttpResponse::ServiceUnavailable().json(body)
+    }
+}

@@ -1,0 +1,209 @@
+//! posture's Redis adapters.
+//!
+//! [`RedisRateLimiter`] counts requests of every `posture-api` instance together: one
+//! atomic Lua script per check increments the window's counter and sets its expiry (no
+//! read-then-write race), on Redis's own clock (so instances agree on window boundaries
+//! whatever their clocks). When Redis cannot be reached it falls back to counting in this
+//! process — requests are never refused because of Redis — warns once per outage, retries
+//! Redis at most once a second, and says so in its [`LimiterState`].
+
+use std::{
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use async_trait::async_trait;
+use deadpool_redis::{Config, Pool, Runtime, redis::aio::MultiplexedConnection};
+use posture_domain::{
+    Error, Result,
+    rate_limit::{
+        InProcessRateLimiter, LimiterState, RateBucket, RateDecision, RateLimiter, RatePolicy,
+        epoch_secs,
+    },
+};
+
+/// Counts one request in the current window: returns {count, reset (epoch s), now (epoch s)}.
+const CHECK_SCRIPT: &str = r"
+local time = redis.call('TIME')
+local now = tonumber(time[1])
+local window = tonumber(ARGV[1])
+local index = math.floor(now / window)
+local reset = (index + 1) * window
+local key = KEYS[1] .. ':' .. index
+local count = redis.call('INCR', key)
+if count == 1 then
+  redis.call('EXPIREAT', key, reset + 1)
+end
+return {count, reset, now}
+";
+
+/// How long a check may wait for Redis before the in-process limiter answers.
+const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
+/// How often Redis is retried during an outage.
+const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+struct Health {
+    /// When the current outage started (epoch seconds); `None` while Redis answers.
+    degraded_since: Option<u64>,
+    next_probe: Instant,
+}
+
+/// The rate limiter shared through Redis, with an in-process fallback.
+///
+/// Checks go over one multiplexed connection (concurrent commands are pipelined on it),
+/// taken from the pool — which creates and health-checks it — and kept until it fails.
+/// Checking a connection out of the pool for every request would cost a `PING` each time.
+pub struct RedisRateLimiter {
+    pool: Pool,
+    connection: Mutex<Option<MultiplexedConnection>>,
+    policy: RatePolicy,
+    script: redis::Script,
+    fallback: InProcessRateLimiter,
+    health: Mutex<Health>,
+}
+
+impl RedisRateLimiter {
+    /// A limiter on `url` (`redis://host:port/db`). Connections are made on demand.
+    pub fn new(url: &str, policy: RatePolicy) -> Result<Self> {
+        let pool = Config::from_url(url)
+            .builder()
+            .map_err(|e| Error::invalid("REDIS_URL", e.to_string()))?
+            .max_size(32)
+            .wait_timeout(Some(REDIS_TIMEOUT))
+            .create_timeout(Some(REDIS_TIMEOUT))
+            .recycle_timeout(Some(REDIS_TIMEOUT))
+            .runtime(Runtime::Tokio1)
+            .build()
+            .map_err(|e| Error::invalid("REDIS_URL", e.to_string()))?;
+        Ok(Self {
+            pool,
+            connection: Mutex::new(None),
+            policy,
+            script: redis::Script::new(CHECK_SCRIPT),
+            fallback: InProcessRateLimiter::new(policy),
+            health: Mutex::new(Health {
+                degraded_since: None,
+                next_probe: Instant::now(),
+            }),
+        })
+    }
+
+    /// Whether Redis answers now.
+    pub async fn ping(&self) -> Result<()> {
+        let mut conn = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| Error::Unavailable(Box::new(e)))?;
+        let pong: String = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| Error::Unavailable(Box::new(e)))?;
+        if pong == "PONG" {
+            Ok(())
+        } else {
+            Err(Error::internal(format!("PING answered {pong:?}")))
+        }
+    }
+
+    /// The shared multiplexed connection (a new one from the pool if there is none).
+    async fn connection(&self) -> std::result::Result<MultiplexedConnection, String> {
+        if let Some(conn) = self.lock_connection().clone() {
+            return Ok(conn);
+        }
+        let pooled = self.pool.get().await.map_err(|e| e.to_string())?;
+        let conn = deadpool_redis::Connection::take(pooled);
+        *self.lock_connection() = Some(conn.clone());
+        Ok(conn)
+    }
+
+    fn lock_connection(&self) -> std::sync::MutexGuard<'_, Option<MultiplexedConnection>> {
+        self.connection
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    async fn shared_check(&self, bucket: &RateBucket) -> std::result::Result<RateDecision, String> {
+        let mut conn = self.connection().await?;
+        // The hash tag keeps every window of a bucket in one Redis Cluster slot.
+        let key = format!("posture:rl:{{{bucket}}}");
+        let (count, reset, now): (u64, u64, u64) = self
+            .script
+            .key(key)
+            .arg(self.policy.window_secs.max(1))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(self.policy.decide(count, reset, now))
+    }
+
+    fn health(&self) -> std::sync::MutexGuard<'_, Health> {
+        self.health
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Whether to ask Redis for this request: always while healthy, once a second while not.
+    fn should_try_redis(&self) -> bool {
+        let mut health = self.health();
+        if health.degraded_since.is_none() {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= health.next_probe {
+            health.next_probe = now + PROBE_EVERY;
+            return true;
+        }
+        false
+    }
+
+    fn redis_failed(&self, error: &str) {
+        // The connection may be dead: the next attempt gets a fresh one.
+        self.lock_connection().take();
+        let mut health = self.health();
+        health.next_probe = Instant::now() + PROBE_EVERY;
+        if health.degraded_since.is_none() {
+            health.degraded_since = Some(epoch_secs());
+            tracing::warn!(
+                error,
+                "Redis is unreachable: rate limits are counted per instance until it is back"
+            );
+        }
+    }
+
+    fn redis_answered(&self) {
+        let mut health = self.health();
+        if let Some(since) = health.degraded_since.take() {
+            tracing::info!(
+                outage_secs = epoch_secs().saturating_sub(since),
+                "Redis is reachable again: rate limits are shared"
+            );
+        }
+    }
+}
+
+#[async_trait]
+impl RateLimiter for RedisRateLimiter {
+    async fn check(&self, bucket: &RateBucket) -> Result<RateDecision> {
+        if self.should_try_redis() {
+            match tokio::time::timeout(REDIS_TIMEOUT, self.shared_check(bucket)).await {
+                Ok(Ok(decision)) => {
+                    self.redis_answered();
+                    return Ok(decision);
+                }
+                Ok(Err(error)) => self.redis_failed(&error),
+                Err(_) => self.redis_failed("no answer within 250 ms"),
+            }
+        }
+        Ok(self.fallback.check_at(bucket, epoch_secs()))
+    }
+
+    fn state(&self) -> LimiterState {
+        match self.health().degraded_since {
+            None => LimiterState::Shared,
+            Some(since) => LimiterState::Degraded {
+                since_epoch_secs: since,
+            },
+        }
+    }
+}

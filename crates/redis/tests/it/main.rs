@@ -1,0 +1,119 @@
+//! The Redis rate limiter against a real Redis.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+use std::time::Duration;
+
+use posture_domain::{
+    KeyId,
+    rate_limit::{LimiterState, RateBucket, RateLimiter, RatePolicy, epoch_secs},
+};
+use posture_redis::RedisRateLimiter;
+use posture_test_support::{redis_server::RedisServer, redis_url};
+
+const POLICY: RatePolicy = RatePolicy {
+    limit: 5,
+    window_secs: 900,
+};
+
+fn key() -> RateBucket {
+    RateBucket::Key(KeyId::generate())
+}
+
+#[tokio::test]
+async fn two_limiters_on_one_redis_count_one_key_together() {
+    let a = RedisRateLimiter::new(&redis_url(), POLICY).unwrap();
+    let b = RedisRateLimiter::new(&redis_url(), POLICY).unwrap();
+    let bucket = key();
+    let mut remaining = Vec::new();
+    for i in 0..5 {
+        let limiter = if i % 2 == 0 { &a } else { &b };
+        remaining.push(limiter.check(&bucket).await.unwrap().remaining);
+    }
+    assert_eq!(remaining, vec![4, 3, 2, 1, 0]);
+    let refused = b.check(&bucket).await.unwrap();
+    assert!(!refused.allowed);
+    assert_eq!(a.state(), LimiterState::Shared);
+}
+
+#[tokio::test]
+async fn a_refused_request_says_when_the_window_resets() {
+    let limiter = RedisRateLimiter::new(&redis_url(), POLICY).unwrap();
+    let bucket = key();
+    for _ in 0..5 {
+        assert!(limiter.check(&bucket).await.unwrap().allowed);
+    }
+    let refused = limiter.check(&bucket).await.unwrap();
+    let now = epoch_secs();
+    assert!(!refused.allowed);
+    assert!(
+        refused.reset_at > now && refused.reset_at <= now + 900,
+        "{refused:?}"
+    );
+    assert_eq!(
+        refused.reset_at % 900,
+        0,
+        "fixed windows end on multiples of the window"
+    );
+    assert!(refused.retry_after >= 1 && refused.retry_after.abs_diff(refused.reset_at - now) <= 1);
+}
+
+#[tokio::test]
+async fn requests_pass_again_after_the_window_resets() {
+    let policy = RatePolicy {
+        limit: 2,
+        window_secs: 2,
+    };
+    let limiter = RedisRateLimiter::new(&redis_url(), policy).unwrap();
+    let bucket = key();
+    let refused = loop {
+        let decision = limiter.check(&bucket).await.unwrap();
+        if !decision.allowed {
+            break decision;
+        }
+    };
+    tokio::time::sleep(Duration::from_secs(refused.retry_after + 1)).await;
+    assert!(limiter.check(&bucket).await.unwrap().allowed);
+}
+
+#[tokio::test]
+async fn redis_down_never_fails_a_check_and_sharing_resumes_when_it_is_back() {
+    let mut redis = RedisServer::start();
+    let limiter = RedisRateLimiter::new(&redis.url(), POLICY).unwrap();
+    let bucket = key();
+    assert_eq!(limiter.check(&bucket).await.unwrap().remaining, 4);
+    assert_eq!(limiter.state(), LimiterState::Shared);
+
+    redis.stop();
+    for _ in 0..3 {
+        assert!(
+            limiter.check(&bucket).await.is_ok(),
+            "checks keep answering"
+        );
+    }
+    assert!(matches!(limiter.state(), LimiterState::Degraded { .. }));
+
+    redis.restart();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let decision = limiter.check(&bucket).await.unwrap();
+    assert_eq!(limiter.state(), LimiterState::Shared);
+    // The restarted Redis is empty: counting starts again there, shared.
+    assert_eq!(decision.remaining, 4);
+    let other = RedisRateLimiter::new(&redis.url(), POLICY).unwrap();
+    assert_eq!(other.check(&bucket).await.unwrap().remaining, 3);
+}
+
+#[tokio::test]
+async fn counters_are_named_by_the_key_id() {
+    let limiter = RedisRateLimiter::new(&redis_url(), POLICY).unwrap();
+    let id = KeyId::generate();
+    limiter.check(&RateBucket::Key(id)).await.unwrap();
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("posture:rl:{{key:{id}}}:*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+}
