@@ -104,6 +104,64 @@ impl fmt::Debug for RateLimitArgs {
     }
 }
 
+/// Several `POSTURE_SECRET_KEY`s (comma-separated).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SecretKeys(pub Vec<SecretKey>);
+
+/// Parses a comma-separated list of secret keys (empty: none).
+pub fn parse_secret_keys(value: &str) -> Result<SecretKeys, String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .map(parse_secret_key)
+        .collect::<Result<Vec<_>, _>>()
+        .map(SecretKeys)
+}
+
+/// The keys that seal webhook signing secrets.
+#[derive(Args, Clone, Debug)]
+pub struct SecretArgs {
+    /// Base64 of 32 random bytes; seals webhook signing secrets at rest
+    /// (generate one with: openssl rand -base64 32).
+    #[arg(long, env = "POSTURE_SECRET_KEY", hide_env_values = true, value_parser = parse_secret_key)]
+    pub secret_key: SecretKey,
+    /// Earlier POSTURE_SECRET_KEYs (comma-separated), kept during a rotation to open the
+    /// secrets they sealed.
+    #[arg(long, env = "POSTURE_SECRET_KEYS_PREVIOUS", hide_env_values = true, default_value = "", value_parser = parse_secret_keys)]
+    pub previous_secret_keys: SecretKeys,
+}
+
+impl SecretArgs {
+    pub fn keyring(&self) -> anyhow::Result<posture_domain::secrets::Keyring> {
+        let previous: Vec<[u8; 32]> = self.previous_secret_keys.0.iter().map(|k| k.0).collect();
+        posture_domain::secrets::Keyring::new(&self.secret_key.0, &previous)
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    }
+}
+
+/// Webhook receivers.
+#[derive(Args, Clone, Debug)]
+pub struct WebhookArgs {
+    /// Development and tests only: accept http:// receivers and loopback or private
+    /// addresses (refused otherwise, as SSRF protection).
+    #[arg(long, env = "POSTURE_WEBHOOK_ALLOW_PRIVATE")]
+    pub webhook_allow_private: bool,
+}
+
+impl WebhookArgs {
+    pub fn policy(&self) -> posture_domain::webhook::TargetPolicy {
+        if self.webhook_allow_private {
+            tracing::warn!(
+                "POSTURE_WEBHOOK_ALLOW_PRIVATE is on: webhooks may target private addresses (development only)"
+            );
+        }
+        posture_domain::webhook::TargetPolicy {
+            allow_private: self.webhook_allow_private,
+        }
+    }
+}
+
 /// Settings of `posture-api serve`.
 #[derive(Args, Clone, Debug)]
 pub struct ServeArgs {
@@ -114,9 +172,10 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "POSTURE_BIND", default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,
-    /// Base64 of 32 random bytes; encrypts webhook signing secrets at rest.
-    #[arg(long, env = "POSTURE_SECRET_KEY", hide_env_values = true, value_parser = parse_secret_key)]
-    pub secret_key: SecretKey,
+    #[command(flatten)]
+    pub secrets: SecretArgs,
+    #[command(flatten)]
+    pub webhooks: WebhookArgs,
     /// HTTP worker threads (default: one per CPU core).
     #[arg(long, env = "POSTURE_WORKERS", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub workers: Option<u16>,

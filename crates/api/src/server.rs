@@ -5,29 +5,26 @@ use std::{net::TcpListener, sync::Arc, time::Duration};
 use actix_web::{HttpServer, dev::ServerHandle, web};
 use anyhow::Context as _;
 use posture_domain::rate_limit::{InProcessRateLimiter, RateLimiter};
-use posture_http::{ApiState, Ports, TrustedProxies};
+use posture_http::{ApiState, Ports};
 use posture_redis::RedisRateLimiter;
 use posture_store_postgres::{PgStore, migrations};
 
 use crate::config::{RateLimitArgs, ServeArgs};
 
-/// The HTTP state over a PostgreSQL store (every data port is the same store) and a rate
-/// limiter.
-pub fn state(store: &PgStore, limiter: Arc<dyn RateLimiter>, proxies: TrustedProxies) -> ApiState {
+/// The ports over a PostgreSQL store (every data port is the same store) and a rate limiter.
+pub fn ports(store: &PgStore, limiter: Arc<dyn RateLimiter>) -> Ports {
     let store = Arc::new(store.clone());
-    ApiState::new(
-        Ports {
-            keys: store.clone(),
-            tenants: store.clone(),
-            identities: store.clone(),
-            findings: store.clone(),
-            recommendations: store.clone(),
-            upr: store.clone(),
-            health: store,
-            limiter,
-        },
-        proxies,
-    )
+    Ports {
+        keys: store.clone(),
+        tenants: store.clone(),
+        identities: store.clone(),
+        findings: store.clone(),
+        recommendations: store.clone(),
+        upr: store.clone(),
+        webhooks: store.clone(),
+        health: store,
+        limiter,
+    }
 }
 
 /// The rate limiter the settings ask for: shared through Redis when `REDIS_URL` is set,
@@ -110,10 +107,15 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         || std::thread::available_parallelism().map_or(2, usize::from),
         usize::from,
     );
-    let limiter = limiter(&args.limits).await?;
+    let state = ApiState {
+        ports: ports(&store, limiter(&args.limits).await?),
+        trusted_proxies: args.limits.trusted_proxies.clone(),
+        keyring: Arc::new(args.secrets.keyring()?),
+        webhook_policy: args.webhooks.policy(),
+    };
     let running = start(
         listener,
-        state(&store, limiter, args.limits.trusted_proxies.clone()),
+        state,
         workers,
         Duration::from_secs(args.shutdown_timeout_secs),
     )?;

@@ -69,6 +69,12 @@ uuid_id!(
     "pass"
 );
 
+uuid_id!(
+    /// A webhook subscription.
+    WebhookId,
+    "id"
+);
+
 /// A connected cloud directory tenant's id: a GUID, shown lowercase and hyphenated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]

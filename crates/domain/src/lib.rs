@@ -11,6 +11,7 @@ mod macros;
 
 pub mod api_key;
 pub mod customer;
+pub mod egress;
 pub mod error;
 pub mod finding;
 pub mod identity;
@@ -20,8 +21,11 @@ pub mod page;
 pub mod ports;
 pub mod rate_limit;
 pub mod recommendation;
+pub mod secrets;
+pub mod signature;
 pub mod tenant;
 pub mod upr;
+pub mod webhook;
 
 /// A closed set of values with one wire string each (severity, status, kind, scope...).
 pub trait ClosedSet: Sized + Copy + PartialEq + std::str::FromStr + 'static {
@@ -34,5 +38,7 @@ pub trait ClosedSet: Sized + Copy + PartialEq + std::str::FromStr + 'static {
 pub use api_key::{ApiKey, ApiKeySecret, KeyHash, Principal, Scope, ScopeSet};
 pub use customer::{Customer, CustomerScope};
 pub use error::{Error, Result};
-pub use ids::{CloudTenantId, CustomerId, FindingId, IdentityId, KeyId, PassId, RecommendationId};
+pub use ids::{
+    CloudTenantId, CustomerId, FindingId, IdentityId, KeyId, PassId, RecommendationId, WebhookId,
+};
 pub use page::{Page, PageRequest};

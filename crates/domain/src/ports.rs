@@ -13,12 +13,14 @@ use crate::{
     error::Result,
     finding::{Finding, FindingFilter},
     identity::{Identity, IdentityDetail, IdentityFilter},
-    ids::{CloudTenantId, FindingId, IdentityId, KeyId},
+    ids::{CloudTenantId, FindingId, IdentityId, KeyId, WebhookId},
     ingest::{IngestError, IngestItem, PassSummary},
     page::{Page, PageRequest},
     recommendation::{RecommendationFilter, RoleRecommendation},
+    secrets::SealedSecret,
     tenant::{NewTenant, Tenant},
     upr::{UprFilter, UprRollup, UprScore, UprTrendPoint},
+    webhook::{NewSubscription, Subscription},
 };
 
 /// Customers (operator commands only).
@@ -116,6 +118,37 @@ pub trait ApiKeyRepository: Send + Sync {
     /// The principal of the key with this hash, if it is neither revoked nor expired now.
     /// Must see a revocation as soon as it is committed.
     async fn authenticate(&self, hash: &KeyHash) -> Result<Option<Principal>>;
+}
+
+/// Webhook subscriptions. Reads see active subscriptions only: a deactivated one is kept
+/// (for audit) but is `NotFound` like a missing one.
+#[async_trait]
+pub trait WebhookRepository: Send + Sync {
+    /// Stores an active subscription with its sealed secret. `Conflict` when the customer
+    /// already has `max_active` active subscriptions (checked atomically).
+    async fn create_subscription(
+        &self,
+        scope: CustomerScope,
+        id: WebhookId,
+        subscription: &NewSubscription,
+        secret: &SealedSecret,
+        max_active: u32,
+    ) -> Result<Subscription>;
+    /// Active subscriptions, oldest first.
+    async fn list_subscriptions(
+        &self,
+        scope: CustomerScope,
+        page: PageRequest,
+    ) -> Result<Page<Subscription>>;
+    async fn get_subscription(&self, scope: CustomerScope, id: WebhookId) -> Result<Subscription>;
+    /// Deactivates (soft-deletes) an active subscription and cancels its pending deliveries.
+    async fn deactivate_subscription(
+        &self,
+        scope: CustomerScope,
+        id: WebhookId,
+    ) -> Result<Subscription>;
+    /// The sealed signing secret of an active subscription.
+    async fn sealed_secret(&self, scope: CustomerScope, id: WebhookId) -> Result<SealedSecret>;
 }
 
 /// Readiness of the store.

@@ -7,6 +7,7 @@
 //! crate depends on the domain's ports only; the binary wires the adapters in.
 
 mod auth;
+mod body;
 pub mod client_ip;
 mod error;
 mod gate;

@@ -7,8 +7,8 @@
 
 use aide::openapi::{
     Components, Info, MediaType, OpenApi, Operation, Parameter, ParameterData,
-    ParameterSchemaOrContent, PathItem, Paths, QueryStyle, ReferenceOr, Response, Responses,
-    SchemaObject, SecurityScheme, StatusCode, Tag,
+    ParameterSchemaOrContent, PathItem, Paths, QueryStyle, ReferenceOr, RequestBody, Response,
+    Responses, SchemaObject, SecurityScheme, StatusCode, Tag,
 };
 use indexmap::IndexMap;
 use posture_wire::ErrorResponse;
@@ -146,6 +146,15 @@ fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation 
         );
     }
 
+    let request_body = endpoint.body.as_ref().map(|body| {
+        ReferenceOr::Item(RequestBody {
+            description: Some(body.description.to_owned()),
+            content: json_content((body.schema)(generator)),
+            required: true,
+            ..RequestBody::default()
+        })
+    });
+
     let mut description = endpoint.description.to_owned();
     let security = match endpoint.scope {
         Some(scope) => {
@@ -164,6 +173,7 @@ fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation 
         description: Some(description),
         operation_id: Some(endpoint.operation_id.to_owned()),
         parameters,
+        request_body,
         responses: Some(Responses {
             responses,
             ..Responses::default()

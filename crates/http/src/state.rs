@@ -5,9 +5,11 @@ use std::sync::Arc;
 use posture_domain::{
     ports::{
         ApiKeyRepository, FindingRepository, IdentityRepository, RecommendationRepository,
-        StoreHealth, TenantRepository, UprRepository,
+        StoreHealth, TenantRepository, UprRepository, WebhookRepository,
     },
     rate_limit::RateLimiter,
+    secrets::Keyring,
+    webhook::TargetPolicy,
 };
 
 use crate::client_ip::TrustedProxies;
@@ -21,6 +23,7 @@ pub struct Ports {
     pub findings: Arc<dyn FindingRepository>,
     pub recommendations: Arc<dyn RecommendationRepository>,
     pub upr: Arc<dyn UprRepository>,
+    pub webhooks: Arc<dyn WebhookRepository>,
     pub health: Arc<dyn StoreHealth>,
     pub limiter: Arc<dyn RateLimiter>,
 }
@@ -31,13 +34,8 @@ pub struct ApiState {
     pub ports: Ports,
     /// Proxies whose `X-Forwarded-For` names the client.
     pub trusted_proxies: TrustedProxies,
-}
-
-impl ApiState {
-    pub fn new(ports: Ports, trusted_proxies: TrustedProxies) -> Self {
-        Self {
-            ports,
-            trusted_proxies,
-        }
-    }
+    /// Seals webhook signing secrets.
+    pub keyring: Arc<Keyring>,
+    /// Which webhook receivers are accepted.
+    pub webhook_policy: TargetPolicy,
 }

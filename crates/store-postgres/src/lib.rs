@@ -16,6 +16,7 @@ mod recommendations;
 mod schema;
 mod tenants;
 mod upr;
+mod webhooks;
 
 use std::{
     collections::HashMap,

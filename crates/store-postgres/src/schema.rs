@@ -150,6 +150,23 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    webhook_subscriptions (customer_id, id) {
+        customer_id -> Uuid,
+        id -> Uuid,
+        name -> Text,
+        webhook_url -> Text,
+        webhook_type -> Text,
+        event_types -> Array<Text>,
+        secret_key_id -> Text,
+        secret_nonce -> Bytea,
+        secret_ciphertext -> Bytea,
+        active -> Bool,
+        created_at -> Timestamptz,
+        deactivated_at -> Nullable<Timestamptz>,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     customers,
     tenants,
@@ -163,4 +180,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     role_recommendations,
     upr_scores,
     upr_latest,
+    webhook_subscriptions,
 );

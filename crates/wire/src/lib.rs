@@ -13,6 +13,7 @@ pub mod identities;
 pub mod recommendations;
 pub mod tenants;
 pub mod upr;
+pub mod webhooks;
 
 use posture_domain::ClosedSet;
 use schemars::{Schema, SchemaGenerator, json_schema};
@@ -38,4 +39,18 @@ pub fn tenant_id(_: &mut SchemaGenerator) -> Schema {
 /// The schema of a cloud tenant id or `null`.
 pub fn nullable_tenant_id(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": ["string", "null"], "format": "uuid" })
+}
+
+/// The schema of a UUID.
+pub fn uuid(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "format": "uuid" })
+}
+
+/// The schema of the event types of a create request: a non-empty list.
+pub fn event_types_request(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "minItems": 1,
+        "items": { "type": "string", "enum": posture_domain::webhook::EventType::allowed() }
+    })
 }

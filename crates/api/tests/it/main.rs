@@ -6,6 +6,7 @@
 mod auth;
 mod cli;
 mod errors;
+mod logs;
 mod rate_limits;
 mod routes;
 mod support;

@@ -14,7 +14,8 @@ use posture_domain::{
     ports::ApiKeyRepository,
     rate_limit::{InProcessRateLimiter, RateLimiter, RatePolicy},
 };
-use posture_http::TrustedProxies;
+use posture_domain::{secrets::Keyring, webhook::TargetPolicy};
+use posture_http::{ApiState, TrustedProxies};
 use posture_store_postgres::PgStore;
 use posture_test_support::{TestDb, fixtures};
 use reqwest::{Client, Response, StatusCode};
@@ -27,6 +28,13 @@ pub struct TestApp {
     pub base: String,
     pub client: Client,
     handle: actix_web::dev::ServerHandle,
+}
+
+/// The key sealing webhook secrets in tests.
+pub const TEST_SECRET_KEY: [u8; 32] = [7; 32];
+
+pub fn test_keyring() -> Keyring {
+    Keyring::new(&TEST_SECRET_KEY, &[]).unwrap()
 }
 
 pub fn client() -> Client {
@@ -47,14 +55,47 @@ impl TestApp {
         .await
     }
 
+    /// A server that refuses private webhook targets, as in production.
+    pub async fn strict_webhooks() -> Self {
+        Self::build(
+            || Arc::new(InProcessRateLimiter::new(RatePolicy::DEFAULT)),
+            TrustedProxies::default(),
+            TargetPolicy {
+                allow_private: false,
+            },
+        )
+        .await
+    }
+
     /// A server with this limiter and these trusted proxies.
     pub async fn with_limiter(
         limiter: impl FnOnce() -> Arc<dyn RateLimiter>,
         proxies: TrustedProxies,
     ) -> Self {
+        Self::build(
+            limiter,
+            proxies,
+            TargetPolicy {
+                allow_private: true,
+            },
+        )
+        .await
+    }
+
+    async fn build(
+        limiter: impl FnOnce() -> Arc<dyn RateLimiter>,
+        proxies: TrustedProxies,
+        webhook_policy: TargetPolicy,
+    ) -> Self {
+        crate::logs::capture();
         let db = TestDb::new().await;
         let store = db.store();
-        let state = server::state(&store, limiter(), proxies);
+        let state = ApiState {
+            ports: server::ports(&store, limiter()),
+            trusted_proxies: proxies,
+            keyring: Arc::new(test_keyring()),
+            webhook_policy,
+        };
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let (tx, rx) = mpsc::channel();
         // The server runs on a thread and runtime of its own, so it outlives nothing.

@@ -58,6 +58,7 @@ pub static LIST: Endpoint = Endpoint {
                   first, then newest detection, then id. Filters combine (AND); values within \
                   one filter are alternatives (OR). `meta.total` counts every match.",
     params: &[&SEVERITY, &STATUS, &FINDING_TYPE, &TENANT, &LIMIT, &OFFSET],
+    body: None,
     success: Success::Json {
         status: 200,
         description: "A page of findings.",
@@ -77,6 +78,7 @@ pub static GET: Endpoint = Endpoint {
     description: "One finding of the customer, with the affected identity summarised. An id \
                   of another customer is 404.",
     params: &[&ID],
+    body: None,
     success: Success::Json {
         status: 200,
         description: "The finding.",

@@ -22,6 +22,7 @@ pub static LIST: Endpoint = Endpoint {
     description: "Users, groups, service principals, managed identities and agent identities \
                   across the customer's connected tenants, ordered by id.",
     params: &[&LIMIT, &OFFSET, &TENANT],
+    body: None,
     success: Success::Json {
         status: 200,
         description: "A page of identities.",
@@ -41,6 +42,7 @@ pub static GET: Endpoint = Endpoint {
     description: "One identity of the customer, including its role assignments. An id of \
                   another customer is 404.",
     params: &[&ID],
+    body: None,
     success: Success::Json {
         status: 200,
         description: "The identity.",

@@ -12,6 +12,7 @@ mod openapi_json;
 mod roles;
 mod tenants;
 mod upr;
+mod webhooks;
 
 use actix_web::{HttpResponse, Route, middleware::from_fn, web};
 use posture_domain::{
@@ -34,6 +35,10 @@ pub static ENDPOINTS: &[&Endpoint] = &[
     &upr::PRINCIPALS,
     &upr::TREND,
     &tenants::LIST,
+    &webhooks::CREATE,
+    &webhooks::LIST,
+    &webhooks::GET,
+    &webhooks::DELETE,
     &openapi_json::GET,
 ];
 
@@ -92,6 +97,12 @@ pub struct Param {
     pub comma_list: bool,
 }
 
+/// A request body.
+pub struct Body {
+    pub description: &'static str,
+    pub schema: SchemaFn,
+}
+
 /// What a route answers when it succeeds.
 pub enum Success {
     /// A JSON body.
@@ -116,6 +127,8 @@ pub struct Endpoint {
     pub summary: &'static str,
     pub description: &'static str,
     pub params: &'static [&'static Param],
+    /// The JSON body it takes, if any.
+    pub body: Option<Body>,
     pub success: Success,
     /// Error statuses of this route beyond those of every authenticated route
     /// (401, 403, 429, 500, 503).

@@ -26,6 +26,7 @@ pub static GET: Endpoint = Endpoint {
     description: "This document. Public: no key is needed (it is rate-limited per client \
                   address like any unauthenticated request).",
     params: &[],
+    body: None,
     success: Success::Json {
         status: 200,
         description: "The OpenAPI document.",

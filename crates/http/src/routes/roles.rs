@@ -19,6 +19,7 @@ pub static LIST: Endpoint = Endpoint {
     description: "Each recommendation with its target identity, the roles it holds, the role \
                   recommended instead and what applying it removes; ordered by id.",
     params: &[&TENANT, &LIMIT, &OFFSET],
+    body: None,
     success: Success::Json {
         status: 200,
         description: "A page of recommendations.",

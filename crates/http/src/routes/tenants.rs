@@ -19,6 +19,7 @@ pub static LIST: Endpoint = Endpoint {
     description: "The cloud directory tenants connected to the customer, ordered by \
                   cloudTenantId. Gated by `read:identities`.",
     params: &[&LIMIT, &OFFSET, &TENANT],
+    body: None,
     success: Success::Json {
         status: 200,
         description: "A page of tenants.",

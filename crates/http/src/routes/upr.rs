@@ -58,6 +58,7 @@ pub static ROLLUP: Endpoint = Endpoint {
                   each principal (bands: critical 80-100, high 60-79, medium 40-59, low 0-39), \
                   overall and per tenant. With `tenant`, restricted to that tenant.",
     params: &[&TENANT],
+    body: None,
     success: Success::Json {
         status: 200,
         description: "The rollup.",
@@ -77,6 +78,7 @@ pub static PRINCIPALS: Endpoint = Endpoint {
     description: "The latest score of each principal with its factor contributions, highest \
                   score first (then identity id).",
     params: &[&MIN_SCORE, &TENANT, &LIMIT, &OFFSET],
+    body: None,
     success: Success::Json {
         status: 200,
         description: "A page of principals.",
@@ -96,6 +98,7 @@ pub static TREND: Endpoint = Endpoint {
     description: "One point per day that has scores over the last `days` days (UTC, today \
                   included), oldest first: the figures over the scores recorded that day.",
     params: &[&DAYS, &TENANT],
+    body: None,
     success: Success::Json {
         status: 200,
         description: "The trend.",

@@ -4,3 +4,4 @@ mod identities;
 mod roles;
 mod tenants;
 mod upr;
+mod webhooks;

@@ -1,0 +1,308 @@
+//! Webhook subscriptions and the rules of creating one.
+
+use chrono::{DateTime, Utc};
+use url::{Host, Url};
+
+use crate::{
+    egress,
+    error::Error,
+    finding::Severity,
+    ids::{CustomerId, WebhookId},
+};
+
+string_enum! {
+    /// How deliveries to the receiver are rendered.
+    pub enum WebhookType ("webhookType") {
+        /// posture's JSON event envelope, for any JSON receiver.
+        Generic = "generic",
+        /// A Slack Block Kit message (incoming webhook).
+        Slack = "slack",
+        /// A Microsoft Teams Adaptive Card message (Workflows webhook).
+        Teams = "teams",
+    }
+}
+
+string_enum! {
+    /// What a subscription is notified of: new findings of one severity.
+    pub enum EventType ("eventTypes") {
+        FindingCritical = "finding_critical",
+        FindingHigh = "finding_high",
+        FindingMedium = "finding_medium",
+        FindingLow = "finding_low",
+    }
+}
+
+impl EventType {
+    pub fn for_severity(severity: Severity) -> Self {
+        match severity {
+            Severity::Critical => EventType::FindingCritical,
+            Severity::High => EventType::FindingHigh,
+            Severity::Medium => EventType::FindingMedium,
+            Severity::Low => EventType::FindingLow,
+        }
+    }
+
+    pub fn severity(self) -> Severity {
+        match self {
+            EventType::FindingCritical => Severity::Critical,
+            EventType::FindingHigh => Severity::High,
+            EventType::FindingMedium => Severity::Medium,
+            EventType::FindingLow => Severity::Low,
+        }
+    }
+}
+
+/// Longest subscription name.
+pub const MAX_NAME_LEN: usize = 100;
+/// Longest receiver URL.
+pub const MAX_URL_LEN: usize = 2048;
+/// Most active subscriptions per customer.
+pub const MAX_ACTIVE_SUBSCRIPTIONS: u32 = 25;
+
+/// A webhook subscription (without its secret).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subscription {
+    pub id: WebhookId,
+    pub name: String,
+    pub webhook_url: String,
+    pub webhook_type: WebhookType,
+    pub event_types: Vec<EventType>,
+    pub active: bool,
+    pub created_at: DateTime<Utc>,
+    pub deactivated_at: Option<DateTime<Utc>>,
+}
+
+/// What a subscription's sealed secret is bound to: its customer and id.
+pub fn secret_context(customer: CustomerId, id: WebhookId) -> Vec<u8> {
+    format!("webhook-secret/{customer}/{id}").into_bytes()
+}
+
+/// A validated subscription to create.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewSubscription {
+    pub name: String,
+    pub webhook_url: String,
+    pub webhook_type: WebhookType,
+    pub event_types: Vec<EventType>,
+}
+
+/// Which receiver addresses are accepted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TargetPolicy {
+    /// Development and tests only: accept `http://` and loopback or private addresses.
+    pub allow_private: bool,
+}
+
+/// What a create request carries, before validation.
+#[derive(Clone, Debug, Default)]
+pub struct SubscriptionRequest {
+    pub name: String,
+    pub webhook_url: String,
+    pub webhook_type: String,
+    pub event_types: Vec<String>,
+}
+
+impl SubscriptionRequest {
+    /// Checks every rule; the error names the field.
+    pub fn validate(self, policy: TargetPolicy) -> Result<NewSubscription, Error> {
+        let name = self.name;
+        if name.trim().is_empty() || name.chars().count() > MAX_NAME_LEN {
+            return Err(Error::invalid(
+                "name",
+                format!("must be 1 to {MAX_NAME_LEN} characters"),
+            ));
+        }
+        if name.chars().any(char::is_control) {
+            return Err(Error::invalid(
+                "name",
+                "must not contain control characters",
+            ));
+        }
+        let webhook_url = validate_url(&self.webhook_url, policy)?;
+        let webhook_type = self.webhook_type.parse::<WebhookType>()?;
+        if self.event_types.is_empty() {
+            return Err(Error::invalid(
+                "eventTypes",
+                format!(
+                    "must list at least one of {}",
+                    EventType::allowed().join(", ")
+                ),
+            ));
+        }
+        let mut event_types = Vec::new();
+        for text in &self.event_types {
+            let event = text.parse::<EventType>()?;
+            if !event_types.contains(&event) {
+                event_types.push(event);
+            }
+        }
+        Ok(NewSubscription {
+            name,
+            webhook_url,
+            webhook_type,
+            event_types,
+        })
+    }
+}
+
+/// An absolute https URL without credentials, to a host that is not a loopback, private or
+/// otherwise non-public address literal (unless the policy allows private targets).
+/// Returns the URL in normalised form. Host names are checked again at delivery, on the
+/// addresses they resolve to.
+pub fn validate_url(text: &str, policy: TargetPolicy) -> Result<String, Error> {
+    const FIELD: &str = "webhookUrl";
+    if text.len() > MAX_URL_LEN {
+        return Err(Error::invalid(
+            FIELD,
+            format!("must be at most {MAX_URL_LEN} characters"),
+        ));
+    }
+    let url = Url::parse(text)
+        .map_err(|e| Error::invalid(FIELD, format!("is not an absolute URL ({e})")))?;
+    match url.scheme() {
+        "https" => {}
+        "http" if policy.allow_private => {}
+        "http" => return Err(Error::invalid(FIELD, "must use https")),
+        other => {
+            return Err(Error::invalid(
+                FIELD,
+                format!("must use https, not {other}"),
+            ));
+        }
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(Error::invalid(
+            FIELD,
+            "must not contain credentials (user:password@)",
+        ));
+    }
+    let not_public = || {
+        Error::invalid(
+            FIELD,
+            "points to a loopback, private, link-local or otherwise non-public address",
+        )
+    };
+    match url.host() {
+        None => return Err(Error::invalid(FIELD, "has no host")),
+        Some(_) if policy.allow_private => {}
+        Some(Host::Ipv4(ip)) if !egress::is_public(ip.into()) => return Err(not_public()),
+        Some(Host::Ipv6(ip)) if !egress::is_public(ip.into()) => return Err(not_public()),
+        Some(Host::Domain(domain)) => {
+            let domain = domain.trim_end_matches('.').to_ascii_lowercase();
+            if domain == "localhost" || domain.ends_with(".localhost") {
+                return Err(not_public());
+            }
+        }
+        Some(_) => {}
+    }
+    Ok(url.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STRICT: TargetPolicy = TargetPolicy {
+        allow_private: false,
+    };
+    const DEV: TargetPolicy = TargetPolicy {
+        allow_private: true,
+    };
+
+    fn request() -> SubscriptionRequest {
+        SubscriptionRequest {
+            name: "SIEM".into(),
+            webhook_url: "https://hooks.example.com/posture".into(),
+            webhook_type: "generic".into(),
+            event_types: vec!["finding_critical".into(), "finding_high".into()],
+        }
+    }
+
+    fn field(result: Result<NewSubscription, Error>) -> String {
+        match result {
+            Err(Error::Invalid { field, .. }) => field.into_owned(),
+            other => panic!("expected a field error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_valid_request_is_accepted_and_duplicate_event_types_count_once() {
+        let mut r = request();
+        r.event_types.push("finding_critical".into());
+        let new = r.validate(STRICT).unwrap();
+        assert_eq!(
+            new.event_types,
+            vec![EventType::FindingCritical, EventType::FindingHigh]
+        );
+        assert_eq!(new.webhook_type, WebhookType::Generic);
+    }
+
+    #[test]
+    fn each_rule_names_its_field() {
+        let cases: Vec<(fn(&mut SubscriptionRequest), &str)> = vec![
+            (|r| r.name = String::new(), "name"),
+            (|r| r.name = "x".repeat(101), "name"),
+            (|r| r.name = "a\u{7}b".into(), "name"),
+            (|r| r.webhook_url = "not a url".into(), "webhookUrl"),
+            (|r| r.webhook_url = "/relative".into(), "webhookUrl"),
+            (
+                |r| r.webhook_url = "http://hooks.example.com/".into(),
+                "webhookUrl",
+            ),
+            (
+                |r| r.webhook_url = "ftp://hooks.example.com/".into(),
+                "webhookUrl",
+            ),
+            (
+                |r| r.webhook_url = "https://user:pw@hooks.example.com/".into(),
+                "webhookUrl",
+            ),
+            (
+                |r| r.webhook_url = format!("https://e.com/{}", "a".repeat(2040)),
+                "webhookUrl",
+            ),
+            (
+                |r| r.webhook_url = "https://127.0.0.1/".into(),
+                "webhookUrl",
+            ),
+            (|r| r.webhook_url = "https://[::1]/".into(), "webhookUrl"),
+            (
+                |r| r.webhook_url = "https://169.254.169.254/latest/meta-data".into(),
+                "webhookUrl",
+            ),
+            (|r| r.webhook_url = "https://10.0.0.8/".into(), "webhookUrl"),
+            (
+                |r| r.webhook_url = "https://localhost:8443/".into(),
+                "webhookUrl",
+            ),
+            (|r| r.webhook_type = "discord".into(), "webhookType"),
+            (|r| r.event_types = vec![], "eventTypes"),
+            (
+                |r| r.event_types = vec!["finding_info".into()],
+                "eventTypes",
+            ),
+        ];
+        for (change, expected) in cases {
+            let mut r = request();
+            change(&mut r);
+            assert_eq!(field(r.validate(STRICT)), expected);
+        }
+    }
+
+    #[test]
+    fn the_development_policy_allows_http_and_loopback() {
+        let mut r = request();
+        r.webhook_url = "http://127.0.0.1:9000/hook".into();
+        assert_eq!(
+            r.validate(DEV).unwrap().webhook_url,
+            "http://127.0.0.1:9000/hook"
+        );
+    }
+
+    #[test]
+    fn event_types_map_to_severities() {
+        for severity in Severity::ALL {
+            assert_eq!(EventType::for_severity(*severity).severity(), *severity);
+        }
+    }
+}

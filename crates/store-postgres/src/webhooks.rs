@@ -1,0 +1,220 @@
+//! Webhook subscriptions.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, RunQueryDsl};
+use posture_domain::{
+    CustomerScope, Error, Page, PageRequest, Result, WebhookId,
+    ports::WebhookRepository,
+    secrets::SealedSecret,
+    webhook::{EventType, NewSubscription, Subscription},
+};
+use uuid::Uuid;
+
+use crate::{
+    PgStore,
+    error::{corrupt, db_error},
+    schema::{customers, webhook_subscriptions},
+};
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = webhook_subscriptions, check_for_backend(diesel::pg::Pg))]
+pub(crate) struct SubscriptionRow {
+    id: Uuid,
+    name: String,
+    webhook_url: String,
+    webhook_type: String,
+    event_types: Vec<String>,
+    active: bool,
+    created_at: DateTime<Utc>,
+    deactivated_at: Option<DateTime<Utc>>,
+}
+
+impl TryFrom<SubscriptionRow> for Subscription {
+    type Error = Error;
+
+    fn try_from(row: SubscriptionRow) -> Result<Self> {
+        Ok(Subscription {
+            id: WebhookId::from_uuid(row.id),
+            name: row.name,
+            webhook_url: row.webhook_url,
+            webhook_type: row
+                .webhook_type
+                .parse()
+                .map_err(|e| corrupt("webhook type", e))?,
+            event_types: row
+                .event_types
+                .iter()
+                .map(|e| {
+                    e.parse::<EventType>()
+                        .map_err(|err| corrupt("event type", err))
+                })
+                .collect::<Result<_>>()?,
+            active: row.active,
+            created_at: row.created_at,
+            deactivated_at: row.deactivated_at,
+        })
+    }
+}
+
+/// Errors inside the create transaction.
+enum CreateError {
+    Full,
+    Db(diesel::result::Error),
+}
+
+impl From<diesel::result::Error> for CreateError {
+    fn from(e: diesel::result::Error) -> Self {
+        CreateError::Db(e)
+    }
+}
+
+#[async_trait]
+impl WebhookRepository for PgStore {
+    async fn create_subscription(
+        &self,
+        scope: CustomerScope,
+        id: WebhookId,
+        subscription: &NewSubscription,
+        secret: &SealedSecret,
+        max_active: u32,
+    ) -> Result<Subscription> {
+        let customer = scope.customer_id().as_uuid();
+        let mut conn = self.conn().await?;
+        let created = conn
+            .transaction(async |conn| {
+                // Lock the customer so concurrent creates cannot pass the quota together.
+                customers::table
+                    .find(customer)
+                    .select(customers::id)
+                    .for_update()
+                    .get_result::<Uuid>(conn)
+                    .await?;
+                let active: i64 = webhook_subscriptions::table
+                    .filter(webhook_subscriptions::customer_id.eq(customer))
+                    .filter(webhook_subscriptions::active)
+                    .count()
+                    .get_result(conn)
+                    .await?;
+                if active >= i64::from(max_active) {
+                    return Err(CreateError::Full);
+                }
+                let row = diesel::insert_into(webhook_subscriptions::table)
+                    .values((
+                        webhook_subscriptions::customer_id.eq(customer),
+                        webhook_subscriptions::id.eq(id.as_uuid()),
+                        webhook_subscriptions::name.eq(&subscription.name),
+                        webhook_subscriptions::webhook_url.eq(&subscription.webhook_url),
+                        webhook_subscriptions::webhook_type.eq(subscription.webhook_type.as_str()),
+                        webhook_subscriptions::event_types.eq(subscription
+                            .event_types
+                            .iter()
+                            .map(|e| e.as_str())
+                            .collect::<Vec<_>>()),
+                        webhook_subscriptions::secret_key_id.eq(&secret.key_id),
+                        webhook_subscriptions::secret_nonce.eq(&secret.nonce),
+                        webhook_subscriptions::secret_ciphertext.eq(&secret.ciphertext),
+                        webhook_subscriptions::created_at.eq(Utc::now()),
+                    ))
+                    .returning(SubscriptionRow::as_returning())
+                    .get_result::<SubscriptionRow>(conn)
+                    .await?;
+                Ok(row)
+            })
+            .await;
+        match created {
+            Ok(row) => row.try_into(),
+            Err(CreateError::Full) => Err(Error::Conflict(format!(
+                "a customer may have at most {max_active} active webhook subscriptions; delete one first"
+            ))),
+            Err(CreateError::Db(e)) => Err(db_error(e)),
+        }
+    }
+
+    async fn list_subscriptions(
+        &self,
+        scope: CustomerScope,
+        page: PageRequest,
+    ) -> Result<Page<Subscription>> {
+        let customer = scope.customer_id().as_uuid();
+        let conn = self.conn().await?;
+        let rows = webhook_subscriptions::table
+            .filter(webhook_subscriptions::customer_id.eq(customer))
+            .filter(webhook_subscriptions::active)
+            .order((webhook_subscriptions::created_at, webhook_subscriptions::id))
+            .limit(i64::from(page.limit()))
+            .offset(page.offset() as i64)
+            .select(SubscriptionRow::as_select())
+            .load::<SubscriptionRow>(&mut &*conn);
+        let total = webhook_subscriptions::table
+            .filter(webhook_subscriptions::customer_id.eq(customer))
+            .filter(webhook_subscriptions::active)
+            .count()
+            .get_result::<i64>(&mut &*conn);
+        let (rows, total) = futures_util::future::try_join(rows, total)
+            .await
+            .map_err(db_error)?;
+        Ok(Page {
+            items: rows
+                .into_iter()
+                .map(Subscription::try_from)
+                .collect::<Result<_>>()?,
+            total: total as u64,
+        })
+    }
+
+    async fn get_subscription(&self, scope: CustomerScope, id: WebhookId) -> Result<Subscription> {
+        let mut conn = self.conn().await?;
+        webhook_subscriptions::table
+            .find((scope.customer_id().as_uuid(), id.as_uuid()))
+            .filter(webhook_subscriptions::active)
+            .select(SubscriptionRow::as_select())
+            .get_result::<SubscriptionRow>(&mut conn)
+            .await
+            .map_err(db_error)?
+            .try_into()
+    }
+
+    async fn deactivate_subscription(
+        &self,
+        scope: CustomerScope,
+        id: WebhookId,
+    ) -> Result<Subscription> {
+        let mut conn = self.conn().await?;
+        diesel::update(
+            webhook_subscriptions::table
+                .find((scope.customer_id().as_uuid(), id.as_uuid()))
+                .filter(webhook_subscriptions::active),
+        )
+        .set((
+            webhook_subscriptions::active.eq(false),
+            webhook_subscriptions::deactivated_at.eq(Utc::now()),
+        ))
+        .returning(SubscriptionRow::as_returning())
+        .get_result::<SubscriptionRow>(&mut conn)
+        .await
+        .map_err(db_error)?
+        .try_into()
+    }
+
+    async fn sealed_secret(&self, scope: CustomerScope, id: WebhookId) -> Result<SealedSecret> {
+        let mut conn = self.conn().await?;
+        let (key_id, nonce, ciphertext) = webhook_subscriptions::table
+            .find((scope.customer_id().as_uuid(), id.as_uuid()))
+            .filter(webhook_subscriptions::active)
+            .select((
+                webhook_subscriptions::secret_key_id,
+                webhook_subscriptions::secret_nonce,
+                webhook_subscriptions::secret_ciphertext,
+            ))
+            .get_result::<(String, Vec<u8>, Vec<u8>)>(&mut conn)
+            .await
+            .map_err(db_error)?;
+        Ok(SealedSecret {
+            key_id,
+            nonce,
+            ciphertext,
+        })
+    }
+}

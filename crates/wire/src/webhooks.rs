@@ -1,0 +1,68 @@
+//! Webhook subscriptions.
+
+use chrono::{DateTime, Utc};
+use posture_domain::webhook::{EventType, Subscription, WebhookType};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// A webhook subscription (its signing secret is never shown again after creation).
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookResponse {
+    #[schemars(schema_with = "crate::uuid")]
+    pub id: String,
+    pub name: String,
+    /// The receiver's URL.
+    pub webhook_url: String,
+    #[schemars(schema_with = "crate::closed_set::<WebhookType>")]
+    pub webhook_type: WebhookType,
+    /// The events delivered: new findings of these severities.
+    #[schemars(schema_with = "crate::closed_set_list::<EventType>")]
+    pub event_types: Vec<EventType>,
+    /// Always true here: deactivated subscriptions are not served.
+    pub active: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<Subscription> for WebhookResponse {
+    fn from(s: Subscription) -> Self {
+        Self {
+            id: s.id.to_string(),
+            name: s.name,
+            webhook_url: s.webhook_url,
+            webhook_type: s.webhook_type,
+            event_types: s.event_types,
+            active: s.active,
+            created_at: s.created_at,
+        }
+    }
+}
+
+/// The created subscription with its signing secret: the only response that shows it.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedWebhookResponse {
+    #[serde(flatten)]
+    pub webhook: WebhookResponse,
+    /// `whsec_` + base64 of 32 random bytes. Shown once: store it to verify
+    /// `X-Service-Signature-256`. If it is lost, delete the subscription and create another.
+    pub signing_secret: String,
+}
+
+/// The body of `POST /webhooks` (documentation of the accepted JSON).
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateWebhookRequest {
+    /// A label, 1 to 100 characters.
+    #[schemars(length(min = 1, max = 100))]
+    pub name: String,
+    /// An absolute https URL without credentials, at most 2,048 characters, to a public
+    /// address.
+    #[schemars(length(min = 1, max = 2048), url)]
+    pub webhook_url: String,
+    #[schemars(schema_with = "crate::closed_set::<WebhookType>")]
+    pub webhook_type: WebhookType,
+    /// One or more event types; repeated values count once.
+    #[schemars(schema_with = "crate::event_types_request")]
+    pub event_types: Vec<EventType>,
+}
