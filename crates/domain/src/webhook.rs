@@ -239,7 +239,8 @@ mod tests {
 
     #[test]
     fn each_rule_names_its_field() {
-        let cases: Vec<(fn(&mut SubscriptionRequest), &str)> = vec![
+        type Change = fn(&mut SubscriptionRequest);
+        let cases: Vec<(Change, &str)> = vec![
             (|r| r.name = String::new(), "name"),
             (|r| r.name = "x".repeat(101), "name"),
             (|r| r.name = "a\u{7}b".into(), "name"),
