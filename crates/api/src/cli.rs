@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{DatabaseArgs, LogArgs, ServeArgs};
+use posture_config::{DatabaseArgs, LogArgs};
+
+use crate::config::ServeArgs;
 
 /// posture's API server and operator commands.
 #[derive(Parser, Debug)]
@@ -36,6 +38,34 @@ pub enum Command {
     Keys(KeysCommand),
     /// Run one analyzer pass from a JSON Lines file (or `-` for stdin).
     Ingest(IngestArgs),
+    /// Inspect and retry webhook deliveries.
+    #[command(subcommand)]
+    Deliveries(DeliveriesCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DeliveriesCommand {
+    /// List a customer's deliveries, newest first.
+    List {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The customer's id.
+        #[arg(long)]
+        customer: String,
+        /// Only deliveries in this state: pending, delivered, failed, cancelled.
+        #[arg(long)]
+        status: Option<String>,
+        /// Most deliveries listed.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// Make a failed or cancelled delivery pending again, due now, with a fresh schedule.
+    Retry {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The delivery's id (X-Service-Delivery).
+        delivery_id: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]

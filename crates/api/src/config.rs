@@ -1,70 +1,12 @@
-//! Configuration: flags with environment fallbacks (clap `env`), validated at start-up.
-//!
-//! A bad value stops the process before it does anything, with a message naming the flag
-//! and its variable. Values that are secrets (`DATABASE_URL`, `POSTURE_SECRET_KEY`) are
-//! hidden from `--help` and from `Debug`.
+//! Configuration of `posture-api serve` (the settings shared with the worker live in
+//! `posture-config`).
 
-use std::{fmt, net::SocketAddr, time::Duration};
+use std::{fmt, net::SocketAddr};
 
-use base64::Engine as _;
-use clap::{Args, ValueEnum};
+use clap::Args;
+use posture_config::{DatabaseArgs, SecretArgs, WebhookArgs};
 use posture_domain::rate_limit::RatePolicy;
 use posture_http::TrustedProxies;
-use posture_store_postgres::PgConfig;
-
-/// Where PostgreSQL is.
-#[derive(Args, Clone)]
-pub struct DatabaseArgs {
-    /// PostgreSQL URL, e.g. postgres://posture:secret@db:5432/posture.
-    #[arg(long = "database-url", env = "DATABASE_URL", hide_env_values = true)]
-    pub database_url: String,
-    /// Most connections this process opens to PostgreSQL.
-    #[arg(long, env = "POSTURE_DB_POOL_SIZE", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1000))]
-    pub db_pool_size: u16,
-}
-
-impl DatabaseArgs {
-    pub fn pg_config(&self) -> PgConfig {
-        let mut config = PgConfig::new(self.database_url.clone());
-        config.max_connections = usize::from(self.db_pool_size);
-        config.acquire_timeout = Duration::from_secs(5);
-        config
-    }
-}
-
-impl fmt::Debug for DatabaseArgs {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DatabaseArgs")
-            .field("database_url", &"<redacted>")
-            .field("db_pool_size", &self.db_pool_size)
-            .finish()
-    }
-}
-
-/// The 32-byte key that encrypts webhook signing secrets at rest (`POSTURE_SECRET_KEY`,
-/// base64). `Debug` never shows it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct SecretKey(pub [u8; 32]);
-
-impl fmt::Debug for SecretKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("SecretKey(<redacted>)")
-    }
-}
-
-/// Parses `POSTURE_SECRET_KEY`: base64 (standard alphabet) of exactly 32 bytes.
-pub fn parse_secret_key(value: &str) -> Result<SecretKey, String> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(value.trim())
-        .map_err(|_| "must be base64 (generate one with: openssl rand -base64 32)".to_owned())?;
-    let key: [u8; 32] = bytes.try_into().map_err(|b: Vec<u8>| {
-        format!(
-            "must decode to 32 bytes, got {} (openssl rand -base64 32)",
-            b.len()
-        )
-    })?;
-    Ok(SecretKey(key))
-}
 
 /// Rate limits (SPEC section 8).
 #[derive(Args, Clone)]
@@ -104,64 +46,6 @@ impl fmt::Debug for RateLimitArgs {
     }
 }
 
-/// Several `POSTURE_SECRET_KEY`s (comma-separated).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SecretKeys(pub Vec<SecretKey>);
-
-/// Parses a comma-separated list of secret keys (empty: none).
-pub fn parse_secret_keys(value: &str) -> Result<SecretKeys, String> {
-    value
-        .split(',')
-        .map(str::trim)
-        .filter(|k| !k.is_empty())
-        .map(parse_secret_key)
-        .collect::<Result<Vec<_>, _>>()
-        .map(SecretKeys)
-}
-
-/// The keys that seal webhook signing secrets.
-#[derive(Args, Clone, Debug)]
-pub struct SecretArgs {
-    /// Base64 of 32 random bytes; seals webhook signing secrets at rest
-    /// (generate one with: openssl rand -base64 32).
-    #[arg(long, env = "POSTURE_SECRET_KEY", hide_env_values = true, value_parser = parse_secret_key)]
-    pub secret_key: SecretKey,
-    /// Earlier POSTURE_SECRET_KEYs (comma-separated), kept during a rotation to open the
-    /// secrets they sealed.
-    #[arg(long, env = "POSTURE_SECRET_KEYS_PREVIOUS", hide_env_values = true, default_value = "", value_parser = parse_secret_keys)]
-    pub previous_secret_keys: SecretKeys,
-}
-
-impl SecretArgs {
-    pub fn keyring(&self) -> anyhow::Result<posture_domain::secrets::Keyring> {
-        let previous: Vec<[u8; 32]> = self.previous_secret_keys.0.iter().map(|k| k.0).collect();
-        posture_domain::secrets::Keyring::new(&self.secret_key.0, &previous)
-            .map_err(|e| anyhow::anyhow!("{e}"))
-    }
-}
-
-/// Webhook receivers.
-#[derive(Args, Clone, Debug)]
-pub struct WebhookArgs {
-    /// Development and tests only: accept http:// receivers and loopback or private
-    /// addresses (refused otherwise, as SSRF protection).
-    #[arg(long, env = "POSTURE_WEBHOOK_ALLOW_PRIVATE")]
-    pub webhook_allow_private: bool,
-}
-
-impl WebhookArgs {
-    pub fn policy(&self) -> posture_domain::webhook::TargetPolicy {
-        if self.webhook_allow_private {
-            tracing::warn!(
-                "POSTURE_WEBHOOK_ALLOW_PRIVATE is on: webhooks may target private addresses (development only)"
-            );
-        }
-        posture_domain::webhook::TargetPolicy {
-            allow_private: self.webhook_allow_private,
-        }
-    }
-}
-
 /// Settings of `posture-api serve`.
 #[derive(Args, Clone, Debug)]
 pub struct ServeArgs {
@@ -182,65 +66,4 @@ pub struct ServeArgs {
     /// Seconds in-flight requests get to finish after SIGTERM.
     #[arg(long, env = "POSTURE_SHUTDOWN_TIMEOUT_SECS", default_value_t = 30)]
     pub shutdown_timeout_secs: u64,
-}
-
-/// Log output format.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    #[default]
-    Text,
-    /// One JSON object per event.
-    Json,
-}
-
-/// Logging settings, shared by every subcommand.
-#[derive(Args, Clone, Debug)]
-pub struct LogArgs {
-    /// Tracing filter, e.g. `info`, `posture_http=debug,info`.
-    #[arg(
-        long = "log",
-        env = "POSTURE_LOG",
-        default_value = "info",
-        global = true
-    )]
-    pub filter: String,
-    /// Log format.
-    #[arg(
-        long = "log-format",
-        env = "POSTURE_LOG_FORMAT",
-        value_enum,
-        default_value_t,
-        global = true
-    )]
-    pub format: LogFormat,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_secret_key_must_be_32_bytes_of_base64() {
-        let ok = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
-        assert_eq!(parse_secret_key(&ok).unwrap(), SecretKey([7u8; 32]));
-        let short = base64::engine::general_purpose::STANDARD.encode([7u8; 16]);
-        assert!(parse_secret_key(&short).unwrap_err().contains("32 bytes"));
-        assert!(
-            parse_secret_key("not base64!")
-                .unwrap_err()
-                .contains("base64")
-        );
-    }
-
-    #[test]
-    fn debug_never_shows_secrets() {
-        let key = SecretKey([1u8; 32]);
-        assert_eq!(format!("{key:?}"), "SecretKey(<redacted>)");
-        let db = DatabaseArgs {
-            database_url: "postgres://u:hunter2@h/db".into(),
-            db_pool_size: 4,
-        };
-        assert!(!format!("{db:?}").contains("hunter2"));
-    }
 }

@@ -6,4 +6,3 @@ pub mod commands;
 pub mod config;
 mod output;
 pub mod server;
-pub mod telemetry;

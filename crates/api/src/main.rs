@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 
 use clap::Parser as _;
-use posture_api::{cli::Cli, commands, telemetry};
+use posture_api::{cli::Cli, commands};
+use posture_config::telemetry;
 
 #[tokio::main]
 async fn main() -> ExitCode {

@@ -74,6 +74,11 @@ uuid_id!(
     WebhookId,
     "id"
 );
+uuid_id!(
+    /// One webhook delivery (the same on every retry: `X-Service-Delivery`).
+    DeliveryId,
+    "id"
+);
 
 /// A connected cloud directory tenant's id: a GUID, shown lowercase and hyphenated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

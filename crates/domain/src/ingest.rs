@@ -101,6 +101,8 @@ pub struct PassCounts {
     pub new_findings: u64,
     pub role_recommendations: u64,
     pub upr_scores: u64,
+    /// Webhook deliveries queued for the new findings.
+    pub deliveries: u64,
 }
 
 /// The result of a committed pass.

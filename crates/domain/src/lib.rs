@@ -11,6 +11,7 @@ mod macros;
 
 pub mod api_key;
 pub mod customer;
+pub mod delivery;
 pub mod egress;
 pub mod error;
 pub mod finding;
@@ -39,6 +40,7 @@ pub use api_key::{ApiKey, ApiKeySecret, KeyHash, Principal, Scope, ScopeSet};
 pub use customer::{Customer, CustomerScope};
 pub use error::{Error, Result};
 pub use ids::{
-    CloudTenantId, CustomerId, FindingId, IdentityId, KeyId, PassId, RecommendationId, WebhookId,
+    CloudTenantId, CustomerId, DeliveryId, FindingId, IdentityId, KeyId, PassId, RecommendationId,
+    WebhookId,
 };
 pub use page::{Page, PageRequest};

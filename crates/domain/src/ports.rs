@@ -10,10 +10,11 @@ use async_trait::async_trait;
 use crate::{
     api_key::{ApiKey, KeyHash, NewApiKey, Principal},
     customer::{Customer, CustomerScope},
+    delivery::{Attempt, ClaimedDelivery, Delivery, DeliveryStatus, NextStep},
     error::Result,
     finding::{Finding, FindingFilter},
     identity::{Identity, IdentityDetail, IdentityFilter},
-    ids::{CloudTenantId, FindingId, IdentityId, KeyId, WebhookId},
+    ids::{CloudTenantId, DeliveryId, FindingId, IdentityId, KeyId, WebhookId},
     ingest::{IngestError, IngestItem, PassSummary},
     page::{Page, PageRequest},
     recommendation::{RecommendationFilter, RoleRecommendation},
@@ -66,6 +67,12 @@ pub trait FindingRepository: Send + Sync {
     ) -> Result<Page<Finding>>;
     /// `NotFound` for an unknown or foreign id.
     async fn get_finding(&self, scope: CustomerScope, id: &FindingId) -> Result<Finding>;
+    /// The customer's findings with these ids, in the order given (unknown ids skipped).
+    async fn findings_by_ids(
+        &self,
+        scope: CustomerScope,
+        ids: &[FindingId],
+    ) -> Result<Vec<Finding>>;
 }
 
 /// Right-sized role recommendations.
@@ -149,6 +156,44 @@ pub trait WebhookRepository: Send + Sync {
     ) -> Result<Subscription>;
     /// The sealed signing secret of an active subscription.
     async fn sealed_secret(&self, scope: CustomerScope, id: WebhookId) -> Result<SealedSecret>;
+}
+
+/// The outbox of webhook deliveries, worked by any number of workers.
+#[async_trait]
+pub trait DeliveryRepository: Send + Sync {
+    /// Claims up to `limit` due deliveries of active subscriptions for `lease`: no other
+    /// worker claims them until the lease ends (a crashed worker's claims are retried then).
+    async fn claim_due(
+        &self,
+        worker: &str,
+        limit: u32,
+        lease: std::time::Duration,
+    ) -> Result<Vec<ClaimedDelivery>>;
+    /// Keeps the body rendered at the first attempt (the first stored body wins).
+    async fn store_body(&self, delivery: &Delivery, body: &[u8]) -> Result<()>;
+    /// Records an attempt and what follows it; ends the lease.
+    async fn finish_attempt(
+        &self,
+        worker: &str,
+        delivery: &Delivery,
+        attempt: &Attempt,
+        next: NextStep,
+    ) -> Result<()>;
+    /// Gives up the leases of claimed deliveries that were not attempted (shutdown).
+    async fn release(&self, worker: &str, deliveries: &[&Delivery]) -> Result<()>;
+    /// Waits until new deliveries are queued or `timeout` passes; `true` if woken.
+    async fn wait_for_work(&self, timeout: std::time::Duration) -> Result<bool>;
+    /// Deliveries of a customer, newest first (operators).
+    async fn list_deliveries(
+        &self,
+        scope: CustomerScope,
+        status: Option<DeliveryStatus>,
+        limit: u32,
+    ) -> Result<Vec<Delivery>>;
+    /// Makes a failed or cancelled delivery pending again, due now (operators).
+    async fn retry_delivery(&self, id: DeliveryId) -> Result<Delivery>;
+    /// The attempts of a delivery, oldest first.
+    async fn attempts(&self, scope: CustomerScope, id: DeliveryId) -> Result<Vec<Attempt>>;
 }
 
 /// Readiness of the store.

@@ -191,6 +191,28 @@ impl FindingRepository for PgStore {
         })
     }
 
+    async fn findings_by_ids(
+        &self,
+        scope: CustomerScope,
+        ids: &[FindingId],
+    ) -> Result<Vec<Finding>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let customer = scope.customer_id().as_uuid();
+        let wanted: Vec<&str> = ids.iter().map(FindingId::as_str).collect();
+        let mut conn = self.conn().await?;
+        let mut rows = findings_with_identity!(customer)
+            .filter(findings::id.eq_any(&wanted))
+            .load::<FindingWithIdentity>(&mut conn)
+            .await
+            .map_err(db_error)?;
+        let position: std::collections::HashMap<&str, usize> =
+            wanted.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+        rows.sort_by_key(|(row, _)| position.get(row.id.as_str()).copied().unwrap_or(usize::MAX));
+        rows.into_iter().map(to_finding).collect()
+    }
+
     async fn get_finding(&self, scope: CustomerScope, id: &FindingId) -> Result<Finding> {
         let customer = scope.customer_id().as_uuid();
         let mut conn = self.conn().await?;

@@ -7,6 +7,7 @@
 
 mod api_keys;
 mod customers;
+mod deliveries;
 mod error;
 mod findings;
 mod identities;
@@ -82,6 +83,9 @@ pub struct PoolStatus {
 pub struct PgStore {
     pool: Pool<AsyncPgConnection>,
     key_touches: Arc<KeyTouches>,
+    /// For the dedicated `LISTEN` connection of workers.
+    url: String,
+    listener: Arc<deliveries::Listener>,
 }
 
 impl fmt::Debug for PgStore {
@@ -113,6 +117,8 @@ impl PgStore {
         Ok(Self {
             pool,
             key_touches: Arc::default(),
+            url: config.url.clone(),
+            listener: Arc::default(),
         })
     }
 

@@ -167,6 +167,41 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    webhook_deliveries (customer_id, id) {
+        customer_id -> Uuid,
+        id -> Uuid,
+        subscription_id -> Uuid,
+        pass_id -> Uuid,
+        event_type -> Text,
+        chunk -> Integer,
+        finding_ids -> Array<Text>,
+        body -> Nullable<Bytea>,
+        status -> Text,
+        attempts -> Integer,
+        next_attempt_at -> Timestamptz,
+        lease_until -> Nullable<Timestamptz>,
+        leased_by -> Nullable<Text>,
+        created_at -> Timestamptz,
+        delivered_at -> Nullable<Timestamptz>,
+        last_error -> Nullable<Text>,
+    }
+}
+
+diesel::table! {
+    webhook_attempts (customer_id, delivery_id, attempt) {
+        customer_id -> Uuid,
+        delivery_id -> Uuid,
+        attempt -> Integer,
+        started_at -> Timestamptz,
+        latency_ms -> Integer,
+        status_code -> Nullable<SmallInt>,
+        error -> Nullable<Text>,
+        response_excerpt -> Nullable<Text>,
+        worker -> Text,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     customers,
     tenants,
@@ -181,4 +216,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     upr_scores,
     upr_latest,
     webhook_subscriptions,
+    webhook_deliveries,
+    webhook_attempts,
 );

@@ -15,7 +15,7 @@ use uuid::Uuid;
 use crate::{
     PgStore,
     error::{corrupt, db_error},
-    schema::{customers, webhook_subscriptions},
+    schema::{customers, webhook_deliveries, webhook_subscriptions},
 };
 
 #[derive(Queryable, Selectable)]
@@ -56,6 +56,41 @@ impl TryFrom<SubscriptionRow> for Subscription {
             deactivated_at: row.deactivated_at,
         })
     }
+}
+
+/// Deactivates an active subscription and cancels its pending deliveries (inside the
+/// caller's transaction). `NotFound` when it is not active.
+pub(crate) async fn deactivate(
+    conn: &mut diesel_async::AsyncPgConnection,
+    customer: Uuid,
+    id: Uuid,
+) -> QueryResult<SubscriptionRow> {
+    let row = diesel::update(
+        webhook_subscriptions::table
+            .find((customer, id))
+            .filter(webhook_subscriptions::active),
+    )
+    .set((
+        webhook_subscriptions::active.eq(false),
+        webhook_subscriptions::deactivated_at.eq(Utc::now()),
+    ))
+    .returning(SubscriptionRow::as_returning())
+    .get_result::<SubscriptionRow>(conn)
+    .await?;
+    diesel::update(
+        webhook_deliveries::table
+            .filter(webhook_deliveries::customer_id.eq(customer))
+            .filter(webhook_deliveries::subscription_id.eq(id))
+            .filter(webhook_deliveries::status.eq("pending")),
+    )
+    .set((
+        webhook_deliveries::status.eq("cancelled"),
+        webhook_deliveries::lease_until.eq(None::<DateTime<Utc>>),
+        webhook_deliveries::leased_by.eq(None::<String>),
+    ))
+    .execute(conn)
+    .await?;
+    Ok(row)
 }
 
 /// Errors inside the create transaction.
@@ -181,21 +216,12 @@ impl WebhookRepository for PgStore {
         scope: CustomerScope,
         id: WebhookId,
     ) -> Result<Subscription> {
+        let customer = scope.customer_id().as_uuid();
         let mut conn = self.conn().await?;
-        diesel::update(
-            webhook_subscriptions::table
-                .find((scope.customer_id().as_uuid(), id.as_uuid()))
-                .filter(webhook_subscriptions::active),
-        )
-        .set((
-            webhook_subscriptions::active.eq(false),
-            webhook_subscriptions::deactivated_at.eq(Utc::now()),
-        ))
-        .returning(SubscriptionRow::as_returning())
-        .get_result::<SubscriptionRow>(&mut conn)
-        .await
-        .map_err(db_error)?
-        .try_into()
+        conn.transaction(async |conn| deactivate(conn, customer, id.as_uuid()).await)
+            .await
+            .map_err(db_error)?
+            .try_into()
     }
 
     async fn sealed_secret(&self, scope: CustomerScope, id: WebhookId) -> Result<SealedSecret> {

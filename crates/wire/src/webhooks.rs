@@ -66,3 +66,45 @@ pub struct CreateWebhookRequest {
     #[schemars(schema_with = "crate::event_types_request")]
     pub event_types: Vec<EventType>,
 }
+
+/// The body of a `generic` delivery: new findings of one severity from one analyzer pass.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FindingEventBody {
+    /// The delivery's id, also sent as `X-Service-Delivery` (the same on every retry).
+    #[schemars(schema_with = "crate::uuid")]
+    pub id: String,
+    /// The event type, also sent as `X-Service-Event`.
+    #[serde(rename = "type")]
+    #[schemars(schema_with = "crate::closed_set::<EventType>")]
+    pub event_type: EventType,
+    /// When the delivery was queued (the analyzer pass's commit).
+    pub created_at: DateTime<Utc>,
+    /// The analyzer pass that found them.
+    #[schemars(schema_with = "crate::uuid")]
+    pub analyzer_pass_id: String,
+    pub data: FindingEventData,
+}
+
+/// The findings of a delivery.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FindingEventData {
+    /// 1 to 100 findings, in the same shape as `GET /findings`, ordered by id.
+    pub findings: Vec<crate::findings::FindingResponse>,
+}
+
+impl FindingEventBody {
+    pub fn new(
+        delivery: &posture_domain::delivery::Delivery,
+        findings: Vec<crate::findings::FindingResponse>,
+    ) -> Self {
+        Self {
+            id: delivery.id.to_string(),
+            event_type: delivery.event_type,
+            created_at: delivery.created_at,
+            analyzer_pass_id: delivery.pass_id.to_string(),
+            data: FindingEventData { findings },
+        }
+    }
+}

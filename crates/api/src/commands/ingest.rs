@@ -98,19 +98,21 @@ pub async fn run(args: IngestArgs, json: bool) -> anyhow::Result<()> {
         "newFindings": c.new_findings,
         "roleRecommendations": c.role_recommendations,
         "uprScores": c.upr_scores,
+        "deliveriesQueued": c.deliveries,
     });
     let seconds = (summary.finished_at - summary.started_at).num_milliseconds() as f64 / 1000.0;
     emit(json, &value, || {
         format!(
             "pass {} committed in {seconds:.1} s: {} tenants, {} identities, {} findings ({} new), \
-             {} role recommendations, {} UPR scores",
+             {} role recommendations, {} UPR scores; {} webhook deliveries queued",
             summary.pass_id,
             c.tenants,
             c.identities,
             c.findings,
             c.new_findings,
             c.role_recommendations,
-            c.upr_scores
+            c.upr_scores,
+            c.deliveries
         )
     })
 }

@@ -2,6 +2,7 @@
 //! customer it names (`CustomerScope::for_operator`).
 
 mod customers;
+mod deliveries;
 mod ingest;
 mod keys;
 mod tenants;
@@ -11,9 +12,10 @@ use posture_domain::{CustomerId, CustomerScope};
 use posture_store_postgres::{PgStore, migrations};
 use serde_json::json;
 
+use posture_config::DatabaseArgs;
+
 use crate::{
     cli::{Cli, Command},
-    config::DatabaseArgs,
     output::emit,
 };
 
@@ -38,6 +40,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Tenants(command) => tenants::run(command, json).await,
         Command::Keys(command) => keys::run(command, json).await,
         Command::Ingest(args) => ingest::run(args, json).await,
+        Command::Deliveries(command) => deliveries::run(command, json).await,
     }
 }
 

@@ -184,3 +184,113 @@ async fn issuing_a_key_with_an_unknown_scope_fails_naming_it() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn failed_deliveries_are_listed_by_status_and_can_be_retried() {
+    use std::{sync::Arc, time::Duration};
+
+    use posture_delivery::{Worker, WorkerConfig};
+    use posture_domain::delivery::RetryPolicy;
+    use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
+
+    let app = crate::support::TestApp::start().await;
+    let (customer, tenant) = app.customer("A").await;
+    let (_, key) = app
+        .key(customer, &[posture_domain::Scope::ManageWebhooks])
+        .await;
+    let receiver = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(500))
+        .mount(&receiver)
+        .await;
+    let created = app
+        .client
+        .post(app.url("/api/v1/webhooks"))
+        .bearer_auth(&key)
+        .json(
+            &serde_json::json!({"name": "r", "webhookUrl": format!("{}/hook", receiver.uri()),
+                                   "webhookType": "generic", "eventTypes": ["finding_high"]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    app.ingest(
+        customer,
+        &[
+            fixtures::identity("u1", &tenant, "Ada"),
+            fixtures::finding("h1", &tenant, "high", "open", "u1"),
+        ],
+    )
+    .await;
+    let store = Arc::new(app.store.clone());
+    let worker = Arc::new(
+        Worker::new(
+            store.clone(),
+            store,
+            Arc::new(crate::support::test_keyring()),
+            WorkerConfig {
+                id: "cli-test".into(),
+                concurrency: 1,
+                lease: Duration::from_secs(5),
+                poll_interval: Duration::from_secs(1),
+                retry: RetryPolicy {
+                    base: Duration::from_millis(100),
+                    max_attempts: 1,
+                },
+                timeout: Duration::from_secs(1),
+                allow_private: true,
+            },
+        )
+        .unwrap(),
+    );
+    assert_eq!(worker.drain().await.unwrap(), 1);
+
+    let id = customer.customer_id().to_string();
+    let failed = json_of(&posture_api(
+        &app.db,
+        &[
+            "deliveries",
+            "list",
+            "--customer",
+            &id,
+            "--status",
+            "failed",
+            "--json",
+        ],
+        None,
+    ));
+    let rows = failed["data"].as_array().unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["eventType"], "finding_high");
+    assert_eq!(rows[0]["attempts"], 1);
+    assert_eq!(rows[0]["lastError"], "HTTP 500");
+    let delivery = rows[0]["id"].as_str().unwrap();
+    let retried = json_of(&posture_api(
+        &app.db,
+        &["deliveries", "retry", delivery, "--json"],
+        None,
+    ));
+    assert_eq!(retried["status"], "pending");
+    assert_eq!(retried["attempts"], 0);
+    let pending = json_of(&posture_api(
+        &app.db,
+        &[
+            "deliveries",
+            "list",
+            "--customer",
+            &id,
+            "--status",
+            "pending",
+            "--json",
+        ],
+        None,
+    ));
+    assert_eq!(pending["data"].as_array().unwrap().len(), 1);
+    let again = posture_api(&app.db, &["deliveries", "retry", delivery], None);
+    assert!(
+        !again.status.success(),
+        "a pending delivery cannot be retried"
+    );
+    assert!(String::from_utf8_lossy(&again.stderr).contains("is pending"));
+}

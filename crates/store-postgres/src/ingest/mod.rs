@@ -282,6 +282,10 @@ impl<'c> PassRun<'c> {
             .get_result(self.conn)
             .await?;
         self.counts.new_findings = new_findings as u64;
+        if new_findings > 0 {
+            let queued = crate::deliveries::fan_out(self.conn, customer, self.pass_id).await?;
+            self.counts.deliveries = queued as u64;
+        }
         let finished_at = Utc::now();
         let count = |n: u64| i32::try_from(n).unwrap_or(i32::MAX);
         diesel::insert_into(analyzer_passes::table)

@@ -5,7 +5,7 @@ use std::io::IsTerminal as _;
 
 use tracing_subscriber::{EnvFilter, fmt};
 
-use crate::config::{LogArgs, LogFormat};
+use crate::{LogArgs, LogFormat};
 
 /// Installs the global subscriber. A bad filter falls back to `info` with a warning.
 pub fn init(args: &LogArgs) {

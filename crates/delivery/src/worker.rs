@@ -1,0 +1,252 @@
+//! The worker loop: claim due deliveries, send them with bounded concurrency, record every
+//! attempt, repeat.
+//!
+//! Claims are leases (`FOR UPDATE SKIP LOCKED`): any number of workers run side by side and
+//! never hold the same delivery at once; a crashed worker's claims are retried when their
+//! lease ends. An idle worker sleeps until PostgreSQL notifies it of new deliveries, or the
+//! poll interval passes (retries come due without a notification). On shutdown it starts
+//! nothing new, lets in-flight attempts finish (each is bounded by the request timeout) and
+//! releases the claims it did not start.
+
+use std::{sync::Arc, time::Duration};
+
+use chrono::Utc;
+use posture_domain::{
+    CustomerScope, Result,
+    delivery::{ClaimedDelivery, NextStep, Outcome, RetryPolicy},
+    ports::{DeliveryRepository, FindingRepository},
+    secrets::Keyring,
+    signature::signature_header,
+    webhook::secret_context,
+};
+use ring::rand::{SecureRandom, SystemRandom};
+use tokio::{sync::watch, task::JoinSet};
+
+use crate::{
+    client::{DeliveryHeaders, WebhookClient},
+    render::render,
+};
+
+/// How a worker runs.
+#[derive(Clone, Debug)]
+pub struct WorkerConfig {
+    /// Names the worker's claims (host, process, random part).
+    pub id: String,
+    /// Deliveries sent at once.
+    pub concurrency: usize,
+    /// How long a claim lasts; must exceed the request timeout.
+    pub lease: Duration,
+    /// Longest sleep without a notification.
+    pub poll_interval: Duration,
+    pub retry: RetryPolicy,
+    pub timeout: Duration,
+    pub allow_private: bool,
+}
+
+/// A delivery worker.
+pub struct Worker {
+    deliveries: Arc<dyn DeliveryRepository>,
+    findings: Arc<dyn FindingRepository>,
+    keyring: Arc<Keyring>,
+    client: WebhookClient,
+    config: WorkerConfig,
+    random: SystemRandom,
+}
+
+/// What happened to one claimed delivery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sent {
+    Delivered,
+    Retrying,
+    Failed,
+    Gone,
+}
+
+impl Worker {
+    pub fn new(
+        deliveries: Arc<dyn DeliveryRepository>,
+        findings: Arc<dyn FindingRepository>,
+        keyring: Arc<Keyring>,
+        config: WorkerConfig,
+    ) -> std::result::Result<Self, String> {
+        let client = WebhookClient::new(config.timeout, config.allow_private)?;
+        Ok(Self {
+            deliveries,
+            findings,
+            keyring,
+            client,
+            config,
+            random: SystemRandom::new(),
+        })
+    }
+
+    fn jitter(&self) -> f64 {
+        let mut bytes = [0u8; 4];
+        match self.random.fill(&mut bytes) {
+            Ok(()) => f64::from(u32::from_be_bytes(bytes)) / (f64::from(u32::MAX) + 1.0),
+            Err(_) => 0.5,
+        }
+    }
+
+    /// Sends one claimed delivery and records the attempt.
+    pub async fn deliver(&self, claimed: ClaimedDelivery) -> Result<Sent> {
+        let ClaimedDelivery {
+            delivery,
+            target,
+            body,
+        } = claimed;
+        let scope = CustomerScope::for_operator(delivery.customer_id);
+        let body = match body {
+            Some(body) => body,
+            None => {
+                let findings = self
+                    .findings
+                    .findings_by_ids(scope, &delivery.finding_ids)
+                    .await?;
+                let body = render(target.webhook_type, &delivery, findings);
+                self.deliveries.store_body(&delivery, &body).await?;
+                body
+            }
+        };
+        let secret = self.keyring.open(
+            &target.secret,
+            &secret_context(delivery.customer_id, delivery.subscription_id),
+        )?;
+        let signature = signature_header(secret.expose(), &body);
+        let id = delivery.id.to_string();
+        let headers = DeliveryHeaders {
+            event: delivery.event_type.as_str(),
+            signature: &signature,
+            delivery_id: &id,
+        };
+        let (outcome, attempt) = self.client.send(&target.url, &body, &headers).await;
+        let attempts_made = delivery.attempts + 1;
+        let (next, sent) = match &outcome {
+            Outcome::Delivered { .. } => (NextStep::Delivered, Sent::Delivered),
+            Outcome::Gone => (NextStep::Gone, Sent::Gone),
+            Outcome::Failed { retry_after, .. } => {
+                match self
+                    .config
+                    .retry
+                    .next_delay(attempts_made, self.jitter(), *retry_after)
+                {
+                    Some(delay) => (
+                        NextStep::RetryAt(
+                            Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default(),
+                        ),
+                        Sent::Retrying,
+                    ),
+                    None => (NextStep::Failed, Sent::Failed),
+                }
+            }
+        };
+        tracing::info!(
+            delivery.id = %delivery.id,
+            customer.id = %delivery.customer_id,
+            subscription.id = %delivery.subscription_id,
+            event = delivery.event_type.as_str(),
+            attempt = attempts_made,
+            http.status = attempt.status_code,
+            latency_ms = attempt.latency_ms,
+            outcome = ?sent,
+            error = attempt.error.as_deref(),
+            "webhook attempt"
+        );
+        self.deliveries
+            .finish_attempt(&self.config.id, &delivery, &attempt, next)
+            .await?;
+        Ok(sent)
+    }
+
+    /// Sends a batch with bounded concurrency. Deliveries not started when `stop` turns
+    /// true are released for other workers.
+    async fn process(
+        self: &Arc<Self>,
+        batch: Vec<ClaimedDelivery>,
+        stop: &watch::Receiver<bool>,
+    ) -> usize {
+        let semaphore = Arc::new(tokio::sync::Semaphore::new(self.config.concurrency.max(1)));
+        let mut tasks = JoinSet::new();
+        let mut unstarted = Vec::new();
+        for claimed in batch {
+            if *stop.borrow() {
+                unstarted.push(claimed.delivery);
+                continue;
+            }
+            let Ok(permit) = semaphore.clone().acquire_owned().await else {
+                break;
+            };
+            let worker = self.clone();
+            tasks.spawn(async move {
+                let id = claimed.delivery.id;
+                if let Err(e) = worker.deliver(claimed).await {
+                    // The lease ends and another attempt follows; nothing is lost.
+                    tracing::error!(delivery.id = %id, error = %e, "delivery could not be processed");
+                }
+                drop(permit);
+            });
+        }
+        let started = tasks.len();
+        while tasks.join_next().await.is_some() {}
+        if !unstarted.is_empty() {
+            let refs: Vec<_> = unstarted.iter().collect();
+            if let Err(e) = self.deliveries.release(&self.config.id, &refs).await {
+                tracing::warn!(error = %e, "could not release unstarted claims; their leases will expire");
+            }
+        }
+        started
+    }
+
+    fn batch_size(&self) -> u32 {
+        u32::try_from(self.config.concurrency.max(1) * 2).unwrap_or(u32::MAX)
+    }
+
+    /// Sends everything due now, then returns how many deliveries were attempted
+    /// (`posture-worker --once`).
+    pub async fn drain(self: &Arc<Self>) -> Result<usize> {
+        let (_tx, stop) = watch::channel(false);
+        let mut attempted = 0;
+        loop {
+            let batch = self
+                .deliveries
+                .claim_due(&self.config.id, self.batch_size(), self.config.lease)
+                .await?;
+            if batch.is_empty() {
+                return Ok(attempted);
+            }
+            attempted += self.process(batch, &stop).await;
+        }
+    }
+
+    /// Works until `stop` turns true.
+    pub async fn run(self: &Arc<Self>, mut stop: watch::Receiver<bool>) {
+        tracing::info!(worker = %self.config.id, concurrency = self.config.concurrency, "posture-worker running");
+        while !*stop.borrow() {
+            let batch = match self
+                .deliveries
+                .claim_due(&self.config.id, self.batch_size(), self.config.lease)
+                .await
+            {
+                Ok(batch) => batch,
+                Err(e) => {
+                    tracing::warn!(error = %e, "claiming deliveries failed; retrying");
+                    Vec::new()
+                }
+            };
+            if !batch.is_empty() {
+                self.process(batch, &stop).await;
+                continue;
+            }
+            tokio::select! {
+                _ = stop.changed() => {}
+                woken = self.deliveries.wait_for_work(self.config.poll_interval) => {
+                    if let Err(e) = woken {
+                        tracing::warn!(error = %e, "waiting for notifications failed; polling");
+                        tokio::time::sleep(self.config.poll_interval).await;
+                    }
+                }
+            }
+        }
+        tracing::info!(worker = %self.config.id, "posture-worker stopped");
+    }
+}

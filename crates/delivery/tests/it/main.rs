@@ -1,0 +1,10 @@
+//! Webhook deliveries end to end: analyzer passes through the real PostgreSQL store, the
+//! worker, and real HTTP receivers on loopback.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+mod fanout;
+mod retries;
+mod ssrf;
+mod support;
+mod workers;

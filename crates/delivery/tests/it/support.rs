@@ -1,0 +1,182 @@
+//! Customers with subscriptions, passes, receivers and workers for the delivery tests.
+
+use std::{sync::Arc, time::Duration};
+
+use posture_delivery::{Worker, WorkerConfig};
+use posture_domain::{
+    CustomerScope, WebhookId,
+    delivery::{Delivery, RetryPolicy},
+    ports::{DeliveryRepository, WebhookRepository},
+    secrets::{Keyring, SigningSecret},
+    webhook::{NewSubscription, SubscriptionRequest, TargetPolicy, secret_context},
+};
+use posture_store_postgres::PgStore;
+use posture_test_support::{TestDb, fixtures};
+use serde_json::Value;
+use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
+
+pub fn keyring() -> Arc<Keyring> {
+    Arc::new(Keyring::new(&[9; 32], &[]).unwrap())
+}
+
+pub struct Setup {
+    /// Keeps the test's database alive.
+    pub _db: TestDb,
+    pub store: PgStore,
+    pub keyring: Arc<Keyring>,
+}
+
+impl Setup {
+    pub async fn new() -> Self {
+        let db = TestDb::new().await;
+        let store = db.store();
+        Self {
+            _db: db,
+            store,
+            keyring: keyring(),
+        }
+    }
+
+    /// A customer with one tenant.
+    pub async fn customer(&self, name: &str) -> (CustomerScope, String) {
+        let scope = fixtures::customer(&self.store, name).await;
+        let tenant = fixtures::tenant_id();
+        self.pass(
+            scope,
+            &[
+                fixtures::tenant(&tenant, name),
+                fixtures::identity("u1", &tenant, "Ada"),
+            ],
+        )
+        .await;
+        (scope, tenant)
+    }
+
+    pub async fn pass(
+        &self,
+        scope: CustomerScope,
+        records: &[Value],
+    ) -> posture_domain::ingest::PassSummary {
+        fixtures::ingest(&self.store, scope, &fixtures::lines(records))
+            .await
+            .unwrap()
+    }
+
+    /// A subscription to `url` for these event types; returns its id and secret.
+    pub async fn subscribe(
+        &self,
+        scope: CustomerScope,
+        url: &str,
+        event_types: &[&str],
+    ) -> (WebhookId, String) {
+        self.subscribe_as(scope, url, "generic", event_types).await
+    }
+
+    pub async fn subscribe_as(
+        &self,
+        scope: CustomerScope,
+        url: &str,
+        kind: &str,
+        event_types: &[&str],
+    ) -> (WebhookId, String) {
+        let request = SubscriptionRequest {
+            name: "test".into(),
+            webhook_url: url.into(),
+            webhook_type: kind.into(),
+            event_types: event_types.iter().map(|e| (*e).to_owned()).collect(),
+        };
+        let new: NewSubscription = request
+            .validate(TargetPolicy {
+                allow_private: true,
+            })
+            .unwrap();
+        let id = WebhookId::generate();
+        let secret = SigningSecret::generate().unwrap();
+        let sealed = self
+            .keyring
+            .seal(&secret, &secret_context(scope.customer_id(), id))
+            .unwrap();
+        self.store
+            .create_subscription(scope, id, &new, &sealed, 25)
+            .await
+            .unwrap();
+        (id, secret.expose().to_owned())
+    }
+
+    pub fn worker(&self, allow_private: bool) -> Arc<Worker> {
+        self.worker_with(allow_private, "w1")
+    }
+
+    pub fn worker_with(&self, allow_private: bool, id: &str) -> Arc<Worker> {
+        let store = Arc::new(self.store.clone());
+        Arc::new(
+            Worker::new(
+                store.clone(),
+                store,
+                self.keyring.clone(),
+                WorkerConfig {
+                    id: id.into(),
+                    concurrency: 8,
+                    lease: Duration::from_secs(5),
+                    poll_interval: Duration::from_millis(100),
+                    retry: RetryPolicy {
+                        base: Duration::from_millis(100),
+                        max_attempts: 4,
+                    },
+                    timeout: Duration::from_secs(1),
+                    allow_private,
+                },
+            )
+            .unwrap(),
+        )
+    }
+
+    pub async fn deliveries(&self, scope: CustomerScope) -> Vec<Delivery> {
+        self.store
+            .list_deliveries(scope, None, 10_000)
+            .await
+            .unwrap()
+    }
+}
+
+/// A receiver answering `status` to every POST.
+pub async fn receiver(status: u16) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(status))
+        .mount(&server)
+        .await;
+    server
+}
+
+pub fn hook_url(server: &MockServer) -> String {
+    format!("{}/hook", server.uri())
+}
+
+/// Critical, high and low findings of one pass.
+pub fn finding(id: &str, tenant: &str, severity: &str) -> Value {
+    fixtures::finding(id, tenant, severity, "open", "u1")
+}
+
+/// Runs the worker in the background until the returned sender is dropped or set.
+pub fn run_in_background(worker: Arc<Worker>) -> tokio::sync::watch::Sender<bool> {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move { worker.run(stopped).await });
+    stop
+}
+
+/// Waits until `check` holds (up to 20 s).
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !check().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,438 @@
+//! The webhook outbox: fan-out in the pass's transaction, claims with `FOR UPDATE SKIP
+//! LOCKED` and a lease, attempts, `LISTEN/NOTIFY` wake-ups, and operator views.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use diesel::{
+    QueryableByName,
+    prelude::*,
+    sql_types::{Array, Bool, Bytea, Integer, Nullable, Text, Timestamptz, Uuid as SqlUuid},
+};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use futures_util::StreamExt as _;
+use posture_domain::{
+    CustomerId, CustomerScope, DeliveryId, Error, PassId, Result, WebhookId,
+    delivery::{Attempt, ClaimedDelivery, Delivery, DeliveryStatus, DeliveryTarget, NextStep},
+    ports::DeliveryRepository,
+    secrets::SealedSecret,
+};
+use uuid::Uuid;
+
+use crate::{
+    PgStore,
+    error::{corrupt, db_error},
+    schema::{webhook_attempts, webhook_deliveries},
+};
+
+/// The channel a pass notifies when it queues deliveries.
+pub(crate) const CHANNEL: &str = "posture_deliveries";
+
+/// Queues the deliveries of a pass's new findings: one per active subscription, event type
+/// listed and chunk of 100 findings (by id). Idempotent. Returns how many were queued.
+pub(crate) async fn fan_out(
+    conn: &mut AsyncPgConnection,
+    customer: Uuid,
+    pass: PassId,
+) -> QueryResult<usize> {
+    let queued = diesel::sql_query(
+        "WITH new AS ( \
+             SELECT severity, id, (row_number() OVER (PARTITION BY severity ORDER BY id) - 1) / 100 AS chunk \
+             FROM findings WHERE customer_id = $1 AND first_pass_id = $2), \
+         chunks AS ( \
+             SELECT 'finding_' || severity AS event_type, chunk::int AS chunk, array_agg(id ORDER BY id) AS ids \
+             FROM new GROUP BY severity, chunk) \
+         INSERT INTO webhook_deliveries (customer_id, id, subscription_id, pass_id, event_type, \
+                                         chunk, finding_ids, next_attempt_at, created_at) \
+         SELECT $1, gen_random_uuid(), s.id, $2, c.event_type, c.chunk, c.ids, now(), now() \
+         FROM chunks c JOIN webhook_subscriptions s \
+           ON s.customer_id = $1 AND s.active AND c.event_type = ANY(s.event_types) \
+         ON CONFLICT ON CONSTRAINT webhook_deliveries_fanout_key DO NOTHING",
+    )
+    .bind::<SqlUuid, _>(customer)
+    .bind::<SqlUuid, _>(pass.as_uuid())
+    .execute(&mut *conn)
+    .await?;
+    if queued > 0 {
+        // Delivered to listening workers when the pass commits.
+        diesel::sql_query(format!("SELECT pg_notify('{CHANNEL}', '')"))
+            .execute(conn)
+            .await?;
+    }
+    Ok(queued)
+}
+
+#[derive(QueryableByName, Queryable, Selectable)]
+#[diesel(table_name = webhook_deliveries, check_for_backend(diesel::pg::Pg))]
+struct DeliveryRow {
+    customer_id: Uuid,
+    id: Uuid,
+    subscription_id: Uuid,
+    pass_id: Uuid,
+    event_type: String,
+    chunk: i32,
+    finding_ids: Vec<String>,
+    status: String,
+    attempts: i32,
+    next_attempt_at: DateTime<Utc>,
+    created_at: DateTime<Utc>,
+    delivered_at: Option<DateTime<Utc>>,
+    last_error: Option<String>,
+}
+
+impl TryFrom<DeliveryRow> for Delivery {
+    type Error = Error;
+
+    fn try_from(row: DeliveryRow) -> Result<Self> {
+        Ok(Delivery {
+            id: DeliveryId::from_uuid(row.id),
+            customer_id: CustomerId::from_uuid(row.customer_id),
+            subscription_id: WebhookId::from_uuid(row.subscription_id),
+            pass_id: PassId::from_uuid(row.pass_id),
+            event_type: row
+                .event_type
+                .parse()
+                .map_err(|e| corrupt("event type", e))?,
+            chunk: row.chunk.max(0) as u32,
+            finding_ids: row
+                .finding_ids
+                .iter()
+                .map(|id| id.parse().map_err(|e| corrupt("finding id", e)))
+                .collect::<Result<_>>()?,
+            status: row
+                .status
+                .parse()
+                .map_err(|e| corrupt("delivery status", e))?,
+            attempts: row.attempts.max(0) as u32,
+            next_attempt_at: row.next_attempt_at,
+            created_at: row.created_at,
+            delivered_at: row.delivered_at,
+            last_error: row.last_error,
+        })
+    }
+}
+
+#[derive(QueryableByName)]
+struct ClaimRow {
+    #[diesel(embed)]
+    delivery: DeliveryRow,
+    #[diesel(sql_type = Nullable<Bytea>)]
+    body: Option<Vec<u8>>,
+    #[diesel(sql_type = Text)]
+    webhook_url: String,
+    #[diesel(sql_type = Text)]
+    webhook_type: String,
+    #[diesel(sql_type = Text)]
+    secret_key_id: String,
+    #[diesel(sql_type = Bytea)]
+    secret_nonce: Vec<u8>,
+    #[diesel(sql_type = Bytea)]
+    secret_ciphertext: Vec<u8>,
+}
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = webhook_attempts, check_for_backend(diesel::pg::Pg))]
+struct AttemptRow {
+    attempt: i32,
+    started_at: DateTime<Utc>,
+    latency_ms: i32,
+    status_code: Option<i16>,
+    error: Option<String>,
+    response_excerpt: Option<String>,
+}
+
+/// The dedicated connection that `LISTEN`s for queued deliveries.
+#[derive(Default)]
+pub(crate) struct Listener(tokio::sync::Mutex<Option<AsyncPgConnection>>);
+
+impl PgStore {
+    async fn listen(&self, timeout: Duration) -> Result<bool> {
+        let mut slot = self.listener.0.lock().await;
+        if slot.is_none() {
+            let mut conn = AsyncPgConnection::establish(&self.url)
+                .await
+                .map_err(|e| Error::Unavailable(Box::new(e)))?;
+            diesel::sql_query(format!("LISTEN {CHANNEL}"))
+                .execute(&mut conn)
+                .await
+                .map_err(db_error)?;
+            *slot = Some(conn);
+        }
+        let Some(conn) = slot.as_mut() else {
+            return Ok(false);
+        };
+        let next = {
+            let mut notifications = std::pin::pin!(conn.notifications_stream());
+            let first = tokio::time::timeout(timeout, notifications.next()).await;
+            // Several passes may have notified: one wake-up serves them all.
+            while let Ok(Some(Ok(_))) =
+                tokio::time::timeout(Duration::ZERO, notifications.next()).await
+            {}
+            first
+        };
+        match next {
+            Err(_) => Ok(false),
+            Ok(Some(Ok(_))) => Ok(true),
+            // The connection broke: reconnect next time; polling covers the gap.
+            Ok(Some(Err(e))) => {
+                *slot = None;
+                Err(Error::Unavailable(Box::new(e)))
+            }
+            Ok(None) => {
+                *slot = None;
+                Err(Error::internal("the LISTEN connection closed"))
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl DeliveryRepository for PgStore {
+    async fn claim_due(
+        &self,
+        worker: &str,
+        limit: u32,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedDelivery>> {
+        let mut conn = self.conn().await?;
+        let rows: Vec<ClaimRow> = diesel::sql_query(
+            "WITH due AS ( \
+                 SELECT d.customer_id, d.id FROM webhook_deliveries d \
+                 WHERE d.status = 'pending' AND d.next_attempt_at <= now() \
+                   AND (d.lease_until IS NULL OR d.lease_until < now()) \
+                 ORDER BY d.next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
+             UPDATE webhook_deliveries d \
+                SET lease_until = now() + make_interval(secs => $3), leased_by = $1 \
+             FROM due, webhook_subscriptions s \
+             WHERE d.customer_id = due.customer_id AND d.id = due.id \
+               AND s.customer_id = d.customer_id AND s.id = d.subscription_id AND s.active \
+             RETURNING d.customer_id, d.id, d.subscription_id, d.pass_id, d.event_type, d.chunk, \
+                       d.finding_ids, d.status, d.attempts, d.next_attempt_at, d.created_at, \
+                       d.delivered_at, d.last_error, d.body, s.webhook_url, s.webhook_type, \
+                       s.secret_key_id, s.secret_nonce, s.secret_ciphertext",
+        )
+        .bind::<Text, _>(worker)
+        .bind::<diesel::sql_types::BigInt, _>(i64::from(limit))
+        .bind::<diesel::sql_types::Double, _>(lease.as_secs_f64())
+        .load(&mut conn)
+        .await
+        .map_err(db_error)?;
+        rows.into_iter()
+            .map(|row| {
+                Ok(ClaimedDelivery {
+                    delivery: row.delivery.try_into()?,
+                    target: DeliveryTarget {
+                        url: row.webhook_url,
+                        webhook_type: row
+                            .webhook_type
+                            .parse()
+                            .map_err(|e| corrupt("webhook type", e))?,
+                        secret: SealedSecret {
+                            key_id: row.secret_key_id,
+                            nonce: row.secret_nonce,
+                            ciphertext: row.secret_ciphertext,
+                        },
+                    },
+                    body: row.body,
+                })
+            })
+            .collect()
+    }
+
+    async fn store_body(&self, delivery: &Delivery, body: &[u8]) -> Result<()> {
+        let mut conn = self.conn().await?;
+        diesel::update(
+            webhook_deliveries::table
+                .find((delivery.customer_id.as_uuid(), delivery.id.as_uuid()))
+                .filter(webhook_deliveries::body.is_null()),
+        )
+        .set(webhook_deliveries::body.eq(body))
+        .execute(&mut conn)
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn finish_attempt(
+        &self,
+        worker: &str,
+        delivery: &Delivery,
+        attempt: &Attempt,
+        next: NextStep,
+    ) -> Result<()> {
+        let customer = delivery.customer_id.as_uuid();
+        let id = delivery.id.as_uuid();
+        let mut conn = self.conn().await?;
+        conn.transaction(async |conn| {
+            diesel::sql_query(
+                "INSERT INTO webhook_attempts (customer_id, delivery_id, attempt, started_at, latency_ms, \
+                                               status_code, error, response_excerpt, worker) \
+                 SELECT $1, $2, COALESCE(max(attempt), 0) + 1, $3, $4, $5, $6, $7, $8 \
+                 FROM webhook_attempts WHERE customer_id = $1 AND delivery_id = $2",
+            )
+            .bind::<SqlUuid, _>(customer)
+            .bind::<SqlUuid, _>(id)
+            .bind::<Timestamptz, _>(attempt.started_at)
+            .bind::<Integer, _>(i32::try_from(attempt.latency_ms).unwrap_or(i32::MAX))
+            .bind::<Nullable<diesel::sql_types::SmallInt>, _>(attempt.status_code.map(|s| s as i16))
+            .bind::<Nullable<Text>, _>(&attempt.error)
+            .bind::<Nullable<Text>, _>(&attempt.response_excerpt)
+            .bind::<Text, _>(worker)
+            .execute(conn)
+            .await?;
+            let (status, next_at, delivered): (&str, Option<DateTime<Utc>>, bool) = match next {
+                NextStep::Delivered => ("delivered", None, true),
+                NextStep::RetryAt(at) => ("pending", Some(at), false),
+                NextStep::Failed | NextStep::Gone => ("failed", None, false),
+            };
+            diesel::sql_query(
+                "UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, \
+                    next_attempt_at = COALESCE($4, next_attempt_at), \
+                    delivered_at = CASE WHEN $5 THEN now() ELSE delivered_at END, \
+                    last_error = $6, lease_until = NULL, leased_by = NULL \
+                 WHERE customer_id = $1 AND id = $2 AND leased_by = $7",
+            )
+            .bind::<SqlUuid, _>(customer)
+            .bind::<SqlUuid, _>(id)
+            .bind::<Text, _>(status)
+            .bind::<Nullable<Timestamptz>, _>(next_at)
+            .bind::<Bool, _>(delivered)
+            .bind::<Nullable<Text>, _>(&attempt.error)
+            .bind::<Text, _>(worker)
+            .execute(conn)
+            .await?;
+            if next == NextStep::Gone {
+                crate::webhooks::deactivate(conn, customer, delivery.subscription_id.as_uuid()).await?;
+            }
+            Ok::<_, diesel::result::Error>(())
+        })
+        .await
+        .map_err(db_error)
+    }
+
+    async fn release(&self, worker: &str, deliveries: &[&Delivery]) -> Result<()> {
+        if deliveries.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn().await?;
+        diesel::sql_query(
+            "UPDATE webhook_deliveries d SET lease_until = NULL, leased_by = NULL \
+             FROM unnest($2::uuid[], $3::uuid[]) AS r(customer_id, id) \
+             WHERE d.customer_id = r.customer_id AND d.id = r.id AND d.leased_by = $1",
+        )
+        .bind::<Text, _>(worker)
+        .bind::<Array<SqlUuid>, _>(
+            deliveries
+                .iter()
+                .map(|d| d.customer_id.as_uuid())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Array<SqlUuid>, _>(
+            deliveries
+                .iter()
+                .map(|d| d.id.as_uuid())
+                .collect::<Vec<_>>(),
+        )
+        .execute(&mut conn)
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn wait_for_work(&self, timeout: Duration) -> Result<bool> {
+        self.listen(timeout).await
+    }
+
+    async fn list_deliveries(
+        &self,
+        scope: CustomerScope,
+        status: Option<DeliveryStatus>,
+        limit: u32,
+    ) -> Result<Vec<Delivery>> {
+        let mut conn = self.conn().await?;
+        let mut query = webhook_deliveries::table
+            .filter(webhook_deliveries::customer_id.eq(scope.customer_id().as_uuid()))
+            .into_boxed();
+        if let Some(status) = status {
+            query = query.filter(webhook_deliveries::status.eq(status.as_str()));
+        }
+        let rows: Vec<DeliveryRow> = query
+            .order((
+                webhook_deliveries::created_at.desc(),
+                webhook_deliveries::chunk,
+            ))
+            .limit(i64::from(limit))
+            .select(DeliveryRow::as_select())
+            .load(&mut conn)
+            .await
+            .map_err(db_error)?;
+        rows.into_iter().map(Delivery::try_from).collect()
+    }
+
+    async fn retry_delivery(&self, id: DeliveryId) -> Result<Delivery> {
+        let mut conn = self.conn().await?;
+        let row: Option<DeliveryRow> = diesel::sql_query(
+            "UPDATE webhook_deliveries d SET status = 'pending', attempts = 0, next_attempt_at = now(), \
+                    lease_until = NULL, leased_by = NULL \
+             FROM webhook_subscriptions s \
+             WHERE d.id = $1 AND d.status IN ('failed', 'cancelled') AND s.active \
+               AND s.customer_id = d.customer_id AND s.id = d.subscription_id \
+             RETURNING d.customer_id, d.id, d.subscription_id, d.pass_id, d.event_type, d.chunk, \
+                       d.finding_ids, d.status, d.attempts, d.next_attempt_at, d.created_at, \
+                       d.delivered_at, d.last_error",
+        )
+        .bind::<SqlUuid, _>(id.as_uuid())
+        .get_result(&mut conn)
+        .await
+        .optional()
+        .map_err(db_error)?;
+        match row {
+            Some(row) => {
+                diesel::sql_query(format!("SELECT pg_notify('{CHANNEL}', '')"))
+                    .execute(&mut conn)
+                    .await
+                    .map_err(db_error)?;
+                row.try_into()
+            }
+            None => {
+                let exists: Option<String> = webhook_deliveries::table
+                    .filter(webhook_deliveries::id.eq(id.as_uuid()))
+                    .select(webhook_deliveries::status)
+                    .first(&mut conn)
+                    .await
+                    .optional()
+                    .map_err(db_error)?;
+                match exists {
+                    None => Err(Error::NotFound),
+                    Some(status) => Err(Error::Conflict(format!(
+                        "only a failed or cancelled delivery of an active subscription can be retried (this one is {status})"
+                    ))),
+                }
+            }
+        }
+    }
+
+    async fn attempts(&self, scope: CustomerScope, id: DeliveryId) -> Result<Vec<Attempt>> {
+        let mut conn = self.conn().await?;
+        let rows: Vec<AttemptRow> = webhook_attempts::table
+            .filter(webhook_attempts::customer_id.eq(scope.customer_id().as_uuid()))
+            .filter(webhook_attempts::delivery_id.eq(id.as_uuid()))
+            .order(webhook_attempts::attempt)
+            .select(AttemptRow::as_select())
+            .load(&mut conn)
+            .await
+            .map_err(db_error)?;
+        Ok(rows
+            .into_iter()
+            .map(|r| Attempt {
+                number: r.attempt.max(0) as u32,
+                started_at: r.started_at,
+                latency_ms: r.latency_ms.max(0) as u32,
+                status_code: r.status_code.map(|s| s as u16),
+                error: r.error,
+                response_excerpt: r.response_excerpt,
+            })
+            .collect())
+    }
+}

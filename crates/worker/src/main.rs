@@ -1,0 +1,142 @@
+//! `posture-worker`: delivers webhook events from the outbox until stopped
+//! (`--once`: delivers what is due now, then exits).
+
+use std::{io::Write as _, process::ExitCode, sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use clap::Parser;
+use posture_config::{DatabaseArgs, LogArgs, SecretArgs, WebhookArgs, telemetry};
+use posture_delivery::{Worker, WorkerConfig};
+use posture_domain::delivery::RetryPolicy;
+use posture_store_postgres::PgStore;
+
+/// Delivers posture's signed webhook events.
+#[derive(Parser, Debug)]
+#[command(name = "posture-worker", version, about)]
+struct Cli {
+    #[command(flatten)]
+    database: DatabaseArgs,
+    #[command(flatten)]
+    secrets: SecretArgs,
+    #[command(flatten)]
+    webhooks: WebhookArgs,
+    /// Deliver what is due now, then exit (prints {"attempted": n}).
+    #[arg(long)]
+    once: bool,
+    /// Delay before the first retry; later ones grow 4x each (capped at 12 h), with jitter.
+    #[arg(long, env = "POSTURE_WEBHOOK_RETRY_BASE_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    retry_base_secs: u64,
+    /// Attempts before a delivery is failed (the defaults span about 23 hours).
+    #[arg(long, env = "POSTURE_WEBHOOK_MAX_ATTEMPTS", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=50))]
+    max_attempts: u32,
+    /// Seconds a receiver has to answer.
+    #[arg(long, env = "POSTURE_WEBHOOK_TIMEOUT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=120))]
+    timeout_secs: u64,
+    /// Deliveries sent at once.
+    #[arg(long, env = "POSTURE_WORKER_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    concurrency: u32,
+    /// Seconds a claim lasts (a crashed worker's deliveries are retried after it); must exceed
+    /// the timeout.
+    #[arg(long, env = "POSTURE_WORKER_LEASE_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(2..=3600))]
+    lease_secs: u64,
+    /// Longest sleep between looks at the queue when no notification arrives.
+    #[arg(long, env = "POSTURE_WORKER_POLL_SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=300))]
+    poll_secs: u64,
+    #[command(flatten)]
+    log: LogArgs,
+}
+
+fn worker_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map_or_else(|_| "worker".to_owned(), |h| h.trim().to_owned());
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}-{}-{}", std::process::id(), &suffix[..6])
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    if cli.lease_secs <= cli.timeout_secs {
+        anyhow::bail!(
+            "POSTURE_WORKER_LEASE_SECS ({}) must exceed POSTURE_WEBHOOK_TIMEOUT_SECS ({})",
+            cli.lease_secs,
+            cli.timeout_secs
+        );
+    }
+    let store =
+        Arc::new(PgStore::new(&cli.database.pg_config()).map_err(|e| anyhow::anyhow!("{e}"))?);
+    store
+        .ping()
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("cannot reach PostgreSQL at DATABASE_URL")?;
+    let config = WorkerConfig {
+        id: worker_id(),
+        concurrency: cli.concurrency as usize,
+        lease: Duration::from_secs(cli.lease_secs),
+        poll_interval: Duration::from_secs(cli.poll_secs),
+        retry: RetryPolicy {
+            base: Duration::from_secs(cli.retry_base_secs),
+            max_attempts: cli.max_attempts,
+        },
+        timeout: Duration::from_secs(cli.timeout_secs),
+        allow_private: cli.webhooks.policy().allow_private,
+    };
+    let worker = Arc::new(
+        Worker::new(
+            store.clone(),
+            store,
+            Arc::new(cli.secrets.keyring()?),
+            config,
+        )
+        .map_err(|e| anyhow::anyhow!(e))?,
+    );
+    if cli.once {
+        let attempted = worker.drain().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{}", serde_json::json!({ "attempted": attempted }))?;
+        return Ok(());
+    }
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("stopping: finishing in-flight deliveries, releasing the rest");
+        let _ = stop.send(true);
+    });
+    worker.run(stopped).await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    telemetry::init(&cli.log);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! posture-worker as a process: killed, stopped, woken.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+use std::{
+    collections::HashSet,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use base64::Engine as _;
+use posture_domain::{
+    CustomerScope, WebhookId,
+    delivery::DeliveryStatus,
+    ports::{DeliveryRepository, WebhookRepository},
+    secrets::{Keyring, SigningSecret},
+    webhook::{SubscriptionRequest, TargetPolicy, secret_context},
+};
+use posture_store_postgres::PgStore;
+use posture_test_support::{TestDb, fixtures};
+use serde_json::Value;
+use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
+
+const KEY: [u8; 32] = [3; 32];
+
+async fn customer_with_subscription(store: &PgStore, url: &str) -> (CustomerScope, String) {
+    let scope = fixtures::customer(store, "A").await;
+    let tenant = fixtures::tenant_id();
+    fixtures::ingest(
+        store,
+        scope,
+        &fixtures::lines(&[
+            fixtures::tenant(&tenant, "A"),
+            fixtures::identity("u1", &tenant, "Ada"),
+        ]),
+    )
+    .await
+    .unwrap();
+    let new = SubscriptionRequest {
+        name: "test".into(),
+        webhook_url: url.into(),
+        webhook_type: "generic".into(),
+        event_types: vec!["finding_critical".into()],
+    }
+    .validate(TargetPolicy {
+        allow_private: true,
+    })
+    .unwrap();
+    let id = WebhookId::generate();
+    let keyring = Keyring::new(&KEY, &[]).unwrap();
+    let sealed = keyring
+        .seal(
+            &SigningSecret::generate().unwrap(),
+            &secret_context(scope.customer_id(), id),
+        )
+        .unwrap();
+    store
+        .create_subscription(scope, id, &new, &sealed, 25)
+        .await
+        .unwrap();
+    (scope, tenant)
+}
+
+/// A pass of `n` new critical findings: `ceil(n / 100)` deliveries.
+async fn critical_findings(store: &PgStore, scope: CustomerScope, tenant: &str, n: usize) {
+    let records: Vec<Value> = (0..n)
+        .map(|i| fixtures::finding(&format!("c{i:05}"), tenant, "critical", "open", "u1"))
+        .collect();
+    fixtures::ingest(store, scope, &fixtures::lines(&records))
+        .await
+        .unwrap();
+}
+
+fn worker(db: &TestDb, args: &[&str], env: &[(&str, &str)]) -> Child {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_posture-worker"));
+    command
+        .args(args)
+        .env("DATABASE_URL", db.url())
+        .env(
+            "POSTURE_SECRET_KEY",
+            base64::engine::general_purpose::STANDARD.encode(KEY),
+        )
+        .env("POSTURE_WEBHOOK_ALLOW_PRIVATE", "true")
+        .env("POSTURE_WEBHOOK_TIMEOUT_SECS", "1")
+        .env("POSTURE_WORKER_LEASE_SECS", "2")
+        .env("POSTURE_WORKER_CONCURRENCY", "4")
+        .env("POSTURE_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.spawn().unwrap()
+}
+
+async fn slow_receiver(delay: Duration) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_delay(delay))
+        .mount(&server)
+        .await;
+    server
+}
+
+async fn wait_for_requests(server: &MockServer, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.received_requests().await.unwrap().len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "the receiver never got {n} requests"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn received_ids(requests: &[wiremock::Request]) -> HashSet<String> {
+    requests
+        .iter()
+        .map(|r| {
+            r.headers
+                .get("x-service-delivery")
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_worker_killed_mid_batch_loses_nothing() {
+    let db = TestDb::new().await;
+    let store = db.store();
+    let server = slow_receiver(Duration::from_millis(150)).await;
+    let (scope, tenant) =
+        customer_with_subscription(&store, &format!("{}/hook", server.uri())).await;
+    critical_findings(&store, scope, &tenant, 6_000).await;
+    let mut first = worker(&db, &[], &[]);
+    wait_for_requests(&server, 8).await;
+    first.kill().unwrap(); // SIGKILL: no chance to release its claims
+    first.wait().unwrap();
+    // Its leases expire after 2 s; then another worker delivers the rest.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let second = worker(&db, &["--once"], &[]).wait_with_output().unwrap();
+    assert!(second.status.success());
+    let deliveries = store.list_deliveries(scope, None, 1000).await.unwrap();
+    assert_eq!(deliveries.len(), 60);
+    assert!(
+        deliveries
+            .iter()
+            .all(|d| d.status == DeliveryStatus::Delivered),
+        "every delivery was delivered"
+    );
+    let received = received_ids(&server.received_requests().await.unwrap());
+    assert!(
+        deliveries
+            .iter()
+            .all(|d| received.contains(&d.id.to_string())),
+        "every delivery arrived"
+    );
+}
+
+#[tokio::test]
+async fn sigterm_finishes_in_flight_deliveries_and_releases_the_rest_at_once() {
+    let db = TestDb::new().await;
+    let store = db.store();
+    let server = slow_receiver(Duration::from_millis(300)).await;
+    let (scope, tenant) =
+        customer_with_subscription(&store, &format!("{}/hook", server.uri())).await;
+    critical_findings(&store, scope, &tenant, 5_000).await;
+    let first = worker(&db, &[], &[]);
+    wait_for_requests(&server, 4).await;
+    Command::new("kill")
+        .args(["-TERM", &first.id().to_string()])
+        .status()
+        .unwrap();
+    let stopped = Instant::now();
+    let output = first.wait_with_output().unwrap();
+    assert!(output.status.success(), "a graceful stop exits 0");
+    assert!(
+        stopped.elapsed() < Duration::from_secs(5),
+        "in-flight attempts are bounded by the timeout"
+    );
+    // Nothing is left claimed: another worker can take every remaining delivery now, without
+    // waiting for leases to expire.
+    let pending = store
+        .list_deliveries(scope, Some(DeliveryStatus::Pending), 1000)
+        .await
+        .unwrap();
+    let claimed = store
+        .claim_due("other", 1000, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), pending.len());
+    assert!(!claimed.is_empty());
+}
+
+#[tokio::test]
+async fn a_new_pass_wakes_an_idle_worker_through_listen_notify() {
+    let db = TestDb::new().await;
+    let store = db.store();
+    let server = slow_receiver(Duration::ZERO).await;
+    let (scope, tenant) =
+        customer_with_subscription(&store, &format!("{}/hook", server.uri())).await;
+    // A poll interval far longer than the test: only a notification can wake it.
+    let mut idle = worker(&db, &[], &[("POSTURE_WORKER_POLL_SECS", "300")]);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let queued = Instant::now();
+    critical_findings(&store, scope, &tenant, 10).await;
+    wait_for_requests(&server, 1).await;
+    assert!(
+        queued.elapsed() < Duration::from_secs(5),
+        "woken by NOTIFY, not by polling"
+    );
+    idle.kill().unwrap();
+    idle.wait().unwrap();
+}
