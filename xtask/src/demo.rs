@@ -1,14 +1,17 @@
 //! `cargo xtask demo`: the product on one machine, with one command.
 //!
-//! Starts a throwaway PostgreSQL (or uses `DATABASE_URL`), migrates, generates and ingests
-//! deterministic demo data for two customers through the real `posture-api ingest`, issues a
-//! key with every scope for each, prints them with ready `curl` lines, and serves the API on
-//! 127.0.0.1:8080 until Ctrl-C. Everything it started is stopped and removed on exit.
+//! Starts a throwaway PostgreSQL (or uses `DATABASE_URL`), migrates, creates two customers
+//! with a key holding every scope, serves the API on 127.0.0.1:8080, runs `posture-worker`,
+//! subscribes a local receiver (which prints each delivery and whether its signature
+//! verified) to the first customer's findings, ingests deterministic demo data through the
+//! real `posture-api ingest`, and prints the keys with ready `curl` lines. Ctrl-C stops
+//! everything it started and removes its data.
 
 use std::{
     io::BufWriter,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
+    sync::Arc,
 };
 
 use anyhow::{Context as _, bail};
@@ -17,6 +20,7 @@ use clap::Args;
 use serde_json::Value;
 
 use crate::{
+    demo_receiver,
     demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
     services::Postgres,
     util::{eprintln_status, output, project_root, run, scratch_dir},
@@ -36,11 +40,11 @@ pub struct DemoArgs {
 }
 
 fn build_binaries() -> anyhow::Result<PathBuf> {
-    eprintln_status("building posture-api");
+    eprintln_status("building posture-api and posture-worker");
     run(
         Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .current_dir(project_root())
-            .args(["build", "--quiet", "-p", "posture-api"]),
+            .args(["build", "--quiet", "-p", "posture-api", "-p", "posture-worker"]),
     )?;
     Ok(project_root().join("target").join("debug"))
 }
@@ -86,81 +90,74 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     let env = [("DATABASE_URL", database_url.as_str())];
     api_json(&bin, &env, &["migrate"])?;
 
+    // Customers and their keys.
+    let specs = [
+        CustomerSpec { name: "Contoso Group".into(), tenants: 3, identities: args.identities, findings: args.findings, upr_days: 60, seed: 1 },
+        CustomerSpec { name: "Fabrikam Inc".into(), tenants: 2, identities: args.identities / 3, findings: args.findings / 3, upr_days: 60, seed: 2 },
+    ];
+    let mut customers = Vec::new();
+    for spec in &specs {
+        let customer = api_json(&bin, &env, &["customers", "create", "--name", &spec.name])?;
+        let id = customer["id"].as_str().context("customer id")?.to_owned();
+        let mut issue = vec!["keys", "issue", "--customer", id.as_str(), "--name", "demo"];
+        for scope in posture_domain::Scope::ALL {
+            issue.extend(["--scope", scope.as_str()]);
+        }
+        let key = api_json(&bin, &env, &issue)?["key"].as_str().context("key")?.to_owned();
+        customers.push((spec, id, key));
+    }
+
+    // The API, the worker, and a receiver subscribed to the first customer's findings.
+    let secret_key = base64::engine::general_purpose::STANDARD.encode(rand_bytes()?);
+    let bind = format!("127.0.0.1:{}", args.port);
+    let log = std::env::var("POSTURE_LOG").unwrap_or_else(|_| "warn".into());
+    let common = |command: &mut Command| {
+        command
+            .env("DATABASE_URL", &database_url)
+            .env("POSTURE_SECRET_KEY", &secret_key)
+            .env("POSTURE_WEBHOOK_ALLOW_PRIVATE", "true")
+            .env("POSTURE_LOG", &log)
+            .stdin(Stdio::null());
+    };
+    let mut serve = Command::new(bin.join("posture-api"));
+    serve.arg("serve").env("POSTURE_BIND", &bind);
+    common(&mut serve);
+    let mut children = Guard(vec![serve.spawn().context("starting posture-api serve")?]);
+    wait_until_listening(&bind)?;
+    let base = format!("http://{bind}");
+    let secret: demo_receiver::Secret = Arc::default();
+    let hook = demo_receiver::start(secret.clone())?;
+    let signing_secret = demo_receiver::subscribe(&base, &customers[0].2, &hook)?;
+    if let Ok(mut slot) = secret.write() {
+        *slot = Some(signing_secret);
+    }
+    let mut worker = Command::new(bin.join("posture-worker"));
+    common(&mut worker);
+    children.0.push(worker.spawn().context("starting posture-worker")?);
+
+    // One analyzer pass per customer, through the real ingest command.
     let data_dir = scratch_dir("demo-data")?;
     let today = Day::today();
-    let specs = [
-        CustomerSpec {
-            name: "Contoso Group".into(),
-            tenants: 3,
-            identities: args.identities,
-            findings: args.findings,
-            upr_days: 60,
-            seed: 1,
-        },
-        CustomerSpec {
-            name: "Fabrikam Inc".into(),
-            tenants: 2,
-            identities: args.identities / 3,
-            findings: args.findings / 3,
-            upr_days: 60,
-            seed: 2,
-        },
-    ];
-    let mut keys = Vec::new();
-    for spec in &specs {
+    for (spec, id, _) in &customers {
         let file = data_dir.join(format!("{}.jsonl", spec.seed));
         let mut out = BufWriter::new(std::fs::File::create(&file)?);
         write_customer(spec, today, &mut out)?;
         std::io::Write::flush(&mut out)?;
         drop(out);
-        let customer = api_json(&bin, &env, &["customers", "create", "--name", &spec.name])?;
-        let id = customer["id"].as_str().context("customer id")?.to_owned();
-        let pass = api_json(
-            &bin,
-            &env,
-            &["ingest", "--customer", &id, file.to_str().context("path")?],
-        )?;
+        let pass = api_json(&bin, &env, &["ingest", "--customer", id, file.to_str().context("path")?])?;
         eprintln_status(&format!(
-            "{}: {} identities, {} findings, {} UPR scores ingested",
-            spec.name, pass["identities"], pass["findings"], pass["uprScores"]
-        ));
-        let mut scopes = Vec::new();
-        for scope in posture_domain::Scope::ALL {
-            scopes.extend(["--scope", scope.as_str()]);
-        }
-        let mut issue = vec!["keys", "issue", "--customer", id.as_str(), "--name", "demo"];
-        issue.extend(scopes);
-        let key = api_json(&bin, &env, &issue)?;
-        keys.push((
-            spec.name.clone(),
-            key["key"].as_str().context("key")?.to_owned(),
+            "{}: {} identities, {} findings, {} UPR scores ingested; {} webhook deliveries queued",
+            spec.name, pass["identities"], pass["findings"], pass["uprScores"], pass["deliveriesQueued"]
         ));
     }
 
-    let secret = base64::engine::general_purpose::STANDARD.encode(rand_bytes()?);
-    let bind = format!("127.0.0.1:{}", args.port);
-    let server = Command::new(bin.join("posture-api"))
-        .arg("serve")
-        .env("DATABASE_URL", &database_url)
-        .env("POSTURE_BIND", &bind)
-        .env("POSTURE_SECRET_KEY", &secret)
-        .env(
-            "POSTURE_LOG",
-            std::env::var("POSTURE_LOG").unwrap_or_else(|_| "warn".into()),
-        )
-        .stdin(Stdio::null())
-        .spawn()
-        .context("starting posture-api serve")?;
-    let mut children = Guard(vec![server]);
-    wait_until_listening(&bind)?;
-
-    let base = format!("http://{bind}");
-    let mut text =
-        format!("\nposture demo is running at {base} (Ctrl-C stops it and removes its data)\n");
-    for (name, key) in &keys {
-        text.push_str(&format!(
-            "\n{name}: key with every scope\n  export KEY={key}\n"
-        ));
+    let mut text = format!("\nposture demo is running at {base} (Ctrl-C stops it and removes its data)\n");
+    text.push_str(&format!(
+        "posture-worker delivers {}'s new findings to the receiver at {hook}; each delivery prints a line.\n",
+        customers[0].0.name
+    ));
+    for (spec, _, key) in &customers {
+        text.push_str(&format!("\n{}: key with every scope\n  export KEY={key}\n", spec.name));
     }
     text.push_str("\nTry (with KEY set to one of the keys above):\n");
     for path in [
@@ -171,14 +168,11 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
         "/api/v1/upr",
         "/api/v1/upr/principals?minScore=80&limit=5",
         "/api/v1/upr/trend?days=14",
+        "/api/v1/webhooks",
     ] {
-        text.push_str(&format!(
-            "  curl -s -H \"Authorization: Bearer $KEY\" '{base}{path}'\n"
-        ));
+        text.push_str(&format!("  curl -s -H \"Authorization: Bearer $KEY\" '{base}{path}'\n"));
     }
-    text.push_str(&format!(
-        "  curl -s '{base}/api/v1/openapi.json' | head -c 300\n"
-    ));
+    text.push_str(&format!("  curl -s '{base}/api/v1/openapi.json' | head -c 300\n\n"));
     print_block(&text);
 
     let status = wait_for_ctrl_c(&mut children.0[0])?;

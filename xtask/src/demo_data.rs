@@ -282,8 +282,9 @@ pub fn write_customer(
             70..90 => "resolved",
             _ => "suppressed",
         };
+        // Yesterday or earlier: never in the future.
         let detected = today
-            .minus_days(rng.below(90) as u32)
+            .minus_days(1 + rng.below(89) as u32)
             .at(rng.below(24) as u32, rng.below(60) as u32);
         let mut record = json!({"type": "finding", "id": format!("f-{n:07}"),
             "findingType": finding_type.as_str(), "severity": severity.as_str(), "status": status,
@@ -332,7 +333,7 @@ pub fn write_customer(
                 &json!({"type": "uprScore", "identityId": id, "cloudTenantId": tenant, "score": score,
                 "factors": {"privilegeTier": tier, "unusedPermission": (score - tier) / 2,
                             "exposure": score - tier - (score - tier) / 2},
-                "recordedAt": today.minus_days(day).at(6, 0)}),
+                "recordedAt": today.minus_days(day).at(0, 5)}),
             )?;
         }
     }

@@ -3,6 +3,7 @@
 mod bench;
 mod demo;
 mod demo_data;
+mod demo_receiver;
 mod docs_check;
 mod gen_data;
 mod openapi;

@@ -1,0 +1,79 @@
+//! The demo's webhook receiver: prints each delivery, its event type and whether its
+//! signature verified, like a customer's receiver would check it.
+
+use std::{
+    io::Write as _,
+    net::TcpListener,
+    sync::{Arc, RwLock},
+};
+
+use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+
+/// The signing secret, known once the subscription exists.
+pub type Secret = Arc<RwLock<Option<String>>>;
+
+async fn hook(req: HttpRequest, body: web::Bytes, secret: web::Data<Secret>) -> HttpResponse {
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("-").to_owned();
+    let signature = header("x-service-signature-256");
+    let verified = secret
+        .read()
+        .ok()
+        .and_then(|s| s.clone())
+        .is_some_and(|s| posture_domain::signature::verify(&s, &body, &signature));
+    let findings = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v["data"]["findings"].as_array().map(Vec::len))
+        .unwrap_or(0);
+    let line = format!(
+        "webhook  {:<16}  delivery {}  {:>3} findings  signature {}\n",
+        header("x-service-event"),
+        header("x-service-delivery"),
+        findings,
+        if verified { "verified" } else { "INVALID" }
+    );
+    let _ = std::io::stdout().lock().write_all(line.as_bytes());
+    if verified { HttpResponse::NoContent().finish() } else { HttpResponse::Unauthorized().finish() }
+}
+
+/// Starts the receiver on a free loopback port; returns its hook URL.
+pub fn start(secret: Secret) -> anyhow::Result<String> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://{}/hook", listener.local_addr()?);
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+        runtime.block_on(async move {
+            let secret = web::Data::new(secret);
+            let server = HttpServer::new(move || App::new().app_data(secret.clone()).route("/hook", web::post().to(hook)))
+                .workers(1)
+                .disable_signals()
+                .listen(listener)
+                .ok()?
+                .run();
+            server.await.ok()
+        })
+    });
+    Ok(url)
+}
+
+/// Subscribes the receiver for every event type through the API; returns the secret.
+pub fn subscribe(api: &str, key: &str, hook_url: &str) -> anyhow::Result<String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let response = reqwest::Client::new()
+            .post(format!("{api}/api/v1/webhooks"))
+            .bearer_auth(key)
+            .json(&serde_json::json!({
+                "name": "demo receiver", "webhookUrl": hook_url, "webhookType": "generic",
+                "eventTypes": ["finding_critical", "finding_high", "finding_medium", "finding_low"]
+            }))
+            .send()
+            .await?;
+        let status = response.status();
+        let body: serde_json::Value = response.json().await?;
+        body["data"]["signingSecret"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| anyhow::anyhow!("creating the demo subscription failed ({status}): {body}"))
+    })
+}
