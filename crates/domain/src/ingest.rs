@@ -112,6 +112,8 @@ pub struct PassSummary {
     pub started_at: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,
     pub counts: PassCounts,
+    /// Time spent queueing webhook deliveries (part of the pass).
+    pub fan_out: std::time::Duration,
 }
 
 /// Parses and validates one line. `Ok(None)` for a blank line.

@@ -11,6 +11,9 @@ use anyhow::{Context as _, bail};
 use super::{Figure, load::Loaded};
 use crate::util::{free_port, output};
 
+/// The `POSTURE_SECRET_KEY` of the benchmark's processes.
+pub const SECRET_KEY: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+
 /// A running release server.
 pub struct Server {
     child: Child,
@@ -31,10 +34,8 @@ impl Server {
             .env("DATABASE_URL", url)
             .env("POSTURE_RATE_LIMIT", "10000000")
             .env("POSTURE_BIND", format!("127.0.0.1:{port}"))
-            .env(
-                "POSTURE_SECRET_KEY",
-                "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
-            )
+            .env("POSTURE_SECRET_KEY", SECRET_KEY)
+            .env("POSTURE_WEBHOOK_ALLOW_PRIVATE", "true")
             .env("POSTURE_LOG", "warn")
             .stdin(Stdio::null())
             .spawn()

@@ -7,6 +7,7 @@
 //! one table and written to `target/bench/<timestamp>.json` as an array of
 //! `{figure, value, unit, baseline, baseline_name, ratio, target, lower_is_better}`.
 
+mod deliveries;
 mod http;
 mod limiter;
 mod load;
@@ -65,12 +66,10 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
     run(
         Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .current_dir(project_root())
-            .args(["build", "--release", "--quiet", "-p", "posture-api"]),
+            .args(["build", "--release", "--quiet", "-p", "posture-api", "-p", "posture-worker"]),
     )?;
-    let bin: PathBuf = project_root()
-        .join("target")
-        .join("release")
-        .join("posture-api");
+    let bin_dir: PathBuf = project_root().join("target").join("release");
+    let bin = bin_dir.join("posture-api");
 
     let data = GenDataArgs {
         out: scratch_dir(&format!(
@@ -102,6 +101,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         "MiB",
         false,
     ));
+    deliveries::run(&bin_dir, &postgres.url, &server.base, args.seconds, &mut figures)?;
     drop(server);
 
     let shared = http::Server::start(&bin, &postgres.url, Some(&redis.url))?;

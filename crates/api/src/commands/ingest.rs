@@ -99,6 +99,7 @@ pub async fn run(args: IngestArgs, json: bool) -> anyhow::Result<()> {
         "roleRecommendations": c.role_recommendations,
         "uprScores": c.upr_scores,
         "deliveriesQueued": c.deliveries,
+        "fanOutMs": summary.fan_out.as_millis() as u64,
     });
     let seconds = (summary.finished_at - summary.started_at).num_milliseconds() as f64 / 1000.0;
     emit(json, &value, || {

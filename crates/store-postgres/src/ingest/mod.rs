@@ -282,10 +282,12 @@ impl<'c> PassRun<'c> {
             .get_result(self.conn)
             .await?;
         self.counts.new_findings = new_findings as u64;
+        let fan_out_started = std::time::Instant::now();
         if new_findings > 0 {
             let queued = crate::deliveries::fan_out(self.conn, customer, self.pass_id).await?;
             self.counts.deliveries = queued as u64;
         }
+        let fan_out = fan_out_started.elapsed();
         let finished_at = Utc::now();
         let count = |n: u64| i32::try_from(n).unwrap_or(i32::MAX);
         diesel::insert_into(analyzer_passes::table)
@@ -308,6 +310,7 @@ impl<'c> PassRun<'c> {
             started_at: self.started_at,
             finished_at,
             counts: self.counts.clone(),
+            fan_out,
         })
     }
 }

@@ -1,0 +1,144 @@
+//! Webhook delivery: the fan-out of a large pass, and one worker's throughput.
+
+use std::{
+    io::{BufWriter, Write as _},
+    net::TcpListener,
+    path::Path,
+    process::{Command, Stdio},
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use actix_web::{App, HttpResponse, HttpServer, web};
+use anyhow::Context as _;
+use serde_json::{Value, json};
+
+use super::Figure;
+use crate::util::{output, scratch_dir};
+
+const SUBSCRIPTIONS: usize = 25;
+const NEW_FINDINGS: usize = 100_000;
+
+/// A receiver that answers 204 and counts.
+fn counting_receiver(count: Arc<AtomicU64>) -> anyhow::Result<String> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://{}/hook", listener.local_addr()?);
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+        runtime.block_on(async move {
+            let count = web::Data::new(count);
+            HttpServer::new(move || {
+                App::new().app_data(count.clone()).route(
+                    "/hook",
+                    web::post().to(|_body: web::Bytes, count: web::Data<Arc<AtomicU64>>| async move {
+                        count.fetch_add(1, Ordering::Relaxed);
+                        HttpResponse::NoContent().finish()
+                    }),
+                )
+            })
+            .workers(1)
+            .disable_signals()
+            .listen(listener)
+            .ok()?
+            .run()
+            .await
+            .ok()
+        })
+    });
+    Ok(url)
+}
+
+fn api(bin: &Path, url: &str, args: &[&str]) -> anyhow::Result<Value> {
+    let text = output(Command::new(bin).args(args).arg("--json").env("DATABASE_URL", url).env("POSTURE_LOG", "warn"))?;
+    serde_json::from_str(text.trim()).with_context(|| format!("output of {args:?}"))
+}
+
+fn subscribe(base: &str, key: &str, hook: &str) -> anyhow::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let client = reqwest::Client::new();
+        for i in 0..SUBSCRIPTIONS {
+            let response = client
+                .post(format!("{base}/api/v1/webhooks"))
+                .bearer_auth(key)
+                .json(&json!({"name": format!("bench {i}"), "webhookUrl": hook, "webhookType": "generic",
+                              "eventTypes": ["finding_critical", "finding_high", "finding_medium", "finding_low"]}))
+                .send()
+                .await?;
+            anyhow::ensure!(response.status().is_success(), "creating a subscription: {}", response.status());
+        }
+        Ok(())
+    })
+}
+
+/// One pass of `NEW_FINDINGS` findings over 100 identities of one tenant.
+fn pass_file(dir: &Path) -> anyhow::Result<std::path::PathBuf> {
+    let path = dir.join("fan-out-pass.jsonl");
+    let mut out = BufWriter::new(std::fs::File::create(&path)?);
+    let tenant = "0b7c0f39-2d3e-4c1a-9f57-6a1d2b3c4d5e";
+    writeln!(out, "{}", json!({"type": "tenant", "cloudTenantId": tenant, "displayName": "Fan-out"}))?;
+    for i in 0..100 {
+        writeln!(out, "{}", json!({"type": "identity", "id": format!("u{i}"), "cloudTenantId": tenant, "kind": "user", "displayName": format!("User {i}")}))?;
+    }
+    let severities = ["critical", "high", "medium", "low"];
+    for i in 0..NEW_FINDINGS {
+        writeln!(out, "{}", json!({"type": "finding", "id": format!("n{i:06}"), "cloudTenantId": tenant,
+            "findingType": "standing_privileged_access", "severity": severities[i % 4],
+            "title": format!("Finding {i}"), "identityId": format!("u{}", i % 100)}))?;
+    }
+    out.flush()?;
+    Ok(path)
+}
+
+/// Fan-out of a pass with 100,000 new findings to 25 subscriptions, then one worker's
+/// deliveries per second to a local receiver.
+pub fn run(bin_dir: &Path, database_url: &str, base: &str, seconds: u64, figures: &mut Vec<Figure>) -> anyhow::Result<()> {
+    let api_bin = bin_dir.join("posture-api");
+    let customer = api(&api_bin, database_url, &["customers", "create", "--name", "Fan-out"])?;
+    let id = customer["id"].as_str().context("customer id")?.to_owned();
+    let key = api(&api_bin, database_url, &["keys", "issue", "--customer", &id, "--scope", "manage:webhooks"])?["key"]
+        .as_str()
+        .context("key")?
+        .to_owned();
+    let delivered = Arc::new(AtomicU64::new(0));
+    let hook = counting_receiver(delivered.clone())?;
+    subscribe(base, &key, &hook)?;
+
+    let file = pass_file(&scratch_dir("bench-fanout")?)?;
+    let pass = api(&api_bin, database_url, &["ingest", "--customer", &id, file.to_str().context("path")?])?;
+    let queued = pass["deliveriesQueued"].as_u64().unwrap_or(0);
+    let fan_out_ms = pass["fanOutMs"].as_f64().unwrap_or(f64::NAN);
+    figures.push(Figure::measure(
+        format!("fan-out of a pass with {NEW_FINDINGS} new findings to {SUBSCRIPTIONS} subscriptions ({queued} deliveries)"),
+        fan_out_ms,
+        "ms",
+        true,
+    ));
+
+    let worker = Command::new(bin_dir.join("posture-worker"))
+        .env("DATABASE_URL", database_url)
+        .env("POSTURE_SECRET_KEY", super::http::SECRET_KEY)
+        .env("POSTURE_WEBHOOK_ALLOW_PRIVATE", "true")
+        .env("POSTURE_WORKER_CONCURRENCY", "16")
+        .env("POSTURE_LOG", "warn")
+        .stdin(Stdio::null())
+        .spawn()
+        .context("starting posture-worker")?;
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs(seconds.max(10)));
+    let count = delivered.load(Ordering::Relaxed);
+    let elapsed = started.elapsed().as_secs_f64();
+    let _ = Command::new("kill").arg("-TERM").arg(worker.id().to_string()).status();
+    let _ = worker.wait_with_output();
+    figures.push(Figure::measure(
+        "one posture-worker (16 concurrent) to a local receiver, 100 findings per delivery",
+        count as f64 / elapsed,
+        "deliveries/s",
+        false,
+    ));
+    Ok(())
+}
