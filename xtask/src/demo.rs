@@ -20,8 +20,8 @@ use clap::Args;
 use serde_json::Value;
 
 use crate::{
-    demo_receiver,
     demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
+    demo_receiver,
     services::Postgres,
     util::{eprintln_status, output, project_root, run, scratch_dir},
 };
@@ -44,7 +44,14 @@ fn build_binaries() -> anyhow::Result<PathBuf> {
     run(
         Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .current_dir(project_root())
-            .args(["build", "--quiet", "-p", "posture-api", "-p", "posture-worker"]),
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "posture-api",
+                "-p",
+                "posture-worker",
+            ]),
     )?;
     Ok(project_root().join("target").join("debug"))
 }
@@ -92,8 +99,22 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
 
     // Customers and their keys.
     let specs = [
-        CustomerSpec { name: "Contoso Group".into(), tenants: 3, identities: args.identities, findings: args.findings, upr_days: 60, seed: 1 },
-        CustomerSpec { name: "Fabrikam Inc".into(), tenants: 2, identities: args.identities / 3, findings: args.findings / 3, upr_days: 60, seed: 2 },
+        CustomerSpec {
+            name: "Contoso Group".into(),
+            tenants: 3,
+            identities: args.identities,
+            findings: args.findings,
+            upr_days: 60,
+            seed: 1,
+        },
+        CustomerSpec {
+            name: "Fabrikam Inc".into(),
+            tenants: 2,
+            identities: args.identities / 3,
+            findings: args.findings / 3,
+            upr_days: 60,
+            seed: 2,
+        },
     ];
     let mut customers = Vec::new();
     for spec in &specs {
@@ -103,7 +124,10 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
         for scope in posture_domain::Scope::ALL {
             issue.extend(["--scope", scope.as_str()]);
         }
-        let key = api_json(&bin, &env, &issue)?["key"].as_str().context("key")?.to_owned();
+        let key = api_json(&bin, &env, &issue)?["key"]
+            .as_str()
+            .context("key")?
+            .to_owned();
         customers.push((spec, id, key));
     }
 
@@ -133,7 +157,9 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     }
     let mut worker = Command::new(bin.join("posture-worker"));
     common(&mut worker);
-    children.0.push(worker.spawn().context("starting posture-worker")?);
+    children
+        .0
+        .push(worker.spawn().context("starting posture-worker")?);
 
     // One analyzer pass per customer, through the real ingest command.
     let data_dir = scratch_dir("demo-data")?;
@@ -144,20 +170,32 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
         write_customer(spec, today, &mut out)?;
         std::io::Write::flush(&mut out)?;
         drop(out);
-        let pass = api_json(&bin, &env, &["ingest", "--customer", id, file.to_str().context("path")?])?;
+        let pass = api_json(
+            &bin,
+            &env,
+            &["ingest", "--customer", id, file.to_str().context("path")?],
+        )?;
         eprintln_status(&format!(
             "{}: {} identities, {} findings, {} UPR scores ingested; {} webhook deliveries queued",
-            spec.name, pass["identities"], pass["findings"], pass["uprScores"], pass["deliveriesQueued"]
+            spec.name,
+            pass["identities"],
+            pass["findings"],
+            pass["uprScores"],
+            pass["deliveriesQueued"]
         ));
     }
 
-    let mut text = format!("\nposture demo is running at {base} (Ctrl-C stops it and removes its data)\n");
+    let mut text =
+        format!("\nposture demo is running at {base} (Ctrl-C stops it and removes its data)\n");
     text.push_str(&format!(
         "posture-worker delivers {}'s new findings to the receiver at {hook}; each delivery prints a line.\n",
         customers[0].0.name
     ));
     for (spec, _, key) in &customers {
-        text.push_str(&format!("\n{}: key with every scope\n  export KEY={key}\n", spec.name));
+        text.push_str(&format!(
+            "\n{}: key with every scope\n  export KEY={key}\n",
+            spec.name
+        ));
     }
     text.push_str("\nTry (with KEY set to one of the keys above):\n");
     for path in [
@@ -170,9 +208,13 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
         "/api/v1/upr/trend?days=14",
         "/api/v1/webhooks",
     ] {
-        text.push_str(&format!("  curl -s -H \"Authorization: Bearer $KEY\" '{base}{path}'\n"));
+        text.push_str(&format!(
+            "  curl -s -H \"Authorization: Bearer $KEY\" '{base}{path}'\n"
+        ));
     }
-    text.push_str(&format!("  curl -s '{base}/api/v1/openapi.json' | head -c 300\n\n"));
+    text.push_str(&format!(
+        "  curl -s '{base}/api/v1/openapi.json' | head -c 300\n\n"
+    ));
     print_block(&text);
 
     let status = wait_for_ctrl_c(&mut children.0[0])?;

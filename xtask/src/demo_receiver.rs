@@ -13,7 +13,13 @@ use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 pub type Secret = Arc<RwLock<Option<String>>>;
 
 async fn hook(req: HttpRequest, body: web::Bytes, secret: web::Data<Secret>) -> HttpResponse {
-    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("-").to_owned();
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("-")
+            .to_owned()
+    };
     let signature = header("x-service-signature-256");
     let verified = secret
         .read()
@@ -32,7 +38,11 @@ async fn hook(req: HttpRequest, body: web::Bytes, secret: web::Data<Secret>) -> 
         if verified { "verified" } else { "INVALID" }
     );
     let _ = std::io::stdout().lock().write_all(line.as_bytes());
-    if verified { HttpResponse::NoContent().finish() } else { HttpResponse::Unauthorized().finish() }
+    if verified {
+        HttpResponse::NoContent().finish()
+    } else {
+        HttpResponse::Unauthorized().finish()
+    }
 }
 
 /// Starts the receiver on a free loopback port; returns its hook URL.
@@ -40,15 +50,22 @@ pub fn start(secret: Secret) -> anyhow::Result<String> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let url = format!("http://{}/hook", listener.local_addr()?);
     std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
         runtime.block_on(async move {
             let secret = web::Data::new(secret);
-            let server = HttpServer::new(move || App::new().app_data(secret.clone()).route("/hook", web::post().to(hook)))
-                .workers(1)
-                .disable_signals()
-                .listen(listener)
-                .ok()?
-                .run();
+            let server = HttpServer::new(move || {
+                App::new()
+                    .app_data(secret.clone())
+                    .route("/hook", web::post().to(hook))
+            })
+            .workers(1)
+            .disable_signals()
+            .listen(listener)
+            .ok()?
+            .run();
             server.await.ok()
         })
     });
@@ -58,7 +75,9 @@ pub fn start(secret: Secret) -> anyhow::Result<String> {
 /// Subscribes the receiver for every event type through the API; returns the secret.
 pub fn subscribe(api: &str, key: &str, hook_url: &str) -> anyhow::Result<String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async {
         let response = reqwest::Client::new()
             .post(format!("{api}/api/v1/webhooks"))
@@ -74,6 +93,8 @@ pub fn subscribe(api: &str, key: &str, hook_url: &str) -> anyhow::Result<String>
         body["data"]["signingSecret"]
             .as_str()
             .map(str::to_owned)
-            .ok_or_else(|| anyhow::anyhow!("creating the demo subscription failed ({status}): {body}"))
+            .ok_or_else(|| {
+                anyhow::anyhow!("creating the demo subscription failed ({status}): {body}")
+            })
     })
 }

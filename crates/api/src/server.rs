@@ -112,6 +112,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         trusted_proxies: args.limits.trusted_proxies.clone(),
         keyring: Arc::new(args.secrets.keyring()?),
         webhook_policy: args.webhooks.policy(),
+        exports: Arc::new(tokio::sync::Semaphore::new(
+            posture_http::DEFAULT_CONCURRENT_EXPORTS,
+        )),
     };
     let running = start(
         listener,

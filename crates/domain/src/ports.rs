@@ -73,6 +73,22 @@ pub trait FindingRepository: Send + Sync {
         scope: CustomerScope,
         ids: &[FindingId],
     ) -> Result<Vec<Finding>>;
+    /// Every finding matching `filter`, ordered by id, read batch by batch from one
+    /// consistent snapshot (the export).
+    async fn export_findings(
+        &self,
+        scope: CustomerScope,
+        filter: &FindingFilter,
+    ) -> Result<Box<dyn FindingBatches>>;
+}
+
+/// The findings of an export, batch by batch. Dropping it mid-way ends the export.
+#[async_trait]
+pub trait FindingBatches: Send {
+    /// How many findings the export holds (from the same snapshot as the batches).
+    fn total(&self) -> u64;
+    /// The next batch; `None` when every finding was returned.
+    async fn next_batch(&mut self) -> Result<Option<Vec<Finding>>>;
 }
 
 /// Right-sized role recommendations.

@@ -30,7 +30,7 @@ use actix_web::{
 
 pub use client_ip::TrustedProxies;
 pub use error::ApiError;
-pub use state::{ApiState, Ports};
+pub use state::{ApiState, DEFAULT_CONCURRENT_EXPORTS, Ports};
 pub use telemetry::RequestId;
 
 /// Largest request body accepted anywhere.

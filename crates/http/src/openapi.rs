@@ -125,6 +125,30 @@ fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation 
                 }),
             );
         }
+        Success::Media {
+            status,
+            description,
+            content,
+        } => {
+            let content = content
+                .iter()
+                .map(|(media, schema)| {
+                    let media_type = MediaType {
+                        schema: Some(schema_object(schema(generator))),
+                        ..MediaType::default()
+                    };
+                    ((*media).to_owned(), media_type)
+                })
+                .collect();
+            responses.insert(
+                StatusCode::Code(*status),
+                ReferenceOr::Item(Response {
+                    description: (*description).to_owned(),
+                    content,
+                    ..Response::default()
+                }),
+            );
+        }
         Success::NoContent { description } => {
             responses.insert(
                 StatusCode::Code(204),

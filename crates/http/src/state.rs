@@ -38,4 +38,9 @@ pub struct ApiState {
     pub keyring: Arc<Keyring>,
     /// Which webhook receivers are accepted.
     pub webhook_policy: TargetPolicy,
+    /// Bounds the exports streaming at once (each holds a database connection).
+    pub exports: Arc<tokio::sync::Semaphore>,
 }
+
+/// Exports streaming at once per instance, by default.
+pub const DEFAULT_CONCURRENT_EXPORTS: usize = 4;

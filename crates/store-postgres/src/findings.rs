@@ -22,7 +22,7 @@ use crate::{
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = findings, check_for_backend(diesel::pg::Pg))]
 pub(crate) struct FindingRow {
-    id: String,
+    pub(crate) id: String,
     cloud_tenant_id: Uuid,
     finding_type: String,
     severity: String,
@@ -211,6 +211,14 @@ impl FindingRepository for PgStore {
             wanted.iter().enumerate().map(|(i, id)| (*id, i)).collect();
         rows.sort_by_key(|(row, _)| position.get(row.id.as_str()).copied().unwrap_or(usize::MAX));
         rows.into_iter().map(to_finding).collect()
+    }
+
+    async fn export_findings(
+        &self,
+        scope: CustomerScope,
+        filter: &FindingFilter,
+    ) -> Result<Box<dyn posture_domain::ports::FindingBatches>> {
+        Ok(Box::new(self.open_export(scope, filter).await?))
     }
 
     async fn get_finding(&self, scope: CustomerScope, id: &FindingId) -> Result<Finding> {

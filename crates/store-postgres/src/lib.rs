@@ -9,6 +9,7 @@ mod api_keys;
 mod customers;
 mod deliveries;
 mod error;
+mod export;
 mod findings;
 mod identities;
 mod ingest;

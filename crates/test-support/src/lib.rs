@@ -13,6 +13,7 @@
     reason = "test harness: failing loudly is the point"
 )]
 
+pub mod cef;
 pub mod fixtures;
 pub mod redis_server;
 

@@ -6,6 +6,7 @@
 //! OpenAPI document and the contract tests use. Conversions from domain types live here so
 //! the API, the export and the webhook bodies cannot disagree.
 
+pub mod cef;
 pub mod envelope;
 pub mod error;
 pub mod findings;

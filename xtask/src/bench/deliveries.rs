@@ -27,16 +27,21 @@ fn counting_receiver(count: Arc<AtomicU64>) -> anyhow::Result<String> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let url = format!("http://{}/hook", listener.local_addr()?);
     std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
         runtime.block_on(async move {
             let count = web::Data::new(count);
             HttpServer::new(move || {
                 App::new().app_data(count.clone()).route(
                     "/hook",
-                    web::post().to(|_body: web::Bytes, count: web::Data<Arc<AtomicU64>>| async move {
-                        count.fetch_add(1, Ordering::Relaxed);
-                        HttpResponse::NoContent().finish()
-                    }),
+                    web::post().to(
+                        |_body: web::Bytes, count: web::Data<Arc<AtomicU64>>| async move {
+                            count.fetch_add(1, Ordering::Relaxed);
+                            HttpResponse::NoContent().finish()
+                        },
+                    ),
                 )
             })
             .workers(1)
@@ -52,13 +57,21 @@ fn counting_receiver(count: Arc<AtomicU64>) -> anyhow::Result<String> {
 }
 
 fn api(bin: &Path, url: &str, args: &[&str]) -> anyhow::Result<Value> {
-    let text = output(Command::new(bin).args(args).arg("--json").env("DATABASE_URL", url).env("POSTURE_LOG", "warn"))?;
+    let text = output(
+        Command::new(bin)
+            .args(args)
+            .arg("--json")
+            .env("DATABASE_URL", url)
+            .env("POSTURE_LOG", "warn"),
+    )?;
     serde_json::from_str(text.trim()).with_context(|| format!("output of {args:?}"))
 }
 
 fn subscribe(base: &str, key: &str, hook: &str) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async {
         let client = reqwest::Client::new();
         for i in 0..SUBSCRIPTIONS {
@@ -80,15 +93,27 @@ fn pass_file(dir: &Path) -> anyhow::Result<std::path::PathBuf> {
     let path = dir.join("fan-out-pass.jsonl");
     let mut out = BufWriter::new(std::fs::File::create(&path)?);
     let tenant = "0b7c0f39-2d3e-4c1a-9f57-6a1d2b3c4d5e";
-    writeln!(out, "{}", json!({"type": "tenant", "cloudTenantId": tenant, "displayName": "Fan-out"}))?;
+    writeln!(
+        out,
+        "{}",
+        json!({"type": "tenant", "cloudTenantId": tenant, "displayName": "Fan-out"})
+    )?;
     for i in 0..100 {
-        writeln!(out, "{}", json!({"type": "identity", "id": format!("u{i}"), "cloudTenantId": tenant, "kind": "user", "displayName": format!("User {i}")}))?;
+        writeln!(
+            out,
+            "{}",
+            json!({"type": "identity", "id": format!("u{i}"), "cloudTenantId": tenant, "kind": "user", "displayName": format!("User {i}")})
+        )?;
     }
     let severities = ["critical", "high", "medium", "low"];
     for i in 0..NEW_FINDINGS {
-        writeln!(out, "{}", json!({"type": "finding", "id": format!("n{i:06}"), "cloudTenantId": tenant,
+        writeln!(
+            out,
+            "{}",
+            json!({"type": "finding", "id": format!("n{i:06}"), "cloudTenantId": tenant,
             "findingType": "standing_privileged_access", "severity": severities[i % 4],
-            "title": format!("Finding {i}"), "identityId": format!("u{}", i % 100)}))?;
+            "title": format!("Finding {i}"), "identityId": format!("u{}", i % 100)})
+        )?;
     }
     out.flush()?;
     Ok(path)
@@ -96,11 +121,32 @@ fn pass_file(dir: &Path) -> anyhow::Result<std::path::PathBuf> {
 
 /// Fan-out of a pass with 100,000 new findings to 25 subscriptions, then one worker's
 /// deliveries per second to a local receiver.
-pub fn run(bin_dir: &Path, database_url: &str, base: &str, seconds: u64, figures: &mut Vec<Figure>) -> anyhow::Result<()> {
+pub fn run(
+    bin_dir: &Path,
+    database_url: &str,
+    base: &str,
+    seconds: u64,
+    figures: &mut Vec<Figure>,
+) -> anyhow::Result<()> {
     let api_bin = bin_dir.join("posture-api");
-    let customer = api(&api_bin, database_url, &["customers", "create", "--name", "Fan-out"])?;
+    let customer = api(
+        &api_bin,
+        database_url,
+        &["customers", "create", "--name", "Fan-out"],
+    )?;
     let id = customer["id"].as_str().context("customer id")?.to_owned();
-    let key = api(&api_bin, database_url, &["keys", "issue", "--customer", &id, "--scope", "manage:webhooks"])?["key"]
+    let key = api(
+        &api_bin,
+        database_url,
+        &[
+            "keys",
+            "issue",
+            "--customer",
+            &id,
+            "--scope",
+            "manage:webhooks",
+        ],
+    )?["key"]
         .as_str()
         .context("key")?
         .to_owned();
@@ -109,7 +155,11 @@ pub fn run(bin_dir: &Path, database_url: &str, base: &str, seconds: u64, figures
     subscribe(base, &key, &hook)?;
 
     let file = pass_file(&scratch_dir("bench-fanout")?)?;
-    let pass = api(&api_bin, database_url, &["ingest", "--customer", &id, file.to_str().context("path")?])?;
+    let pass = api(
+        &api_bin,
+        database_url,
+        &["ingest", "--customer", &id, file.to_str().context("path")?],
+    )?;
     let queued = pass["deliveriesQueued"].as_u64().unwrap_or(0);
     let fan_out_ms = pass["fanOutMs"].as_f64().unwrap_or(f64::NAN);
     figures.push(Figure::measure(
@@ -132,7 +182,10 @@ pub fn run(bin_dir: &Path, database_url: &str, base: &str, seconds: u64, figures
     std::thread::sleep(Duration::from_secs(seconds.max(10)));
     let count = delivered.load(Ordering::Relaxed);
     let elapsed = started.elapsed().as_secs_f64();
-    let _ = Command::new("kill").arg("-TERM").arg(worker.id().to_string()).status();
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(worker.id().to_string())
+        .status();
     let _ = worker.wait_with_output();
     figures.push(Figure::measure(
         "one posture-worker (16 concurrent) to a local receiver, 100 findings per delivery",

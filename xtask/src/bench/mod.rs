@@ -66,7 +66,15 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
     run(
         Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .current_dir(project_root())
-            .args(["build", "--release", "--quiet", "-p", "posture-api", "-p", "posture-worker"]),
+            .args([
+                "build",
+                "--release",
+                "--quiet",
+                "-p",
+                "posture-api",
+                "-p",
+                "posture-worker",
+            ]),
     )?;
     let bin_dir: PathBuf = project_root().join("target").join("release");
     let bin = bin_dir.join("posture-api");
@@ -101,7 +109,13 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         "MiB",
         false,
     ));
-    deliveries::run(&bin_dir, &postgres.url, &server.base, args.seconds, &mut figures)?;
+    deliveries::run(
+        &bin_dir,
+        &postgres.url,
+        &server.base,
+        args.seconds,
+        &mut figures,
+    )?;
     drop(server);
 
     let shared = http::Server::start(&bin, &postgres.url, Some(&redis.url))?;

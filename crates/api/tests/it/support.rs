@@ -95,6 +95,7 @@ impl TestApp {
             trusted_proxies: proxies,
             keyring: Arc::new(test_keyring()),
             webhook_policy,
+            exports: Arc::new(tokio::sync::Semaphore::new(4)),
         };
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let (tx, rx) = mpsc::channel();

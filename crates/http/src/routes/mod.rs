@@ -6,6 +6,7 @@
 //! adding an `Endpoint` to [`ENDPOINTS`]; `cargo xtask openapi` then shows the contract
 //! change.
 
+mod export;
 mod findings;
 mod identities;
 mod openapi_json;
@@ -29,6 +30,7 @@ pub static ENDPOINTS: &[&Endpoint] = &[
     &identities::LIST,
     &identities::GET,
     &findings::LIST,
+    &export::EXPORT,
     &findings::GET,
     &roles::LIST,
     &upr::ROLLUP,
@@ -113,6 +115,12 @@ pub enum Success {
     },
     /// 204 without a body.
     NoContent { description: &'static str },
+    /// A body in one of several media types (the export).
+    Media {
+        status: u16,
+        description: &'static str,
+        content: &'static [(&'static str, SchemaFn)],
+    },
 }
 
 /// One route: how it is served and what the contract says of it.

@@ -1,4 +1,5 @@
 mod every_route;
+mod export;
 mod findings;
 mod identities;
 mod roles;
