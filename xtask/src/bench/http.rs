@@ -53,6 +53,10 @@ impl Server {
         })
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Peak resident memory of the server so far (VmHWM).
     pub fn peak_rss_mib(&self) -> anyhow::Result<f64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;

@@ -8,6 +8,7 @@
 //! `{figure, value, unit, baseline, baseline_name, ratio, target, lower_is_better}`.
 
 mod deliveries;
+mod export;
 mod http;
 mod limiter;
 mod load;
@@ -109,6 +110,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         "MiB",
         false,
     ));
+    export::run(&server, &postgres.url, &loaded.largest, &mut figures)?;
     deliveries::run(
         &bin_dir,
         &postgres.url,

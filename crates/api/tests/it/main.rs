@@ -5,6 +5,7 @@
 
 mod auth;
 mod cli;
+mod contract;
 mod errors;
 mod logs;
 mod rate_limits;

@@ -105,6 +105,7 @@ pub static EXPORT: Endpoint = Endpoint {
         ],
     },
     errors: &[400, 404],
+    success_headers: &["Content-Disposition", "X-Total-Count"],
     handler: || web::route().to(export_findings),
 };
 

@@ -65,6 +65,7 @@ pub static LIST: Endpoint = Endpoint {
         schema: schema::<ListResponse<FindingResponse>>,
     },
     errors: &[400, 404],
+    success_headers: &[],
     handler: || web::route().to(list_findings),
 };
 
@@ -85,6 +86,7 @@ pub static GET: Endpoint = Endpoint {
         schema: schema::<DataResponse<FindingResponse>>,
     },
     errors: &[400, 404],
+    success_headers: &[],
     handler: || web::route().to(get_finding),
 };
 

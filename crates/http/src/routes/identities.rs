@@ -29,6 +29,7 @@ pub static LIST: Endpoint = Endpoint {
         schema: schema::<ListResponse<IdentityResponse>>,
     },
     errors: &[400, 404],
+    success_headers: &[],
     handler: || web::route().to(list_identities),
 };
 
@@ -49,6 +50,7 @@ pub static GET: Endpoint = Endpoint {
         schema: schema::<DataResponse<IdentityDetailResponse>>,
     },
     errors: &[400, 404],
+    success_headers: &[],
     handler: || web::route().to(get_identity),
 };
 

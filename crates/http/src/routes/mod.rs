@@ -141,6 +141,9 @@ pub struct Endpoint {
     /// Error statuses of this route beyond those of every authenticated route
     /// (401, 403, 429, 500, 503).
     pub errors: &'static [u16],
+    /// Headers of the success response beyond those of every response (names of
+    /// `components.headers`).
+    pub success_headers: &'static [&'static str],
     /// The actix route (without its method guard, which comes from `method`).
     pub handler: fn() -> Route,
 }

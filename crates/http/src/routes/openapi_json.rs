@@ -33,6 +33,7 @@ pub static GET: Endpoint = Endpoint {
         schema: document_schema,
     },
     errors: &[400],
+    success_headers: &[],
     handler: || web::route().to(get_openapi),
 };
 

@@ -26,6 +26,7 @@ pub static LIST: Endpoint = Endpoint {
         schema: schema::<ListResponse<TenantResponse>>,
     },
     errors: &[400, 404],
+    success_headers: &[],
     handler: || web::route().to(list_tenants),
 };
 

@@ -65,6 +65,7 @@ pub static ROLLUP: Endpoint = Endpoint {
         schema: schema::<DataResponse<UprRollupResponse>>,
     },
     errors: &[400, 404],
+    success_headers: &[],
     handler: || web::route().to(get_rollup),
 };
 
@@ -85,6 +86,7 @@ pub static PRINCIPALS: Endpoint = Endpoint {
         schema: schema::<ListResponse<UprPrincipalResponse>>,
     },
     errors: &[400, 404],
+    success_headers: &[],
     handler: || web::route().to(list_principals),
 };
 
@@ -105,6 +107,7 @@ pub static TREND: Endpoint = Endpoint {
         schema: schema::<UprTrendResponse>,
     },
     errors: &[400, 404],
+    success_headers: &[],
     handler: || web::route().to(get_trend),
 };
 

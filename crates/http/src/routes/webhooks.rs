@@ -53,6 +53,7 @@ pub static CREATE: Endpoint = Endpoint {
         schema: schema::<DataResponse<CreatedWebhookResponse>>,
     },
     errors: &[400, 409, 413, 415, 422],
+    success_headers: &["Location"],
     handler: || web::route().to(create_webhook),
 };
 
@@ -72,6 +73,7 @@ pub static LIST: Endpoint = Endpoint {
         schema: schema::<ListResponse<WebhookResponse>>,
     },
     errors: &[400],
+    success_headers: &[],
     handler: || web::route().to(list_webhooks),
 };
 
@@ -92,6 +94,7 @@ pub static GET: Endpoint = Endpoint {
         schema: schema::<DataResponse<WebhookResponse>>,
     },
     errors: &[400, 404],
+    success_headers: &[],
     handler: || web::route().to(get_webhook),
 };
 
@@ -111,6 +114,7 @@ pub static DELETE: Endpoint = Endpoint {
         description: "Deactivated.",
     },
     errors: &[400, 404],
+    success_headers: &[],
     handler: || web::route().to(delete_webhook),
 };
 

@@ -15,6 +15,9 @@ use posture_wire::ErrorResponse;
 use schemars::{SchemaGenerator, generate::SchemaSettings};
 use serde_json::Value;
 
+mod headers;
+mod webhooks;
+
 use crate::routes::{ENDPOINTS, Endpoint, HttpMethod, ParamIn, Success, schema};
 
 /// The version of the API contract (the `/api/v1` prefix is its major version).
@@ -72,7 +75,7 @@ fn error_statuses(endpoint: &Endpoint) -> Vec<u16> {
     if endpoint.scope.is_some() {
         statuses.extend([401, 403, 503]);
     }
-    statuses.push(500);
+    statuses.extend([429, 500]);
     statuses.sort_unstable();
     statuses.dedup();
     statuses
@@ -110,6 +113,8 @@ fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation 
         .collect();
 
     let mut responses = IndexMap::new();
+    let success_headers =
+        headers::references(headers::ALWAYS.iter().chain(endpoint.success_headers));
     match &endpoint.success {
         Success::Json {
             status,
@@ -121,6 +126,7 @@ fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation 
                 ReferenceOr::Item(Response {
                     description: (*description).to_owned(),
                     content: json_content(success_schema(generator)),
+                    headers: success_headers.clone(),
                     ..Response::default()
                 }),
             );
@@ -145,6 +151,7 @@ fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation 
                 ReferenceOr::Item(Response {
                     description: (*description).to_owned(),
                     content,
+                    headers: success_headers.clone(),
                     ..Response::default()
                 }),
             );
@@ -154,6 +161,7 @@ fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation 
                 StatusCode::Code(204),
                 ReferenceOr::Item(Response {
                     description: (*description).to_owned(),
+                    headers: success_headers.clone(),
                     ..Response::default()
                 }),
             );
@@ -165,6 +173,9 @@ fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation 
             ReferenceOr::Item(Response {
                 description: status_description(status).to_owned(),
                 content: json_content(schema::<ErrorResponse>(generator)),
+                headers: headers::references(
+                    headers::ALWAYS.iter().chain(headers::for_error(status)),
+                ),
                 ..Response::default()
             }),
         );
@@ -234,6 +245,7 @@ pub fn document() -> OpenApi {
             }
         }
     }
+    let webhooks = webhooks::webhooks(&mut generator);
     let schemas = generator
         .take_definitions(true)
         .into_iter()
@@ -263,7 +275,9 @@ pub fn document() -> OpenApi {
             description: Some(
                 "Scoped, authenticated read access to a customer's identity-security data, \
                  and outbound webhook subscriptions. Every row returned belongs to the \
-                 customer that issued the key."
+                 customer that issued the key. This document is generated from posture's \
+                 route table (`cargo xtask openapi`); docs/openapi.json in the repository is \
+                 the same document."
                     .to_owned(),
             ),
             ..Info::default()
@@ -272,9 +286,11 @@ pub fn document() -> OpenApi {
             paths,
             ..Paths::default()
         }),
+        webhooks,
         components: Some(Components {
             schemas,
             security_schemes,
+            headers: headers::components(),
             ..Components::default()
         }),
         tags: tags

@@ -1,0 +1,98 @@
+//! The `webhooks` section (OpenAPI 3.1): what posture POSTs to subscribed receivers.
+
+use aide::openapi::{
+    MediaType, Operation, Parameter, ParameterData, ParameterSchemaOrContent, PathItem,
+    ReferenceOr, RequestBody, Response, Responses, SchemaObject, StatusCode,
+};
+use indexmap::IndexMap;
+use posture_domain::webhook::EventType;
+use posture_wire::webhooks::FindingEventBody;
+use schemars::SchemaGenerator;
+use serde_json::{Value, json};
+
+fn schema(value: Value) -> SchemaObject {
+    SchemaObject {
+        json_schema: schemars::Schema::try_from(value).unwrap_or_default(),
+        external_docs: None,
+        example: None,
+    }
+}
+
+fn header(name: &str, description: &str, value: Value) -> ReferenceOr<Parameter> {
+    ReferenceOr::Item(Parameter::Header {
+        parameter_data: ParameterData {
+            name: name.to_owned(),
+            description: Some(description.to_owned()),
+            required: true,
+            deprecated: None,
+            format: ParameterSchemaOrContent::Schema(schema(value)),
+            example: None,
+            examples: IndexMap::new(),
+            explode: None,
+            extensions: IndexMap::new(),
+        },
+        style: Default::default(),
+    })
+}
+
+fn response(description: &str) -> ReferenceOr<Response> {
+    ReferenceOr::Item(Response {
+        description: description.to_owned(),
+        ..Response::default()
+    })
+}
+
+/// One webhook per event type.
+pub(super) fn webhooks(generator: &mut SchemaGenerator) -> IndexMap<String, ReferenceOr<PathItem>> {
+    let body = generator.subschema_for::<FindingEventBody>();
+    EventType::ALL
+        .iter()
+        .map(|event| {
+            let severity = event.severity();
+            let parameters = vec![
+                header("X-Service-Event", "The event type, for routing without parsing the body.", json!({"type": "string", "const": event.as_str()})),
+                header(
+                    "X-Service-Signature-256",
+                    "`sha256=` + lowercase hex HMAC-SHA256 of the exact body bytes, keyed with the subscription's signing secret (the whole `whsec_...` string). Verify it in constant time before trusting the body.",
+                    json!({"type": "string", "pattern": "^sha256=[0-9a-f]{64}$"}),
+                ),
+                header("X-Service-Delivery", "The delivery's id: the same on every retry; use it to drop duplicates.", json!({"type": "string", "format": "uuid"})),
+                header("User-Agent", "`posture-webhooks/<version>`.", json!({"type": "string"})),
+            ];
+            let operation = Operation {
+                tags: vec!["webhooks".to_owned()],
+                summary: Some(format!("New {severity} findings")),
+                description: Some(format!(
+                    "Sent after an analyzer pass that found new {severity} findings, to each active \
+                     subscription listing `{}`: one POST per chunk of at most 100 findings. \
+                     Subscriptions of type `slack` get a Slack Block Kit message and `teams` an \
+                     Adaptive Card message instead of this body, with the same headers. Any 2xx \
+                     within 10 s acknowledges; 410 deactivates the subscription; anything else is \
+                     retried with backoff for about 23 hours. See docs/webhooks.md.",
+                    event.as_str()
+                )),
+                operation_id: Some(format!("on_{}", event.as_str())),
+                parameters,
+                request_body: Some(ReferenceOr::Item(RequestBody {
+                    description: Some("The `generic` body.".to_owned()),
+                    content: IndexMap::from([(
+                        "application/json".to_owned(),
+                        MediaType { schema: Some(SchemaObject { json_schema: body.clone(), external_docs: None, example: None }), ..MediaType::default() },
+                    )]),
+                    required: true,
+                    ..RequestBody::default()
+                })),
+                responses: Some(Responses {
+                    responses: IndexMap::from([
+                        (StatusCode::Range(2), response("Acknowledged: the delivery is done.")),
+                        (StatusCode::Code(410), response("Gone: posture deactivates the subscription.")),
+                    ]),
+                    default: Some(response("Anything else (including redirects, which are not followed): retried later.")),
+                    ..Responses::default()
+                }),
+                ..Operation::default()
+            };
+            (event.as_str().to_owned(), ReferenceOr::Item(PathItem { post: Some(operation), ..PathItem::default() }))
+        })
+        .collect()
+}
