@@ -4,8 +4,11 @@ use aide::openapi::{Header, ParameterSchemaOrContent, ReferenceOr, SchemaObject}
 use indexmap::IndexMap;
 use serde_json::{Value, json};
 
-/// (name, description, schema) of every header the API sends.
-const HEADERS: &[(&str, &str, fn() -> Value)] = &[
+/// A header: name, description, schema.
+type HeaderSpec = (&'static str, &'static str, fn() -> Value);
+
+/// Every header the API sends.
+const HEADERS: &[HeaderSpec] = &[
     (
         "X-RateLimit-Limit",
         "Requests allowed per window in the bucket this request counted against (its key's, or its client address's without a valid key).",
