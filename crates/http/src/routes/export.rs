@@ -109,11 +109,45 @@ pub static EXPORT: Endpoint = Endpoint {
     handler: || web::route().to(export_findings),
 };
 
-/// The stream's state: the cursor, while the export lasts.
+/// The stream's state: the cursor and the page read ahead.
 struct Export {
     cursor: Box<dyn FindingBatches>,
     format: Format,
+    /// The next page, read while the previous one was rendered.
+    ahead: Option<posture_domain::Result<Option<Vec<Finding>>>>,
     _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Export {
+    /// The next chunk of the body, or `None` at the end. While a page is rendered, the next
+    /// one is already being read: the database works while this thread serialises.
+    async fn next_chunk(mut self) -> Option<(Result<Bytes, actix_web::Error>, Option<Self>)> {
+        let page = match self.ahead.take() {
+            Some(page) => page,
+            None => self.cursor.next_batch().await,
+        };
+        match page {
+            Ok(Some(batch)) => {
+                let format = self.format;
+                let render = async move {
+                    // Let the read of the next page go out before rendering this one.
+                    tokio::task::yield_now().await;
+                    format.render(batch)
+                };
+                let (bytes, ahead) =
+                    futures_util::future::join(render, self.cursor.next_batch()).await;
+                self.ahead = Some(ahead);
+                Some((Ok(bytes), Some(self)))
+            }
+            Ok(None) => None,
+            Err(e) => {
+                // The status is sent already: abort the response so the client sees a
+                // truncated transfer, not a complete but partial export.
+                tracing::error!(error = %e, "export failed mid-stream");
+                Some((Err(ApiError::Internal.into()), None))
+            }
+        }
+    }
 }
 
 async fn export_findings(
@@ -149,24 +183,11 @@ async fn export_findings(
     let export = Some(Export {
         cursor,
         format,
+        ahead: None,
         _permit: permit,
     });
-    let body = futures_util::stream::unfold(export, |export| async move {
-        let mut export = export?;
-        match export.cursor.next_batch().await {
-            Ok(Some(batch)) => {
-                let bytes = export.format.render(batch);
-                Some((Ok::<_, actix_web::Error>(bytes), Some(export)))
-            }
-            Ok(None) => None,
-            Err(e) => {
-                // The status is sent already: abort the response so the client sees a
-                // truncated transfer, not a complete but partial export.
-                tracing::error!(error = %e, "export failed mid-stream");
-                Some((Err(ApiError::Internal.into()), None))
-            }
-        }
-    });
+    let body =
+        futures_util::stream::unfold(export, |export| async move { export?.next_chunk().await });
     let filename = format!(
         "findings-{}.{}",
         Utc::now().format("%Y-%m-%d"),
