@@ -22,7 +22,6 @@ use serde_json::Value;
 use crate::{
     demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
     demo_receiver,
-    services::Postgres,
     util::{eprintln_status, output, project_root, run, scratch_dir},
 };
 
@@ -88,7 +87,7 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     let bin = build_binaries()?;
     let postgres = match std::env::var("DATABASE_URL") {
         Ok(_) => None,
-        Err(_) => Some(Postgres::start(&scratch_dir("demo-postgres")?)?),
+        Err(_) => Some(crate::util::postgres("demo-postgres", "")?),
     };
     let database_url = match &postgres {
         Some(pg) => pg.url.clone(),

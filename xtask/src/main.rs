@@ -7,7 +7,6 @@ mod demo_receiver;
 mod docs_check;
 mod gen_data;
 mod openapi;
-mod services;
 mod test;
 mod tidy;
 mod util;

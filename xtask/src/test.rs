@@ -6,20 +6,17 @@
 
 use std::process::Command;
 
-use crate::{
-    services::{Postgres, Redis},
-    util::{eprintln_status, project_root, scratch_dir},
-};
+use crate::util::{eprintln_status, postgres, project_root, redis};
 
 pub fn run(extra: &[String]) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let postgres = match std::env::var("TEST_DATABASE_URL") {
         Ok(_) => None,
-        Err(_) => Some(Postgres::start(&scratch_dir("test-postgres")?)?),
+        Err(_) => Some(postgres("test-postgres", "")?),
     };
     let redis = match std::env::var("TEST_REDIS_URL") {
         Ok(_) => None,
-        Err(_) => Some(Redis::start(&scratch_dir("test-redis")?)?),
+        Err(_) => Some(redis()?),
     };
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command
@@ -30,7 +27,7 @@ pub fn run(extra: &[String]) -> anyhow::Result<()> {
         command.env("TEST_DATABASE_URL", &pg.url);
     }
     if let Some(redis) = &redis {
-        command.env("TEST_REDIS_URL", &redis.url);
+        command.env("TEST_REDIS_URL", redis.url());
     }
     let status = command.status()?;
     drop(redis);

@@ -63,6 +63,15 @@ pub struct ServeArgs {
     /// HTTP worker threads (default: one per CPU core).
     #[arg(long, env = "POSTURE_WORKERS", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub workers: Option<u16>,
+    /// Serve `/metrics` on this address instead of the API's (keep it off the public ingress).
+    #[arg(long, env = "POSTURE_METRICS_BIND")]
+    pub metrics_bind: Option<SocketAddr>,
+    /// PEM certificate chain: serve HTTPS (with HSTS) instead of HTTP.
+    #[arg(long, env = "POSTURE_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// PEM private key of the certificate.
+    #[arg(long, env = "POSTURE_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
     /// Seconds in-flight requests get to finish after SIGTERM.
     #[arg(long, env = "POSTURE_SHUTDOWN_TIMEOUT_SECS", default_value_t = 30)]
     pub shutdown_timeout_secs: u64,

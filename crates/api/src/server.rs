@@ -1,13 +1,14 @@
 //! `posture-api serve`: wires the PostgreSQL store into the HTTP API and runs it.
 
-use std::{net::TcpListener, sync::Arc, time::Duration};
+use std::{net::TcpListener, path::Path, sync::Arc, time::Duration};
 
 use actix_web::{HttpServer, dev::ServerHandle, web};
 use anyhow::Context as _;
-use posture_domain::rate_limit::{InProcessRateLimiter, RateLimiter};
-use posture_http::{ApiState, Ports};
+use posture_domain::rate_limit::{InProcessRateLimiter, LimiterState, RateLimiter};
+use posture_http::{ApiState, MetricsRender, Ports};
 use posture_redis::RedisRateLimiter;
 use posture_store_postgres::{PgStore, migrations};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 
 use crate::config::{RateLimitArgs, ServeArgs};
 
@@ -59,6 +60,41 @@ pub async fn limiter(limits: &RateLimitArgs) -> anyhow::Result<Arc<dyn RateLimit
     }
 }
 
+/// The rustls server configuration of a PEM certificate chain and key.
+pub fn tls_config(cert: &Path, key: &Path) -> anyhow::Result<rustls::ServerConfig> {
+    let certs = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .with_context(|| {
+            format!(
+                "reading the certificate chain {} (POSTURE_TLS_CERT)",
+                cert.display()
+            )
+        })?;
+    let key = PrivateKeyDer::from_pem_file(key).with_context(|| {
+        format!(
+            "reading the private key {} (POSTURE_TLS_KEY)",
+            key.display()
+        )
+    })?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .context("the TLS certificate and key do not match")?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// How a server runs.
+pub struct Serving {
+    pub workers: usize,
+    pub shutdown_timeout: Duration,
+    /// Serve HTTPS with this configuration.
+    pub tls: Option<rustls::ServerConfig>,
+}
+
 /// A running server.
 pub struct Running {
     pub handle: ServerHandle,
@@ -67,23 +103,41 @@ pub struct Running {
 }
 
 /// Starts serving `state` on `listener` (not yet awaited: the caller runs `server`).
-pub fn start(
-    listener: TcpListener,
-    state: ApiState,
-    workers: usize,
-    shutdown_timeout: Duration,
-) -> anyhow::Result<Running> {
+pub fn start(listener: TcpListener, state: ApiState, serving: Serving) -> anyhow::Result<Running> {
     let local_addr = listener.local_addr()?;
     let state = web::Data::new(state);
     let server = HttpServer::new(move || posture_http::app(state.clone()))
-        .workers(workers)
-        .shutdown_timeout(shutdown_timeout.as_secs())
-        .listen(listener)?
-        .run();
+        .workers(serving.workers)
+        .shutdown_timeout(serving.shutdown_timeout.as_secs());
+    let server = match serving.tls {
+        Some(tls) => server.listen_rustls_0_23(listener, tls)?,
+        None => server.listen(listener)?,
+    }
+    .run();
     Ok(Running {
         handle: server.handle(),
         server,
         local_addr,
+    })
+}
+
+/// The metrics renderer: refreshes the gauges read on demand (pool, rate limiter), then
+/// renders every series of the installed recorder.
+pub fn metrics_render(
+    handle: posture_config::metrics::PrometheusHandle,
+    store: PgStore,
+    limiter: Arc<dyn RateLimiter>,
+) -> MetricsRender {
+    Arc::new(move || {
+        let pool = store.status();
+        metrics::gauge!("posture_db_pool_connections", "state" => "max").set(pool.max_size as f64);
+        metrics::gauge!("posture_db_pool_connections", "state" => "open").set(pool.size as f64);
+        metrics::gauge!("posture_db_pool_connections", "state" => "idle")
+            .set(pool.available as f64);
+        metrics::gauge!("posture_db_pool_waiting").set(pool.waiting as f64);
+        let degraded = matches!(limiter.state(), LimiterState::Degraded { .. });
+        metrics::gauge!("posture_rate_limiter_degraded").set(if degraded { 1.0 } else { 0.0 });
+        handle.render()
     })
 }
 
@@ -103,25 +157,55 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let listener = TcpListener::bind(args.bind)
         .with_context(|| format!("cannot listen on {} (POSTURE_BIND)", args.bind))?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls_config(cert, key)?),
+        _ => None,
+    };
     let workers = args.workers.map_or_else(
         || std::thread::available_parallelism().map_or(2, usize::from),
         usize::from,
     );
+    let limiter = limiter(&args.limits).await?;
+    let render = metrics_render(
+        posture_config::metrics::install_recorder()?,
+        store.clone(),
+        limiter.clone(),
+    );
     let state = ApiState {
-        ports: ports(&store, limiter(&args.limits).await?),
+        ports: ports(&store, limiter),
         trusted_proxies: args.limits.trusted_proxies.clone(),
         keyring: Arc::new(args.secrets.keyring()?),
         webhook_policy: args.webhooks.policy(),
         exports: Arc::new(tokio::sync::Semaphore::new(
             posture_http::DEFAULT_CONCURRENT_EXPORTS,
         )),
+        metrics: args.metrics_bind.is_none().then(|| render.clone()),
+        hsts: tls.is_some(),
     };
+    let https = tls.is_some();
+    let shutdown_timeout = Duration::from_secs(args.shutdown_timeout_secs);
     let running = start(
         listener,
         state,
-        workers,
-        Duration::from_secs(args.shutdown_timeout_secs),
+        Serving {
+            workers,
+            shutdown_timeout,
+            tls,
+        },
     )?;
-    tracing::info!(addr = %running.local_addr, workers, "posture-api listening");
-    running.server.await.context("the HTTP server failed")
+    tracing::info!(addr = %running.local_addr, workers, https, "posture-api listening");
+    match args.metrics_bind {
+        None => running.server.await.context("the HTTP server failed"),
+        Some(bind) => {
+            let metrics = HttpServer::new(move || posture_http::metrics_app(render.clone()))
+                .workers(1)
+                .bind(bind)
+                .with_context(|| format!("cannot listen on {bind} (POSTURE_METRICS_BIND)"))?
+                .run();
+            tracing::info!(addr = %bind, "metrics served on their own address");
+            let (api, metrics) = futures_util::future::join(running.server, metrics).await;
+            api.context("the HTTP server failed")?;
+            metrics.context("the metrics server failed")
+        }
+    }
 }

@@ -5,6 +5,7 @@
 //! and its variable. Values that are secrets (`DATABASE_URL`, `POSTURE_SECRET_KEY`,
 //! `REDIS_URL`) are hidden from `--help` and from `Debug`.
 
+pub mod metrics;
 pub mod telemetry;
 
 use std::{fmt, time::Duration};

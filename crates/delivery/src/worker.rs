@@ -51,6 +51,8 @@ pub struct Worker {
     client: WebhookClient,
     config: WorkerConfig,
     random: SystemRandom,
+    /// When the queue gauges were last refreshed.
+    gauges_at: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// What happened to one claimed delivery.
@@ -77,6 +79,7 @@ impl Worker {
             client,
             config,
             random: SystemRandom::new(),
+            gauges_at: std::sync::Mutex::default(),
         })
     }
 
@@ -140,6 +143,15 @@ impl Worker {
                 }
             }
         };
+        let outcome = match sent {
+            Sent::Delivered => "delivered",
+            Sent::Retrying => "retrying",
+            Sent::Failed => "failed",
+            Sent::Gone => "gone",
+        };
+        metrics::counter!("posture_webhook_attempts_total", "outcome" => outcome).increment(1);
+        metrics::histogram!("posture_webhook_attempt_duration_seconds")
+            .record(f64::from(attempt.latency_ms) / 1000.0);
         tracing::info!(
             delivery.id = %delivery.id,
             customer.id = %delivery.customer_id,
@@ -218,10 +230,28 @@ impl Worker {
         }
     }
 
+    /// Publishes the queue's depth, at most every 10 s.
+    async fn refresh_queue_gauges(&self) {
+        const EVERY: Duration = Duration::from_secs(10);
+        {
+            let mut last = self.gauges_at.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|at| at.elapsed() < EVERY) {
+                return;
+            }
+            *last = Some(std::time::Instant::now());
+        }
+        if let Ok(depth) = self.deliveries.queue_depth().await {
+            metrics::gauge!("posture_webhook_queue_depth", "state" => "pending")
+                .set(depth.pending as f64);
+            metrics::gauge!("posture_webhook_queue_depth", "state" => "due").set(depth.due as f64);
+        }
+    }
+
     /// Works until `stop` turns true.
     pub async fn run(self: &Arc<Self>, mut stop: watch::Receiver<bool>) {
         tracing::info!(worker = %self.config.id, concurrency = self.config.concurrency, "posture-worker running");
         while !*stop.borrow() {
+            self.refresh_queue_gauges().await;
             let batch = match self
                 .deliveries
                 .claim_due(&self.config.id, self.batch_size(), self.config.lease)

@@ -180,6 +180,15 @@ pub struct Attempt {
     pub response_excerpt: Option<String>,
 }
 
+/// How many deliveries wait.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// Pending deliveries, due now or later.
+    pub pending: u64,
+    /// Pending deliveries due now.
+    pub due: u64,
+}
+
 /// What happens to a delivery after an attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NextStep {

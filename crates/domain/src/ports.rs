@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use crate::{
     api_key::{ApiKey, KeyHash, NewApiKey, Principal},
     customer::{Customer, CustomerScope},
-    delivery::{Attempt, ClaimedDelivery, Delivery, DeliveryStatus, NextStep},
+    delivery::{Attempt, ClaimedDelivery, Delivery, DeliveryStatus, NextStep, QueueDepth},
     error::Result,
     finding::{Finding, FindingFilter},
     identity::{Identity, IdentityDetail, IdentityFilter},
@@ -197,6 +197,8 @@ pub trait DeliveryRepository: Send + Sync {
     ) -> Result<()>;
     /// Gives up the leases of claimed deliveries that were not attempted (shutdown).
     async fn release(&self, worker: &str, deliveries: &[&Delivery]) -> Result<()>;
+    /// How many deliveries wait (for metrics).
+    async fn queue_depth(&self) -> Result<QueueDepth>;
     /// Waits until new deliveries are queued or `timeout` passes; `true` if woken.
     async fn wait_for_work(&self, timeout: std::time::Duration) -> Result<bool>;
     /// Deliveries of a customer, newest first (operators).

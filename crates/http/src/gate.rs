@@ -94,11 +94,14 @@ pub(crate) async fn gate(
         }
     };
     let mut response = match (decision, refusal) {
-        (Some(d), _) if !d.allowed => req
-            .error_response(ApiError::RateLimited {
+        (Some(d), _) if !d.allowed => {
+            metrics::counter!("posture_rate_limit_rejections_total", "policy" => bucket.policy_name())
+                .increment(1);
+            req.error_response(ApiError::RateLimited {
                 retry_after: d.retry_after,
             })
-            .map_into_right_body(),
+            .map_into_right_body()
+        }
         (_, Some(refusal)) => req.error_response(refusal).map_into_right_body(),
         (_, None) => next.call(req).await?.map_into_left_body(),
     };

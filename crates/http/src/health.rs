@@ -1,4 +1,4 @@
-//! `/healthz` (the process is alive) and `/readyz` (it can serve: database reachable, schema
+//! `/healthz` (the process is alive), `/metrics` and `/readyz` (it can serve: database reachable, schema
 //! current; the rate limiter's state is reported, and a degraded limiter does not make the
 //! instance unready since requests are still served). Neither needs a key nor is counted.
 
@@ -43,4 +43,34 @@ pub(crate) async fn readyz(state: web::Data<ApiState>) -> HttpResponse {
     } else {
         HttpResponse::ServiceUnavailable().json(body)
     }
+}
+
+/// `GET /metrics`: Prometheus text format (404 when served on a separate address).
+pub(crate) async fn metrics(state: web::Data<ApiState>) -> HttpResponse {
+    match &state.metrics {
+        Some(render) => HttpResponse::Ok()
+            .content_type("text/plain; version=0.0.4; charset=utf-8")
+            .body(render()),
+        None => HttpResponse::NotFound().json(
+            json!({"error": "not_found", "reason": "metrics are served on POSTURE_METRICS_BIND"}),
+        ),
+    }
+}
+
+/// Adds `Strict-Transport-Security` to every response when serving TLS.
+pub(crate) async fn hsts(
+    req: actix_web::dev::ServiceRequest,
+    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
+) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
+    let enabled = req
+        .app_data::<web::Data<ApiState>>()
+        .is_some_and(|s| s.hsts);
+    let mut response = next.call(req).await?;
+    if enabled {
+        response.headers_mut().insert(
+            actix_web::http::header::STRICT_TRANSPORT_SECURITY,
+            actix_web::http::header::HeaderValue::from_static("max-age=31536000"),
+        );
+    }
+    Ok(response)
 }

@@ -30,7 +30,7 @@ use actix_web::{
 
 pub use client_ip::TrustedProxies;
 pub use error::ApiError;
-pub use state::{ApiState, DEFAULT_CONCURRENT_EXPORTS, Ports};
+pub use state::{ApiState, DEFAULT_CONCURRENT_EXPORTS, MetricsRender, Ports};
 pub use telemetry::RequestId;
 
 /// Largest request body accepted anywhere.
@@ -56,9 +56,11 @@ pub fn app(
         .app_data(state)
         .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
         .wrap(ErrorHandlers::new().default_handler(json_errors::ensure_json))
+        .wrap(from_fn(health::hsts))
         .wrap(from_fn(telemetry::telemetry))
         .service(web::resource("/healthz").route(web::get().to(health::healthz)))
         .service(web::resource("/readyz").route(web::get().to(health::readyz)))
+        .service(web::resource("/metrics").route(web::get().to(health::metrics)))
         .service(
             web::scope(routes::PREFIX)
                 .wrap(from_fn(gate::gate))
@@ -67,4 +69,29 @@ pub fn app(
                 .default_service(web::to(not_found)),
         )
         .default_service(web::to(not_found))
+}
+
+/// The application serving only `/metrics` (for `POSTURE_METRICS_BIND`).
+pub fn metrics_app(
+    render: MetricsRender,
+) -> App<
+    impl ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = Error,
+        InitError = (),
+    >,
+> {
+    App::new().route(
+        "/metrics",
+        web::get().to(move || {
+            let render = render.clone();
+            async move {
+                HttpResponse::Ok()
+                    .content_type("text/plain; version=0.0.4; charset=utf-8")
+                    .body(render())
+            }
+        }),
+    )
 }

@@ -40,7 +40,15 @@ pub struct ApiState {
     pub webhook_policy: TargetPolicy,
     /// Bounds the exports streaming at once (each holds a database connection).
     pub exports: Arc<tokio::sync::Semaphore>,
+    /// Renders the Prometheus metrics for `GET /metrics`; `None` when they are served on a
+    /// separate address (or not at all).
+    pub metrics: Option<MetricsRender>,
+    /// Serving TLS: responses carry `Strict-Transport-Security`.
+    pub hsts: bool,
 }
+
+/// Renders the metrics in the Prometheus text format.
+pub type MetricsRender = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// Exports streaming at once per instance, by default.
 pub const DEFAULT_CONCURRENT_EXPORTS: usize = 4;

@@ -68,6 +68,15 @@ pub(crate) async fn telemetry(
         span.record("key.id", key.as_str());
     }
     let status = response.status().as_u16();
+    let method = response.request().method().to_string();
+    let labels = [
+        ("method", method),
+        ("route", route.clone()),
+        ("status", status.to_string()),
+    ];
+    metrics::counter!("posture_http_requests_total", &labels).increment(1);
+    metrics::histogram!("posture_http_request_duration_seconds", &labels)
+        .record(latency_ms / 1000.0);
     span.in_scope(|| {
         tracing::info!(
             http.status = status,

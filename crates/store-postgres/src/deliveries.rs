@@ -14,7 +14,9 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::StreamExt as _;
 use posture_domain::{
     CustomerId, CustomerScope, DeliveryId, Error, PassId, Result, WebhookId,
-    delivery::{Attempt, ClaimedDelivery, Delivery, DeliveryStatus, DeliveryTarget, NextStep},
+    delivery::{
+        Attempt, ClaimedDelivery, Delivery, DeliveryStatus, DeliveryTarget, NextStep, QueueDepth,
+    },
     ports::DeliveryRepository,
     secrets::SealedSecret,
 };
@@ -338,6 +340,28 @@ impl DeliveryRepository for PgStore {
         .await
         .map_err(db_error)?;
         Ok(())
+    }
+
+    async fn queue_depth(&self) -> Result<QueueDepth> {
+        #[derive(QueryableByName)]
+        struct Depth {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            pending: i64,
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            due: i64,
+        }
+        let mut conn = self.conn().await?;
+        let depth: Depth = diesel::sql_query(
+            "SELECT count(*) AS pending, count(*) FILTER (WHERE next_attempt_at <= now()) AS due \
+             FROM webhook_deliveries WHERE status = 'pending'",
+        )
+        .get_result(&mut conn)
+        .await
+        .map_err(db_error)?;
+        Ok(QueueDepth {
+            pending: depth.pending.max(0) as u64,
+            due: depth.due.max(0) as u64,
+        })
     }
 
     async fn wait_for_work(&self, timeout: Duration) -> Result<bool> {

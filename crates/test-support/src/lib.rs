@@ -15,7 +15,7 @@
 
 pub mod cef;
 pub mod fixtures;
-pub mod redis_server;
+pub mod servers;
 
 use std::{fmt::Write as _, path::Path};
 

@@ -42,6 +42,9 @@ struct Cli {
     /// Longest sleep between looks at the queue when no notification arrives.
     #[arg(long, env = "POSTURE_WORKER_POLL_SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=300))]
     poll_secs: u64,
+    /// Serve Prometheus metrics (`/metrics`) on this address; off when unset.
+    #[arg(long, env = "POSTURE_METRICS_BIND")]
+    metrics_bind: Option<std::net::SocketAddr>,
     #[command(flatten)]
     log: LogArgs,
 }
@@ -89,6 +92,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         )
         .map_err(|e| anyhow::anyhow!(e))?,
     );
+    if let (Some(bind), false) = (cli.metrics_bind, cli.once) {
+        posture_config::metrics::install_with_listener(bind)
+            .with_context(|| format!("cannot serve metrics on {bind} (POSTURE_METRICS_BIND)"))?;
+        tracing::info!(addr = %bind, "metrics served");
+    }
     if cli.once {
         let attempted = worker.drain().await.map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut out = std::io::stdout().lock();

@@ -22,7 +22,6 @@ use clap::Args;
 
 use crate::{
     gen_data::GenDataArgs,
-    services::{Postgres, Redis},
     util::{eprintln_status, on_path, project_root, run, scratch_dir},
 };
 
@@ -91,11 +90,11 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         identities: 500,
         upr_days: 0,
     };
-    let postgres = Postgres::start_with(&scratch_dir("bench-postgres")?, PG_SETTINGS)?;
+    let postgres = crate::util::postgres("bench-postgres", PG_SETTINGS)?;
     let mut figures = Vec::new();
     let loaded = load::load(&bin, &postgres.url, &data, &mut figures)?;
 
-    let redis = Redis::start(&scratch_dir("bench-redis")?)?;
+    let redis = crate::util::redis()?;
     let duration = Duration::from_secs(args.seconds);
 
     let server = http::Server::start(&bin, &postgres.url, None)?;
@@ -120,7 +119,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
     )?;
     drop(server);
 
-    let shared = http::Server::start(&bin, &postgres.url, Some(&redis.url))?;
+    let shared = http::Server::start(&bin, &postgres.url, Some(&redis.url()))?;
     let through_redis = http::cheap_route(
         &shared,
         &loaded,
@@ -145,7 +144,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         )
         .against(in_process.requests_per_second, "in-process limiter", None),
     );
-    limiter::redis_check_latency(&redis.url, 16, &mut figures)?;
+    limiter::redis_check_latency(&redis.url(), 16, &mut figures)?;
     drop(redis);
     drop(postgres);
 

@@ -8,6 +8,8 @@ mod cli;
 mod contract;
 mod errors;
 mod logs;
+mod metrics;
+mod operations;
 mod rate_limits;
 mod routes;
 mod support;

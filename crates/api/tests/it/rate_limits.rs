@@ -13,7 +13,7 @@ use posture_domain::{
 };
 use posture_http::TrustedProxies;
 use posture_redis::RedisRateLimiter;
-use posture_test_support::{TestDb, redis_server::RedisServer, redis_url};
+use posture_test_support::{TestDb, redis_url, servers::RedisServer};
 use reqwest::{Response, StatusCode};
 
 use crate::support::{TestApp, assert_error, client};
@@ -298,7 +298,7 @@ async fn two_api_processes_sharing_one_redis_count_a_key_together() {
 
 #[tokio::test]
 async fn a_redis_outage_fails_no_request_and_shared_counting_resumes_after_it() {
-    let mut redis = RedisServer::start();
+    let mut redis = RedisServer::start().unwrap();
     let url = redis.url();
     let policy = RatePolicy {
         limit: 100,
@@ -343,7 +343,7 @@ async fn a_redis_outage_fails_no_request_and_shared_counting_resumes_after_it() 
     let ready: serde_json::Value = ready.json().await.unwrap();
     assert_eq!(ready["checks"]["rateLimiter"]["mode"], "degraded");
 
-    redis.restart();
+    redis.restart().unwrap();
     tokio::time::sleep(Duration::from_millis(1200)).await;
     app.get("/api/v1/tenants", &key).await;
     // Another instance on the same Redis now sees this key's count: counting is shared again.

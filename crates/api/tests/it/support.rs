@@ -90,12 +90,19 @@ impl TestApp {
         crate::logs::capture();
         let db = TestDb::new().await;
         let store = db.store();
+        let limiter = limiter();
         let state = ApiState {
-            ports: server::ports(&store, limiter()),
+            metrics: Some(server::metrics_render(
+                crate::metrics::handle(),
+                store.clone(),
+                limiter.clone(),
+            )),
+            ports: server::ports(&store, limiter),
             trusted_proxies: proxies,
             keyring: Arc::new(test_keyring()),
             webhook_policy,
             exports: Arc::new(tokio::sync::Semaphore::new(4)),
+            hsts: false,
         };
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let (tx, rx) = mpsc::channel();
@@ -106,7 +113,16 @@ impl TestApp {
                 .build()
                 .unwrap();
             runtime.block_on(async move {
-                let running = server::start(listener, state, 2, Duration::from_secs(5)).unwrap();
+                let running = server::start(
+                    listener,
+                    state,
+                    server::Serving {
+                        workers: 2,
+                        shutdown_timeout: Duration::from_secs(5),
+                        tls: None,
+                    },
+                )
+                .unwrap();
                 tx.send((running.handle.clone(), running.local_addr))
                     .unwrap();
                 running.server.await.unwrap();

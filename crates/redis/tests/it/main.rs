@@ -9,7 +9,7 @@ use posture_domain::{
     rate_limit::{LimiterState, RateBucket, RateLimiter, RatePolicy, epoch_secs},
 };
 use posture_redis::RedisRateLimiter;
-use posture_test_support::{redis_server::RedisServer, redis_url};
+use posture_test_support::{redis_url, servers::RedisServer};
 
 const POLICY: RatePolicy = RatePolicy {
     limit: 5,
@@ -78,7 +78,7 @@ async fn requests_pass_again_after_the_window_resets() {
 
 #[tokio::test]
 async fn redis_down_never_fails_a_check_and_sharing_resumes_when_it_is_back() {
-    let mut redis = RedisServer::start();
+    let mut redis = RedisServer::start().unwrap();
     let limiter = RedisRateLimiter::new(&redis.url(), POLICY).unwrap();
     let bucket = key();
     assert_eq!(limiter.check(&bucket).await.unwrap().remaining, 4);
@@ -93,7 +93,7 @@ async fn redis_down_never_fails_a_check_and_sharing_resumes_when_it_is_back() {
     }
     assert!(matches!(limiter.state(), LimiterState::Degraded { .. }));
 
-    redis.restart();
+    redis.restart().unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let decision = limiter.check(&bucket).await.unwrap();
     assert_eq!(limiter.state(), LimiterState::Shared);

@@ -215,3 +215,55 @@ async fn a_new_pass_wakes_an_idle_worker_through_listen_notify() {
     idle.kill().unwrap();
     idle.wait().unwrap();
 }
+
+#[tokio::test]
+async fn the_worker_exposes_delivery_outcomes_and_queue_depth() {
+    let db = TestDb::new().await;
+    let store = db.store();
+    let server = slow_receiver(Duration::ZERO).await;
+    let (scope, tenant) =
+        customer_with_subscription(&store, &format!("{}/hook", server.uri())).await;
+    critical_findings(&store, scope, &tenant, 150).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let bind = format!("127.0.0.1:{port}");
+    let mut running = worker(&db, &[], &[("POSTURE_METRICS_BIND", bind.as_str())]);
+    wait_for_requests(&server, 2).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let text = loop {
+        let text = match std::net::TcpStream::connect(&bind) {
+            Ok(_) => fetch(&format!("http://{bind}/metrics")).await,
+            Err(_) => String::new(),
+        };
+        if text.contains("posture_webhook_attempts_total{outcome=\"delivered\"} 2") {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "metrics never showed the deliveries:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        text.contains("posture_webhook_queue_depth{state=\"pending\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("posture_webhook_attempt_duration_seconds_bucket"),
+        "{text}"
+    );
+    running.kill().unwrap();
+    running.wait().unwrap();
+}
+
+async fn fetch(url: &str) -> String {
+    let output = tokio::process::Command::new("curl")
+        .args(["-s", url])
+        .output()
+        .await
+        .unwrap();
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}

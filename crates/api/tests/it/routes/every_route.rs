@@ -1,7 +1,7 @@
 //! Rules every read route keeps, checked by walking the route table.
 
 use posture_domain::{Scope, ScopeSet};
-use posture_http::routes::{ENDPOINTS, Endpoint, HttpMethod};
+use posture_http::routes::{ENDPOINTS, Endpoint, HttpMethod, Success};
 use reqwest::StatusCode;
 
 use crate::support::{TestApp, assert_error};
@@ -60,13 +60,13 @@ async fn every_route_with_a_tenant_filter_is_404_for_a_foreign_tenant_and_echoes
             "not_found",
         )
         .await;
-        let body = app
-            .get_json(
-                &format!("{path}?tenant={}", ta.to_uppercase()),
-                &key,
-                StatusCode::OK,
-            )
-            .await;
+        let own = format!("{path}?tenant={}", ta.to_uppercase());
+        if !matches!(endpoint.success, Success::Json { .. }) {
+            // Streams (the export) have no envelope to echo the tenant in.
+            assert_eq!(app.get(&own, &key).await.status(), StatusCode::OK, "{path}");
+            continue;
+        }
+        let body = app.get_json(&own, &key, StatusCode::OK).await;
         let echoed = body["meta"]["tenant"]
             .as_str()
             .or_else(|| body["data"]["cloudTenantId"].as_str());

@@ -1,0 +1,281 @@
+//! What platform engineers rely on: TLS, outages, graceful shutdown.
+
+use std::{
+    process::{Child, Command, Stdio},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use posture_domain::{Scope, ScopeSet, api_key::NewApiKey, ports::ApiKeyRepository};
+use posture_store_postgres::{PgConfig, PgStore, migrations};
+use posture_test_support::{
+    fixtures::{self, finding, identity},
+    servers::PostgresServer,
+};
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::support::{TestApp, client};
+
+/// A `posture-api serve` process.
+struct ApiProcess {
+    child: Option<Child>,
+    base: String,
+}
+
+impl ApiProcess {
+    fn spawn(database_url: &str, extra: &[(&str, &str)]) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_posture-api"));
+        command
+            .arg("serve")
+            .env("DATABASE_URL", database_url)
+            .env("POSTURE_BIND", format!("127.0.0.1:{port}"))
+            .env(
+                "POSTURE_SECRET_KEY",
+                "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+            )
+            .env("POSTURE_WORKERS", "1")
+            .env("POSTURE_LOG", "warn")
+            .stdin(Stdio::null());
+        for (k, v) in extra {
+            command.env(k, v);
+        }
+        let child = command.spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "posture-api did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self {
+            child: Some(child),
+            base: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    fn terminate(&mut self) -> Child {
+        let child = self.child.take().unwrap();
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        child
+    }
+}
+
+impl Drop for ApiProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+async fn issue_key(store: &PgStore, scope: posture_domain::CustomerScope) -> String {
+    let scopes: Vec<Scope> = ScopeSet::all().iter().collect();
+    let (key, secret) = NewApiKey::generate(
+        scope.customer_id(),
+        "ops".into(),
+        scopes.into_iter().collect(),
+        None,
+        chrono::Utc::now(),
+    )
+    .unwrap();
+    store.insert_key(key).await.unwrap();
+    secret.expose().to_owned()
+}
+
+#[tokio::test]
+async fn the_api_answers_503_while_postgresql_is_down_and_recovers_without_a_restart() {
+    let dir =
+        std::env::temp_dir().join(format!("posture-outage-{}", uuid::Uuid::new_v4().simple()));
+    let postgres = PostgresServer::start(&dir, "").unwrap();
+    let url = postgres.database_url("postgres");
+    migrations::run_pending(&url).await.unwrap();
+    let store = PgStore::new(&PgConfig::new(url.clone())).unwrap();
+    let scope = fixtures::customer(&store, "A").await;
+    let key = issue_key(&store, scope).await;
+    let api = ApiProcess::spawn(&url, &[]);
+    let http = client();
+    let tenants = || {
+        http.get(format!("{}/api/v1/tenants", api.base))
+            .bearer_auth(&key)
+            .send()
+    };
+    let ready = || http.get(format!("{}/readyz", api.base)).send();
+    assert_eq!(tenants().await.unwrap().status(), StatusCode::OK);
+    assert_eq!(ready().await.unwrap().status(), StatusCode::OK);
+
+    postgres.stop();
+    let started = Instant::now();
+    let down = tenants().await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "answered promptly, no hang"
+    );
+    assert_eq!(down.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(down.headers().contains_key("retry-after"));
+    let body: Value = down.json().await.unwrap();
+    assert_eq!(body["error"], "unavailable");
+    let readiness = ready().await.unwrap();
+    assert_eq!(readiness.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let readiness: Value = readiness.json().await.unwrap();
+    assert_eq!(readiness["status"], "not_ready");
+    assert_eq!(readiness["checks"]["database"], "unreachable");
+    assert_eq!(
+        http.get(format!("{}/healthz", api.base))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::OK,
+        "alive all along"
+    );
+
+    postgres.restart().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let ok = tenants().await.unwrap().status() == StatusCode::OK
+            && ready().await.unwrap().status() == StatusCode::OK;
+        if ok {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the API did not recover after PostgreSQL came back"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    drop(api);
+    drop(postgres);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn sigterm_lets_an_in_flight_request_finish_and_refuses_new_ones() {
+    let app = TestApp::start().await;
+    let (customer, tenant) = app.customer("A").await;
+    let mut records = vec![identity("u1", &tenant, "Ada")];
+    records
+        .extend((0..20_000).map(|i| finding(&format!("f-{i:05}"), &tenant, "low", "open", "u1")));
+    app.ingest(customer, &records).await;
+    let key = issue_key(&app.store, customer).await;
+    let mut api = ApiProcess::spawn(app.db.url(), &[]);
+    let http = client();
+    let mut export = http
+        .get(format!("{}/api/v1/findings/export", api.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    let total: usize = export.headers()["x-total-count"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut body = export.chunk().await.unwrap().unwrap().to_vec();
+    let child = api.terminate();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        http.get(format!("{}/healthz", api.base))
+            .send()
+            .await
+            .is_err(),
+        "no new connections after SIGTERM"
+    );
+    while let Some(chunk) = export.chunk().await.unwrap() {
+        body.extend_from_slice(&chunk);
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert_eq!(
+        String::from_utf8(body).unwrap().lines().count(),
+        total,
+        "the in-flight export finished"
+    );
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "a graceful stop exits 0");
+}
+
+#[tokio::test]
+async fn https_serving_works_with_a_self_signed_certificate_and_sends_hsts() {
+    use posture_api::server;
+    use posture_domain::rate_limit::{InProcessRateLimiter, RatePolicy};
+    use posture_http::ApiState;
+
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let dir = std::env::temp_dir().join(format!("posture-tls-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cert.pem"), cert.cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), cert.signing_key.serialize_pem()).unwrap();
+    let tls = server::tls_config(&dir.join("cert.pem"), &dir.join("key.pem")).unwrap();
+
+    let db = posture_test_support::TestDb::new().await;
+    let store = db.store();
+    let scope = fixtures::customer(&store, "A").await;
+    let key = issue_key(&store, scope).await;
+    let limiter: Arc<dyn posture_domain::rate_limit::RateLimiter> =
+        Arc::new(InProcessRateLimiter::new(RatePolicy::DEFAULT));
+    let state = ApiState {
+        ports: server::ports(&store, limiter),
+        trusted_proxies: Default::default(),
+        keyring: Arc::new(crate::support::test_keyring()),
+        webhook_policy: Default::default(),
+        exports: Arc::new(tokio::sync::Semaphore::new(1)),
+        metrics: None,
+        hsts: true,
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let running = server::start(
+                listener,
+                state,
+                server::Serving {
+                    workers: 1,
+                    shutdown_timeout: Duration::from_secs(1),
+                    tls: Some(tls),
+                },
+            )
+            .unwrap();
+            tx.send(running.handle.clone()).unwrap();
+            let _ = running.server.await;
+        });
+    });
+    let handle = rx.recv().unwrap();
+    let https = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let response = https
+        .get(format!("https://localhost:{port}/api/v1/tenants"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()["strict-transport-security"],
+        "max-age=31536000"
+    );
+    let plain = client()
+        .get(format!("http://localhost:{port}/healthz"))
+        .send()
+        .await;
+    assert!(
+        plain.is_err() || plain.unwrap().status() != StatusCode::OK,
+        "plain HTTP is not served"
+    );
+    handle.stop(false).await;
+    let _ = std::fs::remove_dir_all(dir);
+}
