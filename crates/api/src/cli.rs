@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use posture_config::{DatabaseArgs, LogArgs};
+use posture_config::{DatabaseArgs, LogArgs, SecretArgs};
 
 use crate::config::ServeArgs;
 
@@ -41,6 +41,21 @@ pub enum Command {
     /// Inspect and retry webhook deliveries.
     #[command(subcommand)]
     Deliveries(DeliveriesCommand),
+    /// Rotate the key that seals webhook signing secrets.
+    #[command(subcommand)]
+    Secrets(SecretsCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SecretsCommand {
+    /// Seal every webhook signing secret again with POSTURE_SECRET_KEY, so that the keys in
+    /// POSTURE_SECRET_KEYS_PREVIOUS can be retired (run after every instance has the new key).
+    Reseal {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        #[command(flatten)]
+        secrets: SecretArgs,
+    },
 }
 
 #[derive(Subcommand, Debug)]

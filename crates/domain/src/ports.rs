@@ -14,7 +14,7 @@ use crate::{
     error::Result,
     finding::{Finding, FindingFilter},
     identity::{Identity, IdentityDetail, IdentityFilter},
-    ids::{CloudTenantId, DeliveryId, FindingId, IdentityId, KeyId, WebhookId},
+    ids::{CloudTenantId, CustomerId, DeliveryId, FindingId, IdentityId, KeyId, WebhookId},
     ingest::{IngestError, IngestItem, PassSummary},
     page::{Page, PageRequest},
     recommendation::{RecommendationFilter, RoleRecommendation},
@@ -172,6 +172,34 @@ pub trait WebhookRepository: Send + Sync {
     ) -> Result<Subscription>;
     /// The sealed signing secret of an active subscription.
     async fn sealed_secret(&self, scope: CustomerScope, id: WebhookId) -> Result<SealedSecret>;
+}
+
+/// A subscription's sealed signing secret, with the row it belongs to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredSecret {
+    pub customer: CustomerId,
+    pub subscription: WebhookId,
+    pub sealed: SealedSecret,
+}
+
+/// Moving signing secrets to a new `POSTURE_SECRET_KEY` (operator command, every customer).
+#[async_trait]
+pub trait SecretRotationRepository: Send + Sync {
+    /// Up to `limit` secrets of subscriptions (active or not) sealed with another key than
+    /// `current_key_id`, in (customer, subscription) order after `after`.
+    async fn secrets_sealed_with_other_keys(
+        &self,
+        current_key_id: &str,
+        after: Option<(CustomerId, WebhookId)>,
+        limit: u32,
+    ) -> Result<Vec<StoredSecret>>;
+    /// Stores `resealed` in place of `previous`, only if the row still holds `previous`
+    /// (compare-and-swap); `false` when it changed meanwhile.
+    async fn replace_sealed_secret(
+        &self,
+        previous: &StoredSecret,
+        resealed: &SealedSecret,
+    ) -> Result<bool>;
 }
 
 /// The outbox of webhook deliveries, worked by any number of workers.

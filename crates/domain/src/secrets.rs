@@ -173,6 +173,17 @@ impl Keyring {
             .map_err(|_| Error::internal("malformed signing secret"))?;
         SigningSecret::from_stored(text)
     }
+
+    /// Whether `sealed` was sealed with the current key.
+    pub fn is_current(&self, sealed: &SealedSecret) -> bool {
+        sealed.key_id == self.current.id
+    }
+
+    /// Opens a secret sealed with any key of the ring and seals it again with the current
+    /// key and a fresh nonce (a key rotation's second step).
+    pub fn reseal(&self, sealed: &SealedSecret, context: &[u8]) -> Result<SealedSecret, Error> {
+        self.seal(&self.open(sealed, context)?, context)
+    }
 }
 
 #[cfg(test)]
@@ -233,5 +244,20 @@ mod tests {
         assert_eq!(rotated.open(&sealed, b"c").unwrap(), secret);
         let without_old = Keyring::new(&[2u8; 32], &[]).unwrap();
         assert!(without_old.open(&sealed, b"c").is_err());
+    }
+
+    #[test]
+    fn resealing_moves_a_secret_to_the_current_key_so_the_old_one_can_go() {
+        let old = Keyring::new(&[1u8; 32], &[]).unwrap();
+        let secret = SigningSecret::generate().unwrap();
+        let sealed = old.seal(&secret, b"c").unwrap();
+        let rotated = Keyring::new(&[2u8; 32], &[[1u8; 32]]).unwrap();
+        assert!(!rotated.is_current(&sealed));
+        let resealed = rotated.reseal(&sealed, b"c").unwrap();
+        assert!(rotated.is_current(&resealed));
+        assert_ne!(resealed.nonce, sealed.nonce);
+        let retired = Keyring::new(&[2u8; 32], &[]).unwrap();
+        assert_eq!(retired.open(&resealed, b"c").unwrap(), secret);
+        assert!(rotated.reseal(&sealed, b"other context").is_err());
     }
 }

@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use posture_domain::{
-    CustomerScope, Error, Page, PageRequest, Result, WebhookId,
-    ports::WebhookRepository,
+    CustomerId, CustomerScope, Error, Page, PageRequest, Result, WebhookId,
+    ports::{SecretRotationRepository, StoredSecret, WebhookRepository},
     secrets::SealedSecret,
     webhook::{EventType, NewSubscription, Subscription},
 };
@@ -242,5 +242,83 @@ impl WebhookRepository for PgStore {
             nonce,
             ciphertext,
         })
+    }
+}
+
+#[async_trait]
+impl SecretRotationRepository for PgStore {
+    async fn secrets_sealed_with_other_keys(
+        &self,
+        current_key_id: &str,
+        after: Option<(CustomerId, WebhookId)>,
+        limit: u32,
+    ) -> Result<Vec<StoredSecret>> {
+        let mut conn = self.conn().await?;
+        let mut query = webhook_subscriptions::table
+            .filter(webhook_subscriptions::secret_key_id.ne(current_key_id))
+            .select((
+                webhook_subscriptions::customer_id,
+                webhook_subscriptions::id,
+                webhook_subscriptions::secret_key_id,
+                webhook_subscriptions::secret_nonce,
+                webhook_subscriptions::secret_ciphertext,
+            ))
+            .order((
+                webhook_subscriptions::customer_id,
+                webhook_subscriptions::id,
+            ))
+            .limit(i64::from(limit))
+            .into_boxed();
+        if let Some((customer, id)) = after {
+            let (customer, id) = (customer.as_uuid(), id.as_uuid());
+            query = query.filter(
+                webhook_subscriptions::customer_id.gt(customer).or(
+                    webhook_subscriptions::customer_id
+                        .eq(customer)
+                        .and(webhook_subscriptions::id.gt(id)),
+                ),
+            );
+        }
+        let rows = query
+            .load::<(Uuid, Uuid, String, Vec<u8>, Vec<u8>)>(&mut conn)
+            .await
+            .map_err(db_error)?;
+        Ok(rows
+            .into_iter()
+            .map(|(customer, id, key_id, nonce, ciphertext)| StoredSecret {
+                customer: CustomerId::from_uuid(customer),
+                subscription: WebhookId::from_uuid(id),
+                sealed: SealedSecret {
+                    key_id,
+                    nonce,
+                    ciphertext,
+                },
+            })
+            .collect())
+    }
+
+    async fn replace_sealed_secret(
+        &self,
+        previous: &StoredSecret,
+        resealed: &SealedSecret,
+    ) -> Result<bool> {
+        let mut conn = self.conn().await?;
+        let old = &previous.sealed;
+        let updated = diesel::update(
+            webhook_subscriptions::table
+                .find((previous.customer.as_uuid(), previous.subscription.as_uuid()))
+                .filter(webhook_subscriptions::secret_key_id.eq(&old.key_id))
+                .filter(webhook_subscriptions::secret_nonce.eq(&old.nonce))
+                .filter(webhook_subscriptions::secret_ciphertext.eq(&old.ciphertext)),
+        )
+        .set((
+            webhook_subscriptions::secret_key_id.eq(&resealed.key_id),
+            webhook_subscriptions::secret_nonce.eq(&resealed.nonce),
+            webhook_subscriptions::secret_ciphertext.eq(&resealed.ciphertext),
+        ))
+        .execute(&mut conn)
+        .await
+        .map_err(db_error)?;
+        Ok(updated == 1)
     }
 }

@@ -5,6 +5,7 @@ mod customers;
 mod deliveries;
 mod ingest;
 mod keys;
+mod secrets;
 mod tenants;
 
 use anyhow::Context as _;
@@ -41,6 +42,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Keys(command) => keys::run(command, json).await,
         Command::Ingest(args) => ingest::run(args, json).await,
         Command::Deliveries(command) => deliveries::run(command, json).await,
+        Command::Secrets(command) => secrets::run(command, json).await,
     }
 }
 

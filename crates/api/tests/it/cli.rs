@@ -294,3 +294,97 @@ async fn failed_deliveries_are_listed_by_status_and_can_be_retried() {
     );
     assert!(String::from_utf8_lossy(&again.stderr).contains("is pending"));
 }
+
+/// `POSTURE_SECRET_KEY` values of the rotation test: the server's key ([7; 32]), the new
+/// one ([8; 32]) and an unrelated one ([9; 32]).
+const KEY_7: &str = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
+const KEY_8: &str = "CAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAg=";
+const KEY_9: &str = "CQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQk=";
+
+fn reseal(db: &TestDb, current: &str, previous: &str) -> Output {
+    use std::io::Write as _;
+    let output = Command::new(env!("CARGO_BIN_EXE_posture-api"))
+        .args(["secrets", "reseal", "--json"])
+        .env("DATABASE_URL", db.url())
+        .env("POSTURE_LOG", "warn")
+        .env("POSTURE_SECRET_KEY", current)
+        .env("POSTURE_SECRET_KEYS_PREVIOUS", previous)
+        .output()
+        .unwrap();
+    std::io::stderr().write_all(&output.stderr).unwrap();
+    output
+}
+
+#[tokio::test]
+async fn resealing_moves_every_signing_secret_to_the_new_key_so_the_old_one_can_be_retired() {
+    use posture_domain::{ports::WebhookRepository, secrets::Keyring};
+
+    let app = crate::support::TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app
+        .key(customer, &[posture_domain::Scope::ManageWebhooks])
+        .await;
+    let mut created = Vec::new();
+    for name in ["one", "two"] {
+        let response = app
+            .client
+            .post(app.url("/api/v1/webhooks"))
+            .bearer_auth(&key)
+            .json(
+                &serde_json::json!({"name": name, "webhookUrl": "https://example.com/hook",
+                                      "webhookType": "generic", "eventTypes": ["finding_high"]}),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::CREATED);
+        let body: Value = response.json().await.unwrap();
+        let id: posture_domain::WebhookId = body["data"]["id"].as_str().unwrap().parse().unwrap();
+        created.push((
+            id,
+            body["data"]["signingSecret"].as_str().unwrap().to_owned(),
+        ));
+    }
+    let opens_with = |keyring: Keyring| {
+        let store = app.store.clone();
+        let created = created.clone();
+        async move {
+            for (id, secret) in &created {
+                let sealed = store.sealed_secret(customer, *id).await.unwrap();
+                let context = posture_domain::webhook::secret_context(customer.customer_id(), *id);
+                match keyring.open(&sealed, &context) {
+                    Ok(opened) if opened.expose() == secret => {}
+                    _ => return false,
+                }
+            }
+            true
+        }
+    };
+
+    // Without the key that sealed them, nothing can be resealed: the command fails naming
+    // that key's id and changes nothing.
+    let old_id = crate::support::test_keyring().current_key_id().to_owned();
+    let refused = reseal(&app.db, KEY_9, "");
+    assert_eq!(refused.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&refused.stdout).unwrap();
+    assert_eq!(report["resealed"], 0);
+    assert_eq!(report["unopened"][&old_id], 2);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains(&old_id));
+    assert!(opens_with(crate::support::test_keyring()).await);
+
+    // With the old key kept as a previous one, every secret moves to the new key.
+    let moved = json_of(&reseal(&app.db, KEY_8, KEY_7));
+    let new_id = Keyring::new(&[8; 32], &[])
+        .unwrap()
+        .current_key_id()
+        .to_owned();
+    assert_eq!(moved["currentKeyId"], new_id.as_str());
+    assert_eq!(moved["resealed"], 2);
+    assert!(opens_with(Keyring::new(&[8; 32], &[]).unwrap()).await);
+    assert!(!opens_with(crate::support::test_keyring()).await);
+
+    // Running it again finds nothing left to do, even without the retired key.
+    let again = json_of(&reseal(&app.db, KEY_8, ""));
+    assert_eq!(again["resealed"], 0);
+    assert_eq!(again["unopened"], serde_json::json!({}));
+}

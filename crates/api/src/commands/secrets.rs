@@ -1,0 +1,89 @@
+//! `posture-api secrets reseal`: the second step of rotating `POSTURE_SECRET_KEY`.
+//!
+//! Every subscription's signing secret is opened with whichever key of the ring sealed it
+//! and sealed again with the current key, row by row with a compare-and-swap, so it is
+//! safe to run while the API and the workers serve (and to run again after a failure).
+
+use std::collections::BTreeMap;
+
+use posture_domain::{ports::SecretRotationRepository, secrets::Keyring, webhook::secret_context};
+use serde_json::json;
+
+use super::store;
+use crate::{cli::SecretsCommand, output::emit};
+
+/// Secrets read per round trip.
+const BATCH: u32 = 500;
+
+pub async fn run(command: SecretsCommand, json: bool) -> anyhow::Result<()> {
+    let SecretsCommand::Reseal { database, secrets } = command;
+    let keyring = secrets.keyring()?;
+    let store = store(&database)?;
+    let report = reseal(&store, &keyring).await?;
+    let unopened: usize = report.unopened.values().sum();
+    emit(
+        json,
+        &json!({
+            "currentKeyId": keyring.current_key_id(),
+            "resealed": report.resealed,
+            "unopened": report.unopened,
+        }),
+        || {
+            format!(
+                "{} signing secret(s) sealed again with key {}",
+                report.resealed,
+                keyring.current_key_id()
+            )
+        },
+    )?;
+    if unopened > 0 {
+        let ids: Vec<&str> = report.unopened.keys().map(String::as_str).collect();
+        anyhow::bail!(
+            "{unopened} signing secret(s) could not be opened: they are sealed with key(s) {} \
+             (add those keys to POSTURE_SECRET_KEYS_PREVIOUS and run again; do not retire them yet)",
+            ids.join(", ")
+        );
+    }
+    Ok(())
+}
+
+struct Report {
+    resealed: u64,
+    /// Secrets that no key of the ring opens, by the id of the key that sealed them.
+    unopened: BTreeMap<String, usize>,
+}
+
+async fn reseal(store: &dyn SecretRotationRepository, keyring: &Keyring) -> anyhow::Result<Report> {
+    let mut report = Report {
+        resealed: 0,
+        unopened: BTreeMap::new(),
+    };
+    let mut after = None;
+    loop {
+        let batch = store
+            .secrets_sealed_with_other_keys(keyring.current_key_id(), after, BATCH)
+            .await
+            .map_err(|e| anyhow::anyhow!("reading sealed secrets failed: {e}"))?;
+        let Some(last) = batch.last() else { break };
+        after = Some((last.customer, last.subscription));
+        for stored in &batch {
+            let context = secret_context(stored.customer, stored.subscription);
+            let Ok(resealed) = keyring.reseal(&stored.sealed, &context) else {
+                *report
+                    .unopened
+                    .entry(stored.sealed.key_id.clone())
+                    .or_default() += 1;
+                continue;
+            };
+            // `false`: the row changed meanwhile (it was resealed by a concurrent run).
+            if store
+                .replace_sealed_secret(stored, &resealed)
+                .await
+                .map_err(|e| anyhow::anyhow!("storing a resealed secret failed: {e}"))?
+            {
+                report.resealed += 1;
+            }
+        }
+    }
+    Ok(report)
+}
