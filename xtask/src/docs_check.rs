@@ -1,5 +1,6 @@
 //! Tests that keep the documentation honest: the webhook test vector is what the signing
-//! code produces, and the published receiver examples verify it.
+//! code produces, the published receiver examples verify it, and the configuration
+//! reference names exactly the variables the binaries read.
 
 #[cfg(test)]
 mod tests {
@@ -119,6 +120,79 @@ mod tests {
         );
         if let Some(out) = run("node", node) {
             assert_eq!(out.trim(), "true false false");
+        }
+    }
+
+    /// Every file under `dir` (recursively) whose name ends with one of `suffixes`.
+    fn files(dir: &std::path::Path, suffixes: &[&str]) -> Vec<std::path::PathBuf> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                found.extend(files(&path, suffixes));
+            } else if suffixes.iter().any(|s| path.to_string_lossy().ends_with(s)) {
+                found.push(path);
+            }
+        }
+        found
+    }
+
+    /// The environment variables the binaries read: every `env = "NAME"` of a clap argument.
+    fn variables_in_code() -> std::collections::BTreeSet<String> {
+        let mut names = std::collections::BTreeSet::new();
+        for file in files(&project_root().join("crates"), &[".rs"]) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for (at, _) in text.match_indices("env = \"") {
+                let rest = &text[at + "env = \"".len()..];
+                names.insert(rest[..rest.find('"').unwrap()].to_owned());
+            }
+        }
+        names
+    }
+
+    /// Every `POSTURE_*`, `DATABASE_URL` and `REDIS_URL` named in `text`.
+    fn variables_named(text: &str) -> std::collections::BTreeSet<String> {
+        text.split(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+            .filter(|w| w.starts_with("POSTURE_") || *w == "DATABASE_URL" || *w == "REDIS_URL")
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn the_configuration_reference_lists_exactly_the_variables_the_binaries_read() {
+        let code = variables_in_code();
+        assert!(code.contains("DATABASE_URL") && code.contains("POSTURE_SECRET_KEY"));
+        let doc = std::fs::read_to_string(project_root().join("docs/operations.md")).unwrap();
+        let start = doc.find("## Configuration reference").unwrap();
+        let end = start + doc[start..].find("\n## ").unwrap();
+        let documented: std::collections::BTreeSet<String> = doc[start..end]
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .map(|l| l[..l.find('`').unwrap()].to_owned())
+            .collect();
+        assert_eq!(
+            documented, code,
+            "docs/operations.md#configuration-reference"
+        );
+    }
+
+    #[test]
+    fn docs_and_deployment_files_name_only_variables_the_binaries_read() {
+        let code = variables_in_code();
+        let root = project_root();
+        let mut paths = files(&root.join("docs"), &[".md"]);
+        paths.extend(files(
+            &root.join("deploy"),
+            &[".yaml", ".conf", "Dockerfile"],
+        ));
+        paths.extend(["README.md", "ARCHITECTURE.md"].map(|f| root.join(f)));
+        for path in paths {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let unknown: Vec<String> = variables_named(&text)
+                .into_iter()
+                .filter(|v| !code.contains(v))
+                .collect();
+            assert!(unknown.is_empty(), "{} names {unknown:?}", path.display());
         }
     }
 }
