@@ -135,6 +135,11 @@ pub fn metrics_render(
         metrics::gauge!("posture_db_pool_connections", "state" => "idle")
             .set(pool.available as f64);
         metrics::gauge!("posture_db_pool_waiting").set(pool.waiting as f64);
+        let keys = store.key_cache_stats();
+        metrics::counter!("posture_key_cache_lookups_total", "result" => "hit").absolute(keys.hits);
+        metrics::counter!("posture_key_cache_lookups_total", "result" => "miss")
+            .absolute(keys.misses);
+        metrics::gauge!("posture_key_cache_live").set(if keys.live { 1.0 } else { 0.0 });
         let degraded = matches!(limiter.state(), LimiterState::Degraded { .. });
         metrics::gauge!("posture_rate_limiter_degraded").set(if degraded { 1.0 } else { 0.0 });
         handle.render()
@@ -166,6 +171,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         usize::from,
     );
     let limiter = limiter(&args.limits).await?;
+    store.start_key_cache();
     let render = metrics_render(
         posture_config::metrics::install_recorder()?,
         store.clone(),

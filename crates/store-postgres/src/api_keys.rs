@@ -106,21 +106,55 @@ impl ApiKeyRepository for PgStore {
 
     async fn revoke_key(&self, id: KeyId) -> Result<ApiKey> {
         let mut conn = self.conn().await?;
-        diesel::update(api_keys::table.find(id.as_uuid()))
+        let row = diesel::update(api_keys::table.find(id.as_uuid()))
             .set(api_keys::revoked_at.eq(diesel::dsl::sql::<
                 diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>,
             >("COALESCE(revoked_at, now())")))
             .returning(ApiKeyRow::as_returning())
             .get_result::<ApiKeyRow>(&mut conn)
             .await
-            .map_err(db_error)?
-            .try_into()
+            .map_err(db_error)?;
+        // Other processes hear of it through NOTIFY; this one needs not wait for that.
+        self.key_cache.invalidate();
+        row.try_into()
     }
 
     async fn authenticate(&self, hash: &KeyHash) -> Result<Option<Principal>> {
-        let mut conn = self.conn().await?;
         let now = Utc::now();
-        let found: Option<(Uuid, Uuid, Vec<u8>, Vec<String>)> = api_keys::table
+        let principal = match self.key_cache.get(hash, now) {
+            Some(principal) => principal,
+            None => {
+                let generation = self.key_cache.generation();
+                let Some((principal, expires_at)) = self.find_valid_key(hash, now).await? else {
+                    return Ok(None);
+                };
+                self.key_cache
+                    .insert(*hash, principal.clone(), expires_at, generation);
+                principal
+            }
+        };
+        let key_id = principal.key_id();
+        if self.key_touches.due(key_id) {
+            let store = self.clone();
+            tokio::spawn(async move { store.touch_key(key_id, now).await });
+        }
+        Ok(Some(principal))
+    }
+}
+
+/// `(id, customer_id, key_hash, scopes, expires_at)` of one key.
+type KeyRow = (Uuid, Uuid, Vec<u8>, Vec<String>, Option<DateTime<Utc>>);
+
+impl PgStore {
+    /// The principal of the key with this hash and its expiry, if it is neither revoked nor
+    /// expired at `now`.
+    async fn find_valid_key(
+        &self,
+        hash: &KeyHash,
+        now: DateTime<Utc>,
+    ) -> Result<Option<(Principal, Option<DateTime<Utc>>)>> {
+        let mut conn = self.conn().await?;
+        let found: Option<KeyRow> = api_keys::table
             .filter(api_keys::key_hash.eq(hash.as_bytes().as_slice()))
             .filter(api_keys::revoked_at.is_null())
             .filter(
@@ -133,12 +167,13 @@ impl ApiKeyRepository for PgStore {
                 api_keys::customer_id,
                 api_keys::key_hash,
                 api_keys::scopes,
+                api_keys::expires_at,
             ))
             .first(&mut conn)
             .await
             .optional()
             .map_err(db_error)?;
-        let Some((id, customer, stored_hash, scopes)) = found else {
+        let Some((id, customer, stored_hash, scopes, expires_at)) = found else {
             return Ok(None);
         };
         // The lookup matched by index; compare again in constant time all the same.
@@ -148,20 +183,14 @@ impl ApiKeyRepository for PgStore {
         if KeyHash(stored) != *hash {
             return Ok(None);
         }
-        let key_id = KeyId::from_uuid(id);
-        if self.key_touches.due(key_id) {
-            let store = self.clone();
-            tokio::spawn(async move { store.touch_key(key_id, now).await });
-        }
-        Ok(Some(Principal::verified(
-            key_id,
+        let principal = Principal::verified(
+            KeyId::from_uuid(id),
             CustomerId::from_uuid(customer),
             scope_set(&scopes)?,
-        )))
+        );
+        Ok(Some((principal, expires_at)))
     }
-}
 
-impl PgStore {
     /// Records that a key was used (at most once a minute per key and process).
     async fn touch_key(&self, key: KeyId, at: DateTime<Utc>) {
         let result = async {

@@ -13,6 +13,7 @@ mod export;
 mod findings;
 mod identities;
 mod ingest;
+mod key_cache;
 pub mod migrations;
 mod recommendations;
 mod schema;
@@ -37,6 +38,7 @@ use diesel_async::{
 use posture_domain::{Error, KeyId};
 
 use crate::error::db_error;
+pub use crate::key_cache::KeyCacheStats;
 
 /// How to reach PostgreSQL.
 #[derive(Clone)]
@@ -84,7 +86,8 @@ pub struct PoolStatus {
 pub struct PgStore {
     pool: Pool<AsyncPgConnection>,
     key_touches: Arc<KeyTouches>,
-    /// For the dedicated `LISTEN` connection of workers.
+    key_cache: Arc<key_cache::KeyCache>,
+    /// For the dedicated `LISTEN` connections (workers, the key cache).
     url: String,
     listener: Arc<deliveries::Listener>,
 }
@@ -118,6 +121,7 @@ impl PgStore {
         Ok(Self {
             pool,
             key_touches: Arc::default(),
+            key_cache: Arc::default(),
             url: config.url.clone(),
             listener: Arc::default(),
         })

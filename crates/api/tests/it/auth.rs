@@ -50,15 +50,42 @@ async fn an_unknown_key_is_401() {
     assert_error(response, StatusCode::UNAUTHORIZED, "unauthorized").await;
 }
 
+/// A key of a new customer that the app has authenticated and now serves from its cache.
+async fn cached_key(app: &TestApp) -> (posture_domain::KeyId, String) {
+    app.key_cache_live().await;
+    let (customer, _) = app.customer("A").await;
+    let (id, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    for _ in 0..2 {
+        assert_eq!(
+            app.get("/api/v1/identities", &key).await.status(),
+            StatusCode::OK
+        );
+    }
+    assert!(app.store.key_cache_stats().hits >= 1, "the key was cached");
+    (id, key)
+}
+
+/// Requests with `key` until one is refused; fails if that takes a second or more.
+async fn refused_within_a_second(app: &TestApp, key: &str, change: &str) {
+    let changed_at = std::time::Instant::now();
+    loop {
+        let status = app.get("/api/v1/identities", key).await.status();
+        if status == StatusCode::UNAUTHORIZED {
+            return;
+        }
+        assert_eq!(status, StatusCode::OK);
+        assert!(
+            changed_at.elapsed() < std::time::Duration::from_secs(1),
+            "the {change} did not reach the cache within a second"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_revoked_key_is_401_on_the_next_request() {
     let app = TestApp::start().await;
-    let (customer, _) = app.customer("A").await;
-    let (id, key) = app.key(customer, &[Scope::ReadIdentities]).await;
-    assert_eq!(
-        app.get("/api/v1/identities", &key).await.status(),
-        StatusCode::OK
-    );
+    let (id, key) = cached_key(&app).await;
     app.store.revoke_key(id).await.unwrap();
     assert_error(
         app.get("/api/v1/identities", &key).await,
@@ -69,17 +96,66 @@ async fn a_revoked_key_is_401_on_the_next_request() {
 }
 
 #[tokio::test]
-async fn an_expired_key_is_401() {
+async fn a_known_key_is_served_from_the_cache_without_a_database_lookup() {
     let app = TestApp::start().await;
+    app.key_cache_live().await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    let before = app.store.key_cache_stats();
+    for _ in 0..5 {
+        assert_eq!(
+            app.get("/api/v1/identities", &key).await.status(),
+            StatusCode::OK
+        );
+    }
+    let after = app.store.key_cache_stats();
+    assert_eq!(
+        after.misses - before.misses,
+        1,
+        "only the first request misses"
+    );
+    assert_eq!(after.hits - before.hits, 4);
+}
+
+#[tokio::test]
+async fn a_key_revoked_by_another_process_is_refused_as_soon_as_postgres_notifies() {
+    let app = TestApp::start().await;
+    let (id, key) = cached_key(&app).await;
+    // Another process (its own pool and cache), like `posture-api keys revoke`.
+    app.db.store().revoke_key(id).await.unwrap();
+    refused_within_a_second(&app, &key, "revocation").await;
+}
+
+#[tokio::test]
+async fn a_key_deleted_in_sql_by_an_operator_is_refused() {
+    use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl as _};
+
+    let app = TestApp::start().await;
+    let (id, key) = cached_key(&app).await;
+    let mut conn = AsyncPgConnection::establish(app.db.url()).await.unwrap();
+    diesel::sql_query(format!("DELETE FROM api_keys WHERE id = '{id}'"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    refused_within_a_second(&app, &key, "deletion").await;
+}
+
+#[tokio::test]
+async fn an_expired_key_is_401_even_when_cached() {
+    let app = TestApp::start().await;
+    app.key_cache_live().await;
     let (customer, _) = app.customer("A").await;
     let expires = Utc::now() + Duration::milliseconds(500);
     let (_, key) = app
         .key_expiring(customer, &[Scope::ReadIdentities], Some(expires))
         .await;
-    assert_eq!(
-        app.get("/api/v1/identities", &key).await.status(),
-        StatusCode::OK
-    );
+    for _ in 0..2 {
+        assert_eq!(
+            app.get("/api/v1/identities", &key).await.status(),
+            StatusCode::OK
+        );
+    }
+    assert!(app.store.key_cache_stats().hits >= 1, "the key was cached");
     tokio::time::sleep(std::time::Duration::from_millis(700)).await;
     assert_error(
         app.get("/api/v1/identities", &key).await,

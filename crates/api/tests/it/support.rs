@@ -105,6 +105,7 @@ impl TestApp {
             hsts: false,
         };
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let key_cache_store = store.clone();
         let (tx, rx) = mpsc::channel();
         // The server runs on a thread and runtime of its own, so it outlives nothing.
         std::thread::spawn(move || {
@@ -113,6 +114,7 @@ impl TestApp {
                 .build()
                 .unwrap();
             runtime.block_on(async move {
+                key_cache_store.start_key_cache();
                 let running = server::start(
                     listener,
                     state,
@@ -186,6 +188,18 @@ impl TestApp {
             .unwrap()
             .unwrap()
             .key_id()
+    }
+
+    /// Waits until the server serves keys from its cache (its `LISTEN` connection is up).
+    pub async fn key_cache_live(&self) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !self.store.key_cache_stats().live {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the key cache never went live"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
