@@ -54,6 +54,22 @@ pub(crate) fn to_finding((row, identity): FindingWithIdentity) -> Result<Finding
     })
 }
 
+/// `rows` in the order of `ids` (each id once; ids without a row are skipped), in one pass.
+fn in_order<S: AsRef<str>>(ids: &[S], rows: Vec<FindingWithIdentity>) -> Vec<FindingWithIdentity> {
+    let position: std::collections::HashMap<&str, usize> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_ref(), i))
+        .collect();
+    let mut slots: Vec<Option<FindingWithIdentity>> = (0..ids.len()).map(|_| None).collect();
+    for row in rows {
+        if let Some(&i) = position.get(row.0.id.as_str()) {
+            slots[i] = Some(row);
+        }
+    }
+    slots.into_iter().flatten().collect()
+}
+
 /// The rank stored in `severity_rank` (the list order: most severe first).
 pub(crate) fn severity_rank(severity: Severity) -> i16 {
     match severity {
@@ -169,7 +185,7 @@ impl FindingRepository for PgStore {
         let (ids, total) = futures_util::future::try_join(ids, total)
             .await
             .map_err(db_error)?;
-        let mut rows = if ids.is_empty() {
+        let rows = if ids.is_empty() {
             Vec::new()
         } else {
             findings_with_identity!(customer)
@@ -178,15 +194,11 @@ impl FindingRepository for PgStore {
                 .await
                 .map_err(db_error)?
         };
-        // Back into the page's order.
-        let position: std::collections::HashMap<&str, usize> = ids
-            .iter()
-            .enumerate()
-            .map(|(i, id)| (id.as_str(), i))
-            .collect();
-        rows.sort_by_key(|(row, _)| position.get(row.id.as_str()).copied().unwrap_or(usize::MAX));
         Ok(Page {
-            items: rows.into_iter().map(to_finding).collect::<Result<_>>()?,
+            items: in_order(&ids, rows)
+                .into_iter()
+                .map(to_finding)
+                .collect::<Result<_>>()?,
             total: total.unwrap_or(0) as u64,
         })
     }
@@ -202,15 +214,15 @@ impl FindingRepository for PgStore {
         let customer = scope.customer_id().as_uuid();
         let wanted: Vec<&str> = ids.iter().map(FindingId::as_str).collect();
         let mut conn = self.conn().await?;
-        let mut rows = findings_with_identity!(customer)
+        let rows = findings_with_identity!(customer)
             .filter(findings::id.eq_any(&wanted))
             .load::<FindingWithIdentity>(&mut conn)
             .await
             .map_err(db_error)?;
-        let position: std::collections::HashMap<&str, usize> =
-            wanted.iter().enumerate().map(|(i, id)| (*id, i)).collect();
-        rows.sort_by_key(|(row, _)| position.get(row.id.as_str()).copied().unwrap_or(usize::MAX));
-        rows.into_iter().map(to_finding).collect()
+        in_order(&wanted, rows)
+            .into_iter()
+            .map(to_finding)
+            .collect()
     }
 
     async fn export_findings(
