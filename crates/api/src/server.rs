@@ -182,8 +182,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         trusted_proxies: args.limits.trusted_proxies.clone(),
         keyring: Arc::new(args.secrets.keyring()?),
         webhook_policy: args.webhooks.policy(),
+        // Each export holds a connection for its whole stream: half the pool at most, so
+        // exports never starve the other routes.
         exports: Arc::new(tokio::sync::Semaphore::new(
-            posture_http::DEFAULT_CONCURRENT_EXPORTS,
+            (usize::from(args.database.db_pool_size) / 2)
+                .clamp(1, posture_http::DEFAULT_CONCURRENT_EXPORTS),
         )),
         metrics: args.metrics_bind.is_none().then(|| render.clone()),
         hsts: tls.is_some(),

@@ -20,8 +20,10 @@ pub struct DatabaseArgs {
     /// PostgreSQL URL, e.g. postgres://posture:secret@db:5432/posture.
     #[arg(long = "database-url", env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
-    /// Most connections this process opens to PostgreSQL.
-    #[arg(long, env = "POSTURE_DB_POOL_SIZE", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    /// Most connections this process opens to PostgreSQL. Small on purpose: past a few
+    /// active connections per database core, more only queue inside PostgreSQL and stretch
+    /// the tail latency (docs/performance.md).
+    #[arg(long, env = "POSTURE_DB_POOL_SIZE", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub db_pool_size: u16,
 }
 
