@@ -36,6 +36,15 @@ fn drain(mut command: Command) -> anyhow::Result<(u64, f64)> {
     Ok((bytes, started.elapsed().as_secs_f64()))
 }
 
+/// The run with the median time of three.
+fn median_of_three(command: impl Fn() -> Command) -> anyhow::Result<(u64, f64)> {
+    let mut runs = (0..3)
+        .map(|_| drain(command()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    runs.sort_by(|a, b| a.1.total_cmp(&b.1));
+    Ok(runs[1])
+}
+
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -70,10 +79,10 @@ pub fn run(
         ));
         command
     };
-    // Warm both paths (caches), then measure.
+    // Warm both paths (caches), then take the median of three runs of each.
     drain(curl())?;
     drain(psql())?;
-    let (copy_bytes, copy_secs) = drain(psql())?;
+    let (copy_bytes, copy_secs) = median_of_three(psql)?;
 
     let pid = server.pid();
     let idle = rss_kib(pid);
@@ -88,9 +97,10 @@ pub fn run(
             }
         })
     };
-    let (api_bytes, api_secs) = drain(curl())?;
+    let (api_bytes, api_secs) = median_of_three(curl)?;
     done.store(true, Ordering::Relaxed);
     let _ = sampler.join();
+    let peak = peak.load(Ordering::Relaxed);
 
     let rows = customer.findings as f64;
     let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
@@ -107,7 +117,7 @@ pub fn run(
         .against(
             rows / copy_secs,
             "psql \\copy (select row_to_json(f) ...)",
-            Some(0.7),
+            Some(0.9),
         ),
     );
     figures.push(
@@ -126,11 +136,20 @@ pub fn run(
     figures.push(
         Figure::measure(
             "posture-api RSS growth during the export (peak - idle)",
-            (peak.load(Ordering::Relaxed).saturating_sub(idle)) as f64 / 1024.0,
+            peak.saturating_sub(idle) as f64 / 1024.0,
             "MiB",
             true,
         )
-        .target(64.0),
+        .target(16.0),
+    );
+    figures.push(
+        Figure::measure(
+            "posture-api peak RSS during the export",
+            peak as f64 / 1024.0,
+            "MiB",
+            true,
+        )
+        .target(100.0),
     );
     Ok(())
 }

@@ -8,7 +8,11 @@ use std::{
 
 use anyhow::{Context as _, bail};
 
-use super::{Figure, load::Loaded};
+use super::{
+    Figure,
+    load::{Customer, Loaded},
+    sql,
+};
 use crate::util::{free_port, output};
 
 /// The `POSTURE_SECRET_KEY` of the benchmark's processes.
@@ -23,11 +27,19 @@ pub struct Server {
 impl Server {
     /// A server; with `redis`, rate limits are shared through it. The limit is set high
     /// enough that the load is never refused: the benchmark measures the check, not 429s.
-    pub fn start(bin: &Path, url: &str, redis: Option<&str>) -> anyhow::Result<Self> {
+    pub fn start(
+        bin: &Path,
+        url: &str,
+        redis: Option<&str>,
+        pool_size: Option<u32>,
+    ) -> anyhow::Result<Self> {
         let port = free_port()?;
         let mut command = Command::new(bin);
         if let Some(redis) = redis {
             command.env("REDIS_URL", redis);
+        }
+        if let Some(size) = pool_size {
+            command.env("POSTURE_DB_POOL_SIZE", size.to_string());
         }
         let child = command
             .arg("serve")
@@ -139,6 +151,10 @@ fn record(figures: &mut Vec<Figure>, name: &str, load: &Load, p99_target: Option
         "req/s",
         false,
     ));
+    record_latency(figures, name, load, p99_target);
+}
+
+fn record_latency(figures: &mut Vec<Figure>, name: &str, load: &Load, p99_target: Option<f64>) {
     figures.push(Figure::measure(
         format!("{name}: p50"),
         load.p50_ms,
@@ -152,36 +168,157 @@ fn record(figures: &mut Vec<Figure>, name: &str, load: &Load, p99_target: Option
     });
 }
 
-/// The list routes of the findings API.
-pub fn list_routes(
+/// How long each route is loaded before it is measured.
+const WARM_UP: Duration = Duration::from_secs(2);
+
+/// The SQL a route's throughput is compared with, run through pgbench at the same
+/// concurrency.
+struct Baseline {
+    name: &'static str,
+    script: String,
+    /// Least ratio of the route's requests/s to the script's transactions/s.
+    target: Option<f64>,
+}
+
+/// One route under load, with the SQL baselines it is compared against.
+struct Scenario {
+    name: String,
+    path: String,
+    customer: Customer,
+    vars: Vec<(&'static str, String)>,
+    baselines: Vec<Baseline>,
+    /// p99 target at 16 connections.
+    p99_target: Option<f64>,
+}
+
+fn scenarios(loaded: &Loaded, detail_id: &str) -> Vec<Scenario> {
+    let with_key = |script: String| format!("{}{script}", sql::KEY_LOOKUP);
+    let page = |offset: usize| sql::FINDINGS_PAGE.replace(":o", &offset.to_string());
+    let findings = |who: &str, customer: &Customer, offset: usize| {
+        format!(
+            "GET /findings crit+high open, {who} ({} rows), offset {offset}",
+            customer.findings
+        )
+    };
+    let posture_sql = |offset: usize| Baseline {
+        name: "SQL posture runs (page + totals)",
+        script: format!("{}{}", page(offset), sql::FINDINGS_TOTALS),
+        target: None,
+    };
+    let mut list = vec![Scenario {
+        name: findings("small customer", &loaded.small, 0),
+        path: "/api/v1/findings?severity=critical,high&status=open&limit=100&offset=0".into(),
+        customer: loaded.small.clone(),
+        vars: Vec::new(),
+        baselines: vec![
+            Baseline {
+                name: "SQL key lookup + page + COUNT",
+                script: with_key(format!("{}{}", page(0), sql::FINDINGS_COUNT)),
+                target: Some(0.8),
+            },
+            posture_sql(0),
+        ],
+        p99_target: Some(50.0),
+    }];
+    for offset in [0, 10_000] {
+        list.push(Scenario {
+            name: findings("200k-row customer", &loaded.largest, offset),
+            path: format!(
+                "/api/v1/findings?severity=critical,high&status=open&limit=100&offset={offset}"
+            ),
+            customer: loaded.largest.clone(),
+            vars: Vec::new(),
+            baselines: vec![
+                Baseline {
+                    name: "SQL page + COUNT",
+                    script: format!("{}{}", page(offset), sql::FINDINGS_COUNT),
+                    target: Some(1.5),
+                },
+                posture_sql(offset),
+            ],
+            p99_target: None,
+        });
+    }
+    list.push(Scenario {
+        name: format!(
+            "GET /identities, 200k-row customer ({} identities)",
+            loaded.largest.identities
+        ),
+        path: "/api/v1/identities?limit=100".into(),
+        customer: loaded.largest.clone(),
+        vars: Vec::new(),
+        baselines: vec![Baseline {
+            name: "SQL key lookup + page + COUNT",
+            script: with_key(format!("{}{}", sql::IDENTITIES_PAGE, sql::IDENTITIES_COUNT)),
+            target: Some(0.8),
+        }],
+        p99_target: None,
+    });
+    list.push(Scenario {
+        name: "GET /findings/{id}, 200k-row customer".into(),
+        path: format!("/api/v1/findings/{detail_id}"),
+        customer: loaded.largest.clone(),
+        vars: vec![("f", detail_id.to_owned())],
+        baselines: vec![Baseline {
+            name: "SQL key lookup + finding",
+            script: with_key(sql::FINDING_DETAIL.to_owned()),
+            target: Some(0.8),
+        }],
+        p99_target: None,
+    });
+    list
+}
+
+/// The read routes under wrk, each against the pgbench throughput of its SQL at the same
+/// concurrency.
+pub fn read_routes(
     server: &Server,
+    database_url: &str,
     loaded: &Loaded,
     connections: u32,
     duration: Duration,
     figures: &mut Vec<Figure>,
 ) -> anyhow::Result<()> {
-    for (who, customer) in [
-        ("200k-row customer", &loaded.largest),
-        ("small customer", &loaded.small),
-    ] {
-        // A deep offset only where there are that many rows to skip.
-        let offsets: &[usize] = if customer.findings > 50_000 {
-            &[0, 10_000]
-        } else {
-            &[0]
-        };
-        for &offset in offsets {
-            let url = format!(
-                "{}/api/v1/findings?severity=critical,high&status=open&limit=100&offset={offset}",
-                server.base
+    let detail_id = sql::psql_value(
+        database_url,
+        &format!(
+            "SELECT id FROM findings WHERE customer_id = '{}' ORDER BY id OFFSET 1000 LIMIT 1",
+            loaded.largest.id
+        ),
+    )?;
+    for (i, scenario) in scenarios(loaded, &detail_id).into_iter().enumerate() {
+        let url = format!("{}{}", server.base, scenario.path);
+        // Unmeasured warm-up: connections opened, statements prepared, pages cached.
+        wrk(&url, &scenario.customer.key, connections, WARM_UP)?;
+        let load = wrk(&url, &scenario.customer.key, connections, duration)?;
+        let name = format!("{}, {connections} conn", scenario.name);
+        let mut vars = vec![
+            ("c", scenario.customer.id.clone()),
+            ("h", format!("\\x{}", scenario.customer.key_hash)),
+        ];
+        vars.extend(scenario.vars.iter().cloned());
+        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        for (j, baseline) in scenario.baselines.iter().enumerate() {
+            let tps = sql::pgbench(
+                database_url,
+                &format!("route-{i}-{j}"),
+                &baseline.script,
+                &vars,
+                connections,
+                duration,
+            )?;
+            figures.push(
+                Figure::measure(
+                    format!("{name}: throughput"),
+                    load.requests_per_second,
+                    "req/s",
+                    false,
+                )
+                .against(tps, baseline.name, baseline.target),
             );
-            let load = wrk(&url, &customer.key, connections, duration)?;
-            let name = format!(
-                "GET /findings crit+high open, {who} ({} rows), offset {offset}, {connections} conn",
-                customer.findings
-            );
-            record(figures, &name, &load, None);
         }
+        let p99_target = scenario.p99_target.filter(|_| connections == 16);
+        record_latency(figures, &name, &load, p99_target);
     }
     Ok(())
 }

@@ -5,7 +5,9 @@ use std::{path::Path, process::Command, time::Instant};
 use anyhow::Context as _;
 use serde_json::Value;
 
-use super::Figure;
+use sha2::{Digest as _, Sha256};
+
+use super::{Figure, sql};
 use crate::{
     gen_data::{self, GenDataArgs},
     util::{eprintln_status, output, run},
@@ -16,7 +18,10 @@ use crate::{
 pub struct Customer {
     pub id: String,
     pub key: String,
+    /// SHA-256 of the key, hex (what the key lookup matches).
+    pub key_hash: String,
     pub findings: usize,
+    pub identities: usize,
 }
 
 /// What the load produced.
@@ -67,42 +72,104 @@ pub fn load(
             &["ingest", "--customer", &id, file.to_str().context("path")?],
         )?;
         findings += pass["findings"].as_u64().unwrap_or(0) as usize;
-        customers.push((id, spec.findings));
+        customers.push((id, spec.findings, spec.identities));
     }
     let seconds = started.elapsed().as_secs_f64();
-    figures.push(Figure::measure(
-        "ingest: findings (with identities) per second, posture-api ingest",
-        findings as f64 / seconds,
-        "rows/s",
-        false,
-    ));
     eprintln_status(&format!("ingested {findings} findings in {seconds:.1} s"));
+    let copy_seconds = copy_baseline(url, &data.out)?;
+    figures.push(
+        Figure::measure(
+            "ingest: findings (with identities) per second, posture-api ingest",
+            findings as f64 / seconds,
+            "rows/s",
+            false,
+        )
+        .against(
+            findings as f64 / copy_seconds,
+            "psql \\copy of the same findings and identities",
+            Some(0.5),
+        ),
+    );
+    // Settle before the read load: statistics current, visibility map set, and the dirty
+    // pages of the load written now rather than by a checkpoint in the middle of a run.
     run(Command::new("psql")
         .arg(url)
-        .args(["-qc", "VACUUM ANALYZE"]))?;
+        .args(["-qc", "VACUUM ANALYZE", "-c", "CHECKPOINT"]))?;
 
     let key = |id: &str| -> anyhow::Result<String> {
         let mut args = vec!["keys", "issue", "--customer", id, "--name", "bench"];
         for scope in ["read:identities", "read:findings", "read:roles", "read:upr"] {
             args.extend(["--scope", scope]);
         }
-        Ok(api(bin, url, &args)?["key"]
-            .as_str()
-            .context("key")?
-            .to_owned())
+        let issued = api(bin, url, &args)?;
+        Ok(issued["key"].as_str().context("key")?.to_owned())
     };
-    let (largest_id, largest_findings) = customers[0].clone();
-    let (small_id, small_findings) = customers[customers.len() / 2].clone();
+    let customer =
+        |(id, findings, identities): (String, usize, usize)| -> anyhow::Result<Customer> {
+            let key = key(&id)?;
+            let key_hash = Sha256::digest(key.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            Ok(Customer {
+                id,
+                key,
+                key_hash,
+                findings,
+                identities,
+            })
+        };
     Ok(Loaded {
-        largest: Customer {
-            key: key(&largest_id)?,
-            id: largest_id,
-            findings: largest_findings,
-        },
-        small: Customer {
-            key: key(&small_id)?,
-            id: small_id,
-            findings: small_findings,
-        },
+        largest: customer(customers[0].clone())?,
+        small: customer(customers[customers.len() / 2].clone())?,
     })
+}
+
+/// The columns `COPY` can write (all but generated ones), comma-separated.
+fn copy_columns(url: &str, table: &str) -> anyhow::Result<String> {
+    sql::psql_value(
+        url,
+        &format!(
+            "SELECT string_agg(quote_ident(attname), ',' ORDER BY attnum) FROM pg_attribute \
+             WHERE attrelid = '{table}'::regclass AND attnum > 0 AND NOT attisdropped \
+             AND attgenerated = ''"
+        ),
+    )
+}
+
+/// Seconds `psql \copy` takes to load the ingested findings and identities, as CSV, into
+/// empty tables shaped like posture's (`LIKE ... INCLUDING ALL`: same indexes and checks).
+fn copy_baseline(url: &str, dir: &Path) -> anyhow::Result<f64> {
+    let psql = |command: &str| run(Command::new("psql").arg(url).args(["-qc", command]));
+    let tables = ["identities", "findings"];
+    let columns = tables
+        .iter()
+        .map(|table| copy_columns(url, table))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    for (table, columns) in tables.iter().zip(&columns) {
+        let file = dir.join(format!("copy-{table}.csv"));
+        psql(&format!(
+            "\\copy (SELECT {columns} FROM {table}) TO '{}' WITH (FORMAT csv)",
+            file.display()
+        ))?;
+        psql(&format!(
+            "DROP TABLE IF EXISTS bench_copy_{table}; \
+             CREATE TABLE bench_copy_{table} (LIKE {table} INCLUDING ALL)"
+        ))?;
+    }
+    psql("CHECKPOINT")?;
+    let started = Instant::now();
+    for (table, columns) in tables.iter().zip(&columns) {
+        let file = dir.join(format!("copy-{table}.csv"));
+        psql(&format!(
+            "\\copy bench_copy_{table} ({columns}) FROM '{}' WITH (FORMAT csv)",
+            file.display()
+        ))?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    for table in tables {
+        psql(&format!("DROP TABLE bench_copy_{table}"))?;
+        std::fs::remove_file(dir.join(format!("copy-{table}.csv")))?;
+    }
+    Ok(seconds)
 }

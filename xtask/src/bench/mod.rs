@@ -41,9 +41,12 @@ pub struct BenchArgs {
     /// Seconds each load scenario runs.
     #[arg(long, default_value_t = 10)]
     seconds: u64,
-    /// Concurrent connections of the HTTP and SQL load.
-    #[arg(long, default_value = "16")]
+    /// Concurrent connections of the HTTP and SQL load (comma-separated: one run each).
+    #[arg(long, value_delimiter = ',', default_value = "16,64")]
     connections: Vec<u32>,
+    /// `POSTURE_DB_POOL_SIZE` of the measured server (its default when not given).
+    #[arg(long)]
+    pool_size: Option<u32>,
 }
 
 /// PostgreSQL settings of the benchmark server (a small dedicated server's, scaled down).
@@ -97,18 +100,29 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
     let redis = crate::util::redis()?;
     let duration = Duration::from_secs(args.seconds);
 
-    let server = http::Server::start(&bin, &postgres.url, None)?;
+    let server = http::Server::start(&bin, &postgres.url, None, args.pool_size)?;
     for &connections in &args.connections {
-        http::list_routes(&server, &loaded, connections, duration, &mut figures)?;
+        http::read_routes(
+            &server,
+            &postgres.url,
+            &loaded,
+            connections,
+            duration,
+            &mut figures,
+        )?;
         sql::totals(&postgres.url, &loaded, connections, duration, &mut figures)?;
     }
     let in_process = http::cheap_route(&server, &loaded, "in-process", 16, duration, &mut figures)?;
-    figures.push(Figure::measure(
-        "posture-api peak RSS",
-        server.peak_rss_mib()?,
-        "MiB",
-        false,
-    ));
+    let most = args.connections.iter().max().copied().unwrap_or(16);
+    figures.push(
+        Figure::measure(
+            format!("posture-api peak RSS under the read load (up to {most} conn)"),
+            server.peak_rss_mib()?,
+            "MiB",
+            true,
+        )
+        .target(100.0),
+    );
     export::run(&server, &postgres.url, &loaded.largest, &mut figures)?;
     deliveries::run(
         &bin_dir,
@@ -119,7 +133,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
     )?;
     drop(server);
 
-    let shared = http::Server::start(&bin, &postgres.url, Some(&redis.url()))?;
+    let shared = http::Server::start(&bin, &postgres.url, Some(&redis.url()), args.pool_size)?;
     let through_redis = http::cheap_route(
         &shared,
         &loaded,
