@@ -1,0 +1,99 @@
+use super::*;
+
+const T1: &str = "8f6e2c1a-3b4d-4e5f-9a0b-1c2d3e4f5a6b";
+
+fn finding(extra: &str) -> String {
+    format!(
+        r#"{{"type":"finding","id":"f1","cloudTenantId":"{T1}","findingType":"tier0_permanent_root","severity":"critical","status":"open","title":"t"{extra}}}"#
+    )
+}
+
+#[test]
+fn a_valid_finding_line_parses() {
+    let item = parse_line(&finding(r#","identityId":"u1""#))
+        .unwrap()
+        .unwrap();
+    let IngestItem::Finding(f) = item else {
+        panic!("not a finding")
+    };
+    assert_eq!(f.severity, Severity::Critical);
+    assert_eq!(f.identity_id.unwrap().as_str(), "u1");
+}
+
+#[test]
+fn unknown_fields_are_ignored() {
+    assert!(
+        parse_line(&finding(r#","analyzerInternal":{"x":1}"#))
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[test]
+fn blank_lines_are_skipped() {
+    assert_eq!(parse_line("   ").unwrap(), None);
+}
+
+#[test]
+fn an_unknown_type_is_rejected_naming_the_type() {
+    let err = parse_line(r#"{"type":"alert","id":"x"}"#).unwrap_err();
+    assert!(err.contains("alert"), "{err}");
+}
+
+#[test]
+fn a_missing_id_is_rejected() {
+    let line =
+        format!(r#"{{"type":"identity","cloudTenantId":"{T1}","kind":"user","displayName":"A"}}"#);
+    let err = parse_line(&line).unwrap_err();
+    assert!(err.contains("missing field `id`"), "{err}");
+}
+
+#[test]
+fn a_wrong_severity_is_rejected_with_the_allowed_values() {
+    let line = finding("").replace("\"critical\"", "\"urgent\"");
+    let err = parse_line(&line).unwrap_err();
+    assert!(
+        err.contains("urgent") && err.contains("critical, high"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_score_above_100_is_rejected() {
+    let line =
+        format!(r#"{{"type":"uprScore","identityId":"u1","cloudTenantId":"{T1}","score":101}}"#);
+    assert!(parse_line(&line).unwrap_err().contains("score"));
+}
+
+#[test]
+fn nul_characters_are_rejected() {
+    let line = finding("").replace(r#""title":"t""#, r#""title":"a\u0000b""#);
+    assert!(parse_line(&line).unwrap_err().contains("NUL"));
+}
+
+#[test]
+fn a_record_of_an_unconnected_tenant_is_rejected_with_its_line() {
+    let mut pass = PassState::new([]);
+    let item = parse_line(&finding("")).unwrap().unwrap();
+    let err = pass.check(7, &item).unwrap_err();
+    assert!(matches!(err, IngestError::Line { line: 7, .. }), "{err}");
+}
+
+#[test]
+fn identity_references_may_point_forward() {
+    let mut pass = PassState::new([T1.parse().unwrap()]);
+    let f = parse_line(&finding(r#","identityId":"u1""#))
+        .unwrap()
+        .unwrap();
+    pass.check(1, &f).unwrap();
+    assert_eq!(
+        pass.unresolved_references(),
+        vec![("u1".parse().unwrap(), 1)]
+    );
+    let identity = format!(
+        r#"{{"type":"identity","id":"u1","cloudTenantId":"{T1}","kind":"user","displayName":"A"}}"#
+    );
+    pass.check(2, &parse_line(&identity).unwrap().unwrap())
+        .unwrap();
+    assert!(pass.unresolved_references().is_empty());
+}
