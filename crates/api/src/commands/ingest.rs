@@ -1,18 +1,21 @@
 //! `posture-api ingest --customer ID [FILE|-]`: one analyzer pass.
 //!
 //! Lines are read, numbered and parsed as they stream into the pass's transaction, so a
-//! large file is never held in memory. On a terminal, a progress bar follows the bytes read.
+//! large file is never held in memory. Parsing runs on its own thread a bounded queue ahead
+//! of the pass, so it overlaps with the database writes instead of waiting for them. On a
+//! terminal, a progress bar follows the bytes read.
 
 use std::{
     fs::File,
     io::{BufRead, BufReader, IsTerminal, Read},
     path::Path,
+    sync::mpsc,
 };
 
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
 use posture_domain::{
-    ingest::{IngestError, numbered_items},
+    ingest::{IngestError, IngestItem, numbered_items},
     ports::IngestRepository,
 };
 use serde_json::json;
@@ -34,6 +37,27 @@ impl<R: Read> Read for Progress<R> {
         }
         Ok(n)
     }
+}
+
+/// Parsed records queued ahead of the pass: more than one write batch, so the next batch is
+/// parsed while the current one is written.
+const PARSE_AHEAD: usize = 8_192;
+
+/// Reads and parses `reader` on a thread of its own; the items arrive in order. When the pass
+/// stops early (a rejected line, a database error) the receiver is dropped and the thread
+/// stops at its next item.
+fn parse_ahead(
+    reader: impl BufRead + Send + 'static,
+) -> impl Iterator<Item = Result<(u64, IngestItem), IngestError>> {
+    let (sender, receiver) = mpsc::sync_channel(PARSE_AHEAD);
+    std::thread::spawn(move || {
+        for item in numbered_items(reader.lines()) {
+            if sender.send(item).is_err() {
+                break;
+            }
+        }
+    });
+    receiver.into_iter()
 }
 
 fn open(file: Option<&Path>) -> anyhow::Result<(Box<dyn Read + Send>, Option<u64>)> {
@@ -72,7 +96,7 @@ pub async fn run(args: IngestArgs, json: bool) -> anyhow::Result<()> {
             bar: bar.clone(),
         },
     );
-    let mut items = numbered_items(reader.lines());
+    let mut items = parse_ahead(reader);
     let result = store(&args.database)?.run_pass(scope, &mut items).await;
     if let Some(bar) = bar {
         bar.finish_and_clear();
