@@ -76,18 +76,32 @@ pub fn load(
     }
     let seconds = started.elapsed().as_secs_f64();
     eprintln_status(&format!("ingested {findings} findings in {seconds:.1} s"));
-    let copy_seconds = copy_baseline(url, &data.out)?;
+    let copy = copy_baseline(url, &data.out)?;
+    let rate = findings as f64 / seconds;
     figures.push(
         Figure::measure(
             "ingest: findings (with identities) per second, posture-api ingest",
-            findings as f64 / seconds,
+            rate,
             "rows/s",
             false,
         )
         .against(
-            findings as f64 / copy_seconds,
+            findings as f64 / copy.plain,
             "psql \\copy of the same findings and identities",
             Some(0.5),
+        ),
+    );
+    figures.push(
+        Figure::measure(
+            "ingest against \\copy into tables that keep posture's foreign keys",
+            rate,
+            "rows/s",
+            false,
+        )
+        .against(
+            findings as f64 / copy.with_foreign_keys,
+            "psql \\copy of the same rows, composite foreign keys checked",
+            None,
         ),
     );
     // Settle before the read load: statistics current, visibility map set, and the dirty
@@ -137,39 +151,87 @@ fn copy_columns(url: &str, table: &str) -> anyhow::Result<String> {
     )
 }
 
-/// Seconds `psql \copy` takes to load the ingested findings and identities, as CSV, into
-/// empty tables shaped like posture's (`LIKE ... INCLUDING ALL`: same indexes and checks).
-fn copy_baseline(url: &str, dir: &Path) -> anyhow::Result<f64> {
+/// The tables the `\copy` baselines load, identities first (findings refer to them).
+const COPY_TABLES: [&str; 2] = ["identities", "findings"];
+
+/// The `ALTER TABLE` that gives `bench_copy_{table}` the foreign keys of `table`, pointing
+/// at the copy of a table that is copied too and at posture's own table otherwise.
+fn copy_foreign_keys(url: &str, table: &str) -> anyhow::Result<String> {
+    let definitions = sql::psql_value(
+        url,
+        &format!(
+            "SELECT string_agg('ADD ' || pg_get_constraintdef(oid), ', ') FROM pg_constraint \
+             WHERE conrelid = '{table}'::regclass AND contype = 'f'"
+        ),
+    )?;
+    let definitions = COPY_TABLES.iter().fold(definitions, |text, copied| {
+        text.replace(
+            &format!("REFERENCES {copied}("),
+            &format!("REFERENCES bench_copy_{copied}("),
+        )
+    });
+    Ok(format!("ALTER TABLE bench_copy_{table} {definitions}"))
+}
+
+/// Seconds `psql \copy` takes to load the ingested findings and identities, as CSV.
+struct CopyBaseline {
+    /// Into empty tables shaped like posture's (`LIKE ... INCLUDING ALL`: the same columns,
+    /// indexes and checks), which leaves out foreign keys.
+    plain: f64,
+    /// The same, with posture's composite foreign keys added (deferrable ones deferred as in
+    /// posture), so every row's tenant and identity is checked as ingest checks them.
+    with_foreign_keys: f64,
+}
+
+fn copy_baseline(url: &str, dir: &Path) -> anyhow::Result<CopyBaseline> {
     let psql = |command: &str| run(Command::new("psql").arg(url).args(["-qc", command]));
-    let tables = ["identities", "findings"];
-    let columns = tables
+    let columns = COPY_TABLES
         .iter()
         .map(|table| copy_columns(url, table))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    for (table, columns) in tables.iter().zip(&columns) {
-        let file = dir.join(format!("copy-{table}.csv"));
+    let foreign_keys = COPY_TABLES
+        .iter()
+        .map(|table| copy_foreign_keys(url, table))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let file = |table: &str| dir.join(format!("copy-{table}.csv"));
+    for (table, columns) in COPY_TABLES.iter().zip(&columns) {
         psql(&format!(
             "\\copy (SELECT {columns} FROM {table}) TO '{}' WITH (FORMAT csv)",
-            file.display()
-        ))?;
-        psql(&format!(
-            "DROP TABLE IF EXISTS bench_copy_{table}; \
-             CREATE TABLE bench_copy_{table} (LIKE {table} INCLUDING ALL)"
+            file(table).display()
         ))?;
     }
-    psql("CHECKPOINT")?;
-    let started = Instant::now();
-    for (table, columns) in tables.iter().zip(&columns) {
-        let file = dir.join(format!("copy-{table}.csv"));
-        psql(&format!(
-            "\\copy bench_copy_{table} ({columns}) FROM '{}' WITH (FORMAT csv)",
-            file.display()
-        ))?;
-    }
-    let seconds = started.elapsed().as_secs_f64();
-    for table in tables {
+    let load = |with_foreign_keys: bool| -> anyhow::Result<f64> {
+        // Findings first: they refer to the copy of identities.
+        for table in COPY_TABLES.iter().rev() {
+            psql(&format!("DROP TABLE IF EXISTS bench_copy_{table}"))?;
+        }
+        for (table, alter) in COPY_TABLES.iter().zip(&foreign_keys) {
+            psql(&format!(
+                "CREATE TABLE bench_copy_{table} (LIKE {table} INCLUDING ALL)"
+            ))?;
+            if with_foreign_keys {
+                psql(alter)?;
+            }
+        }
+        psql("CHECKPOINT")?;
+        let started = Instant::now();
+        for (table, columns) in COPY_TABLES.iter().zip(&columns) {
+            psql(&format!(
+                "\\copy bench_copy_{table} ({columns}) FROM '{}' WITH (FORMAT csv)",
+                file(table).display()
+            ))?;
+        }
+        Ok(started.elapsed().as_secs_f64())
+    };
+    let baseline = CopyBaseline {
+        plain: load(false)?,
+        with_foreign_keys: load(true)?,
+    };
+    for table in COPY_TABLES.iter().rev() {
         psql(&format!("DROP TABLE bench_copy_{table}"))?;
-        std::fs::remove_file(dir.join(format!("copy-{table}.csv")))?;
     }
-    Ok(seconds)
+    for table in COPY_TABLES {
+        std::fs::remove_file(file(table))?;
+    }
+    Ok(baseline)
 }
