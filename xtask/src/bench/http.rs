@@ -99,6 +99,17 @@ pub struct Load {
     pub p99_ms: f64,
 }
 
+impl Load {
+    /// The mean of two runs (throughput and each percentile).
+    fn mean(a: &Load, b: &Load) -> Load {
+        Load {
+            requests_per_second: (a.requests_per_second + b.requests_per_second) / 2.0,
+            p50_ms: (a.p50_ms + b.p50_ms) / 2.0,
+            p99_ms: (a.p99_ms + b.p99_ms) / 2.0,
+        }
+    }
+}
+
 fn millis(text: &str) -> Option<f64> {
     let text = text.trim();
     let (number, factor) = if let Some(n) = text.strip_suffix("us") {
@@ -288,9 +299,6 @@ pub fn read_routes(
     )?;
     for (i, scenario) in scenarios(loaded, &detail_id).into_iter().enumerate() {
         let url = format!("{}{}", server.base, scenario.path);
-        // Unmeasured warm-up: connections opened, statements prepared, pages cached.
-        wrk(&url, &scenario.customer.key, connections, WARM_UP)?;
-        let load = wrk(&url, &scenario.customer.key, connections, duration)?;
         let name = format!("{}, {connections} conn", scenario.name);
         let mut vars = vec![
             ("c", scenario.customer.id.clone()),
@@ -298,15 +306,31 @@ pub fn read_routes(
         ];
         vars.extend(scenario.vars.iter().cloned());
         let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        for (j, baseline) in scenario.baselines.iter().enumerate() {
-            let tps = sql::pgbench(
+        let key = &scenario.customer.key;
+        let baseline = |j: usize| {
+            sql::pgbench(
                 database_url,
                 &format!("route-{i}-{j}"),
-                &baseline.script,
+                &scenario.baselines[j].script,
                 &vars,
                 connections,
                 duration,
-            )?;
+            )
+        };
+        // Unmeasured warm-up: connections opened, statements prepared, pages cached.
+        wrk(&url, key, connections, WARM_UP)?;
+        // Mirrored order (route, baselines, baselines reversed, route): a drift of the
+        // machine during the scenario favours neither side. Each figure is the mean of two.
+        let first = wrk(&url, key, connections, duration)?;
+        let mut tps = vec![0.0; scenario.baselines.len()];
+        for (j, sum) in tps.iter_mut().enumerate() {
+            *sum += baseline(j)?;
+        }
+        for (j, sum) in tps.iter_mut().enumerate().rev() {
+            *sum += baseline(j)?;
+        }
+        let load = Load::mean(&first, &wrk(&url, key, connections, duration)?);
+        for (baseline, sum) in scenario.baselines.iter().zip(tps) {
             figures.push(
                 Figure::measure(
                     format!("{name}: throughput"),
@@ -314,7 +338,7 @@ pub fn read_routes(
                     "req/s",
                     false,
                 )
-                .against(tps, baseline.name, baseline.target),
+                .against(sum / 2.0, baseline.name, baseline.target),
             );
         }
         let p99_target = scenario.p99_target.filter(|_| connections == 16);

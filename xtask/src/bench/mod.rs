@@ -38,8 +38,8 @@ pub struct BenchArgs {
     /// Findings of the largest customer.
     #[arg(long, default_value_t = 200_000)]
     largest: usize,
-    /// Seconds each load scenario runs.
-    #[arg(long, default_value_t = 10)]
+    /// Seconds of each measured run (a read route and each of its SQL baselines run twice).
+    #[arg(long, default_value_t = 6)]
     seconds: u64,
     /// Concurrent connections of the HTTP and SQL load (comma-separated: one run each).
     #[arg(long, value_delimiter = ',', default_value = "16,64")]
