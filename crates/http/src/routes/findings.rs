@@ -10,7 +10,7 @@ use schemars::{Schema, SchemaGenerator, json_schema};
 
 use super::{
     Endpoint, HttpMethod, ID, LIMIT, OFFSET, Param, ParamIn, Success, TENANT, list_response,
-    resolve_tenant, schema,
+    schema, tenant_filter,
 };
 use crate::{auth::Caller, error::ApiError, query::QueryParams, state::ApiState};
 
@@ -114,9 +114,8 @@ impl FindingParams {
         state: &ApiState,
         caller: &Caller,
     ) -> Result<FindingFilter, ApiError> {
-        let tenant = resolve_tenant(state, caller.scope(), self.tenant).await?;
         Ok(FindingFilter {
-            tenant: tenant.map(|t| t.cloud_tenant_id),
+            tenant: tenant_filter(state, caller.scope(), self.tenant).await?,
             severities: self.severities,
             statuses: self.statuses,
             finding_types: self.finding_types,

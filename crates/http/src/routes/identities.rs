@@ -8,7 +8,7 @@ use posture_wire::{
 };
 
 use super::{
-    Endpoint, HttpMethod, ID, LIMIT, OFFSET, Success, TENANT, list_response, resolve_tenant, schema,
+    Endpoint, HttpMethod, ID, LIMIT, OFFSET, Success, TENANT, list_response, schema, tenant_filter,
 };
 use crate::{auth::Caller, error::ApiError, query::QueryParams, state::ApiState};
 
@@ -63,9 +63,7 @@ async fn list_identities(
     let page = query.page()?;
     let tenant = query.take("tenant")?;
     query.finish()?;
-    let tenant = resolve_tenant(&state, caller.scope(), tenant)
-        .await?
-        .map(|t| t.cloud_tenant_id);
+    let tenant = tenant_filter(&state, caller.scope(), tenant).await?;
     let filter = IdentityFilter { tenant };
     let result = state
         .ports

@@ -277,6 +277,18 @@ pub(crate) async fn resolve_tenant(
     }
 }
 
+/// The `tenant` filter of a list or roll-up: the id of one of the caller's tenants (see
+/// [`resolve_tenant`]), or none when the request names no tenant.
+pub(crate) async fn tenant_filter(
+    state: &ApiState,
+    scope: CustomerScope,
+    raw: Option<String>,
+) -> Result<Option<CloudTenantId>, ApiError> {
+    Ok(resolve_tenant(state, scope, raw)
+        .await?
+        .map(|tenant| tenant.cloud_tenant_id))
+}
+
 /// A list response: `{data, meta}`.
 pub(crate) fn list_response<T: Serialize>(
     page: Page<T>,

@@ -5,7 +5,7 @@ use posture_domain::{Scope, recommendation::RecommendationFilter};
 use posture_wire::{ListResponse, recommendations::RoleRecommendationResponse};
 
 use super::{
-    Endpoint, HttpMethod, LIMIT, OFFSET, Success, TENANT, list_response, resolve_tenant, schema,
+    Endpoint, HttpMethod, LIMIT, OFFSET, Success, TENANT, list_response, schema, tenant_filter,
 };
 use crate::{auth::Caller, error::ApiError, query::QueryParams, state::ApiState};
 
@@ -39,9 +39,7 @@ async fn list_roles(
     let page = query.page()?;
     let tenant = query.take("tenant")?;
     query.finish()?;
-    let tenant = resolve_tenant(&state, caller.scope(), tenant)
-        .await?
-        .map(|t| t.cloud_tenant_id);
+    let tenant = tenant_filter(&state, caller.scope(), tenant).await?;
     let filter = RecommendationFilter { tenant };
     let result = state
         .ports

@@ -13,8 +13,8 @@ use posture_wire::{
 use schemars::{Schema, SchemaGenerator, json_schema};
 
 use super::{
-    Endpoint, HttpMethod, LIMIT, OFFSET, Param, ParamIn, Success, TENANT, list_response,
-    resolve_tenant, schema,
+    Endpoint, HttpMethod, LIMIT, OFFSET, Param, ParamIn, Success, TENANT, list_response, schema,
+    tenant_filter,
 };
 use crate::{auth::Caller, error::ApiError, query::QueryParams, state::ApiState};
 
@@ -119,9 +119,7 @@ async fn get_rollup(
     let mut query = QueryParams::parse(req.query_string())?;
     let tenant = query.take("tenant")?;
     query.finish()?;
-    let tenant = resolve_tenant(&state, caller.scope(), tenant)
-        .await?
-        .map(|t| t.cloud_tenant_id);
+    let tenant = tenant_filter(&state, caller.scope(), tenant).await?;
     let rollup = state.ports.upr.upr_rollup(caller.scope(), tenant).await?;
     Ok(HttpResponse::Ok().json(DataResponse {
         data: UprRollupResponse::new(rollup, tenant.map(|t| t.to_string())),
@@ -143,9 +141,7 @@ async fn list_principals(
             "minScore must be 0 to {MAX_SCORE}"
         )));
     }
-    let tenant = resolve_tenant(&state, caller.scope(), tenant)
-        .await?
-        .map(|t| t.cloud_tenant_id);
+    let tenant = tenant_filter(&state, caller.scope(), tenant).await?;
     let filter = UprFilter {
         tenant,
         min_score: min_score.map(|m| m as u8),
@@ -172,9 +168,7 @@ async fn get_trend(
     let tenant = query.take("tenant")?;
     query.finish()?;
     let days = trend_days(days).map_err(|_| ApiError::invalid("days must be 1 or more"))?;
-    let tenant = resolve_tenant(&state, caller.scope(), tenant)
-        .await?
-        .map(|t| t.cloud_tenant_id);
+    let tenant = tenant_filter(&state, caller.scope(), tenant).await?;
     let points = state
         .ports
         .upr
