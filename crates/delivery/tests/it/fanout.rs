@@ -97,10 +97,7 @@ async fn findings_seen_in_an_earlier_pass_are_not_delivered_again() {
     let (customer, tenant) = setup.customer("A").await;
     let server = receiver(200).await;
     setup
-        .subscribe(customer, &hook_url(&server), &["finding_critical"])
-        .await;
-    setup
-        .pass(customer, &[finding("c1", &tenant, "critical")])
+        .one_delivery_to(customer, &tenant, &hook_url(&server), "critical")
         .await;
     let again = setup
         .pass(

@@ -29,10 +29,7 @@ async fn a_receiver_failing_twice_gets_the_same_delivery_on_the_third_attempt() 
         .mount(&server)
         .await;
     setup
-        .subscribe(customer, &hook_url(&server), &["finding_critical"])
-        .await;
-    setup
-        .pass(customer, &[finding("c1", &tenant, "critical")])
+        .one_delivery_to(customer, &tenant, &hook_url(&server), "critical")
         .await;
     let _stop = run_in_background(setup.worker(true));
     eventually("the third attempt succeeded", || async {
@@ -125,9 +122,8 @@ async fn a_receiver_that_never_answers_is_recorded_as_a_timeout_and_retried() {
         .mount(&server)
         .await;
     setup
-        .subscribe(customer, &hook_url(&server), &["finding_low"])
+        .one_delivery_to(customer, &tenant, &hook_url(&server), "low")
         .await;
-    setup.pass(customer, &[finding("l1", &tenant, "low")]).await;
     let started = Utc::now();
     assert_eq!(setup.worker(true).drain().await.unwrap(), 1);
     let delivery = &setup.deliveries(customer).await[0];
@@ -154,10 +150,7 @@ async fn a_delivery_failing_every_attempt_ends_failed() {
     let (customer, tenant) = setup.customer("A").await;
     let server = receiver(503).await;
     setup
-        .subscribe(customer, &hook_url(&server), &["finding_medium"])
-        .await;
-    setup
-        .pass(customer, &[finding("m1", &tenant, "medium")])
+        .one_delivery_to(customer, &tenant, &hook_url(&server), "medium")
         .await;
     let _stop = run_in_background(setup.worker(true));
     eventually("the delivery failed", || async {
@@ -180,10 +173,7 @@ async fn retry_after_postpones_the_next_attempt() {
         .mount(&server)
         .await;
     setup
-        .subscribe(customer, &hook_url(&server), &["finding_high"])
-        .await;
-    setup
-        .pass(customer, &[finding("h1", &tenant, "high")])
+        .one_delivery_to(customer, &tenant, &hook_url(&server), "high")
         .await;
     let before = Utc::now();
     setup.worker(true).drain().await.unwrap();
@@ -206,10 +196,7 @@ async fn redirects_are_not_followed() {
         .mount(&redirecting)
         .await;
     setup
-        .subscribe(customer, &hook_url(&redirecting), &["finding_high"])
-        .await;
-    setup
-        .pass(customer, &[finding("h1", &tenant, "high")])
+        .one_delivery_to(customer, &tenant, &hook_url(&redirecting), "high")
         .await;
     setup.worker(true).drain().await.unwrap();
     assert!(
@@ -237,10 +224,7 @@ async fn the_response_excerpt_is_kept_to_1_kib() {
         .mount(&server)
         .await;
     setup
-        .subscribe(customer, &hook_url(&server), &["finding_high"])
-        .await;
-    setup
-        .pass(customer, &[finding("h1", &tenant, "high")])
+        .one_delivery_to(customer, &tenant, &hook_url(&server), "high")
         .await;
     setup.worker(true).drain().await.unwrap();
     let delivery = &setup.deliveries(customer).await[0];

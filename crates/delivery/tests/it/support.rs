@@ -103,6 +103,27 @@ impl Setup {
         (id, secret.expose().to_owned())
     }
 
+    /// The usual start of a delivery test: `url` subscribed to `finding_{severity}`, then a
+    /// pass with one new finding of that severity (id: its first letter and 1), which
+    /// queues one delivery. Returns the subscription's id.
+    pub async fn one_delivery_to(
+        &self,
+        scope: CustomerScope,
+        tenant: &str,
+        url: &str,
+        severity: &str,
+    ) -> WebhookId {
+        let (id, _) = self
+            .subscribe(scope, url, &[&format!("finding_{severity}")])
+            .await;
+        let finding_id = format!("{}1", &severity[..1]);
+        let summary = self
+            .pass(scope, &[finding(&finding_id, tenant, severity)])
+            .await;
+        assert_eq!(summary.counts.deliveries, 1, "one delivery queued");
+        id
+    }
+
     pub fn worker(&self, allow_private: bool) -> Arc<Worker> {
         self.worker_with(allow_private, "w1")
     }
