@@ -231,28 +231,16 @@ async fn https_serving_works_with_a_self_signed_certificate_and_sends_hsts() {
     };
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let running = server::start(
-                listener,
-                state,
-                server::Serving {
-                    workers: 1,
-                    shutdown_timeout: Duration::from_secs(1),
-                    tls: Some(tls),
-                },
-            )
-            .unwrap();
-            tx.send(running.handle.clone()).unwrap();
-            let _ = running.server.await;
-        });
-    });
-    let handle = rx.recv().unwrap();
+    let (handle, _) = crate::support::spawn_server(
+        listener,
+        state,
+        server::Serving {
+            workers: 1,
+            shutdown_timeout: Duration::from_secs(1),
+            tls: Some(tls),
+        },
+        None,
+    );
     let https = reqwest::Client::builder()
         .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
         .build()

@@ -37,6 +37,34 @@ pub fn test_keyring() -> Keyring {
     Keyring::new(&TEST_SECRET_KEY, &[]).unwrap()
 }
 
+/// Runs `state` on `listener` on a thread and runtime of its own, so the server outlives
+/// nothing of the test's runtime; with `key_cache`, that store's key cache listens too.
+/// Returns once the server is listening.
+pub fn spawn_server(
+    listener: TcpListener,
+    state: ApiState,
+    serving: server::Serving,
+    key_cache: Option<PgStore>,
+) -> (actix_web::dev::ServerHandle, std::net::SocketAddr) {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            if let Some(store) = key_cache {
+                store.start_key_cache();
+            }
+            let running = server::start(listener, state, serving).unwrap();
+            tx.send((running.handle.clone(), running.local_addr))
+                .unwrap();
+            running.server.await.unwrap();
+        });
+    });
+    rx.recv().unwrap()
+}
+
 pub fn client() -> Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     Client::builder()
@@ -105,32 +133,16 @@ impl TestApp {
             hsts: false,
         };
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let key_cache_store = store.clone();
-        let (tx, rx) = mpsc::channel();
-        // The server runs on a thread and runtime of its own, so it outlives nothing.
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                key_cache_store.start_key_cache();
-                let running = server::start(
-                    listener,
-                    state,
-                    server::Serving {
-                        workers: 2,
-                        shutdown_timeout: Duration::from_secs(5),
-                        tls: None,
-                    },
-                )
-                .unwrap();
-                tx.send((running.handle.clone(), running.local_addr))
-                    .unwrap();
-                running.server.await.unwrap();
-            });
-        });
-        let (handle, addr) = rx.recv().unwrap();
+        let (handle, addr) = spawn_server(
+            listener,
+            state,
+            server::Serving {
+                workers: 2,
+                shutdown_timeout: Duration::from_secs(5),
+                tls: None,
+            },
+            Some(store.clone()),
+        );
         Self {
             db,
             store,
