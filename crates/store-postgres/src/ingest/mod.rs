@@ -5,8 +5,10 @@
 //! Records are validated line by line ([`PassState`]); data rows are buffered per kind,
 //! de-duplicated by key (the last line wins) and written in batches with `unnest` arrays.
 //! Identity references may point forward; they are resolved before commit. Totals used by
-//! `meta.total` are recomputed at the end. Any error rolls the whole pass back.
+//! `meta.total` are recomputed at the end. Any error rolls the whole pass back. After the
+//! commit, stale planner statistics for the customer are refreshed ([`statistics`]).
 
+mod statistics;
 mod writes;
 
 use std::{collections::HashMap, hash::Hash};
@@ -45,12 +47,22 @@ impl IngestRepository for PgStore {
         let mut conn = self.conn().await?;
         let pass_id = PassId::generate();
         let started_at = Utc::now();
-        conn.transaction(async |conn| {
-            let mut pass = PassRun::new(conn, scope, pass_id, started_at);
-            pass.run(items).await
-        })
-        .await
-        .map_err(PassError::into_ingest)
+        let summary = conn
+            .transaction(async |conn| {
+                let mut pass = PassRun::new(conn, scope, pass_id, started_at);
+                pass.run(items).await
+            })
+            .await
+            .map_err(PassError::into_ingest)?;
+        let counts = &summary.counts;
+        statistics::refresh_after_pass(
+            &mut conn,
+            scope,
+            counts.findings > 0,
+            counts.identities > 0,
+        )
+        .await;
+        Ok(summary)
     }
 }
 

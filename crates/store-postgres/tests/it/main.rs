@@ -7,4 +7,5 @@ mod api_keys;
 mod identities;
 mod ingest;
 mod migrations;
+mod statistics;
 mod tenants;
