@@ -10,8 +10,8 @@
 //! for good.
 //!
 //! After a pass commits, the planner's estimate for the customer is compared with the
-//! customer's real row count; when it is off by [`STALE_FACTOR`] or more, the customer
-//! column is analyzed (a sample of the table: about 0.25 s for 1,000,000 findings). The
+//! customer's real row count; when it is off by [`STALE_FACTOR`] or more for a customer of
+//! [`MIN_ROWS`] or more, the customer column is analyzed (a sample of the table: about 0.25 s for 1,000,000 findings). The
 //! estimate comes from `EXPLAIN`, so this follows whatever the planner would really use.
 //! A failure here is logged, never fatal: the pass is already committed.
 
@@ -21,8 +21,11 @@ use posture_domain::CustomerScope;
 
 /// Analyze when the estimate is this many times below the real count...
 const STALE_FACTOR: f64 = 10.0;
-/// ...and the customer has at least this many rows (below it any plan is fast).
-const MIN_ROWS: i64 = 1_000;
+/// ...and the customer has at least this many rows. Below it a mis-planned page fetch costs
+/// a few milliseconds (measured: 2 ms at 1,000 rows, 4–6 ms at 5,000, 8–10 ms at 20,000,
+/// 25–30 ms at 100,000), and autovacuum's next analyze corrects it: every pass rewrites the
+/// rows it reports, so an active table is analyzed often.
+const MIN_ROWS: i64 = 10_000;
 
 /// A customer-scoped table and how to count the customer's rows cheaply.
 struct Table {
@@ -130,10 +133,10 @@ mod tests {
     #[test]
     fn an_estimate_ten_times_below_the_count_is_stale() {
         assert!(is_stale(1.0, 100_000));
-        assert!(is_stale(500.0, 5_000));
-        assert!(!is_stale(501.0, 5_000));
+        assert!(is_stale(2_000.0, 20_000));
+        assert!(!is_stale(2_001.0, 20_000));
         assert!(
-            !is_stale(4_000.0, 3_000),
+            !is_stale(40_000.0, 30_000),
             "an overestimate is not refreshed"
         );
     }
