@@ -126,6 +126,7 @@ pub fn run(
     database_url: &str,
     base: &str,
     seconds: u64,
+    pool_size: Option<u32>,
     figures: &mut Vec<Figure>,
 ) -> anyhow::Result<()> {
     let api_bin = bin_dir.join("posture-api");
@@ -169,7 +170,11 @@ pub fn run(
         true,
     ));
 
-    let worker = Command::new(bin_dir.join("posture-worker"))
+    let mut worker = Command::new(bin_dir.join("posture-worker"));
+    if let Some(size) = pool_size {
+        worker.env("POSTURE_DB_POOL_SIZE", size.to_string());
+    }
+    let worker = worker
         .env("DATABASE_URL", database_url)
         .env("POSTURE_SECRET_KEY", super::http::SECRET_KEY)
         .env("POSTURE_WEBHOOK_ALLOW_PRIVATE", "true")

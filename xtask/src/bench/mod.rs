@@ -44,7 +44,8 @@ pub struct BenchArgs {
     /// Concurrent connections of the HTTP and SQL load (comma-separated: one run each).
     #[arg(long, value_delimiter = ',', default_value = "16,64")]
     connections: Vec<u32>,
-    /// `POSTURE_DB_POOL_SIZE` of the measured server (its default when not given).
+    /// `POSTURE_DB_POOL_SIZE` of the measured posture-api and posture-worker (their default
+    /// when not given).
     #[arg(long)]
     pool_size: Option<u32>,
 }
@@ -129,6 +130,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         &postgres.url,
         &server.base,
         args.seconds,
+        args.pool_size,
         &mut figures,
     )?;
     drop(server);
