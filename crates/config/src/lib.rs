@@ -23,7 +23,7 @@ pub struct DatabaseArgs {
     /// Most connections this process opens to PostgreSQL. Small on purpose: past a few
     /// active connections per database core, more only queue inside PostgreSQL and stretch
     /// the tail latency (docs/performance.md).
-    #[arg(long, env = "POSTURE_DB_POOL_SIZE", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    #[arg(long, env = "POSTURE_DB_POOL_SIZE", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub db_pool_size: u16,
 }
 
