@@ -4,6 +4,7 @@
 use diesel::{QueryableByName, sql_types::Json};
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use posture_domain::CustomerScope;
+use posture_store_postgres::PgStore;
 use posture_test_support::{
     TestDb,
     fixtures::{self, customer, finding, identity, ingest, lines, tenant},
@@ -57,60 +58,75 @@ async fn manual_analyzes(conn: &mut AsyncPgConnection) -> i64 {
         .analyze_count
 }
 
-/// Customer A's rows are analyzed; customer B is then unknown to the statistics.
-/// Autovacuum is kept away from `findings`, so only a pass analyzes it.
-async fn analyzed_with_one_customer(db: &TestDb) -> AsyncPgConnection {
-    let store = db.store();
-    let mut conn = AsyncPgConnection::establish(db.url()).await.unwrap();
-    diesel::sql_query("ALTER TABLE findings SET (autovacuum_enabled = false)")
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let a = customer(&store, "A").await;
-    ingest(&store, a, &pass(1_500)).await.unwrap();
-    diesel::sql_query("ANALYZE findings")
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    conn
+/// A database where customer A's rows are analyzed and customer B, just created, is
+/// unknown to the statistics. Autovacuum is kept away from `findings`, so only a pass
+/// analyzes it.
+struct Setup {
+    _db: TestDb,
+    store: PgStore,
+    conn: AsyncPgConnection,
+    b: CustomerScope,
+}
+
+impl Setup {
+    async fn new() -> Self {
+        let db = TestDb::new().await;
+        let store = db.store();
+        let mut conn = AsyncPgConnection::establish(db.url()).await.unwrap();
+        diesel::sql_query("ALTER TABLE findings SET (autovacuum_enabled = false)")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        let a = customer(&store, "A").await;
+        ingest(&store, a, &pass(1_500)).await.unwrap();
+        diesel::sql_query("ANALYZE findings")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        let b = customer(&store, "B").await;
+        Self {
+            _db: db,
+            store,
+            conn,
+            b,
+        }
+    }
+
+    async fn ingest_b(&self, findings: usize) {
+        ingest(&self.store, self.b, &pass(findings)).await.unwrap();
+    }
 }
 
 #[tokio::test]
 async fn a_large_first_pass_leaves_the_planner_a_true_estimate_of_the_customer() {
-    let db = TestDb::new().await;
-    let mut conn = analyzed_with_one_customer(&db).await;
-    let store = db.store();
-    let b = customer(&store, "B").await;
-    let before = estimated_findings(&mut conn, b).await;
+    let mut s = Setup::new().await;
+    let before = estimated_findings(&mut s.conn, s.b).await;
     assert!(
         before < 10.0,
         "an unknown customer is estimated at a handful of rows ({before})"
     );
-    let analyzes = manual_analyzes(&mut conn).await;
+    let analyzes = manual_analyzes(&mut s.conn).await;
 
-    ingest(&store, b, &pass(12_000)).await.unwrap();
+    s.ingest_b(12_000).await;
 
-    let after = estimated_findings(&mut conn, b).await;
+    let after = estimated_findings(&mut s.conn, s.b).await;
     assert!(
         (6_000.0..=24_000.0).contains(&after),
         "12,000 findings are estimated at {after} rows"
     );
-    assert_eq!(manual_analyzes(&mut conn).await, analyzes + 1);
+    assert_eq!(manual_analyzes(&mut s.conn).await, analyzes + 1);
 }
 
 #[tokio::test]
 async fn a_pass_of_a_customer_the_planner_estimates_well_analyzes_nothing() {
-    let db = TestDb::new().await;
-    let mut conn = analyzed_with_one_customer(&db).await;
-    let store = db.store();
-    let b = customer(&store, "B").await;
-    ingest(&store, b, &pass(12_000)).await.unwrap();
-    let analyzes = manual_analyzes(&mut conn).await;
+    let mut s = Setup::new().await;
+    s.ingest_b(12_000).await;
+    let analyzes = manual_analyzes(&mut s.conn).await;
 
-    ingest(&store, b, &pass(12_100)).await.unwrap();
+    s.ingest_b(12_100).await;
 
     assert_eq!(
-        manual_analyzes(&mut conn).await,
+        manual_analyzes(&mut s.conn).await,
         analyzes,
         "the second pass found the estimate close enough"
     );
@@ -119,13 +135,10 @@ async fn a_pass_of_a_customer_the_planner_estimates_well_analyzes_nothing() {
 /// Below 10,000 rows a stale estimate is left to autovacuum.
 #[tokio::test]
 async fn a_customer_below_ten_thousand_rows_is_never_analyzed() {
-    let db = TestDb::new().await;
-    let mut conn = analyzed_with_one_customer(&db).await;
-    let analyzes = manual_analyzes(&mut conn).await;
-    let store = db.store();
-    let b = customer(&store, "B").await;
+    let mut s = Setup::new().await;
+    let analyzes = manual_analyzes(&mut s.conn).await;
 
-    ingest(&store, b, &pass(9_000)).await.unwrap();
+    s.ingest_b(9_000).await;
 
-    assert_eq!(manual_analyzes(&mut conn).await, analyzes);
+    assert_eq!(manual_analyzes(&mut s.conn).await, analyzes);
 }
