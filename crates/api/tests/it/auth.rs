@@ -65,23 +65,6 @@ async fn cached_key(app: &TestApp) -> (posture_domain::KeyId, String) {
     (id, key)
 }
 
-/// Requests with `key` until one is refused; fails if that takes a second or more.
-async fn refused_within_a_second(app: &TestApp, key: &str, change: &str) {
-    let changed_at = std::time::Instant::now();
-    loop {
-        let status = app.get("/api/v1/identities", key).await.status();
-        if status == StatusCode::UNAUTHORIZED {
-            return;
-        }
-        assert_eq!(status, StatusCode::OK);
-        assert!(
-            changed_at.elapsed() < std::time::Duration::from_secs(1),
-            "the {change} did not reach the cache within a second"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_revoked_key_is_401_on_the_next_request() {
     let app = TestApp::start().await;
@@ -123,7 +106,7 @@ async fn a_key_revoked_by_another_process_is_refused_as_soon_as_postgres_notifie
     let (id, key) = cached_key(&app).await;
     // Another process (its own pool and cache), like `posture-api keys revoke`.
     app.db.store().revoke_key(id).await.unwrap();
-    refused_within_a_second(&app, &key, "revocation").await;
+    app.refused_within_a_second(&key, "revocation").await;
 }
 
 #[tokio::test]
@@ -137,7 +120,7 @@ async fn a_key_deleted_in_sql_by_an_operator_is_refused() {
         .execute(&mut conn)
         .await
         .unwrap();
-    refused_within_a_second(&app, &key, "deletion").await;
+    app.refused_within_a_second(&key, "deletion").await;
 }
 
 #[tokio::test]

@@ -128,10 +128,8 @@ async fn operator_commands_set_up_a_customer_whose_key_reads_its_data() {
         &["keys", "revoke", key_id, "--json"],
         None,
     ));
-    assert_eq!(
-        app.get("/api/v1/identities", key).await.status(),
-        StatusCode::UNAUTHORIZED
-    );
+    app.refused_within_a_second(key, "revocation by `keys revoke`")
+        .await;
 }
 
 #[tokio::test]

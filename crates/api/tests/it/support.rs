@@ -202,6 +202,24 @@ impl TestApp {
             .key_id()
     }
 
+    /// Waits until `key` is refused (401) after a change made by another process, which
+    /// reaches this server's key cache through `NOTIFY`; fails if that takes a second.
+    pub async fn refused_within_a_second(&self, key: &str, change: &str) {
+        let changed_at = std::time::Instant::now();
+        loop {
+            let status = self.get("/api/v1/identities", key).await.status();
+            if status == StatusCode::UNAUTHORIZED {
+                return;
+            }
+            assert_eq!(status, StatusCode::OK);
+            assert!(
+                changed_at.elapsed() < Duration::from_secs(1),
+                "the {change} did not reach the cache within a second"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
     /// Waits until the server serves keys from its cache (its `LISTEN` connection is up).
     pub async fn key_cache_live(&self) {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
