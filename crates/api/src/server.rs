@@ -4,7 +4,11 @@ use std::{net::TcpListener, path::Path, sync::Arc, time::Duration};
 
 use actix_web::{HttpServer, dev::ServerHandle, web};
 use anyhow::Context as _;
-use posture_domain::rate_limit::{InProcessRateLimiter, LimiterState, RateLimiter};
+use posture_domain::{
+    rate_limit::{InProcessRateLimiter, LimiterState, RateLimiter},
+    secrets::Keyring,
+    webhook::TargetPolicy,
+};
 use posture_http::{ApiState, MetricsRender, Ports};
 use posture_redis::RedisRateLimiter;
 use posture_store_postgres::{PgStore, migrations};
@@ -25,6 +29,36 @@ pub fn ports(store: &PgStore, limiter: Arc<dyn RateLimiter>) -> Ports {
         webhooks: store.clone(),
         health: store,
         limiter,
+    }
+}
+
+/// How an API instance is wired, beyond its store and rate limiter.
+pub struct Wiring {
+    /// Proxies whose `X-Forwarded-For` names the client.
+    pub trusted_proxies: posture_http::TrustedProxies,
+    /// Seals webhook signing secrets.
+    pub keyring: Keyring,
+    pub webhook_policy: TargetPolicy,
+    /// Exports streaming at once (each holds a database connection for its whole stream).
+    pub concurrent_exports: usize,
+    /// Renders `/metrics` on the API's own address; `None` when they are served elsewhere.
+    pub metrics: Option<MetricsRender>,
+    /// Serving TLS: responses carry `Strict-Transport-Security`.
+    pub hsts: bool,
+}
+
+/// The state of the HTTP API over a PostgreSQL store: the one wiring that `serve` and the
+/// tests both use. Renders the OpenAPI document once.
+pub fn api_state(store: &PgStore, limiter: Arc<dyn RateLimiter>, wiring: Wiring) -> ApiState {
+    ApiState {
+        ports: ports(store, limiter),
+        trusted_proxies: wiring.trusted_proxies,
+        keyring: Arc::new(wiring.keyring),
+        webhook_policy: wiring.webhook_policy,
+        exports: Arc::new(tokio::sync::Semaphore::new(wiring.concurrent_exports)),
+        metrics: wiring.metrics,
+        hsts: wiring.hsts,
+        contract: posture_http::openapi::render().into(),
     }
 }
 
@@ -177,20 +211,21 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         store.clone(),
         limiter.clone(),
     );
-    let state = ApiState {
-        ports: ports(&store, limiter),
-        trusted_proxies: args.limits.trusted_proxies.clone(),
-        keyring: Arc::new(args.secrets.keyring()?),
-        webhook_policy: args.webhooks.policy(),
-        // Each export holds a connection for its whole stream: half the pool at most, so
-        // exports never starve the other routes.
-        exports: Arc::new(tokio::sync::Semaphore::new(
-            (usize::from(args.database.db_pool_size) / 2)
+    let state = api_state(
+        &store,
+        limiter,
+        Wiring {
+            trusted_proxies: args.limits.trusted_proxies.clone(),
+            keyring: args.secrets.keyring()?,
+            webhook_policy: args.webhooks.policy(),
+            // Each export holds a connection for its whole stream: half the pool at most, so
+            // exports never starve the other routes.
+            concurrent_exports: (usize::from(args.database.db_pool_size) / 2)
                 .clamp(1, posture_http::DEFAULT_CONCURRENT_EXPORTS),
-        )),
-        metrics: args.metrics_bind.is_none().then(|| render.clone()),
-        hsts: tls.is_some(),
-    };
+            metrics: args.metrics_bind.is_none().then(|| render.clone()),
+            hsts: tls.is_some(),
+        },
+    );
     let https = tls.is_some();
     let shutdown_timeout = Duration::from_secs(args.shutdown_timeout_secs);
     let running = start(

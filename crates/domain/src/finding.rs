@@ -58,6 +58,16 @@ string_enum! {
     }
 }
 
+string_enum! {
+    /// The line formats of the findings export.
+    pub enum ExportFormat ("format") {
+        /// One JSON finding per line, as the list shows it.
+        Ndjson = "ndjson",
+        /// One ArcSight CEF line per finding.
+        Cef = "cef",
+    }
+}
+
 /// A finding as the API shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {

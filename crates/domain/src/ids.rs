@@ -134,6 +134,9 @@ impl From<CloudTenantId> for String {
 
 /// Longest analyzer id accepted.
 pub const MAX_EXTERNAL_ID_LEN: usize = 128;
+/// The characters of an analyzer id, as a regular expression (for the contract): the rule
+/// [`valid_external_id`] checks, apart from the length.
+pub const EXTERNAL_ID_PATTERN: &str = "^[A-Za-z0-9._~:@-]+$";
 
 /// Whether `s` is acceptable as an analyzer id: 1 to 128 characters of ASCII letters,
 /// digits and `-._~:@` (safe unescaped in a URL path segment and in a log line).

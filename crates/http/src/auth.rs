@@ -4,18 +4,16 @@
 //! checked first (no lookup for a made-up key), then its SHA-256 is looked up among
 //! unrevoked, unexpired keys on every request, so a revocation applies at once. The gate
 //! (`gate.rs`) puts the resulting [`Principal`] into the request's extensions. Each route's required scope
-//! is checked by a per-route middleware built from the route table ([`require_scope`]), so
+//! is checked by a per-route middleware built from the route table ([`authorize`]), so
 //! a route cannot be registered without its scope. Handlers get the caller through
 //! [`Caller`], which exists only after authentication.
 
 use std::future::{Ready, ready};
 
 use actix_web::{
-    Error, FromRequest, HttpMessage, HttpRequest,
-    body::BoxBody,
-    dev::{Payload, ServiceRequest, ServiceResponse},
+    FromRequest, HttpMessage, HttpRequest,
+    dev::{Payload, ServiceRequest},
     http::header::{AUTHORIZATION, HeaderMap},
-    middleware::Next,
 };
 use posture_domain::{ApiKeySecret, CustomerScope, Principal, Scope};
 
@@ -69,20 +67,17 @@ pub(crate) async fn authenticate(
         .ok_or(ApiError::Unauthorized)
 }
 
-/// Per-route middleware: the caller must hold `scope`.
-pub(crate) async fn require_scope(
-    scope: Scope,
-    req: ServiceRequest,
-    next: Next<BoxBody>,
-) -> Result<ServiceResponse<BoxBody>, Error> {
-    let allowed = req
+/// The route's scope check (run by the per-route middleware of the route table): the caller
+/// must hold `scope`.
+pub(crate) fn authorize(req: &ServiceRequest, scope: Scope) -> Result<(), ApiError> {
+    match req
         .extensions()
         .get::<Principal>()
-        .map(|p| p.has_scope(scope));
-    match allowed {
-        Some(true) => next.call(req).await,
-        Some(false) => Ok(req.error_response(ApiError::InsufficientScope(scope))),
-        None => Ok(req.error_response(ApiError::Unauthorized)),
+        .map(|p| p.has_scope(scope))
+    {
+        Some(true) => Ok(()),
+        Some(false) => Err(ApiError::InsufficientScope(scope)),
+        None => Err(ApiError::Unauthorized),
     }
 }
 

@@ -7,14 +7,13 @@
 //! crate depends on the domain's ports only; the binary wires the adapters in.
 
 mod auth;
-mod body;
 pub mod client_ip;
 mod error;
 mod gate;
 mod health;
+pub mod input;
 mod json_errors;
 pub mod openapi;
-mod query;
 pub mod routes;
 mod state;
 mod telemetry;

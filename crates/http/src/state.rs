@@ -45,6 +45,9 @@ pub struct ApiState {
     pub metrics: Option<MetricsRender>,
     /// Serving TLS: responses carry `Strict-Transport-Security`.
     pub hsts: bool,
+    /// The OpenAPI document, rendered once ([`crate::openapi::render`]), for
+    /// `GET /openapi.json`.
+    pub contract: actix_web::web::Bytes,
 }
 
 /// Renders the metrics in the Prometheus text format.

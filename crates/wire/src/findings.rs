@@ -1,11 +1,17 @@
 //! Findings.
 
 use chrono::{DateTime, Utc};
-use posture_domain::finding::{Finding, FindingStatus, FindingType, Severity};
+use posture_domain::{
+    CloudTenantId,
+    finding::{ExportFormat, Finding, FindingFilter, FindingStatus, FindingType, Severity},
+};
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::identities::IdentitySummaryResponse;
+use crate::{
+    identities::IdentitySummaryResponse,
+    query::{CommaList, OneOf},
+};
 
 /// An analyzer finding. The same shape in lists, detail, exports and webhook bodies.
 #[derive(Clone, Debug, Serialize, JsonSchema)]
@@ -45,5 +51,48 @@ impl From<Finding> for FindingResponse {
             detected_at: f.detected_at,
             updated_at: f.updated_at,
         }
+    }
+}
+
+/// The filters of `GET /findings` and of the export.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FindingsQuery {
+    /// Only these severities: one or more of critical, high, medium, low, comma-separated
+    /// (`severity=critical,high`).
+    #[serde(default)]
+    pub severity: CommaList<Severity>,
+    /// Only these statuses: one or more of open, resolved, suppressed, comma-separated.
+    #[serde(default)]
+    pub status: CommaList<FindingStatus>,
+    /// Only these finding types, comma-separated (catalogue in docs/api.md).
+    #[serde(default)]
+    pub finding_type: CommaList<FindingType>,
+}
+
+impl FindingsQuery {
+    /// The domain's filter, with the resolved tenant.
+    pub fn filter(self, tenant: Option<CloudTenantId>) -> FindingFilter {
+        FindingFilter {
+            tenant,
+            severities: self.severity.0,
+            statuses: self.status.0,
+            finding_types: self.finding_type.0,
+        }
+    }
+}
+
+/// The line format of `GET /findings/export`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ExportQuery {
+    /// `ndjson` (default): one JSON finding per line, as `GET /findings` shows it. `cef`: one
+    /// ArcSight CEF line per finding.
+    #[schemars(extend("default" = "ndjson"))]
+    pub format: Option<OneOf<ExportFormat>>,
+}
+
+impl ExportQuery {
+    pub fn format(&self) -> ExportFormat {
+        self.format.map_or(ExportFormat::Ndjson, |f| f.0)
     }
 }

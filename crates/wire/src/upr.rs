@@ -3,11 +3,49 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use posture_domain::upr::{BandCounts, UprBand, UprRollup, UprScore, UprSummary, UprTrendPoint};
+use posture_domain::{
+    Error,
+    upr::{
+        BandCounts, MAX_SCORE, UprBand, UprRollup, UprScore, UprSummary, UprTrendPoint, trend_days,
+    },
+};
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::identities::IdentitySummaryResponse;
+use crate::{
+    identities::IdentitySummaryResponse,
+    query::{Integer, Score, TrendDays},
+};
+
+/// The filter of `GET /upr/principals`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UprPrincipalsQuery {
+    /// Only principals scoring at least this (0 to 100).
+    pub min_score: Option<Score>,
+}
+
+impl UprPrincipalsQuery {
+    pub fn min_score(&self) -> Option<u8> {
+        // The rule bounds the value to 0..=100.
+        self.min_score
+            .map(|s| u8::try_from(s.get()).unwrap_or(MAX_SCORE))
+    }
+}
+
+/// The length of `GET /upr/trend`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct TrendQuery {
+    /// Days covered, today included: default 30; above 365 it is clamped to 365.
+    pub days: Option<TrendDays>,
+}
+
+impl TrendQuery {
+    /// The days covered (default filled in, clamped).
+    pub fn days(&self) -> Result<u32, Error> {
+        trend_days(self.days.map(Integer::get))
+    }
+}
 
 /// Principals per band: critical 80-100, high 60-79, medium 40-59, low 0-39.
 #[derive(Clone, Debug, Serialize, JsonSchema)]

@@ -1,9 +1,11 @@
 //! Webhook subscriptions.
 
 use chrono::{DateTime, Utc};
-use posture_domain::webhook::{EventType, Subscription, WebhookType};
+use posture_domain::webhook::{
+    EventType, MAX_NAME_LEN, MAX_URL_LEN, Subscription, SubscriptionRequest, WebhookType,
+};
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A webhook subscription (its signing secret is never shown again after creation).
 #[derive(Clone, Debug, Serialize, JsonSchema)]
@@ -49,22 +51,35 @@ pub struct CreatedWebhookResponse {
     pub signing_secret: String,
 }
 
-/// The body of `POST /webhooks` (documentation of the accepted JSON).
-#[derive(Clone, Debug, Serialize, JsonSchema)]
+/// The body of `POST /webhooks`.
+// Deserialised as typed here; `SubscriptionRequest::validate` then checks the rules a type
+// cannot state (a public https URL, no control characters).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateWebhookRequest {
     /// A label, 1 to 100 characters.
-    #[schemars(length(min = 1, max = 100))]
+    #[schemars(length(min = 1, max = MAX_NAME_LEN))]
     pub name: String,
     /// An absolute https URL without credentials, at most 2,048 characters, to a public
     /// address.
-    #[schemars(length(min = 1, max = 2048), url)]
+    #[schemars(length(min = 1, max = MAX_URL_LEN), url)]
     pub webhook_url: String,
     #[schemars(schema_with = "crate::closed_set::<WebhookType>")]
-    pub webhook_type: WebhookType,
+    pub webhook_type: String,
     /// One or more event types; repeated values count once.
     #[schemars(schema_with = "crate::event_types_request")]
-    pub event_types: Vec<EventType>,
+    pub event_types: Vec<String>,
+}
+
+impl From<CreateWebhookRequest> for SubscriptionRequest {
+    fn from(r: CreateWebhookRequest) -> Self {
+        Self {
+            name: r.name,
+            webhook_url: r.webhook_url,
+            webhook_type: r.webhook_type,
+            event_types: r.event_types,
+        }
+    }
 }
 
 /// The body of a `generic` delivery: new findings of one severity from one analyzer pass.

@@ -5,11 +5,10 @@
 use std::sync::{Arc, LazyLock};
 
 use posture_domain::{
-    Scope, ScopeSet,
+    Scope,
     rate_limit::{InProcessRateLimiter, RatePolicy},
 };
 use posture_http::{TrustedProxies, openapi, routes::ENDPOINTS};
-use posture_test_support::fixtures::{finding, identity, recommendation, upr_score};
 use reqwest::{Method, Response, StatusCode};
 use serde_json::{Value, json};
 
@@ -241,25 +240,8 @@ fn probes(operation_id: &str, tenant: &str, webhook: &str) -> Vec<Probe> {
 #[tokio::test]
 async fn every_operation_answers_as_the_contract_says() {
     let app = TestApp::start().await;
-    let (customer, tenant) = app.customer("A").await;
-    app.ingest(
-        customer,
-        &[
-            identity("u1", &tenant, "Ada"),
-            finding("f1", &tenant, "critical", "open", "u1"),
-            recommendation("r1", &tenant, "u1"),
-            upr_score(
-                "u1",
-                &tenant,
-                88,
-                &chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string(),
-            ),
-        ],
-    )
-    .await;
-    let (_, key) = app
-        .key(customer, &ScopeSet::all().iter().collect::<Vec<_>>())
-        .await;
+    let (customer, tenant) = app.customer_with_one_of_each("A").await;
+    let key = app.key_with_every_scope(customer).await;
     let (_, no_scope) = app.key(customer, &[Scope::ProvisionScim]).await;
     let created: Value = app
         .client

@@ -205,7 +205,6 @@ async fn sigterm_lets_an_in_flight_request_finish_and_refuses_new_ones() {
 async fn https_serving_works_with_a_self_signed_certificate_and_sends_hsts() {
     use posture_api::server;
     use posture_domain::rate_limit::{InProcessRateLimiter, RatePolicy};
-    use posture_http::ApiState;
 
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
     let dir = std::env::temp_dir().join(format!("posture-tls-{}", uuid::Uuid::new_v4().simple()));
@@ -220,15 +219,18 @@ async fn https_serving_works_with_a_self_signed_certificate_and_sends_hsts() {
     let key = issue_key(&store, scope).await;
     let limiter: Arc<dyn posture_domain::rate_limit::RateLimiter> =
         Arc::new(InProcessRateLimiter::new(RatePolicy::DEFAULT));
-    let state = ApiState {
-        ports: server::ports(&store, limiter),
-        trusted_proxies: Default::default(),
-        keyring: Arc::new(crate::support::test_keyring()),
-        webhook_policy: Default::default(),
-        exports: Arc::new(tokio::sync::Semaphore::new(1)),
-        metrics: None,
-        hsts: true,
-    };
+    let state = server::api_state(
+        &store,
+        limiter,
+        server::Wiring {
+            trusted_proxies: Default::default(),
+            keyring: crate::support::test_keyring(),
+            webhook_policy: Default::default(),
+            concurrent_exports: 1,
+            metrics: None,
+            hsts: true,
+        },
+    );
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let (handle, _) = crate::support::spawn_server(

@@ -358,15 +358,7 @@ async fn a_redis_outage_fails_no_request_and_shared_counting_resumes_after_it() 
         seen.remaining, 98,
         "one request counted in the restarted Redis, plus this check"
     );
-    let ready: serde_json::Value = app
-        .client
-        .get(app.url("/readyz"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ready = app.get_public_json("/readyz").await;
     assert_eq!(ready["checks"]["rateLimiter"]["mode"], "shared");
 }
 

@@ -119,19 +119,22 @@ impl TestApp {
         let db = TestDb::new().await;
         let store = db.store();
         let limiter = limiter();
-        let state = ApiState {
-            metrics: Some(server::metrics_render(
-                crate::metrics::handle(),
-                store.clone(),
-                limiter.clone(),
-            )),
-            ports: server::ports(&store, limiter),
-            trusted_proxies: proxies,
-            keyring: Arc::new(test_keyring()),
-            webhook_policy,
-            exports: Arc::new(tokio::sync::Semaphore::new(4)),
-            hsts: false,
-        };
+        let state = server::api_state(
+            &store,
+            limiter.clone(),
+            server::Wiring {
+                trusted_proxies: proxies,
+                keyring: test_keyring(),
+                webhook_policy,
+                concurrent_exports: posture_http::DEFAULT_CONCURRENT_EXPORTS,
+                metrics: Some(server::metrics_render(
+                    crate::metrics::handle(),
+                    store.clone(),
+                    limiter,
+                )),
+                hsts: false,
+            },
+        );
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let (handle, addr) = spawn_server(
             listener,
@@ -160,11 +163,35 @@ impl TestApp {
         (scope, tenant)
     }
 
+    /// A customer with one tenant holding one of each resource: identity `u1` (scored 70
+    /// today), finding `f1` (critical, open, about `u1`) and recommendation `r1`.
+    pub async fn customer_with_one_of_each(&self, name: &str) -> (CustomerScope, String) {
+        let (scope, tenant) = self.customer(name).await;
+        let today = Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        self.ingest(
+            scope,
+            &[
+                fixtures::identity("u1", &tenant, "Ada"),
+                fixtures::finding("f1", &tenant, "critical", "open", "u1"),
+                fixtures::recommendation("r1", &tenant, "u1"),
+                fixtures::upr_score("u1", &tenant, 70, &today),
+            ],
+        )
+        .await;
+        (scope, tenant)
+    }
+
     /// Runs an analyzer pass for the customer.
     pub async fn ingest(&self, scope: CustomerScope, records: &[Value]) {
         fixtures::ingest(&self.store, scope, &fixtures::lines(records))
             .await
             .unwrap();
+    }
+
+    /// Issues a key holding every scope; returns the key.
+    pub async fn key_with_every_scope(&self, scope: CustomerScope) -> String {
+        let every: Vec<Scope> = ScopeSet::all().iter().collect();
+        self.key(scope, &every).await.1
     }
 
     /// Issues a key with these scopes; returns (key id, key).
@@ -242,6 +269,18 @@ impl TestApp {
             .get(self.url(path))
             .bearer_auth(key)
             .send()
+            .await
+            .unwrap()
+    }
+
+    /// GET without a key; returns the JSON body.
+    pub async fn get_public_json(&self, path: &str) -> Value {
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .unwrap()
+            .json()
             .await
             .unwrap()
     }

@@ -18,7 +18,10 @@ use serde_json::Value;
 mod headers;
 mod webhooks;
 
-use crate::routes::{ENDPOINTS, Endpoint, HttpMethod, ParamIn, Success, schema};
+use crate::{
+    input::query_generator,
+    routes::{ENDPOINTS, Endpoint, HttpMethod, Success, schema},
+};
 
 /// The version of the API contract (the `/api/v1` prefix is its major version).
 pub const API_VERSION: &str = "1.0.0";
@@ -81,36 +84,73 @@ fn error_statuses(endpoint: &Endpoint) -> Vec<u16> {
     statuses
 }
 
+fn parameter(
+    location: ParamIn,
+    name: &str,
+    description: Option<String>,
+    required: bool,
+    json_schema: schemars::Schema,
+) -> ReferenceOr<Parameter> {
+    // A comma-separated list is one value: `style: form, explode: false`.
+    let comma_list = json_schema.get("type").and_then(Value::as_str) == Some("array");
+    let parameter_data = ParameterData {
+        name: name.to_owned(),
+        description,
+        required,
+        deprecated: None,
+        format: ParameterSchemaOrContent::Schema(schema_object(json_schema)),
+        example: None,
+        examples: IndexMap::new(),
+        explode: comma_list.then_some(false),
+        extensions: IndexMap::new(),
+    };
+    ReferenceOr::Item(match location {
+        ParamIn::Query => Parameter::Query {
+            parameter_data,
+            allow_reserved: false,
+            style: QueryStyle::Form,
+            allow_empty_value: None,
+        },
+        ParamIn::Path => Parameter::Path {
+            parameter_data,
+            style: aide::openapi::PathStyle::Simple,
+        },
+    })
+}
+
+/// Where a parameter is given.
+#[derive(Clone, Copy)]
+enum ParamIn {
+    Query,
+    Path,
+}
+
 fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation {
-    let parameters = endpoint
-        .params
+    let mut parameters: Vec<_> = endpoint
+        .path_params
         .iter()
         .map(|p| {
-            let parameter_data = ParameterData {
-                name: p.name.to_owned(),
-                description: Some(p.description.to_owned()),
-                required: p.required,
-                deprecated: None,
-                format: ParameterSchemaOrContent::Schema(schema_object((p.schema)(generator))),
-                example: None,
-                examples: IndexMap::new(),
-                explode: p.comma_list.then_some(false),
-                extensions: IndexMap::new(),
-            };
-            ReferenceOr::Item(match p.location {
-                ParamIn::Query => Parameter::Query {
-                    parameter_data,
-                    allow_reserved: false,
-                    style: QueryStyle::Form,
-                    allow_empty_value: None,
-                },
-                ParamIn::Path => Parameter::Path {
-                    parameter_data,
-                    style: aide::openapi::PathStyle::Simple,
-                },
-            })
+            parameter(
+                ParamIn::Path,
+                p.name,
+                Some(p.description.to_owned()),
+                true,
+                (p.schema)(generator),
+            )
         })
         .collect();
+    let mut query_generator = query_generator();
+    for part in endpoint.query {
+        for p in part.params(&mut query_generator) {
+            parameters.push(parameter(
+                ParamIn::Query,
+                &p.name,
+                p.description,
+                p.required,
+                p.schema,
+            ));
+        }
+    }
 
     let mut responses = IndexMap::new();
     let success_headers =

@@ -6,64 +6,82 @@
 //! away drops the stream, and with it the database cursor.
 
 use actix_web::{
-    HttpRequest, HttpResponse,
+    HttpResponse,
     http::header::{self, ContentDisposition, DispositionParam, DispositionType},
     web::{self, Bytes, BytesMut},
 };
 use chrono::Utc;
-use posture_domain::{Scope, finding::Finding, ports::FindingBatches};
-use posture_wire::{cef, findings::FindingResponse};
+use posture_domain::{
+    Scope,
+    finding::{ExportFormat, Finding},
+    ports::FindingBatches,
+};
+use posture_wire::{
+    cef,
+    findings::{ExportQuery, FindingResponse, FindingsQuery},
+    query::TenantQuery,
+};
 use schemars::{Schema, SchemaGenerator, json_schema};
 
-use super::{
-    Endpoint, HttpMethod, Param, ParamIn, Success, TENANT,
-    findings::{FINDING_TYPE, FindingParams, SEVERITY, STATUS},
-    schema,
+use super::{Endpoint, Success, schema};
+use crate::{
+    auth::Caller,
+    error::ApiError,
+    input::{Input, TenantFilter, part},
+    state::ApiState,
 };
-use crate::{auth::Caller, error::ApiError, query::QueryParams, state::ApiState};
 
-/// The line formats of the export.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Format {
-    Ndjson,
-    Cef,
+/// How each line format is served.
+trait Served {
+    fn content_type(self) -> &'static str;
+    fn extension(self) -> &'static str;
+    /// One page as lines, each ending in `\n`.
+    fn render(self, findings: Vec<Finding>) -> Result<Bytes, serde_json::Error>;
 }
 
-impl Format {
+impl Served for ExportFormat {
     fn content_type(self) -> &'static str {
         match self {
-            Format::Ndjson => "application/x-ndjson",
-            Format::Cef => "text/plain; charset=utf-8",
+            ExportFormat::Ndjson => "application/x-ndjson",
+            ExportFormat::Cef => "text/plain; charset=utf-8",
         }
     }
 
     fn extension(self) -> &'static str {
         match self {
-            Format::Ndjson => "ndjson",
-            Format::Cef => "cef",
+            ExportFormat::Ndjson => "ndjson",
+            ExportFormat::Cef => "cef",
         }
     }
 
-    /// One page as lines, each ending in `\n`.
-    fn render(self, findings: Vec<Finding>) -> Bytes {
+    fn render(self, findings: Vec<Finding>) -> Result<Bytes, serde_json::Error> {
         let mut out = BytesMut::with_capacity(findings.len() * 512);
         for finding in findings {
             let finding = FindingResponse::from(finding);
             match self {
-                Format::Ndjson => {
-                    let line = serde_json::to_vec(&finding).unwrap_or_default();
-                    out.extend_from_slice(&line);
+                ExportFormat::Ndjson => {
+                    serde_json::to_writer(BytesWriter(&mut out), &finding)?;
                 }
-                Format::Cef => out.extend_from_slice(cef::line(&finding).as_bytes()),
+                ExportFormat::Cef => out.extend_from_slice(cef::line(&finding).as_bytes()),
             }
             out.extend_from_slice(b"\n");
         }
-        out.freeze()
+        Ok(out.freeze())
     }
 }
 
-fn format_schema(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({ "type": "string", "enum": ["ndjson", "cef"], "default": "ndjson" })
+/// `io::Write` into a `BytesMut`.
+struct BytesWriter<'a>(&'a mut BytesMut);
+
+impl std::io::Write for BytesWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn cef_schema(_: &mut SchemaGenerator) -> Schema {
@@ -73,18 +91,7 @@ fn cef_schema(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
-pub static FORMAT: Param = Param {
-    name: "format",
-    location: ParamIn::Query,
-    required: false,
-    description: "`ndjson` (default): one JSON finding per line, as `GET /findings` shows it. \
-                  `cef`: one ArcSight CEF line per finding.",
-    schema: format_schema,
-    comma_list: false,
-};
-
 pub static EXPORT: Endpoint = Endpoint {
-    method: HttpMethod::Get,
     path: "/findings/export",
     scope: Some(Scope::ReadFindings),
     operation_id: "exportFindings",
@@ -94,8 +101,11 @@ pub static EXPORT: Endpoint = Endpoint {
                   `offset`), ordered by id, streamed as it is read, each line ending in a line \
                   feed (the last one too). `X-Total-Count` gives the number of lines. No match \
                   is an empty 200 body. Documented in docs/export.md.",
-    params: &[&FORMAT, &SEVERITY, &STATUS, &FINDING_TYPE, &TENANT],
-    body: None,
+    query: &[
+        part::<ExportQuery>(),
+        part::<FindingsQuery>(),
+        part::<TenantQuery>(),
+    ],
     success: Success::Media {
         status: 200,
         description: "The findings, one per line.",
@@ -107,12 +117,13 @@ pub static EXPORT: Endpoint = Endpoint {
     errors: &[400, 404],
     success_headers: &["Content-Disposition", "X-Total-Count"],
     handler: || web::route().to(export_findings),
+    ..Endpoint::DEFAULT
 };
 
 /// The stream's state: the cursor and the page read ahead.
 struct Export {
     cursor: Box<dyn FindingBatches>,
-    format: Format,
+    format: ExportFormat,
     /// The next page, read while the previous one was rendered.
     ahead: Option<posture_domain::Result<Option<Vec<Finding>>>>,
     _permit: tokio::sync::OwnedSemaphorePermit,
@@ -136,8 +147,18 @@ impl Export {
                 };
                 let (bytes, ahead) =
                     futures_util::future::join(render, self.cursor.next_batch()).await;
-                self.ahead = Some(ahead);
-                Some((Ok(bytes), Some(self)))
+                match bytes {
+                    Ok(bytes) => {
+                        self.ahead = Some(ahead);
+                        Some((Ok(bytes), Some(self)))
+                    }
+                    Err(e) => {
+                        // A line that cannot be rendered ends the export as a database
+                        // error does: truncated, never silently short.
+                        tracing::error!(error = %e, "rendering an export line failed");
+                        Some((Err(ApiError::Internal.into()), None))
+                    }
+                }
             }
             Ok(None) => None,
             Err(e) => {
@@ -151,23 +172,14 @@ impl Export {
 }
 
 async fn export_findings(
-    req: HttpRequest,
     caller: Caller,
+    tenant: TenantFilter,
+    Input(export): Input<ExportQuery>,
+    Input(filters): Input<FindingsQuery>,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut query = QueryParams::parse(req.query_string())?;
-    let format = match query.take("format")?.as_deref() {
-        None | Some("ndjson") => Format::Ndjson,
-        Some("cef") => Format::Cef,
-        Some(other) => {
-            return Err(ApiError::invalid(format!(
-                "format has an unknown value {other:?}; allowed values: ndjson, cef"
-            )));
-        }
-    };
-    let params = FindingParams::take(&mut query)?;
-    query.finish()?;
-    let filter = params.resolve(&state, &caller).await?;
+    let format = export.format();
+    let filter = filters.filter(tenant.id());
     let permit = state
         .exports
         .clone()

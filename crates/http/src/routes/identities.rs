@@ -1,19 +1,22 @@
 //! `GET /identities` and `GET /identities/{id}`.
 
-use actix_web::{HttpRequest, HttpResponse, web};
-use posture_domain::{Error, IdentityId, Scope, identity::IdentityFilter};
+use actix_web::{HttpResponse, web};
+use posture_domain::{IdentityId, Scope, identity::IdentityFilter};
 use posture_wire::{
     DataResponse, ListResponse,
     identities::{IdentityDetailResponse, IdentityResponse},
+    query::{PageQuery, TenantQuery},
 };
 
-use super::{
-    Endpoint, HttpMethod, ID, LIMIT, OFFSET, Success, TENANT, list_response, schema, tenant_filter,
+use super::{Endpoint, Success};
+use crate::{
+    auth::Caller,
+    error::ApiError,
+    input::{EXTERNAL_ID, Id, ListQuery, not_found, part},
+    state::ApiState,
 };
-use crate::{auth::Caller, error::ApiError, query::QueryParams, state::ApiState};
 
 pub static LIST: Endpoint = Endpoint {
-    method: HttpMethod::Get,
     path: "/identities",
     scope: Some(Scope::ReadIdentities),
     operation_id: "listIdentities",
@@ -21,20 +24,14 @@ pub static LIST: Endpoint = Endpoint {
     summary: "List identities",
     description: "Users, groups, service principals, managed identities and agent identities \
                   across the customer's connected tenants, ordered by id.",
-    params: &[&LIMIT, &OFFSET, &TENANT],
-    body: None,
-    success: Success::Json {
-        status: 200,
-        description: "A page of identities.",
-        schema: schema::<ListResponse<IdentityResponse>>,
-    },
+    query: &[part::<PageQuery>(), part::<TenantQuery>()],
+    success: Success::json::<ListResponse<IdentityResponse>>(200, "A page of identities."),
     errors: &[400, 404],
-    success_headers: &[],
     handler: || web::route().to(list_identities),
+    ..Endpoint::DEFAULT
 };
 
 pub static GET: Endpoint = Endpoint {
-    method: HttpMethod::Get,
     path: "/identities/{id}",
     scope: Some(Scope::ReadIdentities),
     operation_id: "getIdentity",
@@ -42,60 +39,41 @@ pub static GET: Endpoint = Endpoint {
     summary: "Get an identity with its role assignments",
     description: "One identity of the customer, including its role assignments. An id of \
                   another customer is 404.",
-    params: &[&ID],
-    body: None,
-    success: Success::Json {
-        status: 200,
-        description: "The identity.",
-        schema: schema::<DataResponse<IdentityDetailResponse>>,
-    },
+    path_params: &[&EXTERNAL_ID],
+    success: Success::json::<DataResponse<IdentityDetailResponse>>(200, "The identity."),
     errors: &[400, 404],
-    success_headers: &[],
     handler: || web::route().to(get_identity),
+    ..Endpoint::DEFAULT
 };
 
 async fn list_identities(
-    req: HttpRequest,
     caller: Caller,
+    list: ListQuery,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut query = QueryParams::parse(req.query_string())?;
-    let page = query.page()?;
-    let tenant = query.take("tenant")?;
-    query.finish()?;
-    let tenant = tenant_filter(&state, caller.scope(), tenant).await?;
-    let filter = IdentityFilter { tenant };
-    let result = state
+    let filter = IdentityFilter {
+        tenant: list.tenant_id(),
+    };
+    let page = state
         .ports
         .identities
-        .list_identities(caller.scope(), &filter, page)
+        .list_identities(caller.scope(), &filter, list.page())
         .await?;
-    Ok(list_response(
-        result.map(IdentityResponse::from),
-        page,
-        tenant,
-    ))
+    Ok(list.respond(page.map(IdentityResponse::from)))
 }
 
 async fn get_identity(
-    req: HttpRequest,
-    id: web::Path<String>,
     caller: Caller,
+    Id(id): Id<IdentityId>,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    QueryParams::parse(req.query_string())?.finish()?;
-    // An id that cannot exist is simply not found.
-    let id: IdentityId = id.parse().map_err(|_| ApiError::NotFound(None))?;
-    match state
+    let detail = state
         .ports
         .identities
         .get_identity(caller.scope(), &id)
         .await
-    {
-        Ok(detail) => Ok(HttpResponse::Ok().json(DataResponse {
-            data: IdentityDetailResponse::from(detail),
-        })),
-        Err(Error::NotFound) => Err(ApiError::NotFound(Some("identity not found"))),
-        Err(e) => Err(e.into()),
-    }
+        .map_err(not_found::<IdentityId>)?;
+    Ok(HttpResponse::Ok().json(DataResponse {
+        data: IdentityDetailResponse::from(detail),
+    }))
 }

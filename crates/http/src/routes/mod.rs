@@ -2,9 +2,10 @@
 //! are both built, so neither can have a route the other lacks.
 //!
 //! Each route is one [`Endpoint`], declared next to its handler: method, path (relative to
-//! `/api/v1`), required scope, handler, and what the contract says of it. Adding a route is
-//! adding an `Endpoint` to [`ENDPOINTS`]; `cargo xtask openapi` then shows the contract
-//! change.
+//! `/api/v1`), required scope, its typed inputs (path parameters, query parts, body), handler,
+//! and what the contract says of it. Registration wraps every route in [`admit`]: the scope
+//! check, then the query parsed by the declared parts. Adding a route is adding an
+//! `Endpoint` to [`ENDPOINTS`]; `cargo xtask openapi` then shows the contract change.
 
 mod export;
 mod findings;
@@ -15,15 +16,23 @@ mod tenants;
 mod upr;
 mod webhooks;
 
-use actix_web::{HttpResponse, Route, middleware::from_fn, web};
-use posture_domain::{
-    CloudTenantId, CustomerScope, Error, Page, PageRequest, Scope, tenant::Tenant,
-};
-use posture_wire::{ListMeta, ListResponse};
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-use serde::Serialize;
+use std::rc::Rc;
 
-use crate::{auth::require_scope, error::ApiError, state::ApiState};
+use actix_web::{
+    HttpMessage as _, HttpResponse, Route,
+    body::BoxBody,
+    dev::{ServiceRequest, ServiceResponse},
+    middleware::{Next, from_fn},
+    web,
+};
+use posture_domain::Scope;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+
+use crate::{
+    auth::authorize,
+    error::ApiError,
+    input::{Body, PathParam, QueryPart, declared_names, parse_query},
+};
 
 /// Every route of the API, in registration order (a literal path before a templated one).
 pub static ENDPOINTS: &[&Endpoint] = &[
@@ -81,30 +90,6 @@ pub fn schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
     generator.subschema_for::<T>()
 }
 
-/// Where a parameter is given.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ParamIn {
-    Query,
-    Path,
-}
-
-/// A query or path parameter.
-pub struct Param {
-    pub name: &'static str,
-    pub location: ParamIn,
-    pub required: bool,
-    pub description: &'static str,
-    pub schema: SchemaFn,
-    /// Several values as one comma-separated value (`style: form, explode: false`).
-    pub comma_list: bool,
-}
-
-/// A request body.
-pub struct Body {
-    pub description: &'static str,
-    pub schema: SchemaFn,
-}
-
 /// What a route answers when it succeeds.
 pub enum Success {
     /// A JSON body.
@@ -123,7 +108,19 @@ pub enum Success {
     },
 }
 
-/// One route: how it is served and what the contract says of it.
+impl Success {
+    /// A JSON body of type `T` with this status.
+    pub const fn json<T: JsonSchema>(status: u16, description: &'static str) -> Self {
+        Success::Json {
+            status,
+            description,
+            schema: schema::<T>,
+        }
+    }
+}
+
+/// One route: how it is served and what the contract says of it. A static states what
+/// differs from [`Endpoint::DEFAULT`].
 pub struct Endpoint {
     pub method: HttpMethod,
     /// Relative to `/api/v1`, in the `{name}` template syntax actix and OpenAPI share.
@@ -134,7 +131,10 @@ pub struct Endpoint {
     pub tag: &'static str,
     pub summary: &'static str,
     pub description: &'static str,
-    pub params: &'static [&'static Param],
+    /// The parameters of the path's `{...}` segments.
+    pub path_params: &'static [&'static PathParam],
+    /// The parts of the query string: every parameter the route accepts (any other is 400).
+    pub query: &'static [QueryPart],
     /// The JSON body it takes, if any.
     pub body: Option<Body>,
     pub success: Success,
@@ -149,6 +149,25 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// What a route has unless its static says otherwise. `path`, `operation_id`, `tag`,
+    /// `summary`, `description`, `success` and `handler` are always given (a test checks).
+    pub const DEFAULT: Endpoint = Endpoint {
+        method: HttpMethod::Get,
+        path: "",
+        scope: None,
+        operation_id: "",
+        tag: "",
+        summary: "",
+        description: "",
+        path_params: &[],
+        query: &[],
+        body: None,
+        success: Success::NoContent { description: "" },
+        errors: &[],
+        success_headers: &[],
+        handler: web::route,
+    };
+
     /// The full path, `/api/v1/...`.
     pub fn full_path(&self) -> String {
         format!("{PREFIX}{}", self.path)
@@ -184,10 +203,12 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
             .join(", ");
         let mut resource = web::resource(path);
         for endpoint in endpoints {
-            let mut route = (endpoint.handler)().method(endpoint.method.actix());
-            if let Some(scope) = endpoint.scope {
-                route = route.wrap(from_fn(move |req, next| require_scope(scope, req, next)));
-            }
+            let names: Rc<[String]> = declared_names(endpoint.query).into();
+            let route = (endpoint.handler)()
+                .method(endpoint.method.actix())
+                .wrap(from_fn(move |req, next| {
+                    admit(endpoint, names.clone(), req, next)
+                }));
             resource = resource.route(route);
         }
         resource = resource.default_service(web::to(move || {
@@ -198,125 +219,27 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
     }
 }
 
-// Parameters shared by list routes.
-
-fn limit_schema(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
-        "type": "integer", "minimum": 1, "default": 100,
-        "x-clamped-maximum": 500,
-        "description": "Page size. Values above 500 are clamped to 500 (not rejected)."
-    })
-}
-
-fn offset_schema(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({ "type": "integer", "minimum": 0, "default": 0 })
-}
-
-fn tenant_schema(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({ "type": "string", "format": "uuid" })
-}
-
-fn id_schema(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({ "type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[A-Za-z0-9._~:@-]+$" })
-}
-
-pub static LIMIT: Param = Param {
-    name: "limit",
-    location: ParamIn::Query,
-    required: false,
-    description: "Rows per page: default 100; above 500 it is clamped to 500, never rejected.",
-    schema: limit_schema,
-    comma_list: false,
-};
-
-pub static OFFSET: Param = Param {
-    name: "offset",
-    location: ParamIn::Query,
-    required: false,
-    description: "Zero-based index of the first row.",
-    schema: offset_schema,
-    comma_list: false,
-};
-
-pub static TENANT: Param = Param {
-    name: "tenant",
-    location: ParamIn::Query,
-    required: false,
-    description: "Restrict to one connected tenant (its cloudTenantId). An unknown tenant, or \
-                  one of another customer, is 404. `meta.tenant` echoes the resolved id.",
-    schema: tenant_schema,
-    comma_list: false,
-};
-
-pub static ID: Param = Param {
-    name: "id",
-    location: ParamIn::Path,
-    required: true,
-    description: "The resource's id.",
-    schema: id_schema,
-    comma_list: false,
-};
-
-/// Resolves the `tenant` filter to one of the caller's tenants: an unknown or foreign tenant
-/// is 404 (never 403, so a foreign tenant is not confirmed).
-pub(crate) async fn resolve_tenant(
-    state: &ApiState,
-    scope: CustomerScope,
-    raw: Option<String>,
-) -> Result<Option<Tenant>, ApiError> {
-    const NOT_FOUND: ApiError = ApiError::NotFound(Some("tenant not found"));
-    let Some(raw) = raw else { return Ok(None) };
-    if raw.is_empty() {
-        return Err(ApiError::invalid("tenant must not be empty"));
-    }
-    let id: CloudTenantId = raw.parse().map_err(|_| NOT_FOUND)?;
-    match state.ports.tenants.find_tenant(scope, id).await {
-        Ok(tenant) => Ok(Some(tenant)),
-        Err(Error::NotFound) => Err(NOT_FOUND),
-        Err(e) => Err(e.into()),
+/// Per-route middleware built from the table: the caller must hold the route's scope, and
+/// the query string must be one the route declares (parsed here, once, for the handler).
+async fn admit(
+    endpoint: &'static Endpoint,
+    names: Rc<[String]>,
+    req: ServiceRequest,
+    next: Next<BoxBody>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let admitted = endpoint
+        .scope
+        .map_or(Ok(()), |scope| authorize(&req, scope))
+        .and_then(|()| {
+            parse_query(
+                req.query_string(),
+                endpoint.query,
+                &names,
+                &mut req.extensions_mut(),
+            )
+        });
+    match admitted {
+        Ok(()) => next.call(req).await,
+        Err(e) => Ok(req.error_response(e)),
     }
 }
-
-/// The `tenant` filter of a list or roll-up: the id of one of the caller's tenants (see
-/// [`resolve_tenant`]), or none when the request names no tenant.
-pub(crate) async fn tenant_filter(
-    state: &ApiState,
-    scope: CustomerScope,
-    raw: Option<String>,
-) -> Result<Option<CloudTenantId>, ApiError> {
-    Ok(resolve_tenant(state, scope, raw)
-        .await?
-        .map(|tenant| tenant.cloud_tenant_id))
-}
-
-/// A list response: `{data, meta}`.
-pub(crate) fn list_response<T: Serialize>(
-    page: Page<T>,
-    request: PageRequest,
-    tenant: Option<CloudTenantId>,
-) -> HttpResponse {
-    // Sized for the page up front: growing a buffer of tens of KiB by doubling copies it
-    // several times over.
-    let mut body = Vec::with_capacity(256 + page.items.len() * LIST_ITEM_BYTES);
-    let list = ListResponse {
-        data: page.items,
-        meta: ListMeta {
-            total: page.total,
-            limit: request.limit(),
-            offset: request.offset(),
-            tenant: tenant.map(|t| t.to_string()),
-        },
-    };
-    match serde_json::to_writer(&mut body, &list) {
-        Ok(()) => HttpResponse::Ok()
-            .content_type(actix_web::http::header::ContentType::json())
-            .body(body),
-        Err(e) => {
-            tracing::error!(error = %e, "serialising a list failed");
-            actix_web::ResponseError::error_response(&ApiError::Internal)
-        }
-    }
-}
-
-/// About the size of one serialised list item (a finding is 400-600 bytes).
-const LIST_ITEM_BYTES: usize = 640;

@@ -1,12 +1,13 @@
 //! `GET /openapi.json`: the OpenAPI 3.1 contract, public (no key needed).
+//!
+//! The document is rendered once, when the state is built, and served from the state: the
+//! contract is made from the route table, so this route does not reach back into it.
 
-use std::sync::LazyLock;
-
-use actix_web::{HttpRequest, HttpResponse, http::header::ContentType, web};
+use actix_web::{HttpResponse, http::header::ContentType, web};
 use schemars::{Schema, SchemaGenerator, json_schema};
 
-use super::{Endpoint, HttpMethod, Success};
-use crate::{error::ApiError, openapi, query::QueryParams};
+use super::{Endpoint, Success};
+use crate::state::ApiState;
 
 fn document_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
@@ -17,32 +18,24 @@ fn document_schema(_: &mut SchemaGenerator) -> Schema {
 }
 
 pub static GET: Endpoint = Endpoint {
-    method: HttpMethod::Get,
     path: "/openapi.json",
-    scope: None,
     operation_id: "getOpenApi",
     tag: "contract",
     summary: "The OpenAPI 3.1 contract",
     description: "This document. Public: no key is needed (it is rate-limited per client \
                   address like any unauthenticated request).",
-    params: &[],
-    body: None,
     success: Success::Json {
         status: 200,
         description: "The OpenAPI document.",
         schema: document_schema,
     },
     errors: &[400],
-    success_headers: &[],
     handler: || web::route().to(get_openapi),
+    ..Endpoint::DEFAULT
 };
 
-/// Rendered once per process: the document only changes with the code.
-static DOCUMENT: LazyLock<String> = LazyLock::new(openapi::render);
-
-async fn get_openapi(req: HttpRequest) -> Result<HttpResponse, ApiError> {
-    QueryParams::parse(req.query_string())?.finish()?;
-    Ok(HttpResponse::Ok()
+async fn get_openapi(state: web::Data<ApiState>) -> HttpResponse {
+    HttpResponse::Ok()
         .content_type(ContentType::json())
-        .body(DOCUMENT.as_str()))
+        .body(state.contract.clone())
 }

@@ -1,16 +1,22 @@
 //! `GET /roles`: right-sized role recommendations.
 
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{HttpResponse, web};
 use posture_domain::{Scope, recommendation::RecommendationFilter};
-use posture_wire::{ListResponse, recommendations::RoleRecommendationResponse};
-
-use super::{
-    Endpoint, HttpMethod, LIMIT, OFFSET, Success, TENANT, list_response, schema, tenant_filter,
+use posture_wire::{
+    ListResponse,
+    query::{PageQuery, TenantQuery},
+    recommendations::RoleRecommendationResponse,
 };
-use crate::{auth::Caller, error::ApiError, query::QueryParams, state::ApiState};
+
+use super::{Endpoint, Success};
+use crate::{
+    auth::Caller,
+    error::ApiError,
+    input::{ListQuery, part},
+    state::ApiState,
+};
 
 pub static LIST: Endpoint = Endpoint {
-    method: HttpMethod::Get,
     path: "/roles",
     scope: Some(Scope::ReadRoles),
     operation_id: "listRoleRecommendations",
@@ -18,37 +24,28 @@ pub static LIST: Endpoint = Endpoint {
     summary: "List right-sized role recommendations",
     description: "Each recommendation with its target identity, the roles it holds, the role \
                   recommended instead and what applying it removes; ordered by id.",
-    params: &[&TENANT, &LIMIT, &OFFSET],
-    body: None,
-    success: Success::Json {
-        status: 200,
-        description: "A page of recommendations.",
-        schema: schema::<ListResponse<RoleRecommendationResponse>>,
-    },
+    query: &[part::<TenantQuery>(), part::<PageQuery>()],
+    success: Success::json::<ListResponse<RoleRecommendationResponse>>(
+        200,
+        "A page of recommendations.",
+    ),
     errors: &[400, 404],
-    success_headers: &[],
     handler: || web::route().to(list_roles),
+    ..Endpoint::DEFAULT
 };
 
 async fn list_roles(
-    req: HttpRequest,
     caller: Caller,
+    list: ListQuery,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut query = QueryParams::parse(req.query_string())?;
-    let page = query.page()?;
-    let tenant = query.take("tenant")?;
-    query.finish()?;
-    let tenant = tenant_filter(&state, caller.scope(), tenant).await?;
-    let filter = RecommendationFilter { tenant };
-    let result = state
+    let filter = RecommendationFilter {
+        tenant: list.tenant_id(),
+    };
+    let page = state
         .ports
         .recommendations
-        .list_recommendations(caller.scope(), &filter, page)
+        .list_recommendations(caller.scope(), &filter, list.page())
         .await?;
-    Ok(list_response(
-        result.map(RoleRecommendationResponse::from),
-        page,
-        tenant,
-    ))
+    Ok(list.respond(page.map(RoleRecommendationResponse::from)))
 }

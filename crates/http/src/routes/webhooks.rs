@@ -1,6 +1,6 @@
 //! `/webhooks`: create, list, read and deactivate subscriptions (`manage:webhooks`).
 
-use actix_web::{HttpRequest, HttpResponse, http::header, web};
+use actix_web::{HttpResponse, http::header, web};
 use posture_domain::{
     Error, Scope, WebhookId,
     secrets::SigningSecret,
@@ -8,28 +8,16 @@ use posture_domain::{
 };
 use posture_wire::{
     DataResponse, ListResponse,
+    query::PageQuery,
     webhooks::{CreateWebhookRequest, CreatedWebhookResponse, WebhookResponse},
 };
-use schemars::{Schema, SchemaGenerator, json_schema};
 
-use super::{
-    Body, Endpoint, HttpMethod, LIMIT, OFFSET, Param, ParamIn, Success, list_response, schema,
-};
+use super::{Endpoint, HttpMethod, Success};
 use crate::{
-    auth::Caller, body::json_object, error::ApiError, query::QueryParams, state::ApiState,
-};
-
-fn webhook_id_schema(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({ "type": "string", "format": "uuid" })
-}
-
-pub static WEBHOOK_ID: Param = Param {
-    name: "id",
-    location: ParamIn::Path,
-    required: true,
-    description: "The subscription's id.",
-    schema: webhook_id_schema,
-    comma_list: false,
+    auth::Caller,
+    error::ApiError,
+    input::{Body, Id, Json, ListQuery, WEBHOOK_ID, not_found, part},
+    state::ApiState,
 };
 
 pub static CREATE: Endpoint = Endpoint {
@@ -42,43 +30,32 @@ pub static CREATE: Endpoint = Endpoint {
     description: "Subscribes a receiver to new findings of the listed severities. The response \
                   is the only one that shows `signingSecret`. A customer has at most 25 active \
                   subscriptions.",
-    params: &[],
-    body: Some(Body {
-        description: "The subscription.",
-        schema: schema::<CreateWebhookRequest>,
-    }),
-    success: Success::Json {
-        status: 201,
-        description: "The subscription, with its signing secret.",
-        schema: schema::<DataResponse<CreatedWebhookResponse>>,
-    },
+    body: Some(Body::json::<CreateWebhookRequest>("The subscription.")),
+    success: Success::json::<DataResponse<CreatedWebhookResponse>>(
+        201,
+        "The subscription, with its signing secret.",
+    ),
     errors: &[400, 409, 413, 415, 422],
     success_headers: &["Location"],
     handler: || web::route().to(create_webhook),
+    ..Endpoint::DEFAULT
 };
 
 pub static LIST: Endpoint = Endpoint {
-    method: HttpMethod::Get,
     path: "/webhooks",
     scope: Some(Scope::ManageWebhooks),
     operation_id: "listWebhooks",
     tag: "webhooks",
     summary: "List active webhook subscriptions",
     description: "The customer's active subscriptions, oldest first. Secrets are never shown.",
-    params: &[&LIMIT, &OFFSET],
-    body: None,
-    success: Success::Json {
-        status: 200,
-        description: "A page of subscriptions.",
-        schema: schema::<ListResponse<WebhookResponse>>,
-    },
+    query: &[part::<PageQuery>()],
+    success: Success::json::<ListResponse<WebhookResponse>>(200, "A page of subscriptions."),
     errors: &[400],
-    success_headers: &[],
     handler: || web::route().to(list_webhooks),
+    ..Endpoint::DEFAULT
 };
 
 pub static GET: Endpoint = Endpoint {
-    method: HttpMethod::Get,
     path: "/webhooks/{id}",
     scope: Some(Scope::ManageWebhooks),
     operation_id: "getWebhook",
@@ -86,16 +63,11 @@ pub static GET: Endpoint = Endpoint {
     summary: "Get a webhook subscription",
     description: "One active subscription, without its secret. A deactivated subscription, or \
                   one of another customer, is 404.",
-    params: &[&WEBHOOK_ID],
-    body: None,
-    success: Success::Json {
-        status: 200,
-        description: "The subscription.",
-        schema: schema::<DataResponse<WebhookResponse>>,
-    },
+    path_params: &[&WEBHOOK_ID],
+    success: Success::json::<DataResponse<WebhookResponse>>(200, "The subscription."),
     errors: &[400, 404],
-    success_headers: &[],
     handler: || web::route().to(get_webhook),
+    ..Endpoint::DEFAULT
 };
 
 pub static DELETE: Endpoint = Endpoint {
@@ -108,45 +80,21 @@ pub static DELETE: Endpoint = Endpoint {
     description: "Deactivates the subscription: it receives nothing more, its pending \
                   deliveries are cancelled, and it is no longer listed or readable (the record \
                   is kept for audit). Deleting it again is 404.",
-    params: &[&WEBHOOK_ID],
-    body: None,
+    path_params: &[&WEBHOOK_ID],
     success: Success::NoContent {
         description: "Deactivated.",
     },
     errors: &[400, 404],
-    success_headers: &[],
     handler: || web::route().to(delete_webhook),
+    ..Endpoint::DEFAULT
 };
 
-const NOT_FOUND: ApiError = ApiError::NotFound(Some("webhook subscription not found"));
-
-fn webhook_id(raw: &str) -> Result<WebhookId, ApiError> {
-    raw.parse().map_err(|_| NOT_FOUND)
-}
-
-fn not_found(e: Error) -> ApiError {
-    match e {
-        Error::NotFound => NOT_FOUND,
-        other => other.into(),
-    }
-}
-
 async fn create_webhook(
-    req: HttpRequest,
-    payload: web::Payload,
     caller: Caller,
+    Json(request): Json<CreateWebhookRequest>,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    QueryParams::parse(req.query_string())?.finish()?;
-    let mut fields = json_object(&req, payload).await?;
-    let request = SubscriptionRequest {
-        name: fields.string("name")?,
-        webhook_url: fields.string("webhookUrl")?,
-        webhook_type: fields.string("webhookType")?,
-        event_types: fields.strings("eventTypes")?,
-    };
-    fields.finish(&["name", "webhookUrl", "webhookType", "eventTypes"])?;
-    let subscription = request
+    let subscription = SubscriptionRequest::from(request)
         .validate(state.webhook_policy)
         .map_err(|e| match e {
             Error::Invalid { field, reason } => {
@@ -179,53 +127,44 @@ async fn create_webhook(
 }
 
 async fn list_webhooks(
-    req: HttpRequest,
     caller: Caller,
+    list: ListQuery,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    let mut query = QueryParams::parse(req.query_string())?;
-    let page = query.page()?;
-    query.finish()?;
-    let result = state
+    let page = state
         .ports
         .webhooks
-        .list_subscriptions(caller.scope(), page)
+        .list_subscriptions(caller.scope(), list.page())
         .await?;
-    Ok(list_response(result.map(WebhookResponse::from), page, None))
+    Ok(list.respond(page.map(WebhookResponse::from)))
 }
 
 async fn get_webhook(
-    req: HttpRequest,
-    id: web::Path<String>,
     caller: Caller,
+    Id(id): Id<WebhookId>,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    QueryParams::parse(req.query_string())?.finish()?;
-    let id = webhook_id(&id)?;
     let subscription = state
         .ports
         .webhooks
         .get_subscription(caller.scope(), id)
         .await
-        .map_err(not_found)?;
+        .map_err(not_found::<WebhookId>)?;
     Ok(HttpResponse::Ok().json(DataResponse {
         data: WebhookResponse::from(subscription),
     }))
 }
 
 async fn delete_webhook(
-    req: HttpRequest,
-    id: web::Path<String>,
     caller: Caller,
+    Id(id): Id<WebhookId>,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    QueryParams::parse(req.query_string())?.finish()?;
-    let id = webhook_id(&id)?;
     state
         .ports
         .webhooks
         .deactivate_subscription(caller.scope(), id)
         .await
-        .map_err(not_found)?;
+        .map_err(not_found::<WebhookId>)?;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -1,7 +1,10 @@
 //! Rules every read route keeps, checked by walking the route table.
 
 use posture_domain::{Scope, ScopeSet};
-use posture_http::routes::{ENDPOINTS, Endpoint, HttpMethod, Success};
+use posture_http::{
+    input::query_generator,
+    routes::{ENDPOINTS, Endpoint, HttpMethod, Success},
+};
 use reqwest::StatusCode;
 
 use crate::support::{TestApp, assert_error};
@@ -14,7 +17,55 @@ fn read_routes() -> impl Iterator<Item = &'static Endpoint> {
 }
 
 fn takes(endpoint: &Endpoint, param: &str) -> bool {
-    endpoint.params.iter().any(|p| p.name == param)
+    let mut generator = query_generator();
+    endpoint
+        .query
+        .iter()
+        .flat_map(|part| part.params(&mut generator))
+        .any(|p| p.name == param)
+}
+
+#[test]
+fn every_endpoint_states_what_has_no_default() {
+    let mut operation_ids = Vec::new();
+    for e in ENDPOINTS {
+        let what = e.operation_id;
+        assert!(e.path.starts_with('/'), "{what}: path");
+        assert!(!e.operation_id.is_empty(), "{}: operation id", e.path);
+        assert!(
+            !e.tag.is_empty() && !e.summary.is_empty(),
+            "{what}: tag, summary"
+        );
+        assert!(!e.description.is_empty(), "{what}: description");
+        if let Success::NoContent { description } = e.success {
+            assert!(!description.is_empty(), "{what}: success");
+        }
+        assert!(!operation_ids.contains(&what), "{what} is declared twice");
+        operation_ids.push(what);
+    }
+}
+
+#[test]
+fn every_path_segment_parameter_is_declared_and_nothing_else() {
+    for e in ENDPOINTS {
+        let templated: Vec<&str> = e
+            .path
+            .split('/')
+            .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
+            .collect();
+        let declared: Vec<&str> = e.path_params.iter().map(|p| p.name).collect();
+        assert_eq!(templated, declared, "{}", e.path);
+    }
+}
+
+#[test]
+fn only_the_contract_is_public() {
+    let public: Vec<&str> = ENDPOINTS
+        .iter()
+        .filter(|e| e.scope.is_none())
+        .map(|e| e.operation_id)
+        .collect();
+    assert_eq!(public, vec!["getOpenApi"]);
 }
 
 #[tokio::test]
@@ -44,9 +95,7 @@ async fn every_route_with_a_tenant_filter_is_404_for_a_foreign_tenant_and_echoes
     let app = TestApp::start().await;
     let (a, ta) = app.customer("A").await;
     let (_b, tb) = app.customer("B").await;
-    let (_, key) = app
-        .key(a, &ScopeSet::all().iter().collect::<Vec<_>>())
-        .await;
+    let key = app.key_with_every_scope(a).await;
     let routes: Vec<_> = read_routes().filter(|e| takes(e, "tenant")).collect();
     assert!(
         routes.len() >= 7,
@@ -78,9 +127,7 @@ async fn every_route_with_a_tenant_filter_is_404_for_a_foreign_tenant_and_echoes
 async fn every_list_route_has_the_envelope_and_clamps_limit() {
     let app = TestApp::start().await;
     let (a, _) = app.customer("A").await;
-    let (_, key) = app
-        .key(a, &ScopeSet::all().iter().collect::<Vec<_>>())
-        .await;
+    let key = app.key_with_every_scope(a).await;
     for endpoint in read_routes().filter(|e| takes(e, "limit")) {
         let path = endpoint.full_path();
         let body = app

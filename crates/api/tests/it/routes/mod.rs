@@ -1,3 +1,6 @@
+//! Tests of the routes, one file per resource, plus the rules every route keeps.
+
+mod bounds;
 mod every_route;
 mod export;
 mod findings;

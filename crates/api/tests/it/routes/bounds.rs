@@ -1,0 +1,230 @@
+//! Every documented input is accepted at its bounds and refused just past them. The bounds
+//! are read from the served document, not from the code, so the contract and the parser are
+//! checked against each other: a bound the document states but the parser does not keep (or
+//! the reverse) fails here.
+
+use posture_test_support::fixtures::{finding, identity};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::TestApp;
+
+/// What a request must get.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Expect {
+    Accepted,
+    Refused,
+}
+
+fn percent(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The values to try for a query parameter of this schema, and what each must get.
+fn cases(name: &str, schema: &Value, tenant: &str) -> Vec<(String, Expect)> {
+    use Expect::*;
+    let strings = |values: &Value| -> Vec<String> {
+        values
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect()
+    };
+    match schema["type"].as_str() {
+        Some("integer") => {
+            let min = schema["minimum"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{name}: no minimum"));
+            let max = schema["maximum"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{name}: an integer states its maximum"));
+            let mut cases = vec![
+                (min.to_string(), Accepted),
+                (max.to_string(), Accepted),
+                ((u128::from(max) + 1).to_string(), Refused),
+                ("x".to_owned(), Refused),
+                ("1.5".to_owned(), Refused),
+            ];
+            cases.push(match min {
+                0 => ("-1".to_owned(), Refused),
+                _ => ((min - 1).to_string(), Refused),
+            });
+            if let Some(clamp) = schema["x-clamped-maximum"].as_u64() {
+                cases.push(((clamp + 1).to_string(), Accepted));
+            }
+            cases
+        }
+        Some("array") => {
+            let allowed = strings(&schema["items"]["enum"]);
+            let mut cases: Vec<_> = allowed.iter().map(|v| (v.clone(), Accepted)).collect();
+            cases.push((allowed.join(","), Accepted));
+            cases.push(("nope".to_owned(), Refused));
+            if schema["minItems"] == 1 {
+                cases.push((String::new(), Refused));
+            }
+            cases
+        }
+        Some("string") if schema["enum"].is_array() => {
+            let mut cases: Vec<_> = strings(&schema["enum"])
+                .into_iter()
+                .map(|v| (v, Accepted))
+                .collect();
+            cases.push(("nope".to_owned(), Refused));
+            cases
+        }
+        Some("string") if schema["format"] == "uuid" => vec![
+            (tenant.to_owned(), Accepted),
+            (tenant.to_uppercase(), Accepted),
+            ("not-a-guid".to_owned(), Refused),
+            (format!("{tenant}0"), Refused),
+            (String::new(), Refused),
+        ],
+        _ => panic!("{name}: no bounds cases for the schema {schema}: add them here"),
+    }
+}
+
+fn refused(status: StatusCode) -> bool {
+    status.is_client_error()
+        && ![
+            StatusCode::UNAUTHORIZED,
+            StatusCode::FORBIDDEN,
+            StatusCode::TOO_MANY_REQUESTS,
+        ]
+        .contains(&status)
+}
+
+#[tokio::test]
+async fn every_documented_query_parameter_is_accepted_at_its_bounds_and_refused_past_them() {
+    let app = TestApp::start().await;
+    let (customer, tenant) = app.customer_with_one_of_each("A").await;
+    let key = app.key_with_every_scope(customer).await;
+    let document = app.get_public_json("/api/v1/openapi.json").await;
+    let mut checked = 0;
+    for (path, item) in document["paths"].as_object().unwrap() {
+        let Some(get) = item.get("get") else { continue };
+        if path.contains('{') {
+            continue;
+        }
+        for param in get["parameters"].as_array().into_iter().flatten() {
+            assert_eq!(param["in"], "query", "{path}");
+            let name = param["name"].as_str().unwrap();
+            for (value, expect) in cases(name, &param["schema"], &tenant) {
+                let url = format!("{path}?{name}={}", percent(&value));
+                let status = app.get(&url, &key).await.status();
+                let got = if status == StatusCode::OK {
+                    Expect::Accepted
+                } else if refused(status) {
+                    Expect::Refused
+                } else {
+                    panic!("{url}: {status}")
+                };
+                assert_eq!(got, expect, "{url}: {status}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 100, "{checked} requests checked");
+}
+
+#[tokio::test]
+async fn a_clamped_parameter_above_its_clamp_counts_as_the_clamp() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let key = app.key_with_every_scope(customer).await;
+    let body = app
+        .get_json(
+            "/api/v1/findings?limit=18446744073709551615",
+            &key,
+            StatusCode::OK,
+        )
+        .await;
+    assert_eq!(body["meta"]["limit"], 500);
+    let body = app
+        .get_json(
+            "/api/v1/upr/trend?days=18446744073709551615",
+            &key,
+            StatusCode::OK,
+        )
+        .await;
+    assert_eq!(body["meta"]["days"], 365);
+}
+
+#[tokio::test]
+async fn a_resource_id_is_served_at_its_longest_and_404_past_it() {
+    let app = TestApp::start().await;
+    let (customer, tenant) = app.customer_with_one_of_each("A").await;
+    let document: Value = serde_json::from_str(&posture_http::openapi::render()).unwrap();
+    let id_schema = &document["paths"]["/api/v1/findings/{id}"]["get"]["parameters"][0]["schema"];
+    let longest = id_schema["maxLength"].as_u64().unwrap() as usize;
+    let id = "i".repeat(longest);
+    app.ingest(
+        customer,
+        &[
+            identity(&id, &tenant, "Long"),
+            finding(&id, &tenant, "low", "open", &id),
+        ],
+    )
+    .await;
+    let key = app.key_with_every_scope(customer).await;
+    for route in ["findings", "identities"] {
+        let served = app.get(&format!("/api/v1/{route}/{id}"), &key).await;
+        assert_eq!(served.status(), StatusCode::OK, "{route}");
+        let past = app.get(&format!("/api/v1/{route}/{id}i"), &key).await;
+        assert_eq!(past.status(), StatusCode::NOT_FOUND, "{route}");
+    }
+}
+
+#[tokio::test]
+async fn the_webhook_body_is_accepted_at_its_documented_lengths_and_refused_past_them() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let key = app.key_with_every_scope(customer).await;
+    let document: Value = serde_json::from_str(&posture_http::openapi::render()).unwrap();
+    let body = &document["components"]["schemas"]["CreateWebhookRequest"]["properties"];
+    let name_max = body["name"]["maxLength"].as_u64().unwrap() as usize;
+    let url_max = body["webhookUrl"]["maxLength"].as_u64().unwrap() as usize;
+    let url = |len: usize| {
+        let base = "https://hooks.example.com/";
+        format!("{base}{}", "a".repeat(len - base.len()))
+    };
+    let create = |name: String, webhook_url: String| {
+        let app = &app;
+        let key = &key;
+        async move {
+            app.client
+                .post(app.url("/api/v1/webhooks"))
+                .bearer_auth(key)
+                .json(&json!({"name": name, "webhookUrl": webhook_url,
+                              "webhookType": "generic", "eventTypes": ["finding_low"]}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(
+        create("n".repeat(name_max), url(url_max)).await,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        create("n".repeat(name_max + 1), url(40)).await,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    assert_eq!(
+        create("n".into(), url(url_max + 1)).await,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    assert_eq!(
+        create(String::new(), url(40)).await,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+}

@@ -1,0 +1,154 @@
+//! The skeleton every list shares, written once: the page, the tenant filter resolved to one
+//! of the caller's tenants, and the `{data, meta}` response.
+//!
+//! A list handler takes a [`ListQuery`] (and its own filters with `Input`), calls its port
+//! and answers [`ListQuery::respond`]: nothing else. Roll-ups that take only a tenant use
+//! [`TenantFilter`].
+
+use actix_web::{FromRequest, HttpRequest, HttpResponse, dev::Payload, web};
+use futures_util::future::LocalBoxFuture;
+use posture_domain::{CloudTenantId, CustomerScope, Error, Page, PageRequest, tenant::Tenant};
+use posture_wire::{
+    ListMeta, ListResponse,
+    query::{PageQuery, TenantParam, TenantQuery},
+};
+use serde::Serialize;
+
+use super::query::{take, take_declared};
+use crate::{auth::Caller, error::ApiError, state::ApiState};
+
+/// An unknown tenant and a tenant of another customer are answered alike.
+const NO_SUCH_TENANT: ApiError = ApiError::NotFound(Some("tenant not found"));
+
+/// Resolves the `tenant` filter to one of the caller's tenants: an unknown or foreign tenant
+/// is 404 (never 403, so a foreign tenant is not confirmed).
+async fn resolve_tenant(
+    state: &ApiState,
+    scope: CustomerScope,
+    param: Option<TenantParam>,
+) -> Result<Option<Tenant>, ApiError> {
+    match param {
+        None => Ok(None),
+        Some(TenantParam::NoSuchTenant) => Err(NO_SUCH_TENANT),
+        Some(TenantParam::Id(id)) => match state.ports.tenants.find_tenant(scope, id).await {
+            Ok(tenant) => Ok(Some(tenant)),
+            Err(Error::NotFound) => Err(NO_SUCH_TENANT),
+            Err(e) => Err(e.into()),
+        },
+    }
+}
+
+/// The tenant filter of the request, resolved (the route must declare `TenantQuery`).
+fn tenant_of(req: &HttpRequest, declared: bool) -> LocalBoxFuture<'static, TenantResult> {
+    let param = if declared {
+        take::<TenantQuery>(req).map(|q| q.tenant)
+    } else {
+        Ok(take_declared::<TenantQuery>(req).and_then(|q| q.tenant))
+    };
+    let state = req.app_data::<web::Data<ApiState>>().cloned();
+    let caller = Caller::extract(req).into_inner();
+    Box::pin(async move {
+        let param = param?;
+        if param.is_none() {
+            return Ok(None);
+        }
+        let state = state.ok_or(ApiError::Internal)?;
+        resolve_tenant(&state, caller?.scope(), param).await
+    })
+}
+
+type TenantResult = Result<Option<Tenant>, ApiError>;
+
+/// The `tenant` filter of a roll-up, resolved to one of the caller's tenants.
+pub struct TenantFilter(pub Option<Tenant>);
+
+impl TenantFilter {
+    pub fn id(&self) -> Option<CloudTenantId> {
+        self.0.as_ref().map(|t| t.cloud_tenant_id)
+    }
+}
+
+impl FromRequest for TenantFilter {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let tenant = tenant_of(req, true);
+        Box::pin(async move { tenant.await.map(TenantFilter) })
+    }
+}
+
+/// The page of a list and its tenant filter (when the route declares one), resolved.
+pub struct ListQuery {
+    page: PageRequest,
+    tenant: Option<Tenant>,
+}
+
+impl ListQuery {
+    pub fn page(&self) -> PageRequest {
+        self.page
+    }
+
+    /// The tenant the list is restricted to, if any.
+    pub fn tenant(&self) -> Option<&Tenant> {
+        self.tenant.as_ref()
+    }
+
+    pub fn tenant_id(&self) -> Option<CloudTenantId> {
+        self.tenant.as_ref().map(|t| t.cloud_tenant_id)
+    }
+
+    /// The list response: `{data, meta}`.
+    pub fn respond<T: Serialize>(&self, page: Page<T>) -> HttpResponse {
+        list_response(page, self.page, self.tenant_id())
+    }
+}
+
+impl FromRequest for ListQuery {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let page = take::<PageQuery>(req).and_then(|q| q.page().map_err(ApiError::from));
+        let tenant = tenant_of(req, false);
+        Box::pin(async move {
+            let page = page?;
+            Ok(ListQuery {
+                page,
+                tenant: tenant.await?,
+            })
+        })
+    }
+}
+
+/// About the size of one serialised list item (a finding is 400-600 bytes).
+const LIST_ITEM_BYTES: usize = 640;
+
+/// A list response: `{data, meta}`.
+fn list_response<T: Serialize>(
+    page: Page<T>,
+    request: PageRequest,
+    tenant: Option<CloudTenantId>,
+) -> HttpResponse {
+    // Sized for the page up front: growing a buffer of tens of KiB by doubling copies it
+    // several times over.
+    let mut body = Vec::with_capacity(256 + page.items.len() * LIST_ITEM_BYTES);
+    let list = ListResponse {
+        data: page.items,
+        meta: ListMeta {
+            total: page.total,
+            limit: request.limit(),
+            offset: request.offset(),
+            tenant: tenant.map(|t| t.to_string()),
+        },
+    };
+    match serde_json::to_writer(&mut body, &list) {
+        Ok(()) => HttpResponse::Ok()
+            .content_type(actix_web::http::header::ContentType::json())
+            .body(body),
+        Err(e) => {
+            tracing::error!(error = %e, "serialising a list failed");
+            actix_web::ResponseError::error_response(&ApiError::Internal)
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! Query strings: parsed once per request, by the route's declared parts.
+//!
+//! 1. A parameter no part of the route declares is a 400 naming it and the allowed ones.
+//! 2. A parameter given twice is a 400 (a comma-separated list is the way to give several).
+//! 3. Each part is deserialised from the whole query string; a bad value is a 400 whose
+//!    reason starts with the parameter's name (`limit must be an integer from 1 to ...`).
+//! 4. The parsed parts go into the request's extensions, where [`Input`] (and the list
+//!    extractors of `list.rs`) take them. A handler asking for a part its endpoint does not
+//!    declare is a bug: 500, which every test that calls the route catches.
+
+use std::{
+    borrow::Cow,
+    future::{Ready, ready},
+};
+
+use actix_web::{FromRequest, HttpMessage, HttpRequest, dev::Extensions, dev::Payload};
+use schemars::{JsonSchema, Schema, SchemaGenerator, generate::SchemaSettings};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+
+/// One part of a route's query: a type whose fields are parameters.
+#[derive(Clone, Copy)]
+pub struct QueryPart {
+    /// The part's schema: an object whose properties are the parameters.
+    schema: fn(&mut SchemaGenerator) -> Schema,
+    /// Parses the query string into the part and stores it in the extensions.
+    parse: fn(&str, &mut Extensions) -> Result<(), ApiError>,
+}
+
+/// The query part of type `T`.
+pub const fn part<T: DeserializeOwned + JsonSchema + 'static>() -> QueryPart {
+    QueryPart {
+        schema: part_schema::<T>,
+        parse: parse_into::<T>,
+    }
+}
+
+fn part_schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
+    generator.root_schema_for::<T>()
+}
+
+/// A query parameter as the contract states it.
+pub struct QueryParamDoc {
+    pub name: String,
+    pub description: Option<String>,
+    pub required: bool,
+    pub schema: Schema,
+}
+
+/// The generator of query schemas: everything inline.
+pub fn query_generator() -> SchemaGenerator {
+    SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .for_deserialize()
+        .into_generator()
+}
+
+/// The schema of an optional parameter is its value's: a query string has no `null`, only
+/// absence. Undoes what schemars adds for an `Option<T>` field.
+fn without_null(schema: &mut Map<String, Value>) {
+    let is_null = |v: &Value| v.get("type").and_then(Value::as_str) == Some("null");
+    let other_branch = match schema.get("anyOf") {
+        Some(Value::Array(branches)) if branches.len() == 2 && branches.iter().any(is_null) => {
+            branches.iter().find(|b| !is_null(b)).cloned()
+        }
+        _ => None,
+    };
+    if let Some(Value::Object(other)) = other_branch {
+        schema.remove("anyOf");
+        schema.extend(other);
+    }
+    if let Some(Value::Array(types)) = schema.get_mut("type") {
+        types.retain(|t| t != "null");
+        if types.len() == 1 {
+            let only = types.remove(0);
+            schema.insert("type".to_owned(), only);
+        }
+    }
+    if let Some(Value::Array(values)) = schema.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+    }
+}
+
+/// A doc comment as one line (they arrive with a line break and a space per source line).
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+impl QueryPart {
+    /// The parameters of this part, in declaration order.
+    pub fn params(&self, generator: &mut SchemaGenerator) -> Vec<QueryParamDoc> {
+        let schema = (self.schema)(generator);
+        let required: Vec<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|names| names.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+            return Vec::new();
+        };
+        properties
+            .iter()
+            .map(|(name, property)| {
+                let mut property = property.clone();
+                let description = property.as_object_mut().and_then(|p| {
+                    without_null(p);
+                    p.remove("description")
+                });
+                let description = description.as_ref().and_then(Value::as_str).map(one_line);
+                QueryParamDoc {
+                    name: name.clone(),
+                    description,
+                    required: required.contains(&name.as_str()),
+                    schema: Schema::try_from(property).expect("a property of a schema is a schema"),
+                }
+            })
+            .collect()
+    }
+}
+
+/// The names a route's parts declare.
+pub(crate) fn declared_names(parts: &[QueryPart]) -> Vec<String> {
+    let mut generator = query_generator();
+    parts
+        .iter()
+        .flat_map(|part| part.params(&mut generator))
+        .map(|p| p.name)
+        .collect()
+}
+
+/// Parses `query` into every part, refusing parameters not in `names` and repeated ones.
+pub(crate) fn parse(
+    query: &str,
+    parts: &[QueryPart],
+    names: &[String],
+    extensions: &mut Extensions,
+) -> Result<(), ApiError> {
+    let mut seen: Vec<Cow<'_, str>> = Vec::new();
+    for (name, _) in form_urlencoded::parse(query.as_bytes()) {
+        if !names.iter().any(|n| *n == name) {
+            let allowed = if names.is_empty() {
+                "this route takes no query parameters".to_owned()
+            } else {
+                format!("allowed: {}", names.join(", "))
+            };
+            return Err(ApiError::invalid(format!(
+                "unknown query parameter {name:?}; {allowed}"
+            )));
+        }
+        if seen.contains(&name) {
+            return Err(ApiError::invalid(format!(
+                "{name} is given more than once; give several values as one comma-separated list"
+            )));
+        }
+        seen.push(name);
+    }
+    for part in parts {
+        (part.parse)(query, extensions)?;
+    }
+    Ok(())
+}
+
+/// A parsed part, waiting in the extensions for its handler.
+struct Parsed<T>(T);
+
+fn parse_into<T: DeserializeOwned + 'static>(
+    query: &str,
+    extensions: &mut Extensions,
+) -> Result<(), ApiError> {
+    let deserializer =
+        serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+    let value: T = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let path = e.path().to_string();
+        let reason = e.into_inner().to_string();
+        if path == "." {
+            ApiError::invalid(reason)
+        } else {
+            ApiError::invalid(format!("{path} {reason}"))
+        }
+    })?;
+    extensions.insert(Parsed(value));
+    Ok(())
+}
+
+/// Takes the parsed part `T` out of the request (a route that does not declare it: 500).
+pub(crate) fn take<T: 'static>(req: &HttpRequest) -> Result<T, ApiError> {
+    req.extensions_mut()
+        .remove::<Parsed<T>>()
+        .map(|parsed| parsed.0)
+        .ok_or_else(|| {
+            tracing::error!(
+                part = std::any::type_name::<T>(),
+                route = req.match_pattern().as_deref().unwrap_or("?"),
+                "the handler reads a query part its endpoint does not declare"
+            );
+            ApiError::Internal
+        })
+}
+
+/// Takes the parsed part `T` if the route declares it.
+pub(crate) fn take_declared<T: 'static>(req: &HttpRequest) -> Option<T> {
+    req.extensions_mut()
+        .remove::<Parsed<T>>()
+        .map(|parsed| parsed.0)
+}
+
+/// A query part of the route, parsed: `Input(filters): Input<FindingsQuery>`.
+pub struct Input<T>(pub T);
+
+impl<T: 'static> FromRequest for Input<T> {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(take(req).map(Input))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use posture_wire::query::PageQuery;
+
+    use super::*;
+
+    const PARTS: &[QueryPart] = &[part::<PageQuery>()];
+
+    fn run(query: &str) -> Result<PageQuery, ApiError> {
+        let names = declared_names(PARTS);
+        let mut extensions = Extensions::new();
+        parse(query, PARTS, &names, &mut extensions)?;
+        Ok(extensions.remove::<Parsed<PageQuery>>().unwrap().0)
+    }
+
+    fn reason(query: &str) -> String {
+        match run(query) {
+            Err(ApiError::InvalidRequest(reason)) => reason,
+            other => panic!("expected a 400 for {query:?}, got {:?}", other.map(|_| ())),
+        }
+    }
+
+    #[test]
+    fn the_declared_names_come_from_the_part() {
+        assert_eq!(declared_names(PARTS), vec!["limit", "offset"]);
+    }
+
+    #[test]
+    fn an_unknown_parameter_is_refused_naming_the_allowed_ones() {
+        let reason = reason("limit=5&sort=id");
+        assert!(reason.contains("\"sort\""), "{reason}");
+        assert!(reason.contains("allowed: limit, offset"), "{reason}");
+    }
+
+    #[test]
+    fn a_repeated_parameter_is_refused() {
+        assert!(reason("limit=5&limit=6").starts_with("limit is given more than once"));
+    }
+
+    #[test]
+    fn a_bad_value_is_refused_with_the_parameter_name_first() {
+        assert!(reason("limit=x").starts_with("limit must be an integer"));
+        assert!(reason("offset=-1").starts_with("offset must be an integer from 0"));
+    }
+
+    #[test]
+    fn values_are_percent_decoded() {
+        let page = run("limit=%35").unwrap();
+        assert_eq!(page.limit.unwrap().get(), 5);
+    }
+}
