@@ -77,8 +77,7 @@ pub async fn limiter(limits: &RateLimitArgs) -> anyhow::Result<Arc<dyn RateLimit
             Ok(Arc::new(InProcessRateLimiter::new(policy)))
         }
         Some(url) => {
-            let redis = RedisRateLimiter::new(url, policy)
-                .map_err(|e| anyhow::anyhow!("REDIS_URL: {e}"))?;
+            let redis = RedisRateLimiter::new(url, policy).context("REDIS_URL")?;
             match redis.ping().await {
                 Ok(()) => tracing::info!(
                     limit = policy.limit,
@@ -182,15 +181,14 @@ pub fn metrics_render(
 
 /// Runs the API until SIGTERM or Ctrl-C.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let store = PgStore::new(&args.database.pg_config())?;
+    let store = PgStore::new(&args.database.pg_config()).context("DATABASE_URL")?;
     store
         .ping()
         .await
-        .map_err(|e| anyhow::anyhow!("{e}"))
         .context("cannot reach PostgreSQL at DATABASE_URL")?;
     let pending = migrations::pending(&args.database.database_url)
         .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        .context("reading the applied migrations failed")?;
     if !pending.is_empty() {
         tracing::warn!(pending = ?pending, "database migrations are pending: run `posture-api migrate`");
     }

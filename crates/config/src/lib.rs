@@ -56,17 +56,27 @@ impl fmt::Debug for SecretKey {
     }
 }
 
+/// Why a configuration value cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("must be base64 (generate one with: openssl rand -base64 32)")]
+    SecretKeyNotBase64(#[source] base64::DecodeError),
+    #[error("must decode to 32 bytes, got {0} (openssl rand -base64 32)")]
+    SecretKeyLength(usize),
+    #[error("the secret keys cannot seal webhook secrets")]
+    Keyring(#[source] posture_domain::Error),
+    #[error("the Prometheus exporter cannot be set up")]
+    Metrics(#[source] metrics_exporter_prometheus::BuildError),
+}
+
 /// Parses `POSTURE_SECRET_KEY`: base64 (standard alphabet) of exactly 32 bytes.
-pub fn parse_secret_key(value: &str) -> Result<SecretKey, String> {
+pub fn parse_secret_key(value: &str) -> Result<SecretKey, ConfigError> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(value.trim())
-        .map_err(|_| "must be base64 (generate one with: openssl rand -base64 32)".to_owned())?;
-    let key: [u8; 32] = bytes.try_into().map_err(|b: Vec<u8>| {
-        format!(
-            "must decode to 32 bytes, got {} (openssl rand -base64 32)",
-            b.len()
-        )
-    })?;
+        .map_err(ConfigError::SecretKeyNotBase64)?;
+    let key: [u8; 32] = bytes
+        .try_into()
+        .map_err(|b: Vec<u8>| ConfigError::SecretKeyLength(b.len()))?;
     Ok(SecretKey(key))
 }
 
@@ -75,7 +85,7 @@ pub fn parse_secret_key(value: &str) -> Result<SecretKey, String> {
 pub struct SecretKeys(pub Vec<SecretKey>);
 
 /// Parses a comma-separated list of secret keys (empty: none).
-pub fn parse_secret_keys(value: &str) -> Result<SecretKeys, String> {
+pub fn parse_secret_keys(value: &str) -> Result<SecretKeys, ConfigError> {
     value
         .split(',')
         .map(str::trim)
@@ -99,10 +109,10 @@ pub struct SecretArgs {
 }
 
 impl SecretArgs {
-    pub fn keyring(&self) -> anyhow::Result<posture_domain::secrets::Keyring> {
+    pub fn keyring(&self) -> Result<posture_domain::secrets::Keyring, ConfigError> {
         let previous: Vec<[u8; 32]> = self.previous_secret_keys.0.iter().map(|k| k.0).collect();
         posture_domain::secrets::Keyring::new(&self.secret_key.0, &previous)
-            .map_err(|e| anyhow::anyhow!("{e}"))
+            .map_err(ConfigError::Keyring)
     }
 }
 
@@ -169,10 +179,16 @@ mod tests {
         let ok = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
         assert_eq!(parse_secret_key(&ok).unwrap(), SecretKey([7u8; 32]));
         let short = base64::engine::general_purpose::STANDARD.encode([7u8; 16]);
-        assert!(parse_secret_key(&short).unwrap_err().contains("32 bytes"));
+        assert!(
+            parse_secret_key(&short)
+                .unwrap_err()
+                .to_string()
+                .contains("32 bytes")
+        );
         assert!(
             parse_secret_key("not base64!")
                 .unwrap_err()
+                .to_string()
                 .contains("base64")
         );
     }

@@ -61,6 +61,17 @@ impl Resolve for PublicOnlyResolver {
     }
 }
 
+/// Why a receiver URL is not posted to.
+#[derive(Debug, thiserror::Error)]
+enum UrlRefused {
+    #[error("invalid URL: {0}")]
+    Invalid(url::ParseError),
+    #[error("refused: the URL does not use https")]
+    NotHttps,
+    #[error("refused: the URL's address is not public")]
+    NotPublic,
+}
+
 /// The HTTP client of the worker.
 #[derive(Clone)]
 pub struct WebhookClient {
@@ -82,7 +93,7 @@ pub fn user_agent() -> String {
 }
 
 impl WebhookClient {
-    pub fn new(timeout: Duration, allow_private: bool) -> Result<Self, String> {
+    pub fn new(timeout: Duration, allow_private: bool) -> Result<Self, reqwest::Error> {
         // reqwest is built without a default TLS crypto provider: use ring's (installing it
         // again is a no-op).
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -93,8 +104,7 @@ impl WebhookClient {
             .timeout(timeout)
             .connect_timeout(timeout)
             .user_agent(user_agent())
-            .build()
-            .map_err(|e| e.to_string())?;
+            .build()?;
         Ok(Self {
             http,
             allow_private,
@@ -103,13 +113,13 @@ impl WebhookClient {
     }
 
     /// Checks the URL itself: scheme and literal addresses.
-    fn check_url(&self, url: &str) -> Result<Url, String> {
-        let url = Url::parse(url).map_err(|e| format!("invalid URL: {e}"))?;
+    fn check_url(&self, url: &str) -> Result<Url, UrlRefused> {
+        let url = Url::parse(url).map_err(UrlRefused::Invalid)?;
         if self.allow_private {
             return Ok(url);
         }
         if url.scheme() != "https" {
-            return Err("refused: the URL does not use https".to_owned());
+            return Err(UrlRefused::NotHttps);
         }
         let literal = match url.host() {
             Some(Host::Ipv4(ip)) => Some(ip.into()),
@@ -117,7 +127,7 @@ impl WebhookClient {
             _ => None,
         };
         if literal.is_some_and(|ip| !egress::is_public(ip)) {
-            return Err("refused: the URL's address is not public".to_owned());
+            return Err(UrlRefused::NotPublic);
         }
         Ok(url)
     }
@@ -132,10 +142,10 @@ impl WebhookClient {
         let started_at = Utc::now();
         let clock = std::time::Instant::now();
         let (outcome, status_code, excerpt) = match self.check_url(url) {
-            Err(error) => (
+            Err(refused) => (
                 Outcome::Failed {
                     status: None,
-                    error: error.clone(),
+                    error: refused.to_string(),
                     retry_after: None,
                 },
                 None,

@@ -70,7 +70,7 @@ impl Worker {
         findings: Arc<dyn FindingRepository>,
         keyring: Arc<Keyring>,
         config: WorkerConfig,
-    ) -> std::result::Result<Self, String> {
+    ) -> std::result::Result<Self, reqwest::Error> {
         let client = WebhookClient::new(config.timeout, config.allow_private)?;
         Ok(Self {
             deliveries,
@@ -106,7 +106,8 @@ impl Worker {
                     .findings
                     .findings_by_ids(scope, &delivery.finding_ids)
                     .await?;
-                let body = render(target.webhook_type, &delivery, findings);
+                let body = render(target.webhook_type, &delivery, findings)
+                    .map_err(posture_domain::Error::internal)?;
                 self.deliveries.store_body(&delivery, &body).await?;
                 body
             }
@@ -135,7 +136,11 @@ impl Worker {
                 {
                     Some(delay) => (
                         NextStep::RetryAt(
-                            Utc::now() + chrono::Duration::from_std(delay).unwrap_or_default(),
+                            // A delay past chrono's range (never, with the policy's cap)
+                            // would mean "never": retry at the cap instead of at once.
+                            Utc::now()
+                                + chrono::Duration::from_std(delay)
+                                    .unwrap_or(chrono::Duration::MAX),
                         ),
                         Sent::Retrying,
                     ),

@@ -75,8 +75,12 @@ pub enum IngestError {
     #[error("line {line}: {reason}")]
     Line { line: u64, reason: String },
     /// The input could not be read.
-    #[error("reading the input failed: {0}")]
-    Input(String),
+    #[error("reading line {line} of the input failed")]
+    Input {
+        line: u64,
+        #[source]
+        source: crate::error::BoxError,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] Error),
@@ -140,11 +144,14 @@ pub fn parse_line(line: &str) -> Result<Option<IngestItem>, String> {
 
 /// Numbers and parses lines (1-based), skipping blank ones: what a pass consumes. `lines`
 /// yields each line or the error of reading it.
-pub fn numbered_items<E: std::fmt::Display>(
+pub fn numbered_items<E: Into<crate::error::BoxError>>(
     lines: impl Iterator<Item = Result<String, E>>,
 ) -> impl Iterator<Item = Result<(u64, IngestItem), IngestError>> {
     lines.zip(1u64..).filter_map(|(line, number)| match line {
-        Err(e) => Some(Err(IngestError::Input(format!("line {number}: {e}")))),
+        Err(e) => Some(Err(IngestError::Input {
+            line: number,
+            source: e.into(),
+        })),
         Ok(text) => match parse_line(&text) {
             Ok(Some(item)) => Some(Ok((number, item))),
             Ok(None) => None,

@@ -10,6 +10,11 @@ use std::net::IpAddr;
 
 use ipnet::{IpNet, Ipv6Net};
 
+/// A trusted proxy that is neither an address nor a network.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not an IP address or CIDR network")]
+pub struct NotANetwork(String);
+
 /// The proxies whose `X-Forwarded-For` is believed.
 #[derive(Clone, Debug, Default)]
 pub struct TrustedProxies(Vec<IpNet>);
@@ -20,14 +25,14 @@ impl TrustedProxies {
     }
 
     /// Parses `10.0.0.0/8,192.168.1.7` (single addresses are /32 or /128).
-    pub fn parse(list: &str) -> Result<Self, String> {
+    pub fn parse(list: &str) -> Result<Self, NotANetwork> {
         list.split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(|s| {
                 s.parse::<IpNet>()
                     .or_else(|_| s.parse::<IpAddr>().map(IpNet::from))
-                    .map_err(|_| format!("{s:?} is not an IP address or CIDR network"))
+                    .map_err(|_| NotANetwork(s.to_owned()))
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Self)

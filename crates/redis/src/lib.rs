@@ -42,6 +42,17 @@ const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 /// How often Redis is retried during an outage.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
 
+/// Why a check could not be answered by Redis.
+#[derive(Debug, thiserror::Error)]
+enum RedisFailure {
+    #[error("no connection from the pool")]
+    Pool(#[source] deadpool_redis::PoolError),
+    #[error("the rate-limit script failed")]
+    Script(#[source] redis::RedisError),
+    #[error("no answer within {} ms", REDIS_TIMEOUT.as_millis())]
+    Timeout,
+}
+
 struct Health {
     /// When the current outage started (epoch seconds); `None` while Redis answers.
     degraded_since: Option<u64>,
@@ -107,11 +118,11 @@ impl RedisRateLimiter {
     }
 
     /// The shared multiplexed connection (a new one from the pool if there is none).
-    async fn connection(&self) -> std::result::Result<MultiplexedConnection, String> {
+    async fn connection(&self) -> std::result::Result<MultiplexedConnection, RedisFailure> {
         if let Some(conn) = self.lock_connection().clone() {
             return Ok(conn);
         }
-        let pooled = self.pool.get().await.map_err(|e| e.to_string())?;
+        let pooled = self.pool.get().await.map_err(RedisFailure::Pool)?;
         let conn = deadpool_redis::Connection::take(pooled);
         *self.lock_connection() = Some(conn.clone());
         Ok(conn)
@@ -123,7 +134,10 @@ impl RedisRateLimiter {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    async fn shared_check(&self, bucket: &RateBucket) -> std::result::Result<RateDecision, String> {
+    async fn shared_check(
+        &self,
+        bucket: &RateBucket,
+    ) -> std::result::Result<RateDecision, RedisFailure> {
         let mut conn = self.connection().await?;
         // The hash tag keeps every window of a bucket in one Redis Cluster slot.
         let key = format!("posture:rl:{{{bucket}}}");
@@ -133,7 +147,7 @@ impl RedisRateLimiter {
             .arg(self.policy.window_secs.max(1))
             .invoke_async(&mut conn)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(RedisFailure::Script)?;
         Ok(self.policy.decide(count, reset, now))
     }
 
@@ -157,7 +171,7 @@ impl RedisRateLimiter {
         false
     }
 
-    fn redis_failed(&self, error: &str) {
+    fn redis_failed(&self, error: &RedisFailure) {
         // The connection may be dead: the next attempt gets a fresh one.
         self.lock_connection().take();
         let mut health = self.health();
@@ -165,7 +179,7 @@ impl RedisRateLimiter {
         if health.degraded_since.is_none() {
             health.degraded_since = Some(epoch_secs());
             tracing::warn!(
-                error,
+                error = error as &dyn std::error::Error,
                 "Redis is unreachable: rate limits are counted per instance until it is back"
             );
         }
@@ -192,7 +206,7 @@ impl RateLimiter for RedisRateLimiter {
                     return Ok(decision);
                 }
                 Ok(Err(error)) => self.redis_failed(&error),
-                Err(_) => self.redis_failed("no answer within 250 ms"),
+                Err(_) => self.redis_failed(&RedisFailure::Timeout),
             }
         }
         Ok(self.fallback.check_at(bucket, epoch_secs()))

@@ -155,6 +155,19 @@ impl KeyCache {
     }
 }
 
+/// Why the `LISTEN` connection of the key cache ended.
+#[derive(Debug, thiserror::Error)]
+enum ListenError {
+    #[error("cannot connect")]
+    Connect(#[source] diesel::ConnectionError),
+    #[error("the connection failed")]
+    Query(#[source] diesel::result::Error),
+    #[error("the LISTEN connection closed")]
+    Closed,
+    #[error("the LISTEN connection stopped answering")]
+    Stalled,
+}
+
 impl PgStore {
     /// Starts serving authenticated keys from memory, invalidated through `LISTEN` (call
     /// once per serving process, inside its runtime). Without it every request reads the
@@ -167,7 +180,10 @@ impl PgStore {
                 match store.follow_key_changes().await {
                     Ok(()) => {}
                     Err(e) if !warned => {
-                        tracing::warn!(error = %e, "the key cache is off until PostgreSQL answers its LISTEN connection");
+                        tracing::warn!(
+                            error = &e as &dyn std::error::Error,
+                            "the key cache is off until PostgreSQL answers its LISTEN connection"
+                        );
                         warned = true;
                     }
                     Err(_) => {}
@@ -179,16 +195,16 @@ impl PgStore {
     }
 
     /// Listens until the connection fails; the cache is live meanwhile.
-    async fn follow_key_changes(&self) -> Result<(), String> {
+    async fn follow_key_changes(&self) -> Result<(), ListenError> {
         use diesel_async::RunQueryDsl as _;
 
         let mut conn = AsyncPgConnection::establish(&self.url)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ListenError::Connect)?;
         diesel::sql_query(format!("LISTEN {CHANNEL}"))
             .execute(&mut conn)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ListenError::Query)?;
         // Anything cached before this point may have missed a notification.
         self.key_cache.set_live(true);
         tracing::debug!("key cache live");
@@ -201,15 +217,15 @@ impl PgStore {
                         self.key_cache.invalidate();
                         false
                     }
-                    Ok(Some(Err(e))) => return Err(e.to_string()),
-                    Ok(None) => return Err("the LISTEN connection closed".to_owned()),
+                    Ok(Some(Err(e))) => return Err(ListenError::Query(e)),
+                    Ok(None) => return Err(ListenError::Closed),
                 }
             };
             if quiet {
                 tokio::time::timeout(PING_EVERY, diesel::sql_query("SELECT 1").execute(&mut conn))
                     .await
-                    .map_err(|_| "the LISTEN connection stopped answering".to_owned())?
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|_| ListenError::Stalled)?
+                    .map_err(ListenError::Query)?;
             }
         }
     }

@@ -69,12 +69,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             cli.timeout_secs
         );
     }
-    let store =
-        Arc::new(PgStore::new(&cli.database.pg_config()).map_err(|e| anyhow::anyhow!("{e}"))?);
+    let store = Arc::new(PgStore::new(&cli.database.pg_config()).context("DATABASE_URL")?);
     store
         .ping()
         .await
-        .map_err(|e| anyhow::anyhow!("{e}"))
         .context("cannot reach PostgreSQL at DATABASE_URL")?;
     let config = WorkerConfig {
         id: worker_id(),
@@ -95,7 +93,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Arc::new(cli.secrets.keyring()?),
             config,
         )
-        .map_err(|e| anyhow::anyhow!(e))?,
+        .context("the webhook HTTP client cannot be built")?,
     );
     if let (Some(bind), false) = (cli.metrics_bind, cli.once) {
         posture_config::metrics::install_with_listener(bind)
@@ -103,7 +101,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         tracing::info!(addr = %bind, "metrics served");
     }
     if cli.once {
-        let attempted = worker.drain().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let attempted = worker.drain().await.context("delivering failed")?;
         let mut out = std::io::stdout().lock();
         writeln!(out, "{}", serde_json::json!({ "attempted": attempted }))?;
         return Ok(());

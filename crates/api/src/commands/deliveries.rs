@@ -1,5 +1,6 @@
 //! `posture-api deliveries list|retry`: what the outbox holds, and a second chance.
 
+use anyhow::Context as _;
 use chrono::{DateTime, Utc};
 use posture_domain::{
     DeliveryId,
@@ -42,10 +43,7 @@ pub async fn run(command: DeliveriesCommand, json: bool) -> anyhow::Result<()> {
         } => {
             let scope = customer_scope(&customer)?;
             let status = status
-                .map(|s| {
-                    s.parse::<DeliveryStatus>()
-                        .map_err(|e| anyhow::anyhow!("--status: {e}"))
-                })
+                .map(|s| s.parse::<DeliveryStatus>().context("--status"))
                 .transpose()?;
             let deliveries = store(&database)?
                 .list_deliveries(scope, status, limit)

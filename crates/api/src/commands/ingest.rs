@@ -102,13 +102,15 @@ pub async fn run(args: IngestArgs, json: bool) -> anyhow::Result<()> {
         bar.finish_and_clear();
     }
     let summary = result.map_err(|e| match e {
-        IngestError::Line { .. } | IngestError::Input(_) => {
-            anyhow::anyhow!("{e}; the pass was rejected and nothing was changed")
+        IngestError::Line { .. } | IngestError::Input { .. } => {
+            anyhow::Error::new(e).context("the pass was rejected and nothing was changed")
         }
         IngestError::Store(posture_domain::Error::Invalid { reason, .. }) => {
             anyhow::anyhow!("{reason}")
         }
-        IngestError::Store(e) => anyhow::anyhow!("the pass failed and nothing was changed: {e}"),
+        IngestError::Store(e) => {
+            anyhow::Error::new(e).context("the pass failed and nothing was changed")
+        }
     })?;
     let c = &summary.counts;
     let value = json!({

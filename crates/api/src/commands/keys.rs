@@ -1,5 +1,6 @@
 //! `posture-api keys issue|list|revoke`.
 
+use anyhow::Context as _;
 use chrono::{DateTime, Duration, Utc};
 use posture_domain::{ApiKey, KeyId, Scope, ScopeSet, api_key::NewApiKey, ports::ApiKeyRepository};
 use serde_json::{Value, json};
@@ -10,8 +11,19 @@ use crate::{
     output::emit,
 };
 
+/// Why a lifetime cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LifetimeError {
+    #[error("{0:?}: expected a positive number and a unit, e.g. 30d")]
+    NotANumber(String),
+    #[error("{0:?}: unit must be s, m, h, d or w")]
+    Unit(String),
+    #[error("{0:?}: too long")]
+    TooLong(String),
+}
+
 /// Parses a lifetime such as `30d`, `12h`, `90m`, `45s` or `2w`.
-pub fn parse_lifetime(text: &str) -> Result<Duration, String> {
+pub fn parse_lifetime(text: &str) -> Result<Duration, LifetimeError> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
@@ -21,18 +33,18 @@ pub fn parse_lifetime(text: &str) -> Result<Duration, String> {
         .parse()
         .ok()
         .filter(|n| *n > 0)
-        .ok_or_else(|| format!("{text:?}: expected a positive number and a unit, e.g. 30d"))?;
+        .ok_or_else(|| LifetimeError::NotANumber(text.to_owned()))?;
     let seconds_per_unit = match unit {
         "s" => 1,
         "m" => 60,
         "h" => 3600,
         "d" => 86_400,
         "w" => 7 * 86_400,
-        _ => return Err(format!("{text:?}: unit must be s, m, h, d or w")),
+        _ => return Err(LifetimeError::Unit(text.to_owned())),
     };
     n.checked_mul(seconds_per_unit)
         .and_then(Duration::try_seconds)
-        .ok_or_else(|| format!("{text:?}: too long"))
+        .ok_or_else(|| LifetimeError::TooLong(text.to_owned()))
 }
 
 fn scopes_json(scopes: ScopeSet) -> Vec<&'static str> {
@@ -65,19 +77,14 @@ async fn issue(args: IssueKeyArgs, json: bool) -> anyhow::Result<()> {
     let scopes = args
         .scopes
         .iter()
-        .map(|s| {
-            s.parse::<Scope>()
-                .map_err(|e| anyhow::anyhow!("--scope: {e}"))
-        })
+        .map(|s| s.parse::<Scope>().context("--scope"))
         .collect::<anyhow::Result<ScopeSet>>()?;
     let now = Utc::now();
     let expires_at = match (&args.expires_in, &args.expires_at) {
-        (Some(lifetime), _) => {
-            Some(now + parse_lifetime(lifetime).map_err(|e| anyhow::anyhow!("--expires-in: {e}"))?)
-        }
+        (Some(lifetime), _) => Some(now + parse_lifetime(lifetime).context("--expires-in")?),
         (None, Some(at)) => Some(
             DateTime::parse_from_rfc3339(at)
-                .map_err(|e| anyhow::anyhow!("--expires-at: {at:?} is not an RFC 3339 time: {e}"))?
+                .with_context(|| format!("--expires-at: {at:?} is not an RFC 3339 time"))?
                 .with_timezone(&Utc),
         ),
         (None, None) => None,

@@ -28,7 +28,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Migrate(database) => {
             let applied = migrations::run_pending(&database.database_url)
                 .await
-                .map_err(|e| anyhow::anyhow!("{e}"))
                 .context("migrating the database failed")?;
             emit(json, &json!({ "applied": applied }), || {
                 match applied.len() {
@@ -50,7 +49,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 fn store(database: &DatabaseArgs) -> anyhow::Result<PgStore> {
     let mut config = database.pg_config();
     config.max_connections = 2;
-    PgStore::new(&config).map_err(|e| anyhow::anyhow!("{e}"))
+    PgStore::new(&config).context("DATABASE_URL")
 }
 
 /// The scope of `--customer ID`.
@@ -61,10 +60,10 @@ fn customer_scope(id: &str) -> anyhow::Result<CustomerScope> {
     Ok(CustomerScope::for_operator(id))
 }
 
-/// Turns a domain error into a message for operators.
+/// Turns a domain error into a message for operators, keeping its causes.
 fn fail(context: &str, e: posture_domain::Error) -> anyhow::Error {
     match e {
         posture_domain::Error::NotFound => anyhow::anyhow!("{context}: not found"),
-        other => anyhow::anyhow!("{context}: {other}"),
+        other => anyhow::Error::new(other).context(context.to_owned()),
     }
 }

@@ -4,6 +4,7 @@
 //! and sealed again with the current key, row by row with a compare-and-swap, so it is
 //! safe to run while the API and the workers serve (and to run again after a failure).
 
+use anyhow::Context as _;
 use std::collections::BTreeMap;
 
 use posture_domain::{ports::SecretRotationRepository, secrets::Keyring, webhook::secret_context};
@@ -63,7 +64,7 @@ async fn reseal(store: &dyn SecretRotationRepository, keyring: &Keyring) -> anyh
         let batch = store
             .secrets_sealed_with_other_keys(keyring.current_key_id(), after, BATCH)
             .await
-            .map_err(|e| anyhow::anyhow!("reading sealed secrets failed: {e}"))?;
+            .context("reading sealed secrets failed")?;
         let Some(last) = batch.last() else { break };
         after = Some((last.customer, last.subscription));
         for stored in &batch {
@@ -79,7 +80,7 @@ async fn reseal(store: &dyn SecretRotationRepository, keyring: &Keyring) -> anyh
             if store
                 .replace_sealed_secret(stored, &resealed)
                 .await
-                .map_err(|e| anyhow::anyhow!("storing a resealed secret failed: {e}"))?
+                .context("storing a resealed secret failed")?
             {
                 report.resealed += 1;
             }

@@ -8,16 +8,20 @@ mod teams;
 use posture_domain::{delivery::Delivery, finding::Finding, webhook::WebhookType};
 use posture_wire::{findings::FindingResponse, webhooks::FindingEventBody};
 
-/// The body of a delivery of `findings`.
-pub fn render(webhook_type: WebhookType, delivery: &Delivery, findings: Vec<Finding>) -> Vec<u8> {
+/// The body of a delivery of `findings`. An error here is a bug (these types have no maps
+/// with non-string keys and no fallible `Serialize`), but it is returned, never papered over
+/// with an empty body that would be signed and sent.
+pub fn render(
+    webhook_type: WebhookType,
+    delivery: &Delivery,
+    findings: Vec<Finding>,
+) -> Result<Vec<u8>, serde_json::Error> {
     let findings: Vec<FindingResponse> = findings.into_iter().map(FindingResponse::from).collect();
-    let value = match webhook_type {
-        WebhookType::Generic => serde_json::to_value(FindingEventBody::new(delivery, findings)),
-        WebhookType::Slack => Ok(slack::message(delivery, &findings)),
-        WebhookType::Teams => Ok(teams::message(delivery, &findings)),
-    };
-    // Serialising these values cannot fail (no maps with non-string keys, no I/O).
-    serde_json::to_vec(&value.unwrap_or_default()).unwrap_or_default()
+    match webhook_type {
+        WebhookType::Generic => serde_json::to_vec(&FindingEventBody::new(delivery, findings)),
+        WebhookType::Slack => serde_json::to_vec(&slack::message(delivery, &findings)),
+        WebhookType::Teams => serde_json::to_vec(&teams::message(delivery, &findings)),
+    }
 }
 
 /// "3 new critical findings".

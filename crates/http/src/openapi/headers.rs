@@ -102,7 +102,8 @@ pub(super) fn components() -> IndexMap<String, ReferenceOr<Header>> {
                 required: true,
                 deprecated: None,
                 format: ParameterSchemaOrContent::Schema(SchemaObject {
-                    json_schema: schemars::Schema::try_from(schema()).unwrap_or_default(),
+                    json_schema: schemars::Schema::try_from(schema())
+                        .expect("a header schema is a JSON object"),
                     external_docs: None,
                     example: None,
                 }),

@@ -357,10 +357,13 @@ fn sorted(value: Value) -> Value {
     }
 }
 
-/// The canonical text of the document.
+/// The canonical text of the document (rendered once per process, when the API's state is
+/// built).
 pub fn render() -> String {
-    let value = serde_json::to_value(document()).unwrap_or(Value::Null);
-    let mut text = serde_json::to_string_pretty(&sorted(value)).unwrap_or_default();
+    // aide's model is plain data with string keys: serialising it cannot fail, and a
+    // contract that silently became empty would be worse than stopping.
+    let value = serde_json::to_value(document()).expect("the OpenAPI model serialises");
+    let mut text = serde_json::to_string_pretty(&sorted(value)).expect("a JSON value serialises");
     text.push('\n');
     text
 }

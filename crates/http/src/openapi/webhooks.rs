@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 fn schema(value: Value) -> SchemaObject {
     SchemaObject {
-        json_schema: schemars::Schema::try_from(value).unwrap_or_default(),
+        json_schema: schemars::Schema::try_from(value).expect("a webhook schema is a JSON object"),
         external_docs: None,
         example: None,
     }
