@@ -22,7 +22,8 @@ use serde_json::Value;
 use crate::{
     demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
     demo_receiver,
-    util::{eprintln_status, output, project_root, run, scratch_dir},
+    files::{project_root, scratch_dir},
+    process::{eprintln_status, output, run},
 };
 
 #[derive(Args, Debug)]
@@ -87,7 +88,7 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     let bin = build_binaries()?;
     let postgres = match std::env::var("DATABASE_URL") {
         Ok(_) => None,
-        Err(_) => Some(crate::util::postgres("demo-postgres", "")?),
+        Err(_) => Some(crate::process::postgres("demo-postgres", "")?),
     };
     let database_url = match &postgres {
         Some(pg) => pg.url.clone(),

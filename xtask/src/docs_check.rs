@@ -6,7 +6,7 @@
 mod tests {
     use std::process::Command;
 
-    use crate::util::{on_path, project_root};
+    use crate::{files::project_root, process::on_path};
 
     fn webhooks_doc() -> String {
         std::fs::read_to_string(project_root().join("docs/webhooks.md")).unwrap()

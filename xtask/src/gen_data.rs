@@ -6,7 +6,7 @@ use clap::Args;
 
 use crate::{
     demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
-    util::eprintln_status,
+    process::eprintln_status,
 };
 
 #[derive(Args, Debug)]

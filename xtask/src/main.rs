@@ -5,11 +5,13 @@ mod demo;
 mod demo_data;
 mod demo_receiver;
 mod docs_check;
+mod files;
 mod gen_data;
 mod openapi;
+mod process;
+mod schema;
 mod test;
 mod tidy;
-mod util;
 
 use std::process::ExitCode;
 
@@ -35,6 +37,12 @@ enum Task {
         #[arg(long)]
         check: bool,
     },
+    /// Regenerate crates/store-postgres/src/schema.rs from the migrations (`--check`: fail if
+    /// stale). Starts a throwaway PostgreSQL.
+    Schema {
+        #[arg(long)]
+        check: bool,
+    },
     /// Start the product with demo data on 127.0.0.1:8080 until Ctrl-C.
     Demo(demo::DemoArgs),
     /// Write demo data at any scale as JSON Lines files (one per customer).
@@ -48,6 +56,7 @@ fn main() -> ExitCode {
     let result = match cli.task {
         Task::Test { args } => test::run(&args),
         Task::Openapi { check } => openapi::run(check),
+        Task::Schema { check } => schema::run(check),
         Task::Demo(args) => demo::run_demo(&args),
         Task::GenData(args) => gen_data::run(&args),
         Task::Bench(args) => bench::run_bench(&args),
@@ -55,7 +64,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            util::eprintln_status(&format!("error: {e:#}"));
+            process::eprintln_status(&format!("error: {e:#}"));
             ExitCode::FAILURE
         }
     }

@@ -1,7 +1,7 @@
 //! `cargo xtask openapi [--check]`: writes `docs/openapi.json` from the route table, or
 //! checks that the committed file is current.
 
-use crate::util::{ensure_file_contents, project_root};
+use crate::files::{ensure_file_contents, project_root};
 
 pub fn run(check: bool) -> anyhow::Result<()> {
     let path = project_root().join("docs").join("openapi.json");

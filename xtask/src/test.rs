@@ -6,7 +6,10 @@
 
 use std::process::Command;
 
-use crate::util::{eprintln_status, postgres, project_root, redis};
+use crate::{
+    files::project_root,
+    process::{eprintln_status, postgres, redis},
+};
 
 pub fn run(extra: &[String]) -> anyhow::Result<()> {
     let started = std::time::Instant::now();

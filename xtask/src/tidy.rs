@@ -9,7 +9,7 @@ mod tests {
 
     use serde_json::Value;
 
-    use crate::util::project_root;
+    use crate::files::project_root;
 
     /// Package name -> names of its normal (non-dev, non-build) dependencies, resolved.
     fn normal_dependency_graph() -> (HashMap<String, Vec<String>>, HashMap<String, String>) {

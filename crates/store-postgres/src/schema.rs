@@ -1,5 +1,5 @@
-//! Diesel's view of the tables in `migrations/`. Written by hand; the integration tests run
-//! every query against the migrated schema, so a drift fails them.
+//! Diesel's view of the tables in `migrations/`, generated from the migrated schema by
+//! `cargo xtask schema` (do not edit: a test fails when it differs from the migrations).
 
 diesel::table! {
     customers (id) {

@@ -13,6 +13,7 @@
     reason = "test harness: failing loudly is the point"
 )]
 
+pub mod catalog;
 pub mod cef;
 pub mod fixtures;
 pub mod servers;
@@ -165,6 +166,11 @@ impl TestDb {
     /// The URL of this test's database.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// A connection to this test's database.
+    pub async fn connection(&self) -> AsyncPgConnection {
+        AsyncPgConnection::establish(&self.url).await.unwrap()
     }
 
     /// A database of its own with no schema at all (for migration tests).

@@ -17,7 +17,7 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 
 use super::Figure;
-use crate::util::{output, scratch_dir};
+use crate::{files::scratch_dir, process::output};
 
 const SUBSCRIPTIONS: usize = 25;
 const NEW_FINDINGS: usize = 100_000;

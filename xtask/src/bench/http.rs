@@ -13,7 +13,7 @@ use super::{
     load::{Customer, Loaded},
     sql,
 };
-use crate::util::{free_port, output};
+use crate::process::{free_port, output};
 
 /// The `POSTURE_SECRET_KEY` of the benchmark's processes.
 pub const SECRET_KEY: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";

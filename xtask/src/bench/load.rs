@@ -10,7 +10,7 @@ use sha2::{Digest as _, Sha256};
 use super::{Figure, sql};
 use crate::{
     gen_data::{self, GenDataArgs},
-    util::{eprintln_status, output, run},
+    process::{eprintln_status, output, run},
 };
 
 /// A customer of the loaded data with a key that reads everything.

@@ -21,8 +21,9 @@ use anyhow::Context as _;
 use clap::Args;
 
 use crate::{
+    files::{project_root, scratch_dir},
     gen_data::GenDataArgs,
-    util::{eprintln_status, on_path, project_root, run, scratch_dir},
+    process::{eprintln_status, on_path, run},
 };
 
 pub use report::Figure;
@@ -94,11 +95,11 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         identities: 500,
         upr_days: 0,
     };
-    let postgres = crate::util::postgres("bench-postgres", PG_SETTINGS)?;
+    let postgres = crate::process::postgres("bench-postgres", PG_SETTINGS)?;
     let mut figures = Vec::new();
     let loaded = load::load(&bin, &postgres.url, &data, &mut figures)?;
 
-    let redis = crate::util::redis()?;
+    let redis = crate::process::redis()?;
     let duration = Duration::from_secs(args.seconds);
 
     let server = http::Server::start(&bin, &postgres.url, None, args.pool_size)?;

@@ -4,7 +4,7 @@ use std::{io::Write as _, path::PathBuf};
 
 use serde_json::json;
 
-use crate::util::project_root;
+use crate::files::project_root;
 
 /// One measured figure, with its baseline and target when it has them.
 #[derive(Clone, Debug)]

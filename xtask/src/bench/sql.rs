@@ -9,7 +9,7 @@ use std::{process::Command, time::Duration};
 use anyhow::Context as _;
 
 use super::{Figure, load::Loaded};
-use crate::util::{output, scratch_dir};
+use crate::{files::scratch_dir, process::output};
 
 /// The key lookup of an uncached request (`:h` is the key's SHA-256 as a bytea literal).
 pub const KEY_LOOKUP: &str = "SELECT id, customer_id, key_hash, scopes, expires_at FROM api_keys \

@@ -7,5 +7,6 @@ mod api_keys;
 mod identities;
 mod ingest;
 mod migrations;
+mod schema;
 mod statistics;
 mod tenants;

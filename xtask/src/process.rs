@@ -1,50 +1,11 @@
-//! Helpers shared by the tasks.
+//! Processes the tasks run: commands, status lines for the person running the task, and the
+//! throwaway PostgreSQL and Redis servers.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-};
+use std::{path::PathBuf, process::Command};
 
 use anyhow::{Context as _, bail};
 
-/// The repository's root directory.
-pub fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default()
-}
-
-/// `target/xtask/<name>`, created.
-pub fn scratch_dir(name: &str) -> anyhow::Result<PathBuf> {
-    let dir = project_root().join("target").join("xtask").join(name);
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    Ok(dir)
-}
-
-/// Writes a generated file, or in `check` mode fails if it differs from what is committed.
-pub fn ensure_file_contents(
-    path: &Path,
-    contents: &str,
-    check: bool,
-    regenerate: &str,
-) -> anyhow::Result<()> {
-    let current = std::fs::read_to_string(path).unwrap_or_default();
-    if current == contents {
-        return Ok(());
-    }
-    let shown = path
-        .strip_prefix(project_root())
-        .unwrap_or(path)
-        .display()
-        .to_string();
-    if check {
-        bail!("{shown} is out of date: run `{regenerate}` and commit the result");
-    }
-    std::fs::write(path, contents).with_context(|| format!("writing {shown}"))?;
-    eprintln_status(&format!("updated {shown}"));
-    Ok(())
-}
+use crate::files::scratch_dir;
 
 /// A line of progress for the person running the task (stderr).
 pub fn eprintln_status(message: &str) {

@@ -1,0 +1,181 @@
+//! The schema keeps the rules ARCHITECTURE.md claims, read from PostgreSQL's catalog after
+//! the migrations ran, and `schema.rs` is exactly what the migrations make.
+//!
+//! The rules, for every table of customer data (a table with a `customer_id`):
+//! 1. its primary key leads with `customer_id`, and is `(customer_id, id)` when it has an `id`;
+//! 2. every foreign key to another customer table pairs `customer_id` with `customer_id`, so
+//!    a row can only point at rows of its own customer;
+//! 3. every unique index and every other index leads with `customer_id`.
+//!
+//! Keys and indexes that deliberately span customers are listed below with their reason;
+//! these are also the only ones that stop the tables from being distributed by customer.
+
+use diesel_async::AsyncPgConnection;
+use posture_test_support::{
+    TestDb,
+    catalog::{self, ForeignKey, Index, Table},
+};
+
+/// Tables that name a customer but are looked up across customers.
+const GLOBAL_TABLES: &[(&str, &str)] = &[
+    ("customers", "the customers themselves"),
+    (
+        "api_keys",
+        "a key is found by its hash before its customer is known; its id is global",
+    ),
+];
+
+/// Indexes of customer tables that deliberately do not lead with `customer_id`.
+const CROSS_CUSTOMER_INDEXES: &[(&str, &str)] = &[
+    (
+        "tenants_cloud_tenant_id_key",
+        "a cloud tenant is connected to one customer only",
+    ),
+    (
+        "webhook_deliveries_due_idx",
+        "the worker claims the due deliveries of every customer",
+    ),
+];
+
+const CUSTOMER: &str = "customer_id";
+
+fn is_customer_table(table: &Table) -> bool {
+    table.columns.iter().any(|c| c.name == CUSTOMER)
+        && !GLOBAL_TABLES.iter().any(|(name, _)| *name == table.name)
+}
+
+/// Every breach of the rules, one line each.
+fn violations(tables: &[Table], indexes: &[Index], foreign_keys: &[ForeignKey]) -> Vec<String> {
+    let customer_tables: Vec<&str> = tables
+        .iter()
+        .filter(|t| is_customer_table(t))
+        .map(|t| t.name.as_str())
+        .collect();
+    let mut found = Vec::new();
+    for table in tables.iter().filter(|t| is_customer_table(t)) {
+        let has_id = table.columns.iter().any(|c| c.name == "id");
+        let ok = if has_id {
+            table.primary_key == [CUSTOMER, "id"]
+        } else {
+            table.primary_key.first().map(String::as_str) == Some(CUSTOMER)
+        };
+        if !ok {
+            found.push(format!(
+                "{}: primary key ({}) must be {}",
+                table.name,
+                table.primary_key.join(", "),
+                if has_id {
+                    "(customer_id, id)"
+                } else {
+                    "led by customer_id"
+                }
+            ));
+        }
+    }
+    for fk in foreign_keys {
+        if !customer_tables.contains(&fk.table.as_str())
+            || !customer_tables.contains(&fk.referenced_table.as_str())
+        {
+            continue;
+        }
+        let paired = fk
+            .columns
+            .iter()
+            .zip(&fk.referenced_columns)
+            .any(|(from, to)| from == CUSTOMER && to == CUSTOMER);
+        if !paired {
+            found.push(format!(
+                "{}.{}: ({}) -> {} ({}) does not pair customer_id with customer_id",
+                fk.table,
+                fk.name,
+                fk.columns.join(", "),
+                fk.referenced_table,
+                fk.referenced_columns.join(", ")
+            ));
+        }
+    }
+    for index in indexes {
+        if !customer_tables.contains(&index.table.as_str())
+            || index.primary
+            || CROSS_CUSTOMER_INDEXES.iter().any(|(n, _)| *n == index.name)
+        {
+            continue;
+        }
+        if index.columns.first().map(String::as_str) != Some(CUSTOMER) {
+            found.push(format!(
+                "{}.{}: ({}) does not lead with customer_id",
+                index.table,
+                index.name,
+                index.columns.join(", ")
+            ));
+        }
+    }
+    found
+}
+
+async fn violations_of(conn: &mut AsyncPgConnection) -> Vec<String> {
+    let tables = catalog::tables(conn).await;
+    let indexes = catalog::indexes(conn).await;
+    let foreign_keys = catalog::foreign_keys(conn).await;
+    violations(&tables, &indexes, &foreign_keys)
+}
+
+#[tokio::test]
+async fn every_customer_table_is_keyed_and_indexed_by_customer_first() {
+    let db = TestDb::new().await;
+    let mut conn = db.connection().await;
+    let tables = catalog::tables(&mut conn).await;
+    assert!(
+        tables.iter().filter(|t| is_customer_table(t)).count() >= 13,
+        "the rules see the customer tables"
+    );
+    assert_eq!(violations_of(&mut conn).await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_table_that_breaks_each_rule_is_caught() {
+    let db = TestDb::new().await;
+    let mut conn = db.connection().await;
+    for sql in [
+        "CREATE TABLE bad_key (customer_id uuid NOT NULL, id text NOT NULL, PRIMARY KEY (id))",
+        "CREATE UNIQUE INDEX bad_key_unique ON bad_key (id, customer_id)",
+        "CREATE INDEX bad_key_index ON bad_key (id)",
+        "CREATE UNIQUE INDEX identities_id_customer ON identities (id, customer_id)",
+        "CREATE TABLE bad_ref (customer_id uuid NOT NULL, other_customer uuid NOT NULL,
+             identity_id text NOT NULL, PRIMARY KEY (customer_id, identity_id),
+             CONSTRAINT bad_ref_fk FOREIGN KEY (identity_id, other_customer)
+                 REFERENCES identities (id, customer_id))",
+    ] {
+        diesel_async::RunQueryDsl::execute(diesel::sql_query(sql), &mut conn)
+            .await
+            .unwrap();
+    }
+    let found = violations_of(&mut conn).await;
+    for expected in [
+        "bad_key: primary key (id) must be (customer_id, id)",
+        "bad_key.bad_key_unique",
+        "bad_key.bad_key_index",
+        "identities.identities_id_customer",
+        "bad_ref.bad_ref_fk",
+    ] {
+        assert!(
+            found.iter().any(|v| v.starts_with(expected)),
+            "{expected} not caught: {found:?}"
+        );
+    }
+    assert_eq!(found.len(), 5, "{found:?}");
+}
+
+#[tokio::test]
+async fn schema_rs_is_what_the_migrations_make() {
+    let db = TestDb::new().await;
+    let mut conn = db.connection().await;
+    let generated = catalog::diesel_schema(&catalog::tables(&mut conn).await);
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/schema.rs")).unwrap();
+    assert!(
+        committed == generated,
+        "crates/store-postgres/src/schema.rs differs from the migrated schema: run \
+         `cargo xtask schema` and commit the result"
+    );
+}
