@@ -43,6 +43,9 @@ enum Task {
         #[arg(long)]
         check: bool,
     },
+    /// Check the rules of the codebase the compiler does not: module docs, file lengths,
+    /// module names, crate layering (also run by `cargo test`).
+    Tidy,
     /// Start the product with demo data on 127.0.0.1:8080 until Ctrl-C.
     Demo(demo::DemoArgs),
     /// Write demo data at any scale as JSON Lines files (one per customer).
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
         Task::Test { args } => test::run(&args),
         Task::Openapi { check } => openapi::run(check),
         Task::Schema { check } => schema::run(check),
+        Task::Tidy => tidy::run(),
         Task::Demo(args) => demo::run_demo(&args),
         Task::GenData(args) => gen_data::run(&args),
         Task::Bench(args) => bench::run_bench(&args),

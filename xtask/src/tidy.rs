@@ -1,84 +1,272 @@
-//! Tidy tests: the layering of the design card, checked from `cargo metadata`.
+//! `cargo xtask tidy`: the rules of the codebase that a compiler does not check, checked on
+//! every `cargo test` too (each rule is a test below).
+//!
+//! 1. Every Rust file opens with a `//!` line saying what it is for (tests too).
+//! 2. No Rust file passes 500 lines.
+//! 3. No module is called `util`, `utils`, `helpers` or `common`: a name says what it holds.
+//! 4. The layering of ARCHITECTURE.md, read from `cargo metadata` (once per process):
+//!    `posture-domain` knows no I/O technology; `posture-http` no adapter; every adapter
+//!    (`store-postgres`, `redis`, `delivery`) depends on the domain and on no other adapter;
+//!    and of the shipped crates only `posture-delivery` depends on reqwest (the SSRF-safe
+//!    client is the only way out).
 
-#[cfg(test)]
-mod tests {
-    use std::{
-        collections::{BTreeSet, HashMap},
-        process::Command,
-    };
+use std::{
+    collections::{BTreeSet, HashMap},
+    path::{Path, PathBuf},
+    process::Command,
+    sync::OnceLock,
+};
 
-    use serde_json::Value;
+use anyhow::{Context as _, bail};
+use serde_json::Value;
 
-    use crate::files::project_root;
+use crate::{files::project_root, process::eprintln_status};
 
-    /// Package name -> names of its normal (non-dev, non-build) dependencies, resolved.
-    fn normal_dependency_graph() -> (HashMap<String, Vec<String>>, HashMap<String, String>) {
-        let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .current_dir(project_root())
-            .args(["metadata", "--format-version", "1", "--locked"])
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let metadata: Value = serde_json::from_slice(&output.stdout).unwrap();
-        let names: HashMap<String, String> = metadata["packages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| {
-                (
-                    p["id"].as_str().unwrap().to_owned(),
-                    p["name"].as_str().unwrap().to_owned(),
-                )
-            })
-            .collect();
-        let mut graph = HashMap::new();
-        for node in metadata["resolve"]["nodes"].as_array().unwrap() {
-            let deps = node["deps"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|d| {
-                    d["dep_kinds"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .any(|k| k["kind"].is_null())
-                })
-                .map(|d| d["pkg"].as_str().unwrap().to_owned())
-                .collect();
-            graph.insert(node["id"].as_str().unwrap().to_owned(), deps);
-        }
-        (graph, names)
+/// Longest a Rust file may be.
+const MAX_LINES: usize = 500;
+/// Module names that say nothing of what they hold.
+const VAGUE_NAMES: &[&str] = &["util", "utils", "helpers", "helper", "common"];
+/// The adapters: each implements the domain's ports on one technology.
+const ADAPTERS: &[&str] = &[
+    "posture-store-postgres",
+    "posture-redis",
+    "posture-delivery",
+];
+
+/// Runs every rule; fails listing every breach.
+pub fn run() -> anyhow::Result<()> {
+    let breaches: Vec<String> = [
+        module_docs(),
+        file_lengths(),
+        vague_modules(),
+        layering().context("reading cargo metadata")?,
+    ]
+    .concat();
+    if breaches.is_empty() {
+        eprintln_status("tidy: every rule holds");
+        return Ok(());
     }
+    for breach in &breaches {
+        eprintln_status(breach);
+    }
+    bail!("{} tidy rule(s) broken", breaches.len())
+}
 
-    /// Every package `name` depends on, transitively, through normal dependencies.
-    fn closure(name: &str) -> BTreeSet<String> {
-        let (graph, names) = normal_dependency_graph();
-        let root = names
+/// The Rust files of the repository (crates and xtask; never `target/`).
+fn rust_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n != "target") {
+                    walk(&path, out);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let root = project_root();
+    let mut files = Vec::new();
+    walk(&root.join("crates"), &mut files);
+    walk(&root.join("xtask"), &mut files);
+    files.sort();
+    files
+}
+
+fn shown(path: &Path) -> String {
+    path.strip_prefix(project_root())
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+fn module_docs() -> Vec<String> {
+    rust_files()
+        .into_iter()
+        .filter(|path| {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            !text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .is_some_and(|l| l.starts_with("//!"))
+        })
+        .map(|path| format!("{}: does not open with a `//!` line", shown(&path)))
+        .collect()
+}
+
+fn file_lengths() -> Vec<String> {
+    rust_files()
+        .into_iter()
+        .filter_map(|path| {
+            let lines = std::fs::read_to_string(&path).ok()?.lines().count();
+            (lines > MAX_LINES)
+                .then(|| format!("{}: {lines} lines (at most {MAX_LINES})", shown(&path)))
+        })
+        .collect()
+}
+
+fn vague_modules() -> Vec<String> {
+    let mut found = Vec::new();
+    for path in rust_files() {
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+        let dir = path
+            .parent()
+            .and_then(|p| p.file_name())
+            .and_then(|s| s.to_str())
+            .unwrap_or("");
+        let named = if stem == "mod" { dir } else { stem };
+        if VAGUE_NAMES.contains(&named) {
+            found.push(format!("{}: a module named {named}", shown(&path)));
+        }
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for line in text.lines() {
+            let declared = line
+                .trim_start()
+                .trim_start_matches("pub ")
+                .trim_start_matches("pub(crate) ")
+                .strip_prefix("mod ")
+                .map(|rest| rest.trim_end_matches([';', '{', ' ']));
+            if let Some(name) = declared.filter(|n| VAGUE_NAMES.contains(n)) {
+                found.push(format!("{}: declares `mod {name}`", shown(&path)));
+            }
+        }
+    }
+    found
+}
+
+/// The workspace's packages and their resolved normal (not dev, not build) dependencies.
+struct Graph {
+    /// Package id → name.
+    names: HashMap<String, String>,
+    /// Package id → ids of its normal dependencies.
+    deps: HashMap<String, Vec<String>>,
+    /// Names of the workspace's own packages.
+    members: Vec<String>,
+    /// Package name → whether it lives under `crates/` (shipped).
+    shipped: HashMap<String, bool>,
+}
+
+/// `cargo metadata`, read once per process.
+fn graph() -> anyhow::Result<&'static Graph> {
+    static GRAPH: OnceLock<Graph> = OnceLock::new();
+    if let Some(graph) = GRAPH.get() {
+        return Ok(graph);
+    }
+    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(project_root())
+        .args(["metadata", "--format-version", "1", "--locked"])
+        .output()?;
+    if !output.status.success() {
+        bail!("{}", String::from_utf8_lossy(&output.stderr));
+    }
+    let metadata: Value = serde_json::from_slice(&output.stdout)?;
+    let packages = metadata["packages"].as_array().context("no packages")?;
+    let names = packages
+        .iter()
+        .filter_map(|p| Some((p["id"].as_str()?.to_owned(), p["name"].as_str()?.to_owned())))
+        .collect::<HashMap<_, _>>();
+    let crates_dir = project_root().join("crates");
+    let shipped = packages
+        .iter()
+        .filter_map(|p| {
+            let manifest = p["manifest_path"].as_str()?;
+            Some((
+                p["name"].as_str()?.to_owned(),
+                Path::new(manifest).starts_with(&crates_dir),
+            ))
+        })
+        .collect();
+    let members = metadata["workspace_members"]
+        .as_array()
+        .context("no workspace members")?
+        .iter()
+        .filter_map(|id| names.get(id.as_str()?).cloned())
+        .collect();
+    let mut deps = HashMap::new();
+    for node in metadata["resolve"]["nodes"]
+        .as_array()
+        .context("no resolve graph")?
+    {
+        let normal = node["deps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|d| {
+                d["dep_kinds"]
+                    .as_array()
+                    .is_some_and(|kinds| kinds.iter().any(|k| k["kind"].is_null()))
+            })
+            .filter_map(|d| d["pkg"].as_str().map(str::to_owned))
+            .collect();
+        if let Some(id) = node["id"].as_str() {
+            deps.insert(id.to_owned(), normal);
+        }
+    }
+    Ok(GRAPH.get_or_init(|| Graph {
+        names,
+        deps,
+        members,
+        shipped,
+    }))
+}
+
+impl Graph {
+    fn id(&self, name: &str) -> Option<&String> {
+        self.names
             .iter()
             .find(|(_, n)| *n == name)
-            .map(|(id, _)| id.clone())
-            .unwrap();
+            .map(|(id, _)| id)
+    }
+
+    /// The names of what `name` depends on directly.
+    fn direct(&self, name: &str) -> BTreeSet<&str> {
+        self.id(name)
+            .and_then(|id| self.deps.get(id))
+            .into_iter()
+            .flatten()
+            .filter_map(|d| self.names.get(d).map(String::as_str))
+            .collect()
+    }
+
+    /// The names of everything `name` depends on, transitively.
+    fn closure(&self, name: &str) -> BTreeSet<&str> {
         let mut seen = BTreeSet::new();
-        let mut stack = vec![root];
+        let mut stack: Vec<&String> = self.id(name).into_iter().collect();
         while let Some(id) = stack.pop() {
-            for dep in graph.get(&id).into_iter().flatten() {
-                if seen.insert(names[dep].clone()) {
-                    stack.push(dep.clone());
+            for dep in self.deps.get(id).into_iter().flatten() {
+                if let Some(dep_name) = self.names.get(dep) {
+                    if seen.insert(dep_name.as_str()) {
+                        stack.push(dep);
+                    }
                 }
             }
         }
         seen
     }
+}
 
-    #[test]
-    fn domain_depends_on_no_io_technology() {
-        let deps = closure("posture-domain");
-        let forbidden = [
+/// Breaches of the layering.
+fn layering() -> anyhow::Result<Vec<String>> {
+    let graph = graph()?;
+    let mut found = Vec::new();
+    let forbid = |found: &mut Vec<String>,
+                  package: &str,
+                  deps: &BTreeSet<&str>,
+                  forbidden: &[&str],
+                  why: &str| {
+        for f in forbidden.iter().filter(|f| deps.contains(**f)) {
+            found.push(format!("{package} depends on {f}: {why}"));
+        }
+    };
+    forbid(
+        &mut found,
+        "posture-domain",
+        &graph.closure("posture-domain"),
+        &[
             "diesel",
             "diesel-async",
             "tokio",
@@ -92,50 +280,81 @@ mod tests {
             "reqwest",
             "hyper",
             "mio",
-        ];
-        let found: Vec<_> = forbidden.iter().filter(|f| deps.contains(**f)).collect();
-        assert!(
-            found.is_empty(),
-            "posture-domain must not depend on {found:?}"
-        );
-    }
-
-    #[test]
-    fn http_depends_on_no_adapter_crate() {
-        let deps = closure("posture-http");
-        let adapters = [
-            "posture-store-postgres",
-            "posture-redis",
-            "posture-delivery",
-            "diesel",
-            "redis",
-        ];
-        let found: Vec<_> = adapters.iter().filter(|a| deps.contains(**a)).collect();
-        assert!(
-            found.is_empty(),
-            "posture-http must not depend on {found:?}"
-        );
-    }
-
-    #[test]
-    fn adapters_depend_on_the_domain_not_on_each_other() {
-        for adapter in ["posture-store-postgres", "posture-redis"] {
-            let deps = closure(adapter);
-            assert!(
-                deps.contains("posture-domain"),
-                "{adapter} implements the domain's ports"
-            );
-            for other in [
-                "posture-http",
-                "posture-redis",
-                "posture-delivery",
-                "actix-web",
-            ] {
-                assert!(
-                    !deps.contains(other),
-                    "{adapter} must not depend on {other}"
-                );
-            }
+        ],
+        "the domain knows no I/O",
+    );
+    forbid(
+        &mut found,
+        "posture-http",
+        &graph.closure("posture-http"),
+        &[ADAPTERS, &["diesel", "redis", "reqwest"]].concat(),
+        "the HTTP API calls ports only",
+    );
+    for adapter in ADAPTERS {
+        let deps = graph.closure(adapter);
+        if !deps.contains("posture-domain") {
+            found.push(format!("{adapter} does not implement the domain's ports"));
         }
+        let others: Vec<&str> = ADAPTERS
+            .iter()
+            .copied()
+            .filter(|a| a != adapter)
+            .chain(["posture-http", "actix-web"])
+            .collect();
+        forbid(
+            &mut found,
+            adapter,
+            &deps,
+            &others,
+            "adapters do not know each other",
+        );
+    }
+    for member in &graph.members {
+        if member != "posture-delivery"
+            && graph.shipped.get(member).copied().unwrap_or(false)
+            && graph.direct(member).contains("reqwest")
+        {
+            found.push(format!(
+                "{member} depends on reqwest: only posture-delivery sends HTTP (its client \
+                 refuses non-public addresses)"
+            ));
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rust_file_opens_with_a_module_doc() {
+        assert_eq!(module_docs(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn no_rust_file_passes_500_lines() {
+        assert_eq!(file_lengths(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn no_module_has_a_vague_name() {
+        assert_eq!(vague_modules(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_layering_holds() {
+        assert_eq!(layering().unwrap(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_layering_rules_see_the_crates_they_name() {
+        let graph = graph().unwrap();
+        for adapter in ADAPTERS {
+            assert!(graph.id(adapter).is_some(), "{adapter} is not a package");
+        }
+        assert!(graph.direct("posture-delivery").contains("reqwest"));
+        assert_eq!(graph.shipped.get("posture-delivery"), Some(&true));
+        assert_eq!(graph.shipped.get("xtask"), Some(&false));
     }
 }

@@ -1,3 +1,5 @@
+//! Rules of ingest lines: what parses, what is ignored, and what rejects a line (naming why).
+
 use super::*;
 
 const T1: &str = "8f6e2c1a-3b4d-4e5f-9a0b-1c2d3e4f5a6b";

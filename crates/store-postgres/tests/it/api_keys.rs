@@ -1,3 +1,5 @@
+//! API keys in PostgreSQL: authentication by hash, scopes, revocation and expiry.
+
 use chrono::{Duration, Utc};
 use posture_domain::{Error, Scope, ScopeSet, api_key::NewApiKey, ports::ApiKeyRepository};
 use posture_test_support::{TestDb, fixtures::customer};

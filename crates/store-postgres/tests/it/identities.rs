@@ -1,3 +1,5 @@
+//! Identities: scoped to their customer, detail with role assignments, stable paging.
+
 use posture_domain::{
     Error, PageRequest,
     identity::{AssignmentType, IdentityFilter},

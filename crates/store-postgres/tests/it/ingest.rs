@@ -1,3 +1,6 @@
+//! Analyzer passes: every record kind stored, idempotent re-ingest, new findings, and a bad
+//! line rejecting the whole pass with nothing changed.
+
 use posture_domain::{
     PageRequest, identity::IdentityFilter, ingest::IngestError, ports::IdentityRepository,
 };

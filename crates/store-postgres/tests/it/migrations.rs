@@ -1,3 +1,5 @@
+//! The migrations apply to an empty database, once.
+
 use posture_store_postgres::migrations;
 use posture_test_support::TestDb;
 

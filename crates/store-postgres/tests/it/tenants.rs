@@ -1,3 +1,5 @@
+//! Tenants: a cloud tenant connects to one customer, and a foreign one is not found.
+
 use posture_domain::{Error, PageRequest, ports::TenantRepository, tenant::NewTenant};
 use posture_test_support::{TestDb, fixtures};
 
