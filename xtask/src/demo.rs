@@ -88,7 +88,7 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     let bin = build_binaries()?;
     let postgres = match std::env::var("DATABASE_URL") {
         Ok(_) => None,
-        Err(_) => Some(crate::process::postgres("demo-postgres", "")?),
+        Err(_) => Some(crate::servers::postgres("demo-postgres", "")?),
     };
     let database_url = match &postgres {
         Some(pg) => pg.url.clone(),

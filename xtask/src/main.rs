@@ -10,6 +10,7 @@ mod gen_data;
 mod openapi;
 mod process;
 mod schema;
+mod servers;
 mod test;
 mod tidy;
 

@@ -4,7 +4,7 @@
 
 use crate::{
     files::{ensure_file_contents, project_root},
-    process::postgres,
+    servers::postgres,
 };
 
 pub fn run(check: bool) -> anyhow::Result<()> {

@@ -8,7 +8,8 @@ use std::process::Command;
 
 use crate::{
     files::project_root,
-    process::{eprintln_status, postgres, redis},
+    process::eprintln_status,
+    servers::{postgres, redis},
 };
 
 pub fn run(extra: &[String]) -> anyhow::Result<()> {

@@ -1,4 +1,4 @@
-//! The command line of `posture-api` (DESIGN.md section 5).
+//! The command line of `posture-api` (docs/operations.md, "Binaries and commands").
 
 use std::path::PathBuf;
 

@@ -8,7 +8,7 @@ use posture_config::{DatabaseArgs, SecretArgs, WebhookArgs};
 use posture_domain::rate_limit::RatePolicy;
 use posture_http::TrustedProxies;
 
-/// Rate limits (SPEC section 8).
+/// Rate limits (docs/api.md, "Rate limits").
 #[derive(Args, Clone)]
 pub struct RateLimitArgs {
     /// Requests per key (or per client address, without a valid key) per window.

@@ -25,7 +25,7 @@ pub struct RatePolicy {
 }
 
 impl RatePolicy {
-    /// SPEC section 8: 1,000 requests per key per 15 minutes.
+    /// 1,000 requests per key per 15 minutes (docs/api.md, "Rate limits").
     pub const DEFAULT: RatePolicy = RatePolicy {
         limit: 1000,
         window_secs: 900,

@@ -45,7 +45,8 @@ pub struct ApiState {
     pub metrics: Option<MetricsRender>,
     /// Serving TLS: responses carry `Strict-Transport-Security`.
     pub hsts: bool,
-    /// The OpenAPI document, rendered once ([`crate::openapi::render`]), for
+    /// The OpenAPI document, rendered once ([`crate::openapi::render`], when the binary
+    /// builds the state), for
     /// `GET /openapi.json`.
     pub contract: actix_web::web::Bytes,
 }

@@ -1,9 +1,11 @@
 //! Ingest lines and passes for tests: small builders over the operator's JSON Lines format.
 
 use posture_domain::{
-    CustomerScope,
+    CustomerScope, WebhookId,
     ingest::{IngestError, PassSummary, numbered_items},
-    ports::{CustomerRepository, IngestRepository},
+    ports::{CustomerRepository, IngestRepository, WebhookRepository},
+    secrets::{Keyring, SigningSecret},
+    webhook::{SubscriptionRequest, TargetPolicy, secret_context},
 };
 use posture_store_postgres::PgStore;
 use serde_json::{Value, json};
@@ -69,4 +71,47 @@ pub async fn customer(store: &PgStore, name: &str) -> CustomerScope {
 /// A fresh random cloud tenant id.
 pub fn tenant_id() -> String {
     uuid::Uuid::new_v4().to_string()
+}
+
+/// A new customer with one connected tenant (returned as its id), connected by a pass.
+pub async fn customer_with_tenant(store: &PgStore, name: &str) -> (CustomerScope, String) {
+    let scope = customer(store, name).await;
+    let tenant = tenant_id();
+    ingest(store, scope, &lines(&[self::tenant(&tenant, name)]))
+        .await
+        .expect("connect the tenant");
+    (scope, tenant)
+}
+
+/// An active `kind` subscription (`generic`, `slack`, `teams`) of the customer to `url` for
+/// these event types, its secret sealed with `keyring` as the API does; returns its id and
+/// signing secret. Private and `http://` receivers are allowed (tests receive on loopback).
+pub async fn subscription(
+    store: &PgStore,
+    keyring: &Keyring,
+    scope: CustomerScope,
+    url: &str,
+    kind: &str,
+    event_types: &[&str],
+) -> (WebhookId, String) {
+    let new = SubscriptionRequest {
+        name: "test".into(),
+        webhook_url: url.into(),
+        webhook_type: kind.into(),
+        event_types: event_types.iter().map(|e| (*e).to_owned()).collect(),
+    }
+    .validate(TargetPolicy {
+        allow_private: true,
+    })
+    .expect("a valid subscription");
+    let id = WebhookId::generate();
+    let secret = SigningSecret::generate().expect("a signing secret");
+    let sealed = keyring
+        .seal(&secret, &secret_context(scope.customer_id(), id))
+        .expect("seal the secret");
+    store
+        .create_subscription(scope, id, &new, &sealed, 25)
+        .await
+        .expect("create the subscription");
+    (id, secret.expose().to_owned())
 }

@@ -13,7 +13,10 @@ use super::{
     load::{Customer, Loaded},
     sql,
 };
-use crate::process::{free_port, output};
+use crate::{
+    process::{output, psql_value},
+    servers::free_port,
+};
 
 /// The `POSTURE_SECRET_KEY` of the benchmark's processes.
 pub const SECRET_KEY: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
@@ -290,7 +293,7 @@ pub fn read_routes(
     duration: Duration,
     figures: &mut Vec<Figure>,
 ) -> anyhow::Result<()> {
-    let detail_id = sql::psql_value(
+    let detail_id = psql_value(
         database_url,
         &format!(
             "SELECT id FROM findings WHERE customer_id = '{}' ORDER BY id OFFSET 1000 LIMIT 1",

@@ -7,10 +7,10 @@ use serde_json::Value;
 
 use sha2::{Digest as _, Sha256};
 
-use super::{Figure, sql};
+use super::Figure;
 use crate::{
     gen_data::{self, GenDataArgs},
-    process::{eprintln_status, output, run},
+    process::{eprintln_status, output, psql_value, run},
 };
 
 /// A customer of the loaded data with a key that reads everything.
@@ -141,7 +141,7 @@ pub fn load(
 
 /// The columns `COPY` can write (all but generated ones), comma-separated.
 fn copy_columns(url: &str, table: &str) -> anyhow::Result<String> {
-    sql::psql_value(
+    psql_value(
         url,
         &format!(
             "SELECT string_agg(quote_ident(attname), ',' ORDER BY attnum) FROM pg_attribute \
@@ -157,7 +157,7 @@ const COPY_TABLES: [&str; 2] = ["identities", "findings"];
 /// The `ALTER TABLE` that gives `bench_copy_{table}` the foreign keys of `table`, pointing
 /// at the copy of a table that is copied too and at posture's own table otherwise.
 fn copy_foreign_keys(url: &str, table: &str) -> anyhow::Result<String> {
-    let definitions = sql::psql_value(
+    let definitions = psql_value(
         url,
         &format!(
             "SELECT string_agg('ADD ' || pg_get_constraintdef(oid), ', ') FROM pg_constraint \

@@ -95,11 +95,11 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         identities: 500,
         upr_days: 0,
     };
-    let postgres = crate::process::postgres("bench-postgres", PG_SETTINGS)?;
+    let postgres = crate::servers::postgres("bench-postgres", PG_SETTINGS)?;
     let mut figures = Vec::new();
     let loaded = load::load(&bin, &postgres.url, &data, &mut figures)?;
 
-    let redis = crate::process::redis()?;
+    let redis = crate::servers::redis()?;
     let duration = Duration::from_secs(args.seconds);
 
     let server = http::Server::start(&bin, &postgres.url, None, args.pool_size)?;

@@ -79,12 +79,6 @@ pub fn pgbench(
         .with_context(|| format!("pgbench tps in:\n{text}"))
 }
 
-/// The first line `psql -At` prints for `sql`.
-pub fn psql_value(url: &str, sql: &str) -> anyhow::Result<String> {
-    let text = output(Command::new("psql").arg(url).args(["-Atc", sql]))?;
-    Ok(text.lines().next().unwrap_or_default().trim().to_owned())
-}
-
 /// `meta.total` as a per-request COUNT(*) versus the per-pass totals posture reads.
 pub fn totals(
     url: &str,

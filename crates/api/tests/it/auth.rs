@@ -1,4 +1,4 @@
-//! SPEC section 5: authentication and scopes.
+//! Authentication and scopes (docs/api.md, "Basics" and "Scopes").
 
 use chrono::{Duration, Utc};
 use posture_domain::{Scope, ports::ApiKeyRepository};

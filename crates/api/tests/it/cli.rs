@@ -1,4 +1,4 @@
-//! The operator commands, run as the real binary (DESIGN.md section 5).
+//! The operator commands, run as the real binary (docs/operations.md).
 
 use std::process::{Command, Output};
 

@@ -1,20 +1,9 @@
 //! `/metrics`: the Prometheus series of the API.
 
-use std::sync::OnceLock;
-
-use posture_config::metrics::PrometheusHandle;
 use posture_domain::Scope;
 use reqwest::StatusCode;
 
 use crate::support::TestApp;
-
-/// The process-wide recorder (installed once; every test server renders it).
-pub fn handle() -> PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE
-        .get_or_init(|| posture_config::metrics::install_recorder().unwrap())
-        .clone()
-}
 
 #[tokio::test]
 async fn metrics_expose_requests_latencies_rejections_and_the_pool() {

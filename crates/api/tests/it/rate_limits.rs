@@ -1,5 +1,5 @@
-//! SPEC section 8: per-key fixed windows shared by every instance, with headers on every
-//! response.
+//! Rate limits (docs/api.md): per-key fixed windows shared by every instance, with headers on
+//! every response.
 
 use std::{
     process::{Child, Command, Stdio},

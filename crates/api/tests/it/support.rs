@@ -30,6 +30,15 @@ pub struct TestApp {
     handle: actix_web::dev::ServerHandle,
 }
 
+/// The process-wide metrics recorder (installed once; every test server renders it).
+fn metrics_handle() -> posture_config::metrics::PrometheusHandle {
+    static HANDLE: std::sync::OnceLock<posture_config::metrics::PrometheusHandle> =
+        std::sync::OnceLock::new();
+    HANDLE
+        .get_or_init(|| posture_config::metrics::install_recorder().unwrap())
+        .clone()
+}
+
 /// The key sealing webhook secrets in tests.
 pub const TEST_SECRET_KEY: [u8; 32] = [7; 32];
 
@@ -128,7 +137,7 @@ impl TestApp {
                 webhook_policy,
                 concurrent_exports: posture_http::DEFAULT_CONCURRENT_EXPORTS,
                 metrics: Some(server::metrics_render(
-                    crate::metrics::handle(),
+                    metrics_handle(),
                     store.clone(),
                     limiter,
                 )),
@@ -157,10 +166,7 @@ impl TestApp {
 
     /// A customer with one connected tenant (returned as its id).
     pub async fn customer(&self, name: &str) -> (CustomerScope, String) {
-        let scope = fixtures::customer(&self.store, name).await;
-        let tenant = fixtures::tenant_id();
-        self.ingest(scope, &[fixtures::tenant(&tenant, name)]).await;
-        (scope, tenant)
+        fixtures::customer_with_tenant(&self.store, name).await
     }
 
     /// A customer with one tenant holding one of each resource: identity `u1` (scored 70

@@ -6,9 +6,8 @@ use posture_delivery::{Worker, WorkerConfig};
 use posture_domain::{
     CustomerScope, WebhookId,
     delivery::{Delivery, RetryPolicy},
-    ports::{DeliveryRepository, WebhookRepository},
-    secrets::{Keyring, SigningSecret},
-    webhook::{NewSubscription, SubscriptionRequest, TargetPolicy, secret_context},
+    ports::DeliveryRepository,
+    secrets::Keyring,
 };
 use posture_store_postgres::PgStore;
 use posture_test_support::{TestDb, fixtures};
@@ -37,18 +36,11 @@ impl Setup {
         }
     }
 
-    /// A customer with one tenant.
+    /// A customer with one tenant and identity `u1` (whom the findings are about).
     pub async fn customer(&self, name: &str) -> (CustomerScope, String) {
-        let scope = fixtures::customer(&self.store, name).await;
-        let tenant = fixtures::tenant_id();
-        self.pass(
-            scope,
-            &[
-                fixtures::tenant(&tenant, name),
-                fixtures::identity("u1", &tenant, "Ada"),
-            ],
-        )
-        .await;
+        let (scope, tenant) = fixtures::customer_with_tenant(&self.store, name).await;
+        self.pass(scope, &[fixtures::identity("u1", &tenant, "Ada")])
+            .await;
         (scope, tenant)
     }
 
@@ -79,28 +71,7 @@ impl Setup {
         kind: &str,
         event_types: &[&str],
     ) -> (WebhookId, String) {
-        let request = SubscriptionRequest {
-            name: "test".into(),
-            webhook_url: url.into(),
-            webhook_type: kind.into(),
-            event_types: event_types.iter().map(|e| (*e).to_owned()).collect(),
-        };
-        let new: NewSubscription = request
-            .validate(TargetPolicy {
-                allow_private: true,
-            })
-            .unwrap();
-        let id = WebhookId::generate();
-        let secret = SigningSecret::generate().unwrap();
-        let sealed = self
-            .keyring
-            .seal(&secret, &secret_context(scope.customer_id(), id))
-            .unwrap();
-        self.store
-            .create_subscription(scope, id, &new, &sealed, 25)
-            .await
-            .unwrap();
-        (id, secret.expose().to_owned())
+        fixtures::subscription(&self.store, &self.keyring, scope, url, kind, event_types).await
     }
 
     /// The usual start of a delivery test: `url` subscribed to `finding_{severity}`, then a

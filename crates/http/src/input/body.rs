@@ -28,9 +28,13 @@ impl Body {
     pub const fn json<T: JsonSchema>(description: &'static str) -> Self {
         Self {
             description,
-            schema: crate::routes::schema::<T>,
+            schema: body_schema::<T>,
         }
     }
+}
+
+fn body_schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
+    generator.subschema_for::<T>()
 }
 
 fn too_large() -> ApiError {

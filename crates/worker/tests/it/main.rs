@@ -10,11 +10,7 @@ use std::{
 
 use base64::Engine as _;
 use posture_domain::{
-    CustomerScope, WebhookId,
-    delivery::DeliveryStatus,
-    ports::{DeliveryRepository, WebhookRepository},
-    secrets::{Keyring, SigningSecret},
-    webhook::{SubscriptionRequest, TargetPolicy, secret_context},
+    CustomerScope, delivery::DeliveryStatus, ports::DeliveryRepository, secrets::Keyring,
 };
 use posture_store_postgres::PgStore;
 use posture_test_support::{TestDb, fixtures};
@@ -24,40 +20,24 @@ use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
 const KEY: [u8; 32] = [3; 32];
 
 async fn customer_with_subscription(store: &PgStore, url: &str) -> (CustomerScope, String) {
-    let scope = fixtures::customer(store, "A").await;
-    let tenant = fixtures::tenant_id();
+    let (scope, tenant) = fixtures::customer_with_tenant(store, "A").await;
     fixtures::ingest(
         store,
         scope,
-        &fixtures::lines(&[
-            fixtures::tenant(&tenant, "A"),
-            fixtures::identity("u1", &tenant, "Ada"),
-        ]),
+        &fixtures::lines(&[fixtures::identity("u1", &tenant, "Ada")]),
     )
     .await
     .unwrap();
-    let new = SubscriptionRequest {
-        name: "test".into(),
-        webhook_url: url.into(),
-        webhook_type: "generic".into(),
-        event_types: vec!["finding_critical".into()],
-    }
-    .validate(TargetPolicy {
-        allow_private: true,
-    })
-    .unwrap();
-    let id = WebhookId::generate();
     let keyring = Keyring::new(&KEY, &[]).unwrap();
-    let sealed = keyring
-        .seal(
-            &SigningSecret::generate().unwrap(),
-            &secret_context(scope.customer_id(), id),
-        )
-        .unwrap();
-    store
-        .create_subscription(scope, id, &new, &sealed, 25)
-        .await
-        .unwrap();
+    fixtures::subscription(
+        store,
+        &keyring,
+        scope,
+        url,
+        "generic",
+        &["finding_critical"],
+    )
+    .await;
     (scope, tenant)
 }
 

@@ -4,7 +4,8 @@
 //! 1. Every Rust file opens with a `//!` line saying what it is for (tests too).
 //! 2. No Rust file passes 500 lines.
 //! 3. No module is called `util`, `utils`, `helpers` or `common`: a name says what it holds.
-//! 4. The layering of ARCHITECTURE.md, read from `cargo metadata` (once per process):
+//! 4. No circles between the modules under one parent (`cycles.rs`).
+//! 5. The layering of ARCHITECTURE.md, read from `cargo metadata` (once per process):
 //!    `posture-domain` knows no I/O technology; `posture-http` no adapter; every adapter
 //!    (`store-postgres`, `redis`, `delivery`) depends on the domain and on no other adapter;
 //!    and of the shipped crates only `posture-delivery` depends on reqwest (the SSRF-safe
@@ -21,6 +22,8 @@ use anyhow::{Context as _, bail};
 use serde_json::Value;
 
 use crate::{files::project_root, process::eprintln_status};
+
+mod cycles;
 
 /// Longest a Rust file may be.
 const MAX_LINES: usize = 500;
@@ -39,6 +42,7 @@ pub fn run() -> anyhow::Result<()> {
         module_docs(),
         file_lengths(),
         vague_modules(),
+        module_cycles(),
         layering().context("reading cargo metadata")?,
     ]
     .concat();
@@ -134,6 +138,40 @@ fn vague_modules() -> Vec<String> {
                 found.push(format!("{}: declares `mod {name}`", shown(&path)));
             }
         }
+    }
+    found
+}
+
+/// Circles between modules, crate root by crate root (`src/` of each package, each test
+/// binary's directory, xtask).
+fn module_cycles() -> Vec<String> {
+    let files = rust_files();
+    let roots: Vec<PathBuf> = files
+        .iter()
+        .filter(|f| {
+            f.file_name()
+                .is_some_and(|n| n == "lib.rs" || n == "main.rs")
+        })
+        .filter_map(|f| f.parent().map(Path::to_path_buf))
+        .collect();
+    let mut found = Vec::new();
+    for root in &roots {
+        // The files of this root, not of a deeper root (a test binary inside `src/`).
+        let mine: Vec<PathBuf> = files
+            .iter()
+            .filter(|f| {
+                f.starts_with(root)
+                    && !roots.iter().any(|other| {
+                        other != root && other.starts_with(root) && f.starts_with(other)
+                    })
+            })
+            .cloned()
+            .collect();
+        found.extend(
+            cycles::cycles(root, &mine)
+                .into_iter()
+                .map(|c| c.replace(&format!("{}/", project_root().display()), "")),
+        );
     }
     found
 }
@@ -238,10 +276,10 @@ impl Graph {
         let mut stack: Vec<&String> = self.id(name).into_iter().collect();
         while let Some(id) = stack.pop() {
             for dep in self.deps.get(id).into_iter().flatten() {
-                if let Some(dep_name) = self.names.get(dep) {
-                    if seen.insert(dep_name.as_str()) {
-                        stack.push(dep);
-                    }
+                if let Some(dep_name) = self.names.get(dep)
+                    && seen.insert(dep_name.as_str())
+                {
+                    stack.push(dep);
                 }
             }
         }
@@ -340,6 +378,11 @@ mod tests {
     #[test]
     fn no_module_has_a_vague_name() {
         assert_eq!(vague_modules(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn no_modules_depend_on_each_other_in_a_circle() {
+        assert_eq!(module_cycles(), Vec::<String>::new());
     }
 
     #[test]
