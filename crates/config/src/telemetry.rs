@@ -1,9 +1,24 @@
 //! Logging, set up once per process: a tracing subscriber writing to stderr (stdout is for
 //! command output), as text or JSON.
+//!
+//! A client's protocol error is not a server error: actix-http ends a connection whose
+//! request line or header is malformed, whose head is too large or that sends too slowly
+//! with an `ERROR` event "stream error", after logging the cause at `trace` level (target
+//! `actix_http::h1::dispatcher`). Those `ERROR` events are counted
+//! (`posture_http_protocol_errors_total`) and not written; `POSTURE_LOG=actix_http=trace`
+//! shows each cause.
 
 use std::io::IsTerminal as _;
 
-use tracing_subscriber::{EnvFilter, fmt};
+use tracing::{Event, Level, Metadata, field::Field};
+use tracing_subscriber::{
+    EnvFilter, Layer as _,
+    field::Visit,
+    filter::FilterExt as _,
+    fmt,
+    layer::{Context, Filter, SubscriberExt as _},
+    util::SubscriberInitExt as _,
+};
 
 use crate::{LogArgs, LogFormat};
 
@@ -13,21 +28,66 @@ pub fn init(args: &LogArgs) {
         Ok(filter) => (filter, None),
         Err(e) => (EnvFilter::new("info"), Some(e)),
     };
-    let builder = fmt()
-        .with_env_filter(filter)
+    let layer = fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
-    let installed = match args.format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder
+    let layer = match args.format {
+        LogFormat::Text => layer.boxed(),
+        LogFormat::Json => layer
             .json()
             .flatten_event(true)
             .with_current_span(true)
-            .try_init(),
+            .boxed(),
     };
+    let installed = tracing_subscriber::registry()
+        .with(layer.with_filter(filter.and(NotProtocolErrors)))
+        .try_init();
     if installed.is_ok()
         && let Some(e) = bad_filter
     {
         tracing::warn!(filter = %args.filter, error = %e, "invalid POSTURE_LOG; using info");
+    }
+}
+
+/// The target of actix-http's HTTP/1 connection events.
+const DISPATCHER: &str = "actix_http::h1::dispatcher";
+
+/// Lets every event through but actix-http's "stream error" (see the module doc).
+struct NotProtocolErrors;
+
+impl NotProtocolErrors {
+    fn is_protocol_error(event: &Event<'_>) -> bool {
+        let meta = event.metadata();
+        if meta.target() != DISPATCHER || *meta.level() != Level::ERROR {
+            return false;
+        }
+        let mut message = Message(false);
+        event.record(&mut message);
+        message.0
+    }
+}
+
+/// Whether an event's message is a dispatcher "stream error".
+struct Message(bool);
+
+impl Visit for Message {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}").starts_with("stream error");
+        }
+    }
+}
+
+impl<S> Filter<S> for NotProtocolErrors {
+    fn enabled(&self, _: &Metadata<'_>, _: &Context<'_, S>) -> bool {
+        true
+    }
+
+    fn event_enabled(&self, event: &Event<'_>, _: &Context<'_, S>) -> bool {
+        if Self::is_protocol_error(event) {
+            metrics::counter!("posture_http_protocol_errors_total").increment(1);
+            return false;
+        }
+        true
     }
 }

@@ -82,3 +82,64 @@ async fn rate_limit_rejections_are_counted() {
         "{text}"
     );
 }
+
+/// The label values of `label` across the `posture_http_*` series.
+fn label_values(text: &str, label: &str) -> std::collections::BTreeSet<String> {
+    let prefix = format!("{label}=\"");
+    text.lines()
+        .filter(|l| l.starts_with("posture_http_"))
+        .filter_map(|l| {
+            let start = l.find(&prefix)? + prefix.len();
+            let end = start + l[start..].find('"')?;
+            Some(l[start..end].to_owned())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn made_up_methods_and_paths_add_no_series() {
+    use posture_http::routes::ENDPOINTS;
+    use reqwest::Method;
+
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    for i in 0..1000u32 {
+        let method = Method::from_bytes(format!("XQ{i}").as_bytes()).unwrap();
+        let path = match i % 4 {
+            0 => format!("/zz{i}"),
+            1 => format!("/api/v1/zz{i}"),
+            2 => format!("/api/v1/findings/zz{i}"),
+            _ => "/api/v1/identities".to_owned(),
+        };
+        let status = app
+            .client
+            .request(method, app.url(&path))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert!(status.is_client_error(), "{path}: {status}");
+    }
+    let text = app.get_public_text("/metrics").await;
+    assert!(!text.contains("XQ"), "a made-up method became a label");
+    assert!(!text.contains("zz"), "a made-up path became a label");
+    let methods = label_values(&text, "method");
+    assert!(methods.contains("OTHER"), "{methods:?}");
+    let known = [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH", "OTHER",
+    ];
+    assert!(
+        methods.iter().all(|m| known.contains(&m.as_str())),
+        "{methods:?}"
+    );
+    let templates: Vec<String> = ENDPOINTS.iter().map(|e| e.full_path()).collect();
+    let fixed = ["unmatched", "/healthz", "/readyz", "/metrics"];
+    for route in label_values(&text, "route") {
+        assert!(
+            templates.contains(&route) || fixed.contains(&route.as_str()),
+            "route label {route:?} is not a template of the table"
+        );
+    }
+}

@@ -25,6 +25,10 @@ struct ApiProcess {
 
 impl ApiProcess {
     fn spawn(database_url: &str, extra: &[(&str, &str)]) -> Self {
+        Self::spawn_with_stderr(database_url, extra, Stdio::inherit())
+    }
+
+    fn spawn_with_stderr(database_url: &str, extra: &[(&str, &str)], stderr: Stdio) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -41,7 +45,8 @@ impl ApiProcess {
             )
             .env("POSTURE_WORKERS", "1")
             .env("POSTURE_LOG", "warn")
-            .stdin(Stdio::null());
+            .stdin(Stdio::null())
+            .stderr(stderr);
         for (k, v) in extra {
             command.env(k, v);
         }
@@ -268,4 +273,53 @@ async fn https_serving_works_with_a_self_signed_certificate_and_sends_hsts() {
     );
     handle.stop(false).await;
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_client_protocol_error_is_answered_and_never_logged_as_an_error() {
+    use std::io::{Read as _, Write as _};
+
+    let app = TestApp::start().await;
+    let log = std::env::temp_dir().join(format!("posture-protocol-{}.log", uuid::Uuid::new_v4()));
+    let api = ApiProcess::spawn_with_stderr(
+        app.db.url(),
+        &[("POSTURE_LOG", "info")],
+        Stdio::from(std::fs::File::create(&log).unwrap()),
+    );
+    let addr = api.base.trim_start_matches("http://").to_owned();
+    let huge_header = format!(
+        "GET /healthz HTTP/1.1\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(64 * 1024)
+    );
+    for request in [
+        "BREW\u{1} /x HTTP/1.1\r\n\r\n".to_owned(),
+        "GET / HTTP/9.9\r\nHost: x\r\n\r\n".to_owned(),
+        "GET /healthz HTTP/1.1\r\nBad Header\r\n\r\n".to_owned(),
+        huge_header,
+    ] {
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let _ = stream.write_all(request.as_bytes());
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(
+            answer.starts_with("HTTP/1.1 400") || answer.starts_with("HTTP/1.1 431"),
+            "{request:.40}: {answer:.80}"
+        );
+    }
+    // The server still serves, and said nothing at ERROR level about its clients' mistakes.
+    let healthy = client()
+        .get(format!("{}/healthz", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(healthy.status(), StatusCode::OK);
+    drop(api);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    assert!(!logged.contains("ERROR"), "{logged}");
+    assert!(logged.contains("posture-api listening"), "{logged}");
 }

@@ -291,6 +291,18 @@ impl TestApp {
             .unwrap()
     }
 
+    /// GET without a key; returns the text body.
+    pub async fn get_public_text(&self, path: &str) -> String {
+        self.client
+            .get(self.url(path))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// GET with the key, expecting `status`; returns the JSON body.
     pub async fn get_json(&self, path: &str, key: &str, status: StatusCode) -> Value {
         let response = self.get(path, key).await;
