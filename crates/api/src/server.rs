@@ -172,6 +172,8 @@ pub fn metrics_render(
         metrics::counter!("posture_key_cache_lookups_total", "result" => "hit").absolute(keys.hits);
         metrics::counter!("posture_key_cache_lookups_total", "result" => "miss")
             .absolute(keys.misses);
+        metrics::counter!("posture_key_cache_lookups_total", "result" => "unknown")
+            .absolute(keys.unknown_hits);
         metrics::gauge!("posture_key_cache_live").set(if keys.live { 1.0 } else { 0.0 });
         let degraded = matches!(limiter.state(), LimiterState::Degraded { .. });
         metrics::gauge!("posture_rate_limiter_degraded").set(if degraded { 1.0 } else { 0.0 });

@@ -141,6 +141,26 @@ pub trait ApiKeyRepository: Send + Sync {
     /// The principal of the key with this hash, if it is neither revoked nor expired now.
     /// Must see a revocation as soon as it is committed.
     async fn authenticate(&self, hash: &KeyHash) -> Result<Option<Principal>>;
+    /// What this process knows of the key without asking the store: a valid key it
+    /// authenticated lately (and still may serve), a key it found unknown lately, or
+    /// nothing. Lets the gate refuse floods of unknown keys before they cost a query.
+    fn known_key(&self, _hash: &KeyHash) -> KnownKey {
+        KnownKey::Unseen
+    }
+}
+
+/// What a serving process knows of a presented key without asking the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KnownKey {
+    /// A valid key, and whose.
+    Valid(Principal),
+    /// Looked up moments ago and found to be no valid key.
+    Unknown,
+    /// Valid when this process last saw it, but not served from memory now: only the store
+    /// can tell, and the lookup is worth it whatever the caller's address did.
+    Recent,
+    /// Not known here: only the store can tell.
+    Unseen,
 }
 
 /// Webhook subscriptions. Reads see active subscriptions only: a deactivated one is kept

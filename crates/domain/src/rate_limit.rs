@@ -7,7 +7,7 @@
 //! while Redis is unreachable); `posture-redis` shares them between instances.
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     fmt,
     sync::Mutex,
     time::{SystemTime, UNIX_EPOCH},
@@ -109,6 +109,9 @@ pub enum LimiterState {
 pub trait RateLimiter: Send + Sync {
     /// Counts one request of `bucket` and decides on it.
     async fn check(&self, bucket: &RateBucket) -> Result<RateDecision>;
+    /// Whether `bucket` has a request left in its current window, without counting one
+    /// (the gate asks before paying for a key lookup).
+    async fn has_budget(&self, bucket: &RateBucket) -> Result<bool>;
     /// The limiter's current state.
     fn state(&self) -> LimiterState;
 }
@@ -120,22 +123,85 @@ pub fn epoch_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Counters in this process. Memory is bounded: entries of past windows are dropped when
-/// a new window starts, and past [`InProcessRateLimiter::MAX_BUCKETS`] buckets in one window
-/// the oldest entries are dropped (their counts restart).
+/// Counters in this process. Memory is bounded: entries of past windows are dropped when a
+/// new window starts; within a window at most [`InProcessRateLimiter::MAX_ADDRESSES`]
+/// address buckets are kept, the least recently used going first (an address that comes
+/// back starts from zero), and key buckets are never dropped to make room for addresses
+/// (there are only as many as valid keys; past [`InProcessRateLimiter::MAX_KEYS`] the least
+/// recently used key bucket goes).
 pub struct InProcessRateLimiter {
     policy: RatePolicy,
     counters: Mutex<Counters>,
 }
 
+/// Counts per bucket with least-recently-used eviction.
+#[derive(Default)]
+struct Lru {
+    /// Bucket → (count, tick of its last use).
+    counts: HashMap<RateBucket, (u64, u64)>,
+    /// Tick → bucket, oldest first.
+    by_use: BTreeMap<u64, RateBucket>,
+}
+
+impl Lru {
+    fn get(&self, bucket: &RateBucket) -> u64 {
+        self.counts.get(bucket).map_or(0, |(count, _)| *count)
+    }
+
+    /// Adds one to `bucket` at `tick`, evicting the least recently used past `capacity`.
+    fn increment(&mut self, bucket: &RateBucket, tick: u64, capacity: usize) -> u64 {
+        let count = match self.counts.get_mut(bucket) {
+            Some((count, last)) => {
+                self.by_use.remove(last);
+                *last = tick;
+                *count += 1;
+                *count
+            }
+            None => {
+                while self.counts.len() >= capacity {
+                    let Some((_, oldest)) = self.by_use.pop_first() else {
+                        break;
+                    };
+                    self.counts.remove(&oldest);
+                }
+                self.counts.insert(bucket.clone(), (1, tick));
+                1
+            }
+        };
+        self.by_use.insert(tick, bucket.clone());
+        count
+    }
+
+    fn clear(&mut self) {
+        self.counts.clear();
+        self.by_use.clear();
+    }
+}
+
 #[derive(Default)]
 struct Counters {
     window: u64,
-    counts: HashMap<String, u64>,
+    tick: u64,
+    keys: Lru,
+    addresses: Lru,
+}
+
+impl Counters {
+    /// Starts window `window` afresh if it is a new one.
+    fn enter(&mut self, window: u64) {
+        if self.window != window {
+            self.window = window;
+            self.keys.clear();
+            self.addresses.clear();
+        }
+    }
 }
 
 impl InProcessRateLimiter {
-    pub const MAX_BUCKETS: usize = 100_000;
+    /// Address buckets kept per window.
+    pub const MAX_ADDRESSES: usize = 100_000;
+    /// Key buckets kept per window.
+    pub const MAX_KEYS: usize = 100_000;
 
     pub fn new(policy: RatePolicy) -> Self {
         Self {
@@ -148,24 +214,40 @@ impl InProcessRateLimiter {
         self.policy
     }
 
+    fn counters(&self) -> std::sync::MutexGuard<'_, Counters> {
+        self.counters
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// Counts one request of `bucket` at `now` (epoch seconds).
     pub fn check_at(&self, bucket: &RateBucket, now: u64) -> RateDecision {
         let (window, reset_at) = self.policy.window(now);
-        let mut counters = self
-            .counters
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if counters.window != window {
-            counters.window = window;
-            counters.counts.clear();
-        }
-        let name = bucket.to_string();
-        if counters.counts.len() >= Self::MAX_BUCKETS && !counters.counts.contains_key(&name) {
-            counters.counts.clear();
-        }
-        let count = counters.counts.entry(name).or_insert(0);
-        *count += 1;
-        self.policy.decide(*count, reset_at, now)
+        let mut counters = self.counters();
+        counters.enter(window);
+        counters.tick += 1;
+        let tick = counters.tick;
+        let count = match bucket {
+            RateBucket::Key(_) => counters.keys.increment(bucket, tick, Self::MAX_KEYS),
+            RateBucket::Address(_) => {
+                counters
+                    .addresses
+                    .increment(bucket, tick, Self::MAX_ADDRESSES)
+            }
+        };
+        self.policy.decide(count, reset_at, now)
+    }
+
+    /// Whether `bucket` has a request left at `now`, without counting one.
+    pub fn has_budget_at(&self, bucket: &RateBucket, now: u64) -> bool {
+        let (window, _) = self.policy.window(now);
+        let mut counters = self.counters();
+        counters.enter(window);
+        let count = match bucket {
+            RateBucket::Key(_) => counters.keys.get(bucket),
+            RateBucket::Address(_) => counters.addresses.get(bucket),
+        };
+        count < u64::from(self.policy.limit)
     }
 }
 
@@ -173,6 +255,10 @@ impl InProcessRateLimiter {
 impl RateLimiter for InProcessRateLimiter {
     async fn check(&self, bucket: &RateBucket) -> Result<RateDecision> {
         Ok(self.check_at(bucket, epoch_secs()))
+    }
+
+    async fn has_budget(&self, bucket: &RateBucket) -> Result<bool> {
+        Ok(self.has_budget_at(bucket, epoch_secs()))
     }
 
     fn state(&self) -> LimiterState {
@@ -224,6 +310,68 @@ mod tests {
         }
         assert!(!limiter.check_at(&a, 5).allowed);
         assert_eq!(limiter.check_at(&b, 5).remaining, 2);
+    }
+
+    #[test]
+    fn budget_is_read_without_counting() {
+        let limiter = InProcessRateLimiter::new(POLICY);
+        let address = RateBucket::Address("192.0.2.1".into());
+        for _ in 0..3 {
+            assert!(limiter.has_budget_at(&address, 5));
+            limiter.check_at(&address, 5);
+        }
+        assert!(!limiter.has_budget_at(&address, 5));
+        assert!(
+            limiter.has_budget_at(&address, 60),
+            "a new window has budget"
+        );
+    }
+
+    #[test]
+    fn a_full_limiter_forgets_the_least_recently_used_address_never_a_key() {
+        let limiter = InProcessRateLimiter::new(POLICY);
+        let key = RateBucket::Key(KeyId::generate());
+        let busy = RateBucket::Address("192.0.2.1".into());
+        limiter.check_at(&key, 5);
+        for i in 0..InProcessRateLimiter::MAX_ADDRESSES + 10 {
+            if i % 1000 == 0 {
+                // The busy address stays recently used, so it is never the one evicted.
+                limiter.check_at(&busy, 5);
+            }
+            limiter.check_at(&RateBucket::Address(format!("a{i}")), 5);
+        }
+        let counters = limiter.counters();
+        assert_eq!(
+            counters.addresses.counts.len(),
+            InProcessRateLimiter::MAX_ADDRESSES
+        );
+        assert_eq!(counters.keys.get(&key), 1, "the key bucket was kept");
+        assert_eq!(
+            counters.addresses.get(&busy),
+            101,
+            "the busy address was kept"
+        );
+        assert_eq!(
+            counters.addresses.get(&RateBucket::Address("a0".into())),
+            0,
+            "the least recently used address went"
+        );
+    }
+
+    #[test]
+    fn the_least_recently_used_address_goes_first() {
+        let mut lru = Lru::default();
+        let a = RateBucket::Address("a".into());
+        let b = RateBucket::Address("b".into());
+        let c = RateBucket::Address("c".into());
+        lru.increment(&a, 1, 2);
+        lru.increment(&b, 2, 2);
+        lru.increment(&a, 3, 2);
+        lru.increment(&c, 4, 2);
+        assert_eq!(lru.get(&a), 2, "used last but one: kept");
+        assert_eq!(lru.get(&b), 0, "least recently used: evicted");
+        assert_eq!(lru.get(&c), 1);
+        assert_eq!(lru.by_use.len(), 2);
     }
 
     #[test]

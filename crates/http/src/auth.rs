@@ -1,9 +1,9 @@
 //! Authentication and authorization.
 //!
-//! [`authenticate`] verifies `Authorization: Bearer <key>`: the key's form and checksum are
-//! checked first (no lookup for a made-up key), then its SHA-256 is looked up among
-//! unrevoked, unexpired keys on every request, so a revocation applies at once. The gate
-//! (`gate.rs`) puts the resulting [`Principal`] into the request's extensions. Each route's required scope
+//! [`presented_key`] reads `Authorization: Bearer <key>`: the key's form and checksum are
+//! checked first (no lookup for a made-up key); the gate (`gate.rs`) then has its SHA-256
+//! looked up among unrevoked, unexpired keys, so a revocation applies at once, and puts the
+//! resulting [`Principal`] into the request's extensions. Each route's required scope
 //! is checked by a per-route middleware built from the route table ([`authorize`]), so
 //! a route cannot be registered without its scope. Handlers get the caller through
 //! [`Caller`], which exists only after authentication.
@@ -15,9 +15,9 @@ use actix_web::{
     dev::{Payload, ServiceRequest},
     http::header::{AUTHORIZATION, HeaderMap},
 };
-use posture_domain::{ApiKeySecret, CustomerScope, Principal, Scope};
+use posture_domain::{ApiKeySecret, CustomerScope, KeyHash, Principal, Scope};
 
-use crate::{error::ApiError, state::ApiState};
+use crate::error::ApiError;
 
 /// The authenticated caller of a request.
 pub struct Caller(Principal);
@@ -51,20 +51,12 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// Verifies the request's key.
-pub(crate) async fn authenticate(
-    state: &ApiState,
-    headers: &HeaderMap,
-) -> Result<Principal, ApiError> {
-    let secret = bearer_token(headers)
+/// The hash of the presented key, if the request presents one of a valid form (checksum
+/// included: a made-up key costs no lookup).
+pub(crate) fn presented_key(headers: &HeaderMap) -> Option<KeyHash> {
+    bearer_token(headers)
         .and_then(ApiKeySecret::parse)
-        .ok_or(ApiError::Unauthorized)?;
-    state
-        .ports
-        .keys
-        .authenticate(&secret.hash())
-        .await?
-        .ok_or(ApiError::Unauthorized)
+        .map(|secret| secret.hash())
 }
 
 /// The route's scope check (run by the per-route middleware of the route table): the caller

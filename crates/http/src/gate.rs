@@ -1,13 +1,22 @@
-//! The gate of `/api/v1`: authentication, then the rate limit, then the route.
+//! The gate of `/api/v1`: authentication and the rate limit, before the route.
 //!
-//! 1. A route that needs a key authenticates the request (`auth.rs`).
-//! 2. The request is counted: against its key's bucket when the key is valid, otherwise
-//!    against the client address's bucket (so guessing keys is throttled like any other
-//!    unauthenticated traffic). Every request counts, refused ones included.
-//! 3. Over the limit: 429 with `Retry-After`. Otherwise a failed authentication is answered
+//! 1. A public route counts against the client address's bucket.
+//! 2. A request without a key of valid form (none, malformed, bad checksum) counts against
+//!    its address and is refused (401): no lookup.
+//! 3. A key this process knows (`ApiKeyRepository::known_key`) costs no query: a valid one
+//!    counts against its key's bucket, one found unknown moments ago against its address
+//!    (401).
+//! 4. A key it does not know costs a query, so it is looked up only while the client
+//!    address has budget left (read without counting): an address over its limit gets 429
+//!    and no lookup. A flood of made-up keys from one address therefore stops reaching
+//!    PostgreSQL once the address's budget is spent. A key found valid counts against its
+//!    own bucket; one found unknown against the address. Keys this process saw valid lately
+//!    are looked up whatever their address's budget (`KnownKey::Recent`), so a flood from a
+//!    shared address (a NAT) does not lock out the keys already in use behind it.
+//! 5. Over the limit: 429 with `Retry-After`. Otherwise a failed authentication is answered
 //!    (401), or the route runs (which checks its scope).
 //!
-//! Every response of `/api/v1` carries the headers of the bucket it counted against:
+//! Every response of `/api/v1` carries the headers of the bucket it counted against last:
 //! `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (epoch seconds of the
 //! window's end), and the IETF draft fields `RateLimit-Policy` and `RateLimit`.
 
@@ -19,9 +28,15 @@ use actix_web::{
     middleware::Next,
     web,
 };
-use posture_domain::rate_limit::{RateBucket, RateDecision};
+use posture_domain::{
+    Principal,
+    ports::KnownKey,
+    rate_limit::{RateBucket, RateDecision},
+};
 
-use crate::{auth::authenticate, client_ip::bucket_name, error::ApiError, routes, state::ApiState};
+use crate::{
+    auth::presented_key, client_ip::bucket_name, error::ApiError, routes, state::ApiState,
+};
 
 const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 const X_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
@@ -66,25 +81,25 @@ fn set_headers(headers: &mut HeaderMap, bucket: &RateBucket, d: &RateDecision) {
     }
 }
 
-pub(crate) async fn gate(
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, Error> {
-    let Some(state) = req.app_data::<web::Data<ApiState>>().cloned() else {
-        return Ok(req.error_response(ApiError::Internal).map_into_right_body());
-    };
-    let (bucket, refusal) = if routes::is_public(req.path()) {
-        (address_bucket(&req, &state), None)
-    } else {
-        match authenticate(&state, req.headers()).await {
-            Ok(principal) => {
-                let bucket = RateBucket::Key(principal.key_id());
-                req.extensions_mut().insert(principal);
-                (bucket, None)
-            }
-            Err(e) => (address_bucket(&req, &state), Some(e)),
-        }
-    };
+/// One request counted against one bucket.
+struct Counted {
+    bucket: RateBucket,
+    /// `None` when the limiter failed (a bug: the request is let through uncounted).
+    decision: Option<RateDecision>,
+}
+
+impl Counted {
+    fn over_limit(&self) -> Option<ApiError> {
+        let decision = self.decision.as_ref().filter(|d| !d.allowed)?;
+        metrics::counter!("posture_rate_limit_rejections_total", "policy" => self.bucket.policy_name())
+            .increment(1);
+        Some(ApiError::RateLimited {
+            retry_after: decision.retry_after,
+        })
+    }
+}
+
+async fn count(state: &ApiState, bucket: RateBucket) -> Counted {
     let decision = match state.ports.limiter.check(&bucket).await {
         Ok(decision) => Some(decision),
         Err(e) => {
@@ -93,20 +108,87 @@ pub(crate) async fn gate(
             None
         }
     };
-    let mut response = match (decision, refusal) {
-        (Some(d), _) if !d.allowed => {
-            metrics::counter!("posture_rate_limit_rejections_total", "policy" => bucket.policy_name())
-                .increment(1);
-            req.error_response(ApiError::RateLimited {
-                retry_after: d.retry_after,
-            })
-            .map_into_right_body()
-        }
-        (_, Some(refusal)) => req.error_response(refusal).map_into_right_body(),
-        (_, None) => next.call(req).await?.map_into_left_body(),
+    Counted { bucket, decision }
+}
+
+/// Whether the bucket has a request left (a limiter failure counts as yes, as in `count`).
+async fn has_budget(state: &ApiState, bucket: &RateBucket) -> bool {
+    state.ports.limiter.has_budget(bucket).await.unwrap_or(true)
+}
+
+/// Authenticates and counts the request: its principal (if the key is valid), the count
+/// its headers report, and the refusal to answer instead of the route (if any).
+async fn admit(
+    req: &ServiceRequest,
+    state: &ApiState,
+) -> (Option<Principal>, Counted, Option<ApiError>) {
+    if routes::is_public(req.path()) {
+        let counted = count(state, address_bucket(req, state)).await;
+        let refusal = counted.over_limit();
+        return (None, counted, refusal);
+    }
+    let Some(hash) = presented_key(req.headers()) else {
+        let counted = count(state, address_bucket(req, state)).await;
+        let refusal = counted.over_limit().or(Some(ApiError::Unauthorized));
+        return (None, counted, refusal);
     };
-    if let Some(decision) = &decision {
-        set_headers(response.headers_mut(), &bucket, decision);
+    match state.ports.keys.known_key(&hash) {
+        KnownKey::Valid(principal) => {
+            let counted = count(state, RateBucket::Key(principal.key_id())).await;
+            let refusal = counted.over_limit();
+            (Some(principal), counted, refusal)
+        }
+        KnownKey::Unknown => {
+            let counted = count(state, address_bucket(req, state)).await;
+            let refusal = counted.over_limit().or(Some(ApiError::Unauthorized));
+            (None, counted, refusal)
+        }
+        known @ (KnownKey::Unseen | KnownKey::Recent) => {
+            let address = address_bucket(req, state);
+            if known == KnownKey::Unseen && !has_budget(state, &address).await {
+                let counted = count(state, address).await;
+                let refusal = counted.over_limit().or(Some(ApiError::Unauthorized));
+                return (None, counted, refusal);
+            }
+            match state.ports.keys.authenticate(&hash).await {
+                Ok(Some(principal)) => {
+                    let counted = count(state, RateBucket::Key(principal.key_id())).await;
+                    let refusal = counted.over_limit();
+                    (Some(principal), counted, refusal)
+                }
+                Ok(None) => {
+                    let counted = count(state, address).await;
+                    let refusal = counted.over_limit().or(Some(ApiError::Unauthorized));
+                    (None, counted, refusal)
+                }
+                Err(e) => {
+                    let counted = count(state, address).await;
+                    (None, counted, Some(e.into()))
+                }
+            }
+        }
+    }
+}
+
+pub(crate) async fn gate(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, Error> {
+    let Some(state) = req.app_data::<web::Data<ApiState>>().cloned() else {
+        return Ok(req.error_response(ApiError::Internal).map_into_right_body());
+    };
+    let (principal, counted, refusal) = admit(&req, &state).await;
+    let mut response = match refusal {
+        Some(refusal) => req.error_response(refusal).map_into_right_body(),
+        None => {
+            if let Some(principal) = principal {
+                req.extensions_mut().insert(principal);
+            }
+            next.call(req).await?.map_into_left_body()
+        }
+    };
+    if let Some(decision) = &counted.decision {
+        set_headers(response.headers_mut(), &counted.bucket, decision);
     }
     Ok(response)
 }

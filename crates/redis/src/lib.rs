@@ -37,6 +37,16 @@ end
 return {count, reset, now}
 ";
 
+/// The count of the current window, without counting: returns count.
+const PEEK_SCRIPT: &str = r"
+local time = redis.call('TIME')
+local now = tonumber(time[1])
+local window = tonumber(ARGV[1])
+local index = math.floor(now / window)
+local count = redis.call('GET', KEYS[1] .. ':' .. index)
+return tonumber(count or '0')
+";
+
 /// How long a check may wait for Redis before the in-process limiter answers.
 const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 /// How often Redis is retried during an outage.
@@ -69,6 +79,7 @@ pub struct RedisRateLimiter {
     connection: Mutex<Option<MultiplexedConnection>>,
     policy: RatePolicy,
     script: redis::Script,
+    peek_script: redis::Script,
     fallback: InProcessRateLimiter,
     health: Mutex<Health>,
 }
@@ -91,6 +102,7 @@ impl RedisRateLimiter {
             connection: Mutex::new(None),
             policy,
             script: redis::Script::new(CHECK_SCRIPT),
+            peek_script: redis::Script::new(PEEK_SCRIPT),
             fallback: InProcessRateLimiter::new(policy),
             health: Mutex::new(Health {
                 degraded_since: None,
@@ -139,16 +151,24 @@ impl RedisRateLimiter {
         bucket: &RateBucket,
     ) -> std::result::Result<RateDecision, RedisFailure> {
         let mut conn = self.connection().await?;
-        // The hash tag keeps every window of a bucket in one Redis Cluster slot.
-        let key = format!("posture:rl:{{{bucket}}}");
         let (count, reset, now): (u64, u64, u64) = self
             .script
-            .key(key)
+            .key(bucket_key(bucket))
             .arg(self.policy.window_secs.max(1))
             .invoke_async(&mut conn)
             .await
             .map_err(RedisFailure::Script)?;
         Ok(self.policy.decide(count, reset, now))
+    }
+
+    async fn shared_count(&self, bucket: &RateBucket) -> std::result::Result<u64, RedisFailure> {
+        let mut conn = self.connection().await?;
+        self.peek_script
+            .key(bucket_key(bucket))
+            .arg(self.policy.window_secs.max(1))
+            .invoke_async(&mut conn)
+            .await
+            .map_err(RedisFailure::Script)
     }
 
     fn health(&self) -> std::sync::MutexGuard<'_, Health> {
@@ -196,6 +216,12 @@ impl RedisRateLimiter {
     }
 }
 
+/// The Redis key of a bucket (each window appends `:<index>`). The hash tag keeps every
+/// window of a bucket in one Redis Cluster slot.
+fn bucket_key(bucket: &RateBucket) -> String {
+    format!("posture:rl:{{{bucket}}}")
+}
+
 #[async_trait]
 impl RateLimiter for RedisRateLimiter {
     async fn check(&self, bucket: &RateBucket) -> Result<RateDecision> {
@@ -210,6 +236,20 @@ impl RateLimiter for RedisRateLimiter {
             }
         }
         Ok(self.fallback.check_at(bucket, epoch_secs()))
+    }
+
+    async fn has_budget(&self, bucket: &RateBucket) -> Result<bool> {
+        if self.should_try_redis() {
+            match tokio::time::timeout(REDIS_TIMEOUT, self.shared_count(bucket)).await {
+                Ok(Ok(count)) => {
+                    self.redis_answered();
+                    return Ok(count < u64::from(self.policy.limit));
+                }
+                Ok(Err(error)) => self.redis_failed(&error),
+                Err(_) => self.redis_failed(&RedisFailure::Timeout),
+            }
+        }
+        Ok(self.fallback.has_budget_at(bucket, epoch_secs()))
     }
 
     fn state(&self) -> LimiterState {

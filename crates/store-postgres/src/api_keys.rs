@@ -6,7 +6,8 @@ use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use posture_domain::{
     ApiKey, CustomerId, CustomerScope, Error, KeyHash, KeyId, Principal, Result, Scope, ScopeSet,
-    api_key::NewApiKey, ports::ApiKeyRepository,
+    api_key::NewApiKey,
+    ports::{ApiKeyRepository, KnownKey},
 };
 use uuid::Uuid;
 
@@ -121,11 +122,14 @@ impl ApiKeyRepository for PgStore {
 
     async fn authenticate(&self, hash: &KeyHash) -> Result<Option<Principal>> {
         let now = Utc::now();
-        let principal = match self.key_cache.get(hash, now) {
-            Some(principal) => principal,
-            None => {
+        let principal = match self.key_cache.known(hash, now) {
+            KnownKey::Valid(principal) => principal,
+            KnownKey::Unknown => return Ok(None),
+            KnownKey::Unseen | KnownKey::Recent => {
                 let generation = self.key_cache.generation();
+                self.key_cache.count_miss();
                 let Some((principal, expires_at)) = self.find_valid_key(hash, now).await? else {
+                    self.key_cache.insert_unknown(hash, generation);
                     return Ok(None);
                 };
                 self.key_cache
@@ -139,6 +143,10 @@ impl ApiKeyRepository for PgStore {
             tokio::spawn(async move { store.touch_key(key_id, now).await });
         }
         Ok(Some(principal))
+    }
+
+    fn known_key(&self, hash: &KeyHash) -> KnownKey {
+        self.key_cache.known(hash, Utc::now())
     }
 }
 

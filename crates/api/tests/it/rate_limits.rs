@@ -151,6 +151,11 @@ async fn requests_without_a_valid_key_are_limited_per_client_address() {
     let app = TestApp::with_limiter(in_process(3, 900), TrustedProxies::default()).await;
     let (customer, _) = app.customer("A").await;
     let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    // A key in use at this address...
+    assert_eq!(
+        app.get("/api/v1/tenants", &key).await.status(),
+        StatusCode::OK
+    );
     let guess = posture_domain::ApiKeySecret::generate().unwrap();
     for _ in 0..3 {
         assert_eq!(
@@ -170,11 +175,68 @@ async fn requests_without_a_valid_key_are_limited_per_client_address() {
             .status(),
         StatusCode::TOO_MANY_REQUESTS
     );
-    // A valid key from the same address has its own window.
+    // ...keeps its own window when the address is out of budget.
     assert_eq!(
         app.get("/api/v1/tenants", &key).await.status(),
         StatusCode::OK
     );
+}
+
+/// GET `path` with `key`, as the client `forwarded` behind a trusted proxy.
+async fn get_as(app: &TestApp, forwarded: &str, path: &str, key: &str) -> StatusCode {
+    app.client
+        .get(app.url(path))
+        .bearer_auth(key)
+        .header("X-Forwarded-For", forwarded)
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+#[tokio::test]
+async fn a_flood_of_unknown_keys_stops_reaching_the_database_once_its_address_is_out_of_budget() {
+    let proxies = TrustedProxies::parse("127.0.0.1").unwrap();
+    let app = TestApp::with_limiter(in_process(10, 900), proxies).await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    let lookups = || app.store.key_cache_stats().misses;
+    let before = lookups();
+    let mut statuses = Vec::new();
+    for _ in 0..100 {
+        let made_up = posture_domain::ApiKeySecret::generate().unwrap();
+        statuses.push(get_as(&app, "203.0.113.7", "/api/v1/tenants", made_up.expose()).await);
+    }
+    assert!(
+        statuses[..10]
+            .iter()
+            .all(|s| *s == StatusCode::UNAUTHORIZED)
+    );
+    assert!(
+        statuses[10..]
+            .iter()
+            .all(|s| *s == StatusCode::TOO_MANY_REQUESTS)
+    );
+    assert_eq!(
+        lookups() - before,
+        10,
+        "only the address's budget of unknown keys was looked up"
+    );
+    // A valid key from another address answers, meanwhile.
+    assert_eq!(
+        get_as(&app, "198.51.100.9", "/api/v1/tenants", &key).await,
+        StatusCode::OK
+    );
+    // One bad key repeated costs one lookup: it is remembered as unknown.
+    let before = lookups();
+    let repeated = posture_domain::ApiKeySecret::generate().unwrap();
+    for _ in 0..5 {
+        assert_eq!(
+            get_as(&app, "192.0.2.50", "/api/v1/tenants", repeated.expose()).await,
+            StatusCode::UNAUTHORIZED
+        );
+    }
+    assert_eq!(lookups() - before, 1);
 }
 
 #[tokio::test]

@@ -37,6 +37,28 @@ async fn two_limiters_on_one_redis_count_one_key_together() {
 }
 
 #[tokio::test]
+async fn the_budget_of_a_bucket_is_shared_and_read_without_counting() {
+    let a = RedisRateLimiter::new(&redis_url(), POLICY).unwrap();
+    let b = RedisRateLimiter::new(&redis_url(), POLICY).unwrap();
+    // A fresh name: the test Redis outlives runs within one window.
+    let bucket = RateBucket::Address(format!("test-{}", KeyId::generate()));
+    for _ in 0..5 {
+        assert!(b.has_budget(&bucket).await.unwrap());
+        a.check(&bucket).await.unwrap();
+    }
+    assert!(
+        !b.has_budget(&bucket).await.unwrap(),
+        "spent on the other instance"
+    );
+    assert!(!a.has_budget(&bucket).await.unwrap());
+    assert_eq!(
+        a.check(&bucket).await.unwrap().remaining,
+        0,
+        "reading the budget counted nothing"
+    );
+}
+
+#[tokio::test]
 async fn a_refused_request_says_when_the_window_resets() {
     let limiter = RedisRateLimiter::new(&redis_url(), POLICY).unwrap();
     let bucket = key();
