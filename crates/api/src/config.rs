@@ -46,6 +46,26 @@ impl fmt::Debug for RateLimitArgs {
     }
 }
 
+/// The bounds on how long a client can hold the API's resources (docs/operations.md,
+/// "Security").
+#[derive(Args, Clone, Debug)]
+pub struct TimeoutArgs {
+    /// Longest a database statement of the API may run (PostgreSQL's `statement_timeout`).
+    #[arg(long, env = "POSTURE_DB_STATEMENT_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    pub db_statement_timeout_ms: u64,
+    /// Longest an API connection may sit idle inside a transaction (an export between pages)
+    /// before PostgreSQL ends it (`idle_in_transaction_session_timeout`).
+    #[arg(long, env = "POSTURE_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", default_value_t = 60_000, value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    pub db_idle_in_transaction_timeout_ms: u64,
+    /// An export whose client takes nothing for this many seconds is ended, giving back its
+    /// connection and slot (keep it below the idle-in-transaction timeout).
+    #[arg(long, env = "POSTURE_EXPORT_STALL_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub export_stall_secs: u64,
+    /// How long an export request waits for a free export slot before 503.
+    #[arg(long, env = "POSTURE_EXPORT_WAIT_SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=300))]
+    pub export_wait_secs: u64,
+}
+
 /// Settings of `posture-api serve`.
 #[derive(Args, Clone, Debug)]
 pub struct ServeArgs {
@@ -53,6 +73,8 @@ pub struct ServeArgs {
     pub database: DatabaseArgs,
     #[command(flatten)]
     pub limits: RateLimitArgs,
+    #[command(flatten)]
+    pub timeouts: TimeoutArgs,
     /// Address to listen on.
     #[arg(long, env = "POSTURE_BIND", default_value = "127.0.0.1:8080")]
     pub bind: SocketAddr,

@@ -9,7 +9,7 @@ use posture_domain::{
     secrets::Keyring,
     webhook::TargetPolicy,
 };
-use posture_http::{ApiState, MetricsRender, Ports};
+use posture_http::{ApiState, ExportSlots, MetricsRender, Ports};
 use posture_redis::RedisRateLimiter;
 use posture_store_postgres::{PgStore, migrations};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
@@ -41,6 +41,10 @@ pub struct Wiring {
     pub webhook_policy: TargetPolicy,
     /// Exports streaming at once (each holds a database connection for its whole stream).
     pub concurrent_exports: usize,
+    /// How long a request waits for an export slot before 503.
+    pub export_wait: Duration,
+    /// How long an export waits for its client to take the next chunk before it is ended.
+    pub export_stall: Duration,
     /// Renders `/metrics` on the API's own address; `None` when they are served elsewhere.
     pub metrics: Option<MetricsRender>,
     /// Serving TLS: responses carry `Strict-Transport-Security`.
@@ -55,7 +59,11 @@ pub fn api_state(store: &PgStore, limiter: Arc<dyn RateLimiter>, wiring: Wiring)
         trusted_proxies: wiring.trusted_proxies,
         keyring: Arc::new(wiring.keyring),
         webhook_policy: wiring.webhook_policy,
-        exports: Arc::new(tokio::sync::Semaphore::new(wiring.concurrent_exports)),
+        exports: Arc::new(ExportSlots::new(
+            wiring.concurrent_exports,
+            wiring.export_wait,
+        )),
+        export_stall: wiring.export_stall,
         metrics: wiring.metrics,
         hsts: wiring.hsts,
         contract: posture_http::openapi::render().into(),
@@ -183,7 +191,13 @@ pub fn metrics_render(
 
 /// Runs the API until SIGTERM or Ctrl-C.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let store = PgStore::new(&args.database.pg_config()).context("DATABASE_URL")?;
+    let mut pg_config = args.database.pg_config();
+    pg_config.statement_timeout =
+        Some(Duration::from_millis(args.timeouts.db_statement_timeout_ms));
+    pg_config.idle_in_transaction_timeout = Some(Duration::from_millis(
+        args.timeouts.db_idle_in_transaction_timeout_ms,
+    ));
+    let store = PgStore::new(&pg_config).context("DATABASE_URL")?;
     store
         .ping()
         .await
@@ -222,6 +236,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             // exports never starve the other routes.
             concurrent_exports: (usize::from(args.database.db_pool_size) / 2)
                 .clamp(1, posture_http::DEFAULT_CONCURRENT_EXPORTS),
+            export_wait: Duration::from_secs(args.timeouts.export_wait_secs),
+            export_stall: Duration::from_secs(args.timeouts.export_stall_secs),
             metrics: args.metrics_bind.is_none().then(|| render.clone()),
             hsts: tls.is_some(),
         },

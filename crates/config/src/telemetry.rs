@@ -6,7 +6,9 @@
 //! with an `ERROR` event "stream error", after logging the cause at `trace` level (target
 //! `actix_http::h1::dispatcher`). Those `ERROR` events are counted
 //! (`posture_http_protocol_errors_total`) and not written; `POSTURE_LOG=actix_http=trace`
-//! shows each cause.
+//! shows each cause. Its `ERROR` "Response payload stream error" is dropped too: a body
+//! stream fails only when posture aborts an export, and posture logs why itself (at `ERROR`
+//! for a database failure, at `INFO` for a client that stalled).
 
 use std::io::IsTerminal as _;
 
@@ -49,8 +51,10 @@ pub fn init(args: &LogArgs) {
     }
 }
 
-/// The target of actix-http's HTTP/1 connection events.
-const DISPATCHER: &str = "actix_http::h1::dispatcher";
+/// The targets of actix-http's connection events.
+const DISPATCHERS: &[&str] = &["actix_http::h1::dispatcher", "actix_http::h2::dispatcher"];
+/// Messages of those targets that say nothing posture has not said better.
+const NOISE: &[&str] = &["stream error", "Response payload stream error"];
 
 /// Lets every event through but actix-http's "stream error" (see the module doc).
 struct NotProtocolErrors;
@@ -58,7 +62,7 @@ struct NotProtocolErrors;
 impl NotProtocolErrors {
     fn is_protocol_error(event: &Event<'_>) -> bool {
         let meta = event.metadata();
-        if meta.target() != DISPATCHER || *meta.level() != Level::ERROR {
+        if !DISPATCHERS.contains(&meta.target()) || *meta.level() != Level::ERROR {
             return false;
         }
         let mut message = Message(false);
@@ -67,13 +71,14 @@ impl NotProtocolErrors {
     }
 }
 
-/// Whether an event's message is a dispatcher "stream error".
+/// Whether an event's message is dispatcher noise.
 struct Message(bool);
 
 impl Visit for Message {
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
         if field.name() == "message" {
-            self.0 = format!("{value:?}").starts_with("stream error");
+            let message = format!("{value:?}");
+            self.0 = NOISE.iter().any(|noise| message.starts_with(noise));
         }
     }
 }

@@ -45,6 +45,8 @@ pub enum ApiError {
     RateLimited { retry_after: u64 },
     /// 503.
     Unavailable,
+    /// 503: a resource of this instance (an export slot) stayed busy; the reason says which.
+    Busy(&'static str),
     /// 500.
     Internal,
 }
@@ -66,7 +68,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             ApiError::Unprocessable(_) => ErrorCode::UnprocessableEntity,
             ApiError::RateLimited { .. } => ErrorCode::RateLimited,
-            ApiError::Unavailable => ErrorCode::Unavailable,
+            ApiError::Unavailable | ApiError::Busy(_) => ErrorCode::Unavailable,
             ApiError::Internal => ErrorCode::Internal,
         }
     }
@@ -88,6 +90,7 @@ impl ApiError {
                 Some(format!("request quota exhausted; retry in {retry_after} s"))
             }
             ApiError::Unavailable => Some("a backing service is unavailable; retry".to_owned()),
+            ApiError::Busy(reason) => Some((*reason).to_owned()),
             ApiError::Internal => None,
         }
     }
@@ -123,7 +126,7 @@ impl ResponseError for ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable | ApiError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -146,7 +149,7 @@ impl ResponseError for ApiError {
             ApiError::RateLimited { retry_after } => {
                 response.insert_header((header::RETRY_AFTER, retry_after.to_string()));
             }
-            ApiError::Unavailable => {
+            ApiError::Unavailable | ApiError::Busy(_) => {
                 response.insert_header((header::RETRY_AFTER, "5"));
             }
             _ => {}

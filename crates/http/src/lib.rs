@@ -9,6 +9,7 @@
 mod auth;
 pub mod client_ip;
 mod error;
+pub mod export_slots;
 mod gate;
 mod health;
 pub mod input;
@@ -29,7 +30,11 @@ use actix_web::{
 
 pub use client_ip::TrustedProxies;
 pub use error::ApiError;
-pub use state::{ApiState, DEFAULT_CONCURRENT_EXPORTS, MetricsRender, Ports};
+pub use export_slots::ExportSlots;
+pub use state::{
+    ApiState, DEFAULT_CONCURRENT_EXPORTS, DEFAULT_EXPORT_STALL, DEFAULT_EXPORT_WAIT, MetricsRender,
+    Ports,
+};
 pub use telemetry::RequestId;
 
 /// Largest request body accepted anywhere.

@@ -1,6 +1,6 @@
 //! What handlers need: the ports (as trait objects) and the HTTP configuration.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use posture_domain::{
     ports::{
@@ -12,7 +12,7 @@ use posture_domain::{
     webhook::TargetPolicy,
 };
 
-use crate::client_ip::TrustedProxies;
+use crate::{client_ip::TrustedProxies, export_slots::ExportSlots};
 
 /// The ports the HTTP API calls. The binary wires adapters into them.
 #[derive(Clone)]
@@ -38,8 +38,10 @@ pub struct ApiState {
     pub keyring: Arc<Keyring>,
     /// Which webhook receivers are accepted.
     pub webhook_policy: TargetPolicy,
-    /// Bounds the exports streaming at once (each holds a database connection).
-    pub exports: Arc<tokio::sync::Semaphore>,
+    /// Bounds the exports streaming at once (each holds a database connection), fairly.
+    pub exports: Arc<ExportSlots>,
+    /// An export whose client takes nothing for this long is ended.
+    pub export_stall: Duration,
     /// Renders the Prometheus metrics for `GET /metrics`; `None` when they are served on a
     /// separate address (or not at all).
     pub metrics: Option<MetricsRender>,
@@ -54,5 +56,9 @@ pub struct ApiState {
 /// Renders the metrics in the Prometheus text format.
 pub type MetricsRender = Arc<dyn Fn() -> String + Send + Sync>;
 
-/// Exports streaming at once per instance, by default.
+/// Exports streaming at once per instance, at most, by default.
 pub const DEFAULT_CONCURRENT_EXPORTS: usize = 4;
+/// How long a request waits for an export slot, by default.
+pub const DEFAULT_EXPORT_WAIT: Duration = Duration::from_secs(5);
+/// How long an export may wait for its client to take the next chunk, by default.
+pub const DEFAULT_EXPORT_STALL: Duration = Duration::from_secs(30);

@@ -3,7 +3,8 @@
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use posture_domain::Error;
 
-/// Maps a Diesel error: a missing row is `NotFound`, a lost connection `Unavailable`,
+/// Maps a Diesel error: a missing row is `NotFound`; a lost connection, or a statement
+/// cancelled at the session's `statement_timeout`, `Unavailable` (the caller may retry);
 /// anything else `Internal` (logged by the caller, never shown).
 pub(crate) fn db_error(e: DieselError) -> Error {
     match e {
@@ -12,6 +13,12 @@ pub(crate) fn db_error(e: DieselError) -> Error {
             DatabaseErrorKind::ClosedConnection | DatabaseErrorKind::UnableToSendCommand,
             _,
         ) => Error::Unavailable(Box::new(e)),
+        // SQLSTATE 57014 (query_canceled); diesel-async keeps only the message.
+        DieselError::DatabaseError(DatabaseErrorKind::Unknown, ref info)
+            if info.message().contains("statement timeout") =>
+        {
+            Error::Unavailable(Box::new(e))
+        }
         DieselError::BrokenTransactionManager => Error::Unavailable(Box::new(e)),
         other => Error::Internal(Box::new(other)),
     }

@@ -50,6 +50,10 @@ pub struct PgConfig {
     /// How long a caller waits for a connection (and a new connection for the server)
     /// before the request fails as unavailable.
     pub acquire_timeout: Duration,
+    /// PostgreSQL's `statement_timeout` on every pooled connection (`None`: the server's).
+    pub statement_timeout: Option<Duration>,
+    /// PostgreSQL's `idle_in_transaction_session_timeout` on every pooled connection.
+    pub idle_in_transaction_timeout: Option<Duration>,
 }
 
 impl PgConfig {
@@ -58,7 +62,28 @@ impl PgConfig {
             url: url.into(),
             max_connections: 16,
             acquire_timeout: Duration::from_secs(5),
+            statement_timeout: None,
+            idle_in_transaction_timeout: None,
         }
+    }
+}
+
+impl PgConfig {
+    /// The `SET` statements every new pooled connection runs.
+    fn session_settings(&self) -> String {
+        let mut sql = String::new();
+        for (name, value) in [
+            ("statement_timeout", self.statement_timeout),
+            (
+                "idle_in_transaction_session_timeout",
+                self.idle_in_transaction_timeout,
+            ),
+        ] {
+            if let Some(value) = value {
+                sql.push_str(&format!("SET {name} = {};", value.as_millis()));
+            }
+        }
+        sql
     }
 }
 
@@ -68,6 +93,11 @@ impl fmt::Debug for PgConfig {
             .field("url", &"<redacted>")
             .field("max_connections", &self.max_connections)
             .field("acquire_timeout", &self.acquire_timeout)
+            .field("statement_timeout", &self.statement_timeout)
+            .field(
+                "idle_in_transaction_timeout",
+                &self.idle_in_transaction_timeout,
+            )
             .finish()
     }
 }
@@ -106,6 +136,20 @@ impl PgStore {
     pub fn new(config: &PgConfig) -> Result<Self, Error> {
         let mut manager_config = ManagerConfig::default();
         manager_config.recycling_method = RecyclingMethod::Fast;
+        let settings = config.session_settings();
+        if !settings.is_empty() {
+            manager_config.custom_setup = Box::new(move |url| {
+                let settings = settings.clone();
+                Box::pin(async move {
+                    use diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
+                    let mut conn = AsyncPgConnection::establish(url).await?;
+                    conn.batch_execute(&settings)
+                        .await
+                        .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+                    Ok(conn)
+                })
+            });
+        }
         let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(
             config.url.clone(),
             manager_config,

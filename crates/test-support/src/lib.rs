@@ -213,11 +213,16 @@ impl TestDb {
         counts
     }
 
-    /// A store on this test's database.
-    pub fn store(&self) -> PgStore {
+    /// The settings of [`TestDb::store`]: a pool of 8 on this test's database.
+    pub fn config(&self) -> PgConfig {
         let mut config = PgConfig::new(self.url.clone());
         config.max_connections = 8;
-        PgStore::new(&config).unwrap()
+        config
+    }
+
+    /// A store on this test's database.
+    pub fn store(&self) -> PgStore {
+        PgStore::new(&self.config()).unwrap()
     }
 }
 

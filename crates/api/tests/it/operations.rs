@@ -232,6 +232,8 @@ async fn https_serving_works_with_a_self_signed_certificate_and_sends_hsts() {
             keyring: crate::support::test_keyring(),
             webhook_policy: Default::default(),
             concurrent_exports: 1,
+            export_wait: posture_http::DEFAULT_EXPORT_WAIT,
+            export_stall: posture_http::DEFAULT_EXPORT_STALL,
             metrics: None,
             hsts: true,
         },

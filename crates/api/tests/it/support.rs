@@ -21,6 +21,34 @@ use posture_test_support::{TestDb, fixtures};
 use reqwest::{Client, Response, StatusCode};
 use serde_json::Value;
 
+/// How a test server differs from the default one.
+struct Options {
+    limiter: Arc<dyn RateLimiter>,
+    proxies: TrustedProxies,
+    webhook_policy: TargetPolicy,
+    exports: usize,
+    export_wait: Duration,
+    export_stall: Duration,
+    /// The API's PostgreSQL session timeouts: statement, idle in transaction.
+    db_timeouts: (Option<Duration>, Option<Duration>),
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            limiter: Arc::new(InProcessRateLimiter::new(RatePolicy::DEFAULT)),
+            proxies: TrustedProxies::default(),
+            webhook_policy: TargetPolicy {
+                allow_private: true,
+            },
+            exports: posture_http::DEFAULT_CONCURRENT_EXPORTS,
+            export_wait: posture_http::DEFAULT_EXPORT_WAIT,
+            export_stall: posture_http::DEFAULT_EXPORT_STALL,
+            db_timeouts: (None, None),
+        }
+    }
+}
+
 /// A running API over a fresh database.
 pub struct TestApp {
     pub db: TestDb,
@@ -85,22 +113,17 @@ pub fn client() -> Client {
 impl TestApp {
     /// A server with the default limits (1000 per 15 minutes), counted in-process.
     pub async fn start() -> Self {
-        Self::with_limiter(
-            || Arc::new(InProcessRateLimiter::new(RatePolicy::DEFAULT)),
-            TrustedProxies::default(),
-        )
-        .await
+        Self::build(Options::default()).await
     }
 
     /// A server that refuses private webhook targets, as in production.
     pub async fn strict_webhooks() -> Self {
-        Self::build(
-            || Arc::new(InProcessRateLimiter::new(RatePolicy::DEFAULT)),
-            TrustedProxies::default(),
-            TargetPolicy {
+        Self::build(Options {
+            webhook_policy: TargetPolicy {
                 allow_private: false,
             },
-        )
+            ..Options::default()
+        })
         .await
     }
 
@@ -109,33 +132,52 @@ impl TestApp {
         limiter: impl FnOnce() -> Arc<dyn RateLimiter>,
         proxies: TrustedProxies,
     ) -> Self {
-        Self::build(
-            limiter,
+        Self::build(Options {
+            limiter: limiter(),
             proxies,
-            TargetPolicy {
-                allow_private: true,
-            },
-        )
+            ..Options::default()
+        })
         .await
     }
 
-    async fn build(
-        limiter: impl FnOnce() -> Arc<dyn RateLimiter>,
-        proxies: TrustedProxies,
-        webhook_policy: TargetPolicy,
-    ) -> Self {
+    /// A server with these export slots, wait and stall bounds.
+    pub async fn with_exports(slots: usize, wait: Duration, stall: Duration) -> Self {
+        Self::build(Options {
+            exports: slots,
+            export_wait: wait,
+            export_stall: stall,
+            ..Options::default()
+        })
+        .await
+    }
+
+    /// A server whose database sessions have these timeouts (as `serve` sets them).
+    pub async fn with_db_timeouts(statement: Duration, idle_in_transaction: Duration) -> Self {
+        Self::build(Options {
+            db_timeouts: (Some(statement), Some(idle_in_transaction)),
+            export_stall: Duration::from_secs(60),
+            ..Options::default()
+        })
+        .await
+    }
+
+    async fn build(options: Options) -> Self {
         crate::logs::capture();
         let db = TestDb::new().await;
-        let store = db.store();
-        let limiter = limiter();
+        let mut config = db.config();
+        (config.statement_timeout, config.idle_in_transaction_timeout) = options.db_timeouts;
+        let store = PgStore::new(&config).unwrap();
+        let limiter = options.limiter;
         let state = server::api_state(
             &store,
             limiter.clone(),
             server::Wiring {
-                trusted_proxies: proxies,
+                trusted_proxies: options.proxies,
                 keyring: test_keyring(),
-                webhook_policy,
-                concurrent_exports: posture_http::DEFAULT_CONCURRENT_EXPORTS,
+                webhook_policy: options.webhook_policy,
+                concurrent_exports: options.exports,
+                export_wait: options.export_wait,
+                export_stall: options.export_stall,
                 metrics: Some(server::metrics_render(
                     metrics_handle(),
                     store.clone(),

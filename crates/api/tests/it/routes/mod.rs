@@ -3,6 +3,7 @@
 mod bounds;
 mod every_route;
 mod export;
+mod export_limits;
 mod findings;
 mod identities;
 mod roles;

@@ -2,8 +2,12 @@
 //!
 //! The response starts as soon as the first page is read; each further page is read only
 //! when the client has taken the previous one (actix polls the stream when the socket can
-//! take more), so memory holds one page whatever the size of the export. A client that goes
-//! away drops the stream, and with it the database cursor.
+//! take more), so memory holds one page whatever the size of the export (`stream.rs`). A
+//! client that goes away drops the stream, and with it the database cursor; one that stops
+//! reading is cut off after the stall bound. Exports take a slot (`export_slots.rs`): a
+//! bounded number stream at once, fairly between customers.
+
+mod stream;
 
 use actix_web::{
     HttpResponse,
@@ -14,7 +18,6 @@ use chrono::Utc;
 use posture_domain::{
     Scope,
     finding::{ExportFormat, Finding},
-    ports::FindingBatches,
 };
 use posture_wire::{
     cef,
@@ -120,57 +123,6 @@ pub static EXPORT: Endpoint = Endpoint {
     ..Endpoint::DEFAULT
 };
 
-/// The stream's state: the cursor and the page read ahead.
-struct Export {
-    cursor: Box<dyn FindingBatches>,
-    format: ExportFormat,
-    /// The next page, read while the previous one was rendered.
-    ahead: Option<posture_domain::Result<Option<Vec<Finding>>>>,
-    _permit: tokio::sync::OwnedSemaphorePermit,
-}
-
-impl Export {
-    /// The next chunk of the body, or `None` at the end. While a page is rendered, the next
-    /// one is already being read: the database works while this thread serialises.
-    async fn next_chunk(mut self) -> Option<(Result<Bytes, actix_web::Error>, Option<Self>)> {
-        let page = match self.ahead.take() {
-            Some(page) => page,
-            None => self.cursor.next_batch().await,
-        };
-        match page {
-            Ok(Some(batch)) => {
-                let format = self.format;
-                let render = async move {
-                    // Let the read of the next page go out before rendering this one.
-                    tokio::task::yield_now().await;
-                    format.render(batch)
-                };
-                let (bytes, ahead) =
-                    futures_util::future::join(render, self.cursor.next_batch()).await;
-                match bytes {
-                    Ok(bytes) => {
-                        self.ahead = Some(ahead);
-                        Some((Ok(bytes), Some(self)))
-                    }
-                    Err(e) => {
-                        // A line that cannot be rendered ends the export as a database
-                        // error does: truncated, never silently short.
-                        tracing::error!(error = %e, "rendering an export line failed");
-                        Some((Err(ApiError::Internal.into()), None))
-                    }
-                }
-            }
-            Ok(None) => None,
-            Err(e) => {
-                // The status is sent already: abort the response so the client sees a
-                // truncated transfer, not a complete but partial export.
-                tracing::error!(error = %e, "export failed mid-stream");
-                Some((Err(ApiError::Internal.into()), None))
-            }
-        }
-    }
-}
-
 async fn export_findings(
     caller: Caller,
     tenant: TenantFilter,
@@ -180,26 +132,18 @@ async fn export_findings(
 ) -> Result<HttpResponse, ApiError> {
     let format = export.format();
     let filter = filters.filter(tenant.id());
-    let permit = state
+    let slot = state
         .exports
-        .clone()
-        .acquire_owned()
+        .acquire(caller.scope().customer_id())
         .await
-        .map_err(|_| ApiError::Unavailable)?;
+        .map_err(|_| ApiError::Busy("every export slot is in use; retry"))?;
     let cursor = state
         .ports
         .findings
         .export_findings(caller.scope(), &filter)
         .await?;
     let total = cursor.total();
-    let export = Some(Export {
-        cursor,
-        format,
-        ahead: None,
-        _permit: permit,
-    });
-    let body =
-        futures_util::stream::unfold(export, |export| async move { export?.next_chunk().await });
+    let body = stream::body(cursor, format, slot, state.export_stall);
     let filename = format!(
         "findings-{}.{}",
         Utc::now().format("%Y-%m-%d"),
