@@ -52,10 +52,26 @@ impl EventType {
     }
 }
 
-/// Longest subscription name.
+/// Longest subscription name, in characters.
 pub const MAX_NAME_LEN: usize = 100;
-/// Longest receiver URL.
+/// A subscription name as a regular expression (for the contract): no control character
+/// (Unicode `Cc`), and at least one character that is neither a control nor white space
+/// (Unicode `White_Space`). [`SubscriptionRequest::validate`] checks the same rule.
+pub const NAME_PATTERN: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F]*\
+[^\\u0000-\\u0020\\u007F-\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]\
+[^\\u0000-\\u001F\\u007F-\\u009F]*$";
+/// Longest receiver URL, in characters, as given and as stored (normalised).
 pub const MAX_URL_LEN: usize = 2048;
+/// A receiver URL as a regular expression (for the contract): `http(s)://` then ASCII
+/// characters that normalising a URL never expands. Spaces, controls, non-ASCII characters
+/// and `"` `'` `<` `>` `` ` `` `{` `}` are refused: percent-encode them (and give an
+/// internationalised host name in its `xn--` form). [`validate_url`] checks the same rule.
+pub const URL_PATTERN: &str = "^https?://[!#-&(-;=?-_a-z|~]+$";
+
+/// Whether `c` may appear in a receiver URL (see [`URL_PATTERN`]).
+fn url_char(c: char) -> bool {
+    c.is_ascii_graphic() && !matches!(c, '"' | '\'' | '<' | '>' | '`' | '{' | '}')
+}
 /// Most active subscriptions per customer.
 pub const MAX_ACTIVE_SUBSCRIPTIONS: u32 = 25;
 
@@ -106,7 +122,9 @@ impl SubscriptionRequest {
     /// Checks every rule; the error names the field.
     pub fn validate(self, policy: TargetPolicy) -> Result<NewSubscription, Error> {
         let name = self.name;
-        if name.trim().is_empty() || name.chars().count() > MAX_NAME_LEN {
+        if name.chars().all(|c| c.is_whitespace() || c.is_control())
+            || name.chars().count() > MAX_NAME_LEN
+        {
             return Err(Error::invalid(
                 "name",
                 format!("must be 1 to {MAX_NAME_LEN} characters"),
@@ -151,10 +169,19 @@ impl SubscriptionRequest {
 /// addresses they resolve to.
 pub fn validate_url(text: &str, policy: TargetPolicy) -> Result<String, Error> {
     const FIELD: &str = "webhookUrl";
-    if text.len() > MAX_URL_LEN {
+    if text.chars().count() > MAX_URL_LEN {
         return Err(Error::invalid(
             FIELD,
             format!("must be at most {MAX_URL_LEN} characters"),
+        ));
+    }
+    if let Some(bad) = text.chars().find(|c| !url_char(*c)) {
+        return Err(Error::invalid(
+            FIELD,
+            format!(
+                "must not contain {bad:?}: spaces, controls, non-ASCII characters and \
+                 \" ' < > ` {{ }} are percent-encoded in a URL (a host name in its xn-- form)"
+            ),
         ));
     }
     let url = Url::parse(text)
@@ -195,7 +222,18 @@ pub fn validate_url(text: &str, policy: TargetPolicy) -> Result<String, Error> {
         }
         Some(_) => {}
     }
-    Ok(url.to_string())
+    // What is stored is the normalised form: check it, not only the text given.
+    let normalised = url.to_string();
+    if normalised.chars().count() > MAX_URL_LEN {
+        return Err(Error::invalid(
+            FIELD,
+            format!(
+                "is {} characters once normalised (at most {MAX_URL_LEN})",
+                normalised.chars().count()
+            ),
+        ));
+    }
+    Ok(normalised)
 }
 
 #[cfg(test)]
@@ -244,6 +282,24 @@ mod tests {
             (|r| r.name = String::new(), "name"),
             (|r| r.name = "x".repeat(101), "name"),
             (|r| r.name = "a\u{7}b".into(), "name"),
+            (|r| r.name = " \u{3000}\u{a0}".into(), "name"),
+            (|r| r.name = "\u{85}".into(), "name"),
+            (
+                |r| r.webhook_url = "https://hooks.example.com/a b".into(),
+                "webhookUrl",
+            ),
+            (
+                |r| r.webhook_url = "https://hooks.example.com/é".into(),
+                "webhookUrl",
+            ),
+            (
+                |r| r.webhook_url = "https://hooks.example.com/{x}".into(),
+                "webhookUrl",
+            ),
+            (
+                |r| r.webhook_url = "https://[::127.0.0.1]/x".into(),
+                "webhookUrl",
+            ),
             (|r| r.webhook_url = "not a url".into(), "webhookUrl"),
             (|r| r.webhook_url = "/relative".into(), "webhookUrl"),
             (
@@ -288,6 +344,29 @@ mod tests {
             change(&mut r);
             assert_eq!(field(r.validate(STRICT)), expected);
         }
+    }
+
+    #[test]
+    fn a_url_whose_normalised_form_passes_the_limit_is_refused() {
+        // "https://1/" normalises its host to "0.0.0.1": six characters longer.
+        let path = "a".repeat(MAX_URL_LEN - "https://1/".len());
+        let mut r = request();
+        r.webhook_url = format!("https://1/{path}");
+        assert_eq!(r.webhook_url.len(), MAX_URL_LEN);
+        match r.validate(DEV) {
+            Err(Error::Invalid { field, reason }) => {
+                assert_eq!(field, "webhookUrl");
+                assert!(reason.contains("once normalised"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_name_with_visible_characters_among_spaces_is_accepted() {
+        let mut r = request();
+        r.name = " \u{3000}SIEM feed ".into();
+        assert!(r.validate(STRICT).is_ok());
     }
 
     #[test]

@@ -2,7 +2,8 @@
 
 use chrono::{DateTime, Utc};
 use posture_domain::webhook::{
-    EventType, MAX_NAME_LEN, MAX_URL_LEN, Subscription, SubscriptionRequest, WebhookType,
+    EventType, MAX_NAME_LEN, MAX_URL_LEN, NAME_PATTERN, Subscription, SubscriptionRequest,
+    URL_PATTERN, WebhookType,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -57,12 +58,13 @@ pub struct CreatedWebhookResponse {
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateWebhookRequest {
-    /// A label, 1 to 100 characters.
-    #[schemars(length(min = 1, max = MAX_NAME_LEN))]
+    /// A label, 1 to 100 characters, not blank, without control characters.
+    #[schemars(length(min = 1, max = MAX_NAME_LEN), pattern(NAME_PATTERN))]
     pub name: String,
-    /// An absolute https URL without credentials, at most 2,048 characters, to a public
-    /// address.
-    #[schemars(length(min = 1, max = MAX_URL_LEN), url)]
+    /// An absolute https URL without credentials, at most 2,048 characters (also once
+    /// normalised), to a public address. ASCII only: percent-encode spaces and `"` `'` `<`
+    /// `>` `` ` `` `{` `}`, and give an internationalised host in its `xn--` form.
+    #[schemars(length(min = 1, max = MAX_URL_LEN), url, pattern(URL_PATTERN))]
     pub webhook_url: String,
     #[schemars(schema_with = "crate::closed_set::<WebhookType>")]
     pub webhook_type: String,

@@ -228,3 +228,66 @@ async fn the_webhook_body_is_accepted_at_its_documented_lengths_and_refused_past
         StatusCode::UNPROCESSABLE_ENTITY
     );
 }
+
+#[test]
+fn the_document_and_the_domain_agree_on_webhook_names_and_urls() {
+    use posture_domain::webhook::{SubscriptionRequest, TargetPolicy};
+
+    let document: Value = serde_json::from_str(&posture_http::openapi::render()).unwrap();
+    let body = &document["components"]["schemas"]["CreateWebhookRequest"]["properties"];
+    let allows = |field: &str, value: &str| {
+        jsonschema::draft202012::options()
+            .build(&body[field])
+            .unwrap()
+            .is_valid(&json!(value))
+    };
+    let request = |name: &str, url: &str| SubscriptionRequest {
+        name: name.to_owned(),
+        webhook_url: url.to_owned(),
+        webhook_type: "generic".to_owned(),
+        event_types: vec!["finding_low".to_owned()],
+    };
+    let dev = TargetPolicy {
+        allow_private: true,
+    };
+    let names = [
+        "SIEM",
+        " x ",
+        "é日本",
+        "\u{feff}",
+        " ",
+        "\u{3000}\u{a0}",
+        "a\u{7}b",
+        "\u{85}x",
+        "\t",
+        "x\u{9f}",
+    ];
+    for name in names
+        .iter()
+        .map(|n| n.to_string())
+        .chain(["n".repeat(100), "n".repeat(101)])
+    {
+        let domain = request(&name, "https://hooks.example.com/")
+            .validate(dev)
+            .is_ok();
+        assert_eq!(allows("name", &name), domain, "name {name:?}");
+    }
+    for url in [
+        "https://hooks.example.com/x?a=1&b=%20#f",
+        "http://127.0.0.1:9000/hook",
+        "https://e.com/a\\b|c~d^e",
+        "https://e.com/a b",
+        "https://e.com/é",
+        "https://bücher.example/",
+        "https://e.com/{x}",
+        "https://e.com/?q='1'",
+        "https://e.com/\"",
+        "https://e.com/<>",
+        "https://e.com/`",
+        "ftp://e.com/",
+        "https://e.com/\u{7f}",
+    ] {
+        let domain = request("n", url).validate(dev).is_ok();
+        assert_eq!(allows("webhookUrl", url), domain, "url {url:?}");
+    }
+}

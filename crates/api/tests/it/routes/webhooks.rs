@@ -164,6 +164,21 @@ async fn each_body_rule_is_422_naming_the_field() {
             json!("https://[::ffff:127.0.0.1]/x"),
             "webhookUrl points to a loopback",
         ),
+        (
+            "webhookUrl",
+            json!("https://[::127.0.0.1]/x"),
+            "webhookUrl points to a loopback",
+        ),
+        (
+            "webhookUrl",
+            json!("https://[64:ff9b:1::a00:1]/x"),
+            "webhookUrl points to a loopback",
+        ),
+        (
+            "webhookUrl",
+            json!("https://[2002:a00:1::1]/x"),
+            "webhookUrl points to a loopback",
+        ),
         ("webhookType", json!("discord"), "webhookType"),
         ("webhookType", json!(null), "missing field `webhookType`"),
         ("eventTypes", json!([]), "eventTypes must list at least one"),
