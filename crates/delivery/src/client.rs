@@ -199,7 +199,7 @@ impl WebhookClient {
                 return (
                     Outcome::Failed {
                         status: None,
-                        error: self.describe(&e),
+                        error: self.describe(&e.without_url()),
                         retry_after: None,
                     },
                     None,
@@ -218,6 +218,8 @@ impl WebhookClient {
     }
 
     /// A short, useful description of a failed request.
+    /// What went wrong, for the attempt's record and the log. Never the URL: a Slack or
+    /// Teams webhook URL is itself a credential (the caller strips it from `e`).
     fn describe(&self, e: &reqwest::Error) -> String {
         let mut source = std::error::Error::source(e);
         while let Some(cause) = source {
@@ -226,6 +228,17 @@ impl WebhookClient {
             }
             source = cause.source();
         }
+        // Each cause says what the one before could not (reqwest's own text is generic).
+        let chain = || {
+            let mut text = String::new();
+            let mut cause = std::error::Error::source(e);
+            while let Some(inner) = cause {
+                text.push_str(": ");
+                text.push_str(&inner.to_string());
+                cause = inner.source();
+            }
+            text
+        };
         if e.is_timeout() {
             format!("no answer within {} s", self.timeout.as_secs_f64())
         } else if e.is_connect() {
@@ -237,7 +250,7 @@ impl WebhookClient {
             }
             text
         } else {
-            format!("request failed: {e}")
+            format!("request failed: {e}{}", chain())
         }
     }
 }

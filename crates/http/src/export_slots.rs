@@ -34,14 +34,16 @@ pub enum NoSlot {
 
 /// A slot, held for the whole export.
 pub struct ExportSlot {
-    _total: OwnedSemaphorePermit,
-    _customer: OwnedSemaphorePermit,
+    /// The permits, given back when the slot is dropped (`None` only during the drop).
+    permits: Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)>,
     customer: CustomerId,
     slots: Arc<ExportSlots>,
 }
 
 impl Drop for ExportSlot {
     fn drop(&mut self) {
+        // Give the permits back first, so the customer's semaphore is idle again.
+        self.permits.take();
         self.slots.forget_idle(self.customer);
     }
 }
@@ -104,9 +106,8 @@ impl ExportSlots {
         })
         .await;
         match acquired {
-            Ok(Some((own, total))) => Ok(ExportSlot {
-                _total: total,
-                _customer: own,
+            Ok(Some(permits)) => Ok(ExportSlot {
+                permits: Some(permits),
                 customer,
                 slots: self.clone(),
             }),

@@ -16,6 +16,7 @@
 pub mod catalog;
 pub mod cef;
 pub mod fixtures;
+pub mod logs;
 pub mod servers;
 
 use std::{fmt::Write as _, path::Path};

@@ -6,7 +6,10 @@
 //!
 //! Header fields escape `\` and `|` with a backslash and carry no line breaks (CR and LF
 //! become spaces). Extension values escape `\` and `=` and encode line breaks as `\n` (CR LF,
-//! CR and LF alike). Severity: critical 10, high 8, medium 5, low 3. Extension keys, in this
+//! CR, LF, NEL and the Unicode line and paragraph separators alike). CEF has no escape for
+//! other control characters: every other C0 and C1 control character (tab, NUL, ESC, DEL...)
+//! becomes a space, in the header and in extension values, so a line holds no control
+//! character at all. Severity: critical 10, high 8, medium 5, low 3. Extension keys, in this
 //! order (absent values are left out): `rt` (detection time, epoch ms), `end` (last report,
 //! epoch ms), `externalId` (finding id), `act` (status), `cat` (finding type), `cs1` tenant,
 //! `cs2` identity kind, `cs3` severity (word), `cs4` title (exact, line breaks encoded),
@@ -32,46 +35,45 @@ pub fn severity_number(severity: Severity) -> u8 {
     }
 }
 
-/// A header field: `\` and `|` escaped, line breaks replaced by spaces.
-fn header(text: &str) -> String {
+/// Whether `c` ends a line (CR and CR LF are handled by the caller).
+fn is_line_break(c: char) -> bool {
+    matches!(c, '\n' | '\r' | '\u{85}' | '\u{2028}' | '\u{2029}')
+}
+
+/// Writes `text` escaping `special` with a backslash, a line break as `line_break`, and any
+/// other control character as a space.
+fn escaped(text: &str, special: char, line_break: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
             '\\' => out.push_str("\\\\"),
-            '|' => out.push_str("\\|"),
-            '\r' => {
-                if chars.peek() == Some(&'\n') {
+            c if c == special => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if is_line_break(c) => {
+                if c == '\r' && chars.peek() == Some(&'\n') {
                     chars.next();
                 }
-                out.push(' ');
+                out.push_str(line_break);
             }
-            '\n' => out.push(' '),
+            c if c.is_control() => out.push(' '),
             other => out.push(other),
         }
     }
     out
 }
 
-/// An extension value: `\` and `=` escaped, line breaks encoded as `\n`.
+/// A header field: `\` and `|` escaped, line breaks and controls replaced by spaces.
+fn header(text: &str) -> String {
+    escaped(text, '|', " ")
+}
+
+/// An extension value: `\` and `=` escaped, line breaks encoded as `\n`, other controls
+/// replaced by spaces.
 fn value(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '=' => out.push_str("\\="),
-            '\r' => {
-                if chars.peek() == Some(&'\n') {
-                    chars.next();
-                }
-                out.push_str("\\n");
-            }
-            '\n' => out.push_str("\\n"),
-            other => out.push(other),
-        }
-    }
-    out
+    escaped(text, '=', "\\n")
 }
 
 /// One CEF line (without its line break) for a finding.

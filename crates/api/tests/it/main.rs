@@ -7,7 +7,6 @@ mod auth;
 mod cli;
 mod contract;
 mod errors;
-mod logs;
 mod metrics;
 mod operations;
 mod rate_limits;

@@ -162,7 +162,7 @@ impl TestApp {
     }
 
     async fn build(options: Options) -> Self {
-        crate::logs::capture();
+        posture_test_support::logs::capture();
         let db = TestDb::new().await;
         let mut config = db.config();
         (config.statement_timeout, config.idle_in_transaction_timeout) = options.db_timeouts;

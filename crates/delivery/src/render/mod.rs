@@ -31,6 +31,21 @@ fn headline(delivery: &Delivery, count: usize) -> String {
     format!("{count} new {severity} {noun}")
 }
 
+/// Customer text for a one-line place of a chat message: control characters (C0, DEL, C1,
+/// line breaks and tabs included) and the Unicode line and paragraph separators become
+/// spaces, so a title cannot add lines (and with them list items, quotes or headings).
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
 /// Cuts `text` to at most `max` characters, marking the cut with an ellipsis.
 fn truncate(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
@@ -42,8 +57,26 @@ fn truncate(text: &str, max: usize) -> String {
 }
 
 #[cfg(test)]
+mod hostile;
+
+#[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_line_turns_every_control_character_into_a_space() {
+        let every_control: String = (0u32..=0x9f)
+            .filter_map(char::from_u32)
+            .filter(|c| c.is_control())
+            .chain(['\u{2028}', '\u{2029}'])
+            .collect();
+        let flat = one_line(&format!("a{every_control}b"));
+        assert!(flat.starts_with('a') && flat.ends_with('b'));
+        assert!(
+            flat[1..flat.len() - 1].chars().all(|c| c == ' '),
+            "{flat:?}"
+        );
+    }
 
     #[test]
     fn truncation_counts_characters_and_marks_the_cut() {

@@ -3,20 +3,23 @@
 //! `text` is the notification fallback; blocks: a header, one section per finding, and a
 //! context line. Slack's limits are kept: at most 50 blocks (so at most 48 findings are
 //! shown, the rest counted in the context line), header text at most 150 characters,
-//! section text at most 3,000, field text at most 2,000. Customer strings are escaped for
-//! mrkdwn (`&`, `<`, `>`), so a title cannot inject links or mentions.
+//! section text at most 3,000, field text at most 2,000. Customer strings are made one line
+//! (control characters become spaces) and escaped for mrkdwn (`&`, `<`, `>`), so a title
+//! cannot inject links, mentions or lines of its own.
 
 use posture_domain::delivery::Delivery;
 use posture_wire::findings::FindingResponse;
 use serde_json::{Value, json};
 
-use super::{headline, truncate};
+use super::{headline, one_line, truncate};
 
 const MAX_BLOCKS: usize = 50;
 
-/// Escapes the three characters Slack's mrkdwn treats as control characters.
+/// Customer text for mrkdwn: one line, and the three characters Slack treats as control
+/// characters escaped (`<` opens links and mentions).
 pub(crate) fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
+    one_line(text)
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
 }

@@ -2,35 +2,76 @@
 //! Workflows accept), for a Workflows "When a Teams webhook request is received" flow.
 //!
 //! The card has a title, one container per finding (title and a fact set) and a closing
-//! line. Teams refuses messages over about 28 KB: findings are added while the message stays
+//! line. Text blocks and fact values are markdown in Teams: customer strings are made one
+//! line (control characters become spaces) and every character that opens a markdown
+//! construct is escaped with a backslash, so a title cannot inject links, emphasis, lists
+//! or headings. Teams refuses messages over about 28 KB: findings are added while the message stays
 //! under [`MAX_BYTES`]; the rest are counted in the closing line.
 
 use posture_domain::delivery::Delivery;
 use posture_wire::findings::FindingResponse;
 use serde_json::{Value, json};
 
-use super::{headline, truncate};
+use super::{headline, one_line, truncate};
 
 /// The size budget of a message (Teams' limit is about 28 KB).
 pub(crate) const MAX_BYTES: usize = 27_000;
 
+/// Customer text for an Adaptive Card's markdown: one line, markdown characters escaped,
+/// and `{{` broken with a zero-width space (Adaptive Cards expand `{{DATE(...)}}` and
+/// `{{TIME(...)}}` in text).
+pub(crate) fn escape(text: &str) -> String {
+    let text = one_line(text);
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut after_brace = false;
+    for c in text.chars() {
+        if c == '{' && after_brace {
+            out.push('\u{200b}');
+        }
+        after_brace = c == '{';
+        if matches!(
+            c,
+            '\\' | '*'
+                | '_'
+                | '['
+                | ']'
+                | '('
+                | ')'
+                | '~'
+                | '`'
+                | '#'
+                | '>'
+                | '<'
+                | '-'
+                | '+'
+                | '!'
+                | '|'
+                | '.'
+        ) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 fn container(finding: &FindingResponse) -> Value {
     let identity = finding.identity.as_ref().map_or_else(
         || "-".to_owned(),
-        |i| format!("{} ({})", i.display_name, i.kind),
+        |i| escape(&format!("{} ({})", i.display_name, i.kind)),
     );
     json!({
         "type": "Container",
         "separator": true,
         "items": [
-            {"type": "TextBlock", "text": truncate(&finding.title, 300), "weight": "Bolder", "wrap": true},
+            {"type": "TextBlock", "text": truncate(&escape(&finding.title), 300), "weight": "Bolder", "wrap": true},
             {"type": "FactSet", "facts": [
                 {"title": "Severity", "value": finding.severity.as_str()},
                 {"title": "Status", "value": finding.status.as_str()},
                 {"title": "Type", "value": finding.finding_type.as_str()},
                 {"title": "Identity", "value": truncate(&identity, 200)},
                 {"title": "Tenant", "value": finding.cloud_tenant_id},
-                {"title": "Finding", "value": finding.id},
+                {"title": "Finding", "value": escape(&finding.id)},
             ]}
         ]
     })

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
+mod credentials;
 mod fanout;
 mod retries;
 mod ssrf;

@@ -1,13 +1,11 @@
 //! `/api/v1/webhooks`: validation, the secret shown once, isolation, soft delete.
 
 use posture_domain::{Scope, WebhookId, ports::WebhookRepository, webhook::secret_context};
+use posture_test_support::logs;
 use reqwest::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use crate::{
-    logs,
-    support::{TestApp, assert_error, test_keyring},
-};
+use crate::support::{TestApp, assert_error, test_keyring};
 
 fn valid() -> Value {
     json!({"name": "SIEM", "webhookUrl": "https://hooks.example.com/posture",

@@ -1,4 +1,4 @@
-//! Every log line of this test process, captured (at DEBUG level) so tests can assert that
+//! Every log line of a test process, captured (at DEBUG level) so tests can assert that
 //! secrets never reach the logs.
 
 use std::{

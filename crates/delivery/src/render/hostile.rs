@@ -1,0 +1,157 @@
+//! Hostile customer text through every renderer: generic JSON, Slack, Teams and CEF.
+//!
+//! Titles, descriptions and display names come from the analyzer, which reads them from the
+//! customer's directory: anyone who can name a group can write them. Each renderer must
+//! keep them text: no link, mention, markup, template or line of their own, and no control
+//! character where the format has no escape for it.
+
+use chrono::{TimeZone, Utc};
+use posture_domain::{
+    CustomerId, DeliveryId, FindingId, IdentityId, PassId, WebhookId,
+    delivery::{Delivery, DeliveryStatus},
+    finding::{Finding, FindingStatus, FindingType, Severity},
+    identity::{IdentityKind, IdentitySummary},
+    webhook::{EventType, WebhookType},
+};
+use posture_wire::{cef, findings::FindingResponse};
+use serde_json::Value;
+
+use super::render;
+
+/// Every C0 and C1 control character, and the Unicode line and paragraph separators.
+fn controls() -> String {
+    (0u32..=0x9f)
+        .filter_map(char::from_u32)
+        .filter(|c| c.is_control())
+        .chain(['\u{2028}', '\u{2029}'])
+        .collect()
+}
+
+fn hostile() -> String {
+    format!(
+        "[click](https://evil.example) <@U123> <!channel> <at>Ada</at> **bold** _it_ \
+         a|b \\ c = d {{{{DATE(2017-02-14T06:00:00Z, SHORT)}}}} <https://evil.example|x> \
+         - item 1. two > quote # head `code` ~strike~ {}end",
+        controls()
+    )
+}
+
+fn finding() -> Finding {
+    let tenant = "8f6e2c1a-3b4d-4e5f-9a0b-1c2d3e4f5a6b".parse().unwrap();
+    Finding {
+        id: "f-1".parse::<FindingId>().unwrap(),
+        cloud_tenant_id: tenant,
+        finding_type: FindingType::Tier0PermanentRoot,
+        severity: Severity::Critical,
+        status: FindingStatus::Open,
+        title: hostile(),
+        description: Some(hostile()),
+        identity: Some(IdentitySummary {
+            id: "u-1".parse::<IdentityId>().unwrap(),
+            display_name: hostile(),
+            kind: IdentityKind::Group,
+            cloud_tenant_id: tenant,
+        }),
+        detected_at: Utc.with_ymd_and_hms(2026, 11, 21, 6, 0, 0).unwrap(),
+        updated_at: Utc.with_ymd_and_hms(2026, 11, 22, 6, 0, 0).unwrap(),
+    }
+}
+
+fn delivery() -> Delivery {
+    let now = Utc.with_ymd_and_hms(2026, 11, 22, 6, 0, 0).unwrap();
+    Delivery {
+        id: DeliveryId::generate(),
+        customer_id: CustomerId::generate(),
+        subscription_id: WebhookId::generate(),
+        pass_id: PassId::generate(),
+        event_type: EventType::FindingCritical,
+        chunk: 0,
+        finding_ids: vec!["f-1".parse().unwrap()],
+        status: DeliveryStatus::Pending,
+        attempts: 0,
+        next_attempt_at: now,
+        created_at: now,
+        delivered_at: None,
+        last_error: None,
+    }
+}
+
+/// Every string of a JSON value.
+fn strings(value: &Value) -> Vec<&str> {
+    match value {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(items) => items.iter().flat_map(strings).collect(),
+        Value::Object(map) => map.values().flat_map(strings).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn rendered(kind: WebhookType) -> Value {
+    let body = render(kind, &delivery(), vec![finding()]).unwrap();
+    serde_json::from_slice(&body).unwrap()
+}
+
+#[test]
+fn the_generic_body_carries_the_text_exactly() {
+    let body = rendered(WebhookType::Generic);
+    let finding = &body["data"]["findings"][0];
+    assert_eq!(finding["title"], hostile().as_str());
+    assert_eq!(finding["description"], hostile().as_str());
+    assert_eq!(finding["identity"]["displayName"], hostile().as_str());
+}
+
+#[test]
+fn slack_text_has_no_link_mention_or_control_character_of_the_customer() {
+    let body = rendered(WebhookType::Slack);
+    for text in strings(&body) {
+        assert!(!text.contains('<') && !text.contains('>'), "{text:?}");
+        // Structure lines are posture's own: `*Label*\nvalue` and `*title*\ndescription`.
+        let controls = text.chars().filter(|c| c.is_control()).count();
+        assert!(controls <= 1, "{text:?}");
+    }
+    let all = strings(&body).join(" ");
+    assert!(all.contains("&lt;@U123&gt;") && all.contains("&lt;!channel&gt;"));
+}
+
+#[test]
+fn teams_text_has_no_markdown_template_or_control_character_of_the_customer() {
+    let body = rendered(WebhookType::Teams);
+    let card = &body["attachments"][0]["content"]["body"];
+    let texts = strings(card);
+    let customer: Vec<&str> = texts
+        .iter()
+        .copied()
+        .filter(|t| t.contains("click") || t.contains("item"))
+        .collect();
+    assert!(customer.len() >= 2, "title and identity: {customer:?}");
+    for text in customer {
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+        assert!(!text.contains("{{"), "a template: {text:?}");
+        let chars: Vec<char> = text.chars().collect();
+        for (i, c) in chars.iter().enumerate() {
+            if "[]()*_`~<>|#-+!".contains(*c) {
+                assert!(
+                    i > 0 && chars[i - 1] == '\\',
+                    "{c:?} unescaped at {i}: {text:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_cef_line_has_no_control_character_and_parses_back() {
+    let line = cef::line(&FindingResponse::from(finding()));
+    assert!(!line.chars().any(char::is_control), "{line:?}");
+    let (header, ext) = posture_test_support::cef::parse(&line).unwrap();
+    assert_eq!(header.len(), 7);
+    assert_eq!(header[6], "10");
+    // The title in the header: line breaks and controls became spaces.
+    assert!(header[5].starts_with("[click](https://evil.example) <@U123>"));
+    assert!(header[5].ends_with("end"));
+    // Extensions keep each of them apart and the `=` and `|` exactly.
+    assert!(ext["cs4"].contains("a|b \\ c = d"), "{}", ext["cs4"]);
+    assert!(ext["suser"].ends_with("end"));
+    assert_eq!(ext["externalId"], "f-1");
+    assert_eq!(ext["duid"], "u-1");
+}
