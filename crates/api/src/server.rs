@@ -66,6 +66,7 @@ pub fn api_state(store: &PgStore, limiter: Arc<dyn RateLimiter>, wiring: Wiring)
         export_stall: wiring.export_stall,
         metrics: wiring.metrics,
         hsts: wiring.hsts,
+        readiness: Arc::default(),
         contract: posture_http::openapi::render().into(),
     }
 }

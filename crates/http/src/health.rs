@@ -1,27 +1,38 @@
 //! `/healthz` (the process is alive), `/metrics` and `/readyz` (it can serve: database reachable, schema
 //! current; the rate limiter's state is reported, and a degraded limiter does not make the
 //! instance unready since requests are still served). Neither needs a key nor is counted.
+//! `/readyz` checks the database at most once per second whatever the number of
+//! callers (it is public: a flood of probes must not become a flood of queries).
 
 use actix_web::{HttpResponse, web};
 use posture_domain::rate_limit::LimiterState;
 use serde_json::json;
 
-use crate::state::ApiState;
+use crate::{readiness::DatabaseCheck, state::ApiState};
+
+async fn check_database(state: &ApiState) -> DatabaseCheck {
+    let reachable = state.ports.health.ping().await.is_ok();
+    let schema = if reachable {
+        match state.ports.health.schema_is_current().await {
+            Ok(true) => "current",
+            Ok(false) => "migrations pending",
+            Err(_) => "unknown",
+        }
+    } else {
+        "unknown"
+    };
+    DatabaseCheck { reachable, schema }
+}
 
 pub(crate) async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "ok"}))
 }
 
 pub(crate) async fn readyz(state: web::Data<ApiState>) -> HttpResponse {
-    let database = state.ports.health.ping().await;
-    let schema = match &database {
-        Ok(()) => match state.ports.health.schema_is_current().await {
-            Ok(true) => "current",
-            Ok(false) => "migrations pending",
-            Err(_) => "unknown",
-        },
-        Err(_) => "unknown",
-    };
+    let DatabaseCheck { reachable, schema } = state
+        .readiness
+        .get_or_check(|| check_database(&state))
+        .await;
     let limiter = match state.ports.limiter.state() {
         LimiterState::InProcess => json!({"mode": "in-process"}),
         LimiterState::Shared => json!({"mode": "shared"}),
@@ -29,11 +40,11 @@ pub(crate) async fn readyz(state: web::Data<ApiState>) -> HttpResponse {
             json!({"mode": "degraded", "detail": "Redis unreachable; counting per instance", "sinceEpochSecs": since_epoch_secs})
         }
     };
-    let ready = database.is_ok() && schema == "current";
+    let ready = reachable && schema == "current";
     let body = json!({
         "status": if ready { "ready" } else { "not_ready" },
         "checks": {
-            "database": if database.is_ok() { "ok" } else { "unreachable" },
+            "database": if reachable { "ok" } else { "unreachable" },
             "schema": schema,
             "rateLimiter": limiter,
         }

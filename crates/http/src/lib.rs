@@ -15,6 +15,7 @@ mod health;
 pub mod input;
 mod json_errors;
 pub mod openapi;
+pub mod readiness;
 pub mod routes;
 mod state;
 mod telemetry;
@@ -61,6 +62,7 @@ pub fn app(
         .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
         .wrap(ErrorHandlers::new().default_handler(json_errors::ensure_json))
         .wrap(from_fn(health::hsts))
+        .wrap(DefaultHeaders::new().add((header::X_CONTENT_TYPE_OPTIONS, "nosniff")))
         .wrap(from_fn(telemetry::telemetry))
         .service(web::resource("/healthz").route(web::get().to(health::healthz)))
         .service(web::resource("/readyz").route(web::get().to(health::readyz)))
@@ -87,15 +89,17 @@ pub fn metrics_app(
         InitError = (),
     >,
 > {
-    App::new().route(
-        "/metrics",
-        web::get().to(move || {
-            let render = render.clone();
-            async move {
-                HttpResponse::Ok()
-                    .content_type("text/plain; version=0.0.4; charset=utf-8")
-                    .body(render())
-            }
-        }),
-    )
+    App::new()
+        .wrap(DefaultHeaders::new().add((header::X_CONTENT_TYPE_OPTIONS, "nosniff")))
+        .route(
+            "/metrics",
+            web::get().to(move || {
+                let render = render.clone();
+                async move {
+                    HttpResponse::Ok()
+                        .content_type("text/plain; version=0.0.4; charset=utf-8")
+                        .body(render())
+                }
+            }),
+        )
 }

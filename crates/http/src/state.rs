@@ -12,7 +12,7 @@ use posture_domain::{
     webhook::TargetPolicy,
 };
 
-use crate::{client_ip::TrustedProxies, export_slots::ExportSlots};
+use crate::{client_ip::TrustedProxies, export_slots::ExportSlots, readiness::ReadinessCache};
 
 /// The ports the HTTP API calls. The binary wires adapters into them.
 #[derive(Clone)]
@@ -47,6 +47,8 @@ pub struct ApiState {
     pub metrics: Option<MetricsRender>,
     /// Serving TLS: responses carry `Strict-Transport-Security`.
     pub hsts: bool,
+    /// The last database check of `/readyz`.
+    pub readiness: Arc<ReadinessCache>,
     /// The OpenAPI document, rendered once ([`crate::openapi::render`], when the binary
     /// builds the state), for
     /// `GET /openapi.json`.

@@ -15,7 +15,7 @@ use std::{
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
 use posture_domain::{
-    ingest::{IngestError, IngestItem, numbered_items},
+    ingest::{IngestError, IngestItem, MAX_LINE_BYTES, numbered_items},
     ports::IngestRepository,
 };
 use serde_json::json;
@@ -39,6 +39,49 @@ impl<R: Read> Read for Progress<R> {
     }
 }
 
+/// The lines of `reader`, each read with a bound: a line longer than [`MAX_LINE_BYTES`] is an
+/// error after at most that many bytes were read (a multi-gigabyte line without a newline is
+/// never held in memory), and reading stops there.
+struct BoundedLines<R> {
+    reader: R,
+    done: bool,
+}
+
+impl<R: BufRead> Iterator for BoundedLines<R> {
+    type Item = std::io::Result<String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let mut line = Vec::new();
+        let limit = MAX_LINE_BYTES as u64 + 2; // room for "\r\n"
+        let read = match (&mut self.reader).take(limit).read_until(b'\n', &mut line) {
+            Ok(0) => return None,
+            Ok(read) => read,
+            Err(e) => {
+                self.done = true;
+                return Some(Err(e));
+            }
+        };
+        if line.ends_with(b"\n") {
+            line.pop();
+            if line.ends_with(b"\r") {
+                line.pop();
+            }
+        } else if read as u64 == limit {
+            self.done = true;
+            return Some(Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("the line is longer than {MAX_LINE_BYTES} bytes"),
+            )));
+        }
+        Some(String::from_utf8(line).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, "the line is not UTF-8")
+        }))
+    }
+}
+
 /// Parsed records queued ahead of the pass: more than one write batch, so the next batch is
 /// parsed while the current one is written.
 const PARSE_AHEAD: usize = 8_192;
@@ -51,7 +94,11 @@ fn parse_ahead(
 ) -> impl Iterator<Item = Result<(u64, IngestItem), IngestError>> {
     let (sender, receiver) = mpsc::sync_channel(PARSE_AHEAD);
     std::thread::spawn(move || {
-        for item in numbered_items(reader.lines()) {
+        let lines = BoundedLines {
+            reader,
+            done: false,
+        };
+        for item in numbered_items(lines) {
             if sender.send(item).is_err() {
                 break;
             }
@@ -142,4 +189,45 @@ pub async fn run(args: IngestArgs, json: bool) -> anyhow::Result<()> {
             c.deliveries
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Cursor, Read as _};
+
+    use super::*;
+
+    fn lines(input: impl BufRead) -> Vec<std::io::Result<String>> {
+        BoundedLines {
+            reader: input,
+            done: false,
+        }
+        .collect()
+    }
+
+    #[test]
+    fn lines_end_at_lf_or_crlf_and_the_last_needs_no_newline() {
+        let read: Vec<String> = lines(Cursor::new("a\r\nb\n\nc"))
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(read, vec!["a", "b", "", "c"]);
+    }
+
+    #[test]
+    fn an_endless_line_is_refused_after_the_bound_without_reading_it_all() {
+        let endless = std::io::repeat(b'x').take(u64::MAX);
+        let mut read = lines(BufReader::new(endless)).into_iter();
+        let error = read.next().unwrap().unwrap_err();
+        assert!(error.to_string().contains("longer than"), "{error}");
+        assert!(read.next().is_none(), "reading stops at the refused line");
+    }
+
+    #[test]
+    fn a_line_at_the_bound_is_read() {
+        let line = "x".repeat(MAX_LINE_BYTES);
+        let read = lines(Cursor::new(format!("{line}\r\nnext\n")));
+        assert_eq!(read.len(), 2);
+        assert_eq!(read[0].as_ref().unwrap().len(), MAX_LINE_BYTES);
+    }
 }

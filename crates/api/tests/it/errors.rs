@@ -92,3 +92,46 @@ async fn responses_carry_a_request_id_and_keep_a_safe_incoming_one() {
     let response = app.client.get(app.url("/healthz")).send().await.unwrap();
     assert_eq!(response.headers()["x-request-id"].len(), 32);
 }
+
+#[tokio::test]
+async fn every_response_tells_browsers_not_to_sniff_its_type() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadFindings]).await;
+    let anonymous = |path: &str| app.client.get(app.url(path)).send();
+    let mut responses = vec![
+        anonymous("/healthz").await.unwrap(),
+        anonymous("/readyz").await.unwrap(),
+        anonymous("/metrics").await.unwrap(),
+        anonymous("/api/v1/openapi.json").await.unwrap(),
+        anonymous("/api/v1/findings").await.unwrap(),
+        anonymous("/nothing-here").await.unwrap(),
+        app.get("/api/v1/findings", &key).await,
+        app.get("/api/v1/findings/export?format=cef", &key).await,
+        app.get("/api/v1/identities", &key).await,
+        app.get("/api/v1/findings?limit=x", &key).await,
+    ];
+    responses.push(
+        app.client
+            .delete(app.url("/api/v1/findings"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap(),
+    );
+    let statuses: Vec<u16> = responses.iter().map(|r| r.status().as_u16()).collect();
+    for r in &responses {
+        assert_eq!(
+            r.headers()
+                .get("x-content-type-options")
+                .map(|v| v.to_str().unwrap()),
+            Some("nosniff"),
+            "{} {}",
+            r.url(),
+            r.status()
+        );
+    }
+    for expected in [200, 401, 403, 404, 400, 405] {
+        assert!(statuses.contains(&expected), "{statuses:?}");
+    }
+}
