@@ -9,7 +9,6 @@
 
 use std::{
     io::BufWriter,
-    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::Arc,
 };
@@ -17,13 +16,13 @@ use std::{
 use anyhow::{Context as _, bail};
 use base64::Engine as _;
 use clap::Args;
-use serde_json::Value;
 
 use crate::{
     demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
     demo_receiver,
-    files::{project_root, scratch_dir},
-    process::{eprintln_status, output, run},
+    files::scratch_dir,
+    posture::{Guard, api_json, build_binaries, rand_bytes, wait_until_listening},
+    process::eprintln_status,
 };
 
 #[derive(Args, Debug)]
@@ -37,51 +36,6 @@ pub struct DemoArgs {
     /// Identities of the first customer (the second gets a third of it).
     #[arg(long, default_value_t = 3000)]
     identities: usize,
-}
-
-fn build_binaries() -> anyhow::Result<PathBuf> {
-    eprintln_status("building posture-api and posture-worker");
-    run(
-        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .current_dir(project_root())
-            .args([
-                "build",
-                "--quiet",
-                "-p",
-                "posture-api",
-                "-p",
-                "posture-worker",
-            ]),
-    )?;
-    Ok(project_root().join("target").join("debug"))
-}
-
-/// Runs a `posture-api` operator command with `--json`; returns its object.
-fn api_json(bin: &Path, env: &[(&str, &str)], args: &[&str]) -> anyhow::Result<Value> {
-    let mut command = Command::new(bin.join("posture-api"));
-    command.args(args).arg("--json").env("POSTURE_LOG", "warn");
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    let text = output(&mut command)?;
-    serde_json::from_str(text.trim()).with_context(|| format!("parsing the output of {args:?}"))
-}
-
-struct Guard(Vec<Child>);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            // SIGTERM first, for a graceful stop.
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(child.id().to_string())
-                .status();
-        }
-        for child in &mut self.0 {
-            let _ = child.wait();
-        }
-    }
 }
 
 pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
@@ -230,26 +184,9 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn rand_bytes() -> anyhow::Result<[u8; 32]> {
-    let mut bytes = [0u8; 32];
-    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)?;
-    Ok(bytes)
-}
-
 fn print_block(text: &str) {
     use std::io::Write as _;
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
-}
-
-fn wait_until_listening(bind: &str) -> anyhow::Result<()> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::net::TcpStream::connect(bind).is_err() {
-        if std::time::Instant::now() > deadline {
-            bail!("posture-api did not start listening on {bind}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    Ok(())
 }
 
 /// Waits for Ctrl-C (or the server exiting on its own); returns the server's status if it

@@ -6,8 +6,10 @@ mod demo_data;
 mod demo_receiver;
 mod docs_check;
 mod files;
+mod fuzz;
 mod gen_data;
 mod openapi;
+mod posture;
 mod process;
 mod schema;
 mod servers;
@@ -47,6 +49,8 @@ enum Task {
     /// Check the rules of the codebase the compiler does not: module docs, file lengths,
     /// module names, crate layering (also run by `cargo test`).
     Tidy,
+    /// Fuzz the served contract with schemathesis (installed into target/fuzz-venv).
+    Fuzz(fuzz::FuzzArgs),
     /// Start the product with demo data on 127.0.0.1:8080 until Ctrl-C.
     Demo(demo::DemoArgs),
     /// Write demo data at any scale as JSON Lines files (one per customer).
@@ -62,6 +66,7 @@ fn main() -> ExitCode {
         Task::Openapi { check } => openapi::run(check),
         Task::Schema { check } => schema::run(check),
         Task::Tidy => tidy::run(),
+        Task::Fuzz(args) => fuzz::run_fuzz(&args),
         Task::Demo(args) => demo::run_demo(&args),
         Task::GenData(args) => gen_data::run(&args),
         Task::Bench(args) => bench::run_bench(&args),

@@ -1,0 +1,81 @@
+//! posture's binaries as the tasks run them: built once, operator commands with `--json`,
+//! long-running processes stopped gracefully with the task.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command},
+};
+
+use anyhow::{Context as _, bail};
+use serde_json::Value;
+
+use crate::{
+    files::project_root,
+    process::{eprintln_status, output, run},
+};
+
+/// Builds `posture-api` and `posture-worker` (debug); returns their directory.
+pub fn build_binaries() -> anyhow::Result<PathBuf> {
+    eprintln_status("building posture-api and posture-worker");
+    run(
+        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(project_root())
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "posture-api",
+                "-p",
+                "posture-worker",
+            ]),
+    )?;
+    Ok(project_root().join("target").join("debug"))
+}
+
+/// Runs a `posture-api` operator command with `--json`; returns its object.
+pub fn api_json(bin: &Path, env: &[(&str, &str)], args: &[&str]) -> anyhow::Result<Value> {
+    let mut command = Command::new(bin.join("posture-api"));
+    command.args(args).arg("--json").env("POSTURE_LOG", "warn");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let text = output(&mut command)?;
+    serde_json::from_str(text.trim()).with_context(|| format!("parsing the output of {args:?}"))
+}
+
+/// Child processes stopped (SIGTERM, then waited for) when dropped.
+pub struct Guard(pub Vec<Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            // SIGTERM first, for a graceful stop.
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(child.id().to_string())
+                .status();
+        }
+        for child in &mut self.0 {
+            let _ = child.wait();
+        }
+    }
+}
+
+/// 32 random bytes (a `POSTURE_SECRET_KEY`).
+pub fn rand_bytes() -> anyhow::Result<[u8; 32]> {
+    let mut bytes = [0u8; 32];
+    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// Waits until something listens on `bind` (30 s at most).
+pub fn wait_until_listening(bind: &str) -> anyhow::Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(bind).is_err() {
+        if std::time::Instant::now() > deadline {
+            bail!("posture-api did not start listening on {bind}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Ok(())
+}
