@@ -12,8 +12,10 @@ use std::{sync::Arc, time::Duration};
 
 use chrono::Utc;
 use posture_domain::{
-    CustomerScope, Result,
-    delivery::{ClaimedDelivery, NextStep, Outcome, RetryPolicy},
+    CustomerScope, Error, Result,
+    delivery::{
+        Attempt, ClaimedDelivery, Delivery, DeliveryTarget, NextStep, Outcome, RetryPolicy,
+    },
     ports::{DeliveryRepository, FindingRepository},
     secrets::Keyring,
     signature::signature_header,
@@ -55,6 +57,18 @@ pub struct Worker {
     gauges_at: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
+/// An error with its causes, one line.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(inner) = cause {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        cause = inner.source();
+    }
+    text
+}
+
 /// What happened to one claimed delivery.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sent {
@@ -91,39 +105,86 @@ impl Worker {
         }
     }
 
-    /// Sends one claimed delivery and records the attempt.
+    /// The body of a delivery (rendered once, then the stored bytes) and its signature.
+    /// `Err(Ok(reason))`: the delivery itself cannot be sent (its secret does not open, its
+    /// findings do not render) — a failed attempt; `Err(Err(e))`: the database cannot be
+    /// reached right now — the lease ends and the delivery is claimed again, no attempt
+    /// counted.
+    async fn prepare(
+        &self,
+        delivery: &Delivery,
+        target: &DeliveryTarget,
+        body: Option<Vec<u8>>,
+    ) -> std::result::Result<(Vec<u8>, String), std::result::Result<String, Error>> {
+        let unprepared = |what: &str, e: Error| match e {
+            Error::Unavailable(_) => Err(e),
+            other => Ok(format!("{what}: {}", error_chain(&other))),
+        };
+        let body = match body {
+            Some(body) => body,
+            None => {
+                let scope = CustomerScope::for_operator(delivery.customer_id);
+                let findings = self
+                    .findings
+                    .findings_by_ids(scope, &delivery.finding_ids)
+                    .await
+                    .map_err(|e| unprepared("reading the findings failed", e))?;
+                let body = render(target.webhook_type, delivery, findings)
+                    .map_err(|e| Ok(format!("rendering the body failed: {e}")))?;
+                self.deliveries
+                    .store_body(delivery, &body)
+                    .await
+                    .map_err(|e| unprepared("storing the body failed", e))?;
+                body
+            }
+        };
+        let secret = self
+            .keyring
+            .open(
+                &target.secret,
+                &secret_context(delivery.customer_id, delivery.subscription_id),
+            )
+            .map_err(|e| unprepared("the signing secret cannot be opened", e))?;
+        let signature = signature_header(secret.expose(), &body);
+        Ok((body, signature))
+    }
+
+    /// Sends one claimed delivery and records the attempt. A delivery that cannot be
+    /// prepared counts a failed attempt with the reason (and so ends `failed` at the cap);
+    /// only an unreachable database leaves it to the next claim without an attempt.
     pub async fn deliver(&self, claimed: ClaimedDelivery) -> Result<Sent> {
         let ClaimedDelivery {
             delivery,
             target,
             body,
         } = claimed;
-        let scope = CustomerScope::for_operator(delivery.customer_id);
-        let body = match body {
-            Some(body) => body,
-            None => {
-                let findings = self
-                    .findings
-                    .findings_by_ids(scope, &delivery.finding_ids)
-                    .await?;
-                let body = render(target.webhook_type, &delivery, findings)
-                    .map_err(posture_domain::Error::internal)?;
-                self.deliveries.store_body(&delivery, &body).await?;
-                body
+        let (outcome, attempt) = match self.prepare(&delivery, &target, body).await {
+            Ok((body, signature)) => {
+                let id = delivery.id.to_string();
+                let headers = DeliveryHeaders {
+                    event: delivery.event_type.as_str(),
+                    signature: &signature,
+                    delivery_id: &id,
+                };
+                self.client.send(&target.url, &body, &headers).await
             }
+            Err(Err(unavailable)) => return Err(unavailable),
+            Err(Ok(reason)) => (
+                Outcome::Failed {
+                    status: None,
+                    error: reason.clone(),
+                    retry_after: None,
+                },
+                Attempt {
+                    number: 0,
+                    started_at: Utc::now(),
+                    latency_ms: 0,
+                    status_code: None,
+                    error: Some(reason),
+                    response_excerpt: None,
+                },
+            ),
         };
-        let secret = self.keyring.open(
-            &target.secret,
-            &secret_context(delivery.customer_id, delivery.subscription_id),
-        )?;
-        let signature = signature_header(secret.expose(), &body);
-        let id = delivery.id.to_string();
-        let headers = DeliveryHeaders {
-            event: delivery.event_type.as_str(),
-            signature: &signature,
-            delivery_id: &id,
-        };
-        let (outcome, attempt) = self.client.send(&target.url, &body, &headers).await;
         let attempts_made = delivery.attempts + 1;
         let (next, sent) = match &outcome {
             Outcome::Delivered { .. } => (NextStep::Delivered, Sent::Delivered),
@@ -198,7 +259,7 @@ impl Worker {
                 let id = claimed.delivery.id;
                 if let Err(e) = worker.deliver(claimed).await {
                     // The lease ends and another attempt follows; nothing is lost.
-                    tracing::error!(delivery.id = %id, error = %e, "delivery could not be processed");
+                    tracing::warn!(delivery.id = %id, error = error_chain(&e), "delivery not attempted: the database is unreachable");
                 }
                 drop(permit);
             });

@@ -33,6 +33,11 @@ pub(crate) const CHANNEL: &str = "posture_deliveries";
 
 /// Queues the deliveries of a pass's new findings: one per active subscription, event type
 /// listed and chunk of 100 findings (by id). Idempotent. Returns how many were queued.
+///
+/// The subscriptions are read `FOR SHARE` until the pass commits: a deactivation that
+/// started first is waited for (and its subscription then skipped), one that starts later
+/// waits for the pass and then cancels the deliveries it queued. Either way no delivery is
+/// left pending for an inactive subscription.
 pub(crate) async fn fan_out(
     conn: &mut AsyncPgConnection,
     customer: Uuid,
@@ -50,6 +55,7 @@ pub(crate) async fn fan_out(
          SELECT $1, gen_random_uuid(), s.id, $2, c.event_type, c.chunk, c.ids, now(), now() \
          FROM chunks c JOIN webhook_subscriptions s \
            ON s.customer_id = $1 AND s.active AND c.event_type = ANY(s.event_types) \
+         FOR SHARE OF s \
          ON CONFLICT ON CONSTRAINT webhook_deliveries_fanout_key DO NOTHING",
     )
     .bind::<SqlUuid, _>(customer)
@@ -198,17 +204,31 @@ impl DeliveryRepository for PgStore {
         lease: Duration,
     ) -> Result<Vec<ClaimedDelivery>> {
         let mut conn = self.conn().await?;
+        // Deliveries whose subscription was deactivated (a pass's fan-out can commit just
+        // after a deactivation cancelled what it could see) are cancelled when met, and
+        // never take a place in the batch: the limit applies to deliverable rows only.
+        diesel::sql_query(
+            "UPDATE webhook_deliveries d SET status = 'cancelled', lease_until = NULL, leased_by = NULL \
+             FROM webhook_subscriptions s \
+             WHERE d.status = 'pending' AND d.next_attempt_at <= now() \
+               AND s.customer_id = d.customer_id AND s.id = d.subscription_id AND NOT s.active",
+        )
+        .execute(&mut conn)
+        .await
+        .map_err(db_error)?;
         let rows: Vec<ClaimRow> = diesel::sql_query(
             "WITH due AS ( \
                  SELECT d.customer_id, d.id FROM webhook_deliveries d \
+                 JOIN webhook_subscriptions s \
+                   ON s.customer_id = d.customer_id AND s.id = d.subscription_id AND s.active \
                  WHERE d.status = 'pending' AND d.next_attempt_at <= now() \
                    AND (d.lease_until IS NULL OR d.lease_until < now()) \
-                 ORDER BY d.next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED) \
+                 ORDER BY d.next_attempt_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED) \
              UPDATE webhook_deliveries d \
                 SET lease_until = now() + make_interval(secs => $3), leased_by = $1 \
              FROM due, webhook_subscriptions s \
              WHERE d.customer_id = due.customer_id AND d.id = due.id \
-               AND s.customer_id = d.customer_id AND s.id = d.subscription_id AND s.active \
+               AND s.customer_id = d.customer_id AND s.id = d.subscription_id \
              RETURNING d.customer_id, d.id, d.subscription_id, d.pass_id, d.event_type, d.chunk, \
                        d.finding_ids, d.status, d.attempts, d.next_attempt_at, d.created_at, \
                        d.delivered_at, d.last_error, d.body, s.webhook_url, s.webhook_type, \

@@ -1,25 +1,76 @@
 //! Conversion of database and pool errors into domain errors, at the port boundary.
 
+use std::{
+    sync::atomic::{AtomicU64, Ordering},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use posture_domain::Error;
 
-/// Maps a Diesel error: a missing row is `NotFound`; a lost connection, or a statement
-/// cancelled at the session's `statement_timeout`, `Unavailable` (the caller may retry);
-/// anything else `Internal` (logged by the caller, never shown).
+/// When a connection-class failure was last seen (epoch milliseconds; 0: never).
+static LAST_CONNECTION_FAILURE_MS: AtomicU64 = AtomicU64::new(0);
+/// How long after such a failure pooled connections are checked before reuse.
+const CHECK_AFTER_FAILURE: Duration = Duration::from_secs(30);
+
+fn epoch_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Whether a connection-class failure happened lately: the pool then checks each connection
+/// with a query before handing it out, so a connection the server closed is discarded even
+/// when its client has not noticed yet (in steady state reuse costs nothing).
+pub(crate) fn connections_suspect() -> bool {
+    let last = LAST_CONNECTION_FAILURE_MS.load(Ordering::Relaxed);
+    last != 0 && epoch_ms().saturating_sub(last) < CHECK_AFTER_FAILURE.as_millis() as u64
+}
+
+fn unavailable(e: DieselError) -> Error {
+    LAST_CONNECTION_FAILURE_MS.store(epoch_ms(), Ordering::Relaxed);
+    Error::Unavailable(Box::new(e))
+}
+
+/// Server messages of errors that say "the server or the connection is going away, try
+/// again", not "this request is wrong": SQLSTATE class 08 (connection exception), 57P01–05
+/// (admin, crash or idle-session shutdown, cannot connect now, database dropped), 25P03 (an
+/// idle transaction ended) and 57014 at the statement timeout. diesel-async keeps only the
+/// message of a database error, not its SQLSTATE, so these are matched on PostgreSQL's
+/// (English) messages.
+const UNAVAILABLE_MESSAGES: &[&str] = &[
+    "terminating connection",
+    "the database system is",
+    "canceling statement due to statement timeout",
+    "could not connect",
+    "connection to server",
+    "server closed the connection",
+    "no connection to the server",
+];
+
+/// Whether a database error says the connection or the server is going away.
+fn is_connection_failure(info: &dyn diesel::result::DatabaseErrorInformation) -> bool {
+    let message = info.message();
+    UNAVAILABLE_MESSAGES.iter().any(|m| message.contains(m))
+}
+
+/// Maps a Diesel error: a missing row is `NotFound`; a lost connection, a server shutting
+/// down or a statement cancelled at the session's `statement_timeout` `Unavailable` (the
+/// caller may retry: 503 with `Retry-After`; the pool discards a closed connection); anything
+/// else `Internal` (logged by the caller, never shown).
 pub(crate) fn db_error(e: DieselError) -> Error {
     match e {
         DieselError::NotFound => Error::NotFound,
         DieselError::DatabaseError(
             DatabaseErrorKind::ClosedConnection | DatabaseErrorKind::UnableToSendCommand,
             _,
-        ) => Error::Unavailable(Box::new(e)),
-        // SQLSTATE 57014 (query_canceled); diesel-async keeps only the message.
+        ) => unavailable(e),
         DieselError::DatabaseError(DatabaseErrorKind::Unknown, ref info)
-            if info.message().contains("statement timeout") =>
+            if is_connection_failure(info.as_ref()) =>
         {
-            Error::Unavailable(Box::new(e))
+            unavailable(e)
         }
-        DieselError::BrokenTransactionManager => Error::Unavailable(Box::new(e)),
+        DieselError::BrokenTransactionManager => unavailable(e),
         other => Error::Internal(Box::new(other)),
     }
 }

@@ -135,7 +135,17 @@ impl PgStore {
     /// fail fast at start-up.
     pub fn new(config: &PgConfig) -> Result<Self, Error> {
         let mut manager_config = ManagerConfig::default();
-        manager_config.recycling_method = RecyclingMethod::Fast;
+        // Reuse costs nothing in steady state; after a connection-class failure, each
+        // connection is checked before reuse for a while (error.rs).
+        manager_config.recycling_method = RecyclingMethod::CustomFunction(Box::new(|conn| {
+            Box::pin(async move {
+                if crate::error::connections_suspect() {
+                    use diesel_async::RunQueryDsl as _;
+                    diesel::sql_query("SELECT 1").execute(conn).await?;
+                }
+                Ok(())
+            })
+        }));
         let settings = config.session_settings();
         if !settings.is_empty() {
             manager_config.custom_setup = Box::new(move |url| {

@@ -5,6 +5,7 @@
 
 mod credentials;
 mod fanout;
+mod races;
 mod retries;
 mod ssrf;
 mod support;

@@ -20,7 +20,7 @@ pub fn keyring() -> Arc<Keyring> {
 
 pub struct Setup {
     /// Keeps the test's database alive.
-    pub _db: TestDb,
+    pub db: TestDb,
     pub store: PgStore,
     pub keyring: Arc<Keyring>,
 }
@@ -30,7 +30,7 @@ impl Setup {
         let db = TestDb::new().await;
         let store = db.store();
         Self {
-            _db: db,
+            db,
             store,
             keyring: keyring(),
         }

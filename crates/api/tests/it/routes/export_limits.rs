@@ -48,7 +48,8 @@ async fn stalled_export(app: &TestApp, key: &str) -> TcpStream {
     stream
 }
 
-/// Connections of `db` inside a transaction (an export's snapshot), other than the asker's.
+/// Connections of `db` inside a transaction reading findings (an export's snapshot), other
+/// than the asker's.
 async fn in_transaction(db: &TestDb) -> i64 {
     #[derive(diesel::QueryableByName)]
     struct Count {
@@ -59,7 +60,8 @@ async fn in_transaction(db: &TestDb) -> i64 {
     let database = db.url().rsplit('/').next().unwrap().to_owned();
     let count: Count = diesel::sql_query(
         "SELECT count(*) AS n FROM pg_stat_activity \
-         WHERE datname = $1 AND xact_start IS NOT NULL AND pid <> pg_backend_pid()",
+         WHERE datname = $1 AND xact_start IS NOT NULL AND pid <> pg_backend_pid() \
+             AND query ILIKE '%findings%'",
     )
     .bind::<diesel::sql_types::Text, _>(&database)
     .get_result(&mut conn)
@@ -175,4 +177,63 @@ async fn an_idle_export_transaction_is_ended_by_the_idle_in_transaction_timeout(
         || async { in_transaction(&app.db).await == 0 },
     )
     .await;
+}
+
+#[tokio::test]
+async fn a_query_whose_connection_is_terminated_is_503_and_the_next_request_works() {
+    let app = TestApp::start().await;
+    let key = exporter(&app, "A", 10).await;
+    let mut admin = AsyncPgConnection::establish(app.db.url()).await.unwrap();
+    diesel::sql_query("BEGIN")
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    diesel::sql_query("LOCK TABLE findings IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let request = {
+        let client = app.client.clone();
+        let url = app.url("/api/v1/findings");
+        let key = key.clone();
+        tokio::spawn(async move { client.get(url).bearer_auth(key).send().await.unwrap() })
+    };
+    // The request's query waits for the lock; end its backend as a shutdown would.
+    let database = app.db.url().rsplit('/').next().unwrap().to_owned();
+    eventually(
+        Duration::from_secs(10),
+        "the request waits for the lock",
+        || async {
+            #[derive(diesel::QueryableByName)]
+            struct Terminated {
+                #[diesel(sql_type = diesel::sql_types::BigInt)]
+                n: i64,
+            }
+            let mut conn = AsyncPgConnection::establish(app.db.url()).await.unwrap();
+            let terminated: Terminated = diesel::sql_query(
+                "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity \
+             WHERE datname = $1 AND wait_event_type = 'Lock'",
+            )
+            .bind::<diesel::sql_types::Text, _>(&database)
+            .get_result(&mut conn)
+            .await
+            .unwrap();
+            terminated.n > 0
+        },
+    )
+    .await;
+    let response = request.await.unwrap();
+    assert!(response.headers().contains_key("retry-after"));
+    assert_error(response, StatusCode::SERVICE_UNAVAILABLE, "unavailable").await;
+    diesel::sql_query("ROLLBACK")
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    // The dead connection is not handed out again.
+    for _ in 0..10 {
+        assert_eq!(
+            app.get("/api/v1/findings?limit=1", &key).await.status(),
+            StatusCode::OK
+        );
+    }
 }

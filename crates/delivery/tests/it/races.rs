@@ -1,0 +1,188 @@
+//! The races of the outbox, made deterministic: a deactivation while a pass fans out, orphaned
+//! deliveries in front of the claim, and deliveries that cannot be prepared.
+
+use std::time::Duration;
+
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use posture_domain::{
+    delivery::DeliveryStatus,
+    ports::{DeliveryRepository, WebhookRepository},
+    secrets::Keyring,
+};
+use posture_test_support::fixtures;
+
+use crate::support::{Setup, finding, hook_url, receiver};
+
+#[derive(diesel::QueryableByName)]
+struct Count {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
+}
+
+async fn count(conn: &mut AsyncPgConnection, sql: &str) -> i64 {
+    diesel::sql_query(sql)
+        .get_result::<Count>(conn)
+        .await
+        .unwrap()
+        .n
+}
+
+/// Waits until some session waits for a lock on `table`.
+async fn someone_waits_for(conn: &mut AsyncPgConnection, table: &str) {
+    let sql = format!(
+        "SELECT count(*) AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation \
+         WHERE c.relname = '{table}' AND NOT l.granted"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while count(conn, &sql).await == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nobody waits for {table}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_deactivation_during_a_pass_fan_out_leaves_no_delivery_pending() {
+    let setup = Setup::new().await;
+    let (customer, tenant) = setup.customer("A").await;
+    let server = receiver(200).await;
+    let (subscription, _) = setup
+        .subscribe(customer, &hook_url(&server), &["finding_critical"])
+        .await;
+    // Hold the pass after its fan-out: it records itself in analyzer_passes last.
+    let mut holder = AsyncPgConnection::establish(setup.db.url()).await.unwrap();
+    diesel::sql_query("BEGIN")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    diesel::sql_query("LOCK TABLE analyzer_passes IN SHARE MODE")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let pass = {
+        let store = setup.store.clone();
+        let text = fixtures::lines(&[finding("c1", &tenant, "critical")]);
+        tokio::spawn(async move { fixtures::ingest(&store, customer, &text).await })
+    };
+    someone_waits_for(&mut holder, "analyzer_passes").await;
+    // The deactivation runs while the pass's deliveries are written but not committed.
+    let deactivation = {
+        let store = setup.store.clone();
+        tokio::spawn(async move { store.deactivate_subscription(customer, subscription).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    diesel::sql_query("ROLLBACK")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let summary = pass.await.unwrap().unwrap();
+    assert_eq!(summary.counts.deliveries, 1, "the pass queued its delivery");
+    deactivation.await.unwrap().unwrap();
+    let statuses: Vec<DeliveryStatus> = setup
+        .deliveries(customer)
+        .await
+        .iter()
+        .map(|d| d.status)
+        .collect();
+    assert_eq!(statuses, vec![DeliveryStatus::Cancelled]);
+}
+
+#[tokio::test]
+async fn orphaned_deliveries_never_keep_the_claim_from_deliverable_ones() {
+    let setup = Setup::new().await;
+    let (customer, tenant) = setup.customer("A").await;
+    let server = receiver(200).await;
+    let (orphaned, _) = setup
+        .subscribe(customer, &hook_url(&server), &["finding_critical"])
+        .await;
+    // 20 deliveries (2,000 new critical findings), then their subscription deactivated the
+    // way the race above could leave it: inactive, its deliveries still pending.
+    let records: Vec<_> = (0..2000)
+        .map(|i| finding(&format!("c{i:04}"), &tenant, "critical"))
+        .collect();
+    setup.pass(customer, &records).await;
+    let mut conn = AsyncPgConnection::establish(setup.db.url()).await.unwrap();
+    diesel::sql_query(format!(
+        "UPDATE webhook_subscriptions SET active = false, deactivated_at = now() \
+         WHERE id = '{orphaned}'"
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    setup
+        .subscribe(customer, &hook_url(&server), &["finding_high"])
+        .await;
+    setup
+        .pass(customer, &[finding("h1", &tenant, "high")])
+        .await;
+    let claimed = setup
+        .store
+        .claim_due("w1", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(
+        claimed.len(),
+        1,
+        "the deliverable one is claimed, past 20 orphans"
+    );
+    assert_eq!(claimed[0].delivery.event_type.as_str(), "finding_high");
+    let cancelled = setup
+        .deliveries(customer)
+        .await
+        .iter()
+        .filter(|d| d.status == DeliveryStatus::Cancelled)
+        .count();
+    assert_eq!(cancelled, 20, "the orphans met are cancelled");
+}
+
+#[tokio::test]
+async fn a_delivery_that_cannot_be_prepared_counts_attempts_and_ends_failed() {
+    let setup = Setup::new().await;
+    let (customer, tenant) = setup.customer("A").await;
+    let server = receiver(200).await;
+    // The subscription's secret is sealed with a key the worker does not hold.
+    let other = Keyring::new(&[1; 32], &[]).unwrap();
+    let (subscription, _) = fixtures::subscription(
+        &setup.store,
+        &other,
+        customer,
+        &hook_url(&server),
+        "generic",
+        &["finding_low"],
+    )
+    .await;
+    setup.pass(customer, &[finding("l1", &tenant, "low")]).await;
+    let worker = setup.worker(true);
+    for _ in 0..20 {
+        worker.drain().await.unwrap();
+        let delivery = &setup.deliveries(customer).await[0];
+        if delivery.status == DeliveryStatus::Failed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    let delivery = &setup.deliveries(customer).await[0];
+    assert_eq!(delivery.status, DeliveryStatus::Failed);
+    assert_eq!(delivery.attempts, 4, "every attempt counted, up to the cap");
+    let attempts = setup.store.attempts(customer, delivery.id).await.unwrap();
+    assert!(
+        attempts[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .starts_with("the signing secret cannot be opened"),
+        "{:?}",
+        attempts[0].error
+    );
+    assert!(server.received_requests().await.unwrap().is_empty());
+    assert!(
+        setup
+            .store
+            .get_subscription(customer, subscription)
+            .await
+            .is_ok()
+    );
+}
