@@ -142,17 +142,15 @@ fn kind(rng: &mut Rng) -> &'static str {
     }
 }
 
-fn severity_for(finding_type: FindingType, rng: &mut Rng) -> Severity {
+fn severity_for(finding_type: &str, rng: &mut Rng) -> Severity {
     let base = match finding_type {
-        FindingType::Tier0PermanentRoot | FindingType::GuestPrivilegedAccess => 0,
-        FindingType::StandingPrivilegedAccess
-        | FindingType::MfaNotEnforced
-        | FindingType::ExcessiveApiPermissions
-        | FindingType::AgentIdentityOverprivileged => 1,
-        FindingType::StalePrivilegedIdentity
-        | FindingType::LegacyAuthentication
-        | FindingType::LongLivedCredential => 2,
-        FindingType::UnusedPermissions | FindingType::OrphanedServicePrincipal => 3,
+        "tier0_permanent_root" | "guest_privileged_access" => 0,
+        "standing_privileged_access"
+        | "mfa_not_enforced"
+        | "excessive_api_permissions"
+        | "agent_identity_overprivileged" => 1,
+        "stale_privileged_identity" | "legacy_authentication" | "long_lived_credential" => 2,
+        _ => 3,
     };
     // Mostly the type's usual severity, sometimes one step either way.
     let step: i64 = match rng.below(10) {
@@ -164,35 +162,34 @@ fn severity_for(finding_type: FindingType, rng: &mut Rng) -> Severity {
     Severity::ALL[index]
 }
 
-fn title(finding_type: FindingType, name: &str) -> String {
+fn title(finding_type: &str, name: &str) -> String {
     match finding_type {
-        FindingType::Tier0PermanentRoot => {
+        "tier0_permanent_root" => {
             format!("{name} holds Global Administrator permanently at the root scope")
         }
-        FindingType::StandingPrivilegedAccess => {
+        "standing_privileged_access" => {
             format!("{name} has standing privileged access that could be just-in-time")
         }
-        FindingType::StalePrivilegedIdentity => {
+        "stale_privileged_identity" => {
             format!("Privileged identity {name} has not signed in for 90 days")
         }
-        FindingType::MfaNotEnforced => {
+        "mfa_not_enforced" => {
             format!("Sign-ins of privileged user {name} are not protected by MFA")
         }
-        FindingType::UnusedPermissions => format!("{name} holds permissions unused for 90 days"),
-        FindingType::ExcessiveApiPermissions => {
+        "unused_permissions" => format!("{name} holds permissions unused for 90 days"),
+        "excessive_api_permissions" => {
             format!("{name} holds high-privilege Microsoft Graph permissions")
         }
-        FindingType::LongLivedCredential => {
+        "long_lived_credential" => {
             format!("{name} has a client secret valid for more than a year")
         }
-        FindingType::GuestPrivilegedAccess => {
-            format!("Guest account {name} holds a privileged role")
-        }
-        FindingType::OrphanedServicePrincipal => format!("Service principal {name} has no owner"),
-        FindingType::AgentIdentityOverprivileged => {
+        "guest_privileged_access" => format!("Guest account {name} holds a privileged role"),
+        "orphaned_service_principal" => format!("Service principal {name} has no owner"),
+        "agent_identity_overprivileged" => {
             format!("Agent identity {name} has more privilege than its actions need")
         }
-        FindingType::LegacyAuthentication => format!("{name} signs in with legacy authentication"),
+        "legacy_authentication" => format!("{name} signs in with legacy authentication"),
+        other => format!("{other} on {name}"),
     }
 }
 
@@ -275,7 +272,7 @@ pub fn write_customer(
         } else {
             rng.below(identities.len().max(1) as u64) as usize
         };
-        let finding_type = *rng.pick(FindingType::ALL);
+        let (finding_type, _) = *rng.pick(FindingType::CATALOGUE);
         let severity = severity_for(finding_type, &mut rng);
         let status = match rng.below(100) {
             0..70 => "open",
@@ -287,17 +284,15 @@ pub fn write_customer(
             .minus_days(1 + rng.below(89) as u32)
             .at(rng.below(24) as u32, rng.below(60) as u32);
         let mut record = json!({"type": "finding", "id": format!("f-{n:07}"),
-            "findingType": finding_type.as_str(), "severity": severity.as_str(), "status": status,
+            "findingType": finding_type, "severity": severity.as_str(), "status": status,
             "detectedAt": detected});
         match identities.get(who) {
             Some((id, tenant, name, _)) => {
                 record["cloudTenantId"] = json!(tenant);
                 record["identityId"] = json!(id);
                 record["title"] = json!(title(finding_type, name));
-                record["description"] = json!(format!(
-                    "Detected by rule {} on {name}.",
-                    finding_type.as_str()
-                ));
+                record["description"] =
+                    json!(format!("Detected by rule {finding_type} on {name}."));
             }
             None => {
                 record["cloudTenantId"] = json!(tenants[0]);

@@ -20,3 +20,8 @@ pub fn emit<T: Serialize>(
     }
     Ok(())
 }
+
+/// Prints a warning for people on stderr (both modes: stdout stays one JSON object).
+pub fn warn(text: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "warning: {text}");
+}

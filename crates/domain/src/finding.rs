@@ -1,8 +1,10 @@
 //! Analyzer findings: severities, statuses, types and filters.
 
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 
 use crate::{
+    error::Error,
     identity::IdentitySummary,
     ids::{CloudTenantId, FindingId, IdentityId},
 };
@@ -29,32 +31,125 @@ string_enum! {
     }
 }
 
-string_enum! {
-    /// What the analyzer found. The catalogue is closed: an unknown type is a bad ingest line
-    /// and a 400 on `?findingType=`.
-    pub enum FindingType ("findingType") {
-        /// A Tier-0 role (e.g. Global Administrator) assigned permanently at the root scope.
-        Tier0PermanentRoot = "tier0_permanent_root",
-        /// A privileged role held as standing access where just-in-time activation would do.
-        StandingPrivilegedAccess = "standing_privileged_access",
-        /// A privileged identity that has not signed in for 90 days or more.
-        StalePrivilegedIdentity = "stale_privileged_identity",
-        /// A privileged user whose sign-ins are not protected by multi-factor authentication.
-        MfaNotEnforced = "mfa_not_enforced",
-        /// Permissions granted but unused over the observation window.
-        UnusedPermissions = "unused_permissions",
-        /// An application or service principal holding high-privilege API permissions.
-        ExcessiveApiPermissions = "excessive_api_permissions",
-        /// A client secret or certificate valid for more than one year.
-        LongLivedCredential = "long_lived_credential",
-        /// A guest account holding a privileged role.
-        GuestPrivilegedAccess = "guest_privileged_access",
-        /// A service principal or application without any owner.
-        OrphanedServicePrincipal = "orphaned_service_principal",
-        /// An agent identity with more privilege than its observed actions need.
-        AgentIdentityOverprivileged = "agent_identity_overprivileged",
-        /// Sign-ins through legacy authentication protocols that bypass modern controls.
-        LegacyAuthentication = "legacy_authentication",
+/// Longest finding type.
+pub const MAX_FINDING_TYPE_LEN: usize = 64;
+/// A finding type as a regular expression (for the contract): lower snake case, starting with
+/// a letter, at most [`MAX_FINDING_TYPE_LEN`] characters. [`FindingType`] parses the same rule.
+pub const FINDING_TYPE_PATTERN: &str = "^[a-z][a-z0-9_]{0,63}$";
+
+/// What the analyzer found: an open, validated identifier. The types posture knows are in
+/// [`FindingType::CATALOGUE`]; an analyzer newer than posture may report others, which are
+/// stored, served, filtered and exported like any (so upgrading the analyzer first never
+/// stops a customer's updates).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct FindingType(String);
+
+impl FindingType {
+    /// The types posture knows, with what each means (docs and contract examples).
+    pub const CATALOGUE: &[(&str, &str)] = &[
+        (
+            "tier0_permanent_root",
+            "A Tier-0 role (e.g. Global Administrator) assigned permanently at the root scope.",
+        ),
+        (
+            "standing_privileged_access",
+            "A privileged role held as standing access where just-in-time activation would do.",
+        ),
+        (
+            "stale_privileged_identity",
+            "A privileged identity that has not signed in for 90 days or more.",
+        ),
+        (
+            "mfa_not_enforced",
+            "A privileged user whose sign-ins are not protected by multi-factor authentication.",
+        ),
+        (
+            "unused_permissions",
+            "Permissions granted but unused over the observation window.",
+        ),
+        (
+            "excessive_api_permissions",
+            "An application or service principal holding high-privilege API permissions.",
+        ),
+        (
+            "long_lived_credential",
+            "A client secret or certificate valid for more than one year.",
+        ),
+        (
+            "guest_privileged_access",
+            "A guest account holding a privileged role.",
+        ),
+        (
+            "orphaned_service_principal",
+            "A service principal or application without any owner.",
+        ),
+        (
+            "agent_identity_overprivileged",
+            "An agent identity with more privilege than its observed actions need.",
+        ),
+        (
+            "legacy_authentication",
+            "Sign-ins through legacy authentication protocols that bypass modern controls.",
+        ),
+    ];
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether posture's catalogue names this type.
+    pub fn is_known(&self) -> bool {
+        Self::CATALOGUE.iter().any(|(name, _)| *name == self.0)
+    }
+
+    fn valid(text: &str) -> bool {
+        let mut chars = text.chars();
+        text.len() <= MAX_FINDING_TYPE_LEN
+            && chars.next().is_some_and(|c| c.is_ascii_lowercase())
+            && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    }
+}
+
+impl std::fmt::Display for FindingType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for FindingType {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        if Self::valid(s) {
+            Ok(Self(s.to_owned()))
+        } else {
+            Err(Error::invalid(
+                "findingType",
+                format!(
+                    "{s:?} is not a finding type (lower snake case, starting with a letter, \
+                     at most {MAX_FINDING_TYPE_LEN} characters)"
+                ),
+            ))
+        }
+    }
+}
+
+impl TryFrom<String> for FindingType {
+    type Error = Error;
+
+    fn try_from(s: String) -> Result<Self, Error> {
+        if Self::valid(&s) {
+            Ok(Self(s))
+        } else {
+            s.parse()
+        }
+    }
+}
+
+impl From<FindingType> for String {
+    fn from(t: FindingType) -> String {
+        t.0
     }
 }
 
@@ -119,6 +214,41 @@ mod tests {
     fn severities_order_most_severe_first() {
         assert!(Severity::Critical < Severity::High);
         assert!(Severity::Medium < Severity::Low);
+    }
+
+    #[test]
+    fn a_finding_type_is_any_lower_snake_case_identifier() {
+        for ok in [
+            "tier0_permanent_root",
+            "a",
+            "oauth_consent_grant_v2",
+            &"x".repeat(64),
+        ] {
+            assert!(ok.parse::<FindingType>().is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "Tier0",
+            "0day",
+            "has-dash",
+            "spa ce",
+            "é",
+            &"x".repeat(65),
+        ] {
+            assert!(bad.parse::<FindingType>().is_err(), "{bad:?}");
+        }
+        assert!(
+            "mfa_not_enforced"
+                .parse::<FindingType>()
+                .unwrap()
+                .is_known()
+        );
+        assert!(
+            !"oauth_consent_grant"
+                .parse::<FindingType>()
+                .unwrap()
+                .is_known()
+        );
     }
 
     #[test]

@@ -5,22 +5,24 @@
 //! pass line by line: data records must name a tenant connected to the customer (in the
 //! database or by an earlier `tenant` record of the same pass); identity references may
 //! point forward and are resolved at the end of the pass, reported with the line that made
-//! them. Unknown fields are ignored (kept out of the API).
+//! them. Unknown fields are ignored (kept out of the API) and counted in the pass summary;
+//! a known field with a bad value rejects the line.
 
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
 
 use crate::{
     error::Error,
-    finding::{FindingStatus, FindingType, FindingUpsert, Severity},
-    identity::{AssignmentType, IdentityKind, IdentityUpsert, RoleAssignment},
-    ids::{CloudTenantId, FindingId, IdentityId, PassId, RecommendationId},
-    recommendation::{RecommendationUpsert, RecommendedRole},
+    finding::FindingUpsert,
+    identity::IdentityUpsert,
+    ids::{CloudTenantId, IdentityId, PassId},
+    recommendation::RecommendationUpsert,
     tenant::NewTenant,
-    upr::{MAX_FACTORS, MAX_SCORE, UprFactors, UprScoreUpsert},
+    upr::UprScoreUpsert,
 };
+
+mod records;
 
 /// Longest display name, principal name, role name or domain.
 pub const MAX_NAME_LEN: usize = 256;
@@ -107,6 +109,8 @@ pub struct PassCounts {
     pub upr_scores: u64,
     /// Webhook deliveries queued for the new findings.
     pub deliveries: u64,
+    /// Fields posture does not know, over every record (ignored: a newer analyzer's).
+    pub unknown_fields: u64,
 }
 
 /// The result of a committed pass.
@@ -118,17 +122,33 @@ pub struct PassSummary {
     pub counts: PassCounts,
     /// Time spent queueing webhook deliveries (part of the pass).
     pub fan_out: std::time::Duration,
+    /// The names of the unknown fields, sorted, at most [`MAX_UNKNOWN_FIELD_NAMES`].
+    pub unknown_field_names: Vec<String>,
 }
 
-/// Parses and validates one line. `Ok(None)` for a blank line.
-pub fn parse_line(line: &str) -> Result<Option<IngestItem>, String> {
+/// Unknown field names a pass summary lists at most.
+pub const MAX_UNKNOWN_FIELD_NAMES: usize = 20;
+
+/// A line of a pass, parsed and validated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParsedLine {
+    /// The line's number in the input (1-based).
+    pub number: u64,
+    pub item: IngestItem,
+    /// Fields of the record posture does not know (ignored, counted in the pass summary).
+    pub unknown_fields: Vec<String>,
+}
+
+/// Parses and validates one line (numbered 0: the caller numbers it). `Ok(None)` for a
+/// blank line.
+pub fn parse_line(line: &str) -> Result<Option<ParsedLine>, String> {
     if line.trim().is_empty() {
         return Ok(None);
     }
     if line.len() > MAX_LINE_BYTES {
         return Err(format!("line is longer than {MAX_LINE_BYTES} bytes"));
     }
-    let record: Record = serde_json::from_str(line).map_err(|e| {
+    let record: records::Record = serde_json::from_str(line).map_err(|e| {
         // serde_json counts lines within the text, always 1 here: keep only the column.
         let message = e.to_string();
         match message.rsplit_once(" at line ") {
@@ -136,263 +156,34 @@ pub fn parse_line(line: &str) -> Result<Option<IngestItem>, String> {
             None => message,
         }
     })?;
-    record.validate().map(Some).map_err(|e| match e {
+    let unknown_fields = record.unknown_fields();
+    let item = record.validate().map_err(|e| match e {
         Error::Invalid { field, reason } => format!("{field}: {reason}"),
         other => other.to_string(),
-    })
+    })?;
+    Ok(Some(ParsedLine {
+        number: 0,
+        item,
+        unknown_fields,
+    }))
 }
 
 /// Numbers and parses lines (1-based), skipping blank ones: what a pass consumes. `lines`
 /// yields each line or the error of reading it.
 pub fn numbered_items<E: Into<crate::error::BoxError>>(
     lines: impl Iterator<Item = Result<String, E>>,
-) -> impl Iterator<Item = Result<(u64, IngestItem), IngestError>> {
+) -> impl Iterator<Item = Result<ParsedLine, IngestError>> {
     lines.zip(1u64..).filter_map(|(line, number)| match line {
         Err(e) => Some(Err(IngestError::Input {
             line: number,
             source: e.into(),
         })),
         Ok(text) => match parse_line(&text) {
-            Ok(Some(item)) => Some(Ok((number, item))),
+            Ok(Some(parsed)) => Some(Ok(ParsedLine { number, ..parsed })),
             Ok(None) => None,
             Err(reason) => Some(Err(IngestError::line(number, reason))),
         },
     })
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase")]
-enum Record {
-    Tenant(TenantRecord),
-    Identity(IdentityRecord),
-    Finding(FindingRecord),
-    RoleRecommendation(RecommendationRecord),
-    UprScore(UprScoreRecord),
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct TenantRecord {
-    cloud_tenant_id: CloudTenantId,
-    display_name: String,
-    primary_domain: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct IdentityRecord {
-    id: IdentityId,
-    cloud_tenant_id: CloudTenantId,
-    kind: IdentityKind,
-    display_name: String,
-    principal_name: Option<String>,
-    #[serde(default)]
-    role_assignments: Vec<RoleAssignmentRecord>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RoleAssignmentRecord {
-    role_name: String,
-    #[serde(default = "root_scope")]
-    scope: String,
-    #[serde(default = "active")]
-    assignment_type: AssignmentType,
-}
-
-fn root_scope() -> String {
-    "/".to_owned()
-}
-
-fn active() -> AssignmentType {
-    AssignmentType::Active
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct FindingRecord {
-    id: FindingId,
-    cloud_tenant_id: CloudTenantId,
-    finding_type: FindingType,
-    severity: Severity,
-    #[serde(default = "open")]
-    status: FindingStatus,
-    title: String,
-    description: Option<String>,
-    identity_id: Option<IdentityId>,
-    detected_at: Option<DateTime<Utc>>,
-}
-
-fn open() -> FindingStatus {
-    FindingStatus::Open
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RecommendationRecord {
-    id: RecommendationId,
-    cloud_tenant_id: CloudTenantId,
-    identity_id: IdentityId,
-    current_roles: Vec<String>,
-    recommended_role: RecommendedRoleRecord,
-    #[serde(default)]
-    removed_actions: Vec<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RecommendedRoleRecord {
-    name: String,
-    #[serde(default)]
-    actions: Vec<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct UprScoreRecord {
-    identity_id: IdentityId,
-    cloud_tenant_id: CloudTenantId,
-    score: u8,
-    #[serde(default)]
-    factors: UprFactors,
-    recorded_at: Option<DateTime<Utc>>,
-}
-
-impl Record {
-    fn validate(self) -> Result<IngestItem, Error> {
-        Ok(match self {
-            Record::Tenant(t) => IngestItem::Tenant(NewTenant {
-                cloud_tenant_id: t.cloud_tenant_id,
-                display_name: text("displayName", t.display_name, MAX_NAME_LEN)?,
-                primary_domain: optional_text("primaryDomain", t.primary_domain, MAX_NAME_LEN)?,
-            }),
-            Record::Identity(i) => IngestItem::Identity(IdentityUpsert {
-                id: i.id,
-                cloud_tenant_id: i.cloud_tenant_id,
-                kind: i.kind,
-                display_name: text("displayName", i.display_name, MAX_NAME_LEN)?,
-                principal_name: optional_text("principalName", i.principal_name, MAX_NAME_LEN)?,
-                role_assignments: list("roleAssignments", i.role_assignments, |a| {
-                    Ok(RoleAssignment {
-                        role_name: text("roleAssignments.roleName", a.role_name, MAX_NAME_LEN)?,
-                        scope: text("roleAssignments.scope", a.scope, MAX_SCOPE_LEN)?,
-                        assignment_type: a.assignment_type,
-                    })
-                })?,
-            }),
-            Record::Finding(f) => IngestItem::Finding(FindingUpsert {
-                id: f.id,
-                cloud_tenant_id: f.cloud_tenant_id,
-                finding_type: f.finding_type,
-                severity: f.severity,
-                status: f.status,
-                title: text("title", f.title, MAX_TITLE_LEN)?,
-                description: optional_text("description", f.description, MAX_DESCRIPTION_LEN)?,
-                identity_id: f.identity_id,
-                detected_at: f.detected_at,
-            }),
-            Record::RoleRecommendation(r) => {
-                if r.current_roles.is_empty() {
-                    return Err(Error::invalid("currentRoles", "must not be empty"));
-                }
-                IngestItem::RoleRecommendation(RecommendationUpsert {
-                    id: r.id,
-                    cloud_tenant_id: r.cloud_tenant_id,
-                    identity_id: r.identity_id,
-                    current_roles: names("currentRoles", r.current_roles, MAX_NAME_LEN)?,
-                    recommended_role: RecommendedRole {
-                        name: text(
-                            "recommendedRole.name",
-                            r.recommended_role.name,
-                            MAX_NAME_LEN,
-                        )?,
-                        actions: names(
-                            "recommendedRole.actions",
-                            r.recommended_role.actions,
-                            MAX_SCOPE_LEN,
-                        )?,
-                    },
-                    removed_actions: names("removedActions", r.removed_actions, MAX_SCOPE_LEN)?,
-                })
-            }
-            Record::UprScore(u) => {
-                if u.score > MAX_SCORE {
-                    return Err(Error::invalid("score", format!("must be 0 to {MAX_SCORE}")));
-                }
-                if u.factors.len() > MAX_FACTORS {
-                    return Err(Error::invalid("factors", format!("at most {MAX_FACTORS}")));
-                }
-                for (name, points) in &u.factors {
-                    if name.is_empty()
-                        || name.len() > 64
-                        || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-                    {
-                        return Err(Error::invalid(
-                            "factors",
-                            format!("{name:?} is not a factor name (1 to 64 letters, digits, _)"),
-                        ));
-                    }
-                    if *points > MAX_SCORE {
-                        return Err(Error::invalid(
-                            "factors",
-                            format!("{name} must be 0 to {MAX_SCORE}"),
-                        ));
-                    }
-                }
-                IngestItem::UprScore(UprScoreUpsert {
-                    identity_id: u.identity_id,
-                    cloud_tenant_id: u.cloud_tenant_id,
-                    score: u.score,
-                    factors: u.factors,
-                    recorded_at: u.recorded_at,
-                })
-            }
-        })
-    }
-}
-
-/// A required string: not blank, at most `max` characters, no NUL (PostgreSQL text cannot
-/// hold it).
-fn text(field: &'static str, value: String, max: usize) -> Result<String, Error> {
-    if value.trim().is_empty() {
-        return Err(Error::invalid(field, "must not be empty"));
-    }
-    if value.chars().count() > max {
-        return Err(Error::invalid(
-            field,
-            format!("must be at most {max} characters"),
-        ));
-    }
-    if value.contains('\0') {
-        return Err(Error::invalid(field, "must not contain NUL characters"));
-    }
-    Ok(value)
-}
-
-fn optional_text(
-    field: &'static str,
-    value: Option<String>,
-    max: usize,
-) -> Result<Option<String>, Error> {
-    value.map(|v| text(field, v, max)).transpose()
-}
-
-fn list<T, U>(
-    field: &'static str,
-    items: Vec<T>,
-    each: impl FnMut(T) -> Result<U, Error>,
-) -> Result<Vec<U>, Error> {
-    if items.len() > MAX_LIST_LEN {
-        return Err(Error::invalid(
-            field,
-            format!("at most {MAX_LIST_LEN} entries"),
-        ));
-    }
-    items.into_iter().map(each).collect()
-}
-
-fn names(field: &'static str, items: Vec<String>, max: usize) -> Result<Vec<String>, Error> {
-    list(field, items, |s| text(field, s, max))
 }
 
 /// The rules of one pass that need no database.

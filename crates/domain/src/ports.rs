@@ -15,7 +15,7 @@ use crate::{
     finding::{Finding, FindingFilter},
     identity::{Identity, IdentityDetail, IdentityFilter},
     ids::{CloudTenantId, CustomerId, DeliveryId, FindingId, IdentityId, KeyId, WebhookId},
-    ingest::{IngestError, IngestItem, PassSummary},
+    ingest::{IngestError, ParsedLine, PassSummary},
     page::{Page, PageRequest},
     recommendation::{RecommendationFilter, RoleRecommendation},
     secrets::SealedSecret,
@@ -279,6 +279,6 @@ pub trait IngestRepository: Send + Sync {
     async fn run_pass(
         &self,
         scope: CustomerScope,
-        items: &mut (dyn Iterator<Item = Result<(u64, IngestItem), IngestError>> + Send),
+        items: &mut (dyn Iterator<Item = Result<ParsedLine, IngestError>> + Send),
     ) -> std::result::Result<PassSummary, IngestError>;
 }

@@ -153,7 +153,11 @@ pub(crate) fn total_query(
         query = query.filter(finding_totals::status.eq_any(values));
     }
     if !filter.finding_types.is_empty() {
-        let values: Vec<&'static str> = filter.finding_types.iter().map(|t| t.as_str()).collect();
+        let values: Vec<String> = filter
+            .finding_types
+            .iter()
+            .map(|t| t.as_str().to_owned())
+            .collect();
         query = query.filter(finding_totals::finding_type.eq_any(values));
     }
     query

@@ -131,7 +131,7 @@ mod tests {
         FindingResponse {
             id: "f-1".into(),
             cloud_tenant_id: "8f6e2c1a-3b4d-4e5f-9a0b-1c2d3e4f5a6b".into(),
-            finding_type: FindingType::Tier0PermanentRoot,
+            finding_type: "tier0_permanent_root".parse::<FindingType>().unwrap(),
             severity: Severity::Critical,
             status: FindingStatus::Open,
             title: title.into(),

@@ -21,7 +21,7 @@ pub struct FindingResponse {
     #[schemars(schema_with = "crate::tenant_id")]
     pub cloud_tenant_id: String,
     /// What the analyzer found (see the catalogue in docs/api.md).
-    #[schemars(schema_with = "crate::closed_set::<FindingType>")]
+    #[schemars(schema_with = "crate::finding_type")]
     pub finding_type: FindingType,
     #[schemars(schema_with = "crate::closed_set::<Severity>")]
     pub severity: Severity,
@@ -65,7 +65,8 @@ pub struct FindingsQuery {
     /// Only these statuses: one or more of open, resolved, suppressed, comma-separated.
     #[serde(default)]
     pub status: CommaList<FindingStatus>,
-    /// Only these finding types, comma-separated (catalogue in docs/api.md).
+    /// Only these finding types, comma-separated (catalogue in docs/api.md; any well-formed
+    /// type is accepted, including ones newer than this document).
     #[serde(default)]
     pub finding_type: CommaList<FindingType>,
 }

@@ -33,6 +33,24 @@ pub fn closed_set_list<T: ClosedSet>(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "array", "items": { "type": "string", "enum": T::allowed() } })
 }
 
+/// The schema of a finding type: an open identifier, the known catalogue as examples.
+pub fn finding_type(_: &mut SchemaGenerator) -> Schema {
+    use posture_domain::finding::{FINDING_TYPE_PATTERN, FindingType, MAX_FINDING_TYPE_LEN};
+    let examples: Vec<&str> = FindingType::CATALOGUE
+        .iter()
+        .map(|(name, _)| *name)
+        .collect();
+    json_schema!({
+        "type": "string",
+        "pattern": FINDING_TYPE_PATTERN,
+        "maxLength": MAX_FINDING_TYPE_LEN,
+        "examples": examples,
+        "description": "An open identifier: the analyzer may report types newer than this \
+                        document; the ones posture knows are given as examples (catalogue in \
+                        docs/api.md)."
+    })
+}
+
 /// The schema of a cloud tenant id (a lowercase hyphenated GUID).
 pub fn tenant_id(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "format": "uuid" })

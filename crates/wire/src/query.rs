@@ -12,6 +12,7 @@ use std::{borrow::Cow, marker::PhantomData};
 
 use posture_domain::{
     ClosedSet, CloudTenantId, Error, PageRequest,
+    finding::{FindingStatus, FindingType, MAX_FINDING_TYPE_LEN, Severity},
     page::{DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET},
     upr::{DEFAULT_TREND_DAYS, MAX_SCORE, MAX_TREND_DAYS},
 };
@@ -191,8 +192,59 @@ impl<T: ClosedSet> JsonSchema for OneOf<T> {
     }
 }
 
-/// Several values of a closed set, comma-separated (`severity=critical,high`); a value given
-/// twice counts once. Not given: empty (no filter).
+/// A value of a comma-separated list parameter: how one item parses and what the contract
+/// says of it.
+pub trait ListItem: Sized + PartialEq + 'static {
+    /// Names the item type in schema names.
+    const NAME: &'static str;
+    /// Parses one (non-empty, trimmed) item; the reason follows the parameter's name.
+    fn parse_item(text: &str) -> Result<Self, Refused>;
+    /// The schema of one item.
+    fn item_schema() -> Schema;
+}
+
+/// [`ListItem`] for a closed set: one of its values.
+macro_rules! closed_set_item {
+    ($($t:ty),+) => {$(
+        impl ListItem for $t {
+            const NAME: &'static str = <$t as ClosedSet>::WHAT;
+
+            fn parse_item(text: &str) -> Result<Self, Refused> {
+                text.parse::<$t>().map_err(|_| unknown_value::<$t>(text))
+            }
+
+            fn item_schema() -> Schema {
+                json_schema!({ "type": "string", "enum": <$t as ClosedSet>::allowed() })
+            }
+        }
+    )+};
+}
+
+closed_set_item!(Severity, FindingStatus);
+
+impl ListItem for FindingType {
+    const NAME: &'static str = "findingType";
+
+    fn parse_item(text: &str) -> Result<Self, Refused> {
+        text.parse::<FindingType>().map_err(|_| {
+            Refused(format!(
+                "has {text:?}, which is not a finding type (lower snake case, starting with a \
+                 letter, at most {MAX_FINDING_TYPE_LEN} characters)"
+            ))
+        })
+    }
+
+    fn item_schema() -> Schema {
+        crate::finding_type(&mut SchemaGenerator::default())
+    }
+}
+
+/// Most items of a list parameter (repeats included): bounds the query it becomes.
+pub const MAX_FILTER_VALUES: usize = 32;
+
+/// Several values, comma-separated (`severity=critical,high`), at most
+/// [`MAX_FILTER_VALUES`] items; a value given twice counts once. Not given: empty (no
+/// filter).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommaList<T>(pub Vec<T>);
 
@@ -202,22 +254,15 @@ impl<T> Default for CommaList<T> {
     }
 }
 
-impl<T: ClosedSet> CommaList<T> {
+impl<T: ListItem> CommaList<T> {
     /// Parses the text of the parameter.
     pub fn parse(text: &str) -> Result<Self, Refused> {
         let mut values = Vec::new();
-        for item in text.split(',') {
-            let item = item.trim();
-            let value = item.parse::<T>().map_err(|_| {
-                if item.is_empty() {
-                    Refused(format!(
-                        "has an empty item; allowed values: {}",
-                        T::allowed().join(", ")
-                    ))
-                } else {
-                    unknown_value::<T>(item)
-                }
-            })?;
+        for (n, item) in text.split(',').enumerate() {
+            if n == MAX_FILTER_VALUES {
+                return Err(Refused(format!("has more than {MAX_FILTER_VALUES} items")));
+            }
+            let value = T::parse_item(item.trim())?;
             if !values.contains(&value) {
                 values.push(value);
             }
@@ -226,27 +271,28 @@ impl<T: ClosedSet> CommaList<T> {
     }
 }
 
-impl<'de, T: ClosedSet> Deserialize<'de> for CommaList<T> {
+impl<'de, T: ListItem> Deserialize<'de> for CommaList<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = Cow::<'de, str>::deserialize(d)?;
         Self::parse(&text).map_err(D::Error::custom)
     }
 }
 
-impl<T: ClosedSet> JsonSchema for CommaList<T> {
+impl<T: ListItem> JsonSchema for CommaList<T> {
     fn inline_schema() -> bool {
         true
     }
 
     fn schema_name() -> Cow<'static, str> {
-        Cow::Owned(format!("CommaList_{}", T::WHAT))
+        Cow::Owned(format!("CommaList_{}", T::NAME))
     }
 
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
         json_schema!({
             "type": "array",
-            "items": { "type": "string", "enum": T::allowed() },
-            "minItems": 1
+            "items": T::item_schema(),
+            "minItems": 1,
+            "maxItems": MAX_FILTER_VALUES
         })
     }
 }
@@ -311,8 +357,6 @@ pub struct TenantQuery {
 
 #[cfg(test)]
 mod tests {
-    use posture_domain::finding::Severity;
-
     use super::*;
 
     #[test]
@@ -349,7 +393,24 @@ mod tests {
         let reason = CommaList::<Severity>::parse("high,urgent").unwrap_err();
         assert!(reason.to_string().contains("\"urgent\""), "{reason}");
         let reason = CommaList::<Severity>::parse("high,").unwrap_err();
-        assert!(reason.to_string().contains("empty item"), "{reason}");
+        assert!(reason.to_string().contains("empty value"), "{reason}");
+        assert!(CommaList::<FindingType>::parse("oauth_consent_grant,mfa_not_enforced").is_ok());
+        let reason = CommaList::<FindingType>::parse("Not-A-Type").unwrap_err();
+        assert!(
+            reason.to_string().contains("not a finding type"),
+            "{reason}"
+        );
+        let many: Vec<String> = (0..=MAX_FILTER_VALUES).map(|i| format!("t{i}")).collect();
+        let reason = CommaList::<FindingType>::parse(&many.join(",")).unwrap_err();
+        assert!(
+            reason.to_string().contains("more than 32 items"),
+            "{reason}"
+        );
+        let repeated = vec!["high"; MAX_FILTER_VALUES].join(",");
+        assert_eq!(
+            CommaList::<Severity>::parse(&repeated).unwrap().0,
+            vec![Severity::High]
+        );
     }
 
     #[test]

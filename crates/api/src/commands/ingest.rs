@@ -15,13 +15,16 @@ use std::{
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
 use posture_domain::{
-    ingest::{IngestError, IngestItem, MAX_LINE_BYTES, numbered_items},
+    ingest::{IngestError, MAX_LINE_BYTES, ParsedLine, numbered_items},
     ports::IngestRepository,
 };
 use serde_json::json;
 
 use super::{customer_scope, store};
-use crate::{cli::IngestArgs, output::emit};
+use crate::{
+    cli::IngestArgs,
+    output::{emit, warn},
+};
 
 /// Counts the bytes read, for the progress bar.
 struct Progress<R> {
@@ -91,7 +94,7 @@ const PARSE_AHEAD: usize = 8_192;
 /// stops at its next item.
 fn parse_ahead(
     reader: impl BufRead + Send + 'static,
-) -> impl Iterator<Item = Result<(u64, IngestItem), IngestError>> {
+) -> impl Iterator<Item = Result<ParsedLine, IngestError>> {
     let (sender, receiver) = mpsc::sync_channel(PARSE_AHEAD);
     std::thread::spawn(move || {
         let lines = BoundedLines {
@@ -172,8 +175,18 @@ pub async fn run(args: IngestArgs, json: bool) -> anyhow::Result<()> {
         "roleRecommendations": c.role_recommendations,
         "uprScores": c.upr_scores,
         "deliveriesQueued": c.deliveries,
+        "unknownFields": c.unknown_fields,
+        "unknownFieldNames": summary.unknown_field_names,
         "fanOutMs": summary.fan_out.as_millis() as u64,
     });
+    if c.unknown_fields > 0 {
+        warn(&format!(
+            "{} fields posture does not know were ignored ({}); the analyzer may be newer than \
+             posture",
+            c.unknown_fields,
+            summary.unknown_field_names.join(", ")
+        ));
+    }
     let seconds = (summary.finished_at - summary.started_at).num_milliseconds() as f64 / 1000.0;
     emit(json, &value, || {
         format!(

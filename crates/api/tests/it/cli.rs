@@ -6,7 +6,7 @@ use posture_test_support::{TestDb, fixtures};
 use reqwest::StatusCode;
 use serde_json::Value;
 
-fn posture_api(db: &TestDb, args: &[&str], stdin: Option<&str>) -> Output {
+pub(crate) fn posture_api(db: &TestDb, args: &[&str], stdin: Option<&str>) -> Output {
     use std::io::Write as _;
     let mut command = Command::new(env!("CARGO_BIN_EXE_posture-api"));
     command
@@ -26,7 +26,7 @@ fn posture_api(db: &TestDb, args: &[&str], stdin: Option<&str>) -> Output {
     child.wait_with_output().unwrap()
 }
 
-fn json_of(output: &Output) -> Value {
+pub(crate) fn json_of(output: &Output) -> Value {
     assert!(
         output.status.success(),
         "stderr: {}",

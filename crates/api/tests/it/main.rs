@@ -8,6 +8,7 @@ mod cli;
 mod contract;
 mod errors;
 mod metrics;
+mod newer_analyzer;
 mod operations;
 mod rate_limits;
 mod routes;

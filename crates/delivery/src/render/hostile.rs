@@ -41,7 +41,7 @@ fn finding() -> Finding {
     Finding {
         id: "f-1".parse::<FindingId>().unwrap(),
         cloud_tenant_id: tenant,
-        finding_type: FindingType::Tier0PermanentRoot,
+        finding_type: "tier0_permanent_root".parse::<FindingType>().unwrap(),
         severity: Severity::Critical,
         status: FindingStatus::Open,
         title: hostile(),

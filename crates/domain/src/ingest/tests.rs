@@ -1,6 +1,7 @@
 //! Rules of ingest lines: what parses, what is ignored, and what rejects a line (naming why).
 
 use super::*;
+use crate::finding::Severity;
 
 const T1: &str = "8f6e2c1a-3b4d-4e5f-9a0b-1c2d3e4f5a6b";
 
@@ -12,10 +13,11 @@ fn finding(extra: &str) -> String {
 
 #[test]
 fn a_valid_finding_line_parses() {
-    let item = parse_line(&finding(r#","identityId":"u1""#))
+    let parsed = parse_line(&finding(r#","identityId":"u1""#))
         .unwrap()
         .unwrap();
-    let IngestItem::Finding(f) = item else {
+    assert!(parsed.unknown_fields.is_empty());
+    let IngestItem::Finding(f) = parsed.item else {
         panic!("not a finding")
     };
     assert_eq!(f.severity, Severity::Critical);
@@ -23,12 +25,63 @@ fn a_valid_finding_line_parses() {
 }
 
 #[test]
-fn unknown_fields_are_ignored() {
-    assert!(
-        parse_line(&finding(r#","analyzerInternal":{"x":1}"#))
-            .unwrap()
-            .is_some()
-    );
+fn unknown_fields_are_ignored_and_named() {
+    let parsed = parse_line(&finding(r#","analyzerInternal":{"x":1},"zScore":[1,2]"#))
+        .unwrap()
+        .unwrap();
+    assert_eq!(parsed.unknown_fields, ["analyzerInternal", "zScore"]);
+    let plain = parse_line(&finding("")).unwrap().unwrap();
+    assert_eq!(parsed.item, plain.item, "unknown fields change nothing");
+}
+
+#[test]
+fn every_record_type_counts_its_unknown_fields_but_not_its_type_tag() {
+    let lines = [
+        format!(r#"{{"type":"tenant","cloudTenantId":"{T1}","displayName":"T","extra":1}}"#),
+        format!(
+            r#"{{"type":"identity","id":"u1","cloudTenantId":"{T1}","kind":"user","displayName":"A","extra":1}}"#
+        ),
+        finding(r#","extra":1"#),
+        format!(
+            r#"{{"type":"roleRecommendation","id":"r1","identityId":"u1","cloudTenantId":"{T1}","currentRoles":["Owner"],"recommendedRole":{{"name":"Reader"}},"extra":1}}"#
+        ),
+        format!(
+            r#"{{"type":"uprScore","identityId":"u1","cloudTenantId":"{T1}","score":5,"extra":1}}"#
+        ),
+    ];
+    for line in lines {
+        let parsed = parse_line(&line)
+            .unwrap_or_else(|e| panic!("{line}: {e}"))
+            .unwrap();
+        assert_eq!(parsed.unknown_fields, ["extra"], "{line}");
+    }
+}
+
+#[test]
+fn a_known_field_with_a_bad_value_rejects_the_line_even_among_unknown_fields() {
+    let line = finding(r#","newField":true"#).replace(r#""title":"t""#, r#""title":7"#);
+    let err = parse_line(&line).unwrap_err();
+    assert!(err.contains("invalid type"), "{err}");
+}
+
+#[test]
+fn a_finding_type_posture_does_not_know_is_accepted_when_well_formed() {
+    let line = finding("").replace("tier0_permanent_root", "oauth_consent_grant_v2");
+    let parsed = parse_line(&line).unwrap().unwrap();
+    let IngestItem::Finding(f) = parsed.item else {
+        panic!("not a finding")
+    };
+    assert_eq!(f.finding_type.as_str(), "oauth_consent_grant_v2");
+    assert!(!f.finding_type.is_known());
+}
+
+#[test]
+fn a_malformed_finding_type_is_rejected_naming_the_rule() {
+    for bad in ["Tier0", "tier0-root", "", "_x", &"a".repeat(65)] {
+        let line = finding("").replace("tier0_permanent_root", bad);
+        let err = parse_line(&line).unwrap_err();
+        assert!(err.contains("findingType"), "{bad}: {err}");
+    }
 }
 
 #[test]
@@ -76,8 +129,8 @@ fn nul_characters_are_rejected() {
 #[test]
 fn a_record_of_an_unconnected_tenant_is_rejected_with_its_line() {
     let mut pass = PassState::new([]);
-    let item = parse_line(&finding("")).unwrap().unwrap();
-    let err = pass.check(7, &item).unwrap_err();
+    let parsed = parse_line(&finding("")).unwrap().unwrap();
+    let err = pass.check(7, &parsed.item).unwrap_err();
     assert!(matches!(err, IngestError::Line { line: 7, .. }), "{err}");
 }
 
@@ -87,7 +140,7 @@ fn identity_references_may_point_forward() {
     let f = parse_line(&finding(r#","identityId":"u1""#))
         .unwrap()
         .unwrap();
-    pass.check(1, &f).unwrap();
+    pass.check(1, &f.item).unwrap();
     assert_eq!(
         pass.unresolved_references(),
         vec![("u1".parse().unwrap(), 1)]
@@ -95,7 +148,7 @@ fn identity_references_may_point_forward() {
     let identity = format!(
         r#"{{"type":"identity","id":"u1","cloudTenantId":"{T1}","kind":"user","displayName":"A"}}"#
     );
-    pass.check(2, &parse_line(&identity).unwrap().unwrap())
+    pass.check(2, &parse_line(&identity).unwrap().unwrap().item)
         .unwrap();
     assert!(pass.unresolved_references().is_empty());
 }

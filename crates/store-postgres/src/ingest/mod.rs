@@ -21,7 +21,10 @@ use posture_domain::{
     CustomerScope, Error, FindingId, IdentityId, PassId, RecommendationId,
     finding::FindingUpsert,
     identity::IdentityUpsert,
-    ingest::{IngestError, IngestItem, PassCounts, PassState, PassSummary},
+    ingest::{
+        IngestError, IngestItem, MAX_UNKNOWN_FIELD_NAMES, ParsedLine, PassCounts, PassState,
+        PassSummary,
+    },
     ports::IngestRepository,
     recommendation::RecommendationUpsert,
     upr::UprScoreUpsert,
@@ -42,7 +45,7 @@ impl IngestRepository for PgStore {
     async fn run_pass(
         &self,
         scope: CustomerScope,
-        items: &mut (dyn Iterator<Item = Result<(u64, IngestItem), IngestError>> + Send),
+        items: &mut (dyn Iterator<Item = Result<ParsedLine, IngestError>> + Send),
     ) -> Result<PassSummary, IngestError> {
         let mut conn = self.conn().await?;
         let pass_id = PassId::generate();
@@ -134,6 +137,8 @@ struct PassRun<'c> {
     started_at: DateTime<Utc>,
     state: PassState,
     counts: PassCounts,
+    /// Names of the fields no record type knows, as the summary lists them.
+    unknown_field_names: std::collections::BTreeSet<String>,
     identities: Batch<IdentityId, IdentityUpsert>,
     findings: Batch<FindingId, FindingUpsert>,
     recommendations: Batch<RecommendationId, RecommendationUpsert>,
@@ -154,6 +159,7 @@ impl<'c> PassRun<'c> {
             started_at,
             state: PassState::default(),
             counts: PassCounts::default(),
+            unknown_field_names: std::collections::BTreeSet::new(),
             identities: Batch::new(),
             findings: Batch::new(),
             recommendations: Batch::new(),
@@ -163,18 +169,32 @@ impl<'c> PassRun<'c> {
 
     async fn run(
         &mut self,
-        items: &mut (dyn Iterator<Item = Result<(u64, IngestItem), IngestError>> + Send),
+        items: &mut (dyn Iterator<Item = Result<ParsedLine, IngestError>> + Send),
     ) -> Result<PassSummary, PassError> {
         self.lock_customer().await?;
         self.state = PassState::new(tenant_ids(self.conn, self.scope).await?);
-        for item in items {
-            let (line, item) = item?;
-            self.state.check(line, &item)?;
-            self.accept(line, item).await?;
+        for line in items {
+            let ParsedLine {
+                number,
+                item,
+                unknown_fields,
+            } = line?;
+            self.state.check(number, &item)?;
+            self.count_unknown(unknown_fields);
+            self.accept(number, item).await?;
         }
         self.flush_all().await?;
         self.resolve_references().await?;
         self.finish().await
+    }
+
+    fn count_unknown(&mut self, fields: Vec<String>) {
+        self.counts.unknown_fields += fields.len() as u64;
+        for field in fields {
+            if self.unknown_field_names.len() < MAX_UNKNOWN_FIELD_NAMES {
+                self.unknown_field_names.insert(field);
+            }
+        }
     }
 
     /// Serialises passes of one customer; a missing customer fails the pass.
@@ -323,6 +343,9 @@ impl<'c> PassRun<'c> {
             finished_at,
             counts: self.counts.clone(),
             fan_out,
+            unknown_field_names: std::mem::take(&mut self.unknown_field_names)
+                .into_iter()
+                .collect(),
         })
     }
 }

@@ -64,10 +64,26 @@ fn cases(name: &str, schema: &Value, tenant: &str) -> Vec<(String, Expect)> {
             cases
         }
         Some("array") => {
-            let allowed = strings(&schema["items"]["enum"]);
+            let items = &schema["items"];
+            let (allowed, refused) = match (items["enum"].is_array(), items["pattern"].as_str()) {
+                (true, _) => (strings(&items["enum"]), "nope".to_owned()),
+                (false, Some(_)) => {
+                    // An open identifier: its examples, and one newer than the document.
+                    let mut allowed = strings(&items["examples"]);
+                    allowed.push("zz_type_from_a_newer_analyzer".to_owned());
+                    (allowed, "Not-An-Identifier".to_owned())
+                }
+                _ => panic!("{name}: no bounds cases for the items {items}: add them here"),
+            };
+            let max = schema["maxItems"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{name}: a list states its maxItems"))
+                as usize;
             let mut cases: Vec<_> = allowed.iter().map(|v| (v.clone(), Accepted)).collect();
-            cases.push((allowed.join(","), Accepted));
-            cases.push(("nope".to_owned(), Refused));
+            cases.push((allowed[..allowed.len().min(max)].join(","), Accepted));
+            cases.push((vec![allowed[0].as_str(); max].join(","), Accepted));
+            cases.push((vec![allowed[0].as_str(); max + 1].join(","), Refused));
+            cases.push((refused, Refused));
             if schema["minItems"] == 1 {
                 cases.push((String::new(), Refused));
             }

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use posture_domain::Scope;
-use posture_test_support::fixtures::{identity, tenant, tenant_id};
+use posture_test_support::fixtures::{finding, identity, tenant, tenant_id};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -220,9 +220,9 @@ async fn unknown_filter_values_are_400_naming_the_parameter_and_allowed_values()
         ("severity=", "severity", "critical"),
         ("status=closed", "status", "open, resolved, suppressed"),
         (
-            "findingType=bad_thing",
+            "findingType=Bad-Thing",
             "findingType",
-            "tier0_permanent_root",
+            "not a finding type (lower snake case",
         ),
     ] {
         let response = app.get(&format!("/api/v1/findings?{query}"), &key).await;
@@ -321,4 +321,39 @@ async fn meta_total_follows_later_passes() {
         .await;
     assert_eq!(resolved["meta"]["total"], 1);
     assert_eq!(resolved["data"][0]["id"], "f2");
+}
+
+#[tokio::test]
+async fn a_finding_type_newer_than_posture_is_filtered_like_any_other() {
+    let app = TestApp::start().await;
+    let (customer, tenant) = app.customer("A").await;
+    let mut new_type = finding("n1", &tenant, "high", "open", "u1");
+    new_type["findingType"] = json!("oauth_consent_grant");
+    app.ingest(
+        customer,
+        &[
+            identity("u1", &tenant, "Ada"),
+            new_type,
+            finding("k1", &tenant, "high", "open", "u1"),
+        ],
+    )
+    .await;
+    let (_, key) = app.key(customer, &[Scope::ReadFindings]).await;
+    let body = app
+        .get_json(
+            "/api/v1/findings?findingType=oauth_consent_grant",
+            &key,
+            StatusCode::OK,
+        )
+        .await;
+    assert_eq!(body["meta"]["total"], 1);
+    assert_eq!(body["data"][0]["findingType"], "oauth_consent_grant");
+    let none = app
+        .get_json(
+            "/api/v1/findings?findingType=never_reported",
+            &key,
+            StatusCode::OK,
+        )
+        .await;
+    assert_eq!(none["meta"]["total"], 0);
 }
