@@ -15,6 +15,8 @@ mod health;
 pub mod input;
 mod json_errors;
 pub mod openapi;
+#[cfg(test)]
+mod properties;
 pub mod readiness;
 pub mod routes;
 mod state;

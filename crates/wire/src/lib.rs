@@ -11,6 +11,7 @@ pub mod envelope;
 pub mod error;
 pub mod findings;
 pub mod identities;
+pub mod ndjson;
 pub mod query;
 pub mod recommendations;
 pub mod tenants;

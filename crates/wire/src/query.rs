@@ -243,8 +243,8 @@ impl ListItem for FindingType {
 pub const MAX_FILTER_VALUES: usize = 32;
 
 /// Several values, comma-separated (`severity=critical,high`), at most
-/// [`MAX_FILTER_VALUES`] items; a value given twice counts once. Not given: empty (no
-/// filter).
+/// [`MAX_FILTER_VALUES`] items; spaces (only U+0020) around an item are ignored; a value
+/// given twice counts once. Not given: empty (no filter).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommaList<T>(pub Vec<T>);
 
@@ -262,7 +262,7 @@ impl<T: ListItem> CommaList<T> {
             if n == MAX_FILTER_VALUES {
                 return Err(Refused(format!("has more than {MAX_FILTER_VALUES} items")));
             }
-            let value = T::parse_item(item.trim())?;
+            let value = T::parse_item(item.trim_matches(' '))?;
             if !values.contains(&value) {
                 values.push(value);
             }

@@ -85,7 +85,7 @@ async fn read(req: &HttpRequest, mut payload: Payload) -> Result<web::BytesMut, 
 }
 
 /// Deserialises a JSON body into `T`.
-fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+pub(crate) fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     // Syntax first (400), then the shape (422): errors of the second step carry no
     // line/column noise, only the path.
     let value: serde_json::Value = serde_json::from_slice(body)

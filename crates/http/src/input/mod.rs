@@ -21,4 +21,6 @@ pub use list::{ListQuery, TenantFilter};
 pub use path::{EXTERNAL_ID, Id, PathParam, Resource, WEBHOOK_ID, not_found};
 pub use query::{Input, QueryParamDoc, QueryPart, part, query_generator};
 
+#[cfg(test)]
+pub(crate) use body::decode;
 pub(crate) use query::{declared_names, parse as parse_query};

@@ -22,6 +22,7 @@ use posture_domain::{
 use posture_wire::{
     cef,
     findings::{ExportQuery, FindingResponse, FindingsQuery},
+    ndjson,
     query::TenantQuery,
 };
 use schemars::{Schema, SchemaGenerator, json_schema};
@@ -62,12 +63,12 @@ impl Served for ExportFormat {
         for finding in findings {
             let finding = FindingResponse::from(finding);
             match self {
-                ExportFormat::Ndjson => {
-                    serde_json::to_writer(BytesWriter(&mut out), &finding)?;
+                ExportFormat::Ndjson => ndjson::write_line(&mut BytesWriter(&mut out), &finding)?,
+                ExportFormat::Cef => {
+                    out.extend_from_slice(cef::line(&finding).as_bytes());
+                    out.extend_from_slice(b"\n");
                 }
-                ExportFormat::Cef => out.extend_from_slice(cef::line(&finding).as_bytes()),
             }
-            out.extend_from_slice(b"\n");
         }
         Ok(out.freeze())
     }
