@@ -38,7 +38,7 @@ use diesel_async::{
 use posture_domain::{Error, KeyId};
 
 use crate::error::db_error;
-pub use crate::key_cache::KeyCacheStats;
+pub use crate::key_cache::{APPLICATION_NAME as KEY_CACHE_APPLICATION_NAME, KeyCacheStats};
 
 /// How to reach PostgreSQL.
 #[derive(Clone)]

@@ -17,6 +17,7 @@ pub mod catalog;
 pub mod cef;
 pub mod fixtures;
 pub mod logs;
+pub mod proxy;
 pub mod servers;
 
 use std::{fmt::Write as _, path::Path};
@@ -167,6 +168,24 @@ impl TestDb {
     /// The URL of this test's database.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The address of the PostgreSQL server (for a proxy in front of it).
+    pub fn server_addr(&self) -> std::net::SocketAddr {
+        let url = url::Url::parse(&self.url).unwrap();
+        let host = url.host_str().unwrap_or("127.0.0.1");
+        std::net::ToSocketAddrs::to_socket_addrs(&(host, url.port().unwrap_or(5432)))
+            .unwrap()
+            .next()
+            .unwrap()
+    }
+
+    /// This database's URL with the server reached at `addr` (a proxy) instead.
+    pub fn url_through(&self, addr: std::net::SocketAddr) -> String {
+        let mut url = url::Url::parse(&self.url).unwrap();
+        url.set_ip_host(addr.ip()).unwrap();
+        url.set_port(Some(addr.port())).unwrap();
+        url.into()
     }
 
     /// A connection to this test's database.

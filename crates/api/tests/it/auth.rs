@@ -110,6 +110,33 @@ async fn a_key_revoked_by_another_process_is_refused_as_soon_as_postgres_notifie
 }
 
 #[tokio::test]
+async fn a_revocation_is_enforced_within_two_seconds_when_the_listen_connection_stalls() {
+    use diesel_async::RunQueryDsl as _;
+
+    #[derive(diesel::QueryableByName)]
+    struct Port {
+        #[diesel(sql_type = diesel::sql_types::Integer)]
+        client_port: i32,
+    }
+    let app = TestApp::behind_freezing_proxy().await;
+    let (id, key) = cached_key(&app).await;
+    let listen: Port = diesel::sql_query(
+        "SELECT client_port FROM pg_stat_activity \
+         WHERE datname = current_database() AND application_name = $1",
+    )
+    .bind::<diesel::sql_types::Text, _>(posture_store_postgres::KEY_CACHE_APPLICATION_NAME)
+    .get_result(&mut app.db.connection().await)
+    .await
+    .unwrap();
+    // The connection stays open and silent: no error tells the server it is gone.
+    let proxy = app.proxy.as_ref().unwrap();
+    assert!(proxy.freeze_upstream_port(u16::try_from(listen.client_port).unwrap()));
+    app.db.store().revoke_key(id).await.unwrap();
+    app.refused_within(&key, "revocation", std::time::Duration::from_secs(2))
+        .await;
+}
+
+#[tokio::test]
 async fn a_key_deleted_in_sql_by_an_operator_is_refused() {
     use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl as _};
 

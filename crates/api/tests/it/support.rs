@@ -17,7 +17,7 @@ use posture_domain::{
 use posture_domain::{secrets::Keyring, webhook::TargetPolicy};
 use posture_http::{ApiState, TrustedProxies};
 use posture_store_postgres::PgStore;
-use posture_test_support::{TestDb, fixtures};
+use posture_test_support::{TestDb, fixtures, proxy::FreezingProxy};
 use reqwest::{Client, Response, StatusCode};
 use serde_json::Value;
 
@@ -31,6 +31,8 @@ struct Options {
     export_stall: Duration,
     /// The API's PostgreSQL session timeouts: statement, idle in transaction.
     db_timeouts: (Option<Duration>, Option<Duration>),
+    /// Reach PostgreSQL through a proxy that can freeze connections.
+    proxied: bool,
 }
 
 impl Default for Options {
@@ -45,6 +47,7 @@ impl Default for Options {
             export_wait: posture_http::DEFAULT_EXPORT_WAIT,
             export_stall: posture_http::DEFAULT_EXPORT_STALL,
             db_timeouts: (None, None),
+            proxied: false,
         }
     }
 }
@@ -55,6 +58,8 @@ pub struct TestApp {
     pub store: PgStore,
     pub base: String,
     pub client: Client,
+    /// The proxy between the server and PostgreSQL, when there is one.
+    pub proxy: Option<FreezingProxy>,
     handle: actix_web::dev::ServerHandle,
 }
 
@@ -161,10 +166,25 @@ impl TestApp {
         .await
     }
 
+    /// A server that reaches PostgreSQL through [`FreezingProxy`] (in `self.proxy`).
+    pub async fn behind_freezing_proxy() -> Self {
+        Self::build(Options {
+            proxied: true,
+            ..Options::default()
+        })
+        .await
+    }
+
     async fn build(options: Options) -> Self {
         posture_test_support::logs::capture();
         let db = TestDb::new().await;
         let mut config = db.config();
+        let proxy = options
+            .proxied
+            .then(|| FreezingProxy::start(db.server_addr()).unwrap());
+        if let Some(proxy) = &proxy {
+            config.url = db.url_through(proxy.addr());
+        }
         (config.statement_timeout, config.idle_in_transaction_timeout) = options.db_timeouts;
         let store = PgStore::new(&config).unwrap();
         let limiter = options.limiter;
@@ -202,6 +222,7 @@ impl TestApp {
             store,
             base: format!("http://{addr}"),
             client: client(),
+            proxy,
             handle,
         }
     }
@@ -280,6 +301,12 @@ impl TestApp {
     /// Waits until `key` is refused (401) after a change made by another process, which
     /// reaches this server's key cache through `NOTIFY`; fails if that takes a second.
     pub async fn refused_within_a_second(&self, key: &str, change: &str) {
+        self.refused_within(key, change, Duration::from_secs(1))
+            .await;
+    }
+
+    /// Waits until the key is refused (401), failing if that takes longer than `bound`.
+    pub async fn refused_within(&self, key: &str, change: &str, bound: Duration) {
         let changed_at = std::time::Instant::now();
         loop {
             let status = self.get("/api/v1/identities", key).await.status();
@@ -288,8 +315,8 @@ impl TestApp {
             }
             assert_eq!(status, StatusCode::OK);
             assert!(
-                changed_at.elapsed() < Duration::from_secs(1),
-                "the {change} did not reach the cache within a second"
+                changed_at.elapsed() < bound,
+                "the {change} did not reach the cache within {bound:?}"
             );
             tokio::time::sleep(Duration::from_millis(2)).await;
         }

@@ -1,12 +1,12 @@
 //! The `LISTEN` connection that keeps the key cache exact: one per serving process, the
-//! cache emptied on every notification and served only while the connection is up.
+//! cache emptied on every notification and served only while the connection answers.
 
-use std::pin::pin;
+use std::{pin::pin, time::Instant};
 
 use diesel_async::{AsyncConnection, AsyncPgConnection};
-use futures_util::StreamExt as _;
+use futures_util::{FutureExt as _, StreamExt as _};
 
-use super::{CHANNEL, KeyCacheStats, PING_EVERY, RECONNECT_AFTER};
+use super::{APPLICATION_NAME, CHANNEL, KeyCacheStats, PING_EVERY, PING_TIMEOUT, RECONNECT_AFTER};
 use crate::PgStore;
 
 /// Why the `LISTEN` connection of the key cache ended.
@@ -59,28 +59,46 @@ impl PgStore {
             .execute(&mut conn)
             .await
             .map_err(ListenError::Query)?;
+        // Operators can tell it apart in `pg_stat_activity`.
+        diesel::sql_query(format!("SET application_name = '{APPLICATION_NAME}'"))
+            .execute(&mut conn)
+            .await
+            .map_err(ListenError::Query)?;
         // Anything cached before this point may have missed a notification.
         self.key_cache.set_live(true);
         tracing::debug!("key cache live");
+        let mut next_ping = Instant::now() + PING_EVERY;
         loop {
-            let quiet = {
+            {
                 let mut notifications = pin!(conn.notifications_stream());
-                match tokio::time::timeout(PING_EVERY, notifications.next()).await {
-                    Err(_) => true,
-                    Ok(Some(Ok(_))) => {
-                        self.key_cache.invalidate();
-                        false
+                loop {
+                    match tokio::time::timeout_at(next_ping.into(), notifications.next()).await {
+                        Err(_) => break,
+                        Ok(Some(Ok(_))) => self.key_cache.invalidate(),
+                        Ok(Some(Err(e))) => return Err(ListenError::Query(e)),
+                        Ok(None) => return Err(ListenError::Closed),
                     }
-                    Ok(Some(Err(e))) => return Err(ListenError::Query(e)),
-                    Ok(None) => return Err(ListenError::Closed),
                 }
-            };
-            if quiet {
-                tokio::time::timeout(PING_EVERY, diesel::sql_query("SELECT 1").execute(&mut conn))
-                    .await
-                    .map_err(|_| ListenError::Stalled)?
-                    .map_err(ListenError::Query)?;
             }
+            let sent = Instant::now();
+            tokio::time::timeout(
+                PING_TIMEOUT,
+                diesel::sql_query("SELECT 1").execute(&mut conn),
+            )
+            .await
+            .map_err(|_| ListenError::Stalled)?
+            .map_err(ListenError::Query)?;
+            // The server sent what was pending before its answer; handle it before
+            // vouching for the cache.
+            {
+                let mut notifications = pin!(conn.notifications_stream());
+                while let Some(notification) = notifications.next().now_or_never().flatten() {
+                    notification.map_err(ListenError::Query)?;
+                    self.key_cache.invalidate();
+                }
+            }
+            self.key_cache.confirm(sent);
+            next_ping = sent + PING_EVERY;
         }
     }
 

@@ -4,9 +4,14 @@
 //! A trigger on `api_keys` (migration 4) sends `NOTIFY posture_keys` whenever a key's
 //! revocation, expiry, scopes or owner change, or a key is deleted. Each serving process
 //! holds one `LISTEN` connection ([`PgStore::start_key_cache`]) and empties its cache on
-//! every notification. Entries are served only while that connection is up (it is checked
-//! every [`PING_EVERY`]); while it is down every request reads the database, as without a
-//! cache. Three more rules keep it exact:
+//! every notification. Entries are served only while that connection is known to be
+//! current: every [`PING_EVERY`] it runs `SELECT 1`, and once the answer is in, every
+//! notification of a change committed before the query was sent has been received (the
+//! server sends pending notifications before it answers). Each answer makes the cache
+//! servable until [`FRESH_FOR`] after its query was sent; a connection that dies, or stalls
+//! without dying (a frozen proxy, a half-open TCP connection), stops the cache within that
+//! bound, and every request reads the database, as without a cache, until the connection
+//! answers again. Four more rules keep it exact:
 //!
 //! - A lookup caches its result only if no invalidation happened since it started (the
 //!   generation counter), so a row read just before a revocation is never cached after it.
@@ -24,7 +29,7 @@ use std::{
     collections::{HashMap, VecDeque},
     sync::{
         Mutex, MutexGuard,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -34,6 +39,8 @@ use posture_domain::{KeyHash, Principal, ports::KnownKey};
 
 /// The channel the `api_keys` trigger notifies.
 pub(crate) const CHANNEL: &str = "posture_keys";
+/// The `application_name` of the `LISTEN` connection, as `pg_stat_activity` shows it.
+pub const APPLICATION_NAME: &str = "posture key cache";
 /// Longest an entry is served without reading the database again.
 const MAX_AGE: Duration = Duration::from_secs(60);
 /// Entries kept at most; the cache starts over when full.
@@ -44,8 +51,13 @@ const UNKNOWN_FOR: Duration = Duration::from_secs(30);
 const RECENT_FOR: Duration = Duration::from_secs(24 * 3600);
 /// Unknown keys, and recently valid keys, remembered at most (each).
 const MAX_REMEMBERED: usize = 10_000;
-/// How often the idle `LISTEN` connection is checked.
-const PING_EVERY: Duration = Duration::from_secs(10);
+/// How often the `LISTEN` connection is checked.
+const PING_EVERY: Duration = Duration::from_millis(500);
+/// How long a check may take before the connection counts as stalled.
+const PING_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long after a check's query was sent its answer lets the cache be served: the
+/// longest a revocation can go unnoticed by a process whose `LISTEN` connection stalled.
+const FRESH_FOR: Duration = Duration::from_millis(1500);
 /// Pause before reconnecting a lost `LISTEN` connection.
 const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 
@@ -121,7 +133,11 @@ impl Remembered {
 }
 
 pub(crate) struct KeyCache {
-    live: AtomicBool,
+    /// The origin of `fresh_until`.
+    started: Instant,
+    /// Microseconds after `started` until which entries may be served; 0 while the
+    /// `LISTEN` connection is down.
+    fresh_until: AtomicU64,
     generation: AtomicU64,
     entries: Mutex<HashMap<[u8; 32], Entry>>,
     unknown: Mutex<Remembered>,
@@ -134,7 +150,8 @@ pub(crate) struct KeyCache {
 impl Default for KeyCache {
     fn default() -> Self {
         Self {
-            live: AtomicBool::default(),
+            started: Instant::now(),
+            fresh_until: AtomicU64::default(),
             generation: AtomicU64::default(),
             entries: Mutex::default(),
             unknown: Mutex::new(Remembered::new(UNKNOWN_FOR)),
@@ -167,7 +184,7 @@ impl KeyCache {
 
     /// What the cache knows of a key.
     pub(crate) fn known(&self, hash: &KeyHash, now: DateTime<Utc>) -> KnownKey {
-        let found = self.live.load(Ordering::Acquire).then(|| {
+        let found = self.is_live().then(|| {
             let entries = self.entries();
             entries
                 .get(hash.as_bytes())
@@ -220,7 +237,7 @@ impl KeyCache {
         generation: u64,
     ) {
         self.recent().insert(&hash);
-        if !self.live.load(Ordering::Acquire) {
+        if !self.is_live() {
             return;
         }
         let mut entries = self.entries();
@@ -251,9 +268,27 @@ impl KeyCache {
         unknown.clear();
     }
 
+    /// Whether entries may be served: the `LISTEN` connection answered recently enough.
+    fn is_live(&self) -> bool {
+        let until = self.fresh_until.load(Ordering::Acquire);
+        until != 0 && micros(self.started.elapsed()) < until
+    }
+
+    /// The `LISTEN` connection answered a query sent at `sent`: every notification of a
+    /// change committed before then has been handled.
+    fn confirm(&self, sent: Instant) {
+        let until = micros(sent.saturating_duration_since(self.started) + FRESH_FOR);
+        self.fresh_until.fetch_max(until, Ordering::AcqRel);
+    }
+
+    /// The `LISTEN` connection (re)started, or ended: nothing cached so far can be trusted.
     fn set_live(&self, live: bool) {
         self.invalidate();
-        self.live.store(live, Ordering::Release);
+        if live {
+            self.confirm(Instant::now());
+        } else {
+            self.fresh_until.store(0, Ordering::Release);
+        }
     }
 
     pub(crate) fn stats(&self) -> KeyCacheStats {
@@ -261,9 +296,13 @@ impl KeyCache {
             hits: self.hits.load(Ordering::Relaxed),
             unknown_hits: self.unknown_hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
-            live: self.live.load(Ordering::Acquire),
+            live: self.is_live(),
         }
     }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 mod listen;

@@ -148,3 +148,40 @@ fn a_key_seen_valid_stays_recent_through_invalidations_until_found_invalid() {
         "found invalid: no longer recent"
     );
 }
+
+#[test]
+fn the_cache_stops_serving_when_the_listen_connection_stops_answering() {
+    let cache = KeyCache {
+        started: Instant::now() - Duration::from_secs(10),
+        ..KeyCache::default()
+    };
+    cache.set_live(true);
+    let p = principal();
+    cache.insert(KeyHash([1; 32]), p.clone(), None, cache.generation());
+    assert_eq!(get(&cache, &KeyHash([1; 32]), Utc::now()), Some(p.clone()));
+    // Its last answer was to a query sent longer ago than FRESH_FOR: the connection may
+    // be stalled with notifications in flight.
+    let stale = KeyCache {
+        started: Instant::now() - Duration::from_secs(10),
+        ..KeyCache::default()
+    };
+    stale.confirm(Instant::now() - FRESH_FOR - Duration::from_millis(10));
+    stale.insert(KeyHash([1; 32]), p.clone(), None, stale.generation());
+    assert_eq!(get(&stale, &KeyHash([1; 32]), Utc::now()), None);
+    assert!(!stale.stats().live);
+    // An answer to a query sent now makes it servable again.
+    stale.confirm(Instant::now());
+    stale.insert(KeyHash([1; 32]), p.clone(), None, stale.generation());
+    assert_eq!(get(&stale, &KeyHash([1; 32]), Utc::now()), Some(p));
+}
+
+#[test]
+fn an_answer_older_than_the_last_one_does_not_shorten_freshness() {
+    let cache = live();
+    cache.confirm(Instant::now());
+    let before = cache.fresh_until.load(Ordering::Acquire);
+    cache.confirm(cache.started);
+    assert_eq!(cache.fresh_until.load(Ordering::Acquire), before);
+    cache.set_live(false);
+    assert!(!cache.stats().live);
+}
