@@ -1,6 +1,7 @@
 //! `cargo xtask`: contributor tasks (see `cargo xtask --help`).
 
 mod bench;
+mod chaos;
 mod demo;
 mod demo_data;
 mod demo_receiver;
@@ -57,6 +58,12 @@ enum Task {
     GenData(gen_data::GenDataArgs),
     /// Measure throughput and latency end to end (release build, wrk, pgbench).
     Bench(bench::BenchArgs),
+    /// Inject faults while traffic flows and measure what posture promises (PostgreSQL
+    /// and Redis outages, killed workers, failing receivers, lost LISTEN, SIGTERM).
+    Chaos(chaos::ChaosArgs),
+    /// Mixed traffic for N minutes, failing if memory, descriptors, connections or queues
+    /// grow.
+    Soak(chaos::soak::SoakArgs),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +77,8 @@ fn main() -> ExitCode {
         Task::Demo(args) => demo::run_demo(&args),
         Task::GenData(args) => gen_data::run(&args),
         Task::Bench(args) => bench::run_bench(&args),
+        Task::Chaos(args) => chaos::run(&args),
+        Task::Soak(args) => chaos::soak::run_soak(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,365 @@
+//! The deployment the faults are injected into: one PostgreSQL, one Redis, two
+//! `posture-api` instances (the second reaches PostgreSQL through a [`FreezingProxy`]) and
+//! two `posture-worker`s, as separate processes started from the debug binaries.
+
+use std::{
+    io::Write as _,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use anyhow::Context as _;
+use base64::Engine as _;
+use posture_test_support::{
+    proxy::FreezingProxy,
+    servers::{PostgresServer, RedisServer},
+};
+use serde_json::{Value, json};
+
+use crate::{
+    files::scratch_dir,
+    posture::{api_json, rand_bytes, wait_until_listening},
+    process::psql_value,
+    servers::free_port,
+};
+
+/// Every scope: the chaos customers' keys read everything and manage webhooks.
+const SCOPES: &[&str] = &[
+    "read:identities",
+    "read:findings",
+    "read:roles",
+    "read:upr",
+    "manage:webhooks",
+];
+
+pub struct Cluster {
+    pub bin: PathBuf,
+    pub postgres: PostgresServer,
+    pub redis: RedisServer,
+    /// Between the second API instance and PostgreSQL.
+    pub proxy: FreezingProxy,
+    secret_key: String,
+    logs: PathBuf,
+    binds: Vec<String>,
+    apis: Vec<Option<Child>>,
+    workers: Vec<Option<Child>>,
+    /// Customers created so far (each gets a tenant id of its own).
+    customers: std::sync::atomic::AtomicU64,
+    /// `POSTURE_RATE_LIMIT`, `POSTURE_RATE_WINDOW_SECS`.
+    rate_limit: (String, String),
+}
+
+/// A customer with one tenant and a key holding every scope.
+pub struct Customer {
+    pub id: String,
+    /// Its tenant's id.
+    pub tenant: String,
+    pub key: String,
+}
+
+impl Cluster {
+    /// Rate limits high enough never to refuse the scenarios' traffic.
+    pub fn start(bin: PathBuf) -> anyhow::Result<Self> {
+        Self::with_rate_limit(bin, 10_000_000, 900)
+    }
+
+    /// With `limit` requests per key (or client address) per `window_secs`.
+    pub fn with_rate_limit(bin: PathBuf, limit: u32, window_secs: u32) -> anyhow::Result<Self> {
+        let postgres = crate::servers::postgres("chaos-postgres", "-c max_connections=60")?;
+        let redis = crate::servers::redis()?;
+        let proxy = FreezingProxy::start(([127, 0, 0, 1], postgres.port()).into())?;
+        let logs = scratch_dir("chaos-logs")?;
+        let mut cluster = Self {
+            bin,
+            postgres,
+            redis,
+            proxy,
+            secret_key: base64::engine::general_purpose::STANDARD.encode(rand_bytes()?),
+            logs,
+            binds: Vec::new(),
+            apis: Vec::new(),
+            workers: Vec::new(),
+            customers: std::sync::atomic::AtomicU64::new(0),
+            rate_limit: (limit.to_string(), window_secs.to_string()),
+        };
+        // posture runs as a role of its own, as in production (not as a superuser).
+        cluster.psql(&format!("CREATE ROLE {ROLE} LOGIN"))?;
+        cluster.psql(&format!("ALTER DATABASE postgres OWNER TO {ROLE}"))?;
+        cluster.cli(&["migrate"])?;
+        for i in 0..2 {
+            cluster.binds.push(format!("127.0.0.1:{}", free_port()?));
+            cluster.apis.push(None);
+            cluster.start_api(i)?;
+            cluster.workers.push(None);
+            cluster.start_worker(i)?;
+        }
+        Ok(cluster)
+    }
+
+    /// The base URLs of the API instances.
+    pub fn bases(&self) -> Vec<String> {
+        self.binds.iter().map(|b| format!("http://{b}")).collect()
+    }
+
+    /// posture's database URL; instance 1 goes through the proxy.
+    fn database_url(&self, instance: usize) -> String {
+        let host = if instance == 1 {
+            self.proxy.addr().to_string()
+        } else {
+            format!("127.0.0.1:{}", self.postgres.port())
+        };
+        format!("postgres://{ROLE}@{host}/postgres")
+    }
+
+    fn log(&self, name: &str) -> anyhow::Result<Stdio> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.logs.join(format!("{name}.log")))?;
+        Ok(Stdio::from(file))
+    }
+
+    fn command(&self, program: &str, instance: usize) -> Command {
+        let mut command = Command::new(self.bin.join(program));
+        command
+            .env("DATABASE_URL", self.database_url(instance))
+            .env("POSTURE_SECRET_KEY", &self.secret_key)
+            .env("POSTURE_WEBHOOK_ALLOW_PRIVATE", "true")
+            .env("POSTURE_LOG", "warn")
+            .stdin(Stdio::null());
+        command
+    }
+
+    pub fn start_api(&mut self, i: usize) -> anyhow::Result<()> {
+        let child = self
+            .command("posture-api", i)
+            .arg("serve")
+            .env("POSTURE_BIND", &self.binds[i])
+            .env("REDIS_URL", self.redis.url())
+            .env("POSTURE_RATE_LIMIT", &self.rate_limit.0)
+            .env("POSTURE_RATE_WINDOW_SECS", &self.rate_limit.1)
+            .env("POSTURE_WORKERS", "2")
+            .env("POSTURE_SHUTDOWN_TIMEOUT_SECS", "10")
+            .stdout(self.log(&format!("api-{i}"))?)
+            .stderr(self.log(&format!("api-{i}"))?)
+            .spawn()
+            .context("starting posture-api serve")?;
+        self.apis[i] = Some(child);
+        wait_until_listening(&self.binds[i])
+    }
+
+    pub fn start_worker(&mut self, i: usize) -> anyhow::Result<()> {
+        let child = self
+            .command("posture-worker", 0)
+            .env("POSTURE_WEBHOOK_RETRY_BASE_SECS", "1")
+            .env("POSTURE_WORKER_LEASE_SECS", "5")
+            .env("POSTURE_WORKER_POLL_SECS", "1")
+            .env("POSTURE_WEBHOOK_TIMEOUT_SECS", "3")
+            .stdout(self.log(&format!("worker-{i}"))?)
+            .stderr(self.log(&format!("worker-{i}"))?)
+            .spawn()
+            .context("starting posture-worker")?;
+        self.workers[i] = Some(child);
+        Ok(())
+    }
+
+    /// Sends `signal` (`KILL`, `TERM`) to API instance `i` and waits for it to exit.
+    pub fn signal_api(&mut self, i: usize, signal: &str) -> anyhow::Result<()> {
+        stop(self.apis[i].take(), signal)
+    }
+
+    pub fn signal_worker(&mut self, i: usize, signal: &str) -> anyhow::Result<()> {
+        stop(self.workers[i].take(), signal)
+    }
+
+    /// The running posture processes: (name, pid).
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        let apis = self
+            .apis
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (format!("api-{i}"), c));
+        let workers = self
+            .workers
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (format!("worker-{i}"), c));
+        apis.chain(workers)
+            .filter_map(|(name, child)| Some((name, child.as_ref()?.id())))
+            .collect()
+    }
+
+    /// Runs a `posture-api` operator command; returns its JSON.
+    pub fn cli(&self, args: &[&str]) -> anyhow::Result<Value> {
+        api_json(&self.bin, &[("DATABASE_URL", &self.database_url(0))], args)
+    }
+
+    /// Runs a `posture-api` operator command; returns whether it succeeded.
+    pub fn cli_succeeds(&self, args: &[&str]) -> bool {
+        self.command("posture-api", 0)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// Starts a `posture-api` operator command without waiting for it.
+    pub fn spawn_cli(&self, args: &[&str]) -> anyhow::Result<Child> {
+        Ok(self
+            .command("posture-api", 0)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(self.log("commands")?)
+            .spawn()?)
+    }
+
+    /// A customer with a pass of 2,000 findings to read, for the load.
+    pub fn reader(&self, tag: &str) -> anyhow::Result<Customer> {
+        let customer = self.customer(&format!("Chaos load {tag}"))?;
+        self.ingest(&customer, &format!("l{tag}-"), 2000)?;
+        Ok(customer)
+    }
+
+    /// The first value `sql` returns (run as the superuser).
+    pub fn psql(&self, sql: &str) -> anyhow::Result<String> {
+        psql_value(&self.postgres.url, sql)
+    }
+
+    /// A number `sql` returns.
+    pub fn count(&self, sql: &str) -> anyhow::Result<i64> {
+        Ok(self.psql(sql)?.parse()?)
+    }
+
+    /// A new customer with a tenant of its own and a key holding every scope.
+    pub fn customer(&self, name: &str) -> anyhow::Result<Customer> {
+        let tenant = format!(
+            "5f0c2a61-7a3b-4d2e-8c1f-{:012x}",
+            self.customers
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let id = self.cli(&["customers", "create", "--name", name])?["id"]
+            .as_str()
+            .context("customer id")?
+            .to_owned();
+        self.cli(&[
+            "tenants",
+            "add",
+            "--customer",
+            &id,
+            "--tenant-id",
+            &tenant,
+            "--name",
+            name,
+        ])?;
+        let mut args = vec!["keys", "issue", "--customer", &id];
+        for scope in SCOPES {
+            args.extend(["--scope", scope]);
+        }
+        let issued = self.cli(&args)?;
+        Ok(Customer {
+            tenant,
+            key: issued["key"].as_str().context("key")?.to_owned(),
+            id,
+        })
+    }
+
+    /// Ingests a pass of `findings` new findings (ids `{prefix}{n}`) for `customer`.
+    pub fn ingest(
+        &self,
+        customer: &Customer,
+        prefix: &str,
+        findings: usize,
+    ) -> anyhow::Result<Value> {
+        let file = self.pass_file(&customer.tenant, prefix, findings)?;
+        self.cli(&["ingest", "--customer", &customer.id, path(&file)?])
+    }
+
+    /// Writes a pass file: the tenant, 100 identities, `findings` findings.
+    pub fn pass_file(
+        &self,
+        tenant: &str,
+        prefix: &str,
+        findings: usize,
+    ) -> anyhow::Result<PathBuf> {
+        let file = self.logs.join(format!("pass-{prefix}.jsonl"));
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&file)?);
+        writeln!(
+            out,
+            "{}",
+            json!({"type": "tenant", "cloudTenantId": tenant, "displayName": "Chaos"})
+        )?;
+        for i in 0..100 {
+            writeln!(
+                out,
+                "{}",
+                json!({"type": "identity", "id": format!("u{i}"), "cloudTenantId": tenant,
+                "kind": "user", "displayName": format!("User {i}")})
+            )?;
+        }
+        let severities = ["critical", "high", "medium", "low"];
+        for i in 0..findings {
+            writeln!(
+                out,
+                "{}",
+                json!({"type": "finding", "id": format!("{prefix}{i:06}"),
+                "cloudTenantId": tenant, "findingType": "standing_privileged_access",
+                "severity": severities[i % 4], "title": format!("Finding {i}"),
+                "identityId": format!("u{}", i % 100)})
+            )?;
+        }
+        out.flush()?;
+        Ok(file)
+    }
+
+    /// Deliveries of `customer` per status: (pending, delivered, failed).
+    pub fn outbox(&self, customer: &Customer) -> anyhow::Result<(i64, i64, i64)> {
+        let count = |status: &str| {
+            self.count(&format!(
+                "SELECT count(*) FROM webhook_deliveries WHERE customer_id = '{}' AND status = '{status}'",
+                customer.id
+            ))
+        };
+        Ok((count("pending")?, count("delivered")?, count("failed")?))
+    }
+
+    /// Waits until `customer` has no pending delivery (at most `limit`); returns how long.
+    pub fn drained(&self, customer: &Customer, limit: Duration) -> anyhow::Result<Duration> {
+        let started = std::time::Instant::now();
+        while self.outbox(customer)?.0 > 0 {
+            anyhow::ensure!(
+                started.elapsed() < limit,
+                "deliveries still pending after {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Ok(started.elapsed())
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for child in self.apis.iter_mut().chain(self.workers.iter_mut()) {
+            let _ = stop(child.take(), "TERM");
+        }
+    }
+}
+
+/// The role posture connects as.
+pub const ROLE: &str = "posture";
+
+fn path(file: &Path) -> anyhow::Result<&str> {
+    file.to_str().context("a path that is not UTF-8")
+}
+
+fn stop(child: Option<Child>, signal: &str) -> anyhow::Result<()> {
+    if let Some(mut child) = child {
+        Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(child.id().to_string())
+            .status()?;
+        child.wait()?;
+    }
+    Ok(())
+}

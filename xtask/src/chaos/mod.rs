@@ -1,0 +1,177 @@
+//! `cargo xtask chaos`: faults injected while traffic flows, each measured against what
+//! posture promises (docs/reliability.md).
+//!
+//! Starts a throwaway PostgreSQL (60 connections) and Redis, two `posture-api` instances
+//! sharing the Redis (the second reaches PostgreSQL through a proxy that can freeze a
+//! connection) and two `posture-worker`s with short retry, lease and timeout settings, and
+//! a webhook receiver of its own. Then runs each scenario in turn, prints a table and
+//! writes `target/chaos/report.{md,json}`; fails when a promise was broken. Processes' logs
+//! are in `target/xtask/chaos-logs/`.
+
+mod cluster;
+mod deliveries;
+mod load;
+mod outages;
+mod receiver;
+mod report;
+mod restarts;
+pub mod soak;
+
+use std::{net::TcpListener, time::Instant};
+
+use anyhow::{Context as _, bail};
+use clap::Args;
+use serde_json::json;
+
+use crate::{files::project_root, posture::build_binaries, process::eprintln_status};
+use cluster::{Cluster, Customer};
+use receiver::Receiver;
+use report::Report;
+
+/// The scenarios, in the order they run.
+const SCENARIOS: &[&str] = &[
+    "workers",
+    "receivers",
+    "postgres",
+    "connections",
+    "redis",
+    "listen",
+    "sigterm",
+];
+
+#[derive(Args, Debug)]
+pub struct ChaosArgs {
+    /// Run only these scenarios (comma-separated): workers, receivers, postgres,
+    /// connections, redis, listen, sigterm.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+}
+
+/// What scenarios share: the receiver and the way to subscribe to it.
+pub struct Context {
+    pub receiver: Receiver,
+    hook_base: String,
+    api: String,
+}
+
+/// Every event type.
+pub const EVERY_EVENT: &[&str] = &[
+    "finding_critical",
+    "finding_high",
+    "finding_medium",
+    "finding_low",
+];
+
+impl Context {
+    /// Subscribes `customer` to the receiver's endpoint `name`; returns the subscription id.
+    pub fn subscribe(
+        &self,
+        customer: &Customer,
+        name: &str,
+        events: &[&str],
+    ) -> anyhow::Result<String> {
+        let url = format!("{}/hook/{name}", self.hook_base);
+        self.subscribe_at(customer, name, &url, events)
+    }
+
+    /// Subscribes `customer` to `url`, whose deliveries endpoint `name` checks.
+    pub fn subscribe_at(
+        &self,
+        customer: &Customer,
+        name: &str,
+        url: &str,
+        events: &[&str],
+    ) -> anyhow::Result<String> {
+        let body = json!({"name": name, "webhookUrl": url, "webhookType": "generic", "eventTypes": events});
+        let created = block_on(async {
+            let response = reqwest::Client::new()
+                .post(format!("{}/api/v1/webhooks", self.api))
+                .bearer_auth(&customer.key)
+                .json(&body)
+                .send()
+                .await?;
+            anyhow::ensure!(
+                response.status().is_success(),
+                "subscribing: {}",
+                response.status()
+            );
+            Ok(response.json::<serde_json::Value>().await?)
+        })??;
+        let secret = created["data"]["signingSecret"]
+            .as_str()
+            .context("signingSecret")?;
+        self.receiver.set_secret(name, secret.to_owned());
+        Ok(created["data"]["id"]
+            .as_str()
+            .context("subscription id")?
+            .to_owned())
+    }
+}
+
+/// Runs a future to completion on a runtime of its own.
+pub fn block_on<F: std::future::Future>(future: F) -> anyhow::Result<F::Output> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(future))
+}
+
+pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
+    for name in &args.only {
+        if !SCENARIOS.contains(&name.as_str()) {
+            bail!(
+                "unknown scenario {name:?}; the scenarios are {}",
+                SCENARIOS.join(", ")
+            );
+        }
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let started = Instant::now();
+    let bin = build_binaries()?;
+    let mut cluster = Cluster::start(bin)?;
+    let receiver = Receiver::default();
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let hook_base = format!("http://{}", listener.local_addr()?);
+    let _serving = receiver.serve(listener)?;
+    let cx = Context {
+        receiver,
+        hook_base,
+        api: cluster.bases()[0].clone(),
+    };
+    let mut report = Report::default();
+    for &name in SCENARIOS {
+        if !args.only.is_empty() && !args.only.iter().any(|o| o == name) {
+            continue;
+        }
+        eprintln_status(&format!("chaos: scenario {name}"));
+        let outcome = match name {
+            "workers" => deliveries::workers_killed(&mut cluster, &cx, &mut report),
+            "receivers" => deliveries::receiver_faults(&mut cluster, &cx, &mut report),
+            "postgres" => outages::postgres_down(&mut cluster, &cx, &mut report),
+            "connections" => outages::connections_exhausted(&mut cluster, &mut report),
+            "redis" => outages::redis_down(&mut cluster, &mut report),
+            "listen" => restarts::listen_lost(&mut cluster, &mut report),
+            _ => restarts::api_sigterm(&mut cluster, &mut report),
+        };
+        if let Err(e) = outcome {
+            report.aborted(scenario_label(name), &e);
+        }
+    }
+    let dir = project_root().join("target").join("chaos");
+    std::fs::create_dir_all(&dir)?;
+    report.write(&dir, started.elapsed().as_secs_f64())?;
+    match report.failures() {
+        0 => Ok(()),
+        n => bail!(
+            "{n} chaos checks failed (target/chaos/report.md; logs in target/xtask/chaos-logs/)"
+        ),
+    }
+}
+
+fn scenario_label(name: &str) -> &'static str {
+    SCENARIOS
+        .iter()
+        .find(|s| **s == name)
+        .copied()
+        .unwrap_or("chaos")
+}

@@ -1,0 +1,295 @@
+//! `cargo xtask soak --minutes N`: mixed traffic for N minutes against the chaos deployment,
+//! sampling what could leak every 10 s, and failing when any of it grows.
+//!
+//! Traffic: reads of every list on both instances (six keys), a key sent far past its rate
+//! limit (429), an unknown key (401), a key without the scope (403), an NDJSON export every
+//! 5 s, and an analyzer pass every minute whose deliveries go to five subscriptions.
+//! Samples: each process's resident memory and open file descriptors, posture's PostgreSQL
+//! connections, Redis's `used_memory`, pending deliveries, for N minutes after a warm-up (a
+//! tenth of N, at least 30 s, with a pass every 10 s). The rule: the mean of the last third
+//! of the samples may exceed the mean of the first third by at most 10 % plus a small
+//! allowance per measure. Any 5xx, request without a response, failed pass or failed
+//! delivery fails the soak too.
+
+use std::{
+    collections::BTreeMap,
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use clap::Args;
+use serde_json::json;
+
+use super::{
+    Context, EVERY_EVENT,
+    cluster::{Cluster, ROLE},
+    load::{Load, PATHS, Sample, Spec, Summary},
+    receiver::Receiver,
+};
+use crate::{files::project_root, posture::build_binaries, process::eprintln_status};
+
+#[derive(Args, Debug)]
+pub struct SoakArgs {
+    /// How long to run.
+    #[arg(long, default_value_t = 30)]
+    minutes: u64,
+}
+
+const SAMPLE_EVERY: Duration = Duration::from_secs(10);
+
+/// A measure sampled over the run and its allowance over the first third's mean.
+struct Series {
+    name: String,
+    unit: &'static str,
+    allowance: f64,
+    values: Vec<f64>,
+}
+
+/// `VmRSS` (MiB) and open descriptors of a process.
+fn process_sample(pid: u32) -> Option<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let rss_kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count();
+    Some((rss_kib / 1024.0, fds as f64))
+}
+
+fn redis_used_memory(url: &str) -> Option<f64> {
+    let out = Command::new("redis-cli")
+        .args(["-u", url, "INFO", "memory"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let bytes: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(bytes / 1024.0 / 1024.0)
+}
+
+pub fn run_soak(args: &SoakArgs) -> anyhow::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let bin = build_binaries()?;
+    // 1,000 requests per key per 10 s: the readers stay under it, the hammer does not.
+    let cluster = Cluster::with_rate_limit(bin, 1000, 10)?;
+    let receiver = Receiver::default();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let hook_base = format!("http://{}", listener.local_addr()?);
+    let _serving = receiver.serve(listener)?;
+    let bases = cluster.bases();
+    let cx = Context {
+        receiver,
+        hook_base,
+        api: bases[0].clone(),
+    };
+
+    let readers: Vec<String> = (0..6)
+        .map(|i| cluster.reader(&format!("soak{i}")).map(|c| c.key))
+        .collect::<anyhow::Result<_>>()?;
+    let hammer = cluster.customer("Soak hammer")?.key;
+    let passes = cluster.customer("Soak passes")?;
+    for i in 0..5 {
+        cx.subscribe(&passes, &format!("soak-{i}"), EVERY_EVENT)?;
+    }
+    let narrow = cluster.cli(&[
+        "keys",
+        "issue",
+        "--customer",
+        &passes.id,
+        "--scope",
+        "read:roles",
+    ])?["key"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let unknown = "svc_0000000000000000000000000000000000000000".to_owned();
+
+    let loads = [
+        Load::spec(&Spec {
+            instances: &bases,
+            keys: &readers,
+            tasks: 3,
+            pause: Duration::from_millis(20),
+            paths: PATHS,
+        }),
+        Load::spec(&Spec {
+            instances: &bases[..1],
+            keys: &[hammer],
+            tasks: 1,
+            pause: Duration::ZERO,
+            paths: &["/api/v1/tenants"],
+        }),
+        Load::spec(&Spec {
+            instances: &bases,
+            keys: &[unknown],
+            tasks: 1,
+            pause: Duration::from_millis(250),
+            paths: &["/api/v1/findings"],
+        }),
+        Load::spec(&Spec {
+            instances: &bases,
+            keys: &[narrow],
+            tasks: 1,
+            pause: Duration::from_millis(250),
+            paths: &["/api/v1/findings"],
+        }),
+        Load::spec(&Spec {
+            instances: &bases,
+            keys: &readers[..1],
+            tasks: 1,
+            pause: Duration::from_secs(5),
+            paths: &["/api/v1/findings/export"],
+        }),
+    ];
+
+    let mut series: BTreeMap<String, Series> = BTreeMap::new();
+    let mut record = |name: String, unit: &'static str, allowance: f64, value: f64| {
+        series
+            .entry(name.clone())
+            .or_insert(Series {
+                name,
+                unit,
+                allowance,
+                values: Vec::new(),
+            })
+            .values
+            .push(value);
+    };
+    let started = Instant::now();
+    let total = Duration::from_secs(args.minutes * 60);
+    let (mut pass_no, mut passes_failed) = (0, 0);
+    // Warm-up, not sampled: caches, pools and allocators of every process reach their
+    // working size (passes every 10 s so that both workers deliver).
+    let warm_up = (total / 10).max(Duration::from_secs(30));
+    eprintln_status(&format!("soak: {} s of warm-up", warm_up.as_secs()));
+    while started.elapsed() < warm_up {
+        if cluster
+            .ingest(&passes, &format!("w{pass_no}-"), 400)
+            .is_err()
+        {
+            passes_failed += 1;
+        }
+        pass_no += 1;
+        std::thread::sleep(Duration::from_secs(10));
+    }
+    eprintln_status(&format!("soak: {} minutes sampled", args.minutes));
+    let started = Instant::now();
+    let mut next_pass = Duration::ZERO;
+    while started.elapsed() < total {
+        if started.elapsed() >= next_pass {
+            if cluster
+                .ingest(&passes, &format!("p{pass_no}-"), 400)
+                .is_err()
+            {
+                passes_failed += 1;
+            }
+            pass_no += 1;
+            next_pass += Duration::from_secs(60);
+        }
+        for (name, pid) in cluster.pids() {
+            if let Some((rss, fds)) = process_sample(pid) {
+                record(format!("{name} resident memory"), "MiB", 8.0, rss);
+                record(format!("{name} open descriptors"), "", 8.0, fds);
+            }
+        }
+        if let Ok(n) = cluster.count(&format!(
+            "SELECT count(*) FROM pg_stat_activity WHERE usename = '{ROLE}'"
+        )) {
+            record(
+                "PostgreSQL connections of posture".into(),
+                "",
+                2.0,
+                n as f64,
+            );
+        }
+        if let Some(mib) = redis_used_memory(&cluster.redis.url()) {
+            record("Redis used_memory".into(), "MiB", 1.0, mib);
+        }
+        if let Ok(n) =
+            cluster.count("SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'")
+        {
+            record("pending deliveries".into(), "", 100.0, n as f64);
+        }
+        std::thread::sleep(SAMPLE_EVERY);
+    }
+    let samples: Vec<Sample> = loads.into_iter().flat_map(Load::stop).collect();
+    let traffic = Summary::of(&samples);
+    let delivered = cluster.outbox(&passes)?;
+    let seconds = started.elapsed().as_secs_f64();
+    write_report(
+        args.minutes,
+        seconds,
+        &series,
+        &traffic,
+        (pass_no, passes_failed, delivered),
+    )
+}
+
+/// The verdict of one series (sampled after the warm-up): (first third's mean, last third's mean, within its bound).
+fn verdict(values: &[f64], allowance: f64) -> Option<(f64, f64, bool)> {
+    let kept = values;
+    let third = kept.len() / 3;
+    if third == 0 {
+        return None;
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let (first, last) = (mean(&kept[..third]), mean(&kept[kept.len() - third..]));
+    Some((first, last, last <= first * 1.10 + allowance))
+}
+
+fn write_report(
+    minutes: u64,
+    seconds: f64,
+    series: &BTreeMap<String, Series>,
+    traffic: &Summary,
+    (passes, passes_failed, (pending, delivered, failed)): (u32, u32, (i64, i64, i64)),
+) -> anyhow::Result<()> {
+    let mut table = format!(
+        "Soak of {minutes} min: {} requests, statuses {:?}, {} without a response; {passes} passes ({passes_failed} failed), deliveries {delivered} delivered, {pending} pending, {failed} failed\n\n| measure | first third | last third | bound | |\n|---|---|---|---|---|\n",
+        traffic.requests, traffic.statuses, traffic.no_response
+    );
+    let server_errors: usize = traffic.statuses.range(500..).map(|(_, n)| n).sum();
+    let mut failures = usize::from(
+        passes_failed > 0 || failed > 0 || traffic.no_response > 0 || server_errors > 0,
+    );
+    let mut rows = Vec::new();
+    for s in series.values() {
+        let Some((first, last, ok)) = verdict(&s.values, s.allowance) else {
+            continue;
+        };
+        failures += usize::from(!ok);
+        table.push_str(&format!(
+            "| {} | {first:.1} {unit} | {last:.1} {unit} | ≤ first × 1.1 + {} | {} |\n",
+            s.name,
+            s.allowance,
+            if ok { "ok" } else { "GREW" },
+            unit = s.unit
+        ));
+        rows.push(
+            json!({"measure": s.name, "unit": s.unit, "firstThird": first, "lastThird": last,
+                         "allowance": s.allowance, "pass": ok, "samples": s.values}),
+        );
+    }
+    std::io::Write::write_all(&mut std::io::stdout(), table.as_bytes())?;
+    let dir = project_root().join("target").join("soak");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("report.md"), &table)?;
+    let report = json!({"minutes": minutes, "seconds": seconds, "requests": traffic.requests,
+        "statuses": traffic.statuses, "noResponse": traffic.no_response, "passes": passes,
+        "passesFailed": passes_failed, "deliveries": {"delivered": delivered, "pending": pending, "failed": failed},
+        "series": rows, "failures": failures});
+    std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&report)?)?;
+    anyhow::ensure!(
+        failures == 0,
+        "{failures} soak checks failed (target/soak/report.md)"
+    );
+    Ok(())
+}
