@@ -6,12 +6,20 @@
 //! * Domain errors map to statuses here and nowhere else: `NotFound` → 404,
 //!   `Invalid` → 400, `Conflict` → 409, `Unavailable` → 503, `Internal` → 500.
 //! * 5xx bodies reveal nothing; the cause is logged once, inside the request's span (which
-//!   carries the request id).
+//!   carries the request id). An outage fails every request alike, so 503 causes are
+//!   logged at most once a second, with the number left out since the last line.
 //! * A foreign row is never confirmed: it is 404 exactly like a row that does not exist.
 //! * 401 carries `WWW-Authenticate: Bearer`; 403 carries
 //!   `WWW-Authenticate: Bearer error="insufficient_scope", scope="..."` (RFC 6750).
 
-use std::fmt;
+use std::{
+    fmt,
+    sync::{
+        OnceLock,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Instant,
+};
 
 use actix_web::{
     HttpResponse, ResponseError,
@@ -167,7 +175,9 @@ impl From<Error> for ApiError {
             }
             Error::Conflict(reason) => ApiError::Conflict(reason),
             Error::Unavailable(cause) => {
-                tracing::warn!(error = %cause, "backing service unavailable");
+                if let Some(suppressed) = UNAVAILABLE_LOG.admit(millis_since_start()) {
+                    tracing::warn!(error = %cause, suppressed, "backing service unavailable");
+                }
                 ApiError::Unavailable
             }
             Error::Internal(cause) => {
@@ -175,5 +185,65 @@ impl From<Error> for ApiError {
                 ApiError::Internal
             }
         }
+    }
+}
+
+/// One log line per second for a storm of like events.
+struct LogThrottle {
+    /// When the last line was admitted, in milliseconds since start (+ 1 s, so the first
+    /// event is admitted).
+    last: AtomicU64,
+    /// Events left out since then.
+    suppressed: AtomicU64,
+}
+
+static UNAVAILABLE_LOG: LogThrottle = LogThrottle::new();
+
+fn millis_since_start() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    let elapsed = START.get_or_init(Instant::now).elapsed().as_millis();
+    u64::try_from(elapsed)
+        .unwrap_or(u64::MAX)
+        .saturating_add(1000)
+}
+
+impl LogThrottle {
+    const fn new() -> Self {
+        Self {
+            last: AtomicU64::new(0),
+            suppressed: AtomicU64::new(0),
+        }
+    }
+
+    /// `Some(events left out since the last line)` when this event is to be logged.
+    fn admit(&self, now_ms: u64) -> Option<u64> {
+        let last = self.last.load(Ordering::Relaxed);
+        if now_ms.saturating_sub(last) >= 1000
+            && self
+                .last
+                .compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            return Some(self.suppressed.swap(0, Ordering::Relaxed));
+        }
+        self.suppressed.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LogThrottle;
+
+    #[test]
+    fn a_storm_of_like_events_is_logged_once_a_second_with_the_count_left_out() {
+        let throttle = LogThrottle::new();
+        assert_eq!(throttle.admit(1_000), Some(0));
+        for ms in 1_001..1_999 {
+            assert_eq!(throttle.admit(ms), None);
+        }
+        assert_eq!(throttle.admit(2_000), Some(998));
+        assert_eq!(throttle.admit(2_500), None);
+        assert_eq!(throttle.admit(9_000), Some(1));
     }
 }
