@@ -245,6 +245,21 @@ fn verdict(values: &[f64], allowance: f64) -> Option<(f64, f64, bool)> {
     Some((first, last, last <= first * 1.10 + allowance))
 }
 
+/// The least-squares slope of samples taken every [`SAMPLE_EVERY`], per hour (reported,
+/// not judged: memory saw-tooths, and a slope over minutes says little on its own).
+fn per_hour(values: &[f64]) -> f64 {
+    let n = values.len() as f64;
+    let hours = |i: usize| i as f64 * SAMPLE_EVERY.as_secs_f64() / 3600.0;
+    let mean_x = (0..values.len()).map(hours).sum::<f64>() / n;
+    let mean_y = values.iter().sum::<f64>() / n;
+    let (mut num, mut den) = (0.0, 0.0);
+    for (i, y) in values.iter().enumerate() {
+        num += (hours(i) - mean_x) * (y - mean_y);
+        den += (hours(i) - mean_x).powi(2);
+    }
+    if den > 0.0 { num / den } else { 0.0 }
+}
+
 fn write_report(
     minutes: u64,
     seconds: f64,
@@ -253,7 +268,7 @@ fn write_report(
     (passes, passes_failed, (pending, delivered, failed)): (u32, u32, (i64, i64, i64)),
 ) -> anyhow::Result<()> {
     let mut table = format!(
-        "Soak of {minutes} min: {} requests, statuses {:?}, {} without a response; {passes} passes ({passes_failed} failed), deliveries {delivered} delivered, {pending} pending, {failed} failed\n\n| measure | first third | last third | bound | |\n|---|---|---|---|---|\n",
+        "Soak of {minutes} min: {} requests, statuses {:?}, {} without a response; {passes} passes ({passes_failed} failed), deliveries {delivered} delivered, {pending} pending, {failed} failed\n\n| measure | min | max | first third | last third | fitted trend | bound | |\n|---|---|---|---|---|---|---|---|\n",
         traffic.requests, traffic.statuses, traffic.no_response
     );
     let server_errors: usize = traffic.statuses.range(500..).map(|(_, n)| n).sum();
@@ -266,8 +281,13 @@ fn write_report(
             continue;
         };
         failures += usize::from(!ok);
+        let (min, max) = s
+            .values
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+        let trend = per_hour(&s.values);
         table.push_str(&format!(
-            "| {} | {first:.1} {unit} | {last:.1} {unit} | ≤ first × 1.1 + {} | {} |\n",
+            "| {} | {min:.1} | {max:.1} | {first:.1} {unit} | {last:.1} {unit} | {trend:+.1} {unit}/h | ≤ first × 1.1 + {} | {} |\n",
             s.name,
             s.allowance,
             if ok { "ok" } else { "GREW" },
