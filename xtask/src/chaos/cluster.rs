@@ -70,6 +70,13 @@ impl Cluster {
         let redis = crate::servers::redis()?;
         let proxy = FreezingProxy::start(([127, 0, 0, 1], postgres.port()).into())?;
         let logs = scratch_dir("chaos-logs")?;
+        // Each run's logs, not every run's.
+        for entry in std::fs::read_dir(&logs)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "log") {
+                std::fs::remove_file(path)?;
+            }
+        }
         let mut cluster = Self {
             bin,
             postgres,

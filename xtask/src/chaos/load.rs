@@ -19,6 +19,10 @@ pub struct Sample {
     pub status: Option<u16>,
     pub latency: Duration,
     pub retry_after: bool,
+    /// Why no response came (the error's chain), when none did.
+    pub error: Option<String>,
+    /// Whether the response's head arrived (its body may still have been cut).
+    pub began: bool,
 }
 
 /// Requests sent until [`Load::stop`].
@@ -102,17 +106,18 @@ impl Load {
                                     .bearer_auth(&key)
                                     .send()
                                     .await;
-                                let (status, retry_after) = match response {
+                                let began = response.is_ok();
+                                let (status, retry_after, error) = match response {
                                     Ok(r) => {
                                         let retry = r.headers().contains_key("retry-after");
                                         let status = r.status().as_u16();
                                         // A response counts once its body arrived whole.
                                         match r.bytes().await {
-                                            Ok(_) => (Some(status), retry),
-                                            Err(_) => (None, false),
+                                            Ok(_) => (Some(status), retry, None),
+                                            Err(e) => (None, false, Some(chain(&e))),
                                         }
                                     }
-                                    Err(_) => (None, false),
+                                    Err(e) => (None, false, Some(chain(&e))),
                                 };
                                 samples.push(Sample {
                                     sent,
@@ -120,6 +125,8 @@ impl Load {
                                     status,
                                     latency: started.elapsed().saturating_sub(sent),
                                     retry_after,
+                                    error,
+                                    began,
                                 });
                                 tokio::time::sleep(pause).await;
                             }
@@ -207,4 +214,16 @@ pub fn recovery_after(samples: &[Sample], from: Duration) -> Option<Duration> {
         Some(i) => after.get(i + 1),
     }?;
     Some((first_ok.sent + first_ok.latency).saturating_sub(from))
+}
+
+/// An error and its causes, on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
