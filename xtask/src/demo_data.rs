@@ -383,6 +383,42 @@ pub mod chrono_lite {
     }
 }
 
+/// A pass of `findings` new findings (ids `{prefix}000000`...), severities in turn, over 100
+/// identities (`u0`..`u99`) of `tenant`: the load of the delivery benchmark and of chaos.
+pub fn write_new_findings_pass(
+    path: &std::path::Path,
+    tenant: &str,
+    prefix: &str,
+    findings: usize,
+) -> anyhow::Result<()> {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(
+        out,
+        "{}",
+        json!({"type": "tenant", "cloudTenantId": tenant, "displayName": "Load"})
+    )?;
+    for i in 0..100 {
+        writeln!(
+            out,
+            "{}",
+            json!({"type": "identity", "id": format!("u{i}"), "cloudTenantId": tenant,
+            "kind": "user", "displayName": format!("User {i}")})
+        )?;
+    }
+    let severities = ["critical", "high", "medium", "low"];
+    for i in 0..findings {
+        writeln!(
+            out,
+            "{}",
+            json!({"type": "finding", "id": format!("{prefix}{i:06}"), "cloudTenantId": tenant,
+            "findingType": "standing_privileged_access", "severity": severities[i % 4],
+            "title": format!("Finding {i}"), "identityId": format!("u{}", i % 100)})
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,13 +71,12 @@ impl FreezingProxy {
     /// ways, and nothing is closed. Returns whether such a connection exists.
     pub fn freeze_upstream_port(&self, port: u16) -> bool {
         let links = self.links.lock().unwrap_or_else(|p| p.into_inner());
-        let found = links.iter().filter(|l| l.upstream_port == port);
-        let mut any = false;
-        for link in found {
+        let mut found = false;
+        for link in links.iter().filter(|l| l.upstream_port == port) {
             link.frozen.store(true, Ordering::Release);
-            any = true;
+            found = true;
         }
-        any
+        found
     }
 
     /// Freezes, or thaws, every connection open now.

@@ -1,7 +1,6 @@
 //! Webhook delivery: the fan-out of a large pass, and one worker's throughput.
 
 use std::{
-    io::{BufWriter, Write as _},
     net::TcpListener,
     path::Path,
     process::{Command, Stdio},
@@ -17,7 +16,7 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 
 use super::Figure;
-use crate::{files::scratch_dir, process::output};
+use crate::{demo_data::write_new_findings_pass, files::scratch_dir, process::output};
 
 const SUBSCRIPTIONS: usize = 25;
 const NEW_FINDINGS: usize = 100_000;
@@ -88,37 +87,6 @@ fn subscribe(base: &str, key: &str, hook: &str) -> anyhow::Result<()> {
     })
 }
 
-/// One pass of `NEW_FINDINGS` findings over 100 identities of one tenant.
-fn pass_file(dir: &Path) -> anyhow::Result<std::path::PathBuf> {
-    let path = dir.join("fan-out-pass.jsonl");
-    let mut out = BufWriter::new(std::fs::File::create(&path)?);
-    let tenant = "0b7c0f39-2d3e-4c1a-9f57-6a1d2b3c4d5e";
-    writeln!(
-        out,
-        "{}",
-        json!({"type": "tenant", "cloudTenantId": tenant, "displayName": "Fan-out"})
-    )?;
-    for i in 0..100 {
-        writeln!(
-            out,
-            "{}",
-            json!({"type": "identity", "id": format!("u{i}"), "cloudTenantId": tenant, "kind": "user", "displayName": format!("User {i}")})
-        )?;
-    }
-    let severities = ["critical", "high", "medium", "low"];
-    for i in 0..NEW_FINDINGS {
-        writeln!(
-            out,
-            "{}",
-            json!({"type": "finding", "id": format!("n{i:06}"), "cloudTenantId": tenant,
-            "findingType": "standing_privileged_access", "severity": severities[i % 4],
-            "title": format!("Finding {i}"), "identityId": format!("u{}", i % 100)})
-        )?;
-    }
-    out.flush()?;
-    Ok(path)
-}
-
 /// Fan-out of a pass with 100,000 new findings to 25 subscriptions, then one worker's
 /// deliveries per second to a local receiver.
 pub fn run(
@@ -155,7 +123,13 @@ pub fn run(
     let hook = counting_receiver(delivered.clone())?;
     subscribe(base, &key, &hook)?;
 
-    let file = pass_file(&scratch_dir("bench-fanout")?)?;
+    let file = scratch_dir("bench-fanout")?.join("fan-out-pass.jsonl");
+    write_new_findings_pass(
+        &file,
+        "0b7c0f39-2d3e-4c1a-9f57-6a1d2b3c4d5e",
+        "n",
+        NEW_FINDINGS,
+    )?;
     let pass = api(
         &api_bin,
         database_url,

@@ -3,7 +3,6 @@
 //! two `posture-worker`s, as separate processes started from the debug binaries.
 
 use std::{
-    io::Write as _,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::Duration,
@@ -15,9 +14,10 @@ use posture_test_support::{
     proxy::FreezingProxy,
     servers::{PostgresServer, RedisServer},
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{
+    demo_data::write_new_findings_pass,
     files::scratch_dir,
     posture::{api_json, rand_bytes, wait_until_listening},
     process::psql_value,
@@ -283,7 +283,7 @@ impl Cluster {
         self.cli(&["ingest", "--customer", &customer.id, path(&file)?])
     }
 
-    /// Writes a pass file: the tenant, 100 identities, `findings` findings.
+    /// Writes a pass file of `findings` new findings for `tenant`.
     pub fn pass_file(
         &self,
         tenant: &str,
@@ -291,32 +291,7 @@ impl Cluster {
         findings: usize,
     ) -> anyhow::Result<PathBuf> {
         let file = self.logs.join(format!("pass-{prefix}.jsonl"));
-        let mut out = std::io::BufWriter::new(std::fs::File::create(&file)?);
-        writeln!(
-            out,
-            "{}",
-            json!({"type": "tenant", "cloudTenantId": tenant, "displayName": "Chaos"})
-        )?;
-        for i in 0..100 {
-            writeln!(
-                out,
-                "{}",
-                json!({"type": "identity", "id": format!("u{i}"), "cloudTenantId": tenant,
-                "kind": "user", "displayName": format!("User {i}")})
-            )?;
-        }
-        let severities = ["critical", "high", "medium", "low"];
-        for i in 0..findings {
-            writeln!(
-                out,
-                "{}",
-                json!({"type": "finding", "id": format!("{prefix}{i:06}"),
-                "cloudTenantId": tenant, "findingType": "standing_privileged_access",
-                "severity": severities[i % 4], "title": format!("Finding {i}"),
-                "identityId": format!("u{}", i % 100)})
-            )?;
-        }
-        out.flush()?;
+        write_new_findings_pass(&file, tenant, prefix, findings)?;
         Ok(file)
     }
 

@@ -10,10 +10,11 @@ use std::{
 use anyhow::Context as _;
 
 use super::{
-    Context,
+    Context, block_on,
     cluster::{Cluster, Customer},
     receiver::Behaviour,
     report::Report,
+    report::secs,
 };
 
 const SUBSCRIPTIONS: usize = 25;
@@ -188,28 +189,8 @@ pub fn receiver_faults(
         "1 id",
         seen.len() == 1 && same,
     );
-    second.stop(true).await_blocking();
+    block_on(second.stop(true))?;
     Ok(())
-}
-
-fn secs(d: Duration) -> String {
-    format!("{:.1} s", d.as_secs_f64())
-}
-
-/// Waiting for an actix future outside a runtime.
-trait AwaitBlocking {
-    fn await_blocking(self);
-}
-
-impl<F: std::future::Future<Output = ()>> AwaitBlocking for F {
-    fn await_blocking(self) {
-        if let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            runtime.block_on(self);
-        }
-    }
 }
 
 /// Ingests a pass of 4 new findings for `customer` and waits until its deliveries are sent

@@ -114,10 +114,16 @@ impl Load {
                                         // A response counts once its body arrived whole.
                                         match r.bytes().await {
                                             Ok(_) => (Some(status), retry, None),
-                                            Err(e) => (None, false, Some(chain(&e))),
+                                            Err(e) => (
+                                                None,
+                                                false,
+                                                Some(format!("{:#}", anyhow::Error::new(e))),
+                                            ),
                                         }
                                     }
-                                    Err(e) => (None, false, Some(chain(&e))),
+                                    Err(e) => {
+                                        (None, false, Some(format!("{:#}", anyhow::Error::new(e))))
+                                    }
                                 };
                                 samples.push(Sample {
                                     sent,
@@ -214,16 +220,4 @@ pub fn recovery_after(samples: &[Sample], from: Duration) -> Option<Duration> {
         Some(i) => after.get(i + 1),
     }?;
     Some((first_ok.sent + first_ok.latency).saturating_sub(from))
-}
-
-/// An error and its causes, on one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

@@ -13,7 +13,7 @@ use super::{
     cluster::{Cluster, ROLE},
     deliveries::deliver_one_pass,
     load::{Load, Sample, Summary, recovery_after},
-    report::Report,
+    report::{Report, secs},
 };
 
 /// Requests during an outage wait at most the pool's acquire timeout (5 s), plus slack.
@@ -23,10 +23,6 @@ const RECOVERY_BOUND: Duration = Duration::from_secs(5);
 
 fn during(samples: &[Sample], from: Duration, to: Duration) -> Summary {
     Summary::of(samples.iter().filter(|s| s.sent >= from && s.sent <= to))
-}
-
-fn secs(d: Duration) -> String {
-    format!("{:.2} s", d.as_secs_f64())
 }
 
 /// Checks shared by the outages: the answers while it lasted, and the recovery after.

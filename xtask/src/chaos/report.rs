@@ -1,7 +1,7 @@
 //! The chaos report: each scenario's measures against what posture promises, printed as a
 //! table and written as JSON to `target/chaos/report.json`.
 
-use std::{fmt::Display, io::Write as _, path::Path};
+use std::{fmt::Display, io::Write as _, path::Path, time::Duration};
 
 use serde_json::json;
 
@@ -127,4 +127,9 @@ fn line(c: &Check) -> String {
             None => String::new(),
         }
     )
+}
+
+/// A duration as the report shows it.
+pub fn secs(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
 }
