@@ -98,6 +98,64 @@ pub enum CustomersCommand {
         #[command(flatten)]
         database: DatabaseArgs,
     },
+    /// The customer console's sign-in: each customer's OpenID Connect provider and admins.
+    #[command(subcommand)]
+    Sso(SsoCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SsoCommand {
+    /// Set (or replace) a customer's identity provider and who its admins are.
+    Set(SetSsoArgs),
+    /// Show a customer's identity provider settings (never the client secret).
+    Show {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The customer's id.
+        #[arg(long)]
+        customer: String,
+    },
+    /// Remove a customer's identity provider: its console closes and every session ends.
+    Clear {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The customer's id.
+        #[arg(long)]
+        customer: String,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct SetSsoArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    #[command(flatten)]
+    pub secrets: posture_config::SecretArgs,
+    /// The customer's id.
+    #[arg(long)]
+    pub customer: String,
+    /// The provider's issuer URL (https; http only on a loopback address, for development).
+    #[arg(long)]
+    pub issuer: String,
+    /// The client id posture was registered with at the provider.
+    #[arg(long = "client-id")]
+    pub client_id: String,
+    /// The client's secret (prefer the environment variable: arguments show in `ps`).
+    #[arg(
+        long = "client-secret",
+        env = "POSTURE_SSO_CLIENT_SECRET",
+        hide_env_values = true
+    )]
+    pub client_secret: String,
+    /// The ID token claim that names admins, e.g. groups or roles.
+    #[arg(long = "admin-claim", requires = "admin_values")]
+    pub admin_claim: Option<String>,
+    /// A value of the admin claim that makes its holder an admin; repeat for several.
+    #[arg(long = "admin-value", requires = "admin_claim")]
+    pub admin_values: Vec<String>,
+    /// A subject (`sub`) who is an admin; repeat for several.
+    #[arg(long = "admin-subject")]
+    pub admin_subjects: Vec<String>,
 }
 
 #[derive(Subcommand, Debug)]

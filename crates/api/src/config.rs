@@ -66,6 +66,43 @@ pub struct TimeoutArgs {
     pub export_wait_secs: u64,
 }
 
+/// The customer console (docs/console.md).
+#[derive(Args, Clone, Debug)]
+pub struct ConsoleArgs {
+    /// Serve the customer console under /console/.
+    #[arg(long = "console", env = "POSTURE_CONSOLE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub enabled: bool,
+    /// The service's public base URL, e.g. https://posture.example.com: redirect URIs are
+    /// built from it (default: each request's scheme and Host).
+    #[arg(long, env = "POSTURE_PUBLIC_URL", value_parser = parse_public_url)]
+    pub public_url: Option<String>,
+    /// Minutes after which an unused console session ends.
+    #[arg(long, env = "POSTURE_CONSOLE_IDLE_MINUTES", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=1440))]
+    pub console_idle_minutes: u64,
+    /// Hours after sign-in at which a console session ends, used or not.
+    #[arg(long, env = "POSTURE_CONSOLE_SESSION_HOURS", default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=168))]
+    pub console_session_hours: u64,
+    /// Sign-in attempts (starts and callbacks) per client address per 10 minutes.
+    #[arg(long, env = "POSTURE_CONSOLE_SIGN_IN_LIMIT", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub console_sign_in_limit: u32,
+    /// Mark cookies Secure on plain-HTTP requests too (TLS ends at a proxy in front).
+    #[arg(long, env = "POSTURE_CONSOLE_SECURE_COOKIES")]
+    pub console_secure_cookies: bool,
+}
+
+/// The window of the console's sign-in limit.
+pub const SIGN_IN_WINDOW_SECS: u32 = 600;
+
+fn parse_public_url(text: &str) -> Result<String, String> {
+    let (scheme, rest) = text
+        .split_once("://")
+        .ok_or_else(|| format!("{text:?}: expected http(s)://host[:port]"))?;
+    if !matches!(scheme, "http" | "https") || rest.is_empty() || rest.contains(['?', '#', '@']) {
+        return Err(format!("{text:?}: expected http(s)://host[:port][/path]"));
+    }
+    Ok(text.trim_end_matches('/').to_owned())
+}
+
 /// Settings of `posture-api serve`.
 #[derive(Args, Clone, Debug)]
 pub struct ServeArgs {
@@ -82,6 +119,8 @@ pub struct ServeArgs {
     pub secrets: SecretArgs,
     #[command(flatten)]
     pub webhooks: WebhookArgs,
+    #[command(flatten)]
+    pub console: ConsoleArgs,
     /// HTTP worker threads (default: one per CPU core).
     #[arg(long, env = "POSTURE_WORKERS", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub workers: Option<u16>,

@@ -4,17 +4,20 @@ use std::{net::TcpListener, path::Path, sync::Arc, time::Duration};
 
 use actix_web::{HttpServer, dev::ServerHandle, web};
 use anyhow::Context as _;
+use posture_console::{ConsolePorts, ConsoleState};
 use posture_domain::{
-    rate_limit::{InProcessRateLimiter, LimiterState, RateLimiter},
+    console::SessionPolicy,
+    rate_limit::{InProcessRateLimiter, LimiterState, RateLimiter, RatePolicy},
     secrets::Keyring,
     webhook::TargetPolicy,
 };
 use posture_http::{ApiState, ExportSlots, MetricsRender, Ports};
+use posture_oidc::OidcSignIn;
 use posture_redis::RedisRateLimiter;
 use posture_store_postgres::{PgStore, migrations};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 
-use crate::config::{RateLimitArgs, ServeArgs};
+use crate::config::{RateLimitArgs, SIGN_IN_WINDOW_SECS, ServeArgs};
 
 /// The ports over a PostgreSQL store (every data port is the same store) and a rate limiter.
 pub fn ports(store: &PgStore, limiter: Arc<dyn RateLimiter>) -> Ports {
@@ -75,8 +78,15 @@ pub fn api_state(store: &PgStore, limiter: Arc<dyn RateLimiter>, wiring: Wiring)
 /// in this process otherwise. An unreachable Redis at start-up is not fatal: the limiter
 /// counts in-process until Redis answers.
 pub async fn limiter(limits: &RateLimitArgs) -> anyhow::Result<Arc<dyn RateLimiter>> {
-    let policy = limits.policy();
-    match &limits.redis_url {
+    limiter_with(limits.policy(), limits.redis_url.as_deref()).await
+}
+
+/// A limiter of `policy`: shared through Redis when `redis_url` is set.
+pub async fn limiter_with(
+    policy: RatePolicy,
+    redis_url: Option<&str>,
+) -> anyhow::Result<Arc<dyn RateLimiter>> {
+    match redis_url {
         None => {
             tracing::info!(
                 limit = policy.limit,
@@ -135,6 +145,8 @@ pub struct Serving {
     pub shutdown_timeout: Duration,
     /// Serve HTTPS with this configuration.
     pub tls: Option<rustls::ServerConfig>,
+    /// Serve the customer console too.
+    pub console: Option<ConsoleState>,
 }
 
 /// A running server.
@@ -148,9 +160,17 @@ pub struct Running {
 pub fn start(listener: TcpListener, state: ApiState, serving: Serving) -> anyhow::Result<Running> {
     let local_addr = listener.local_addr()?;
     let state = web::Data::new(state);
-    let server = HttpServer::new(move || posture_http::app(state.clone()))
-        .workers(serving.workers)
-        .shutdown_timeout(serving.shutdown_timeout.as_secs());
+    let console = serving.console;
+    let server = HttpServer::new(move || {
+        let console = console.clone();
+        posture_http::app(state.clone()).configure(move |cfg| {
+            if let Some(console) = console {
+                posture_console::configure(cfg, console);
+            }
+        })
+    })
+    .workers(serving.workers)
+    .shutdown_timeout(serving.shutdown_timeout.as_secs());
     let server = match serving.tls {
         Some(tls) => server.listen_rustls_0_23(listener, tls)?,
         None => server.listen(listener)?,
@@ -187,6 +207,38 @@ pub fn metrics_render(
         let degraded = matches!(limiter.state(), LimiterState::Degraded { .. });
         metrics::gauge!("posture_rate_limiter_degraded").set(if degraded { 1.0 } else { 0.0 });
         handle.render()
+    })
+}
+
+/// The console's state: its ports on `store`, the relying party, the sign-in limiter.
+pub async fn console_state(
+    args: &ServeArgs,
+    store: &PgStore,
+    keyring: Arc<Keyring>,
+) -> anyhow::Result<ConsoleState> {
+    let sign_in_limiter = limiter_with(
+        RatePolicy {
+            limit: args.console.console_sign_in_limit,
+            window_secs: SIGN_IN_WINDOW_SECS,
+        },
+        args.limits.redis_url.as_deref(),
+    )
+    .await?;
+    Ok(ConsoleState {
+        ports: ConsolePorts {
+            keys: Arc::new(store.clone()),
+            console: Arc::new(store.clone()),
+            sign_in: Arc::new(OidcSignIn::new().context("building the OpenID Connect client")?),
+            sign_in_limiter,
+        },
+        keyring,
+        sessions: SessionPolicy {
+            idle: Duration::from_secs(args.console.console_idle_minutes * 60),
+            absolute: Duration::from_secs(args.console.console_session_hours * 3600),
+        },
+        public_url: args.console.public_url.clone(),
+        secure_cookies: args.console.console_secure_cookies,
+        trusted_proxies: args.limits.trusted_proxies.clone(),
     })
 }
 
@@ -243,6 +295,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             hsts: tls.is_some(),
         },
     );
+    let console = match args.console.enabled {
+        true => Some(console_state(&args, &store, state.keyring.clone()).await?),
+        false => None,
+    };
     let https = tls.is_some();
     let shutdown_timeout = Duration::from_secs(args.shutdown_timeout_secs);
     let running = start(
@@ -252,6 +308,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             workers,
             shutdown_timeout,
             tls,
+            console,
         },
     )?;
     tracing::info!(addr = %running.local_addr, workers, https, "posture-api listening");

@@ -190,6 +190,8 @@ pub struct ApiKey {
     pub expires_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
     pub last_used_at: Option<DateTime<Utc>>,
+    /// Who issued it: an admin's display name, or `posture operator`.
+    pub created_by: String,
 }
 
 /// What is stored when a key is issued.

@@ -38,6 +38,13 @@ impl CustomerScope {
         Self::new(customer)
     }
 
+    /// The scope of the console's sign-in pages, which name their customer in the path:
+    /// they read only the customer's sign-in configuration and pending sign-ins. Pages past
+    /// sign-in take their scope from the verified session instead.
+    pub const fn for_sign_in(customer: CustomerId) -> Self {
+        Self::new(customer)
+    }
+
     pub const fn customer_id(&self) -> CustomerId {
         self.customer
     }

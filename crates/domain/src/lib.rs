@@ -10,6 +10,7 @@
 mod macros;
 
 pub mod api_key;
+pub mod console;
 pub mod customer;
 pub mod delivery;
 pub mod egress;

@@ -9,6 +9,10 @@ use async_trait::async_trait;
 
 use crate::{
     api_key::{ApiKey, KeyHash, NewApiKey, Principal},
+    console::{
+        Actor, AdminRule, AuditEvent, ClientSecret, ConsoleSession, NewSession, PendingSignIn,
+        SessionPolicy, SignInStart, SignedInUser, SsoConfig,
+    },
     customer::{Customer, CustomerScope},
     delivery::{Attempt, ClaimedDelivery, Delivery, DeliveryStatus, NextStep, QueueDepth},
     error::Result,
@@ -132,12 +136,20 @@ pub trait UprRepository: Send + Sync {
 /// API keys: issue, list and revoke (operators), authenticate (every request).
 #[async_trait]
 pub trait ApiKeyRepository: Send + Sync {
-    /// Stores a generated key. `NotFound` if the customer does not exist.
-    async fn insert_key(&self, key: NewApiKey) -> Result<ApiKey>;
+    /// Stores a generated key, and the issuance in the customer's audit log, together.
+    /// `NotFound` if the customer does not exist.
+    async fn insert_key(&self, key: NewApiKey, by: &Actor) -> Result<ApiKey>;
     async fn list_keys(&self, scope: CustomerScope) -> Result<Vec<ApiKey>>;
-    /// Revokes a key at once. `NotFound` for an unknown id; revoking twice keeps the first
-    /// revocation time.
-    async fn revoke_key(&self, id: KeyId) -> Result<ApiKey>;
+    /// Revokes a key at once, and records it in the customer's audit log. `within`: the
+    /// customer whose key it must be (the console); `None` for an operator command.
+    /// `NotFound` for an unknown id (or another customer's); revoking twice keeps the first
+    /// revocation time and records nothing more. The flag says whether this call revoked it.
+    async fn revoke_key(
+        &self,
+        within: Option<CustomerScope>,
+        id: KeyId,
+        by: &Actor,
+    ) -> Result<(ApiKey, bool)>;
     /// The principal of the key with this hash, if it is neither revoked nor expired now.
     /// Must see a revocation as soon as it is committed.
     async fn authenticate(&self, hash: &KeyHash) -> Result<Option<Principal>>;
@@ -260,6 +272,95 @@ pub trait DeliveryRepository: Send + Sync {
     async fn retry_delivery(&self, id: DeliveryId) -> Result<Delivery>;
     /// The attempts of a delivery, oldest first.
     async fn attempts(&self, scope: CustomerScope, id: DeliveryId) -> Result<Vec<Attempt>>;
+}
+
+/// A customer's console sign-in configuration, with what the sign-in pages show.
+#[derive(Clone, Debug)]
+pub struct ConsoleSetup {
+    pub customer_name: String,
+    pub sso: SsoConfig,
+    pub sealed_secret: SealedSecret,
+}
+
+/// The customer console: single sign-on settings, sign-ins, sessions, the audit log.
+#[async_trait]
+pub trait ConsoleRepository: Send + Sync {
+    /// Sets (or replaces) the customer's identity provider. `NotFound` for no such customer.
+    async fn set_sso(
+        &self,
+        scope: CustomerScope,
+        issuer: &str,
+        client_id: &str,
+        sealed_secret: SealedSecret,
+        admins: &AdminRule,
+    ) -> Result<SsoConfig>;
+    /// The customer's console setup; `None` when the customer does not exist or has no
+    /// identity provider (the console does not tell the two apart).
+    async fn console_setup(&self, scope: CustomerScope) -> Result<Option<ConsoleSetup>>;
+    /// Removes the identity provider and ends every session; `false` if there was none.
+    async fn clear_sso(&self, scope: CustomerScope) -> Result<bool>;
+    /// Keeps a sign-in for its callback, under the hash of its browser binding. Drops the
+    /// customer's expired sign-ins, and the oldest past the bound on pending ones.
+    async fn begin_sign_in(
+        &self,
+        scope: CustomerScope,
+        binding_hash: [u8; 32],
+        pending: &PendingSignIn,
+    ) -> Result<()>;
+    /// Takes (and deletes) the sign-in with this binding, if it is younger than its
+    /// lifetime.
+    async fn take_sign_in(
+        &self,
+        scope: CustomerScope,
+        binding_hash: [u8; 32],
+    ) -> Result<Option<PendingSignIn>>;
+    /// Stores a new session; ends the one it replaces (the browser's previous session of
+    /// this customer, by token hash), and drops the customer's expired sessions.
+    async fn create_session(&self, session: &NewSession, replaces: Option<[u8; 32]>) -> Result<()>;
+    /// The live session with this token hash, marked used now. `None` when unknown, ended,
+    /// idle longer than the policy allows or past its absolute expiry.
+    async fn live_session(
+        &self,
+        scope: CustomerScope,
+        token_hash: [u8; 32],
+        policy: SessionPolicy,
+    ) -> Result<Option<ConsoleSession>>;
+    /// Ends a session (sign-out).
+    async fn end_session(&self, scope: CustomerScope, token_hash: [u8; 32]) -> Result<()>;
+    /// The customer's audit log, newest first.
+    async fn audit_log(&self, scope: CustomerScope, limit: u32) -> Result<Vec<AuditEvent>>;
+}
+
+/// Why a sign-in at the identity provider did not yield a user.
+#[derive(Debug, thiserror::Error)]
+pub enum SignInError {
+    /// The provider could not be reached or answered nonsense (discovery, keys, token).
+    #[error("the identity provider is unavailable: {0}")]
+    Provider(String),
+    /// The provider's answer did not verify (signature, issuer, audience, nonce, expiry).
+    #[error("the identity provider's answer did not verify: {0}")]
+    Rejected(String),
+}
+
+/// A customer's OpenID Connect provider, spoken to as a relying party.
+#[async_trait]
+pub trait SignInProvider: Send + Sync {
+    /// Where to send the browser (authorization code flow with PKCE), and what to keep.
+    async fn start_sign_in(
+        &self,
+        sso: &SsoConfig,
+        redirect_uri: &str,
+    ) -> std::result::Result<SignInStart, SignInError>;
+    /// Redeems the code, verifies the ID token against the pending sign-in, and says who
+    /// signed in.
+    async fn finish_sign_in(
+        &self,
+        sso: &SsoConfig,
+        secret: &ClientSecret,
+        redirect_uri: &str,
+        code: &str,
+        pending: &PendingSignIn,
+    ) -> std::result::Result<SignedInUser, SignInError>;
 }
 
 /// Readiness of the store.

@@ -59,6 +59,9 @@ pub enum RateBucket {
     Key(KeyId),
     /// A client address (IPv6 addresses by their /64), for requests without a valid key.
     Address(String),
+    /// Console sign-ins from a client address (bucket name as for `Address`), counted
+    /// apart from API requests.
+    SignIn(String),
 }
 
 impl RateBucket {
@@ -67,6 +70,7 @@ impl RateBucket {
         match self {
             RateBucket::Key(_) => "per-key",
             RateBucket::Address(_) => "per-address",
+            RateBucket::SignIn(_) => "sign-in",
         }
     }
 }
@@ -76,6 +80,7 @@ impl fmt::Display for RateBucket {
         match self {
             RateBucket::Key(id) => write!(f, "key:{id}"),
             RateBucket::Address(address) => write!(f, "ip:{address}"),
+            RateBucket::SignIn(address) => write!(f, "signin:{address}"),
         }
     }
 }
@@ -229,7 +234,7 @@ impl InProcessRateLimiter {
         let tick = counters.tick;
         let count = match bucket {
             RateBucket::Key(_) => counters.keys.increment(bucket, tick, Self::MAX_KEYS),
-            RateBucket::Address(_) => {
+            RateBucket::Address(_) | RateBucket::SignIn(_) => {
                 counters
                     .addresses
                     .increment(bucket, tick, Self::MAX_ADDRESSES)
@@ -245,7 +250,7 @@ impl InProcessRateLimiter {
         counters.enter(window);
         let count = match bucket {
             RateBucket::Key(_) => counters.keys.get(bucket),
-            RateBucket::Address(_) => counters.addresses.get(bucket),
+            RateBucket::Address(_) | RateBucket::SignIn(_) => counters.addresses.get(bucket),
         };
         count < u64::from(self.policy.limit)
     }

@@ -17,7 +17,11 @@ use ring::{
 };
 use sha2::{Digest, Sha256};
 
-use crate::error::Error;
+use crate::{
+    console::{ClientSecret, client_secret_context},
+    error::Error,
+    ids::CustomerId,
+};
 
 const SECRET_PREFIX: &str = "whsec_";
 
@@ -124,11 +128,39 @@ impl Keyring {
 
     /// Seals `secret`, bound to `context` (the row's identity).
     pub fn seal(&self, secret: &SigningSecret, context: &[u8]) -> Result<SealedSecret, Error> {
+        self.seal_bytes(secret.expose().as_bytes(), context)
+    }
+
+    /// Opens a sealed secret with the key that sealed it.
+    pub fn open(&self, sealed: &SealedSecret, context: &[u8]) -> Result<SigningSecret, Error> {
+        SigningSecret::from_stored(self.open_text(sealed, context)?)
+    }
+
+    /// Seals a console client secret, bound to its customer.
+    pub fn seal_client_secret(
+        &self,
+        secret: &ClientSecret,
+        customer: CustomerId,
+    ) -> Result<SealedSecret, Error> {
+        self.seal_bytes(secret.expose().as_bytes(), &client_secret_context(customer))
+    }
+
+    /// Opens a console client secret sealed for this customer.
+    pub fn open_client_secret(
+        &self,
+        sealed: &SealedSecret,
+        customer: CustomerId,
+    ) -> Result<ClientSecret, Error> {
+        ClientSecret::new(self.open_text(sealed, &client_secret_context(customer))?)
+            .map_err(|_| Error::internal("malformed client secret"))
+    }
+
+    fn seal_bytes(&self, plain: &[u8], context: &[u8]) -> Result<SealedSecret, Error> {
         let mut nonce = [0u8; NONCE_LEN];
         self.random
             .fill(&mut nonce)
             .map_err(|_| Error::internal("the system CSPRNG failed"))?;
-        let mut buffer = secret.expose().as_bytes().to_vec();
+        let mut buffer = plain.to_vec();
         self.current
             .key
             .seal_in_place_append_tag(
@@ -144,14 +176,13 @@ impl Keyring {
         })
     }
 
-    /// Opens a sealed secret with the key that sealed it.
-    pub fn open(&self, sealed: &SealedSecret, context: &[u8]) -> Result<SigningSecret, Error> {
+    fn open_text(&self, sealed: &SealedSecret, context: &[u8]) -> Result<String, Error> {
         let key = std::iter::once(&self.current)
             .chain(&self.previous)
             .find(|k| k.id == sealed.key_id)
             .ok_or_else(|| {
                 Error::internal(format!(
-                    "no key with id {} to open a signing secret: add it to POSTURE_SECRET_KEYS_PREVIOUS",
+                    "no key with id {} to open a sealed secret: add it to POSTURE_SECRET_KEYS_PREVIOUS",
                     sealed.key_id
                 ))
             })?;
@@ -168,10 +199,8 @@ impl Keyring {
                 Aad::from(context),
                 &mut buffer,
             )
-            .map_err(|_| Error::internal("a signing secret failed authentication"))?;
-        let text = String::from_utf8(plain.to_vec())
-            .map_err(|_| Error::internal("malformed signing secret"))?;
-        SigningSecret::from_stored(text)
+            .map_err(|_| Error::internal("a sealed secret failed authentication"))?;
+        String::from_utf8(plain.to_vec()).map_err(|_| Error::internal("malformed sealed secret"))
     }
 
     /// Whether `sealed` was sealed with the current key.

@@ -1,6 +1,7 @@
 //! A safety net: any 4xx or 5xx response that is not already JSON (an error produced by
 //! actix itself, e.g. a malformed request line or an oversized payload) gets the
-//! `{error, reason?}` body, so callers never see a plain-text error.
+//! `{error, reason?}` body, so callers never see a plain-text error. HTML pages (the
+//! console's errors in words) are left as they are.
 
 use actix_web::{
     HttpResponse, Result,
@@ -28,17 +29,17 @@ fn code_for(status: StatusCode) -> ErrorCode {
     }
 }
 
-fn is_json(res: &ServiceResponse<impl MessageBody>) -> bool {
+fn is_json_or_page(res: &ServiceResponse<impl MessageBody>) -> bool {
     res.headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"))
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"))
 }
 
 pub(crate) fn ensure_json<B: MessageBody + 'static>(
     res: ServiceResponse<B>,
 ) -> Result<ErrorHandlerResponse<B>> {
-    if is_json(&res) {
+    if is_json_or_page(&res) {
         return Ok(ErrorHandlerResponse::Response(res.map_into_left_body()));
     }
     let status = res.status();

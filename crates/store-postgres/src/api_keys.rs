@@ -2,11 +2,15 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
+use diesel::{
+    prelude::*,
+    sql_types::{Bool, Nullable, Timestamptz},
+};
+use diesel_async::{AsyncConnection as _, RunQueryDsl};
 use posture_domain::{
     ApiKey, CustomerId, CustomerScope, Error, KeyHash, KeyId, Principal, Result, Scope, ScopeSet,
     api_key::NewApiKey,
+    console::Actor,
     ports::{ApiKeyRepository, KnownKey},
 };
 use uuid::Uuid;
@@ -14,7 +18,7 @@ use uuid::Uuid;
 use crate::{
     PgStore,
     error::{corrupt, db_error, is_foreign_key_violation},
-    schema::api_keys,
+    schema::{api_keys, console_audit},
 };
 
 #[derive(Queryable, Selectable)]
@@ -29,6 +33,7 @@ struct ApiKeyRow {
     expires_at: Option<DateTime<Utc>>,
     revoked_at: Option<DateTime<Utc>>,
     last_used_at: Option<DateTime<Utc>>,
+    created_by: String,
 }
 
 fn scope_set(scopes: &[String]) -> Result<ScopeSet> {
@@ -52,6 +57,7 @@ impl TryFrom<ApiKeyRow> for ApiKey {
             expires_at: row.expires_at,
             revoked_at: row.revoked_at,
             last_used_at: row.last_used_at,
+            created_by: row.created_by,
         })
     }
 }
@@ -66,11 +72,41 @@ struct NewApiKeyRow<'a> {
     key_hash: &'a [u8],
     scopes: Vec<&'static str>,
     expires_at: Option<DateTime<Utc>>,
+    created_by: &'a str,
+}
+
+/// PostgreSQL's `now()`: the transaction's time, as a nullable column's value.
+pub(crate) fn db_now() -> diesel::expression::SqlLiteral<Nullable<Timestamptz>> {
+    diesel::dsl::sql::<Nullable<Timestamptz>>("now()")
+}
+
+/// One line of the customer's audit log about a key, in the caller's transaction.
+async fn audit(
+    conn: &mut diesel_async::AsyncPgConnection,
+    key: &ApiKeyRow,
+    action: &str,
+    by: &Actor,
+) -> diesel::QueryResult<()> {
+    diesel::insert_into(console_audit::table)
+        .values((
+            console_audit::customer_id.eq(key.customer_id),
+            console_audit::id.eq(Uuid::now_v7()),
+            console_audit::actor_kind.eq(by.kind()),
+            console_audit::actor_subject.eq(by.subject()),
+            console_audit::actor_name.eq(by.name()),
+            console_audit::action.eq(action),
+            console_audit::key_id.eq(key.id),
+            console_audit::key_name.eq(&key.name),
+            console_audit::key_prefix.eq(&key.prefix),
+        ))
+        .execute(conn)
+        .await
+        .map(drop)
 }
 
 #[async_trait]
 impl ApiKeyRepository for PgStore {
-    async fn insert_key(&self, key: NewApiKey) -> Result<ApiKey> {
+    async fn insert_key(&self, key: NewApiKey, by: &Actor) -> Result<ApiKey> {
         let row = NewApiKeyRow {
             id: key.id.as_uuid(),
             customer_id: key.customer_id.as_uuid(),
@@ -79,14 +115,21 @@ impl ApiKeyRepository for PgStore {
             key_hash: key.hash.as_bytes(),
             scopes: key.scopes.iter().map(Scope::as_str).collect(),
             expires_at: key.expires_at,
+            created_by: by.name(),
         };
         let mut conn = self.conn().await?;
-        match diesel::insert_into(api_keys::table)
-            .values(&row)
-            .returning(ApiKeyRow::as_returning())
-            .get_result::<ApiKeyRow>(&mut conn)
-            .await
-        {
+        let inserted = conn
+            .transaction(async |conn| {
+                let key = diesel::insert_into(api_keys::table)
+                    .values(&row)
+                    .returning(ApiKeyRow::as_returning())
+                    .get_result::<ApiKeyRow>(conn)
+                    .await?;
+                audit(conn, &key, "key.issued", by).await?;
+                Ok::<_, diesel::result::Error>(key)
+            })
+            .await;
+        match inserted {
             Ok(row) => row.try_into(),
             Err(e) if is_foreign_key_violation(&e) => Err(Error::NotFound),
             Err(e) => Err(db_error(e)),
@@ -105,19 +148,44 @@ impl ApiKeyRepository for PgStore {
         rows.into_iter().map(ApiKey::try_from).collect()
     }
 
-    async fn revoke_key(&self, id: KeyId) -> Result<ApiKey> {
+    async fn revoke_key(
+        &self,
+        within: Option<CustomerScope>,
+        id: KeyId,
+        by: &Actor,
+    ) -> Result<(ApiKey, bool)> {
+        let customer = within.map(|scope| scope.customer_id().as_uuid());
         let mut conn = self.conn().await?;
-        let row = diesel::update(api_keys::table.find(id.as_uuid()))
-            .set(api_keys::revoked_at.eq(diesel::dsl::sql::<
-                diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>,
-            >("COALESCE(revoked_at, now())")))
-            .returning(ApiKeyRow::as_returning())
-            .get_result::<ApiKeyRow>(&mut conn)
+        let (row, revoked_now) = conn
+            .transaction(async |conn| {
+                let current = api_keys::table
+                    .filter(api_keys::id.eq(id.as_uuid()))
+                    .filter(
+                        api_keys::customer_id
+                            .nullable()
+                            .eq(customer)
+                            .or(customer.is_none().into_sql::<Bool>()),
+                    )
+                    .for_update()
+                    .select(ApiKeyRow::as_select())
+                    .first::<ApiKeyRow>(conn)
+                    .await?;
+                if current.revoked_at.is_some() {
+                    return Ok::<_, diesel::result::Error>((current, false));
+                }
+                let row = diesel::update(api_keys::table.find(id.as_uuid()))
+                    .set(api_keys::revoked_at.eq(db_now()))
+                    .returning(ApiKeyRow::as_returning())
+                    .get_result::<ApiKeyRow>(conn)
+                    .await?;
+                audit(conn, &row, "key.revoked", by).await?;
+                Ok((row, true))
+            })
             .await
             .map_err(db_error)?;
         // Other processes hear of it through NOTIFY; this one needs not wait for that.
         self.key_cache.invalidate();
-        row.try_into()
+        Ok((row.try_into()?, revoked_now))
     }
 
     async fn authenticate(&self, hash: &KeyHash) -> Result<Option<Principal>> {

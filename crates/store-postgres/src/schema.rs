@@ -31,6 +31,7 @@ diesel::table! {
         expires_at -> Nullable<Timestamptz>,
         revoked_at -> Nullable<Timestamptz>,
         last_used_at -> Nullable<Timestamptz>,
+        created_by -> Text,
     }
 }
 
@@ -202,6 +203,61 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    console_sso (customer_id) {
+        customer_id -> Uuid,
+        issuer -> Text,
+        client_id -> Text,
+        secret_key_id -> Text,
+        secret_nonce -> Bytea,
+        secret_ciphertext -> Bytea,
+        admin_claim -> Nullable<Text>,
+        admin_values -> Array<Text>,
+        admin_subjects -> Array<Text>,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    console_sign_ins (customer_id, binding_hash) {
+        customer_id -> Uuid,
+        binding_hash -> Bytea,
+        state -> Text,
+        nonce -> Text,
+        pkce_verifier -> Text,
+        created_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    console_sessions (customer_id, token_hash) {
+        customer_id -> Uuid,
+        token_hash -> Bytea,
+        subject -> Text,
+        display_name -> Text,
+        csrf_token -> Text,
+        created_at -> Timestamptz,
+        last_seen_at -> Timestamptz,
+        expires_at -> Timestamptz,
+        ended_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    console_audit (customer_id, id) {
+        customer_id -> Uuid,
+        id -> Uuid,
+        at -> Timestamptz,
+        actor_kind -> Text,
+        actor_subject -> Text,
+        actor_name -> Text,
+        action -> Text,
+        key_id -> Uuid,
+        key_name -> Text,
+        key_prefix -> Text,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     customers,
     tenants,
@@ -218,4 +274,8 @@ diesel::allow_tables_to_appear_in_same_query!(
     webhook_subscriptions,
     webhook_deliveries,
     webhook_attempts,
+    console_sso,
+    console_sign_ins,
+    console_sessions,
+    console_audit,
 );

@@ -6,10 +6,11 @@
 //! 3. No module is called `util`, `utils`, `helpers` or `common`: a name says what it holds.
 //! 4. No circles between the modules under one parent (`cycles.rs`).
 //! 5. The layering of ARCHITECTURE.md, read from `cargo metadata` (once per process):
-//!    `posture-domain` knows no I/O technology; `posture-http` no adapter; every adapter
-//!    (`store-postgres`, `redis`, `delivery`) depends on the domain and on no other adapter;
-//!    and of the shipped crates only `posture-delivery` depends on reqwest (the SSRF-safe
-//!    client is the only way out).
+//!    `posture-domain` knows no I/O technology; `posture-http` and `posture-console` no
+//!    adapter; every adapter (`store-postgres`, `redis`, `delivery`, `oidc`) depends on the
+//!    domain and on no other adapter; and of the shipped crates only `posture-delivery` (the
+//!    SSRF-safe client to customers' receivers) and `posture-oidc` (to the identity
+//!    providers the operator configured) depend on reqwest.
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -34,7 +35,11 @@ const ADAPTERS: &[&str] = &[
     "posture-store-postgres",
     "posture-redis",
     "posture-delivery",
+    "posture-oidc",
 ];
+
+/// The shipped crates that send HTTP, and to whom.
+const HTTP_CLIENTS: &[&str] = &["posture-delivery", "posture-oidc"];
 
 /// Runs every rule; fails listing every breach.
 pub fn run() -> anyhow::Result<()> {
@@ -321,13 +326,15 @@ fn layering() -> anyhow::Result<Vec<String>> {
         ],
         "the domain knows no I/O",
     );
-    forbid(
-        &mut found,
-        "posture-http",
-        &graph.closure("posture-http"),
-        &[ADAPTERS, &["diesel", "redis", "reqwest"]].concat(),
-        "the HTTP API calls ports only",
-    );
+    for inbound in ["posture-http", "posture-console"] {
+        forbid(
+            &mut found,
+            inbound,
+            &graph.closure(inbound),
+            &[ADAPTERS, &["diesel", "redis", "reqwest"]].concat(),
+            "the HTTP API and the console call ports only",
+        );
+    }
     for adapter in ADAPTERS {
         let deps = graph.closure(adapter);
         if !deps.contains("posture-domain") {
@@ -348,13 +355,13 @@ fn layering() -> anyhow::Result<Vec<String>> {
         );
     }
     for member in &graph.members {
-        if member != "posture-delivery"
+        if !HTTP_CLIENTS.contains(&member.as_str())
             && graph.shipped.get(member).copied().unwrap_or(false)
             && graph.direct(member).contains("reqwest")
         {
             found.push(format!(
-                "{member} depends on reqwest: only posture-delivery sends HTTP (its client \
-                 refuses non-public addresses)"
+                "{member} depends on reqwest: only posture-delivery (its client refuses \
+                 non-public addresses) and posture-oidc send HTTP"
             ));
         }
     }

@@ -1,10 +1,111 @@
-//! `posture-api customers create|list`.
+//! `posture-api customers create|list|sso`.
 
-use posture_domain::{Customer, ports::CustomerRepository};
+use posture_domain::{
+    Customer,
+    console::{AdminRule, ClientSecret, SsoConfig, validate_issuer},
+    ports::{ConsoleRepository, CustomerRepository},
+};
 use serde_json::{Value, json};
 
-use super::{fail, store};
-use crate::{cli::CustomersCommand, output::emit};
+use super::{customer_scope, fail, store};
+use crate::{
+    cli::{CustomersCommand, SetSsoArgs, SsoCommand},
+    output::emit,
+};
+
+fn sso_json(sso: &SsoConfig) -> Value {
+    json!({
+        "customerId": sso.customer_id.to_string(),
+        "issuer": sso.issuer,
+        "clientId": sso.client_id,
+        "adminClaim": sso.admins.claim,
+        "adminValues": sso.admins.values,
+        "adminSubjects": sso.admins.subjects,
+        "redirectPath": format!("/console/{}/callback", sso.customer_id),
+        "updatedAt": sso.updated_at,
+    })
+}
+
+fn sso_text(sso: &SsoConfig) -> String {
+    format!(
+        "issuer:         {}\nclient id:      {}\nadmin claim:    {}\nadmin values:   {}\nadmin subjects: {}\nredirect URI:   <public URL>/console/{}/callback",
+        sso.issuer,
+        sso.client_id,
+        sso.admins.claim.as_deref().unwrap_or("-"),
+        sso.admins.values.join(", "),
+        sso.admins.subjects.join(", "),
+        sso.customer_id
+    )
+}
+
+async fn set_sso(args: SetSsoArgs, json: bool) -> anyhow::Result<()> {
+    let scope = customer_scope(&args.customer)?;
+    validate_issuer(&args.issuer).map_err(|e| anyhow::anyhow!("--issuer: {e}"))?;
+    let admins = AdminRule {
+        claim: args.admin_claim,
+        values: args.admin_values,
+        subjects: args.admin_subjects,
+    };
+    admins
+        .validate()
+        .map_err(|e| anyhow::anyhow!("admins: {e}"))?;
+    if args.client_id.is_empty()
+        || args.client_id.len() > posture_domain::console::MAX_SSO_FIELD_LEN
+    {
+        anyhow::bail!("--client-id: 1 to 1024 bytes");
+    }
+    let secret = ClientSecret::new(args.client_secret)
+        .map_err(|e| anyhow::anyhow!("--client-secret: {e}"))?;
+    let sealed = args
+        .secrets
+        .keyring()?
+        .seal_client_secret(&secret, scope.customer_id())
+        .map_err(|e| fail("sealing the client secret", e))?;
+    let sso = store(&args.database)?
+        .set_sso(scope, &args.issuer, &args.client_id, sealed, &admins)
+        .await
+        .map_err(|e| match e {
+            posture_domain::Error::NotFound => {
+                anyhow::anyhow!("no customer with id {}", args.customer)
+            }
+            other => fail("setting the identity provider", other),
+        })?;
+    emit(json, &sso_json(&sso), || sso_text(&sso))
+}
+
+async fn run_sso(command: SsoCommand, json: bool) -> anyhow::Result<()> {
+    match command {
+        SsoCommand::Set(args) => set_sso(args, json).await,
+        SsoCommand::Show { database, customer } => {
+            let scope = customer_scope(&customer)?;
+            let setup = store(&database)?
+                .console_setup(scope)
+                .await
+                .map_err(|e| fail("reading the identity provider", e))?
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "customer {customer} has no identity provider (or does not exist)"
+                    )
+                })?;
+            emit(json, &sso_json(&setup.sso), || sso_text(&setup.sso))
+        }
+        SsoCommand::Clear { database, customer } => {
+            let scope = customer_scope(&customer)?;
+            let removed = store(&database)?
+                .clear_sso(scope)
+                .await
+                .map_err(|e| fail("removing the identity provider", e))?;
+            emit(json, &json!({ "removed": removed }), || {
+                if removed {
+                    "identity provider removed; every console session of the customer ended"
+                        .to_owned()
+                } else {
+                    "the customer had no identity provider".to_owned()
+                }
+            })
+        }
+    }
+}
 
 fn to_json(c: &Customer) -> Value {
     json!({ "id": c.id.to_string(), "name": c.name, "createdAt": c.created_at })
@@ -33,5 +134,6 @@ pub async fn run(command: CustomersCommand, json: bool) -> anyhow::Result<()> {
                     .join("\n")
             })
         }
+        CustomersCommand::Sso(command) => run_sso(command, json).await,
     }
 }

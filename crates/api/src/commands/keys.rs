@@ -2,7 +2,9 @@
 
 use anyhow::Context as _;
 use chrono::{DateTime, Duration, Utc};
-use posture_domain::{ApiKey, KeyId, Scope, ScopeSet, api_key::NewApiKey, ports::ApiKeyRepository};
+use posture_domain::{
+    ApiKey, KeyId, Scope, ScopeSet, api_key::NewApiKey, console::Actor, ports::ApiKeyRepository,
+};
 use serde_json::{Value, json};
 
 use super::{customer_scope, fail, store};
@@ -62,6 +64,7 @@ fn key_json(k: &ApiKey) -> Value {
         "expiresAt": k.expires_at,
         "revokedAt": k.revoked_at,
         "lastUsedAt": k.last_used_at,
+        "createdBy": k.created_by,
     })
 }
 
@@ -93,7 +96,7 @@ async fn issue(args: IssueKeyArgs, json: bool) -> anyhow::Result<()> {
         NewApiKey::generate(scope.customer_id(), args.name, scopes, expires_at, now)
             .map_err(|e| fail("issuing the key", e))?;
     let key = store(&args.database)?
-        .insert_key(new_key)
+        .insert_key(new_key, &Actor::Operator)
         .await
         .map_err(|e| match e {
             posture_domain::Error::NotFound => {
@@ -149,8 +152,8 @@ pub async fn run(command: KeysCommand, json: bool) -> anyhow::Result<()> {
             let id: KeyId = key_id
                 .parse()
                 .map_err(|_| anyhow::anyhow!("{key_id:?} is not a key id (a UUID)"))?;
-            let key = store(&database)?
-                .revoke_key(id)
+            let (key, _) = store(&database)?
+                .revoke_key(None, id, &Actor::Operator)
                 .await
                 .map_err(|e| match e {
                     posture_domain::Error::NotFound => anyhow::anyhow!("no key with id {key_id}"),

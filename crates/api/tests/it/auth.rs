@@ -1,7 +1,7 @@
 //! Authentication and scopes (docs/api.md, "Basics" and "Scopes").
 
 use chrono::{Duration, Utc};
-use posture_domain::{Scope, ports::ApiKeyRepository};
+use posture_domain::{Scope, console::Actor, ports::ApiKeyRepository};
 use posture_http::routes::ENDPOINTS;
 use reqwest::StatusCode;
 
@@ -69,7 +69,10 @@ async fn cached_key(app: &TestApp) -> (posture_domain::KeyId, String) {
 async fn a_revoked_key_is_401_on_the_next_request() {
     let app = TestApp::start().await;
     let (id, key) = cached_key(&app).await;
-    app.store.revoke_key(id).await.unwrap();
+    app.store
+        .revoke_key(None, id, &Actor::Operator)
+        .await
+        .unwrap();
     assert_error(
         app.get("/api/v1/identities", &key).await,
         StatusCode::UNAUTHORIZED,
@@ -105,7 +108,11 @@ async fn a_key_revoked_by_another_process_is_refused_as_soon_as_postgres_notifie
     let app = TestApp::start().await;
     let (id, key) = cached_key(&app).await;
     // Another process (its own pool and cache), like `posture-api keys revoke`.
-    app.db.store().revoke_key(id).await.unwrap();
+    app.db
+        .store()
+        .revoke_key(None, id, &Actor::Operator)
+        .await
+        .unwrap();
     app.refused_within_a_second(&key, "revocation").await;
 }
 
@@ -131,7 +138,11 @@ async fn a_revocation_is_enforced_within_two_seconds_when_the_listen_connection_
     // The connection stays open and silent: no error tells the server it is gone.
     let proxy = app.proxy.as_ref().unwrap();
     assert!(proxy.freeze_upstream_port(u16::try_from(listen.client_port).unwrap()));
-    app.db.store().revoke_key(id).await.unwrap();
+    app.db
+        .store()
+        .revoke_key(None, id, &Actor::Operator)
+        .await
+        .unwrap();
     app.refused_within(&key, "revocation", std::time::Duration::from_secs(2))
         .await;
 }

@@ -5,6 +5,7 @@
 
 mod auth;
 mod cli;
+mod console;
 mod contract;
 mod errors;
 mod metrics;

@@ -6,7 +6,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use posture_domain::{Scope, ScopeSet, api_key::NewApiKey, ports::ApiKeyRepository};
+use posture_domain::{
+    Scope, ScopeSet, api_key::NewApiKey, console::Actor, ports::ApiKeyRepository,
+};
 use posture_store_postgres::{PgConfig, PgStore, migrations};
 use posture_test_support::{
     fixtures::{self, finding, identity},
@@ -91,7 +93,7 @@ async fn issue_key(store: &PgStore, scope: posture_domain::CustomerScope) -> Str
         chrono::Utc::now(),
     )
     .unwrap();
-    store.insert_key(key).await.unwrap();
+    store.insert_key(key, &Actor::Operator).await.unwrap();
     secret.expose().to_owned()
 }
 
@@ -257,6 +259,7 @@ async fn https_serving_works_with_a_self_signed_certificate_and_sends_hsts() {
             workers: 1,
             shutdown_timeout: Duration::from_secs(1),
             tls: Some(tls),
+            console: None,
         },
         None,
     );

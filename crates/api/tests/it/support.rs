@@ -8,14 +8,17 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use posture_api::server;
+use posture_console::{ConsolePorts, ConsoleState};
 use posture_domain::{
     CustomerScope, KeyId, Scope, ScopeSet,
     api_key::NewApiKey,
+    console::{Actor, SessionPolicy},
     ports::ApiKeyRepository,
     rate_limit::{InProcessRateLimiter, RateLimiter, RatePolicy},
 };
 use posture_domain::{secrets::Keyring, webhook::TargetPolicy};
 use posture_http::{ApiState, TrustedProxies};
+use posture_oidc::OidcSignIn;
 use posture_store_postgres::PgStore;
 use posture_test_support::{TestDb, fixtures, proxy::FreezingProxy};
 use reqwest::{Client, Response, StatusCode};
@@ -33,6 +36,8 @@ struct Options {
     db_timeouts: (Option<Duration>, Option<Duration>),
     /// Reach PostgreSQL through a proxy that can freeze connections.
     proxied: bool,
+    /// Serve the console, with this sign-in limit per address (`None`: no console).
+    console_sign_in_limit: Option<u32>,
 }
 
 impl Default for Options {
@@ -48,6 +53,7 @@ impl Default for Options {
             export_stall: posture_http::DEFAULT_EXPORT_STALL,
             db_timeouts: (None, None),
             proxied: false,
+            console_sign_in_limit: Some(30),
         }
     }
 }
@@ -77,6 +83,26 @@ pub const TEST_SECRET_KEY: [u8; 32] = [7; 32];
 
 pub fn test_keyring() -> Keyring {
     Keyring::new(&TEST_SECRET_KEY, &[]).unwrap()
+}
+
+/// The console of a test server: sign-ins limited to `limit` per address per 10 minutes.
+pub fn console_state(store: &PgStore, limit: u32) -> ConsoleState {
+    ConsoleState {
+        ports: ConsolePorts {
+            keys: Arc::new(store.clone()),
+            console: Arc::new(store.clone()),
+            sign_in: Arc::new(OidcSignIn::new().unwrap()),
+            sign_in_limiter: Arc::new(InProcessRateLimiter::new(RatePolicy {
+                limit,
+                window_secs: 600,
+            })),
+        },
+        keyring: Arc::new(test_keyring()),
+        sessions: SessionPolicy::DEFAULT,
+        public_url: None,
+        secure_cookies: false,
+        trusted_proxies: Default::default(),
+    }
 }
 
 /// Runs `state` on `listener` on a thread and runtime of its own, so the server outlives
@@ -166,6 +192,24 @@ impl TestApp {
         .await
     }
 
+    /// A server with the console switched off (`POSTURE_CONSOLE=false`).
+    pub async fn without_console() -> Self {
+        Self::build(Options {
+            console_sign_in_limit: None,
+            ..Options::default()
+        })
+        .await
+    }
+
+    /// A server whose console allows this many sign-in attempts per address.
+    pub async fn with_sign_in_limit(limit: u32) -> Self {
+        Self::build(Options {
+            console_sign_in_limit: Some(limit),
+            ..Options::default()
+        })
+        .await
+    }
+
     /// A server that reaches PostgreSQL through [`FreezingProxy`] (in `self.proxy`).
     pub async fn behind_freezing_proxy() -> Self {
         Self::build(Options {
@@ -214,6 +258,9 @@ impl TestApp {
                 workers: 2,
                 shutdown_timeout: Duration::from_secs(5),
                 tls: None,
+                console: options
+                    .console_sign_in_limit
+                    .map(|limit| console_state(&store, limit)),
             },
             Some(store.clone()),
         );
@@ -283,7 +330,12 @@ impl TestApp {
             Utc::now(),
         )
         .unwrap();
-        let id = self.store.insert_key(key).await.unwrap().id;
+        let id = self
+            .store
+            .insert_key(key, &Actor::Operator)
+            .await
+            .unwrap()
+            .id;
         (id, secret.expose().to_owned())
     }
 

@@ -1,7 +1,9 @@
 //! API keys in PostgreSQL: authentication by hash, scopes, revocation and expiry.
 
 use chrono::{Duration, Utc};
-use posture_domain::{Error, Scope, ScopeSet, api_key::NewApiKey, ports::ApiKeyRepository};
+use posture_domain::{
+    Error, Scope, ScopeSet, api_key::NewApiKey, console::Actor, ports::ApiKeyRepository,
+};
 use posture_test_support::{TestDb, fixtures::customer};
 
 fn scopes(list: &[Scope]) -> ScopeSet {
@@ -21,7 +23,7 @@ async fn an_issued_key_authenticates_as_its_customer_with_its_scopes() {
         Utc::now(),
     )
     .unwrap();
-    let stored = store.insert_key(key).await.unwrap();
+    let stored = store.insert_key(key, &Actor::Operator).await.unwrap();
     assert_eq!(stored.prefix, secret.display_prefix());
     let principal = store
         .authenticate(&secret.hash())
@@ -46,14 +48,19 @@ async fn a_revoked_key_fails_authentication_at_once() {
         Utc::now(),
     )
     .unwrap();
-    let id = store.insert_key(key).await.unwrap().id;
+    let id = store.insert_key(key, &Actor::Operator).await.unwrap().id;
     assert!(store.authenticate(&secret.hash()).await.unwrap().is_some());
-    let revoked = store.revoke_key(id).await.unwrap();
+    let (revoked, _) = store.revoke_key(None, id, &Actor::Operator).await.unwrap();
     assert!(revoked.revoked_at.is_some());
     assert!(store.authenticate(&secret.hash()).await.unwrap().is_none());
     // Revoking again keeps the first revocation time.
     assert_eq!(
-        store.revoke_key(id).await.unwrap().revoked_at,
+        store
+            .revoke_key(None, id, &Actor::Operator)
+            .await
+            .unwrap()
+            .0
+            .revoked_at,
         revoked.revoked_at
     );
 }
@@ -72,7 +79,7 @@ async fn an_expired_key_fails_authentication() {
         now,
     )
     .unwrap();
-    store.insert_key(key).await.unwrap();
+    store.insert_key(key, &Actor::Operator).await.unwrap();
     assert!(store.authenticate(&secret.hash()).await.unwrap().is_some());
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     assert!(store.authenticate(&secret.hash()).await.unwrap().is_none());
@@ -90,7 +97,10 @@ async fn a_key_for_an_unknown_customer_is_refused() {
         Utc::now(),
     )
     .unwrap();
-    assert!(matches!(store.insert_key(key).await, Err(Error::NotFound)));
+    assert!(matches!(
+        store.insert_key(key, &Actor::Operator).await,
+        Err(Error::NotFound)
+    ));
 }
 
 #[tokio::test]
@@ -107,7 +117,7 @@ async fn key_scopes_cannot_be_changed_after_issue() {
         Utc::now(),
     )
     .unwrap();
-    let id = store.insert_key(key).await.unwrap().id;
+    let id = store.insert_key(key, &Actor::Operator).await.unwrap().id;
     let mut conn = AsyncPgConnection::establish(db.url()).await.unwrap();
     let result =
         diesel::sql_query("UPDATE api_keys SET scopes = ARRAY['manage:webhooks'] WHERE id = $1")

@@ -1,0 +1,174 @@
+//! Sessions: required, bound to their customer, ended at sign-out, idle and absolute
+//! timeouts; the pages' security headers.
+
+use std::time::Duration;
+
+use posture_domain::{
+    console::{SessionPolicy, SessionToken},
+    ports::ConsoleRepository,
+};
+use reqwest::{StatusCode, header};
+
+use super::support::{Admin, admin, customer_with_console, html, location, page, post_form};
+use crate::support::TestApp;
+
+#[tokio::test]
+async fn console_pages_need_a_session_of_their_customer() {
+    let app = TestApp::start().await;
+    let (scope, customer) = customer_with_console(&app, "Contoso").await;
+    let (other_scope, _) = customer_with_console(&app, "Fabrikam").await;
+    let fabrikam_admin = admin(&app, other_scope, "Mallory").await;
+    let forged = Admin {
+        token: SessionToken::generate().unwrap().expose().to_owned(),
+        csrf: String::new(),
+        subject: String::new(),
+    };
+    for path in [
+        "keys",
+        "audit",
+        "keys/00000000-0000-0000-0000-000000000000/revoke",
+    ] {
+        let path = format!("/console/{customer}/{path}");
+        for who in [None, Some(&forged), Some(&fabrikam_admin)] {
+            let response = page(&app, &path, who).await;
+            assert_eq!(
+                location(&response),
+                format!("/console/{customer}/"),
+                "{path}"
+            );
+        }
+    }
+    let alice = admin(&app, scope, "Alice").await;
+    html(
+        page(&app, &format!("/console/{customer}/keys"), Some(&alice)).await,
+        StatusCode::OK,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn console_pages_carry_a_strict_content_security_policy_and_deny_framing() {
+    let app = TestApp::start().await;
+    let (scope, customer) = customer_with_console(&app, "Contoso").await;
+    let alice = admin(&app, scope, "Alice").await;
+    for (path, who) in [
+        (format!("/console/{customer}/"), None),
+        (format!("/console/{customer}/keys"), Some(&alice)),
+        (format!("/console/{customer}/audit"), Some(&alice)),
+        ("/console/".to_owned(), None),
+        ("/console/nope".to_owned(), None),
+    ] {
+        let response = page(&app, &path, who).await;
+        let headers = response.headers().clone();
+        let csp = headers[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
+        assert!(csp.contains("script-src 'self'") && csp.contains("frame-ancestors 'none'"));
+        assert!(
+            csp.contains("default-src 'none'") && !csp.contains("unsafe"),
+            "{csp}"
+        );
+        assert_eq!(headers[header::X_FRAME_OPTIONS], "DENY");
+        assert_eq!(headers[header::CACHE_CONTROL], "no-store");
+        assert_eq!(headers[header::REFERRER_POLICY], "no-referrer");
+        assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+        let body = response.text().await.unwrap();
+        for script in body.match_indices("<script").map(|(i, _)| &body[i..]) {
+            assert!(
+                script.starts_with("<script src=\""),
+                "inline script in {path}"
+            );
+        }
+        assert!(
+            !body.contains(" onclick=") && !body.contains(" onload="),
+            "inline handler"
+        );
+    }
+}
+
+#[tokio::test]
+async fn sign_out_ends_the_session_on_the_server_and_clears_the_cookie() {
+    let app = TestApp::start().await;
+    let (scope, customer) = customer_with_console(&app, "Contoso").await;
+    let alice = admin(&app, scope, "Alice").await;
+    let path = format!("/console/{customer}/sign-out");
+    let refused = post_form(&app, &path, &alice, &[]).await;
+    assert_eq!(
+        refused.status(),
+        StatusCode::BAD_REQUEST,
+        "sign-out needs the CSRF token"
+    );
+    let response = post_form(&app, &path, &alice, &[("csrf", &alice.csrf)]).await;
+    let cookie = response.headers()[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        location(&response),
+        format!("/console/{customer}/?signed-out=1")
+    );
+    assert!(
+        cookie.starts_with("posture_session=;") && cookie.contains("Max-Age=0"),
+        "{cookie}"
+    );
+    let again = page(&app, &format!("/console/{customer}/keys"), Some(&alice)).await;
+    assert_eq!(
+        location(&again),
+        format!("/console/{customer}/"),
+        "the old cookie is dead"
+    );
+    let signed_out = html(page(&app, &location(&response), None).await, StatusCode::OK).await;
+    assert!(signed_out.contains("You have signed out"));
+}
+
+#[tokio::test]
+async fn sessions_end_when_idle_and_at_their_absolute_expiry() {
+    let app = TestApp::start().await;
+    let (scope, _) = customer_with_console(&app, "Contoso").await;
+    let alice = admin(&app, scope, "Alice").await;
+    let hash = SessionToken::presented(&alice.token).unwrap().hash();
+    let short_idle = SessionPolicy {
+        idle: Duration::from_secs(1),
+        absolute: Duration::from_secs(3600),
+    };
+    assert!(
+        app.store
+            .live_session(scope, hash, short_idle)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        app.store
+            .live_session(scope, hash, short_idle)
+            .await
+            .unwrap()
+            .is_some(),
+        "use keeps a session alive"
+    );
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(
+        app.store
+            .live_session(scope, hash, short_idle)
+            .await
+            .unwrap()
+            .is_none(),
+        "idle"
+    );
+
+    let bob = admin(&app, scope, "Bob").await;
+    let hash = SessionToken::presented(&bob.token).unwrap().hash();
+    diesel_async::RunQueryDsl::execute(
+        diesel::sql_query("UPDATE console_sessions SET expires_at = now() - interval '1 second' WHERE subject = 'sub-Bob'"),
+        &mut app.db.connection().await,
+    )
+    .await
+    .unwrap();
+    assert!(
+        app.store
+            .live_session(scope, hash, SessionPolicy::DEFAULT)
+            .await
+            .unwrap()
+            .is_none(),
+        "past its absolute expiry"
+    );
+}

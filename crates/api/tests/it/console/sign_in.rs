@@ -1,0 +1,172 @@
+//! Signing in: the redirect to the provider (PKCE, state, nonce, the binding cookie), the
+//! callback's refusals, the sign-in limit, the console switched off.
+
+use reqwest::{StatusCode, header};
+use serde_json::json;
+use wiremock::{
+    Mock, MockServer, ResponseTemplate,
+    matchers::{method, path},
+};
+
+use super::support::{
+    browser, configure_sso, customer, customer_with_console, html, location, page,
+};
+use crate::support::TestApp;
+
+/// A provider that answers discovery and its (empty) key set: enough to start a sign-in.
+async fn discoverable_provider() -> MockServer {
+    let server = MockServer::start().await;
+    let issuer = server.uri();
+    Mock::given(method("GET"))
+        .and(path("/.well-known/openid-configuration"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "issuer": issuer,
+            "authorization_endpoint": format!("{issuer}/authorize"),
+            "token_endpoint": format!("{issuer}/token"),
+            "jwks_uri": format!("{issuer}/jwks"),
+            "response_types_supported": ["code"],
+            "subject_types_supported": ["public"],
+            "id_token_signing_alg_values_supported": ["RS256"],
+        })))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/jwks"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({ "keys": [] })))
+        .mount(&server)
+        .await;
+    server
+}
+
+#[tokio::test]
+async fn sign_in_redirects_to_the_provider_with_pkce_state_and_nonce() {
+    let app = TestApp::start().await;
+    let provider = discoverable_provider().await;
+    let (scope, customer) = customer(&app, "Contoso").await;
+    configure_sso(&app, scope, &provider.uri()).await;
+    let start = format!("/console/{customer}/sign-in");
+    let sign_in_page = html(
+        page(&app, &format!("/console/{customer}/"), None).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert!(sign_in_page.contains("Sign in to Contoso") && sign_in_page.contains(&start));
+
+    let response = page(&app, &start, None).await;
+    let to = url::Url::parse(&location(&response)).unwrap();
+    assert_eq!(to.path(), "/authorize");
+    let query: std::collections::HashMap<_, _> = to.query_pairs().into_owned().collect();
+    assert_eq!(query["response_type"], "code");
+    assert_eq!(query["client_id"], "posture");
+    assert_eq!(query["code_challenge_method"], "S256");
+    assert_eq!(
+        query["redirect_uri"],
+        app.url(&format!("/console/{customer}/callback"))
+    );
+    assert!(query["scope"].split(' ').any(|s| s == "openid"));
+    assert!(query["state"].len() >= 16 && query["nonce"].len() >= 16);
+
+    let cookie = response.headers()[header::SET_COOKIE].to_str().unwrap();
+    assert!(cookie.starts_with("posture_sign_in="), "{cookie}");
+    for flag in [
+        "HttpOnly",
+        "SameSite=Lax",
+        &format!("Path=/console/{customer}/callback"),
+        "Max-Age=600",
+    ] {
+        assert!(cookie.contains(flag), "{cookie} lacks {flag}");
+    }
+    assert!(!cookie.contains("Secure"), "plain HTTP: not Secure");
+
+    let over_tls = browser()
+        .get(app.url(&start))
+        .header("x-forwarded-proto", "https")
+        .send()
+        .await
+        .unwrap();
+    let cookie = over_tls.headers()[header::SET_COOKIE].to_str().unwrap();
+    assert!(cookie.contains("Secure"), "HTTPS: Secure ({cookie})");
+}
+
+#[tokio::test]
+async fn a_callback_without_its_sign_in_cookie_or_with_a_wrong_state_is_refused() {
+    let app = TestApp::start().await;
+    let provider = discoverable_provider().await;
+    let (scope, customer) = customer(&app, "Contoso").await;
+    configure_sso(&app, scope, &provider.uri()).await;
+    let callback = format!("/console/{customer}/callback?code=abc&state=xyz");
+    let body = html(page(&app, &callback, None).await, StatusCode::BAD_REQUEST).await;
+    assert!(body.contains("Start again"));
+
+    let started = page(&app, &format!("/console/{customer}/sign-in"), None).await;
+    let binding = started.headers()[header::SET_COOKIE].to_str().unwrap();
+    let binding = binding.split(';').next().unwrap().to_owned();
+    let wrong_state = browser()
+        .get(app.url(&callback))
+        .header(header::COOKIE, &binding)
+        .send()
+        .await
+        .unwrap();
+    html(wrong_state, StatusCode::BAD_REQUEST).await;
+    let denied = browser()
+        .get(app.url(&format!("/console/{customer}/callback?error=access_denied")))
+        .send()
+        .await
+        .unwrap();
+    let body = html(denied, StatusCode::BAD_REQUEST).await;
+    assert!(body.contains("did not sign you in (access_denied)"));
+}
+
+#[tokio::test]
+async fn sign_in_attempts_are_rate_limited_per_address() {
+    let app = TestApp::with_sign_in_limit(2).await;
+    let (_, customer) = customer_with_console(&app, "Contoso").await;
+    let start = format!("/console/{customer}/sign-in");
+    for _ in 0..2 {
+        // The provider is unreachable: each attempt still counts.
+        html(
+            page(&app, &start, None).await,
+            StatusCode::SERVICE_UNAVAILABLE,
+        )
+        .await;
+    }
+    let refused = page(&app, &start, None).await;
+    let retry_after: u64 = refused.headers()[header::RETRY_AFTER]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=600).contains(&retry_after));
+    let body = html(refused, StatusCode::TOO_MANY_REQUESTS).await;
+    assert!(body.contains("Too many sign-in attempts"));
+}
+
+#[tokio::test]
+async fn a_customer_without_an_identity_provider_has_no_console() {
+    let app = TestApp::start().await;
+    let (_, customer) = customer(&app, "Contoso").await;
+    for path in [
+        format!("/console/{customer}/"),
+        format!("/console/{customer}/sign-in"),
+        format!("/console/{customer}/keys"),
+        "/console/not-a-customer/".to_owned(),
+        "/console/00000000-0000-0000-0000-000000000000/".to_owned(),
+    ] {
+        let body = html(page(&app, &path, None).await, StatusCode::NOT_FOUND).await;
+        assert!(body.contains("Page not found"), "{path}");
+    }
+}
+
+#[tokio::test]
+async fn the_console_can_be_switched_off() {
+    let app = TestApp::without_console().await;
+    let (_, customer) = customer_with_console(&app, "Contoso").await;
+    let response = page(&app, &format!("/console/{customer}/"), None).await;
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    assert!(
+        response.headers()[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
+}

@@ -1,0 +1,112 @@
+//! What goes wrong in the console, as pages in words (never JSON, never a stack trace).
+
+use actix_web::{HttpResponse, ResponseError, http::StatusCode, http::header};
+use posture_domain::Error;
+
+use crate::pages;
+
+/// A console request that cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ConsoleError {
+    /// No such page, customer, key, or a customer without a console: all look the same.
+    #[error("not found")]
+    NotFound,
+    /// The page needs a session: back to the customer's sign-in page.
+    #[error("sign-in required")]
+    SignInRequired { customer: String },
+    /// The request cannot be served as sent (a form without its CSRF token, a sign-in
+    /// that expired). The text is shown to the user.
+    #[error("{0}")]
+    BadRequest(String),
+    /// Signed in, but not allowed (not an admin of this customer).
+    #[error("{title}")]
+    Forbidden { title: String, detail: String },
+    /// Too many sign-in attempts from this address.
+    #[error("too many sign-in attempts")]
+    TooManySignIns { retry_after: u64 },
+    /// The database or the identity provider cannot be reached now.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// A bug or a broken invariant: logged, shown as a generic page.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<Error> for ConsoleError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::NotFound => ConsoleError::NotFound,
+            Error::Invalid { reason, .. } => ConsoleError::BadRequest(reason),
+            Error::Conflict(reason) => ConsoleError::BadRequest(reason),
+            Error::Unavailable(cause) => ConsoleError::Unavailable(cause.to_string()),
+            Error::Internal(cause) => ConsoleError::Internal(cause.to_string()),
+        }
+    }
+}
+
+impl ResponseError for ConsoleError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            ConsoleError::NotFound => StatusCode::NOT_FOUND,
+            ConsoleError::SignInRequired { .. } => StatusCode::SEE_OTHER,
+            ConsoleError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ConsoleError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ConsoleError::TooManySignIns { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ConsoleError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ConsoleError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let status = self.status_code();
+        let mut response = HttpResponse::build(status);
+        let (title, detail) = match self {
+            ConsoleError::SignInRequired { customer } => {
+                return response
+                    .insert_header((header::LOCATION, format!("{}/{customer}/", crate::PREFIX)))
+                    .finish();
+            }
+            ConsoleError::NotFound => (
+                "Page not found".to_owned(),
+                "There is no such page here. If you followed a link to your organisation's \
+                 console, ask your posture operator for the right address."
+                    .to_owned(),
+            ),
+            ConsoleError::BadRequest(reason) => ("That did not work".to_owned(), reason.clone()),
+            ConsoleError::Forbidden { title, detail } => (title.clone(), detail.clone()),
+            ConsoleError::TooManySignIns { retry_after } => {
+                response.insert_header((header::RETRY_AFTER, retry_after.to_string()));
+                (
+                    "Too many sign-in attempts".to_owned(),
+                    format!(
+                        "Too many sign-ins were started from your network. Try again in {} \
+                         seconds.",
+                        retry_after
+                    ),
+                )
+            }
+            ConsoleError::Unavailable(cause) => {
+                tracing::warn!(cause = %cause, "console: a dependency is unavailable");
+                response.insert_header((header::RETRY_AFTER, "5"));
+                (
+                    "Temporarily unavailable".to_owned(),
+                    "posture cannot reach a service it needs right now. Try again in a \
+                     moment."
+                        .to_owned(),
+                )
+            }
+            ConsoleError::Internal(cause) => {
+                tracing::error!(cause = %cause, "console: internal error");
+                (
+                    "Something went wrong".to_owned(),
+                    "posture could not complete this request. Try again; if it keeps \
+                     happening, tell your posture operator."
+                        .to_owned(),
+                )
+            }
+        };
+        response
+            .content_type("text/html; charset=utf-8")
+            .body(pages::error_page(&title, &detail).into_string())
+    }
+}

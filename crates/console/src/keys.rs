@@ -1,0 +1,231 @@
+//! The API keys settings: list, issue (the key shown once), revoke, and the audit log.
+//!
+//! Keys are issued and revoked through the same port as the operator's CLI, so a revocation
+//! takes effect on the API exactly as `posture-api keys revoke` does (the key cache hears of
+//! it by NOTIFY at once). The full key is in one response only, the one answering the issue
+//! form, sent with `Cache-Control: no-store`; it is never logged.
+
+use actix_web::{HttpRequest, HttpResponse, http::header, web};
+use chrono::{Duration, Utc};
+use posture_domain::{
+    ApiKey, KeyId, Scope,
+    api_key::{MAX_KEY_NAME_LEN, NewApiKey},
+};
+use serde::Deserialize;
+
+use crate::{
+    ConsoleError, ConsoleState, PREFIX,
+    pages::{self, EXPIRY_CHOICES, IssueForm},
+    session::{self, Signed},
+};
+
+/// Audit events shown on the audit page (the newest).
+const AUDIT_PAGE: u32 = 200;
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    revoked: Option<String>,
+}
+
+async fn keys_of(state: &ConsoleState, signed: &Signed) -> Result<Vec<ApiKey>, ConsoleError> {
+    Ok(state.ports.keys.list_keys(signed.session.scope()).await?)
+}
+
+/// `GET keys`: the customer's keys and the issue form.
+pub async fn list(
+    req: HttpRequest,
+    state: web::Data<ConsoleState>,
+    path: web::Path<String>,
+    query: web::Query<ListQuery>,
+) -> Result<HttpResponse, ConsoleError> {
+    let signed = session::require(&req, &state, &path).await?;
+    let keys = keys_of(&state, &signed).await?;
+    let notice = query.revoked.as_ref().and_then(|id| {
+        keys.iter()
+            .find(|k| k.id.to_string() == *id && k.revoked_at.is_some())
+            .map(|k| format!("Key “{}” was revoked. It no longer works.", k.name))
+    });
+    Ok(pages::html_page(pages::keys(
+        &signed.viewer(),
+        &keys,
+        &IssueForm::EMPTY,
+        notice.as_deref(),
+    )))
+}
+
+/// What the issue form asked for.
+struct Request {
+    name: String,
+    scopes: Vec<Scope>,
+    expires: String,
+}
+
+fn read_issue_form(fields: &[(String, String)]) -> Request {
+    let value = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let mut scopes: Vec<Scope> = fields
+        .iter()
+        .filter(|(k, _)| k == "scope")
+        .filter_map(|(_, v)| v.parse().ok())
+        .collect();
+    scopes.dedup();
+    Request {
+        name: value("name").trim().to_owned(),
+        scopes,
+        expires: value("expires"),
+    }
+}
+
+/// Why an issue form cannot be issued, in words.
+fn refusal(request: &Request) -> Option<String> {
+    if request.name.is_empty() {
+        return Some("Give the key a name, so you can tell it apart later.".to_owned());
+    }
+    if request.name.chars().count() > MAX_KEY_NAME_LEN {
+        return Some(format!(
+            "A key's name has at most {MAX_KEY_NAME_LEN} characters."
+        ));
+    }
+    if request.name.chars().any(char::is_control) {
+        return Some("A key's name cannot contain control characters.".to_owned());
+    }
+    if request.scopes.is_empty() {
+        return Some("Choose at least one scope: a key holds one or more.".to_owned());
+    }
+    if !EXPIRY_CHOICES.iter().any(|(v, ..)| *v == request.expires) {
+        return Some("Choose when the key expires.".to_owned());
+    }
+    None
+}
+
+/// `POST keys`: issues a key and shows it once.
+pub async fn issue(
+    req: HttpRequest,
+    state: web::Data<ConsoleState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ConsoleError> {
+    let signed = session::require(&req, &state, &path).await?;
+    let fields = session::checked_form(&body, &signed)?;
+    let request = read_issue_form(&fields);
+    if let Some(error) = refusal(&request) {
+        let keys = keys_of(&state, &signed).await?;
+        let form = IssueForm {
+            name: &request.name,
+            scopes: &request.scopes,
+            expires: &request.expires,
+            error: Some(&error),
+        };
+        let page = pages::keys(&signed.viewer(), &keys, &form, None).into_string();
+        return Ok(HttpResponse::UnprocessableEntity()
+            .content_type("text/html; charset=utf-8")
+            .body(page));
+    }
+    let now = Utc::now();
+    let days = EXPIRY_CHOICES
+        .iter()
+        .find(|(v, ..)| *v == request.expires)
+        .and_then(|(_, _, days)| *days);
+    let expires_at = days.map(|d| now + Duration::days(d));
+    let (new_key, secret) = NewApiKey::generate(
+        signed.customer,
+        request.name,
+        request.scopes.iter().copied().collect(),
+        expires_at,
+        now,
+    )?;
+    let key = state
+        .ports
+        .keys
+        .insert_key(new_key, &signed.session.actor())
+        .await?;
+    tracing::info!(customer = %signed.customer, key.id = %key.id, subject = %signed.session.subject, "console: key issued");
+    Ok(pages::html_page(pages::issued(
+        &signed.viewer(),
+        &key,
+        secret.expose(),
+    )))
+}
+
+async fn key_of(
+    state: &ConsoleState,
+    signed: &Signed,
+    key_path: &str,
+) -> Result<ApiKey, ConsoleError> {
+    let id: KeyId = key_path.parse().map_err(|_| ConsoleError::NotFound)?;
+    keys_of(state, signed)
+        .await?
+        .into_iter()
+        .find(|k| k.id == id)
+        .ok_or(ConsoleError::NotFound)
+}
+
+/// `GET keys/{key}/revoke`: asks first.
+pub async fn confirm_revoke(
+    req: HttpRequest,
+    state: web::Data<ConsoleState>,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ConsoleError> {
+    let (customer, key) = path.into_inner();
+    let signed = session::require(&req, &state, &customer).await?;
+    let key = key_of(&state, &signed, &key).await?;
+    if key.revoked_at.is_some() {
+        return Ok(HttpResponse::SeeOther()
+            .insert_header((
+                header::LOCATION,
+                format!("{PREFIX}/{customer}/keys?revoked={}", key.id),
+            ))
+            .finish());
+    }
+    Ok(pages::html_page(pages::confirm_revoke(
+        &signed.viewer(),
+        &key,
+    )))
+}
+
+/// `POST keys/{key}/revoke`: revokes at once.
+pub async fn revoke(
+    req: HttpRequest,
+    state: web::Data<ConsoleState>,
+    path: web::Path<(String, String)>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ConsoleError> {
+    let (customer, key) = path.into_inner();
+    let signed = session::require(&req, &state, &customer).await?;
+    session::checked_form(&body, &signed)?;
+    let id: KeyId = key.parse().map_err(|_| ConsoleError::NotFound)?;
+    let (key, revoked_now) = state
+        .ports
+        .keys
+        .revoke_key(Some(signed.session.scope()), id, &signed.session.actor())
+        .await?;
+    if revoked_now {
+        tracing::info!(customer = %signed.customer, key.id = %key.id, subject = %signed.session.subject, "console: key revoked");
+    }
+    Ok(HttpResponse::SeeOther()
+        .insert_header((
+            header::LOCATION,
+            format!("{PREFIX}/{customer}/keys?revoked={}", key.id),
+        ))
+        .finish())
+}
+
+/// `GET audit`: who issued and revoked which key.
+pub async fn audit(
+    req: HttpRequest,
+    state: web::Data<ConsoleState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ConsoleError> {
+    let signed = session::require(&req, &state, &path).await?;
+    let events = state
+        .ports
+        .console
+        .audit_log(signed.session.scope(), AUDIT_PAGE)
+        .await?;
+    Ok(pages::html_page(pages::audit(&signed.viewer(), &events)))
+}

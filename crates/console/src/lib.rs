@@ -1,0 +1,109 @@
+//! The customer console (docs/console.md): server-rendered pages under `/console/` where a
+//! customer's admins, signed in with their own OpenID Connect provider, issue and revoke
+//! their organisation's API keys and read the audit log of who did so.
+//!
+//! No bearer keys here: a signed-in admin holds a session cookie (HttpOnly, SameSite=Lax,
+//! Secure over TLS, scoped to the customer's path), every form carries the session's CSRF
+//! token, and every page is sent with a `Content-Security-Policy` that allows no inline
+//! script and no framing. Pages are [maud](https://maud.lambda.xyz) templates, checked at
+//! compile time; the stylesheet and the one small script are compiled into the binary.
+//!
+//! Like the API, this crate calls the domain's ports only; the binary wires the adapters.
+
+mod assets;
+mod error;
+mod keys;
+mod pages;
+mod session;
+mod sign_in;
+
+use std::sync::Arc;
+
+use actix_web::{
+    http::header::{self, HeaderName},
+    middleware::DefaultHeaders,
+    web,
+};
+use posture_domain::{
+    console::SessionPolicy,
+    ports::{ApiKeyRepository, ConsoleRepository, SignInProvider},
+    rate_limit::RateLimiter,
+    secrets::Keyring,
+};
+use posture_http::TrustedProxies;
+
+pub use error::ConsoleError;
+
+/// Where the console is served.
+pub const PREFIX: &str = "/console";
+
+/// What the console's handlers call.
+#[derive(Clone)]
+pub struct ConsolePorts {
+    pub keys: Arc<dyn ApiKeyRepository>,
+    pub console: Arc<dyn ConsoleRepository>,
+    pub sign_in: Arc<dyn SignInProvider>,
+    /// Counts sign-in attempts per client address (its own policy, apart from the API's).
+    pub sign_in_limiter: Arc<dyn RateLimiter>,
+}
+
+/// Shared state of the console.
+#[derive(Clone)]
+pub struct ConsoleState {
+    pub ports: ConsolePorts,
+    /// Opens the customers' sealed client secrets.
+    pub keyring: Arc<Keyring>,
+    pub sessions: SessionPolicy,
+    /// The service's public base URL (`https://posture.example.com`), from which redirect
+    /// URIs are built; `None`: from each request's scheme and `Host`.
+    pub public_url: Option<String>,
+    /// Cookies are `Secure` even on requests that arrived over plain HTTP (TLS ends at a
+    /// proxy). They are always `Secure` on HTTPS requests.
+    pub secure_cookies: bool,
+    /// Proxies whose `X-Forwarded-For` names the client (for the sign-in limit).
+    pub trusted_proxies: TrustedProxies,
+}
+
+/// The policy every console response carries: scripts and styles from posture only, no
+/// inline script, no framing, forms posted to posture only.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; img-src 'self'; connect-src 'none'; form-action 'self'; \
+     frame-ancestors 'none'; base-uri 'none'";
+
+/// Mounts the console under [`PREFIX`].
+pub fn configure(cfg: &mut web::ServiceConfig, state: ConsoleState) {
+    let headers = DefaultHeaders::new()
+        .add((header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY))
+        .add((header::X_FRAME_OPTIONS, "DENY"))
+        .add((header::REFERRER_POLICY, "no-referrer"))
+        .add((header::CACHE_CONTROL, "no-store"))
+        .add((
+            HeaderName::from_static("cross-origin-opener-policy"),
+            "same-origin",
+        ));
+    cfg.service(
+        web::scope(PREFIX)
+            .app_data(web::Data::new(state))
+            .app_data(web::FormConfig::default().limit(pages::MAX_FORM_BYTES))
+            .wrap(headers)
+            .route("/", web::get().to(pages::landing))
+            .route("/assets/{file}", web::get().to(assets::serve))
+            .route("/{customer}", web::get().to(sign_in::sign_in_page))
+            .route("/{customer}/", web::get().to(sign_in::sign_in_page))
+            .route("/{customer}/sign-in", web::get().to(sign_in::start))
+            .route("/{customer}/callback", web::get().to(sign_in::callback))
+            .route("/{customer}/sign-out", web::post().to(sign_in::sign_out))
+            .route("/{customer}/keys", web::get().to(keys::list))
+            .route("/{customer}/keys", web::post().to(keys::issue))
+            .route(
+                "/{customer}/keys/{key}/revoke",
+                web::get().to(keys::confirm_revoke),
+            )
+            .route(
+                "/{customer}/keys/{key}/revoke",
+                web::post().to(keys::revoke),
+            )
+            .route("/{customer}/audit", web::get().to(keys::audit))
+            .default_service(web::to(pages::not_found)),
+    );
+}

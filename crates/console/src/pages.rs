@@ -1,0 +1,345 @@
+//! The console's pages: maud templates (HTML escaped by construction, checked at compile
+//! time) and the frame they share.
+
+use actix_web::HttpResponse;
+use chrono::{DateTime, Utc};
+use maud::{DOCTYPE, Markup, html};
+use posture_domain::{ApiKey, Scope, console::AuditEvent};
+
+use crate::{ConsoleError, PREFIX};
+
+/// Largest form body the console accepts.
+pub const MAX_FORM_BYTES: usize = 16 * 1024;
+
+/// Who is looking at a page: the customer, and the signed-in admin if any.
+pub struct Viewer<'a> {
+    pub customer_id: &'a str,
+    pub customer_name: &'a str,
+    /// The admin's display name and the session's CSRF token.
+    pub admin: Option<(&'a str, &'a str)>,
+}
+
+/// An HTML page response.
+pub fn html_page(markup: Markup) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .body(markup.into_string())
+}
+
+fn frame(title: &str, viewer: Option<&Viewer<'_>>, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · posture" }
+                link rel="stylesheet" href={ (PREFIX) "/assets/console.css" };
+                script src={ (PREFIX) "/assets/console.js" } defer {}
+            }
+            body {
+                header.top {
+                    span.brand { "posture" }
+                    @if let Some(viewer) = viewer {
+                        span.org { (viewer.customer_name) }
+                        @if let Some((name, csrf)) = viewer.admin {
+                            nav {
+                                a href={ (PREFIX) "/" (viewer.customer_id) "/keys" } { "API keys" }
+                                a href={ (PREFIX) "/" (viewer.customer_id) "/audit" } { "Audit log" }
+                            }
+                            form.signout method="post" action={ (PREFIX) "/" (viewer.customer_id) "/sign-out" } {
+                                span.who { (name) }
+                                input type="hidden" name="csrf" value=(csrf);
+                                button.link type="submit" { "Sign out" }
+                            }
+                        }
+                    }
+                }
+                main { (body) }
+            }
+        }
+    }
+}
+
+fn time(t: DateTime<Utc>) -> Markup {
+    html! { time datetime=(t.to_rfc3339()) { (t.format("%Y-%m-%d %H:%M UTC")) } }
+}
+
+fn maybe_time(t: Option<DateTime<Utc>>, none: &str) -> Markup {
+    match t {
+        Some(t) => time(t),
+        None => html! { span.muted { (none) } },
+    }
+}
+
+/// `/console/`: where customers' consoles live.
+pub async fn landing() -> HttpResponse {
+    html_page(frame(
+        "Console",
+        None,
+        html! {
+            section.card {
+                h1 { "posture console" }
+                p { "Each organisation has its own console address, which signs you in with your organisation's identity provider. Ask your posture operator for yours." }
+            }
+        },
+    ))
+}
+
+/// Anything else under `/console/`.
+pub async fn not_found() -> Result<HttpResponse, ConsoleError> {
+    Err(ConsoleError::NotFound)
+}
+
+/// An error in words.
+pub fn error_page(title: &str, detail: &str) -> Markup {
+    frame(
+        title,
+        None,
+        html! {
+            section.card.error {
+                h1 { (title) }
+                p { (detail) }
+            }
+        },
+    )
+}
+
+/// The sign-in page of a customer.
+pub fn sign_in(viewer: &Viewer<'_>, issuer_host: &str, notice: Option<&str>) -> Markup {
+    frame(
+        "Sign in",
+        Some(viewer),
+        html! {
+            section.card.narrow {
+                h1 { "Sign in to " (viewer.customer_name) }
+                @if let Some(notice) = notice {
+                    p.notice role="status" { (notice) }
+                }
+                p { "Manage your organisation's posture API keys. You sign in with your organisation's identity provider; only its admins can issue and revoke keys." }
+                a.button.primary id="sign-in" href={ (PREFIX) "/" (viewer.customer_id) "/sign-in" } {
+                    "Sign in with " (issuer_host)
+                }
+            }
+        },
+    )
+}
+
+/// The sign-in ended without a session: the user is not an admin.
+pub fn not_admin_detail(user: &str, customer: &str) -> String {
+    format!(
+        "You are signed in to your identity provider as {user}, but you are not an admin of \
+         {customer} in posture. Ask an admin of your organisation to issue the key you need, \
+         or ask your identity provider's administrator for admin access."
+    )
+}
+
+fn scope_list(key: &ApiKey) -> Markup {
+    html! {
+        ul.scopes {
+            @for scope in key.scopes.iter() { li { code { (scope.as_str()) } } }
+        }
+    }
+}
+
+/// What the expiry choices of the issue form mean, in days (`None`: never).
+pub const EXPIRY_CHOICES: &[(&str, &str, Option<i64>)] = &[
+    ("never", "Never", None),
+    ("7d", "In 7 days", Some(7)),
+    ("30d", "In 30 days", Some(30)),
+    ("90d", "In 90 days", Some(90)),
+    ("365d", "In 1 year", Some(365)),
+];
+
+/// The form that issues a key, with the values to show again after a mistake.
+pub struct IssueForm<'a> {
+    pub name: &'a str,
+    pub scopes: &'a [Scope],
+    pub expires: &'a str,
+    pub error: Option<&'a str>,
+}
+
+impl IssueForm<'_> {
+    pub const EMPTY: IssueForm<'static> = IssueForm {
+        name: "",
+        scopes: &[],
+        expires: "90d",
+        error: None,
+    };
+}
+
+fn issue_form(viewer: &Viewer<'_>, form: &IssueForm<'_>) -> Markup {
+    let csrf = viewer.admin.map_or("", |(_, csrf)| csrf);
+    html! {
+        section.card id="issue" {
+            h2 { "Issue a key" }
+            @if let Some(error) = form.error {
+                p.error-text role="alert" id="form-error" { (error) }
+            }
+            form method="post" action={ (PREFIX) "/" (viewer.customer_id) "/keys" } {
+                input type="hidden" name="csrf" value=(csrf);
+                label for="name" { "Name" }
+                input id="name" name="name" type="text" required maxlength="100" value=(form.name)
+                    placeholder="e.g. SIEM connector (production)";
+                fieldset {
+                    legend { "Scopes" }
+                    @for scope in Scope::ALL {
+                        label.check {
+                            input type="checkbox" name="scope" value=(scope.as_str())
+                                checked[form.scopes.contains(scope)];
+                            code { (scope.as_str()) }
+                        }
+                    }
+                }
+                label for="expires" { "Expires" }
+                select id="expires" name="expires" {
+                    @for (value, text, _) in EXPIRY_CHOICES {
+                        option value=(value) selected[*value == form.expires] { (text) }
+                    }
+                }
+                button.primary type="submit" id="issue-key" { "Issue key" }
+            }
+        }
+    }
+}
+
+/// The API keys settings: the customer's keys and the issue form.
+pub fn keys(
+    viewer: &Viewer<'_>,
+    keys: &[ApiKey],
+    form: &IssueForm<'_>,
+    notice: Option<&str>,
+) -> Markup {
+    let now = Utc::now();
+    frame(
+        "API keys",
+        Some(viewer),
+        html! {
+            h1 { "API keys" }
+            @if let Some(notice) = notice { p.notice role="status" { (notice) } }
+            section.card {
+                @if keys.is_empty() {
+                    p.muted { "No keys yet. Issue the first one below." }
+                } @else {
+                    table.keys {
+                        thead { tr {
+                            th { "Name" } th { "Prefix" } th { "Scopes" } th { "Created by" }
+                            th { "Created" } th { "Expires" } th { "Last used" } th { "Status" } th {}
+                        } }
+                        tbody {
+                            @for key in keys.iter().rev() {
+                                @let expired = key.expires_at.is_some_and(|e| e <= now);
+                                tr data-key-id=(key.id.to_string()) {
+                                    td { (key.name) }
+                                    td { code { (key.prefix) "…" } }
+                                    td { (scope_list(key)) }
+                                    td { (key.created_by) }
+                                    td { (time(key.created_at)) }
+                                    td { (maybe_time(key.expires_at, "never")) }
+                                    td { (maybe_time(key.last_used_at, "never")) }
+                                    td {
+                                        @if let Some(at) = key.revoked_at {
+                                            span.badge.revoked { "Revoked" } " " (time(at))
+                                        } @else if expired {
+                                            span.badge.revoked { "Expired" }
+                                        } @else {
+                                            span.badge.active { "Active" }
+                                        }
+                                    }
+                                    td {
+                                        @if key.revoked_at.is_none() && !expired {
+                                            a.danger href={ (PREFIX) "/" (viewer.customer_id) "/keys/" (key.id.to_string()) "/revoke" } { "Revoke…" }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            (issue_form(viewer, form))
+        },
+    )
+}
+
+/// The one page that shows a new key.
+pub fn issued(viewer: &Viewer<'_>, key: &ApiKey, secret: &str) -> Markup {
+    frame(
+        "Key issued",
+        Some(viewer),
+        html! {
+            section.card.narrow {
+                h1 { "Key issued: " (key.name) }
+                p.warning role="alert" { strong { "Copy this key now." } " It will not be shown again: posture keeps only its hash. If you lose it, revoke it and issue a new one." }
+                div.secret {
+                    code id="new-key" { (secret) }
+                    button.copy type="button" data-copy="new-key" hidden { "Copy" }
+                }
+                (scope_list(key))
+                p { "Expires: " (maybe_time(key.expires_at, "never")) }
+                a.button href={ (PREFIX) "/" (viewer.customer_id) "/keys" } id="done" { "Done" }
+            }
+        },
+    )
+}
+
+/// Asks before revoking.
+pub fn confirm_revoke(viewer: &Viewer<'_>, key: &ApiKey) -> Markup {
+    let csrf = viewer.admin.map_or("", |(_, csrf)| csrf);
+    frame(
+        "Revoke key",
+        Some(viewer),
+        html! {
+            section.card.narrow {
+                h1 { "Revoke " (key.name) "?" }
+                p { "Key " code { (key.prefix) "…" } " stops working at once, for every caller using it. This cannot be undone." }
+                (scope_list(key))
+                form method="post" action={ (PREFIX) "/" (viewer.customer_id) "/keys/" (key.id.to_string()) "/revoke" } {
+                    input type="hidden" name="csrf" value=(csrf);
+                    button.danger type="submit" id="confirm-revoke" { "Revoke key" }
+                    " "
+                    a.button href={ (PREFIX) "/" (viewer.customer_id) "/keys" } { "Cancel" }
+                }
+            }
+        },
+    )
+}
+
+/// The audit log.
+pub fn audit(viewer: &Viewer<'_>, events: &[AuditEvent]) -> Markup {
+    frame(
+        "Audit log",
+        Some(viewer),
+        html! {
+            h1 { "Audit log" }
+            section.card {
+                @if events.is_empty() {
+                    p.muted { "Nothing yet: issued and revoked keys appear here." }
+                } @else {
+                    table.audit {
+                        thead { tr { th { "When" } th { "Who" } th { "What" } th { "Key" } } }
+                        tbody {
+                            @for event in events {
+                                tr {
+                                    td { (time(event.at)) }
+                                    td {
+                                        (event.actor_name)
+                                        @if event.actor_kind == "admin" {
+                                            br; span.muted { (event.actor_subject) }
+                                        }
+                                    }
+                                    td { @match event.action.as_str() {
+                                        "key.issued" => "Issued",
+                                        "key.revoked" => "Revoked",
+                                        other => (other),
+                                    } }
+                                    td { (event.key_name) " " code { (event.key_prefix) "…" } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}

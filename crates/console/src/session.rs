@@ -1,0 +1,172 @@
+//! Sessions in cookies, CSRF-checked forms, and what a request says about where it came from.
+
+use actix_web::{
+    HttpRequest,
+    cookie::{Cookie, SameSite, time::Duration as CookieDuration},
+    web,
+};
+use posture_domain::{
+    CustomerId, CustomerScope,
+    console::{ConsoleSession, SessionToken},
+    ports::ConsoleSetup,
+};
+use posture_http::client_ip::bucket_name;
+
+use crate::{ConsoleError, ConsoleState, PREFIX, pages::Viewer};
+
+/// The session cookie (its path is the customer's console).
+pub const SESSION_COOKIE: &str = "posture_session";
+/// The cookie binding a sign-in to the browser that started it (path: the callback).
+pub const SIGN_IN_COOKIE: &str = "posture_sign_in";
+
+/// The customer named by the path; a malformed id is simply a page that does not exist.
+pub fn customer(path: &str) -> Result<CustomerId, ConsoleError> {
+    path.parse().map_err(|_| ConsoleError::NotFound)
+}
+
+/// The customer's console setup; customers without one have no console.
+pub async fn setup(
+    state: &ConsoleState,
+    customer: CustomerId,
+) -> Result<ConsoleSetup, ConsoleError> {
+    state
+        .ports
+        .console
+        .console_setup(CustomerScope::for_sign_in(customer))
+        .await?
+        .ok_or(ConsoleError::NotFound)
+}
+
+/// Whether cookies set on this request are `Secure`.
+pub fn secure(req: &HttpRequest, state: &ConsoleState) -> bool {
+    state.secure_cookies || req.connection_info().scheme() == "https"
+}
+
+/// The base URL of the service as the browser sees it.
+pub fn base_url(req: &HttpRequest, state: &ConsoleState) -> String {
+    match &state.public_url {
+        Some(url) => url.trim_end_matches('/').to_owned(),
+        None => {
+            let info = req.connection_info();
+            format!("{}://{}", info.scheme(), info.host())
+        }
+    }
+}
+
+/// A cookie of the console: HttpOnly, SameSite=Lax, `Secure` when [`secure`].
+pub fn cookie<'a>(name: &'a str, value: &'a str, path: String, secure: bool) -> Cookie<'a> {
+    Cookie::build(name, value)
+        .path(path)
+        .http_only(true)
+        .same_site(SameSite::Lax)
+        .secure(secure)
+        .finish()
+}
+
+/// A cookie that removes `name` at `path`.
+pub fn removal(name: &str, path: String, secure: bool) -> Cookie<'_> {
+    let mut c = cookie(name, "", path, secure);
+    c.set_max_age(CookieDuration::ZERO);
+    c
+}
+
+/// The path of a customer's console, where its session cookie lives.
+pub fn console_path(customer: CustomerId) -> String {
+    format!("{PREFIX}/{customer}/")
+}
+
+/// The token of the session cookie, if it has the form of one.
+pub fn presented_token(req: &HttpRequest) -> Option<SessionToken> {
+    req.cookie(SESSION_COOKIE)
+        .and_then(|c| SessionToken::presented(c.value()))
+}
+
+/// A signed-in admin on one of their customer's pages.
+pub struct Signed {
+    pub session: ConsoleSession,
+    pub token_hash: [u8; 32],
+    pub setup: ConsoleSetup,
+    pub customer: CustomerId,
+    /// The customer id as text, for links.
+    pub customer_text: String,
+}
+
+impl Signed {
+    pub fn viewer(&self) -> Viewer<'_> {
+        Viewer {
+            customer_id: &self.customer_text,
+            customer_name: &self.setup.customer_name,
+            admin: Some((&self.session.display_name, &self.session.csrf_token)),
+        }
+    }
+}
+
+/// The live session of this customer's console, or a redirect to its sign-in page.
+pub async fn require(
+    req: &HttpRequest,
+    state: &ConsoleState,
+    customer_path: &str,
+) -> Result<Signed, ConsoleError> {
+    let customer = customer(customer_path)?;
+    let setup = setup(state, customer).await?;
+    let sign_in = || ConsoleError::SignInRequired {
+        customer: customer.to_string(),
+    };
+    let token = presented_token(req).ok_or_else(sign_in)?;
+    let token_hash = token.hash();
+    let session = state
+        .ports
+        .console
+        .live_session(
+            CustomerScope::for_sign_in(customer),
+            token_hash,
+            state.sessions,
+        )
+        .await?
+        .ok_or_else(sign_in)?;
+    Ok(Signed {
+        session,
+        token_hash,
+        setup,
+        customer,
+        customer_text: customer.to_string(),
+    })
+}
+
+/// The fields of a urlencoded form, checked for the session's CSRF token. The body is
+/// bounded by the scope's `PayloadConfig`-like limit before it gets here.
+pub fn checked_form(
+    body: &web::Bytes,
+    signed: &Signed,
+) -> Result<Vec<(String, String)>, ConsoleError> {
+    let fields: Vec<(String, String)> = form_urlencoded::parse(body)
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .take(64)
+        .collect();
+    let csrf = fields
+        .iter()
+        .find(|(k, _)| k == "csrf")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_default();
+    if !signed.session.csrf_matches(csrf) {
+        return Err(ConsoleError::BadRequest(
+            "This form has expired or did not come from this console (its security token is \
+             missing or wrong). Reload the page and try again."
+                .to_owned(),
+        ));
+    }
+    Ok(fields)
+}
+
+/// The rate-limit bucket name of the request's client.
+pub fn client_bucket(req: &HttpRequest, state: &ConsoleState) -> String {
+    let forwarded: Vec<&str> = req
+        .headers()
+        .get_all("x-forwarded-for")
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    match req.peer_addr() {
+        Some(peer) => bucket_name(state.trusted_proxies.client(peer.ip(), &forwarded)),
+        None => "unknown".to_owned(),
+    }
+}

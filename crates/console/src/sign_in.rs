@@ -1,0 +1,283 @@
+//! Signing in with the customer's identity provider, and signing out.
+//!
+//! `GET sign-in` keeps a pending sign-in (state, nonce, PKCE verifier) under the hash of a
+//! random binding sent to the browser in a cookie only the callback receives, and redirects
+//! to the provider. `GET callback` takes that pending sign-in (single use, ten minutes),
+//! checks `state`, redeems the code, verifies the ID token, applies the admin rule, and
+//! starts a new session (a new token whatever the browser held before). Both count against
+//! the client address's sign-in limit.
+
+use actix_web::{HttpRequest, HttpResponse, http::header, web};
+use chrono::Utc;
+use posture_domain::{
+    CustomerScope,
+    console::{NewSession, random_token, same_secret, token_hash},
+    ports::SignInError,
+    rate_limit::RateBucket,
+};
+use serde::Deserialize;
+
+use crate::{
+    ConsoleError, ConsoleState, PREFIX,
+    pages::{self, Viewer},
+    session::{self, SESSION_COOKIE, SIGN_IN_COOKIE},
+};
+
+/// Longest `code`, `state` or `error` value read from the provider's redirect.
+const MAX_CALLBACK_VALUE: usize = 4096;
+
+fn redirect(location: String) -> HttpResponse {
+    HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, location))
+        .finish()
+}
+
+fn callback_uri(req: &HttpRequest, state: &ConsoleState, customer: &str) -> String {
+    format!(
+        "{}{PREFIX}/{customer}/callback",
+        session::base_url(req, state)
+    )
+}
+
+async fn count_attempt(req: &HttpRequest, state: &ConsoleState) -> Result<(), ConsoleError> {
+    let bucket = RateBucket::SignIn(session::client_bucket(req, state));
+    let decision = state.ports.sign_in_limiter.check(&bucket).await?;
+    if decision.allowed {
+        Ok(())
+    } else {
+        Err(ConsoleError::TooManySignIns {
+            retry_after: decision.retry_after,
+        })
+    }
+}
+
+#[derive(Deserialize)]
+pub struct SignInPageQuery {
+    #[serde(rename = "signed-out")]
+    signed_out: Option<String>,
+}
+
+/// The customer's sign-in page (or the keys, for a signed-in admin).
+pub async fn sign_in_page(
+    req: HttpRequest,
+    state: web::Data<ConsoleState>,
+    path: web::Path<String>,
+    query: web::Query<SignInPageQuery>,
+) -> Result<HttpResponse, ConsoleError> {
+    let customer = session::customer(&path)?;
+    match session::require(&req, &state, &path).await {
+        Ok(_) => return Ok(redirect(format!("{PREFIX}/{customer}/keys"))),
+        Err(ConsoleError::SignInRequired { .. }) => {}
+        Err(other) => return Err(other),
+    }
+    let setup = session::setup(&state, customer).await?;
+    let host = url_host(&setup.sso.issuer);
+    let customer_text = customer.to_string();
+    let viewer = Viewer {
+        customer_id: &customer_text,
+        customer_name: &setup.customer_name,
+        admin: None,
+    };
+    let notice = query.signed_out.as_ref().map(|_| "You have signed out.");
+    Ok(pages::html_page(pages::sign_in(&viewer, &host, notice)))
+}
+
+/// The host of the issuer, for the sign-in button.
+fn url_host(issuer: &str) -> String {
+    let rest = issuer.split_once("://").map_or(issuer, |(_, rest)| rest);
+    rest.split('/').next().unwrap_or(rest).to_owned()
+}
+
+/// Starts a sign-in: to the identity provider.
+pub async fn start(
+    req: HttpRequest,
+    state: web::Data<ConsoleState>,
+    path: web::Path<String>,
+) -> Result<HttpResponse, ConsoleError> {
+    let customer = session::customer(&path)?;
+    count_attempt(&req, &state).await?;
+    let setup = session::setup(&state, customer).await?;
+    let redirect_uri = callback_uri(&req, &state, &path);
+    let started = state
+        .ports
+        .sign_in
+        .start_sign_in(&setup.sso, &redirect_uri)
+        .await
+        .map_err(provider_error)?;
+    let binding = random_token(32)?;
+    state
+        .ports
+        .console
+        .begin_sign_in(
+            CustomerScope::for_sign_in(customer),
+            token_hash(&binding),
+            &started.pending,
+        )
+        .await?;
+    let mut binding_cookie = session::cookie(
+        SIGN_IN_COOKIE,
+        &binding,
+        format!("{PREFIX}/{customer}/callback"),
+        session::secure(&req, &state),
+    );
+    binding_cookie.set_max_age(actix_web::cookie::time::Duration::seconds(
+        posture_domain::console::SIGN_IN_LIFETIME.as_secs() as i64,
+    ));
+    Ok(HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, started.authorize_url))
+        .cookie(binding_cookie)
+        .finish())
+}
+
+fn provider_error(e: SignInError) -> ConsoleError {
+    match e {
+        SignInError::Provider(cause) => {
+            tracing::warn!(cause = %cause, "console: the identity provider failed");
+            ConsoleError::Unavailable(format!("identity provider: {cause}"))
+        }
+        SignInError::Rejected(cause) => {
+            tracing::warn!(cause = %cause, "console: a sign-in did not verify");
+            ConsoleError::BadRequest(
+                "Your identity provider's answer could not be verified, so you are not signed \
+                 in. Start again from your console's sign-in page."
+                    .to_owned(),
+            )
+        }
+    }
+}
+
+#[derive(Deserialize)]
+pub struct CallbackQuery {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+}
+
+fn expired_sign_in() -> ConsoleError {
+    ConsoleError::BadRequest(
+        "This sign-in has expired, was already used, or was started in another browser. \
+         Start again from your console's sign-in page."
+            .to_owned(),
+    )
+}
+
+/// The provider's redirect back: verify, check the admin rule, start a session.
+pub async fn callback(
+    req: HttpRequest,
+    state: web::Data<ConsoleState>,
+    path: web::Path<String>,
+    query: web::Query<CallbackQuery>,
+) -> Result<HttpResponse, ConsoleError> {
+    let customer = session::customer(&path)?;
+    count_attempt(&req, &state).await?;
+    let setup = session::setup(&state, customer).await?;
+    let query = query.into_inner();
+    let too_long = [&query.code, &query.state, &query.error]
+        .into_iter()
+        .flatten()
+        .any(|v| v.len() > MAX_CALLBACK_VALUE);
+    if too_long {
+        return Err(expired_sign_in());
+    }
+    if let Some(error) = &query.error {
+        let error: String = error
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .take(64)
+            .collect();
+        return Err(ConsoleError::BadRequest(format!(
+            "Your identity provider did not sign you in ({error}). Start again from your \
+             console's sign-in page."
+        )));
+    }
+    let (Some(code), Some(returned_state)) = (&query.code, &query.state) else {
+        return Err(expired_sign_in());
+    };
+    let binding = req
+        .cookie(SIGN_IN_COOKIE)
+        .map(|c| c.value().to_owned())
+        .ok_or_else(expired_sign_in)?;
+    let scope = CustomerScope::for_sign_in(customer);
+    let pending = state
+        .ports
+        .console
+        .take_sign_in(scope, token_hash(&binding))
+        .await?
+        .ok_or_else(expired_sign_in)?;
+    if !same_secret(&pending.state, returned_state) {
+        return Err(expired_sign_in());
+    }
+    let secret = state
+        .keyring
+        .open_client_secret(&setup.sealed_secret, customer)?;
+    let user = state
+        .ports
+        .sign_in
+        .finish_sign_in(
+            &setup.sso,
+            &secret,
+            &callback_uri(&req, &state, &path),
+            code,
+            &pending,
+        )
+        .await
+        .map_err(provider_error)?;
+    if !setup.sso.admins.admits(&user.subject, &user.claims) {
+        tracing::info!(customer = %customer, subject = %user.subject, "console: sign-in refused, not an admin");
+        return Err(ConsoleError::Forbidden {
+            title: "You are not an admin of this organisation".to_owned(),
+            detail: pages::not_admin_detail(&user.display_name, &setup.customer_name),
+        });
+    }
+    let new = NewSession::start(customer, &user, state.sessions, Utc::now())?;
+    let replaces = session::presented_token(&req).map(|t| t.hash());
+    state.ports.console.create_session(&new, replaces).await?;
+    tracing::info!(customer = %customer, subject = %user.subject, "console: admin signed in");
+    let secure = session::secure(&req, &state);
+    let mut session_cookie = session::cookie(
+        SESSION_COOKIE,
+        new.token.expose(),
+        session::console_path(customer),
+        secure,
+    );
+    session_cookie.set_max_age(actix_web::cookie::time::Duration::seconds(
+        state.sessions.absolute.as_secs() as i64,
+    ));
+    Ok(HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, format!("{PREFIX}/{customer}/keys")))
+        .cookie(session_cookie)
+        .cookie(session::removal(
+            SIGN_IN_COOKIE,
+            format!("{PREFIX}/{customer}/callback"),
+            secure,
+        ))
+        .finish())
+}
+
+/// Ends the session here and in the database.
+pub async fn sign_out(
+    req: HttpRequest,
+    state: web::Data<ConsoleState>,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ConsoleError> {
+    let signed = session::require(&req, &state, &path).await?;
+    session::checked_form(&body, &signed)?;
+    state
+        .ports
+        .console
+        .end_session(signed.session.scope(), signed.token_hash)
+        .await?;
+    tracing::info!(customer = %signed.customer, subject = %signed.session.subject, "console: admin signed out");
+    Ok(HttpResponse::SeeOther()
+        .insert_header((
+            header::LOCATION,
+            format!("{PREFIX}/{}/?signed-out=1", signed.customer),
+        ))
+        .cookie(session::removal(
+            SESSION_COOKIE,
+            session::console_path(signed.customer),
+            session::secure(&req, &state),
+        ))
+        .finish())
+}

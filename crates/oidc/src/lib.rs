@@ -1,0 +1,234 @@
+//! The console's OpenID Connect relying party (the `openidconnect` crate): the authorization
+//! code flow with PKCE (S256), `state` and `nonce`, against each customer's own provider.
+//!
+//! Every sign-in discovers the provider afresh (`<issuer>/.well-known/openid-configuration`
+//! and its keys), so a provider's key rotation or a changed configuration takes effect at
+//! once; sign-ins are rare and rate-limited, so the two extra requests cost little. The HTTP
+//! client follows no redirects (the `openidconnect` crate's advice against SSRF) and gives
+//! each request 10 seconds. Providers are configured by the operator, not by customers, so
+//! they may live on private addresses (an in-house Keycloak), unlike webhook receivers.
+
+use std::{future::Future, pin::Pin, time::Duration};
+
+use async_trait::async_trait;
+use openidconnect::{
+    AdditionalClaims, AsyncHttpClient, AuthenticationFlow, AuthorizationCode, Client, ClientId,
+    CsrfToken, EmptyExtraTokenFields, EndpointMaybeSet, EndpointNotSet, EndpointSet, HttpRequest,
+    HttpResponse, IdTokenFields, IssuerUrl, Nonce, PkceCodeChallenge, PkceCodeVerifier,
+    RedirectUrl, Scope, StandardErrorResponse, StandardTokenResponse, TokenResponse as _,
+    core::{
+        CoreAuthDisplay, CoreAuthPrompt, CoreErrorResponseType, CoreGenderClaim, CoreJsonWebKey,
+        CoreJweContentEncryptionAlgorithm, CoreJwsSigningAlgorithm, CoreProviderMetadata,
+        CoreResponseType, CoreRevocableToken, CoreRevocationErrorResponse,
+        CoreTokenIntrospectionResponse, CoreTokenType,
+    },
+};
+use posture_domain::{
+    console::{ClientSecret, PendingSignIn, SignInStart, SignedInUser, SsoConfig},
+    ports::{SignInError, SignInProvider},
+};
+use serde::{Deserialize, Serialize};
+
+/// Longest the relying party waits for one request to the provider.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Largest answer read from a provider (discovery documents and key sets are a few KiB).
+const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+
+/// Why a request to the provider failed.
+#[derive(Debug, thiserror::Error)]
+enum HttpError {
+    #[error(transparent)]
+    Request(#[from] reqwest::Error),
+    #[error("the answer is larger than {MAX_RESPONSE_BYTES} bytes")]
+    TooLarge,
+    #[error(transparent)]
+    Http(#[from] openidconnect::http::Error),
+}
+
+/// `openidconnect`'s HTTP client interface on posture's reqwest, with a bounded body.
+struct Http<'a>(&'a reqwest::Client);
+
+impl<'c> AsyncHttpClient<'c> for Http<'_> {
+    type Error = HttpError;
+    type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, HttpError>> + Send + 'c>>;
+
+    fn call(&'c self, request: HttpRequest) -> Self::Future {
+        Box::pin(async move {
+            let mut response = self.0.execute(reqwest::Request::try_from(request)?).await?;
+            let mut answer = openidconnect::http::Response::builder().status(response.status());
+            for (name, value) in response.headers() {
+                answer = answer.header(name, value);
+            }
+            let mut body = Vec::new();
+            while let Some(chunk) = response.chunk().await? {
+                if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                    return Err(HttpError::TooLarge);
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(answer.body(body)?)
+        })
+    }
+}
+
+/// Every claim of the ID token beyond the standard ones (the admin rule reads them).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+struct OtherClaims {
+    #[serde(flatten)]
+    claims: serde_json::Map<String, serde_json::Value>,
+}
+
+impl AdditionalClaims for OtherClaims {}
+
+type IdTokenResponse = StandardTokenResponse<
+    IdTokenFields<
+        OtherClaims,
+        EmptyExtraTokenFields,
+        CoreGenderClaim,
+        CoreJweContentEncryptionAlgorithm,
+        CoreJwsSigningAlgorithm,
+    >,
+    CoreTokenType,
+>;
+
+type RelyingParty = Client<
+    OtherClaims,
+    CoreAuthDisplay,
+    CoreGenderClaim,
+    CoreJweContentEncryptionAlgorithm,
+    CoreJsonWebKey,
+    CoreAuthPrompt,
+    StandardErrorResponse<CoreErrorResponseType>,
+    IdTokenResponse,
+    CoreTokenIntrospectionResponse,
+    CoreRevocableToken,
+    CoreRevocationErrorResponse,
+    EndpointSet,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointMaybeSet,
+    EndpointMaybeSet,
+>;
+
+/// The relying party of every customer's provider.
+#[derive(Clone)]
+pub struct OidcSignIn {
+    http: reqwest::Client,
+}
+
+impl OidcSignIn {
+    pub fn new() -> Result<Self, reqwest::Error> {
+        // reqwest's rustls has no provider of its own in this workspace.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(REQUEST_TIMEOUT)
+            .build()?;
+        Ok(Self { http })
+    }
+
+    async fn relying_party(
+        &self,
+        sso: &SsoConfig,
+        secret: Option<&ClientSecret>,
+        redirect_uri: &str,
+    ) -> Result<RelyingParty, SignInError> {
+        let issuer = IssuerUrl::new(sso.issuer.clone())
+            .map_err(|e| SignInError::Provider(format!("issuer URL: {e}")))?;
+        let metadata = CoreProviderMetadata::discover_async(issuer, &Http(&self.http))
+            .await
+            .map_err(|e| SignInError::Provider(format!("discovery: {}", chain(&e))))?;
+        let redirect = RedirectUrl::new(redirect_uri.to_owned())
+            .map_err(|e| SignInError::Provider(format!("redirect URI: {e}")))?;
+        Ok(RelyingParty::from_provider_metadata(
+            metadata,
+            ClientId::new(sso.client_id.clone()),
+            secret.map(|s| openidconnect::ClientSecret::new(s.expose().to_owned())),
+        )
+        .set_redirect_uri(redirect))
+    }
+}
+
+/// An error and its causes, on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+#[async_trait]
+impl SignInProvider for OidcSignIn {
+    async fn start_sign_in(
+        &self,
+        sso: &SsoConfig,
+        redirect_uri: &str,
+    ) -> Result<SignInStart, SignInError> {
+        let client = self.relying_party(sso, None, redirect_uri).await?;
+        let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+        let (url, state, nonce) = client
+            .authorize_url(
+                AuthenticationFlow::<CoreResponseType>::AuthorizationCode,
+                CsrfToken::new_random,
+                Nonce::new_random,
+            )
+            .add_scope(Scope::new("profile".to_owned()))
+            .add_scope(Scope::new("email".to_owned()))
+            .set_pkce_challenge(challenge)
+            .url();
+        Ok(SignInStart {
+            authorize_url: url.to_string(),
+            pending: PendingSignIn {
+                state: state.secret().clone(),
+                nonce: nonce.secret().clone(),
+                pkce_verifier: verifier.secret().clone(),
+            },
+        })
+    }
+
+    async fn finish_sign_in(
+        &self,
+        sso: &SsoConfig,
+        secret: &ClientSecret,
+        redirect_uri: &str,
+        code: &str,
+        pending: &PendingSignIn,
+    ) -> Result<SignedInUser, SignInError> {
+        let client = self.relying_party(sso, Some(secret), redirect_uri).await?;
+        let token = client
+            .exchange_code(AuthorizationCode::new(code.to_owned()))
+            .map_err(|e| SignInError::Provider(format!("token endpoint: {e}")))?
+            .set_pkce_verifier(PkceCodeVerifier::new(pending.pkce_verifier.clone()))
+            .request_async(&Http(&self.http))
+            .await
+            .map_err(|e| SignInError::Rejected(format!("code exchange: {}", chain(&e))))?;
+        let id_token = token
+            .id_token()
+            .ok_or_else(|| SignInError::Rejected("no ID token in the token response".into()))?;
+        let claims = id_token
+            .claims(
+                &client.id_token_verifier(),
+                &Nonce::new(pending.nonce.clone()),
+            )
+            .map_err(|e| SignInError::Rejected(format!("ID token: {}", chain(&e))))?;
+        let subject = claims.subject().to_string();
+        let display_name = claims
+            .name()
+            .and_then(|n| n.get(None))
+            .map(|n| n.to_string())
+            .or_else(|| claims.preferred_username().map(|u| u.to_string()))
+            .or_else(|| claims.email().map(|e| e.to_string()))
+            .unwrap_or_else(|| subject.clone());
+        Ok(SignedInUser {
+            subject,
+            display_name: display_name.chars().take(200).collect(),
+            claims: claims.additional_claims().claims.clone(),
+        })
+    }
+}

@@ -1,0 +1,358 @@
+//! The customer console: sign-in configuration, pending sign-ins, sessions and the audit
+//! log. Every statement filters by the customer of its scope.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection as _, RunQueryDsl};
+use posture_domain::{
+    CustomerScope, KeyId, Result,
+    console::{
+        AdminRule, AuditEvent, ConsoleSession, MAX_PENDING_SIGN_INS, NewSession, PendingSignIn,
+        SIGN_IN_LIFETIME, SessionPolicy, SsoConfig,
+    },
+    ids::CustomerId,
+    ports::{ConsoleRepository, ConsoleSetup},
+    secrets::SealedSecret,
+};
+use uuid::Uuid;
+
+use crate::{
+    PgStore,
+    api_keys::db_now,
+    error::{db_error, is_foreign_key_violation},
+    schema::{console_audit, console_sessions, console_sign_ins, console_sso, customers},
+};
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = console_sso, check_for_backend(diesel::pg::Pg))]
+struct SsoRow {
+    customer_id: Uuid,
+    issuer: String,
+    client_id: String,
+    secret_key_id: String,
+    secret_nonce: Vec<u8>,
+    secret_ciphertext: Vec<u8>,
+    admin_claim: Option<String>,
+    admin_values: Vec<String>,
+    admin_subjects: Vec<String>,
+    updated_at: DateTime<Utc>,
+}
+
+impl SsoRow {
+    fn split(self) -> (SsoConfig, SealedSecret) {
+        let sealed = SealedSecret {
+            key_id: self.secret_key_id,
+            nonce: self.secret_nonce,
+            ciphertext: self.secret_ciphertext,
+        };
+        let config = SsoConfig {
+            customer_id: CustomerId::from_uuid(self.customer_id),
+            issuer: self.issuer,
+            client_id: self.client_id,
+            admins: AdminRule {
+                claim: self.admin_claim,
+                values: self.admin_values,
+                subjects: self.admin_subjects,
+            },
+            updated_at: self.updated_at,
+        };
+        (config, sealed)
+    }
+}
+
+fn lifetime(d: std::time::Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+}
+
+#[async_trait]
+impl ConsoleRepository for PgStore {
+    async fn set_sso(
+        &self,
+        scope: CustomerScope,
+        issuer: &str,
+        client_id: &str,
+        sealed_secret: SealedSecret,
+        admins: &AdminRule,
+    ) -> Result<SsoConfig> {
+        let values = (
+            console_sso::customer_id.eq(scope.customer_id().as_uuid()),
+            console_sso::issuer.eq(issuer),
+            console_sso::client_id.eq(client_id),
+            console_sso::secret_key_id.eq(&sealed_secret.key_id),
+            console_sso::secret_nonce.eq(&sealed_secret.nonce),
+            console_sso::secret_ciphertext.eq(&sealed_secret.ciphertext),
+            console_sso::admin_claim.eq(&admins.claim),
+            console_sso::admin_values.eq(&admins.values),
+            console_sso::admin_subjects.eq(&admins.subjects),
+            console_sso::updated_at.eq(Utc::now()),
+        );
+        let mut conn = self.conn().await?;
+        match diesel::insert_into(console_sso::table)
+            .values(values)
+            .on_conflict(console_sso::customer_id)
+            .do_update()
+            .set(values)
+            .returning(SsoRow::as_returning())
+            .get_result::<SsoRow>(&mut conn)
+            .await
+        {
+            Ok(row) => Ok(row.split().0),
+            Err(e) if is_foreign_key_violation(&e) => Err(posture_domain::Error::NotFound),
+            Err(e) => Err(db_error(e)),
+        }
+    }
+
+    async fn console_setup(&self, scope: CustomerScope) -> Result<Option<ConsoleSetup>> {
+        let mut conn = self.conn().await?;
+        let found: Option<(String, SsoRow)> = console_sso::table
+            .inner_join(customers::table.on(customers::id.eq(console_sso::customer_id)))
+            .filter(console_sso::customer_id.eq(scope.customer_id().as_uuid()))
+            .select((customers::name, SsoRow::as_select()))
+            .first(&mut conn)
+            .await
+            .optional()
+            .map_err(db_error)?;
+        Ok(found.map(|(customer_name, row)| {
+            let (sso, sealed_secret) = row.split();
+            ConsoleSetup {
+                customer_name,
+                sso,
+                sealed_secret,
+            }
+        }))
+    }
+
+    async fn clear_sso(&self, scope: CustomerScope) -> Result<bool> {
+        let customer = scope.customer_id().as_uuid();
+        let mut conn = self.conn().await?;
+        conn.transaction(async |conn| {
+            diesel::update(
+                console_sessions::table
+                    .filter(console_sessions::customer_id.eq(customer))
+                    .filter(console_sessions::ended_at.is_null()),
+            )
+            .set(console_sessions::ended_at.eq(db_now()))
+            .execute(conn)
+            .await?;
+            let removed =
+                diesel::delete(console_sso::table.filter(console_sso::customer_id.eq(customer)))
+                    .execute(conn)
+                    .await?;
+            Ok::<_, diesel::result::Error>(removed > 0)
+        })
+        .await
+        .map_err(db_error)
+    }
+
+    async fn begin_sign_in(
+        &self,
+        scope: CustomerScope,
+        binding_hash: [u8; 32],
+        pending: &PendingSignIn,
+    ) -> Result<()> {
+        let customer = scope.customer_id().as_uuid();
+        let now = Utc::now();
+        let mut conn = self.conn().await?;
+        diesel::delete(
+            console_sign_ins::table
+                .filter(console_sign_ins::customer_id.eq(customer))
+                .filter(console_sign_ins::created_at.le(now - lifetime(SIGN_IN_LIFETIME))),
+        )
+        .execute(&mut conn)
+        .await
+        .map_err(db_error)?;
+        // Bounded however many browsers start a sign-in: the oldest pending ones go.
+        diesel::sql_query(
+            "DELETE FROM console_sign_ins WHERE customer_id = $1 AND binding_hash IN ( \
+                 SELECT binding_hash FROM console_sign_ins WHERE customer_id = $1 \
+                 ORDER BY created_at DESC OFFSET $2)",
+        )
+        .bind::<diesel::sql_types::Uuid, _>(customer)
+        .bind::<diesel::sql_types::BigInt, _>(MAX_PENDING_SIGN_INS - 1)
+        .execute(&mut conn)
+        .await
+        .map_err(db_error)?;
+        diesel::insert_into(console_sign_ins::table)
+            .values((
+                console_sign_ins::customer_id.eq(customer),
+                console_sign_ins::binding_hash.eq(binding_hash.as_slice()),
+                console_sign_ins::state.eq(&pending.state),
+                console_sign_ins::nonce.eq(&pending.nonce),
+                console_sign_ins::pkce_verifier.eq(&pending.pkce_verifier),
+                console_sign_ins::created_at.eq(now),
+            ))
+            .execute(&mut conn)
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn take_sign_in(
+        &self,
+        scope: CustomerScope,
+        binding_hash: [u8; 32],
+    ) -> Result<Option<PendingSignIn>> {
+        let oldest = Utc::now() - lifetime(SIGN_IN_LIFETIME);
+        let mut conn = self.conn().await?;
+        let taken: Option<(String, String, String, DateTime<Utc>)> = diesel::delete(
+            console_sign_ins::table
+                .filter(console_sign_ins::customer_id.eq(scope.customer_id().as_uuid()))
+                .filter(console_sign_ins::binding_hash.eq(binding_hash.as_slice())),
+        )
+        .returning((
+            console_sign_ins::state,
+            console_sign_ins::nonce,
+            console_sign_ins::pkce_verifier,
+            console_sign_ins::created_at,
+        ))
+        .get_result(&mut conn)
+        .await
+        .optional()
+        .map_err(db_error)?;
+        Ok(taken.filter(|(.., created_at)| *created_at > oldest).map(
+            |(state, nonce, pkce_verifier, _)| PendingSignIn {
+                state,
+                nonce,
+                pkce_verifier,
+            },
+        ))
+    }
+
+    async fn create_session(&self, session: &NewSession, replaces: Option<[u8; 32]>) -> Result<()> {
+        let customer = session.customer_id.as_uuid();
+        let mut conn = self.conn().await?;
+        conn.transaction(async |conn| {
+            diesel::delete(
+                console_sessions::table
+                    .filter(console_sessions::customer_id.eq(customer))
+                    .filter(console_sessions::expires_at.le(session.created_at)),
+            )
+            .execute(conn)
+            .await?;
+            if let Some(old) = replaces {
+                diesel::update(
+                    console_sessions::table
+                        .filter(console_sessions::customer_id.eq(customer))
+                        .filter(console_sessions::token_hash.eq(old.as_slice())),
+                )
+                .set(console_sessions::ended_at.eq(session.created_at))
+                .execute(conn)
+                .await?;
+            }
+            diesel::insert_into(console_sessions::table)
+                .values((
+                    console_sessions::customer_id.eq(customer),
+                    console_sessions::token_hash.eq(session.token.hash().as_slice()),
+                    console_sessions::subject.eq(&session.subject),
+                    console_sessions::display_name.eq(&session.display_name),
+                    console_sessions::csrf_token.eq(&session.csrf_token),
+                    console_sessions::created_at.eq(session.created_at),
+                    console_sessions::last_seen_at.eq(session.created_at),
+                    console_sessions::expires_at.eq(session.expires_at),
+                ))
+                .execute(conn)
+                .await?;
+            Ok::<_, diesel::result::Error>(())
+        })
+        .await
+        .map_err(db_error)
+    }
+
+    async fn live_session(
+        &self,
+        scope: CustomerScope,
+        token_hash: [u8; 32],
+        policy: SessionPolicy,
+    ) -> Result<Option<ConsoleSession>> {
+        let now = Utc::now();
+        let customer = scope.customer_id();
+        let mut conn = self.conn().await?;
+        let found: Option<(String, String, String, DateTime<Utc>, DateTime<Utc>)> = diesel::update(
+            console_sessions::table
+                .filter(console_sessions::customer_id.eq(customer.as_uuid()))
+                .filter(console_sessions::token_hash.eq(token_hash.as_slice()))
+                .filter(console_sessions::ended_at.is_null())
+                .filter(console_sessions::expires_at.gt(now))
+                .filter(console_sessions::last_seen_at.gt(now - lifetime(policy.idle))),
+        )
+        .set(console_sessions::last_seen_at.eq(now))
+        .returning((
+            console_sessions::subject,
+            console_sessions::display_name,
+            console_sessions::csrf_token,
+            console_sessions::created_at,
+            console_sessions::expires_at,
+        ))
+        .get_result(&mut conn)
+        .await
+        .optional()
+        .map_err(db_error)?;
+        Ok(found.map(|(subject, name, csrf, created_at, expires_at)| {
+            ConsoleSession::verified(customer, subject, name, csrf, created_at, expires_at)
+        }))
+    }
+
+    async fn end_session(&self, scope: CustomerScope, token_hash: [u8; 32]) -> Result<()> {
+        let mut conn = self.conn().await?;
+        diesel::update(
+            console_sessions::table
+                .filter(console_sessions::customer_id.eq(scope.customer_id().as_uuid()))
+                .filter(console_sessions::token_hash.eq(token_hash.as_slice()))
+                .filter(console_sessions::ended_at.is_null()),
+        )
+        .set(console_sessions::ended_at.eq(db_now()))
+        .execute(&mut conn)
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn audit_log(&self, scope: CustomerScope, limit: u32) -> Result<Vec<AuditEvent>> {
+        type AuditRow = (
+            DateTime<Utc>,
+            String,
+            String,
+            String,
+            String,
+            Uuid,
+            String,
+            String,
+        );
+        let mut conn = self.conn().await?;
+        let rows: Vec<AuditRow> = console_audit::table
+            .filter(console_audit::customer_id.eq(scope.customer_id().as_uuid()))
+            .order((console_audit::at.desc(), console_audit::id.desc()))
+            .limit(i64::from(limit))
+            .select((
+                console_audit::at,
+                console_audit::actor_kind,
+                console_audit::actor_subject,
+                console_audit::actor_name,
+                console_audit::action,
+                console_audit::key_id,
+                console_audit::key_name,
+                console_audit::key_prefix,
+            ))
+            .load(&mut conn)
+            .await
+            .map_err(db_error)?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(at, actor_kind, actor_subject, actor_name, action, key, key_name, key_prefix)| {
+                    AuditEvent {
+                        at,
+                        actor_kind,
+                        actor_subject,
+                        actor_name,
+                        action,
+                        key_id: KeyId::from_uuid(key),
+                        key_name,
+                        key_prefix,
+                    }
+                },
+            )
+            .collect())
+    }
+}
