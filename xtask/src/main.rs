@@ -2,6 +2,7 @@
 
 mod bench;
 mod chaos;
+mod console_e2e;
 mod demo;
 mod demo_data;
 mod demo_receiver;
@@ -52,6 +53,9 @@ enum Task {
     Tidy,
     /// Fuzz the served contract with schemathesis (installed into target/fuzz-venv).
     Fuzz(fuzz::FuzzArgs),
+    /// The customer console in headless Chromium against a real OpenID Connect provider
+    /// (node-oidc-provider); screenshots in target/console-e2e/screenshots.
+    ConsoleE2e,
     /// Start the product with demo data on 127.0.0.1:8080 until Ctrl-C.
     Demo(demo::DemoArgs),
     /// Write demo data at any scale as JSON Lines files (one per customer).
@@ -74,6 +78,7 @@ fn main() -> ExitCode {
         Task::Schema { check } => schema::run(check),
         Task::Tidy => tidy::run(),
         Task::Fuzz(args) => fuzz::run_fuzz(&args),
+        Task::ConsoleE2e => console_e2e::run_console_e2e(),
         Task::Demo(args) => demo::run_demo(&args),
         Task::GenData(args) => gen_data::run(&args),
         Task::Bench(args) => bench::run_bench(&args),

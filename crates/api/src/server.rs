@@ -215,6 +215,7 @@ pub async fn console_state(
     args: &ServeArgs,
     store: &PgStore,
     keyring: Arc<Keyring>,
+    request_limiter: Arc<dyn RateLimiter>,
 ) -> anyhow::Result<ConsoleState> {
     let sign_in_limiter = limiter_with(
         RatePolicy {
@@ -230,6 +231,7 @@ pub async fn console_state(
             console: Arc::new(store.clone()),
             sign_in: Arc::new(OidcSignIn::new().context("building the OpenID Connect client")?),
             sign_in_limiter,
+            request_limiter,
         },
         keyring,
         sessions: SessionPolicy {
@@ -296,7 +298,15 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
     );
     let console = match args.console.enabled {
-        true => Some(console_state(&args, &store, state.keyring.clone()).await?),
+        true => Some(
+            console_state(
+                &args,
+                &store,
+                state.keyring.clone(),
+                state.ports.limiter.clone(),
+            )
+            .await?,
+        ),
         false => None,
     };
     let https = tls.is_some();

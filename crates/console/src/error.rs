@@ -24,6 +24,9 @@ pub enum ConsoleError {
     /// Too many sign-in attempts from this address.
     #[error("too many sign-in attempts")]
     TooManySignIns { retry_after: u64 },
+    /// Too many requests from this address (the API's per-address budget).
+    #[error("too many requests")]
+    TooManyRequests { retry_after: u64 },
     /// The database or the identity provider cannot be reached now.
     #[error("unavailable: {0}")]
     Unavailable(String),
@@ -51,7 +54,9 @@ impl ResponseError for ConsoleError {
             ConsoleError::SignInRequired { .. } => StatusCode::SEE_OTHER,
             ConsoleError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ConsoleError::Forbidden { .. } => StatusCode::FORBIDDEN,
-            ConsoleError::TooManySignIns { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ConsoleError::TooManySignIns { .. } | ConsoleError::TooManyRequests { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ConsoleError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ConsoleError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -82,6 +87,16 @@ impl ResponseError for ConsoleError {
                         "Too many sign-ins were started from your network. Try again in {} \
                          seconds.",
                         retry_after
+                    ),
+                )
+            }
+            ConsoleError::TooManyRequests { retry_after } => {
+                response.insert_header((header::RETRY_AFTER, retry_after.to_string()));
+                (
+                    "Too many requests".to_owned(),
+                    format!(
+                        "Too many requests came from your network. Try again in {retry_after} \
+                         seconds."
                     ),
                 )
             }

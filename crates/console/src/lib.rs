@@ -16,12 +16,13 @@ mod keys;
 mod pages;
 mod session;
 mod sign_in;
+mod throttle;
 
 use std::sync::Arc;
 
 use actix_web::{
     http::header::{self, HeaderName},
-    middleware::DefaultHeaders,
+    middleware::{DefaultHeaders, from_fn},
     web,
 };
 use posture_domain::{
@@ -45,6 +46,9 @@ pub struct ConsolePorts {
     pub sign_in: Arc<dyn SignInProvider>,
     /// Counts sign-in attempts per client address (its own policy, apart from the API's).
     pub sign_in_limiter: Arc<dyn RateLimiter>,
+    /// The API's limiter: every console request but the assets counts against its client
+    /// address's budget.
+    pub request_limiter: Arc<dyn RateLimiter>,
 }
 
 /// Shared state of the console.
@@ -70,6 +74,21 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
      style-src 'self'; img-src 'self'; connect-src 'none'; form-action 'self'; \
      frame-ancestors 'none'; base-uri 'none'";
 
+/// The console's route templates under [`PREFIX`]: what the access log and the metrics name
+/// its requests by (the tests check every route label is a template).
+pub const ROUTES: &[&str] = &[
+    "/",
+    "/assets/{file}",
+    "/{customer}",
+    "/{customer}/",
+    "/{customer}/sign-in",
+    "/{customer}/callback",
+    "/{customer}/sign-out",
+    "/{customer}/keys",
+    "/{customer}/keys/{key}/revoke",
+    "/{customer}/audit",
+];
+
 /// Mounts the console under [`PREFIX`].
 pub fn configure(cfg: &mut web::ServiceConfig, state: ConsoleState) {
     let headers = DefaultHeaders::new()
@@ -84,7 +103,15 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ConsoleState) {
     cfg.service(
         web::scope(PREFIX)
             .app_data(web::Data::new(state))
-            .app_data(web::FormConfig::default().limit(pages::MAX_FORM_BYTES))
+            .app_data(web::PayloadConfig::new(pages::MAX_FORM_BYTES))
+            .app_data(web::QueryConfig::default().error_handler(|_, _| {
+                ConsoleError::BadRequest(
+                    "This address is malformed. Start again from your console's sign-in page."
+                        .to_owned(),
+                )
+                .into()
+            }))
+            .wrap(from_fn(throttle::throttle))
             .wrap(headers)
             .route("/", web::get().to(pages::landing))
             .route("/assets/{file}", web::get().to(assets::serve))

@@ -329,6 +329,19 @@ pub trait ConsoleRepository: Send + Sync {
     async fn end_session(&self, scope: CustomerScope, token_hash: [u8; 32]) -> Result<()>;
     /// The customer's audit log, newest first.
     async fn audit_log(&self, scope: CustomerScope, limit: u32) -> Result<Vec<AuditEvent>>;
+    /// Every customer's client secret sealed with another key than `current_key_id` (one
+    /// row per customer with a console; operator command `secrets reseal`).
+    async fn client_secrets_sealed_with_other_keys(
+        &self,
+        current_key_id: &str,
+    ) -> Result<Vec<(CustomerId, SealedSecret)>>;
+    /// Stores `resealed` in place of `previous` if the row still holds `previous`.
+    async fn replace_client_secret(
+        &self,
+        customer: CustomerId,
+        previous: &SealedSecret,
+        resealed: &SealedSecret,
+    ) -> Result<bool>;
 }
 
 /// Why a sign-in at the identity provider did not yield a user.

@@ -211,7 +211,7 @@ impl Keyring {
     /// Opens a secret sealed with any key of the ring and seals it again with the current
     /// key and a fresh nonce (a key rotation's second step).
     pub fn reseal(&self, sealed: &SealedSecret, context: &[u8]) -> Result<SealedSecret, Error> {
-        self.seal(&self.open(sealed, context)?, context)
+        self.seal_bytes(self.open_text(sealed, context)?.as_bytes(), context)
     }
 }
 

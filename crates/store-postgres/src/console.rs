@@ -355,4 +355,50 @@ impl ConsoleRepository for PgStore {
             )
             .collect())
     }
+
+    async fn client_secrets_sealed_with_other_keys(
+        &self,
+        current_key_id: &str,
+    ) -> Result<Vec<(CustomerId, SealedSecret)>> {
+        let mut conn = self.conn().await?;
+        let rows: Vec<SsoRow> = console_sso::table
+            .filter(console_sso::secret_key_id.ne(current_key_id))
+            .order(console_sso::customer_id)
+            .select(SsoRow::as_select())
+            .load(&mut conn)
+            .await
+            .map_err(db_error)?;
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                let (config, sealed) = row.split();
+                (config.customer_id, sealed)
+            })
+            .collect())
+    }
+
+    async fn replace_client_secret(
+        &self,
+        customer: CustomerId,
+        previous: &SealedSecret,
+        resealed: &SealedSecret,
+    ) -> Result<bool> {
+        let mut conn = self.conn().await?;
+        let changed = diesel::update(
+            console_sso::table
+                .filter(console_sso::customer_id.eq(customer.as_uuid()))
+                .filter(console_sso::secret_key_id.eq(&previous.key_id))
+                .filter(console_sso::secret_nonce.eq(&previous.nonce))
+                .filter(console_sso::secret_ciphertext.eq(&previous.ciphertext)),
+        )
+        .set((
+            console_sso::secret_key_id.eq(&resealed.key_id),
+            console_sso::secret_nonce.eq(&resealed.nonce),
+            console_sso::secret_ciphertext.eq(&resealed.ciphertext),
+        ))
+        .execute(&mut conn)
+        .await
+        .map_err(db_error)?;
+        Ok(changed == 1)
+    }
 }

@@ -106,10 +106,12 @@ async fn made_up_methods_and_paths_add_no_series() {
     let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
     for i in 0..1000u32 {
         let method = Method::from_bytes(format!("XQ{i}").as_bytes()).unwrap();
-        let path = match i % 4 {
+        let path = match i % 6 {
             0 => format!("/zz{i}"),
             1 => format!("/api/v1/zz{i}"),
             2 => format!("/api/v1/findings/zz{i}"),
+            3 => format!("/console/zz{i}/keys/zz/zz"),
+            4 => format!("/console/zz{i}"),
             _ => "/api/v1/identities".to_owned(),
         };
         let status = app
@@ -134,7 +136,15 @@ async fn made_up_methods_and_paths_add_no_series() {
         methods.iter().all(|m| known.contains(&m.as_str())),
         "{methods:?}"
     );
-    let templates: Vec<String> = ENDPOINTS.iter().map(|e| e.full_path()).collect();
+    let templates: Vec<String> = ENDPOINTS
+        .iter()
+        .map(|e| e.full_path())
+        .chain(
+            posture_console::ROUTES
+                .iter()
+                .map(|r| format!("{}{r}", posture_console::PREFIX)),
+        )
+        .collect();
     let fixed = ["unmatched", "/healthz", "/readyz", "/metrics"];
     for route in label_values(&text, "route") {
         assert!(

@@ -86,7 +86,11 @@ pub fn test_keyring() -> Keyring {
 }
 
 /// The console of a test server: sign-ins limited to `limit` per address per 10 minutes.
-pub fn console_state(store: &PgStore, limit: u32) -> ConsoleState {
+pub fn console_state(
+    store: &PgStore,
+    limit: u32,
+    request_limiter: Arc<dyn RateLimiter>,
+) -> ConsoleState {
     ConsoleState {
         ports: ConsolePorts {
             keys: Arc::new(store.clone()),
@@ -96,6 +100,7 @@ pub fn console_state(store: &PgStore, limit: u32) -> ConsoleState {
                 limit,
                 window_secs: 600,
             })),
+            request_limiter,
         },
         keyring: Arc::new(test_keyring()),
         sessions: SessionPolicy::DEFAULT,
@@ -245,7 +250,7 @@ impl TestApp {
                 metrics: Some(server::metrics_render(
                     metrics_handle(),
                     store.clone(),
-                    limiter,
+                    limiter.clone(),
                 )),
                 hsts: false,
             },
@@ -260,7 +265,7 @@ impl TestApp {
                 tls: None,
                 console: options
                     .console_sign_in_limit
-                    .map(|limit| console_state(&store, limit)),
+                    .map(|limit| console_state(&store, limit, limiter.clone())),
             },
             Some(store.clone()),
         );

@@ -2,6 +2,7 @@
 //! are made through the console port (the browser suite, `cargo xtask console-e2e`, signs in
 //! through a real OpenID Connect provider); everything after sign-in is the served console.
 
+mod cli;
 mod keys;
 mod sessions;
 mod sign_in;

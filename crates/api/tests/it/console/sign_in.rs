@@ -170,3 +170,47 @@ async fn the_console_can_be_switched_off() {
             .starts_with("application/json")
     );
 }
+
+#[tokio::test]
+async fn console_pages_count_against_the_addresss_request_budget_but_assets_do_not() {
+    use std::sync::Arc;
+
+    use posture_domain::rate_limit::{InProcessRateLimiter, RatePolicy};
+
+    let app = TestApp::with_limiter(
+        || {
+            Arc::new(InProcessRateLimiter::new(RatePolicy {
+                limit: 3,
+                window_secs: 60,
+            }))
+        },
+        Default::default(),
+    )
+    .await;
+    let (_, customer) = customer_with_console(&app, "Contoso").await;
+    let home = format!("/console/{customer}/");
+    for _ in 0..3 {
+        html(page(&app, &home, None).await, StatusCode::OK).await;
+    }
+    let refused = page(&app, &home, None).await;
+    assert!(refused.headers().contains_key(header::RETRY_AFTER));
+    let body = html(refused, StatusCode::TOO_MANY_REQUESTS).await;
+    assert!(body.contains("Too many requests"));
+    let css = page(&app, "/console/assets/console.css", None).await;
+    assert_eq!(css.status(), StatusCode::OK);
+    assert!(
+        css.headers()[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("text/css")
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_callback_query_is_a_page_in_words() {
+    let app = TestApp::start().await;
+    let (_, customer) = customer_with_console(&app, "Contoso").await;
+    let path = format!("/console/{customer}/callback?state=a&state=b");
+    let body = html(page(&app, &path, None).await, StatusCode::BAD_REQUEST).await;
+    assert!(body.contains("malformed"));
+}

@@ -1,0 +1,185 @@
+//! The operator's part: `posture-api customers sso set|show|clear`, operator issuance and
+//! revocation in the customer's audit log, and `secrets reseal` moving client secrets.
+
+use std::process::{Command, Output};
+
+use posture_domain::{ports::ConsoleRepository, secrets::Keyring};
+use serde_json::Value;
+
+use super::support::customer;
+use crate::support::{TestApp, test_keyring};
+
+/// `POSTURE_SECRET_KEY` of the test server's keyring ([7; 32]) and a new one ([8; 32]).
+const KEY_7: &str = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
+const KEY_8: &str = "CAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAg=";
+const SECRET: &str = "the-client-secret-of-contoso";
+
+fn posture_api(app: &TestApp, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_posture-api"))
+        .args(args)
+        .arg("--json")
+        .env("DATABASE_URL", app.db.url())
+        .env("POSTURE_LOG", "warn")
+        .env("POSTURE_SECRET_KEY", KEY_7)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
+}
+
+fn json(output: &Output) -> Value {
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn set_sso(app: &TestApp, customer: &str, issuer: &str) -> Output {
+    posture_api(
+        app,
+        &[
+            "customers",
+            "sso",
+            "set",
+            "--customer",
+            customer,
+            "--issuer",
+            issuer,
+            "--client-id",
+            "posture",
+            "--admin-claim",
+            "groups",
+            "--admin-value",
+            "posture-admins",
+            "--admin-subject",
+            "root",
+        ],
+        &[("POSTURE_SSO_CLIENT_SECRET", SECRET)],
+    )
+}
+
+#[tokio::test]
+async fn sso_set_seals_the_client_secret_and_never_prints_it() {
+    let app = TestApp::start().await;
+    let (scope, id) = customer(&app, "Contoso").await;
+    let output = set_sso(&app, &id, "https://login.contoso.example/v2.0");
+    let set = json(&output);
+    assert_eq!(set["issuer"], "https://login.contoso.example/v2.0");
+    assert_eq!(set["adminClaim"], "groups");
+    assert_eq!(set["adminValues"][0], "posture-admins");
+    assert_eq!(set["adminSubjects"][0], "root");
+    assert_eq!(set["redirectPath"], format!("/console/{id}/callback"));
+    let shown = json(&posture_api(
+        &app,
+        &["customers", "sso", "show", "--customer", &id],
+        &[],
+    ));
+    assert_eq!(shown["clientId"], "posture");
+    for out in [&output.stdout, &output.stderr] {
+        assert!(!String::from_utf8_lossy(out).contains(SECRET));
+    }
+    let setup = app.store.console_setup(scope).await.unwrap().unwrap();
+    assert!(
+        !setup
+            .sealed_secret
+            .ciphertext
+            .windows(SECRET.len())
+            .any(|w| w == SECRET.as_bytes())
+    );
+    let opened = test_keyring()
+        .open_client_secret(&setup.sealed_secret, scope.customer_id())
+        .unwrap();
+    assert_eq!(opened.expose(), SECRET);
+
+    let cleared = json(&posture_api(
+        &app,
+        &["customers", "sso", "clear", "--customer", &id],
+        &[],
+    ));
+    assert_eq!(cleared["removed"], true);
+    assert!(app.store.console_setup(scope).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn sso_set_refuses_a_plain_http_issuer_and_a_rule_naming_no_admin() {
+    let app = TestApp::start().await;
+    let (_, id) = customer(&app, "Contoso").await;
+    let insecure = set_sso(&app, &id, "http://login.contoso.example");
+    assert!(!insecure.status.success());
+    assert!(String::from_utf8_lossy(&insecure.stderr).contains("must be https"));
+    let nobody = posture_api(
+        &app,
+        &[
+            "customers",
+            "sso",
+            "set",
+            "--customer",
+            &id,
+            "--issuer",
+            "https://idp.example",
+            "--client-id",
+            "posture",
+        ],
+        &[("POSTURE_SSO_CLIENT_SECRET", SECRET)],
+    );
+    assert!(!nobody.status.success());
+    assert!(String::from_utf8_lossy(&nobody.stderr).contains("name the admins"));
+}
+
+#[tokio::test]
+async fn operator_issuance_and_revocation_from_the_cli_are_in_the_customers_audit_log() {
+    let app = TestApp::start().await;
+    let (scope, id) = customer(&app, "Contoso").await;
+    let issued = json(&posture_api(
+        &app,
+        &[
+            "keys",
+            "issue",
+            "--customer",
+            &id,
+            "--scope",
+            "read:findings",
+            "--name",
+            "ci",
+        ],
+        &[],
+    ));
+    assert_eq!(issued["createdBy"], "posture operator");
+    let key_id = issued["id"].as_str().unwrap();
+    json(&posture_api(&app, &["keys", "revoke", key_id], &[]));
+    let log = app.store.audit_log(scope, 10).await.unwrap();
+    let actions: Vec<(&str, &str)> = log
+        .iter()
+        .map(|e| (e.action.as_str(), e.actor_kind.as_str()))
+        .collect();
+    assert_eq!(
+        actions,
+        [("key.revoked", "operator"), ("key.issued", "operator")]
+    );
+    assert_eq!(log[0].key_id.to_string(), key_id);
+    assert_eq!(log[0].key_name, "ci");
+}
+
+#[tokio::test]
+async fn resealing_moves_console_client_secrets_to_the_new_key() {
+    let app = TestApp::start().await;
+    let (scope, id) = customer(&app, "Contoso").await;
+    json(&set_sso(&app, &id, "https://login.contoso.example"));
+    let moved = json(&posture_api(
+        &app,
+        &["secrets", "reseal"],
+        &[
+            ("POSTURE_SECRET_KEY", KEY_8),
+            ("POSTURE_SECRET_KEYS_PREVIOUS", KEY_7),
+        ],
+    ));
+    assert_eq!(moved["clientSecretsResealed"], 1);
+    let setup = app.store.console_setup(scope).await.unwrap().unwrap();
+    let new = Keyring::new(&[8; 32], &[]).unwrap();
+    assert_eq!(setup.sealed_secret.key_id, new.current_key_id());
+    let opened = new
+        .open_client_secret(&setup.sealed_secret, scope.customer_id())
+        .unwrap();
+    assert_eq!(opened.expose(), SECRET);
+}

@@ -1,0 +1,198 @@
+"""posture's customer console in a real browser (headless Chromium through Selenium) against
+a real OpenID Connect provider (node-oidc-provider, idp.mjs). Run by `cargo xtask
+console-e2e`, which starts PostgreSQL, the provider and posture-api and sets:
+
+  POSTURE_URL       the served posture-api, e.g. http://127.0.0.1:41234
+  CUSTOMER_ID       the customer whose console the provider signs in to
+  SCREENSHOTS       where each page's screenshot goes
+  ISSUED_KEYS_FILE  where the keys shown by the console are written (xtask then checks that
+                    no log line of posture-api holds any of them)
+"""
+
+import json
+import os
+import urllib.error
+import urllib.request
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+BASE = os.environ["POSTURE_URL"]
+CUSTOMER = os.environ["CUSTOMER_ID"]
+SHOTS = os.environ["SCREENSHOTS"]
+ISSUED = os.environ["ISSUED_KEYS_FILE"]
+CONSOLE = f"{BASE}/console/{CUSTOMER}/"
+
+
+@pytest.fixture
+def browser():
+    options = Options()
+    options.binary_location = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                "--disable-gpu", "--window-size=1280,860"):
+        options.add_argument(arg)
+    service = Service(os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver"))
+    driver = webdriver.Chrome(service=service, options=options)
+    driver.set_page_load_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def shot(driver, name):
+    driver.save_screenshot(os.path.join(SHOTS, f"{name}.png"))
+
+
+def wait(driver):
+    return WebDriverWait(driver, 20)
+
+
+def sign_in(driver, user, screenshot=None, again=False):
+    """Signs `user` in from the console's sign-in page through the provider's own pages
+    (`again`: while signed in, straight to the sign-in link, as the page sends an admin on)."""
+    if again:
+        driver.get(f"{CONSOLE}sign-in")
+    else:
+        driver.get(CONSOLE)
+        if screenshot:
+            shot(driver, screenshot)
+        driver.find_element(By.ID, "sign-in").click()
+    wait(driver).until(lambda d: d.current_url.startswith(BASE) or
+                       d.find_elements(By.NAME, "login") or
+                       d.find_elements(By.CSS_SELECTOR, "button.login-submit"))
+    if driver.find_elements(By.NAME, "login"):
+        driver.find_element(By.NAME, "login").send_keys(user)
+        driver.find_element(By.NAME, "password").send_keys("any password")
+        driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    # The provider asks for consent once per user and client.
+    wait(driver).until(lambda d: d.current_url.startswith(BASE) or
+                       (d.find_elements(By.CSS_SELECTOR, "button.login-submit") and
+                        "Continue" in d.page_source))
+    if not driver.current_url.startswith(BASE):
+        driver.find_element(By.CSS_SELECTOR, "button.login-submit").click()
+        wait(driver).until(lambda d: d.current_url.startswith(BASE))
+
+
+def api_status(key, path="/api/v1/findings"):
+    request = urllib.request.Request(f"{BASE}{path}", headers={"Authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as error:
+        return error.code, json.load(error)
+
+
+def session_cookie(driver):
+    return next(c for c in driver.get_cookies() if c["name"] == "posture_session")
+
+
+def issue_key(driver, name, scope, expires):
+    driver.get(f"{CONSOLE}keys")
+    driver.find_element(By.ID, "name").send_keys(name)
+    driver.find_element(By.CSS_SELECTOR, f"input[name=scope][value='{scope}']").click()
+    Select(driver.find_element(By.ID, "expires")).select_by_value(expires)
+    driver.find_element(By.ID, "issue-key").click()
+    key = wait(driver).until(EC.presence_of_element_located((By.ID, "new-key"))).text.strip()
+    with open(ISSUED, "a", encoding="utf-8") as issued:
+        issued.write(key + "\n")
+    return key
+
+
+def test_an_admin_issues_a_key_uses_it_and_revokes_it(browser):
+    sign_in(browser, "alice", screenshot="01-sign-in")
+    assert browser.current_url == f"{CONSOLE}keys"
+    assert "Contoso Group" in browser.page_source and "Alice Admin" in browser.page_source
+    shot(browser, "02-keys-before")
+
+    cookie = session_cookie(browser)
+    assert cookie["httpOnly"] is True
+    assert cookie["sameSite"] == "Lax"
+    assert cookie["path"] == f"/console/{CUSTOMER}/"
+    assert cookie["secure"] is False  # plain HTTP here; Secure over HTTPS (Rust tests)
+
+    key = issue_key(browser, "SIEM connector", "read:findings", "30d")
+    assert key.startswith("svc_") and len(key) == 43
+    assert "will not be shown again" in browser.page_source
+    copy = browser.find_element(By.CSS_SELECTOR, "button[data-copy=new-key]")
+    assert copy.is_displayed(), "the script shows the copy button"
+    shot(browser, "03-key-shown-once")
+
+    status, body = api_status(key)
+    assert status == 200 and body["meta"]["total"] > 0
+    status, body = api_status(key, "/api/v1/identities")
+    assert status == 403 and "read:identities" in body["reason"]
+
+    later_pages = []
+    browser.find_element(By.ID, "done").click()
+    later_pages.append(browser.page_source)
+    row = browser.find_element(By.XPATH, "//tr[td[1][text()='SIEM connector']]")
+    assert "read:findings" in row.text and "Alice Admin" in row.text and "Active" in row.text
+    shot(browser, "04-keys")
+
+    row.find_element(By.LINK_TEXT, "Revoke…").click()
+    later_pages.append(browser.page_source)
+    assert "cannot be undone" in browser.page_source
+    shot(browser, "05-revoke-confirm")
+    browser.find_element(By.ID, "confirm-revoke").click()
+    later_pages.append(browser.page_source)
+    assert "was revoked" in browser.page_source
+    shot(browser, "06-revoked")
+
+    status, body = api_status(key)
+    assert status == 401 and body["error"] == "unauthorized"
+
+    browser.get(f"{CONSOLE}audit")
+    later_pages.append(browser.page_source)
+    audit = browser.find_element(By.CSS_SELECTOR, "table.audit").text
+    assert "Alice Admin" in audit and "alice" in audit
+    assert "Issued" in audit and "Revoked" in audit and "SIEM connector" in audit
+    shot(browser, "07-audit")
+    for page in later_pages:
+        assert key not in page, "the key appeared again after the page that issued it"
+
+
+def test_a_form_posted_without_its_csrf_token_is_refused(browser):
+    sign_in(browser, "alice")
+    browser.get(f"{CONSOLE}keys")
+    keys_before = len(browser.find_elements(By.CSS_SELECTOR, "tr[data-key-id]"))
+    browser.find_element(By.ID, "name").send_keys("forged")
+    browser.find_element(By.CSS_SELECTOR, "input[name=scope][value='read:roles']").click()
+    browser.execute_script("document.querySelector('#issue input[name=csrf]').remove()")
+    browser.find_element(By.ID, "issue-key").click()
+    assert "security token is missing or wrong" in browser.page_source
+    assert not browser.find_elements(By.ID, "new-key")
+    shot(browser, "08-csrf-refused")
+    browser.get(f"{CONSOLE}keys")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "tr[data-key-id]")) == keys_before
+
+
+def test_a_user_who_is_not_an_admin_gets_a_clear_403_page(browser):
+    sign_in(browser, "bob")
+    assert "You are not an admin of this organisation" in browser.page_source
+    assert "Bob Builder" in browser.page_source
+    shot(browser, "09-not-an-admin")
+    assert not [c for c in browser.get_cookies() if c["name"] == "posture_session"]
+    browser.get(f"{CONSOLE}keys")
+    assert browser.current_url == CONSOLE, "no session: back to the sign-in page"
+
+
+def test_sign_in_rotates_the_session_and_sign_out_ends_it(browser):
+    sign_in(browser, "alice")
+    first = session_cookie(browser)["value"]
+    sign_in(browser, "alice", again=True)
+    second = session_cookie(browser)["value"]
+    assert first != second, "a new session token at every sign-in"
+
+    browser.find_element(By.CSS_SELECTOR, "form.signout button").click()
+    assert "You have signed out" in browser.page_source
+    shot(browser, "10-signed-out")
+    assert not [c for c in browser.get_cookies() if c["name"] == "posture_session"]
+    for token in (first, second):
+        browser.add_cookie({"name": "posture_session", "value": token,
+                            "path": f"/console/{CUSTOMER}/"})
+        browser.get(f"{CONSOLE}keys")
+        assert browser.current_url == CONSOLE, "the server ended the session"

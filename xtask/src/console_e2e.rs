@@ -1,0 +1,234 @@
+//! `cargo xtask console-e2e`: the customer console in a real browser against a real OpenID
+//! Connect provider (docs/console.md, "Tests").
+//!
+//! Starts a throwaway PostgreSQL, migrates, loads one customer of demo data, starts
+//! node-oidc-provider (`xtask/console-e2e/idp.mjs`, installed with `npm ci` into
+//! `target/console-e2e/`) with an admin and a non-admin user, points the customer's console
+//! at it with the real `posture-api customers sso set`, serves posture-api, and runs the
+//! pytest + Selenium suite (`xtask/console-e2e/test_console.py`, installed into
+//! `target/console-e2e-venv/`) in headless Chromium (Debian `chromium`, `chromium-driver`).
+//! Screenshots of every page land in `target/console-e2e/screenshots/`. Fails when a test
+//! fails, when posture-api logs an ERROR, or when any key the console showed appears in its
+//! log.
+
+use std::{
+    io::BufWriter,
+    path::Path,
+    process::{Command, Stdio},
+};
+
+use anyhow::{Context as _, bail};
+use base64::Engine as _;
+
+use crate::{
+    demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
+    files::{project_root, scratch_dir},
+    posture::{Guard, api_json, build_binaries, rand_bytes, wait_until_listening},
+    process::{eprintln_status, on_path, run},
+    servers::free_port,
+};
+
+/// What the suite runs with, pinned.
+const PYTHON_PACKAGES: &[&str] = &["selenium==4.50.0", "pytest==8.4.2"];
+
+/// The suite's Python environment, created when missing or when the pins change.
+fn venv(root: &Path) -> anyhow::Result<std::path::PathBuf> {
+    let venv = root.join("target").join("console-e2e-venv");
+    let pinned = venv.join(format!("{}.installed", PYTHON_PACKAGES.join("+")));
+    if !pinned.exists() {
+        eprintln_status(&format!(
+            "installing {} into {}",
+            PYTHON_PACKAGES.join(" "),
+            venv.display()
+        ));
+        run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+        run(Command::new(venv.join("bin").join("pip"))
+            .args(["install", "--quiet"])
+            .args(PYTHON_PACKAGES))?;
+        std::fs::write(&pinned, "")?;
+    }
+    Ok(venv)
+}
+
+/// node-oidc-provider, installed from the committed lock file when it changed.
+fn identity_provider(root: &Path) -> anyhow::Result<std::path::PathBuf> {
+    let source = root.join("xtask").join("console-e2e");
+    let dir = root.join("target").join("console-e2e");
+    std::fs::create_dir_all(&dir)?;
+    let lock = std::fs::read(source.join("package-lock.json"))?;
+    let installed = std::fs::read(dir.join("package-lock.json")).unwrap_or_default();
+    if lock != installed || !dir.join("node_modules").exists() {
+        eprintln_status("installing node-oidc-provider (npm ci)");
+        std::fs::copy(source.join("package.json"), dir.join("package.json"))?;
+        std::fs::copy(
+            source.join("package-lock.json"),
+            dir.join("package-lock.json"),
+        )?;
+        run(Command::new("npm")
+            .args(["ci", "--silent", "--no-audit", "--no-fund"])
+            .current_dir(&dir))?;
+    }
+    std::fs::copy(source.join("idp.mjs"), dir.join("idp.mjs"))?;
+    Ok(dir)
+}
+
+pub fn run_console_e2e() -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let root = project_root();
+    for program in ["chromium", "chromedriver", "node", "npm"] {
+        if on_path(program).is_none() {
+            bail!("{program} is missing: apt-get install -y chromium chromium-driver nodejs npm");
+        }
+    }
+    let venv = venv(&root)?;
+    let idp_dir = identity_provider(&root)?;
+    let bin = build_binaries()?;
+    let postgres = crate::servers::postgres("console-e2e-postgres", "")?;
+    let secret_key = base64::engine::general_purpose::STANDARD.encode(rand_bytes()?);
+    let env = [
+        ("DATABASE_URL", postgres.url.as_str()),
+        ("POSTURE_SECRET_KEY", secret_key.as_str()),
+    ];
+    api_json(&bin, &env, &["migrate"])?;
+    let name = "Contoso Group";
+    let customer = api_json(&bin, &env, &["customers", "create", "--name", name])?["id"]
+        .as_str()
+        .context("customer id")?
+        .to_owned();
+    let data = scratch_dir("console-e2e-data")?.join("contoso.jsonl");
+    let mut out = BufWriter::new(std::fs::File::create(&data)?);
+    let spec = CustomerSpec {
+        name: name.into(),
+        tenants: 1,
+        identities: 50,
+        findings: 200,
+        upr_days: 7,
+        seed: 3,
+    };
+    write_customer(&spec, Day::today(), &mut out)?;
+    std::io::Write::flush(&mut out)?;
+    drop(out);
+    api_json(
+        &bin,
+        &env,
+        &[
+            "ingest",
+            "--customer",
+            &customer,
+            data.to_str().context("path")?,
+        ],
+    )?;
+
+    let api_bind = format!("127.0.0.1:{}", free_port()?);
+    let idp_port = free_port()?;
+    let public_url = format!("http://{api_bind}");
+    let client_secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand_bytes()?);
+    let target = root.join("target").join("console-e2e");
+    let idp_log = target.join("idp.log");
+    let mut idp = Command::new("node");
+    idp.arg("idp.mjs")
+        .current_dir(&idp_dir)
+        .env("IDP_PORT", idp_port.to_string())
+        .env("IDP_CLIENT_ID", "posture")
+        .env("IDP_CLIENT_SECRET", &client_secret)
+        .env(
+            "IDP_REDIRECT_URI",
+            format!("{public_url}/console/{customer}/callback"),
+        )
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&idp_log)?)
+        .stderr(std::fs::File::create(target.join("idp.err.log"))?);
+    let mut children = vec![
+        idp.spawn()
+            .context("starting the identity provider (node)")?,
+    ];
+    wait_until_listening(&format!("127.0.0.1:{idp_port}"))?;
+
+    let mut sso_env = env.to_vec();
+    sso_env.push(("POSTURE_SSO_CLIENT_SECRET", client_secret.as_str()));
+    let issuer = format!("http://127.0.0.1:{idp_port}");
+    api_json(
+        &bin,
+        &sso_env,
+        &[
+            "customers",
+            "sso",
+            "set",
+            "--customer",
+            &customer,
+            "--issuer",
+            &issuer,
+            "--client-id",
+            "posture",
+            "--admin-claim",
+            "groups",
+            "--admin-value",
+            "posture-admins",
+        ],
+    )?;
+
+    let api_log = target.join("posture-api.log");
+    let mut serve = Command::new(bin.join("posture-api"));
+    serve
+        .arg("serve")
+        .envs(env)
+        .env("POSTURE_BIND", &api_bind)
+        .env("POSTURE_PUBLIC_URL", &public_url)
+        .env("POSTURE_LOG", "info")
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(&api_log)?);
+    children.push(serve.spawn().context("starting posture-api serve")?);
+    let _running = Guard(children);
+    wait_until_listening(&api_bind)?;
+
+    let screenshots = target.join("screenshots");
+    let _ = std::fs::remove_dir_all(&screenshots);
+    std::fs::create_dir_all(&screenshots)?;
+    let issued = target.join("issued-keys.txt");
+    std::fs::write(&issued, "")?;
+    eprintln_status("the console in headless Chromium (pytest + Selenium)");
+    let status = Command::new(venv.join("bin").join("python"))
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+        .arg(
+            root.join("xtask")
+                .join("console-e2e")
+                .join("test_console.py"),
+        )
+        .env("POSTURE_URL", &public_url)
+        .env("CUSTOMER_ID", &customer)
+        .env("SCREENSHOTS", &screenshots)
+        .env("ISSUED_KEYS_FILE", &issued)
+        .status()
+        .context("running pytest")?;
+    let logged = std::fs::read_to_string(&api_log).unwrap_or_default();
+    let errors: Vec<&str> = logged.lines().filter(|l| l.contains("ERROR")).collect();
+    let keys = std::fs::read_to_string(&issued)?;
+    let leaked: Vec<&str> = keys
+        .lines()
+        .filter(|key| !key.is_empty() && logged.contains(key))
+        .collect();
+    if !status.success() {
+        bail!(
+            "the console's browser tests failed; screenshots in {}",
+            screenshots.display()
+        );
+    }
+    if !errors.is_empty() {
+        bail!(
+            "posture-api logged ERROR lines during the console tests:\n{}",
+            errors.join("\n")
+        );
+    }
+    if keys.lines().count() == 0 {
+        bail!("the suite issued no key: the leak check checked nothing");
+    }
+    if !leaked.is_empty() {
+        bail!("an issued key appears in posture-api's log");
+    }
+    eprintln_status(&format!(
+        "console browser tests passed in {:.0} s; screenshots in {}",
+        started.elapsed().as_secs_f64(),
+        screenshots.display()
+    ));
+    Ok(())
+}
