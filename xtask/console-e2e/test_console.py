@@ -86,6 +86,12 @@ def api_status(key, path="/api/v1/findings"):
         return error.code, json.load(error)
 
 
+def status(driver):
+    """The HTTP status of the page the browser shows (Navigation Timing Level 2)."""
+    return driver.execute_script(
+        "return performance.getEntriesByType('navigation')[0].responseStatus")
+
+
 def session_cookie(driver):
     return next(c for c in driver.get_cookies() if c["name"] == "posture_session")
 
@@ -115,6 +121,7 @@ def test_an_admin_issues_a_key_uses_it_and_revokes_it(browser):
     assert cookie["secure"] is False  # plain HTTP here; Secure over HTTPS (Rust tests)
 
     key = issue_key(browser, "SIEM connector", "read:findings", "30d")
+    assert status(browser) == 200
     assert key.startswith("svc_") and len(key) == 43
     assert "will not be shown again" in browser.page_source
     copy = browser.find_element(By.CSS_SELECTOR, "button[data-copy=new-key]")
@@ -163,6 +170,7 @@ def test_a_form_posted_without_its_csrf_token_is_refused(browser):
     browser.find_element(By.CSS_SELECTOR, "input[name=scope][value='read:roles']").click()
     browser.execute_script("document.querySelector('#issue input[name=csrf]').remove()")
     browser.find_element(By.ID, "issue-key").click()
+    assert status(browser) == 400
     assert "security token is missing or wrong" in browser.page_source
     assert not browser.find_elements(By.ID, "new-key")
     shot(browser, "08-csrf-refused")
@@ -172,6 +180,7 @@ def test_a_form_posted_without_its_csrf_token_is_refused(browser):
 
 def test_a_user_who_is_not_an_admin_gets_a_clear_403_page(browser):
     sign_in(browser, "bob")
+    assert status(browser) == 403
     assert "You are not an admin of this organisation" in browser.page_source
     assert "Bob Builder" in browser.page_source
     shot(browser, "09-not-an-admin")
