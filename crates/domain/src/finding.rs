@@ -160,6 +160,8 @@ string_enum! {
         Ndjson = "ndjson",
         /// One ArcSight CEF line per finding.
         Cef = "cef",
+        /// One OCSF 1.5.0 Detection Finding event (JSON) per line.
+        Ocsf = "ocsf",
     }
 }
 

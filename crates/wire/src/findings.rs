@@ -87,7 +87,8 @@ impl FindingsQuery {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ExportQuery {
     /// `ndjson` (default): one JSON finding per line, as `GET /findings` shows it. `cef`: one
-    /// ArcSight CEF line per finding.
+    /// ArcSight CEF line per finding. `ocsf`: one OCSF 1.5.0 Detection Finding event (class
+    /// 2004) per line, as NDJSON.
     #[schemars(extend("default" = "ndjson"))]
     pub format: Option<OneOf<ExportFormat>>,
 }

@@ -12,6 +12,7 @@ pub mod error;
 pub mod findings;
 pub mod identities;
 pub mod ndjson;
+pub mod ocsf;
 pub mod query;
 pub mod recommendations;
 pub mod tenants;

@@ -5,10 +5,11 @@
 
 use std::io::Write;
 
-use crate::findings::FindingResponse;
+use serde::Serialize;
 
-/// Writes one finding as one line, line feed included.
-pub fn write_line(out: &mut impl Write, finding: &FindingResponse) -> serde_json::Result<()> {
+/// Writes one finding (as the API shows it, or as an OCSF event) as one line, line feed
+/// included.
+pub fn write_line(out: &mut impl Write, finding: &impl Serialize) -> serde_json::Result<()> {
     serde_json::to_writer(&mut *out, finding)?;
     out.write_all(b"\n").map_err(serde_json::Error::io)
 }

@@ -1,4 +1,5 @@
-//! The findings export of the largest customer, against `psql \copy` of the same rows.
+//! The findings export of the largest customer, against `psql \copy` of the same rows, and
+//! its OCSF form against the NDJSON one.
 
 use std::{
     io::Read as _,
@@ -63,14 +64,18 @@ pub fn run(
     customer: &Customer,
     figures: &mut Vec<Figure>,
 ) -> anyhow::Result<()> {
-    let curl = || {
+    let curl_format = |format: &str| {
         let mut command = Command::new("curl");
         command
             .args(["-sS", "--fail", "-H"])
             .arg(format!("Authorization: Bearer {}", customer.key))
-            .arg(format!("{}/api/v1/findings/export", server.base));
+            .arg(format!(
+                "{}/api/v1/findings/export?format={format}",
+                server.base
+            ));
         command
     };
+    let curl = || curl_format("ndjson");
     let psql = || {
         let mut command = Command::new("psql");
         command.arg(database_url).arg("-qc").arg(format!(
@@ -101,6 +106,8 @@ pub fn run(
     done.store(true, Ordering::Relaxed);
     let _ = sampler.join();
     let peak = peak.load(Ordering::Relaxed);
+    drain(curl_format("ocsf"))?;
+    let (_, ocsf_secs) = median_of_three(|| curl_format("ocsf"))?;
 
     let rows = customer.findings as f64;
     let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
@@ -119,6 +126,18 @@ pub fn run(
             "psql \\copy (select row_to_json(f) ...)",
             Some(0.9),
         ),
+    );
+    figures.push(
+        Figure::measure(
+            format!(
+                "export OCSF (Detection Finding events), {} findings of one customer",
+                customer.findings
+            ),
+            rows / ocsf_secs,
+            "rows/s",
+            false,
+        )
+        .against(rows / api_secs, "the NDJSON export", Some(0.8)),
     );
     figures.push(
         Figure::measure(

@@ -174,6 +174,7 @@ fn probes(operation_id: &str, tenant: &str, webhook: &str) -> Vec<Probe> {
         "exportFindings" => vec![
             get(format!("{v1}/findings/export"), S::OK),
             get(format!("{v1}/findings/export?format=cef"), S::OK),
+            get(format!("{v1}/findings/export?format=ocsf"), S::OK),
             get(format!("{v1}/findings/export?format=xml"), S::BAD_REQUEST),
         ],
         "getFinding" => vec![

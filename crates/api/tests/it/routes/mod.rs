@@ -4,6 +4,7 @@ mod bounds;
 mod every_route;
 mod export;
 mod export_limits;
+mod export_ocsf;
 mod findings;
 mod identities;
 mod roles;

@@ -1,4 +1,4 @@
-//! `GET /findings/export`: every matching finding as NDJSON or CEF, streamed.
+//! `GET /findings/export`: every matching finding as NDJSON, CEF or OCSF events, streamed.
 //!
 //! The response starts as soon as the first page is read; each further page is read only
 //! when the client has taken the previous one (actix polls the stream when the socket can
@@ -22,12 +22,12 @@ use posture_domain::{
 use posture_wire::{
     cef,
     findings::{ExportQuery, FindingResponse, FindingsQuery},
-    ndjson,
+    ndjson, ocsf,
     query::TenantQuery,
 };
 use schemars::{Schema, SchemaGenerator, json_schema};
 
-use super::{Endpoint, Success, schema};
+use super::{Endpoint, Success};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -46,7 +46,7 @@ trait Served {
 impl Served for ExportFormat {
     fn content_type(self) -> &'static str {
         match self {
-            ExportFormat::Ndjson => "application/x-ndjson",
+            ExportFormat::Ndjson | ExportFormat::Ocsf => "application/x-ndjson",
             ExportFormat::Cef => "text/plain; charset=utf-8",
         }
     }
@@ -55,6 +55,7 @@ impl Served for ExportFormat {
         match self {
             ExportFormat::Ndjson => "ndjson",
             ExportFormat::Cef => "cef",
+            ExportFormat::Ocsf => "ocsf.ndjson",
         }
     }
 
@@ -64,6 +65,10 @@ impl Served for ExportFormat {
             let finding = FindingResponse::from(finding);
             match self {
                 ExportFormat::Ndjson => ndjson::write_line(&mut BytesWriter(&mut out), &finding)?,
+                ExportFormat::Ocsf => ndjson::write_line(
+                    &mut BytesWriter(&mut out),
+                    &ocsf::DetectionFinding::new(&finding),
+                )?,
                 ExportFormat::Cef => {
                     out.extend_from_slice(cef::line(&finding).as_bytes());
                     out.extend_from_slice(b"\n");
@@ -88,6 +93,18 @@ impl std::io::Write for BytesWriter<'_> {
     }
 }
 
+/// NDJSON lines: the finding as `GET /findings` shows it, or (`format=ocsf`) its OCSF event.
+fn ndjson_schema(generator: &mut SchemaGenerator) -> Schema {
+    let finding = generator.subschema_for::<FindingResponse>();
+    let event = generator.subschema_for::<ocsf::DetectionFinding<'static>>();
+    json_schema!({
+        "description": "One JSON object per line: a finding as `GET /findings` shows it \
+                        (`format=ndjson`), or its OCSF 1.5.0 Detection Finding event \
+                        (`format=ocsf`).",
+        "anyOf": [finding, event]
+    })
+}
+
 fn cef_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "string",
@@ -100,7 +117,7 @@ pub static EXPORT: Endpoint = Endpoint {
     scope: Some(Scope::ReadFindings),
     operation_id: "exportFindings",
     tag: "findings",
-    summary: "Export findings as NDJSON or CEF",
+    summary: "Export findings as NDJSON, CEF or OCSF",
     description: "Every finding matching the filters of `GET /findings` (no `limit` or \
                   `offset`), ordered by id, streamed as it is read, each line ending in a line \
                   feed (the last one too). `X-Total-Count` gives the number of lines. No match \
@@ -114,7 +131,7 @@ pub static EXPORT: Endpoint = Endpoint {
         status: 200,
         description: "The findings, one per line.",
         content: &[
-            ("application/x-ndjson", schema::<FindingResponse>),
+            ("application/x-ndjson", ndjson_schema),
             ("text/plain; charset=utf-8", cef_schema),
         ],
     },

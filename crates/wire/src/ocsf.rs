@@ -1,0 +1,171 @@
+//! Findings as OCSF 1.5.0 *Detection Finding* events (class 2004, category 2 Findings), one
+//! JSON object per line (`GET /findings/export?format=ocsf`; the mapping is in
+//! docs/export.md).
+//!
+//! The event's activity says what the finding's state is: `Close` (3) for a resolved finding,
+//! `Update` (2) for one an analyzer pass reported again after detecting it, `Create` (1)
+//! otherwise; `type_uid` is `2004 × 100 + activity_id`. `time` is when a pass last reported
+//! the finding. Times are epoch milliseconds (OCSF's `timestamp_t`), with the `_dt` RFC 3339
+//! twins of the date/time profile left out.
+
+use chrono::{DateTime, Utc};
+use posture_domain::finding::{FindingStatus, Severity};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::findings::FindingResponse;
+
+/// The OCSF schema version the events follow.
+pub const OCSF_VERSION: &str = "1.5.0";
+/// Detection Finding.
+const CLASS_UID: u32 = 2004;
+/// Findings.
+const CATEGORY_UID: u32 = 2;
+
+/// One OCSF 1.5.0 Detection Finding event (class 2004): a line of
+/// `GET /findings/export?format=ocsf`. The mapping from posture's finding is in
+/// docs/export.md.
+#[derive(Serialize, JsonSchema)]
+#[schemars(rename = "OcsfDetectionFinding")]
+pub struct DetectionFinding<'a> {
+    activity_id: u8,
+    activity_name: &'static str,
+    category_uid: u32,
+    category_name: &'static str,
+    class_uid: u32,
+    class_name: &'static str,
+    type_uid: u32,
+    type_name: String,
+    time: i64,
+    severity_id: u8,
+    severity: &'static str,
+    status_id: u8,
+    status: &'static str,
+    message: &'a str,
+    finding_info: FindingInfo<'a>,
+    resources: Vec<Resource<'a>>,
+    metadata: Metadata,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[schemars(rename = "OcsfFindingInfo")]
+struct FindingInfo<'a> {
+    uid: &'a str,
+    title: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    desc: Option<&'a str>,
+    types: [&'a str; 1],
+    created_time: i64,
+    first_seen_time: i64,
+    last_seen_time: i64,
+    modified_time: i64,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[schemars(rename = "OcsfResource")]
+struct Resource<'a> {
+    uid: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    #[serde(rename = "type")]
+    kind: &'a str,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[schemars(rename = "OcsfMetadata")]
+struct Metadata {
+    version: &'static str,
+    product: Product,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[schemars(rename = "OcsfProduct")]
+struct Product {
+    name: &'static str,
+    vendor_name: &'static str,
+    version: &'static str,
+}
+
+fn millis(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+/// OCSF `severity_id` and its caption.
+pub fn severity(severity: Severity) -> (u8, &'static str) {
+    match severity {
+        Severity::Critical => (5, "Critical"),
+        Severity::High => (4, "High"),
+        Severity::Medium => (3, "Medium"),
+        Severity::Low => (2, "Low"),
+    }
+}
+
+/// OCSF finding `status_id` and its caption.
+pub fn status(status: FindingStatus) -> (u8, &'static str) {
+    match status {
+        FindingStatus::Open => (1, "New"),
+        FindingStatus::Suppressed => (3, "Suppressed"),
+        FindingStatus::Resolved => (4, "Resolved"),
+    }
+}
+
+impl<'a> DetectionFinding<'a> {
+    /// The event of one finding as the API shows it.
+    pub fn new(f: &'a FindingResponse) -> Self {
+        let (activity_id, activity_name) = match f.status {
+            FindingStatus::Resolved => (3, "Close"),
+            _ if f.updated_at > f.detected_at => (2, "Update"),
+            _ => (1, "Create"),
+        };
+        let (severity_id, severity) = severity(f.severity);
+        let (status_id, status) = status(f.status);
+        let mut resources = Vec::with_capacity(2);
+        if let Some(identity) = &f.identity {
+            resources.push(Resource {
+                uid: &identity.id,
+                name: Some(&identity.display_name),
+                kind: identity.kind.as_str(),
+            });
+        }
+        resources.push(Resource {
+            uid: &f.cloud_tenant_id,
+            name: None,
+            kind: "cloudTenant",
+        });
+        Self {
+            activity_id,
+            activity_name,
+            category_uid: CATEGORY_UID,
+            category_name: "Findings",
+            class_uid: CLASS_UID,
+            class_name: "Detection Finding",
+            type_uid: CLASS_UID * 100 + u32::from(activity_id),
+            type_name: format!("Detection Finding: {activity_name}"),
+            time: millis(f.updated_at),
+            severity_id,
+            severity,
+            status_id,
+            status,
+            message: &f.title,
+            finding_info: FindingInfo {
+                uid: &f.id,
+                title: &f.title,
+                desc: f.description.as_deref(),
+                types: [f.finding_type.as_str()],
+                created_time: millis(f.detected_at),
+                first_seen_time: millis(f.detected_at),
+                last_seen_time: millis(f.updated_at),
+                modified_time: millis(f.updated_at),
+            },
+            resources,
+            metadata: Metadata {
+                version: OCSF_VERSION,
+                product: Product {
+                    name: "posture",
+                    vendor_name: "posture",
+                    version: env!("CARGO_PKG_VERSION"),
+                },
+            },
+        }
+    }
+}
