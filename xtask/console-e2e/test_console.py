@@ -51,6 +51,18 @@ def wait(driver):
     return WebDriverWait(driver, 20)
 
 
+def click_and_load(driver, element):
+    """Clicks `element` and waits until the page it leads to has loaded."""
+    old = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    wait(driver).until(EC.staleness_of(old))
+    wait(driver).until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
+def on_posture(driver):
+    return driver.current_url.startswith(f"{BASE}/")
+
+
 def sign_in(driver, user, screenshot=None, again=False):
     """Signs `user` in from the console's sign-in page through the provider's own pages
     (`again`: while signed in, straight to the sign-in link, as the page sends an admin on)."""
@@ -60,21 +72,15 @@ def sign_in(driver, user, screenshot=None, again=False):
         driver.get(CONSOLE)
         if screenshot:
             shot(driver, screenshot)
-        driver.find_element(By.ID, "sign-in").click()
-    wait(driver).until(lambda d: d.current_url.startswith(BASE) or
-                       d.find_elements(By.NAME, "login") or
-                       d.find_elements(By.CSS_SELECTOR, "button.login-submit"))
+        click_and_load(driver, driver.find_element(By.ID, "sign-in"))
     if driver.find_elements(By.NAME, "login"):
         driver.find_element(By.NAME, "login").send_keys(user)
         driver.find_element(By.NAME, "password").send_keys("any password")
-        driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        click_and_load(driver, driver.find_element(By.CSS_SELECTOR, "button[type=submit]"))
     # The provider asks for consent once per user and client.
-    wait(driver).until(lambda d: d.current_url.startswith(BASE) or
-                       (d.find_elements(By.CSS_SELECTOR, "button.login-submit") and
-                        "Continue" in d.page_source))
-    if not driver.current_url.startswith(BASE):
-        driver.find_element(By.CSS_SELECTOR, "button.login-submit").click()
-        wait(driver).until(lambda d: d.current_url.startswith(BASE))
+    if not on_posture(driver):
+        click_and_load(driver, driver.find_element(By.CSS_SELECTOR, "button.login-submit"))
+    wait(driver).until(on_posture)
 
 
 def api_status(key, path="/api/v1/findings"):
@@ -86,7 +92,7 @@ def api_status(key, path="/api/v1/findings"):
         return error.code, json.load(error)
 
 
-def status(driver):
+def http_status(driver):
     """The HTTP status of the page the browser shows (Navigation Timing Level 2)."""
     return driver.execute_script(
         "return performance.getEntriesByType('navigation')[0].responseStatus")
@@ -101,7 +107,7 @@ def issue_key(driver, name, scope, expires):
     driver.find_element(By.ID, "name").send_keys(name)
     driver.find_element(By.CSS_SELECTOR, f"input[name=scope][value='{scope}']").click()
     Select(driver.find_element(By.ID, "expires")).select_by_value(expires)
-    driver.find_element(By.ID, "issue-key").click()
+    click_and_load(driver, driver.find_element(By.ID, "issue-key"))
     key = wait(driver).until(EC.presence_of_element_located((By.ID, "new-key"))).text.strip()
     with open(ISSUED, "a", encoding="utf-8") as issued:
         issued.write(key + "\n")
@@ -121,7 +127,7 @@ def test_an_admin_issues_a_key_uses_it_and_revokes_it(browser):
     assert cookie["secure"] is False  # plain HTTP here; Secure over HTTPS (Rust tests)
 
     key = issue_key(browser, "SIEM connector", "read:findings", "30d")
-    assert status(browser) == 200
+    assert http_status(browser) == 200
     assert key.startswith("svc_") and len(key) == 43
     assert "will not be shown again" in browser.page_source
     copy = browser.find_element(By.CSS_SELECTOR, "button[data-copy=new-key]")
@@ -134,17 +140,17 @@ def test_an_admin_issues_a_key_uses_it_and_revokes_it(browser):
     assert status == 403 and "read:identities" in body["reason"]
 
     later_pages = []
-    browser.find_element(By.ID, "done").click()
+    click_and_load(browser, browser.find_element(By.ID, "done"))
     later_pages.append(browser.page_source)
     row = browser.find_element(By.XPATH, "//tr[td[1][text()='SIEM connector']]")
     assert "read:findings" in row.text and "Alice Admin" in row.text and "Active" in row.text
     shot(browser, "04-keys")
 
-    row.find_element(By.LINK_TEXT, "Revoke…").click()
+    click_and_load(browser, row.find_element(By.LINK_TEXT, "Revoke…"))
     later_pages.append(browser.page_source)
     assert "cannot be undone" in browser.page_source
     shot(browser, "05-revoke-confirm")
-    browser.find_element(By.ID, "confirm-revoke").click()
+    click_and_load(browser, browser.find_element(By.ID, "confirm-revoke"))
     later_pages.append(browser.page_source)
     assert "was revoked" in browser.page_source
     shot(browser, "06-revoked")
@@ -169,8 +175,8 @@ def test_a_form_posted_without_its_csrf_token_is_refused(browser):
     browser.find_element(By.ID, "name").send_keys("forged")
     browser.find_element(By.CSS_SELECTOR, "input[name=scope][value='read:roles']").click()
     browser.execute_script("document.querySelector('#issue input[name=csrf]').remove()")
-    browser.find_element(By.ID, "issue-key").click()
-    assert status(browser) == 400
+    click_and_load(browser, browser.find_element(By.ID, "issue-key"))
+    assert http_status(browser) == 400
     assert "security token is missing or wrong" in browser.page_source
     assert not browser.find_elements(By.ID, "new-key")
     shot(browser, "08-csrf-refused")
@@ -180,7 +186,7 @@ def test_a_form_posted_without_its_csrf_token_is_refused(browser):
 
 def test_a_user_who_is_not_an_admin_gets_a_clear_403_page(browser):
     sign_in(browser, "bob")
-    assert status(browser) == 403
+    assert http_status(browser) == 403
     assert "You are not an admin of this organisation" in browser.page_source
     assert "Bob Builder" in browser.page_source
     shot(browser, "09-not-an-admin")
@@ -196,7 +202,7 @@ def test_sign_in_rotates_the_session_and_sign_out_ends_it(browser):
     second = session_cookie(browser)["value"]
     assert first != second, "a new session token at every sign-in"
 
-    browser.find_element(By.CSS_SELECTOR, "form.signout button").click()
+    click_and_load(browser, browser.find_element(By.CSS_SELECTOR, "form.signout button"))
     assert "You have signed out" in browser.page_source
     shot(browser, "10-signed-out")
     assert not [c for c in browser.get_cookies() if c["name"] == "posture_session"]

@@ -4,6 +4,7 @@
 
 mod cli;
 mod keys;
+mod provider;
 mod sessions;
 mod sign_in;
 pub mod support;

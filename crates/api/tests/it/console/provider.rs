@@ -1,0 +1,270 @@
+//! The whole sign-in against a provider served by wiremock that signs real ID tokens
+//! (ES256 with ring): the session cookie's flags, the admin rule's 403, ID tokens of another
+//! issuer, audience or nonce refused, a new session at every sign-in.
+
+use base64::Engine as _;
+use reqwest::{Response, StatusCode, header};
+use ring::{
+    rand::SystemRandom,
+    signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _},
+};
+use serde_json::{Value, json};
+use wiremock::{
+    Mock, MockServer, ResponseTemplate,
+    matchers::{body_string_contains, header_exists, method, path},
+};
+
+use super::support::{browser, configure_sso, customer, html, location};
+use crate::support::TestApp;
+
+/// An OpenID provider with one ES256 signing key.
+struct Provider {
+    server: MockServer,
+    key: EcdsaKeyPair,
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+impl Provider {
+    async fn start() -> Self {
+        let rng = SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+            .unwrap();
+        let point = key.public_key().as_ref();
+        let server = MockServer::start().await;
+        let issuer = server.uri();
+        Mock::given(method("GET"))
+            .and(path("/.well-known/openid-configuration"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "issuer": issuer,
+                "authorization_endpoint": format!("{issuer}/authorize"),
+                "token_endpoint": format!("{issuer}/token"),
+                "jwks_uri": format!("{issuer}/jwks"),
+                "response_types_supported": ["code"],
+                "subject_types_supported": ["public"],
+                "id_token_signing_alg_values_supported": ["ES256"],
+            })))
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path("/jwks"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({"keys": [{
+                "kty": "EC", "crv": "P-256", "kid": "k1", "alg": "ES256", "use": "sig",
+                "x": b64(&point[1..33]), "y": b64(&point[33..65]),
+            }]})))
+            .mount(&server)
+            .await;
+        Self { server, key }
+    }
+
+    fn issuer(&self) -> String {
+        self.server.uri()
+    }
+
+    /// A signed ID token with these claims.
+    fn id_token(&self, claims: &Value) -> String {
+        let header = b64(br#"{"alg":"ES256","typ":"JWT","kid":"k1"}"#);
+        let payload = b64(claims.to_string().as_bytes());
+        let input = format!("{header}.{payload}");
+        let signature = self
+            .key
+            .sign(&SystemRandom::new(), input.as_bytes())
+            .unwrap();
+        format!("{input}.{}", b64(signature.as_ref()))
+    }
+
+    /// The token endpoint answers (once) with an ID token of these claims, if the request
+    /// carries the PKCE verifier and the client's credentials.
+    async fn will_issue(&self, claims: &Value) {
+        Mock::given(method("POST"))
+            .and(path("/token"))
+            .and(body_string_contains("grant_type=authorization_code"))
+            .and(body_string_contains("code_verifier="))
+            .and(header_exists("authorization"))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "access_token": "at", "token_type": "Bearer", "expires_in": 300,
+                "id_token": self.id_token(claims),
+            })))
+            .up_to_n_times(1)
+            .mount(&self.server)
+            .await;
+    }
+}
+
+/// Claims of a user of `provider`, for the sign-in whose nonce is `nonce`.
+fn claims(provider: &Provider, subject: &str, groups: &[&str], nonce: &str) -> Value {
+    let now = chrono::Utc::now().timestamp();
+    json!({
+        "iss": provider.issuer(), "aud": "posture", "sub": subject, "nonce": nonce,
+        "iat": now, "exp": now + 300, "name": format!("User {subject}"), "groups": groups,
+    })
+}
+
+/// A sign-in through the redirect and the callback; `claims` turns the nonce into the ID
+/// token's claims. Returns the callback's response.
+async fn sign_in(
+    app: &TestApp,
+    provider: &Provider,
+    customer: &str,
+    extra: &[(&str, &str)],
+    claims: impl Fn(&str) -> Value,
+) -> Response {
+    let mut start = browser().get(app.url(&format!("/console/{customer}/sign-in")));
+    for (name, value) in extra {
+        start = start.header(*name, *value);
+    }
+    let started = start.send().await.unwrap();
+    let to = url::Url::parse(&location(&started)).unwrap();
+    let query: std::collections::HashMap<_, _> = to.query_pairs().into_owned().collect();
+    let binding = started.headers()[header::SET_COOKIE].to_str().unwrap();
+    let mut cookies = vec![binding.split(';').next().unwrap().to_owned()];
+    cookies.extend(
+        extra
+            .iter()
+            .filter(|(name, _)| *name == "cookie")
+            .map(|(_, value)| (*value).to_owned()),
+    );
+    provider.will_issue(&claims(&query["nonce"])).await;
+    let mut callback = browser()
+        .get(app.url(&format!(
+            "/console/{customer}/callback?code=the-code&state={}",
+            query["state"]
+        )))
+        .header(header::COOKIE, cookies.join("; "));
+    for (name, value) in extra.iter().filter(|(name, _)| *name != "cookie") {
+        callback = callback.header(*name, *value);
+    }
+    callback.send().await.unwrap()
+}
+
+fn session_cookie(response: &Response) -> Option<String> {
+    response
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .find(|c| c.starts_with("posture_session=") && !c.contains("Max-Age=0"))
+}
+
+async fn console_with_provider(app: &TestApp) -> (Provider, String) {
+    let provider = Provider::start().await;
+    let (scope, id) = customer(app, "Contoso").await;
+    configure_sso(app, scope, &provider.issuer()).await;
+    (provider, id)
+}
+
+#[tokio::test]
+async fn an_admin_signs_in_and_gets_a_session_cookie_with_every_flag() {
+    let app = TestApp::start().await;
+    let (provider, customer) = console_with_provider(&app).await;
+    let response = sign_in(&app, &provider, &customer, &[], |nonce| {
+        claims(&provider, "alice", &["staff", "posture-admins"], nonce)
+    })
+    .await;
+    assert_eq!(location(&response), format!("/console/{customer}/keys"));
+    let cookie = session_cookie(&response).expect("a session cookie");
+    for flag in [
+        "HttpOnly",
+        "SameSite=Lax",
+        &format!("Path=/console/{customer}/"),
+        "Max-Age=28800",
+    ] {
+        assert!(cookie.contains(flag), "{cookie} lacks {flag}");
+    }
+    assert!(!cookie.contains("Secure"), "plain HTTP");
+    let token = cookie.split(';').next().unwrap().to_owned();
+    let keys = browser()
+        .get(app.url(&format!("/console/{customer}/keys")))
+        .header(header::COOKIE, &token)
+        .send()
+        .await
+        .unwrap();
+    assert!(html(keys, StatusCode::OK).await.contains("User alice"));
+
+    let over_tls = sign_in(
+        &app,
+        &provider,
+        &customer,
+        &[("x-forwarded-proto", "https")],
+        |n| claims(&provider, "alice", &["posture-admins"], n),
+    )
+    .await;
+    let cookie = session_cookie(&over_tls).unwrap();
+    assert!(
+        cookie.contains("Secure") && cookie.contains("HttpOnly"),
+        "{cookie}"
+    );
+}
+
+#[tokio::test]
+async fn a_user_who_is_not_an_admin_gets_a_403_page_and_no_session() {
+    let app = TestApp::start().await;
+    let (provider, customer) = console_with_provider(&app).await;
+    let response = sign_in(&app, &provider, &customer, &[], |nonce| {
+        claims(&provider, "bob", &["staff"], nonce)
+    })
+    .await;
+    assert!(session_cookie(&response).is_none());
+    let body = html(response, StatusCode::FORBIDDEN).await;
+    assert!(body.contains("You are not an admin of this organisation"));
+    assert!(body.contains("User bob") && body.contains("Contoso"));
+}
+
+#[tokio::test]
+async fn id_tokens_of_another_issuer_audience_or_nonce_are_refused() {
+    let app = TestApp::start().await;
+    let (provider, customer) = console_with_provider(&app).await;
+    let admin = |nonce: &str| claims(&provider, "alice", &["posture-admins"], nonce);
+    let with = |mut claims: Value, name: &str, value: Value| {
+        claims[name] = value;
+        claims
+    };
+    type Forge<'a> = Box<dyn Fn(&str) -> Value + 'a>;
+    let forged: [Forge<'_>; 4] = [
+        Box::new(|n| with(admin(n), "iss", json!("https://idp.fabrikam.example"))),
+        Box::new(|n| with(admin(n), "aud", json!("another-client"))),
+        Box::new(|_| admin("a-nonce-of-another-sign-in")),
+        Box::new(|n| with(admin(n), "exp", json!(1_000_000_000))),
+    ];
+    for claims in forged {
+        let response = sign_in(&app, &provider, &customer, &[], claims).await;
+        assert!(session_cookie(&response).is_none());
+        let body = html(response, StatusCode::BAD_REQUEST).await;
+        assert!(body.contains("could not be verified"));
+    }
+}
+
+#[tokio::test]
+async fn every_sign_in_starts_a_new_session_and_ends_the_one_it_replaces() {
+    let app = TestApp::start().await;
+    let (provider, customer) = console_with_provider(&app).await;
+    let admin = |nonce: &str| claims(&provider, "alice", &["posture-admins"], nonce);
+    let first = session_cookie(&sign_in(&app, &provider, &customer, &[], admin).await).unwrap();
+    let first = first.split(';').next().unwrap().to_owned();
+    let second = sign_in(&app, &provider, &customer, &[("cookie", &first)], admin).await;
+    let second = session_cookie(&second).unwrap();
+    let second = second.split(';').next().unwrap().to_owned();
+    assert_ne!(first, second);
+    let keys = format!("/console/{customer}/keys");
+    let old = browser()
+        .get(app.url(&keys))
+        .header(header::COOKIE, &first)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        location(&old),
+        format!("/console/{customer}/"),
+        "the replaced session ended"
+    );
+    let new = browser()
+        .get(app.url(&keys))
+        .header(header::COOKIE, &second)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(new.status(), StatusCode::OK);
+}
