@@ -18,7 +18,7 @@ use super::support::{browser, configure_sso, customer, html, location};
 use crate::support::TestApp;
 
 /// An OpenID provider with one ES256 signing key.
-struct Provider {
+pub struct Provider {
     server: MockServer,
     key: EcdsaKeyPair,
 }
@@ -28,7 +28,7 @@ fn b64(bytes: &[u8]) -> String {
 }
 
 impl Provider {
-    async fn start() -> Self {
+    pub async fn start() -> Self {
         let rng = SystemRandom::new();
         let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
         let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
@@ -60,7 +60,7 @@ impl Provider {
         Self { server, key }
     }
 
-    fn issuer(&self) -> String {
+    pub fn issuer(&self) -> String {
         self.server.uri()
     }
 

@@ -1,49 +1,19 @@
 //! Signing in: the redirect to the provider (PKCE, state, nonce, the binding cookie), the
 //! callback's refusals, the sign-in limit, the console switched off.
 
-use reqwest::{StatusCode, header};
-use serde_json::json;
-use wiremock::{
-    Mock, MockServer, ResponseTemplate,
-    matchers::{method, path},
-};
-
+use super::provider::Provider;
 use super::support::{
     browser, configure_sso, customer, customer_with_console, html, location, page,
 };
 use crate::support::TestApp;
-
-/// A provider that answers discovery and its (empty) key set: enough to start a sign-in.
-async fn discoverable_provider() -> MockServer {
-    let server = MockServer::start().await;
-    let issuer = server.uri();
-    Mock::given(method("GET"))
-        .and(path("/.well-known/openid-configuration"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
-            "issuer": issuer,
-            "authorization_endpoint": format!("{issuer}/authorize"),
-            "token_endpoint": format!("{issuer}/token"),
-            "jwks_uri": format!("{issuer}/jwks"),
-            "response_types_supported": ["code"],
-            "subject_types_supported": ["public"],
-            "id_token_signing_alg_values_supported": ["RS256"],
-        })))
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path("/jwks"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({ "keys": [] })))
-        .mount(&server)
-        .await;
-    server
-}
+use reqwest::{StatusCode, header};
 
 #[tokio::test]
 async fn sign_in_redirects_to_the_provider_with_pkce_state_and_nonce() {
     let app = TestApp::start().await;
-    let provider = discoverable_provider().await;
+    let provider = Provider::start().await;
     let (scope, customer) = customer(&app, "Contoso").await;
-    configure_sso(&app, scope, &provider.uri()).await;
+    configure_sso(&app, scope, &provider.issuer()).await;
     let start = format!("/console/{customer}/sign-in");
     let sign_in_page = html(
         page(&app, &format!("/console/{customer}/"), None).await,
@@ -91,9 +61,9 @@ async fn sign_in_redirects_to_the_provider_with_pkce_state_and_nonce() {
 #[tokio::test]
 async fn a_callback_without_its_sign_in_cookie_or_with_a_wrong_state_is_refused() {
     let app = TestApp::start().await;
-    let provider = discoverable_provider().await;
+    let provider = Provider::start().await;
     let (scope, customer) = customer(&app, "Contoso").await;
-    configure_sso(&app, scope, &provider.uri()).await;
+    configure_sso(&app, scope, &provider.issuer()).await;
     let callback = format!("/console/{customer}/callback?code=abc&state=xyz");
     let body = html(page(&app, &callback, None).await, StatusCode::BAD_REQUEST).await;
     assert!(body.contains("Start again"));
