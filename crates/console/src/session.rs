@@ -133,8 +133,8 @@ pub async fn require(
     })
 }
 
-/// The fields of a urlencoded form, checked for the session's CSRF token. The body is
-/// bounded by the scope's `PayloadConfig`-like limit before it gets here.
+/// The fields of a urlencoded form (the first 64), checked for the session's CSRF token.
+/// The body is bounded by the console's `PayloadConfig` (16 KiB) before it gets here.
 pub fn checked_form(
     body: &web::Bytes,
     signed: &Signed,
