@@ -24,7 +24,7 @@ use crate::{
     demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
     files::{project_root, scratch_dir},
     posture::{Guard, api_json, build_binaries, rand_bytes, wait_until_listening},
-    process::{eprintln_status, on_path, run},
+    process::{eprintln_status, on_path, python_venv, run},
     servers::free_port,
 };
 
@@ -34,19 +34,7 @@ const PYTHON_PACKAGES: &[&str] = &["selenium==4.50.0", "pytest==8.4.2"];
 /// The suite's Python environment, created when missing or when the pins change.
 fn venv(root: &Path) -> anyhow::Result<std::path::PathBuf> {
     let venv = root.join("target").join("console-e2e-venv");
-    let pinned = venv.join(format!("{}.installed", PYTHON_PACKAGES.join("+")));
-    if !pinned.exists() {
-        eprintln_status(&format!(
-            "installing {} into {}",
-            PYTHON_PACKAGES.join(" "),
-            venv.display()
-        ));
-        run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
-        run(Command::new(venv.join("bin").join("pip"))
-            .args(["install", "--quiet"])
-            .args(PYTHON_PACKAGES))?;
-        std::fs::write(&pinned, "")?;
-    }
+    python_venv(&venv, PYTHON_PACKAGES)?;
     Ok(venv)
 }
 

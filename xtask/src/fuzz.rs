@@ -22,7 +22,7 @@ use crate::{
     demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
     files::{project_root, scratch_dir},
     posture::{Guard, api_json, build_binaries, rand_bytes, wait_until_listening},
-    process::{eprintln_status, run},
+    process::{eprintln_status, python_venv},
     servers::free_port,
 };
 
@@ -47,18 +47,8 @@ pub struct FuzzArgs {
 
 /// schemathesis from the virtual environment, installed when missing.
 fn schemathesis(venv: &std::path::Path) -> anyhow::Result<PathBuf> {
-    let bin = venv.join("bin").join("schemathesis");
-    let pinned = venv.join(format!("{SCHEMATHESIS}.installed"));
-    if !pinned.exists() {
-        eprintln_status(&format!(
-            "installing {SCHEMATHESIS} into {}",
-            venv.display()
-        ));
-        run(Command::new("python3").args(["-m", "venv"]).arg(venv))?;
-        run(Command::new(venv.join("bin").join("pip")).args(["install", "--quiet", SCHEMATHESIS]))?;
-        std::fs::write(&pinned, "")?;
-    }
-    Ok(bin)
+    python_venv(venv, &[SCHEMATHESIS])?;
+    Ok(venv.join("bin").join("schemathesis"))
 }
 
 pub fn run_fuzz(args: &FuzzArgs) -> anyhow::Result<()> {

@@ -1,7 +1,10 @@
 //! Processes the tasks run: commands and their output, and status lines for the person
 //! running the task.
 
-use std::{path::PathBuf, process::Command};
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
 
 use anyhow::{Context as _, bail};
 
@@ -49,4 +52,23 @@ pub fn on_path(program: &str) -> Option<PathBuf> {
     std::env::split_paths(&paths)
         .map(|dir| dir.join(program))
         .find(|p| p.is_file())
+}
+
+/// A Python virtual environment at `venv` holding `packages` (pinned), created when missing
+/// and installed again when the pins change.
+pub fn python_venv(venv: &Path, packages: &[&str]) -> anyhow::Result<()> {
+    let pinned = venv.join(format!("{}.installed", packages.join("+")));
+    if !pinned.exists() {
+        eprintln_status(&format!(
+            "installing {} into {}",
+            packages.join(" "),
+            venv.display()
+        ));
+        run(Command::new("python3").args(["-m", "venv"]).arg(venv))?;
+        run(Command::new(venv.join("bin").join("pip"))
+            .args(["install", "--quiet"])
+            .args(packages))?;
+        std::fs::write(&pinned, "")?;
+    }
+    Ok(())
 }

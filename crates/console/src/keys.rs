@@ -5,7 +5,7 @@
 //! it by NOTIFY at once). The full key is in one response only, the one answering the issue
 //! form, sent with `Cache-Control: no-store`; it is never logged.
 
-use actix_web::{HttpRequest, HttpResponse, http::header, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use chrono::{Duration, Utc};
 use posture_domain::{
     ApiKey, KeyId, Scope,
@@ -175,12 +175,10 @@ pub async fn confirm_revoke(
     let signed = session::require(&req, &state, &customer).await?;
     let key = key_of(&state, &signed, &key).await?;
     if key.revoked_at.is_some() {
-        return Ok(HttpResponse::SeeOther()
-            .insert_header((
-                header::LOCATION,
-                format!("{PREFIX}/{customer}/keys?revoked={}", key.id),
-            ))
-            .finish());
+        return Ok(session::redirect(format!(
+            "{PREFIX}/{customer}/keys?revoked={}",
+            key.id
+        )));
     }
     Ok(pages::html_page(pages::confirm_revoke(
         &signed.viewer(),
@@ -207,12 +205,10 @@ pub async fn revoke(
     if revoked_now {
         tracing::info!(customer = %signed.customer, key.id = %key.id, subject = %signed.session.subject, "console: key revoked");
     }
-    Ok(HttpResponse::SeeOther()
-        .insert_header((
-            header::LOCATION,
-            format!("{PREFIX}/{customer}/keys?revoked={}", key.id),
-        ))
-        .finish())
+    Ok(session::redirect(format!(
+        "{PREFIX}/{customer}/keys?revoked={}",
+        key.id
+    )))
 }
 
 /// `GET audit`: who issued and revoked which key.

@@ -10,7 +10,6 @@ use posture_domain::{
     console::{ConsoleSession, SessionToken},
     ports::ConsoleSetup,
 };
-use posture_http::client_ip::bucket_name;
 
 use crate::{ConsoleError, ConsoleState, PREFIX, pages::Viewer};
 
@@ -70,6 +69,18 @@ pub fn removal(name: &str, path: String, secure: bool) -> Cookie<'_> {
     c
 }
 
+/// A `303 See Other` to `location`.
+pub fn redirect(location: String) -> actix_web::HttpResponse {
+    actix_web::HttpResponse::SeeOther()
+        .insert_header((actix_web::http::header::LOCATION, location))
+        .finish()
+}
+
+/// The path of a customer's sign-in callback, where the sign-in cookie lives.
+pub fn callback_path(customer: CustomerId) -> String {
+    format!("{PREFIX}/{customer}/callback")
+}
+
 /// The path of a customer's console, where its session cookie lives.
 pub fn console_path(customer: CustomerId) -> String {
     format!("{PREFIX}/{customer}/")
@@ -101,18 +112,15 @@ impl Signed {
     }
 }
 
-/// The live session of this customer's console, or a redirect to its sign-in page.
-pub async fn require(
+/// The live session this request presents for `customer`, if any.
+pub async fn current(
     req: &HttpRequest,
     state: &ConsoleState,
-    customer_path: &str,
-) -> Result<Signed, ConsoleError> {
-    let customer = customer(customer_path)?;
-    let setup = setup(state, customer).await?;
-    let sign_in = || ConsoleError::SignInRequired {
-        customer: customer.to_string(),
+    customer: CustomerId,
+) -> Result<Option<(ConsoleSession, [u8; 32])>, ConsoleError> {
+    let Some(token) = presented_token(req) else {
+        return Ok(None);
     };
-    let token = presented_token(req).ok_or_else(sign_in)?;
     let token_hash = token.hash();
     let session = state
         .ports
@@ -122,8 +130,24 @@ pub async fn require(
             token_hash,
             state.sessions,
         )
-        .await?
-        .ok_or_else(sign_in)?;
+        .await?;
+    Ok(session.map(|session| (session, token_hash)))
+}
+
+/// The live session of this customer's console, or a redirect to its sign-in page.
+pub async fn require(
+    req: &HttpRequest,
+    state: &ConsoleState,
+    customer_path: &str,
+) -> Result<Signed, ConsoleError> {
+    let customer = customer(customer_path)?;
+    let setup = setup(state, customer).await?;
+    let (session, token_hash) =
+        current(req, state, customer)
+            .await?
+            .ok_or_else(|| ConsoleError::SignInRequired {
+                customer: customer.to_string(),
+            })?;
     Ok(Signed {
         session,
         token_hash,
@@ -156,17 +180,4 @@ pub fn checked_form(
         ));
     }
     Ok(fields)
-}
-
-/// The rate-limit bucket name of the request's client.
-pub fn client_bucket(req: &HttpRequest, state: &ConsoleState) -> String {
-    let forwarded: Vec<&str> = req
-        .headers()
-        .get_all("x-forwarded-for")
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    match req.peer_addr() {
-        Some(peer) => bucket_name(state.trusted_proxies.client(peer.ip(), &forwarded)),
-        None => "unknown".to_owned(),
-    }
 }

@@ -10,11 +10,12 @@
 use actix_web::{HttpRequest, HttpResponse, http::header, web};
 use chrono::Utc;
 use posture_domain::{
-    CustomerScope,
+    CustomerId, CustomerScope,
     console::{NewSession, random_token, same_secret, token_hash},
     ports::SignInError,
     rate_limit::RateBucket,
 };
+use posture_http::client_ip::request_bucket_name;
 use serde::Deserialize;
 
 use crate::{
@@ -26,21 +27,16 @@ use crate::{
 /// Longest `code`, `state` or `error` value read from the provider's redirect.
 const MAX_CALLBACK_VALUE: usize = 4096;
 
-fn redirect(location: String) -> HttpResponse {
-    HttpResponse::SeeOther()
-        .insert_header((header::LOCATION, location))
-        .finish()
-}
-
-fn callback_uri(req: &HttpRequest, state: &ConsoleState, customer: &str) -> String {
+fn callback_uri(req: &HttpRequest, state: &ConsoleState, customer: CustomerId) -> String {
     format!(
-        "{}{PREFIX}/{customer}/callback",
-        session::base_url(req, state)
+        "{}{}",
+        session::base_url(req, state),
+        session::callback_path(customer)
     )
 }
 
 async fn count_attempt(req: &HttpRequest, state: &ConsoleState) -> Result<(), ConsoleError> {
-    let bucket = RateBucket::SignIn(session::client_bucket(req, state));
+    let bucket = RateBucket::SignIn(request_bucket_name(req, &state.trusted_proxies));
     let decision = state.ports.sign_in_limiter.check(&bucket).await?;
     if decision.allowed {
         Ok(())
@@ -65,12 +61,10 @@ pub async fn sign_in_page(
     query: web::Query<SignInPageQuery>,
 ) -> Result<HttpResponse, ConsoleError> {
     let customer = session::customer(&path)?;
-    match session::require(&req, &state, &path).await {
-        Ok(_) => return Ok(redirect(format!("{PREFIX}/{customer}/keys"))),
-        Err(ConsoleError::SignInRequired { .. }) => {}
-        Err(other) => return Err(other),
-    }
     let setup = session::setup(&state, customer).await?;
+    if session::current(&req, &state, customer).await?.is_some() {
+        return Ok(session::redirect(format!("{PREFIX}/{customer}/keys")));
+    }
     let host = url_host(&setup.sso.issuer);
     let customer_text = customer.to_string();
     let viewer = Viewer {
@@ -97,7 +91,7 @@ pub async fn start(
     let customer = session::customer(&path)?;
     count_attempt(&req, &state).await?;
     let setup = session::setup(&state, customer).await?;
-    let redirect_uri = callback_uri(&req, &state, &path);
+    let redirect_uri = callback_uri(&req, &state, customer);
     let started = state
         .ports
         .sign_in
@@ -117,7 +111,7 @@ pub async fn start(
     let mut binding_cookie = session::cookie(
         SIGN_IN_COOKIE,
         &binding,
-        format!("{PREFIX}/{customer}/callback"),
+        session::callback_path(customer),
         session::secure(&req, &state),
     );
     binding_cookie.set_max_age(actix_web::cookie::time::Duration::seconds(
@@ -216,7 +210,7 @@ pub async fn callback(
         .finish_sign_in(
             &setup.sso,
             &secret,
-            &callback_uri(&req, &state, &path),
+            &callback_uri(&req, &state, customer),
             code,
             &pending,
         )
@@ -248,7 +242,7 @@ pub async fn callback(
         .cookie(session_cookie)
         .cookie(session::removal(
             SIGN_IN_COOKIE,
-            format!("{PREFIX}/{customer}/callback"),
+            session::callback_path(customer),
             secure,
         ))
         .finish())

@@ -11,17 +11,22 @@ use actix_web::{
     web,
 };
 use posture_domain::rate_limit::RateBucket;
+use posture_http::client_ip::request_bucket_name;
 
-use crate::{ConsoleError, ConsoleState, PREFIX, session};
+use crate::{ConsoleError, ConsoleState, PREFIX};
 
 pub async fn throttle(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
-    let is_asset = req.path().starts_with(&format!("{PREFIX}/assets/"));
+    let is_asset = req
+        .path()
+        .strip_prefix(PREFIX)
+        .is_some_and(|rest| rest.starts_with("/assets/"));
     let state = req.app_data::<web::Data<ConsoleState>>().cloned();
     if let (false, Some(state)) = (is_asset, state) {
-        let bucket = RateBucket::Address(session::client_bucket(req.request(), &state));
+        let bucket =
+            RateBucket::Address(request_bucket_name(req.request(), &state.trusted_proxies));
         let refusal = match state.ports.request_limiter.check(&bucket).await {
             Ok(decision) if decision.allowed => None,
             Ok(decision) => Some(ConsoleError::TooManyRequests {

@@ -69,6 +69,20 @@ impl TrustedProxies {
     }
 }
 
+/// The rate-limit bucket name of a request's client: its address behind the trusted proxies
+/// (from `X-Forwarded-For`), or `unknown` without a peer address.
+pub fn request_bucket_name(req: &actix_web::HttpRequest, proxies: &TrustedProxies) -> String {
+    let forwarded: Vec<&str> = req
+        .headers()
+        .get_all("x-forwarded-for")
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    match req.peer_addr() {
+        Some(peer) => bucket_name(proxies.client(peer.ip(), &forwarded)),
+        None => "unknown".to_owned(),
+    }
+}
+
 /// The rate-limit bucket name of a client address: IPv4 as is, IPv6 by its /64.
 pub fn bucket_name(ip: IpAddr) -> String {
     match ip {

@@ -35,7 +35,7 @@ use posture_domain::{
 };
 
 use crate::{
-    auth::presented_key, client_ip::bucket_name, error::ApiError, routes, state::ApiState,
+    auth::presented_key, client_ip::request_bucket_name, error::ApiError, routes, state::ApiState,
 };
 
 const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
@@ -46,16 +46,7 @@ const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// The bucket of a request without a valid key: its client address.
 fn address_bucket(req: &ServiceRequest, state: &ApiState) -> RateBucket {
-    let forwarded: Vec<&str> = req
-        .headers()
-        .get_all("x-forwarded-for")
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    let name = match req.peer_addr() {
-        Some(peer) => bucket_name(state.trusted_proxies.client(peer.ip(), &forwarded)),
-        None => "unknown".to_owned(),
-    };
-    RateBucket::Address(name)
+    RateBucket::Address(request_bucket_name(req.request(), &state.trusted_proxies))
 }
 
 fn set_headers(headers: &mut HeaderMap, bucket: &RateBucket, d: &RateDecision) {

@@ -295,11 +295,11 @@ async fn failed_deliveries_are_listed_by_status_and_can_be_retried() {
 
 /// `POSTURE_SECRET_KEY` values of the rotation test: the server's key ([7; 32]), the new
 /// one ([8; 32]) and an unrelated one ([9; 32]).
-const KEY_7: &str = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
-const KEY_8: &str = "CAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAg=";
+pub(crate) const KEY_7: &str = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
+pub(crate) const KEY_8: &str = "CAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAg=";
 const KEY_9: &str = "CQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQk=";
 
-fn reseal(db: &TestDb, current: &str, previous: &str) -> Output {
+pub(crate) fn reseal(db: &TestDb, current: &str, previous: &str) -> Output {
     use std::io::Write as _;
     let output = Command::new(env!("CARGO_BIN_EXE_posture-api"))
         .args(["secrets", "reseal", "--json"])

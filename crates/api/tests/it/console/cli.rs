@@ -4,14 +4,13 @@
 use std::process::{Command, Output};
 
 use posture_domain::{ports::ConsoleRepository, secrets::Keyring};
-use serde_json::Value;
 
 use super::support::customer;
-use crate::support::{TestApp, test_keyring};
+use crate::{
+    cli::{KEY_7, KEY_8, json_of, reseal},
+    support::{TestApp, test_keyring},
+};
 
-/// `POSTURE_SECRET_KEY` of the test server's keyring ([7; 32]) and a new one ([8; 32]).
-const KEY_7: &str = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
-const KEY_8: &str = "CAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAg=";
 const SECRET: &str = "the-client-secret-of-contoso";
 
 fn posture_api(app: &TestApp, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -24,15 +23,6 @@ fn posture_api(app: &TestApp, args: &[&str], env: &[(&str, &str)]) -> Output {
         .envs(env.iter().copied())
         .output()
         .unwrap()
-}
-
-fn json(output: &Output) -> Value {
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap()
 }
 
 fn set_sso(app: &TestApp, customer: &str, issuer: &str) -> Output {
@@ -64,13 +54,13 @@ async fn sso_set_seals_the_client_secret_and_never_prints_it() {
     let app = TestApp::start().await;
     let (scope, id) = customer(&app, "Contoso").await;
     let output = set_sso(&app, &id, "https://login.contoso.example/v2.0");
-    let set = json(&output);
+    let set = json_of(&output);
     assert_eq!(set["issuer"], "https://login.contoso.example/v2.0");
     assert_eq!(set["adminClaim"], "groups");
     assert_eq!(set["adminValues"][0], "posture-admins");
     assert_eq!(set["adminSubjects"][0], "root");
     assert_eq!(set["redirectPath"], format!("/console/{id}/callback"));
-    let shown = json(&posture_api(
+    let shown = json_of(&posture_api(
         &app,
         &["customers", "sso", "show", "--customer", &id],
         &[],
@@ -92,7 +82,7 @@ async fn sso_set_seals_the_client_secret_and_never_prints_it() {
         .unwrap();
     assert_eq!(opened.expose(), SECRET);
 
-    let cleared = json(&posture_api(
+    let cleared = json_of(&posture_api(
         &app,
         &["customers", "sso", "clear", "--customer", &id],
         &[],
@@ -131,7 +121,7 @@ async fn sso_set_refuses_a_plain_http_issuer_and_a_rule_naming_no_admin() {
 async fn operator_issuance_and_revocation_from_the_cli_are_in_the_customers_audit_log() {
     let app = TestApp::start().await;
     let (scope, id) = customer(&app, "Contoso").await;
-    let issued = json(&posture_api(
+    let issued = json_of(&posture_api(
         &app,
         &[
             "keys",
@@ -147,7 +137,7 @@ async fn operator_issuance_and_revocation_from_the_cli_are_in_the_customers_audi
     ));
     assert_eq!(issued["createdBy"], "posture operator");
     let key_id = issued["id"].as_str().unwrap();
-    json(&posture_api(&app, &["keys", "revoke", key_id], &[]));
+    json_of(&posture_api(&app, &["keys", "revoke", key_id], &[]));
     let log = app.store.audit_log(scope, 10).await.unwrap();
     let actions: Vec<(&str, &str)> = log
         .iter()
@@ -165,15 +155,8 @@ async fn operator_issuance_and_revocation_from_the_cli_are_in_the_customers_audi
 async fn resealing_moves_console_client_secrets_to_the_new_key() {
     let app = TestApp::start().await;
     let (scope, id) = customer(&app, "Contoso").await;
-    json(&set_sso(&app, &id, "https://login.contoso.example"));
-    let moved = json(&posture_api(
-        &app,
-        &["secrets", "reseal"],
-        &[
-            ("POSTURE_SECRET_KEY", KEY_8),
-            ("POSTURE_SECRET_KEYS_PREVIOUS", KEY_7),
-        ],
-    ));
+    json_of(&set_sso(&app, &id, "https://login.contoso.example"));
+    let moved = json_of(&reseal(&app.db, KEY_8, KEY_7));
     assert_eq!(moved["clientSecretsResealed"], 1);
     let setup = app.store.console_setup(scope).await.unwrap().unwrap();
     let new = Keyring::new(&[8; 32], &[]).unwrap();
