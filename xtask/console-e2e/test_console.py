@@ -18,6 +18,7 @@ import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -51,11 +52,24 @@ def wait(driver):
     return WebDriverWait(driver, 20)
 
 
+def detached(element):
+    """A wait condition: `element` no longer belongs to the shown document. Chromium reports
+    that either as a stale element or, mid-navigation, as "Node with given id does not
+    belong to the document" (a plain WebDriverException), which EC.staleness_of lets out."""
+    def check(_driver):
+        try:
+            element.is_enabled()
+            return False
+        except WebDriverException:
+            return True
+    return check
+
+
 def click_and_load(driver, element):
     """Clicks `element` and waits until the page it leads to has loaded."""
     old = driver.find_element(By.TAG_NAME, "html")
     element.click()
-    wait(driver).until(EC.staleness_of(old))
+    wait(driver).until(detached(old))
     wait(driver).until(lambda d: d.execute_script("return document.readyState") == "complete")
 
 
