@@ -181,6 +181,9 @@ pub struct Finding {
     pub detected_at: DateTime<Utc>,
     /// When an analyzer pass last reported it.
     pub updated_at: DateTime<Utc>,
+    /// When an analyzer pass last changed anything the API serves of it (a re-report with
+    /// nothing changed leaves it).
+    pub modified_at: DateTime<Utc>,
 }
 
 /// Filters of the finding list and export. Empty lists mean "any"; values within one list
@@ -191,6 +194,8 @@ pub struct FindingFilter {
     pub severities: Vec<Severity>,
     pub statuses: Vec<FindingStatus>,
     pub finding_types: Vec<FindingType>,
+    /// Only rows whose `modified_at` is later than this (`modifiedSince`).
+    pub modified_since: Option<DateTime<Utc>>,
 }
 
 /// A finding to insert or update, from an ingest record.

@@ -36,6 +36,9 @@ pub struct Identity {
     pub first_seen_at: DateTime<Utc>,
     /// When an analyzer pass last reported it.
     pub last_seen_at: DateTime<Utc>,
+    /// When an analyzer pass last changed anything the API serves of it, role assignments
+    /// included (a re-report with nothing changed leaves it).
+    pub modified_at: DateTime<Utc>,
 }
 
 /// One directory role held by an identity.
@@ -67,6 +70,8 @@ pub struct IdentitySummary {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IdentityFilter {
     pub tenant: Option<CloudTenantId>,
+    /// Only rows whose `modified_at` is later than this (`modifiedSince`).
+    pub modified_since: Option<DateTime<Utc>>,
 }
 
 /// An identity to insert or update, from an ingest record.

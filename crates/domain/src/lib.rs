@@ -11,6 +11,7 @@ mod macros;
 
 pub mod api_key;
 pub mod console;
+pub mod cursor;
 pub mod customer;
 pub mod delivery;
 pub mod egress;

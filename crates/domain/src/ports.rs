@@ -91,6 +91,9 @@ pub trait FindingRepository: Send + Sync {
 pub trait FindingBatches: Send {
     /// How many findings the export holds (from the same snapshot as the batches).
     fn total(&self) -> u64;
+    /// The `modifiedAt` of the customer's newest committed pass in the export's snapshot
+    /// (what a client syncing with `modifiedSince` stores next); `None` before its first pass.
+    fn synced_through(&self) -> Option<chrono::DateTime<chrono::Utc>>;
     /// The next batch; `None` when every finding was returned.
     async fn next_batch(&mut self) -> Result<Option<Vec<Finding>>>;
 }

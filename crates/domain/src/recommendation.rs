@@ -26,6 +26,9 @@ pub struct RoleRecommendation {
     /// Actions the identity holds today that the recommended role does not grant.
     pub removed_actions: Vec<String>,
     pub updated_at: DateTime<Utc>,
+    /// When an analyzer pass last changed anything the API serves of it (a re-report with
+    /// nothing changed leaves it).
+    pub modified_at: DateTime<Utc>,
 }
 
 impl RoleRecommendation {
@@ -54,6 +57,8 @@ pub struct RecommendationUpsert {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecommendationFilter {
     pub tenant: Option<CloudTenantId>,
+    /// Only rows whose `modified_at` is later than this (`modifiedSince`).
+    pub modified_since: Option<DateTime<Utc>>,
 }
 
 #[cfg(test)]
@@ -78,6 +83,7 @@ mod tests {
             },
             removed_actions: vec![],
             updated_at: Utc::now(),
+            modified_at: Utc::now(),
         };
         assert_eq!(rec.removed_roles(), vec!["Owner".to_owned()]);
     }

@@ -93,6 +93,8 @@ impl SealingKey {
 /// still open what they sealed (during a rotation).
 pub struct Keyring {
     current: SealingKey,
+    /// Signs list cursors; derived from the current key (a rotation ends old cursors).
+    cursors: crate::cursor::CursorKey,
     previous: Vec<SealingKey>,
     random: SystemRandom,
 }
@@ -113,12 +115,18 @@ impl Keyring {
     pub fn new(current: &[u8; 32], previous: &[[u8; 32]]) -> Result<Self, Error> {
         Ok(Self {
             current: SealingKey::new(current)?,
+            cursors: crate::cursor::CursorKey::derive(current),
             previous: previous
                 .iter()
                 .map(SealingKey::new)
                 .collect::<Result<_, _>>()?,
             random: SystemRandom::new(),
         })
+    }
+
+    /// The key that signs and checks list cursors.
+    pub fn cursor_key(&self) -> &crate::cursor::CursorKey {
+        &self.cursors
     }
 
     /// The id of the key that seals new secrets.

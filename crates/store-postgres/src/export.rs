@@ -7,6 +7,7 @@
 //! away), the connection is closed with it: PostgreSQL ends the transaction.
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use posture_domain::{
@@ -32,6 +33,7 @@ pub(crate) struct PgFindingCursor {
     customer: Uuid,
     filter: FindingFilter,
     total: u64,
+    synced_through: Option<DateTime<Utc>>,
     last_id: Option<String>,
 }
 
@@ -49,15 +51,19 @@ impl PgStore {
             .await
             .map_err(db_error)?;
         let customer = scope.customer_id().as_uuid();
-        let total: Option<i64> = crate::findings::total_query(customer, filter)
-            .get_result(&mut conn)
+        // In the snapshot, every row is at or before the newest committed pass.
+        let synced_through = crate::sync::synced_through(&conn, customer)
+            .await
+            .map_err(db_error)?;
+        let total = crate::findings::count_findings(&conn, customer, filter, None)
             .await
             .map_err(db_error)?;
         Ok(PgFindingCursor {
             conn: Some(conn),
             customer,
             filter: filter.clone(),
-            total: total.unwrap_or(0).max(0) as u64,
+            total,
+            synced_through,
             last_id: None,
         })
     }
@@ -67,6 +73,10 @@ impl PgStore {
 impl FindingBatches for PgFindingCursor {
     fn total(&self) -> u64 {
         self.total
+    }
+
+    fn synced_through(&self) -> Option<DateTime<Utc>> {
+        self.synced_through
     }
 
     async fn next_batch(&mut self) -> Result<Option<Vec<Finding>>> {
@@ -108,6 +118,9 @@ impl FindingBatches for PgFindingCursor {
                 .map(|t| t.as_str())
                 .collect();
             query = query.filter(findings::finding_type.eq_any(types));
+        }
+        if let Some(since) = self.filter.modified_since {
+            query = query.filter(findings::modified_at.gt(since));
         }
         let rows: Vec<FindingWithIdentity> = query
             .order(findings::id)

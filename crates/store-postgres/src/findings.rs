@@ -3,11 +3,13 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use diesel::{dsl::sum, prelude::*};
+use diesel_async::AsyncPgConnection;
 use diesel_async::RunQueryDsl;
 use posture_domain::{
     CloudTenantId, CustomerScope, Error, FindingId, Page, PageRequest, Result,
     finding::{Finding, FindingFilter, Severity},
     identity::IdentitySummary,
+    page::{KeyPart, KeyReader, ListOrder, SortKey},
     ports::FindingRepository,
 };
 use uuid::Uuid;
@@ -17,6 +19,7 @@ use crate::{
     error::{corrupt, db_error},
     identities::IdentitySummaryRow,
     schema::{finding_totals, findings, identities},
+    sync::{after_key, after_time_key, read_time_key, synced_through, time_key},
 };
 
 #[derive(Queryable, Selectable)]
@@ -31,6 +34,7 @@ pub(crate) struct FindingRow {
     description: Option<String>,
     detected_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    modified_at: DateTime<Utc>,
 }
 
 /// A finding row and its identity (absent when the finding names none).
@@ -51,6 +55,7 @@ pub(crate) fn to_finding((row, identity): FindingWithIdentity) -> Result<Finding
         identity: identity.map(IdentitySummary::try_from).transpose()?,
         detected_at: row.detected_at,
         updated_at: row.updated_at,
+        modified_at: row.modified_at,
     })
 }
 
@@ -107,6 +112,9 @@ macro_rules! filtered_findings {
             let types: Vec<&str> = filter.finding_types.iter().map(|t| t.as_str()).collect();
             query = query.filter(findings::finding_type.eq_any(types));
         }
+        if let Some(since) = filter.modified_since {
+            query = query.filter(findings::modified_at.gt(since));
+        }
         query
     }};
 }
@@ -126,6 +134,43 @@ macro_rules! findings_with_identity {
                 Option::<IdentitySummaryRow>::as_select(),
             ))
     };
+}
+
+/// `meta.total` of a list: summed from the per-pass totals, or, for the rows modified since a
+/// time (which the totals do not know), counted over the modification index (index-only).
+pub(crate) async fn count_findings(
+    conn: &AsyncPgConnection,
+    customer: Uuid,
+    filter: &FindingFilter,
+    through: Option<DateTime<Utc>>,
+) -> diesel::QueryResult<u64> {
+    let total = if filter.modified_since.is_some() {
+        let mut query = filtered_findings!(customer, filter);
+        if let Some(through) = through {
+            query = query.filter(findings::modified_at.le(through));
+        }
+        query.count().get_result::<i64>(&mut &*conn).await?
+    } else {
+        total_query(customer, filter)
+            .get_result::<Option<i64>>(&mut &*conn)
+            .await?
+            .unwrap_or(0)
+    };
+    Ok(total.max(0) as u64)
+}
+
+/// A finding's key in the list's own order: (severity rank, detection, id).
+fn natural_key(f: &Finding) -> SortKey {
+    SortKey(vec![
+        KeyPart::Int(i64::from(severity_rank(f.severity))),
+        KeyPart::Time(f.detected_at),
+        KeyPart::Text(f.id.as_str().to_owned()),
+    ])
+}
+
+/// A finding's key in the order by modification: (modification, id).
+fn modified_key(f: &Finding) -> SortKey {
+    time_key(f.modified_at, f.id.as_str())
 }
 
 /// `meta.total`: summed from the per-pass totals, never counted over the findings.
@@ -163,6 +208,97 @@ pub(crate) fn total_query(
     query
 }
 
+/// The ids of a page in the list's own order. After a key, the rows that follow it are three
+/// ranges of the list index (same severity and detection, later id; same severity, older
+/// detection; less severe), each read from its start: a page deep in the list costs what the
+/// first page costs, where an offset walks every row before it.
+async fn natural_ids(
+    conn: &AsyncPgConnection,
+    customer: Uuid,
+    filter: &FindingFilter,
+    page: &PageRequest,
+    after: Option<(i16, DateTime<Utc>, String)>,
+) -> diesel::QueryResult<Vec<String>> {
+    let order = (
+        findings::severity_rank,
+        findings::detected_at.desc(),
+        findings::id,
+    );
+    let Some((rank, detected_at, id)) = after else {
+        return filtered_findings!(customer, filter)
+            .order(order)
+            .limit(page.fetch())
+            .offset(page.offset() as i64)
+            .select(findings::id)
+            .load::<String>(&mut &*conn)
+            .await;
+    };
+    let same_time = filtered_findings!(customer, filter)
+        .filter(findings::severity_rank.eq(rank))
+        .filter(findings::detected_at.eq(detected_at))
+        .filter(findings::id.gt(id.clone()))
+        .order(order)
+        .limit(page.fetch())
+        .select(findings::id)
+        .load::<String>(&mut &*conn);
+    let same_rank = filtered_findings!(customer, filter)
+        .filter(findings::severity_rank.eq(rank))
+        .filter(findings::detected_at.lt(detected_at))
+        .order(order)
+        .limit(page.fetch())
+        .select(findings::id)
+        .load::<String>(&mut &*conn);
+    let lower_ranks = filtered_findings!(customer, filter)
+        .filter(findings::severity_rank.gt(rank))
+        .order(order)
+        .limit(page.fetch())
+        .select(findings::id)
+        .load::<String>(&mut &*conn);
+    let (a, b, c) = futures_util::future::try_join3(same_time, same_rank, lower_ranks).await?;
+    let mut ids = a;
+    ids.extend(b);
+    ids.extend(c);
+    ids.truncate(page.fetch() as usize);
+    Ok(ids)
+}
+
+fn read_natural_key(key: &SortKey) -> Result<(i16, DateTime<Utc>, String)> {
+    let mut reader = KeyReader::new(key);
+    let rank = i16::try_from(reader.int()?).map_err(|_| SortKey::mismatch())?;
+    let detected_at = reader.time()?;
+    let id = reader.text()?.to_owned();
+    reader.end()?;
+    Ok((rank, detected_at, id))
+}
+
+/// The ids of a page in the order by modification, up to `through`.
+async fn modified_ids(
+    conn: &AsyncPgConnection,
+    customer: Uuid,
+    filter: &FindingFilter,
+    page: &PageRequest,
+    through: DateTime<Utc>,
+    after: Option<(DateTime<Utc>, String)>,
+) -> diesel::QueryResult<Vec<String>> {
+    let mut query = filtered_findings!(customer, filter)
+        .filter(findings::modified_at.le(through))
+        .order((findings::modified_at, findings::id))
+        .limit(page.fetch())
+        .select(findings::id);
+    match after {
+        None => query = query.offset(page.offset() as i64),
+        Some((modified_at, id)) => {
+            query = query.filter(after_time_key!(
+                "(findings.modified_at, findings.id)",
+                diesel::sql_types::Text,
+                modified_at,
+                id
+            ));
+        }
+    }
+    query.load::<String>(&mut &*conn).await
+}
+
 #[async_trait]
 impl FindingRepository for PgStore {
     async fn list_findings(
@@ -173,22 +309,37 @@ impl FindingRepository for PgStore {
     ) -> Result<Page<Finding>> {
         let customer = scope.customer_id().as_uuid();
         let conn = self.conn().await?;
-        // A deferred join: the page's ids first (an index-only scan, however deep the
-        // offset), then only those rows with their identity.
-        let ids = filtered_findings!(customer, filter)
-            .order((
-                findings::severity_rank,
-                findings::detected_at.desc(),
-                findings::id,
-            ))
-            .limit(i64::from(page.limit()))
-            .offset(page.offset() as i64)
-            .select(findings::id)
-            .load::<String>(&mut &*conn);
-        let total = total_query(customer, filter).get_result::<Option<i64>>(&mut &*conn);
-        let (ids, total) = futures_util::future::try_join(ids, total)
-            .await
-            .map_err(db_error)?;
+        let conn = &*conn;
+        // A deferred join: the page's ids first (an index-only scan), then only those rows
+        // with their identity. The ids, the total and the pass bound travel in one pipeline.
+        let (ids, total, through) = match page.order() {
+            ListOrder::Natural => {
+                let after = after_key(&page, read_natural_key)?;
+                let ids = natural_ids(conn, customer, filter, &page, after);
+                let total = count_findings(conn, customer, filter, None);
+                let through = synced_through(conn, customer);
+                futures_util::future::try_join3(ids, total, through)
+                    .await
+                    .map_err(db_error)?
+            }
+            ListOrder::Modified { through } => {
+                let through = match through {
+                    Some(through) => Some(through),
+                    None => synced_through(conn, customer).await.map_err(db_error)?,
+                };
+                let Some(through) = through else {
+                    // No pass has committed: nothing to sync yet.
+                    return Ok(page.page_of(Vec::new(), 0, modified_key));
+                };
+                let after = after_key(&page, read_time_key)?;
+                let ids = modified_ids(conn, customer, filter, &page, through, after);
+                let total = count_findings(conn, customer, filter, Some(through));
+                let (ids, total) = futures_util::future::try_join(ids, total)
+                    .await
+                    .map_err(db_error)?;
+                (ids, total, Some(through))
+            }
+        };
         let rows = if ids.is_empty() {
             Vec::new()
         } else {
@@ -198,13 +349,17 @@ impl FindingRepository for PgStore {
                 .await
                 .map_err(db_error)?
         };
-        Ok(Page {
-            items: in_order(&ids, rows)
-                .into_iter()
-                .map(to_finding)
-                .collect::<Result<_>>()?,
-            total: total.unwrap_or(0) as u64,
-        })
+        let items = in_order(&ids, rows)
+            .into_iter()
+            .map(to_finding)
+            .collect::<Result<Vec<_>>>()?;
+        let key = match page.order() {
+            ListOrder::Natural => natural_key,
+            ListOrder::Modified { .. } => modified_key,
+        };
+        let mut page = page.page_of(items, total, key);
+        page.synced_through = through;
+        Ok(page)
     }
 
     async fn findings_by_ids(

@@ -7,6 +7,7 @@ use diesel_async::RunQueryDsl;
 use posture_domain::{
     CloudTenantId, CustomerScope, IdentityId, Page, PageRequest, Result,
     identity::{Identity, IdentityDetail, IdentityFilter, IdentitySummary, RoleAssignment},
+    page::{ListOrder, SortKey},
     ports::IdentityRepository,
 };
 use uuid::Uuid;
@@ -15,6 +16,9 @@ use crate::{
     PgStore,
     error::{corrupt, db_error},
     schema::{identities, identity_totals, role_assignments},
+    sync::{
+        after_key, after_time_key, read_text_key, read_time_key, synced_through, text_key, time_key,
+    },
 };
 
 #[derive(Queryable, Selectable)]
@@ -27,6 +31,7 @@ pub(crate) struct IdentityRow {
     principal_name: Option<String>,
     first_seen_at: DateTime<Utc>,
     last_seen_at: DateTime<Utc>,
+    modified_at: DateTime<Utc>,
 }
 
 impl TryFrom<IdentityRow> for Identity {
@@ -41,6 +46,7 @@ impl TryFrom<IdentityRow> for Identity {
             principal_name: row.principal_name,
             first_seen_at: row.first_seen_at,
             last_seen_at: row.last_seen_at,
+            modified_at: row.modified_at,
         })
     }
 }
@@ -100,8 +106,24 @@ impl IdentityRepository for PgStore {
         page: PageRequest,
     ) -> Result<Page<Identity>> {
         let customer = scope.customer_id().as_uuid();
+        let conn = self.conn().await?;
+        let conn = &*conn;
+        // The bound of an order by modification is needed before its query; in the list's
+        // own order it is only reported, and read alongside.
+        let bound = match page.order() {
+            ListOrder::Natural => None,
+            ListOrder::Modified { through: Some(t) } => Some(Some(t)),
+            ListOrder::Modified { through: None } => {
+                Some(synced_through(conn, customer).await.map_err(db_error)?)
+            }
+        };
+        let through = bound.flatten();
         let mut rows = identities::table
             .filter(identities::customer_id.eq(customer))
+            .into_boxed();
+        let mut count = identities::table
+            .filter(identities::customer_id.eq(customer))
+            .count()
             .into_boxed();
         let mut total = identity_totals::table
             .filter(identity_totals::customer_id.eq(customer))
@@ -109,27 +131,73 @@ impl IdentityRepository for PgStore {
             .into_boxed();
         if let Some(tenant) = filter.tenant {
             rows = rows.filter(identities::cloud_tenant_id.eq(tenant.as_uuid()));
+            count = count.filter(identities::cloud_tenant_id.eq(tenant.as_uuid()));
             total = total.filter(identity_totals::cloud_tenant_id.eq(tenant.as_uuid()));
         }
-        let conn = self.conn().await?;
-        // Both queries are pipelined on one connection.
+        if let Some(since) = filter.modified_since {
+            rows = rows.filter(identities::modified_at.gt(since));
+            count = count.filter(identities::modified_at.gt(since));
+        }
+        let key: fn(&Identity) -> SortKey = match page.order() {
+            ListOrder::Natural => {
+                rows = rows.order(identities::id);
+                if let Some(id) = after_key(&page, read_text_key)? {
+                    rows = rows.filter(identities::id.gt(id));
+                }
+                |i| text_key(i.id.as_str())
+            }
+            ListOrder::Modified { .. } => {
+                let Some(through) = through else {
+                    return Ok(page.page_of(Vec::new(), 0, |i| text_key(i.id.as_str())));
+                };
+                rows = rows
+                    .filter(identities::modified_at.le(through))
+                    .order((identities::modified_at, identities::id));
+                count = count.filter(identities::modified_at.le(through));
+                if let Some((at, id)) = after_key(&page, read_time_key)? {
+                    rows = rows.filter(after_time_key!(
+                        "(identities.modified_at, identities.id)",
+                        diesel::sql_types::Text,
+                        at,
+                        id
+                    ));
+                }
+                |i| time_key(i.modified_at, i.id.as_str())
+            }
+        };
+        // The queries are pipelined on one connection; the total is summed from the
+        // per-pass totals unless it counts the rows modified since a time.
         let rows = rows
-            .order(identities::id)
-            .limit(i64::from(page.limit()))
+            .limit(page.fetch())
             .offset(page.offset() as i64)
             .select(IdentityRow::as_select())
             .load::<IdentityRow>(&mut &*conn);
-        let total = total.get_result::<Option<i64>>(&mut &*conn);
-        let (rows, total) = futures_util::future::try_join(rows, total)
+        let total = async {
+            if filter.modified_since.is_some() {
+                count.get_result::<i64>(&mut &*conn).await
+            } else {
+                total
+                    .get_result::<Option<i64>>(&mut &*conn)
+                    .await
+                    .map(|t| t.unwrap_or(0))
+            }
+        };
+        let reported = async {
+            match bound {
+                Some(through) => Ok(through),
+                None => synced_through(conn, customer).await,
+            }
+        };
+        let (rows, total, through) = futures_util::future::try_join3(rows, total, reported)
             .await
             .map_err(db_error)?;
-        Ok(Page {
-            items: rows
-                .into_iter()
-                .map(Identity::try_from)
-                .collect::<Result<_>>()?,
-            total: total.unwrap_or(0) as u64,
-        })
+        let items = rows
+            .into_iter()
+            .map(Identity::try_from)
+            .collect::<Result<Vec<_>>>()?;
+        let mut page = page.page_of(items, total.max(0) as u64, key);
+        page.synced_through = through;
+        Ok(page)
     }
 
     async fn get_identity(&self, scope: CustomerScope, id: &IdentityId) -> Result<IdentityDetail> {

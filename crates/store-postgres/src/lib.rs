@@ -18,6 +18,7 @@ mod key_cache;
 pub mod migrations;
 mod recommendations;
 mod schema;
+mod sync;
 mod tenants;
 mod upr;
 mod webhooks;

@@ -7,6 +7,7 @@ use diesel_async::RunQueryDsl;
 use posture_domain::{
     CloudTenantId, CustomerScope, Page, PageRequest, Result,
     identity::IdentitySummary,
+    page::{ListOrder, SortKey},
     ports::RecommendationRepository,
     recommendation::{RecommendationFilter, RecommendedRole, RoleRecommendation},
 };
@@ -17,6 +18,9 @@ use crate::{
     error::{corrupt, db_error},
     identities::IdentitySummaryRow,
     schema::{identities, role_recommendations},
+    sync::{
+        after_key, after_time_key, read_text_key, read_time_key, synced_through, text_key, time_key,
+    },
 };
 
 #[derive(Queryable, Selectable)]
@@ -29,6 +33,7 @@ struct RecommendationRow {
     recommended_actions: Vec<String>,
     removed_actions: Vec<String>,
     updated_at: DateTime<Utc>,
+    modified_at: DateTime<Utc>,
 }
 
 fn to_recommendation(
@@ -48,6 +53,7 @@ fn to_recommendation(
         },
         removed_actions: row.removed_actions,
         updated_at: row.updated_at,
+        modified_at: row.modified_at,
     })
 }
 
@@ -60,6 +66,17 @@ impl RecommendationRepository for PgStore {
         page: PageRequest,
     ) -> Result<Page<RoleRecommendation>> {
         let customer = scope.customer_id().as_uuid();
+        let conn = self.conn().await?;
+        let conn = &*conn;
+        // The bound of an order by modification is needed before its query; in the list's
+        // own order it is only reported, and read alongside.
+        let bound = match page.order() {
+            ListOrder::Natural => None,
+            ListOrder::Modified { through: Some(t) } => Some(Some(t)),
+            ListOrder::Modified { through: None } => {
+                Some(synced_through(conn, customer).await.map_err(db_error)?)
+            }
+        };
         let mut rows = role_recommendations::table
             .inner_join(
                 identities::table.on(identities::customer_id
@@ -76,10 +93,39 @@ impl RecommendationRepository for PgStore {
             rows = rows.filter(role_recommendations::cloud_tenant_id.eq(tenant.as_uuid()));
             total = total.filter(role_recommendations::cloud_tenant_id.eq(tenant.as_uuid()));
         }
-        let conn = self.conn().await?;
+        if let Some(since) = filter.modified_since {
+            rows = rows.filter(role_recommendations::modified_at.gt(since));
+            total = total.filter(role_recommendations::modified_at.gt(since));
+        }
+        let key: fn(&RoleRecommendation) -> SortKey = match page.order() {
+            ListOrder::Natural => {
+                rows = rows.order(role_recommendations::id);
+                if let Some(id) = after_key(&page, read_text_key)? {
+                    rows = rows.filter(role_recommendations::id.gt(id));
+                }
+                |r| text_key(r.id.as_str())
+            }
+            ListOrder::Modified { .. } => {
+                let Some(through) = bound.flatten() else {
+                    return Ok(page.page_of(Vec::new(), 0, |r| text_key(r.id.as_str())));
+                };
+                rows = rows
+                    .filter(role_recommendations::modified_at.le(through))
+                    .order((role_recommendations::modified_at, role_recommendations::id));
+                total = total.filter(role_recommendations::modified_at.le(through));
+                if let Some((at, id)) = after_key(&page, read_time_key)? {
+                    rows = rows.filter(after_time_key!(
+                        "(role_recommendations.modified_at, role_recommendations.id)",
+                        diesel::sql_types::Text,
+                        at,
+                        id
+                    ));
+                }
+                |r| time_key(r.modified_at, r.id.as_str())
+            }
+        };
         let rows = rows
-            .order(role_recommendations::id)
-            .limit(i64::from(page.limit()))
+            .limit(page.fetch())
             .offset(page.offset() as i64)
             .select((
                 RecommendationRow::as_select(),
@@ -87,15 +133,21 @@ impl RecommendationRepository for PgStore {
             ))
             .load::<(RecommendationRow, IdentitySummaryRow)>(&mut &*conn);
         let total = total.get_result::<i64>(&mut &*conn);
-        let (rows, total) = futures_util::future::try_join(rows, total)
+        let reported = async {
+            match bound {
+                Some(through) => Ok(through),
+                None => synced_through(conn, customer).await,
+            }
+        };
+        let (rows, total, through) = futures_util::future::try_join3(rows, total, reported)
             .await
             .map_err(db_error)?;
-        Ok(Page {
-            items: rows
-                .into_iter()
-                .map(to_recommendation)
-                .collect::<Result<_>>()?,
-            total: total as u64,
-        })
+        let items = rows
+            .into_iter()
+            .map(to_recommendation)
+            .collect::<Result<Vec<_>>>()?;
+        let mut page = page.page_of(items, total.max(0) as u64, key);
+        page.synced_through = through;
+        Ok(page)
     }
 }

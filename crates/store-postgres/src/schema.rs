@@ -6,6 +6,7 @@ diesel::table! {
         id -> Uuid,
         name -> Text,
         created_at -> Timestamptz,
+        synced_through -> Nullable<Timestamptz>,
     }
 }
 
@@ -47,6 +48,7 @@ diesel::table! {
         new_findings -> Integer,
         role_recommendations -> Integer,
         upr_scores -> Integer,
+        modified_at -> Timestamptz,
     }
 }
 
@@ -60,6 +62,7 @@ diesel::table! {
         principal_name -> Nullable<Text>,
         first_seen_at -> Timestamptz,
         last_seen_at -> Timestamptz,
+        modified_at -> Timestamptz,
     }
 }
 
@@ -90,6 +93,7 @@ diesel::table! {
         updated_at -> Timestamptz,
         first_pass_id -> Uuid,
         last_pass_id -> Uuid,
+        modified_at -> Timestamptz,
     }
 }
 
@@ -124,6 +128,7 @@ diesel::table! {
         removed_actions -> Array<Text>,
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
+        modified_at -> Timestamptz,
     }
 }
 

@@ -9,6 +9,7 @@ use diesel::{
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use posture_domain::{
     CloudTenantId, CustomerScope, Error, Page, PageRequest, Result,
+    page::SortKey,
     ports::TenantRepository,
     tenant::{NewTenant, Tenant},
 };
@@ -18,6 +19,7 @@ use crate::{
     PgStore,
     error::{db_error, is_foreign_key_violation},
     schema::tenants,
+    sync::{after_key, read_text_key, text_key},
 };
 
 #[derive(Queryable, Selectable, QueryableByName)]
@@ -96,11 +98,21 @@ impl TenantRepository for PgStore {
 
     async fn list_tenants(&self, scope: CustomerScope, page: PageRequest) -> Result<Page<Tenant>> {
         let customer = scope.customer_id().as_uuid();
+        let after = after_key(&page, |key| {
+            read_text_key(key)?
+                .parse::<Uuid>()
+                .map_err(|_| SortKey::mismatch())
+        })?;
         let conn = self.conn().await?;
-        let rows = tenants::table
+        let mut rows = tenants::table
             .filter(tenants::customer_id.eq(customer))
+            .into_boxed();
+        if let Some(after) = after {
+            rows = rows.filter(tenants::cloud_tenant_id.gt(after));
+        }
+        let rows = rows
             .order(tenants::cloud_tenant_id)
-            .limit(i64::from(page.limit()))
+            .limit(page.fetch())
             .offset(page.offset() as i64)
             .select(TenantRow::as_select())
             .load::<TenantRow>(&mut &*conn);
@@ -111,10 +123,10 @@ impl TenantRepository for PgStore {
         let (rows, total) = futures_util::future::try_join(rows, total)
             .await
             .map_err(db_error)?;
-        Ok(Page {
-            items: rows.into_iter().map(Tenant::from).collect(),
-            total: total as u64,
-        })
+        let items = rows.into_iter().map(Tenant::from).collect();
+        Ok(page.page_of(items, total.max(0) as u64, |t: &Tenant| {
+            text_key(t.cloud_tenant_id.to_string())
+        }))
     }
 
     async fn find_tenant(&self, scope: CustomerScope, id: CloudTenantId) -> Result<Tenant> {

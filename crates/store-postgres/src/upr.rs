@@ -16,6 +16,7 @@ use diesel_async::RunQueryDsl;
 use posture_domain::{
     CloudTenantId, CustomerScope, Page, PageRequest, Result,
     identity::IdentitySummary,
+    page::{KeyPart, KeyReader, SortKey},
     ports::UprRepository,
     upr::{
         BandCounts, UprBand, UprFilter, UprRollup, UprScore, UprSummary, UprTrendPoint, round_mean,
@@ -28,6 +29,7 @@ use crate::{
     error::{corrupt, db_error},
     identities::IdentitySummaryRow,
     schema::{identities, upr_latest},
+    sync::after_key,
 };
 
 /// Aggregate columns shared by the rollup and the trend (with the band bounds as $2..$4).
@@ -188,10 +190,19 @@ impl UprRepository for PgStore {
             rows = rows.filter(upr_latest::score.ge(i16::from(min)));
             total = total.filter(upr_latest::score.ge(i16::from(min)));
         }
+        // After a key: lower scores, or the same score and a later id (the rank index is
+        // entered at the key's score; only principals of that one score are stepped over).
+        if let Some((score, id)) = after_key(&page, read_score_key)? {
+            rows = rows.filter(upr_latest::score.le(score)).filter(
+                upr_latest::score
+                    .lt(score)
+                    .or(upr_latest::identity_id.gt(id)),
+            );
+        }
         let conn = self.conn().await?;
         let rows = rows
             .order((upr_latest::score.desc(), upr_latest::identity_id))
-            .limit(i64::from(page.limit()))
+            .limit(page.fetch())
             .offset(page.offset() as i64)
             .select((LatestRow::as_select(), IdentitySummaryRow::as_select()))
             .load::<(LatestRow, IdentitySummaryRow)>(&mut &*conn);
@@ -199,10 +210,13 @@ impl UprRepository for PgStore {
         let (rows, total) = futures_util::future::try_join(rows, total)
             .await
             .map_err(db_error)?;
-        Ok(Page {
-            items: rows.into_iter().map(to_score).collect::<Result<_>>()?,
-            total: total as u64,
-        })
+        let items = rows.into_iter().map(to_score).collect::<Result<Vec<_>>>()?;
+        Ok(page.page_of(items, total.max(0) as u64, |s: &UprScore| {
+            SortKey(vec![
+                KeyPart::Int(i64::from(s.score)),
+                KeyPart::Text(s.identity.id.as_str().to_owned()),
+            ])
+        }))
     }
 
     async fn upr_trend(
@@ -236,4 +250,13 @@ impl UprRepository for PgStore {
             })
             .collect())
     }
+}
+
+/// The key of a principal in the rank order: (score, identity id).
+fn read_score_key(key: &SortKey) -> Result<(i16, String)> {
+    let mut reader = KeyReader::new(key);
+    let score = i16::try_from(reader.int()?).map_err(|_| SortKey::mismatch())?;
+    let id = reader.text()?.to_owned();
+    reader.end()?;
+    Ok((score, id))
 }

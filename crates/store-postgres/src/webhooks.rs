@@ -6,6 +6,7 @@ use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use posture_domain::{
     CustomerId, CustomerScope, Error, Page, PageRequest, Result, WebhookId,
+    page::SortKey,
     ports::{SecretRotationRepository, StoredSecret, WebhookRepository},
     secrets::SealedSecret,
     webhook::{EventType, NewSubscription, Subscription},
@@ -16,6 +17,7 @@ use crate::{
     PgStore,
     error::{corrupt, db_error},
     schema::{customers, webhook_deliveries, webhook_subscriptions},
+    sync::{after_key, after_time_key, read_time_key, time_key},
 };
 
 #[derive(Queryable, Selectable)]
@@ -173,12 +175,26 @@ impl WebhookRepository for PgStore {
         page: PageRequest,
     ) -> Result<Page<Subscription>> {
         let customer = scope.customer_id().as_uuid();
+        let after = after_key(&page, |key| {
+            let (at, id) = read_time_key(key)?;
+            Ok((at, id.parse::<Uuid>().map_err(|_| SortKey::mismatch())?))
+        })?;
         let conn = self.conn().await?;
-        let rows = webhook_subscriptions::table
+        let mut rows = webhook_subscriptions::table
             .filter(webhook_subscriptions::customer_id.eq(customer))
             .filter(webhook_subscriptions::active)
+            .into_boxed();
+        if let Some((at, id)) = after {
+            rows = rows.filter(after_time_key!(
+                "(webhook_subscriptions.created_at, webhook_subscriptions.id)",
+                diesel::sql_types::Uuid,
+                at,
+                id
+            ));
+        }
+        let rows = rows
             .order((webhook_subscriptions::created_at, webhook_subscriptions::id))
-            .limit(i64::from(page.limit()))
+            .limit(page.fetch())
             .offset(page.offset() as i64)
             .select(SubscriptionRow::as_select())
             .load::<SubscriptionRow>(&mut &*conn);
@@ -190,13 +206,15 @@ impl WebhookRepository for PgStore {
         let (rows, total) = futures_util::future::try_join(rows, total)
             .await
             .map_err(db_error)?;
-        Ok(Page {
-            items: rows
-                .into_iter()
-                .map(Subscription::try_from)
-                .collect::<Result<_>>()?,
-            total: total as u64,
-        })
+        let items = rows
+            .into_iter()
+            .map(Subscription::try_from)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(
+            page.page_of(items, total.max(0) as u64, |s: &Subscription| {
+                time_key(s.created_at, s.id.to_string())
+            }),
+        )
     }
 
     async fn get_subscription(&self, scope: CustomerScope, id: WebhookId) -> Result<Subscription> {

@@ -144,6 +144,7 @@ mod tests {
             }),
             detected_at: Utc.with_ymd_and_hms(2026, 11, 21, 6, 0, 0).unwrap(),
             updated_at: Utc.with_ymd_and_hms(2026, 11, 22, 6, 0, 0).unwrap(),
+            modified_at: Utc.with_ymd_and_hms(2026, 11, 22, 6, 0, 0).unwrap(),
         }
     }
 

@@ -1,5 +1,6 @@
 //! The response envelopes: `{data, meta}` for lists, `{data}` for one resource.
 
+use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -20,8 +21,18 @@ pub struct ListMeta {
     pub total: u64,
     /// The page size applied (after clamping to 500).
     pub limit: u32,
-    /// The zero-based offset applied.
+    /// The zero-based offset applied (0 for a page asked with `after`).
     pub offset: u64,
+    /// The cursor of the next page (pass it as `after`, with the same other parameters);
+    /// `null` on the last page. The `Link: rel="next"` header carries the same.
+    pub next_cursor: Option<String>,
+    /// On the lists that can be kept in sync (findings, identities, roles): the `modifiedAt`
+    /// of the customer's newest committed analyzer pass. Store it and send it back as
+    /// `modifiedSince` to read only what changed since this response. With `order=modified`
+    /// it is fixed by the first page, and the pages go no further. Omitted before the first
+    /// pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub synced_through: Option<DateTime<Utc>>,
     /// The tenant filter, resolved; omitted when no `tenant` was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::tenant_id")]

@@ -35,6 +35,10 @@ pub struct FindingResponse {
     pub detected_at: DateTime<Utc>,
     /// When an analyzer pass last reported it.
     pub updated_at: DateTime<Utc>,
+    /// When an analyzer pass last changed anything this resource shows (a re-report with
+    /// nothing changed leaves it). Never goes backwards within a customer; the key of
+    /// `order=modified` and `modifiedSince` (see "Keeping in sync" in docs/api.md).
+    pub modified_at: DateTime<Utc>,
 }
 
 impl From<Finding> for FindingResponse {
@@ -50,6 +54,7 @@ impl From<Finding> for FindingResponse {
             identity: f.identity.map(Into::into),
             detected_at: f.detected_at,
             updated_at: f.updated_at,
+            modified_at: f.modified_at,
         }
     }
 }
@@ -72,10 +77,15 @@ pub struct FindingsQuery {
 }
 
 impl FindingsQuery {
-    /// The domain's filter, with the resolved tenant.
-    pub fn filter(self, tenant: Option<CloudTenantId>) -> FindingFilter {
+    /// The domain's filter, with the resolved tenant and `modifiedSince`.
+    pub fn filter(
+        self,
+        tenant: Option<CloudTenantId>,
+        modified_since: Option<DateTime<Utc>>,
+    ) -> FindingFilter {
         FindingFilter {
             tenant,
+            modified_since,
             severities: self.severity.0,
             statuses: self.status.0,
             finding_types: self.finding_type.0,

@@ -23,6 +23,10 @@ pub struct IdentityResponse {
     pub first_seen_at: DateTime<Utc>,
     /// When an analyzer pass last reported the identity.
     pub last_seen_at: DateTime<Utc>,
+    /// When an analyzer pass last changed anything this identity shows, its role
+    /// assignments included (a re-report with nothing changed leaves it). Never goes
+    /// backwards within a customer; the key of `order=modified` and `modifiedSince`.
+    pub modified_at: DateTime<Utc>,
 }
 
 impl From<Identity> for IdentityResponse {
@@ -35,6 +39,7 @@ impl From<Identity> for IdentityResponse {
             principal_name: i.principal_name,
             first_seen_at: i.first_seen_at,
             last_seen_at: i.last_seen_at,
+            modified_at: i.modified_at,
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod findings;
 pub mod identities;
 pub mod ndjson;
 pub mod ocsf;
+pub mod paging;
 pub mod query;
 pub mod recommendations;
 pub mod tenants;

@@ -11,7 +11,7 @@
 use std::{borrow::Cow, marker::PhantomData};
 
 use posture_domain::{
-    ClosedSet, CloudTenantId, Error, PageRequest,
+    ClosedSet, CloudTenantId,
     finding::{FindingStatus, FindingType, MAX_FINDING_TYPE_LEN, Severity},
     page::{DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET},
     upr::{DEFAULT_TREND_DAYS, MAX_SCORE, MAX_TREND_DAYS},
@@ -328,22 +328,6 @@ impl JsonSchema for TenantParam {
 
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         crate::tenant_id(generator)
-    }
-}
-
-/// `limit` and `offset`: the page of a list.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-pub struct PageQuery {
-    /// Rows per page: default 100; above 500 it is clamped to 500, never rejected.
-    pub limit: Option<Limit>,
-    /// Zero-based index of the first row.
-    pub offset: Option<Offset>,
-}
-
-impl PageQuery {
-    /// The page asked for (defaults filled in, `limit` clamped).
-    pub fn page(&self) -> Result<PageRequest, Error> {
-        PageRequest::new(self.limit.map(Integer::get), self.offset.map(Integer::get))
     }
 }
 

@@ -40,6 +40,10 @@ pub struct RoleRecommendationResponse {
     pub removes: RemovesResponse,
     /// When an analyzer pass last reported it.
     pub updated_at: DateTime<Utc>,
+    /// When an analyzer pass last changed anything this resource shows (a re-report with
+    /// nothing changed leaves it). Never goes backwards within a customer; the key of
+    /// `order=modified` and `modifiedSince` (see "Keeping in sync" in docs/api.md).
+    pub modified_at: DateTime<Utc>,
 }
 
 impl From<RoleRecommendation> for RoleRecommendationResponse {
@@ -59,6 +63,7 @@ impl From<RoleRecommendation> for RoleRecommendationResponse {
                 actions: r.removed_actions,
             },
             updated_at: r.updated_at,
+            modified_at: r.modified_at,
         }
     }
 }

@@ -5,16 +5,30 @@
 //! and answers [`ListQuery::respond`]: nothing else. Roll-ups that take only a tenant use
 //! [`TenantFilter`].
 
-use actix_web::{FromRequest, HttpRequest, HttpResponse, dev::Payload, web};
+use actix_web::{
+    FromRequest, HttpRequest, HttpResponse,
+    dev::Payload,
+    http::header::{self, HeaderValue},
+    web,
+};
+use chrono::{DateTime, Utc};
 use futures_util::future::LocalBoxFuture;
-use posture_domain::{CloudTenantId, CustomerScope, Error, Page, PageRequest, tenant::Tenant};
+use posture_domain::{
+    CloudTenantId, CustomerScope, Error, Page, PageRequest,
+    page::{ListOrder, OrderBy},
+    tenant::Tenant,
+};
 use posture_wire::{
     ListMeta, ListResponse,
-    query::{PageQuery, TenantParam, TenantQuery},
+    paging::{ModifiedSinceQuery, OrderQuery, PageQuery},
+    query::{TenantParam, TenantQuery},
 };
 use serde::Serialize;
 
-use super::query::{take, take_declared};
+use super::{
+    cursor::CursorBinding,
+    query::{take, take_declared},
+};
 use crate::{auth::Caller, error::ApiError, state::ApiState};
 
 /// An unknown tenant and a tenant of another customer are answered alike.
@@ -78,15 +92,19 @@ impl FromRequest for TenantFilter {
     }
 }
 
-/// The page of a list and its tenant filter (when the route declares one), resolved.
+/// The page of a list, its order and `modifiedSince` (on the lists that can be kept in
+/// sync) and its tenant filter (when the route declares one), resolved; and how to link the
+/// next page.
 pub struct ListQuery {
     page: PageRequest,
     tenant: Option<Tenant>,
+    modified_since: Option<DateTime<Utc>>,
+    binding: CursorBinding,
 }
 
 impl ListQuery {
     pub fn page(&self) -> PageRequest {
-        self.page
+        self.page.clone()
     }
 
     /// The tenant the list is restricted to, if any.
@@ -98,9 +116,43 @@ impl ListQuery {
         self.tenant.as_ref().map(|t| t.cloud_tenant_id)
     }
 
-    /// The list response: `{data, meta}`.
+    /// `modifiedSince`, on the routes that declare it.
+    pub fn modified_since(&self) -> Option<DateTime<Utc>> {
+        self.modified_since
+    }
+
+    /// The list response: `{data, meta}`, and `Link: rel="next"` when more rows follow.
     pub fn respond<T: Serialize>(&self, page: Page<T>) -> HttpResponse {
-        list_response(page, self.page, self.tenant_id())
+        let through = match self.page.order() {
+            ListOrder::Modified { .. } => page.synced_through,
+            ListOrder::Natural => None,
+        };
+        let next = page.next.clone().map(|key| self.binding.next(key, through));
+        let (cursor, link) = next.unzip();
+        let mut response = list_response(page, &self.page, self.tenant_id(), cursor);
+        if let Some(link) = link
+            && let Ok(value) = HeaderValue::try_from(link)
+        {
+            response.headers_mut().insert(header::LINK, value);
+        }
+        response
+    }
+}
+
+/// The order asked for: `modifiedSince` implies the order by modification.
+fn order_of(
+    order: Option<OrderQuery>,
+    since: Option<&ModifiedSinceQuery>,
+) -> Result<Option<OrderBy>, ApiError> {
+    let asked = order.and_then(|o| o.order).map(|o| o.0);
+    let since = since.is_some_and(|s| s.modified_since.is_some());
+    match (asked, since) {
+        (Some(OrderBy::Default), true) => Err(ApiError::invalid(
+            "order: modifiedSince reads in the order of modification; leave out order or give \
+             order=modified",
+        )),
+        (_, true) => Ok(Some(OrderBy::Modified)),
+        (asked, false) => Ok(asked),
     }
 }
 
@@ -109,13 +161,41 @@ impl FromRequest for ListQuery {
     type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let page = take::<PageQuery>(req).and_then(|q| q.page().map_err(ApiError::from));
+        let parsed = (|| {
+            let query = take::<PageQuery>(req)?;
+            let page = query.page()?;
+            let since = take_declared::<ModifiedSinceQuery>(req);
+            let order = order_of(take_declared::<OrderQuery>(req), since.as_ref())?;
+            let state = req
+                .app_data::<web::Data<ApiState>>()
+                .ok_or(ApiError::Internal)?;
+            let caller = Caller::extract(req).into_inner()?;
+            let binding =
+                CursorBinding::of(req, state.keyring.clone(), caller.scope().customer_id());
+            let cursor = query
+                .after
+                .map(|after| binding.open(&after.0))
+                .transpose()?;
+            let mut page = page;
+            let mut through = None;
+            if let Some(cursor) = cursor {
+                through = cursor.through;
+                page = page.after(cursor.after);
+            }
+            if order == Some(OrderBy::Modified) {
+                page = page.ordered(ListOrder::Modified { through });
+            }
+            let since = since.and_then(|s| s.modified_since).map(|t| t.0);
+            Ok::<_, ApiError>((page, since, binding))
+        })();
         let tenant = tenant_of(req, false);
         Box::pin(async move {
-            let page = page?;
+            let (page, modified_since, binding) = parsed?;
             Ok(ListQuery {
                 page,
                 tenant: tenant.await?,
+                modified_since,
+                binding,
             })
         })
     }
@@ -127,8 +207,9 @@ const LIST_ITEM_BYTES: usize = 640;
 /// A list response: `{data, meta}`.
 fn list_response<T: Serialize>(
     page: Page<T>,
-    request: PageRequest,
+    request: &PageRequest,
     tenant: Option<CloudTenantId>,
+    next_cursor: Option<String>,
 ) -> HttpResponse {
     // Sized for the page up front: growing a buffer of tens of KiB by doubling copies it
     // several times over.
@@ -139,6 +220,8 @@ fn list_response<T: Serialize>(
             total: page.total,
             limit: request.limit(),
             offset: request.offset(),
+            next_cursor,
+            synced_through: page.synced_through,
             tenant: tenant.map(|t| t.to_string()),
         },
     };

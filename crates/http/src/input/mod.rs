@@ -12,6 +12,7 @@
 //!   endpoint declares with [`Body::json`].
 
 mod body;
+mod cursor;
 mod list;
 mod path;
 mod query;

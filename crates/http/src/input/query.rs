@@ -223,7 +223,7 @@ impl<T: 'static> FromRequest for Input<T> {
 
 #[cfg(test)]
 mod tests {
-    use posture_wire::query::PageQuery;
+    use posture_wire::paging::PageQuery;
 
     use super::*;
 

@@ -69,7 +69,20 @@ const HEADERS: &[HeaderSpec] = &[
         "Number of lines in the body.",
         || json!({"type": "integer", "minimum": 0}),
     ),
+    (
+        "X-Synced-Through",
+        "The `modifiedAt` of the customer's newest analyzer pass in the export's snapshot: send it as `modifiedSince` next time to export only what changed. Absent before the first pass.",
+        || json!({"type": "string", "format": "date-time"}),
+    ),
+    (
+        "Link",
+        "`<path?...&after=<cursor>>; rel=\"next\"` (RFC 8288) when more rows follow: the next page, with the same other parameters.",
+        || json!({"type": "string"}),
+    ),
 ];
+
+/// Sent only when they apply (a next page, a pass to sync through): not `required`.
+const CONDITIONAL: &[&str] = &["Link", "X-Synced-Through"];
 
 /// Sent on every `/api/v1` response.
 pub(super) const ALWAYS: &[&str] = &[
@@ -99,7 +112,7 @@ pub(super) fn components() -> IndexMap<String, ReferenceOr<Header>> {
             let header = Header {
                 description: Some((*description).to_owned()),
                 style: Default::default(),
-                required: true,
+                required: !CONDITIONAL.contains(name),
                 deprecated: None,
                 format: ParameterSchemaOrContent::Schema(SchemaObject {
                     json_schema: schemars::Schema::try_from(schema())

@@ -5,7 +5,8 @@ use posture_domain::{FindingId, Scope};
 use posture_wire::{
     DataResponse, ListResponse,
     findings::{FindingResponse, FindingsQuery},
-    query::{PageQuery, TenantQuery},
+    paging::{ModifiedSinceQuery, OrderQuery, PageQuery},
+    query::TenantQuery,
 };
 
 use super::{Endpoint, Success};
@@ -28,9 +29,12 @@ pub static LIST: Endpoint = Endpoint {
     query: &[
         part::<FindingsQuery>(),
         part::<TenantQuery>(),
+        part::<OrderQuery>(),
+        part::<ModifiedSinceQuery>(),
         part::<PageQuery>(),
     ],
     success: Success::json::<ListResponse<FindingResponse>>(200, "A page of findings."),
+    success_headers: &["Link"],
     errors: &[400, 404],
     handler: || web::route().to(list_findings),
     ..Endpoint::DEFAULT
@@ -57,7 +61,7 @@ async fn list_findings(
     Input(filters): Input<FindingsQuery>,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    let filter = filters.filter(list.tenant_id());
+    let filter = filters.filter(list.tenant_id(), list.modified_since());
     let page = state
         .ports
         .findings

@@ -5,7 +5,8 @@ use posture_domain::{IdentityId, Scope, identity::IdentityFilter};
 use posture_wire::{
     DataResponse, ListResponse,
     identities::{IdentityDetailResponse, IdentityResponse},
-    query::{PageQuery, TenantQuery},
+    paging::{ModifiedSinceQuery, OrderQuery, PageQuery},
+    query::TenantQuery,
 };
 
 use super::{Endpoint, Success};
@@ -24,7 +25,13 @@ pub static LIST: Endpoint = Endpoint {
     summary: "List identities",
     description: "Users, groups, service principals, managed identities and agent identities \
                   across the customer's connected tenants, ordered by id.",
-    query: &[part::<PageQuery>(), part::<TenantQuery>()],
+    query: &[
+        part::<PageQuery>(),
+        part::<TenantQuery>(),
+        part::<OrderQuery>(),
+        part::<ModifiedSinceQuery>(),
+    ],
+    success_headers: &["Link"],
     success: Success::json::<ListResponse<IdentityResponse>>(200, "A page of identities."),
     errors: &[400, 404],
     handler: || web::route().to(list_identities),
@@ -52,6 +59,7 @@ async fn list_identities(
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
     let filter = IdentityFilter {
+        modified_since: list.modified_since(),
         tenant: list.tenant_id(),
     };
     let page = state

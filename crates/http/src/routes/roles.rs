@@ -4,7 +4,8 @@ use actix_web::{HttpResponse, web};
 use posture_domain::{Scope, recommendation::RecommendationFilter};
 use posture_wire::{
     ListResponse,
-    query::{PageQuery, TenantQuery},
+    paging::{ModifiedSinceQuery, OrderQuery, PageQuery},
+    query::TenantQuery,
     recommendations::RoleRecommendationResponse,
 };
 
@@ -24,7 +25,13 @@ pub static LIST: Endpoint = Endpoint {
     summary: "List right-sized role recommendations",
     description: "Each recommendation with its target identity, the roles it holds, the role \
                   recommended instead and what applying it removes; ordered by id.",
-    query: &[part::<TenantQuery>(), part::<PageQuery>()],
+    query: &[
+        part::<TenantQuery>(),
+        part::<OrderQuery>(),
+        part::<ModifiedSinceQuery>(),
+        part::<PageQuery>(),
+    ],
+    success_headers: &["Link"],
     success: Success::json::<ListResponse<RoleRecommendationResponse>>(
         200,
         "A page of recommendations.",
@@ -40,6 +47,7 @@ async fn list_roles(
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
     let filter = RecommendationFilter {
+        modified_since: list.modified_since(),
         tenant: list.tenant_id(),
     };
     let page = state

@@ -1,12 +1,8 @@
 //! `GET /tenants`.
 
 use actix_web::{HttpResponse, web};
-use posture_domain::{Page, Scope};
-use posture_wire::{
-    ListResponse,
-    query::{PageQuery, TenantQuery},
-    tenants::TenantResponse,
-};
+use posture_domain::{Page, Scope, page::Start};
+use posture_wire::{ListResponse, paging::PageQuery, query::TenantQuery, tenants::TenantResponse};
 
 use super::{Endpoint, Success};
 use crate::{
@@ -25,6 +21,7 @@ pub static LIST: Endpoint = Endpoint {
     description: "The cloud directory tenants connected to the customer, ordered by \
                   cloudTenantId. Gated by `read:identities`.",
     query: &[part::<PageQuery>(), part::<TenantQuery>()],
+    success_headers: &["Link"],
     success: Success::json::<ListResponse<TenantResponse>>(200, "A page of tenants."),
     errors: &[400, 404],
     handler: || web::route().to(list_tenants),
@@ -39,12 +36,14 @@ async fn list_tenants(
     let page = match list.tenant() {
         // Filtered to one tenant: that row, already resolved, is the whole list.
         Some(tenant) => Page {
-            items: if list.page().offset() == 0 {
+            items: if *list.page().start() == Start::Offset(0) {
                 vec![tenant.clone()]
             } else {
                 Vec::new()
             },
             total: 1,
+            next: None,
+            synced_through: None,
         },
         None => {
             state

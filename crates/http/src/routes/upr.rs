@@ -5,7 +5,8 @@ use chrono::{Duration, Utc};
 use posture_domain::{Scope, upr::UprFilter};
 use posture_wire::{
     DataResponse, ListResponse,
-    query::{PageQuery, TenantQuery},
+    paging::PageQuery,
+    query::TenantQuery,
     upr::{
         TrendQuery, UprPrincipalResponse, UprPrincipalsQuery, UprRollupResponse, UprTrendMeta,
         UprTrendResponse,
@@ -50,6 +51,7 @@ pub static PRINCIPALS: Endpoint = Endpoint {
         part::<PageQuery>(),
     ],
     success: Success::json::<ListResponse<UprPrincipalResponse>>(200, "A page of principals."),
+    success_headers: &["Link"],
     errors: &[400, 404],
     handler: || web::route().to(list_principals),
     ..Endpoint::DEFAULT

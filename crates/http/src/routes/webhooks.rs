@@ -8,7 +8,7 @@ use posture_domain::{
 };
 use posture_wire::{
     DataResponse, ListResponse,
-    query::PageQuery,
+    paging::PageQuery,
     webhooks::{CreateWebhookRequest, CreatedWebhookResponse, WebhookResponse},
 };
 
@@ -50,6 +50,7 @@ pub static LIST: Endpoint = Endpoint {
     description: "The customer's active subscriptions, oldest first. Secrets are never shown.",
     query: &[part::<PageQuery>()],
     success: Success::json::<ListResponse<WebhookResponse>>(200, "A page of subscriptions."),
+    success_headers: &["Link"],
     errors: &[400],
     handler: || web::route().to(list_webhooks),
     ..Endpoint::DEFAULT

@@ -69,6 +69,13 @@ impl IngestRepository for PgStore {
     }
 }
 
+/// The pass's `modified_at`, as the lock query computes it.
+#[derive(QueryableByName)]
+struct PassClock {
+    #[diesel(sql_type = diesel::sql_types::Timestamptz)]
+    modified_at: DateTime<Utc>,
+}
+
 /// Errors inside the pass transaction (diesel needs `From<diesel::result::Error>`).
 enum PassError {
     Ingest(IngestError),
@@ -135,6 +142,8 @@ struct PassRun<'c> {
     scope: CustomerScope,
     pass_id: PassId,
     started_at: DateTime<Utc>,
+    /// The `modified_at` of every row this pass changes (set when the customer is locked).
+    modified_at: DateTime<Utc>,
     state: PassState,
     counts: PassCounts,
     /// Names of the fields no record type knows, as the summary lists them.
@@ -157,6 +166,7 @@ impl<'c> PassRun<'c> {
             scope,
             pass_id,
             started_at,
+            modified_at: started_at,
             state: PassState::default(),
             counts: PassCounts::default(),
             unknown_field_names: std::collections::BTreeSet::new(),
@@ -197,18 +207,26 @@ impl<'c> PassRun<'c> {
         }
     }
 
-    /// Serialises passes of one customer; a missing customer fails the pass.
+    /// Serialises passes of one customer and takes the pass's `modified_at`: later than the
+    /// last committed pass's (whose lock this one waited for), so it never goes backwards;
+    /// a missing customer fails the pass.
     async fn lock_customer(&mut self) -> Result<(), PassError> {
         let customer = self.scope.customer_id();
-        let found: Option<uuid::Uuid> = customers::table
-            .find(customer.as_uuid())
-            .select(customers::id)
-            .for_update()
-            .get_result(self.conn)
-            .await
-            .optional()?;
-        match found {
-            Some(_) => Ok(()),
+        let locked: Option<PassClock> = diesel::sql_query(
+            "SELECT greatest(clock_timestamp(), \
+                             coalesce(synced_through + interval '1 microsecond', '-infinity')) \
+                    AS modified_at \
+             FROM customers WHERE id = $1 FOR UPDATE",
+        )
+        .bind::<diesel::sql_types::Uuid, _>(customer.as_uuid())
+        .get_result(self.conn)
+        .await
+        .optional()?;
+        match locked {
+            Some(clock) => {
+                self.modified_at = clock.modified_at;
+                Ok(())
+            }
             None => Err(IngestError::Store(Error::invalid(
                 "customer",
                 format!("no customer with id {customer}"),
@@ -334,7 +352,12 @@ impl<'c> PassRun<'c> {
                 analyzer_passes::new_findings.eq(count(self.counts.new_findings)),
                 analyzer_passes::role_recommendations.eq(count(self.counts.role_recommendations)),
                 analyzer_passes::upr_scores.eq(count(self.counts.upr_scores)),
+                analyzer_passes::modified_at.eq(self.modified_at),
             ))
+            .execute(self.conn)
+            .await?;
+        diesel::update(customers::table.find(customer))
+            .set(customers::synced_through.eq(self.modified_at))
             .execute(self.conn)
             .await?;
         Ok(PassSummary {

@@ -31,6 +31,23 @@ fn json_list(items: &[String]) -> String {
     serde_json::Value::from(items).to_string()
 }
 
+/// An identity's role assignments as SQL compares them: `[[role, scope, type], ...]`.
+fn assignments_json(assignments: &[posture_domain::identity::RoleAssignment]) -> String {
+    serde_json::Value::from(
+        assignments
+            .iter()
+            .map(|a| {
+                serde_json::Value::from(vec![
+                    a.role_name.as_str(),
+                    a.scope.as_str(),
+                    a.assignment_type.as_str(),
+                ])
+            })
+            .collect::<Vec<_>>(),
+    )
+    .to_string()
+}
+
 impl PassRun<'_> {
     pub(super) async fn flush_identities(&mut self) -> Result<(), PassError> {
         let rows = self.identities.take();
@@ -40,14 +57,20 @@ impl PassRun<'_> {
         let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
         diesel::sql_query(
             "INSERT INTO identities (customer_id, id, cloud_tenant_id, kind, display_name, \
-                                     principal_name, first_seen_at, last_seen_at) \
-             SELECT $1, r.id, r.tenant, r.kind, r.display_name, r.principal_name, $2, $2 \
+                                     principal_name, first_seen_at, last_seen_at, modified_at) \
+             SELECT $1, r.id, r.tenant, r.kind, r.display_name, r.principal_name, $2, $2, $8 \
              FROM unnest($3::text[], $4::uuid[], $5::text[], $6::text[], $7::text[]) \
                   AS r(id, tenant, kind, display_name, principal_name) \
              ON CONFLICT (customer_id, id) DO UPDATE SET \
                 cloud_tenant_id = EXCLUDED.cloud_tenant_id, kind = EXCLUDED.kind, \
                 display_name = EXCLUDED.display_name, principal_name = EXCLUDED.principal_name, \
-                last_seen_at = EXCLUDED.last_seen_at",
+                last_seen_at = EXCLUDED.last_seen_at, \
+                modified_at = CASE WHEN (identities.cloud_tenant_id, identities.kind, \
+                                         identities.display_name, identities.principal_name) \
+                                        IS DISTINCT FROM \
+                                        (EXCLUDED.cloud_tenant_id, EXCLUDED.kind, \
+                                         EXCLUDED.display_name, EXCLUDED.principal_name) \
+                              THEN EXCLUDED.modified_at ELSE identities.modified_at END",
         )
         .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
         .bind::<Timestamptz, _>(self.started_at)
@@ -66,6 +89,31 @@ impl PassRun<'_> {
         .bind::<Array<Nullable<Text>>, _>(
             rows.iter()
                 .map(|r| r.principal_name.as_deref())
+                .collect::<Vec<_>>(),
+        )
+        .bind::<Timestamptz, _>(self.modified_at)
+        .execute(self.conn)
+        .await?;
+
+        // Role assignments are served (the detail route): an identity whose assignments differ
+        // from the stored ones is modified too. Compared before they are replaced.
+        diesel::sql_query(
+            "UPDATE identities i SET modified_at = $3 \
+             FROM unnest($2::text[], $4::text[]) AS r(id, assignments) \
+             WHERE i.customer_id = $1 AND i.id = r.id AND i.modified_at <> $3 \
+               AND r.assignments::jsonb IS DISTINCT FROM ( \
+                   SELECT coalesce(jsonb_agg(jsonb_build_array(a.role_name, a.scope, \
+                                                               a.assignment_type) \
+                                             ORDER BY a.position), '[]'::jsonb) \
+                   FROM role_assignments a \
+                   WHERE a.customer_id = $1 AND a.identity_id = r.id)",
+        )
+        .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
+        .bind::<Array<Text>, _>(&ids)
+        .bind::<Timestamptz, _>(self.modified_at)
+        .bind::<Array<Text>, _>(
+            rows.iter()
+                .map(|r| assignments_json(&r.role_assignments))
                 .collect::<Vec<_>>(),
         )
         .execute(self.conn)
@@ -131,9 +179,10 @@ impl PassRun<'_> {
         diesel::sql_query(
             "INSERT INTO findings (customer_id, id, cloud_tenant_id, finding_type, severity, \
                                    status, title, description, identity_id, detected_at, \
-                                   updated_at, first_pass_id, last_pass_id) \
+                                   updated_at, first_pass_id, last_pass_id, modified_at) \
              SELECT $1, r.id, r.tenant, r.finding_type, r.severity, r.status, r.title, \
-                    r.description, r.identity_id, COALESCE(r.detected_at, $2), $2, $3, $3 \
+                    r.description, r.identity_id, COALESCE(r.detected_at, $2), $2, $3, $3, \
+                    $13 \
              FROM unnest($4::text[], $5::uuid[], $6::text[], $7::text[], $8::text[], \
                          $9::text[], $10::text[], $11::text[], $12::timestamptz[]) \
                   AS r(id, tenant, finding_type, severity, status, title, description, \
@@ -144,7 +193,17 @@ impl PassRun<'_> {
                 status = EXCLUDED.status, title = EXCLUDED.title, \
                 description = EXCLUDED.description, identity_id = EXCLUDED.identity_id, \
                 detected_at = LEAST(findings.detected_at, EXCLUDED.detected_at), \
-                updated_at = EXCLUDED.updated_at, last_pass_id = EXCLUDED.last_pass_id",
+                updated_at = EXCLUDED.updated_at, last_pass_id = EXCLUDED.last_pass_id, \
+                modified_at = CASE WHEN (findings.cloud_tenant_id, findings.finding_type, \
+                                         findings.severity, findings.status, findings.title, \
+                                         findings.description, findings.identity_id, \
+                                         findings.detected_at) \
+                                        IS DISTINCT FROM \
+                                        (EXCLUDED.cloud_tenant_id, EXCLUDED.finding_type, \
+                                         EXCLUDED.severity, EXCLUDED.status, EXCLUDED.title, \
+                                         EXCLUDED.description, EXCLUDED.identity_id, \
+                                         LEAST(findings.detected_at, EXCLUDED.detected_at)) \
+                              THEN EXCLUDED.modified_at ELSE findings.modified_at END",
         )
         .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
         .bind::<Timestamptz, _>(self.started_at)
@@ -178,6 +237,7 @@ impl PassRun<'_> {
                 .map(|r| r.detected_at)
                 .collect::<Vec<Option<DateTime<Utc>>>>(),
         )
+        .bind::<Timestamptz, _>(self.modified_at)
         .execute(self.conn)
         .await?;
         Ok(())
@@ -191,14 +251,14 @@ impl PassRun<'_> {
         diesel::sql_query(concat!(
             "INSERT INTO role_recommendations (customer_id, id, cloud_tenant_id, identity_id, \
                 current_roles, recommended_role_name, recommended_actions, removed_actions, \
-                created_at, updated_at) \
+                created_at, updated_at, modified_at) \
              SELECT $1, r.id, r.tenant, r.identity_id, ",
             json_text_array!("current_roles"),
             ", r.role_name, ",
             json_text_array!("actions"),
             ", ",
             json_text_array!("removed"),
-            ", $2, $2 \
+            ", $2, $2, $10 \
              FROM unnest($3::text[], $4::uuid[], $5::text[], $6::text[], $7::text[], \
                          $8::text[], $9::text[]) \
                   AS r(id, tenant, identity_id, current_roles, role_name, actions, removed) \
@@ -207,7 +267,21 @@ impl PassRun<'_> {
                 current_roles = EXCLUDED.current_roles, \
                 recommended_role_name = EXCLUDED.recommended_role_name, \
                 recommended_actions = EXCLUDED.recommended_actions, \
-                removed_actions = EXCLUDED.removed_actions, updated_at = EXCLUDED.updated_at"
+                removed_actions = EXCLUDED.removed_actions, updated_at = EXCLUDED.updated_at, \
+                modified_at = CASE WHEN (role_recommendations.cloud_tenant_id, \
+                                         role_recommendations.identity_id, \
+                                         role_recommendations.current_roles, \
+                                         role_recommendations.recommended_role_name, \
+                                         role_recommendations.recommended_actions, \
+                                         role_recommendations.removed_actions) \
+                                        IS DISTINCT FROM \
+                                        (EXCLUDED.cloud_tenant_id, EXCLUDED.identity_id, \
+                                         EXCLUDED.current_roles, \
+                                         EXCLUDED.recommended_role_name, \
+                                         EXCLUDED.recommended_actions, \
+                                         EXCLUDED.removed_actions) \
+                              THEN EXCLUDED.modified_at \
+                              ELSE role_recommendations.modified_at END"
         ))
         .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
         .bind::<Timestamptz, _>(self.started_at)
@@ -242,6 +316,7 @@ impl PassRun<'_> {
                 .map(|r| json_list(&r.removed_actions))
                 .collect::<Vec<_>>(),
         )
+        .bind::<Timestamptz, _>(self.modified_at)
         .execute(self.conn)
         .await?;
         Ok(())

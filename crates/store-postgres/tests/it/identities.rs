@@ -119,6 +119,7 @@ async fn paging_yields_every_identity_once_with_a_constant_total() {
 
     let filter = IdentityFilter {
         tenant: Some(t2.parse().unwrap()),
+        ..IdentityFilter::default()
     };
     let page = store
         .list_identities(a, &filter, PageRequest::default())

@@ -69,6 +69,7 @@ pub fn finding() -> impl Strategy<Value = FindingResponse> {
                     }),
                     detected_at: times.0,
                     updated_at: times.1,
+                    modified_at: times.1,
                 }
             },
         )

@@ -104,6 +104,30 @@ fn cases(name: &str, schema: &Value, tenant: &str) -> Vec<(String, Expect)> {
             (format!("{tenant}0"), Refused),
             (String::new(), Refused),
         ],
+        Some("string") if schema["format"] == "date-time" => {
+            let max = schema["maxLength"].as_u64().unwrap() as usize;
+            vec![
+                ("2026-11-24T06:00:00Z".to_owned(), Accepted),
+                ("2026-11-24T08:00:00.123456+02:00".to_owned(), Accepted),
+                ("1970-01-01T00:00:00Z".to_owned(), Accepted),
+                ("2026-11-24".to_owned(), Refused),
+                ("2026-13-01T00:00:00Z".to_owned(), Refused),
+                ("yesterday".to_owned(), Refused),
+                (String::new(), Refused),
+                (format!("2026-11-24T06:00:00.{}Z", "1".repeat(max)), Refused),
+            ]
+        }
+        // A cursor: only this server's own are accepted (tests/it/routes/cursors.rs); here,
+        // what is malformed or too long.
+        Some("string") if schema["pattern"] == "^[A-Za-z0-9_-]+$" => {
+            let max = schema["maxLength"].as_u64().unwrap() as usize;
+            vec![
+                (String::new(), Refused),
+                ("not a cursor!".to_owned(), Refused),
+                ("A".repeat(max + 1), Refused),
+                ("A".repeat(max), Refused),
+            ]
+        }
         _ => panic!("{name}: no bounds cases for the schema {schema}: add them here"),
     }
 }

@@ -23,6 +23,7 @@ use posture_wire::{
     cef,
     findings::{ExportQuery, FindingResponse, FindingsQuery},
     ndjson, ocsf,
+    paging::ModifiedSinceQuery,
     query::TenantQuery,
 };
 use schemars::{Schema, SchemaGenerator, json_schema};
@@ -121,11 +122,13 @@ pub static EXPORT: Endpoint = Endpoint {
     description: "Every finding matching the filters of `GET /findings` (no `limit` or \
                   `offset`), ordered by id, streamed as it is read, each line ending in a line \
                   feed (the last one too). `X-Total-Count` gives the number of lines. No match \
-                  is an empty 200 body. Documented in docs/export.md.",
+                  is an empty 200 body. With `modifiedSince`, only what changed since; \
+                  `X-Synced-Through` is what to send next time. Documented in docs/export.md.",
     query: &[
         part::<ExportQuery>(),
         part::<FindingsQuery>(),
         part::<TenantQuery>(),
+        part::<ModifiedSinceQuery>(),
     ],
     success: Success::Media {
         status: 200,
@@ -136,7 +139,7 @@ pub static EXPORT: Endpoint = Endpoint {
         ],
     },
     errors: &[400, 404],
-    success_headers: &["Content-Disposition", "X-Total-Count"],
+    success_headers: &["Content-Disposition", "X-Total-Count", "X-Synced-Through"],
     handler: || web::route().to(export_findings),
     ..Endpoint::DEFAULT
 };
@@ -146,10 +149,11 @@ async fn export_findings(
     tenant: TenantFilter,
     Input(export): Input<ExportQuery>,
     Input(filters): Input<FindingsQuery>,
+    Input(since): Input<ModifiedSinceQuery>,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
     let format = export.format();
-    let filter = filters.filter(tenant.id());
+    let filter = filters.filter(tenant.id(), since.modified_since.map(|t| t.0));
     let slot = state
         .exports
         .acquire(caller.scope().customer_id())
@@ -161,18 +165,26 @@ async fn export_findings(
         .export_findings(caller.scope(), &filter)
         .await?;
     let total = cursor.total();
+    let synced_through = cursor.synced_through();
     let body = stream::body(cursor, format, slot, state.export_stall);
     let filename = format!(
         "findings-{}.{}",
         Utc::now().format("%Y-%m-%d"),
         format.extension()
     );
-    Ok(HttpResponse::Ok()
+    let mut response = HttpResponse::Ok();
+    response
         .content_type(format.content_type())
         .insert_header(ContentDisposition {
             disposition: DispositionType::Attachment,
             parameters: vec![DispositionParam::Filename(filename)],
         })
-        .insert_header((header::HeaderName::from_static("x-total-count"), total))
-        .streaming(body))
+        .insert_header((header::HeaderName::from_static("x-total-count"), total));
+    if let Some(through) = synced_through {
+        response.insert_header((
+            header::HeaderName::from_static("x-synced-through"),
+            through.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        ));
+    }
+    Ok(response.streaming(body))
 }

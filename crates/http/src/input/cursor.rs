@@ -1,0 +1,99 @@
+//! Cursors on the wire: what a list's `after` must match, opening it, and sealing the next
+//! one with its `Link: rel="next"` header.
+//!
+//! A cursor is bound to the caller's customer, the route (its path template) and the
+//! request's other query parameters in a canonical form (sorted, without `limit`, `offset`
+//! and `after`), so a page size may change between pages but nothing that selects or orders
+//! the rows.
+
+use std::sync::Arc;
+
+use actix_web::HttpRequest;
+use posture_domain::{
+    CustomerId,
+    cursor::{Cursor, CursorContext, CursorError},
+    page::SortKey,
+    secrets::Keyring,
+};
+
+use crate::error::ApiError;
+
+/// Parameters that page through a list without changing what it holds.
+const PAGE_PARAMS: [&str; 3] = ["limit", "offset", "after"];
+
+/// What the cursor of a list request is bound to, and how its next page is linked.
+pub(super) struct CursorBinding {
+    keyring: Arc<Keyring>,
+    customer: CustomerId,
+    route: String,
+    /// The query without the page parameters, canonical (sorted, form-encoded).
+    filters: String,
+    path: String,
+    limit: Option<String>,
+}
+
+impl CursorBinding {
+    pub(super) fn of(req: &HttpRequest, keyring: Arc<Keyring>, customer: CustomerId) -> Self {
+        let mut filters: Vec<(String, String)> = Vec::new();
+        let mut limit = None;
+        for (name, value) in form_urlencoded::parse(req.query_string().as_bytes()) {
+            if name == "limit" {
+                limit = Some(value.into_owned());
+            } else if !PAGE_PARAMS.contains(&name.as_ref()) {
+                filters.push((name.into_owned(), value.into_owned()));
+            }
+        }
+        filters.sort();
+        let filters = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(&filters)
+            .finish();
+        Self {
+            keyring,
+            customer,
+            route: req.match_pattern().unwrap_or_else(|| req.path().to_owned()),
+            filters,
+            path: req.path().to_owned(),
+            limit,
+        }
+    }
+
+    fn context(&self) -> CursorContext<'_> {
+        CursorContext {
+            customer: self.customer,
+            route: &self.route,
+            filters: &self.filters,
+        }
+    }
+
+    /// The cursor given as `after`, if this server made it for this request.
+    pub(super) fn open(&self, token: &str) -> Result<Cursor, ApiError> {
+        self.keyring
+            .cursor_key()
+            .open(token, &self.context())
+            .map_err(refused)
+    }
+
+    /// The cursor of the page after `key`, and the `Link` header value that asks for it.
+    pub(super) fn next(
+        &self,
+        key: SortKey,
+        through: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> (String, String) {
+        let cursor = Cursor {
+            after: key,
+            through,
+        };
+        let token = self.keyring.cursor_key().seal(&cursor, &self.context());
+        let mut query = form_urlencoded::Serializer::new(self.filters.clone());
+        if let Some(limit) = &self.limit {
+            query.append_pair("limit", limit);
+        }
+        query.append_pair("after", &token);
+        let link = format!("<{}?{}>; rel=\"next\"", self.path, query.finish());
+        (token, link)
+    }
+}
+
+fn refused(e: CursorError) -> ApiError {
+    ApiError::invalid(format!("after: {e}"))
+}
