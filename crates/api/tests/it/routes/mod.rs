@@ -9,6 +9,7 @@ mod export_ocsf;
 mod findings;
 mod identities;
 mod roles;
+mod sync;
 mod tenants;
 mod upr;
 mod webhooks;
