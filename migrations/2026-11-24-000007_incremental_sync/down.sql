@@ -1,3 +1,8 @@
+DROP TRIGGER tenants_data_version ON tenants;
+DROP TRIGGER webhook_subscriptions_data_version ON webhook_subscriptions;
+DROP FUNCTION bump_data_version_of_row();
+DROP FUNCTION bump_data_version(uuid);
+DROP TABLE customer_data_versions;
 DROP INDEX role_recommendations_modified_idx;
 DROP INDEX identities_modified_idx;
 DROP INDEX findings_modified_idx;

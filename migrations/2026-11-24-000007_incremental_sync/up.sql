@@ -41,3 +41,34 @@ CREATE INDEX identities_modified_idx ON identities (customer_id, modified_at, id
     INCLUDE (cloud_tenant_id);
 CREATE INDEX role_recommendations_modified_idx
     ON role_recommendations (customer_id, modified_at, id) INCLUDE (cloud_tenant_id);
+
+-- Conditional requests: a per-customer data version, bumped in the same transaction as
+-- every change the read routes can show (a pass, a webhook subscription change, a tenant
+-- connected). Serving processes cache versions and forget one when `posture_data` names
+-- its customer (delivered at commit). Its own table, so that bumping it never waits for the
+-- row lock a running pass holds on `customers`.
+CREATE TABLE customer_data_versions (
+    customer_id  uuid PRIMARY KEY REFERENCES customers (id),
+    version      bigint NOT NULL
+);
+
+CREATE FUNCTION bump_data_version(customer uuid) RETURNS void LANGUAGE sql AS $$
+    INSERT INTO customer_data_versions (customer_id, version) VALUES (customer, 1)
+    ON CONFLICT (customer_id) DO UPDATE SET version = customer_data_versions.version + 1;
+    SELECT pg_notify('posture_data', customer::text);
+$$;
+
+CREATE FUNCTION bump_data_version_of_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM bump_data_version(CASE WHEN TG_OP = 'DELETE' THEN OLD.customer_id
+                                   ELSE NEW.customer_id END);
+    RETURN NULL;
+END;
+$$;
+
+CREATE TRIGGER webhook_subscriptions_data_version
+    AFTER INSERT OR UPDATE OR DELETE ON webhook_subscriptions
+    FOR EACH ROW EXECUTE FUNCTION bump_data_version_of_row();
+CREATE TRIGGER tenants_data_version
+    AFTER INSERT OR UPDATE OR DELETE ON tenants
+    FOR EACH ROW EXECUTE FUNCTION bump_data_version_of_row();

@@ -30,6 +30,7 @@ pub fn ports(store: &PgStore, limiter: Arc<dyn RateLimiter>) -> Ports {
         recommendations: store.clone(),
         upr: store.clone(),
         webhooks: store.clone(),
+        versions: store.clone(),
         health: store,
         limiter,
     }

@@ -80,16 +80,52 @@ impl hkdf::KeyType for HmacLen {
     }
 }
 
-impl CursorKey {
-    /// Derives the cursor key from the server's secret key (HKDF-SHA256, its own label, so
-    /// the cursor key says nothing of the key that seals secrets).
+/// A 32-byte key derived from the server's secret key for one purpose (HKDF-SHA256 with
+/// the purpose as its label), so a derived key says nothing of the secret or of the others.
+fn derive(secret: &[u8; 32], label: &[u8]) -> [u8; 32] {
+    let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, b"posture derived keys").extract(secret);
+    let mut bytes = [0u8; 32];
+    let info: &[&[u8]] = &[label];
+    prk.expand(info, HmacLen)
+        .and_then(|okm| okm.fill(&mut bytes))
+        .expect("32 bytes is a valid HKDF-SHA256 output length");
+    bytes
+}
+
+/// The key of response tags (`ETag`): an HMAC over what the tag stands for, so a tag
+/// cannot be guessed, only received.
+pub struct TagKey(hmac::Key);
+
+impl std::fmt::Debug for TagKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TagKey").finish_non_exhaustive()
+    }
+}
+
+impl TagKey {
     pub fn derive(secret: &[u8; 32]) -> Self {
-        let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, b"posture cursors").extract(secret);
-        let mut bytes = [0u8; 32];
-        let info: &[&[u8]] = &[b"posture cursor key v1"];
-        prk.expand(info, HmacLen)
-            .and_then(|okm| okm.fill(&mut bytes))
-            .expect("32 bytes is a valid HKDF-SHA256 output length");
+        Self(hmac::Key::new(
+            hmac::HMAC_SHA256,
+            &derive(secret, b"posture etag key v1"),
+        ))
+    }
+
+    /// The tag of `parts` (each length-prefixed, so no two lists of parts share a tag):
+    /// 128 bits, base64url.
+    pub fn tag(&self, parts: &[&[u8]]) -> String {
+        let mut ctx = hmac::Context::with_key(&self.0);
+        for part in parts {
+            ctx.update(&(part.len() as u64).to_be_bytes());
+            ctx.update(part);
+        }
+        data_encoding::BASE64URL_NOPAD.encode(&ctx.sign().as_ref()[..16])
+    }
+}
+
+impl CursorKey {
+    /// Derives the cursor key from the server's secret key.
+    pub fn derive(secret: &[u8; 32]) -> Self {
+        let bytes = derive(secret, b"posture cursor key v1");
         let digest = ring::digest::digest(&ring::digest::SHA256, &bytes);
         let mut id = [0u8; KEY_ID_LEN];
         id.copy_from_slice(&digest.as_ref()[..KEY_ID_LEN]);

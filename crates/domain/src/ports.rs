@@ -28,6 +28,14 @@ use crate::{
     webhook::{NewSubscription, Subscription},
 };
 
+/// The version of what the read routes show of a customer: it changes in the same
+/// transaction as every change they could show (a pass, a webhook or tenant change), so an
+/// unchanged version means an unchanged response (conditional requests).
+#[async_trait]
+pub trait DataVersionRepository: Send + Sync {
+    async fn data_version(&self, scope: CustomerScope) -> Result<u64>;
+}
+
 /// Customers (operator commands only).
 #[async_trait]
 pub trait CustomerRepository: Send + Sync {

@@ -50,6 +50,15 @@ impl RatePolicy {
             allowed: count <= limit,
         }
     }
+
+    /// The state of a window holding `count` requests, without counting one: `allowed`
+    /// says whether one more would be.
+    pub fn peeked(&self, count: u64, reset_at: u64, now: u64) -> RateDecision {
+        RateDecision {
+            allowed: count < u64::from(self.limit),
+            ..self.decide(count, reset_at, now)
+        }
+    }
 }
 
 /// Whose requests a counter counts.
@@ -114,9 +123,10 @@ pub enum LimiterState {
 pub trait RateLimiter: Send + Sync {
     /// Counts one request of `bucket` and decides on it.
     async fn check(&self, bucket: &RateBucket) -> Result<RateDecision>;
-    /// Whether `bucket` has a request left in its current window, without counting one
-    /// (the gate asks before paying for a key lookup).
-    async fn has_budget(&self, bucket: &RateBucket) -> Result<bool>;
+    /// The state of `bucket`'s current window without counting a request: the gate asks
+    /// before paying for a key lookup (`allowed`: a request is left), and answers a
+    /// conditional request that matched (304, which costs no quota) with its headers.
+    async fn peek(&self, bucket: &RateBucket) -> Result<RateDecision>;
     /// The limiter's current state.
     fn state(&self) -> LimiterState;
 }
@@ -243,16 +253,16 @@ impl InProcessRateLimiter {
         self.policy.decide(count, reset_at, now)
     }
 
-    /// Whether `bucket` has a request left at `now`, without counting one.
-    pub fn has_budget_at(&self, bucket: &RateBucket, now: u64) -> bool {
-        let (window, _) = self.policy.window(now);
+    /// The state of `bucket` at `now`, without counting a request.
+    pub fn peek_at(&self, bucket: &RateBucket, now: u64) -> RateDecision {
+        let (window, reset_at) = self.policy.window(now);
         let mut counters = self.counters();
         counters.enter(window);
         let count = match bucket {
             RateBucket::Key(_) => counters.keys.get(bucket),
             RateBucket::Address(_) | RateBucket::SignIn(_) => counters.addresses.get(bucket),
         };
-        count < u64::from(self.policy.limit)
+        self.policy.peeked(count, reset_at, now)
     }
 }
 
@@ -262,8 +272,8 @@ impl RateLimiter for InProcessRateLimiter {
         Ok(self.check_at(bucket, epoch_secs()))
     }
 
-    async fn has_budget(&self, bucket: &RateBucket) -> Result<bool> {
-        Ok(self.has_budget_at(bucket, epoch_secs()))
+    async fn peek(&self, bucket: &RateBucket) -> Result<RateDecision> {
+        Ok(self.peek_at(bucket, epoch_secs()))
     }
 
     fn state(&self) -> LimiterState {
@@ -322,12 +332,12 @@ mod tests {
         let limiter = InProcessRateLimiter::new(POLICY);
         let address = RateBucket::Address("192.0.2.1".into());
         for _ in 0..3 {
-            assert!(limiter.has_budget_at(&address, 5));
+            assert!(limiter.peek_at(&address, 5).allowed);
             limiter.check_at(&address, 5);
         }
-        assert!(!limiter.has_budget_at(&address, 5));
+        assert!(!limiter.peek_at(&address, 5).allowed);
         assert!(
-            limiter.has_budget_at(&address, 60),
+            limiter.peek_at(&address, 60).allowed,
             "a new window has budget"
         );
     }

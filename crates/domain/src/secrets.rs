@@ -95,6 +95,8 @@ pub struct Keyring {
     current: SealingKey,
     /// Signs list cursors; derived from the current key (a rotation ends old cursors).
     cursors: crate::cursor::CursorKey,
+    /// Tags responses (`ETag`); derived from the current key.
+    tags: crate::cursor::TagKey,
     previous: Vec<SealingKey>,
     random: SystemRandom,
 }
@@ -116,6 +118,7 @@ impl Keyring {
         Ok(Self {
             current: SealingKey::new(current)?,
             cursors: crate::cursor::CursorKey::derive(current),
+            tags: crate::cursor::TagKey::derive(current),
             previous: previous
                 .iter()
                 .map(SealingKey::new)
@@ -127,6 +130,11 @@ impl Keyring {
     /// The key that signs and checks list cursors.
     pub fn cursor_key(&self) -> &crate::cursor::CursorKey {
         &self.cursors
+    }
+
+    /// The key that tags responses (`ETag`).
+    pub fn tag_key(&self) -> &crate::cursor::TagKey {
+        &self.tags
     }
 
     /// The id of the key that seals new secrets.

@@ -16,15 +16,22 @@
 //! 5. Over the limit: 429 with `Retry-After`. Otherwise a failed authentication is answered
 //!    (401), or the route runs (which checks its scope).
 //!
+//! A valid key's conditional read (`conditional.rs`) is tagged before it counts: when its
+//! `If-None-Match` holds the tag, it is answered 304 without counting (the headers then show
+//! the key's bucket as it stands).
+//!
 //! Every response of `/api/v1` carries the headers of the bucket it counted against last:
 //! `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (epoch seconds of the
 //! window's end), and the IETF draft fields `RateLimit-Policy` and `RateLimit`.
 
 use actix_web::{
-    Error, HttpMessage,
+    Error, HttpMessage, HttpResponse,
     body::{EitherBody, MessageBody},
     dev::{ServiceRequest, ServiceResponse},
-    http::header::{HeaderMap, HeaderName, HeaderValue},
+    http::{
+        StatusCode,
+        header::{self, EntityTag, HeaderMap, HeaderName, HeaderValue},
+    },
     middleware::Next,
     web,
 };
@@ -35,7 +42,8 @@ use posture_domain::{
 };
 
 use crate::{
-    auth::presented_key, client_ip::request_bucket_name, error::ApiError, routes, state::ApiState,
+    auth::presented_key, client_ip::request_bucket_name, conditional, error::ApiError, routes,
+    state::ApiState,
 };
 
 const X_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
@@ -104,57 +112,99 @@ async fn count(state: &ApiState, bucket: RateBucket) -> Counted {
 
 /// Whether the bucket has a request left (a limiter failure counts as yes, as in `count`).
 async fn has_budget(state: &ApiState, bucket: &RateBucket) -> bool {
-    state.ports.limiter.has_budget(bucket).await.unwrap_or(true)
+    state
+        .ports
+        .limiter
+        .peek(bucket)
+        .await
+        .map_or(true, |d| d.allowed)
 }
 
-/// Authenticates and counts the request: its principal (if the key is valid), the count
-/// its headers report, and the refusal to answer instead of the route (if any).
-async fn admit(
-    req: &ServiceRequest,
-    state: &ApiState,
-) -> (Option<Principal>, Counted, Option<ApiError>) {
+/// What the gate decided: the principal (if the key is valid), the count its headers
+/// report, the refusal to answer instead of the route (if any), and the response's tag
+/// (a conditional read) with whether the client already holds it.
+struct Admission {
+    principal: Option<Principal>,
+    counted: Counted,
+    refusal: Option<ApiError>,
+    tag: Option<EntityTag>,
+    not_modified: bool,
+}
+
+impl Admission {
+    fn anonymous(counted: Counted, refusal: Option<ApiError>) -> Self {
+        Self {
+            principal: None,
+            counted,
+            refusal,
+            tag: None,
+            not_modified: false,
+        }
+    }
+}
+
+/// A valid key: a conditional read whose tag the client holds is not counted (304); any
+/// other request counts against the key.
+async fn admit_key(req: &ServiceRequest, state: &ApiState, principal: Principal) -> Admission {
+    let bucket = RateBucket::Key(principal.key_id());
+    let tag = conditional::tag(req, state, &principal).await;
+    if let Some(tag) = tag.as_ref().filter(|tag| conditional::matches(req, tag)) {
+        let decision = state.ports.limiter.peek(&bucket).await.ok();
+        return Admission {
+            principal: Some(principal),
+            counted: Counted { bucket, decision },
+            refusal: None,
+            tag: Some(tag.clone()),
+            not_modified: true,
+        };
+    }
+    let counted = count(state, bucket).await;
+    let refusal = counted.over_limit();
+    Admission {
+        principal: Some(principal),
+        counted,
+        refusal,
+        tag,
+        not_modified: false,
+    }
+}
+
+/// Authenticates and counts the request (see the module's rules).
+async fn admit(req: &ServiceRequest, state: &ApiState) -> Admission {
     if routes::is_public(req.path()) {
         let counted = count(state, address_bucket(req, state)).await;
         let refusal = counted.over_limit();
-        return (None, counted, refusal);
+        return Admission::anonymous(counted, refusal);
     }
     let Some(hash) = presented_key(req.headers()) else {
         let counted = count(state, address_bucket(req, state)).await;
         let refusal = counted.over_limit().or(Some(ApiError::Unauthorized));
-        return (None, counted, refusal);
+        return Admission::anonymous(counted, refusal);
     };
     match state.ports.keys.known_key(&hash) {
-        KnownKey::Valid(principal) => {
-            let counted = count(state, RateBucket::Key(principal.key_id())).await;
-            let refusal = counted.over_limit();
-            (Some(principal), counted, refusal)
-        }
+        KnownKey::Valid(principal) => admit_key(req, state, principal).await,
         KnownKey::Unknown => {
             let counted = count(state, address_bucket(req, state)).await;
             let refusal = counted.over_limit().or(Some(ApiError::Unauthorized));
-            (None, counted, refusal)
+            Admission::anonymous(counted, refusal)
         }
         known @ (KnownKey::Unseen | KnownKey::Recent) => {
             let address = address_bucket(req, state);
             if known == KnownKey::Unseen && !has_budget(state, &address).await {
                 let counted = count(state, address).await;
                 let refusal = counted.over_limit().or(Some(ApiError::Unauthorized));
-                return (None, counted, refusal);
+                return Admission::anonymous(counted, refusal);
             }
             match state.ports.keys.authenticate(&hash).await {
-                Ok(Some(principal)) => {
-                    let counted = count(state, RateBucket::Key(principal.key_id())).await;
-                    let refusal = counted.over_limit();
-                    (Some(principal), counted, refusal)
-                }
+                Ok(Some(principal)) => admit_key(req, state, principal).await,
                 Ok(None) => {
                     let counted = count(state, address).await;
                     let refusal = counted.over_limit().or(Some(ApiError::Unauthorized));
-                    (None, counted, refusal)
+                    Admission::anonymous(counted, refusal)
                 }
                 Err(e) => {
                     let counted = count(state, address).await;
-                    (None, counted, Some(e.into()))
+                    Admission::anonymous(counted, Some(e.into()))
                 }
             }
         }
@@ -168,16 +218,26 @@ pub(crate) async fn gate(
     let Some(state) = req.app_data::<web::Data<ApiState>>().cloned() else {
         return Ok(req.error_response(ApiError::Internal).map_into_right_body());
     };
-    let (principal, counted, refusal) = admit(&req, &state).await;
-    let mut response = match refusal {
+    let admission = admit(&req, &state).await;
+    let mut response = match admission.refusal {
         Some(refusal) => req.error_response(refusal).map_into_right_body(),
+        None if admission.not_modified => req
+            .into_response(HttpResponse::NotModified().finish())
+            .map_into_right_body(),
         None => {
-            if let Some(principal) = principal {
+            if let Some(principal) = admission.principal {
                 req.extensions_mut().insert(principal);
             }
             next.call(req).await?.map_into_left_body()
         }
     };
+    let tagged = response.status() == StatusCode::OK || admission.not_modified;
+    if let Some(tag) = admission.tag.as_ref().filter(|_| tagged)
+        && let Some(value) = conditional::header_value(tag)
+    {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+    let counted = admission.counted;
     if let Some(decision) = &counted.decision {
         set_headers(response.headers_mut(), &counted.bucket, decision);
     }

@@ -8,6 +8,7 @@
 
 mod auth;
 pub mod client_ip;
+mod conditional;
 mod error;
 pub mod export_slots;
 mod gate;

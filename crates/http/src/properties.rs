@@ -103,11 +103,35 @@ fn valid_value(schema: &Value) -> BoxedStrategy<String> {
         Some("string") if schema["format"] == "uuid" => any::<u128>()
             .prop_map(|n| uuid::Uuid::from_u128(n).to_string())
             .boxed(),
+        Some("string") if schema["format"] == "date-time" => {
+            // Any second from year 1 to 9999, in UTC or at an offset, with or without a
+            // fraction.
+            (
+                -62_135_596_800i64..253_402_300_799,
+                0u32..1_000_000,
+                -23i32..=23,
+                any::<bool>(),
+            )
+                .prop_map(|(secs, micros, hours, fraction)| {
+                    let time =
+                        chrono::DateTime::from_timestamp(secs, micros * 1000).expect("in range");
+                    let offset = chrono::FixedOffset::east_opt(hours * 3600).expect("in range");
+                    let format = if fraction {
+                        chrono::SecondsFormat::Micros
+                    } else {
+                        chrono::SecondsFormat::Secs
+                    };
+                    time.with_timezone(&offset).to_rfc3339_opts(format, true)
+                })
+                .boxed()
+        }
         Some("string") if schema["pattern"].is_string() => {
             let pattern = schema["pattern"].as_str().unwrap_or_default();
             let body = pattern.trim_start_matches('^').trim_end_matches('$');
+            let max = bound(schema, "maxLength", u64::MAX) as usize;
             proptest::string::string_regex(body)
                 .expect("a pattern proptest can generate")
+                .prop_filter("within maxLength", move |s| s.len() <= max)
                 .boxed()
         }
         _ => panic!("no generator for the parameter schema {schema}: teach valid_value"),
@@ -150,9 +174,16 @@ fn allowed(schema: &Value, value: &str) -> Option<bool> {
             Some(each && (min..=max).contains(&(items.len() as u64)))
         }
         Some("string") if schema["format"] == "uuid" => None,
+        // RFC 3339's grammar is chrono's to parse; its bounds are tested in tests/it.
+        Some("string") if schema["format"] == "date-time" => None,
         Some("string") => {
             let pattern = Regex::new(schema["pattern"].as_str()?).ok()?;
-            Some(pattern.is_match(value))
+            let length = value.len() as u64;
+            Some(
+                pattern.is_match(value)
+                    && length >= bound(schema, "minLength", 0)
+                    && length <= bound(schema, "maxLength", u64::MAX),
+            )
         }
         _ => None,
     }

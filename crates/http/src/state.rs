@@ -4,8 +4,8 @@ use std::{sync::Arc, time::Duration};
 
 use posture_domain::{
     ports::{
-        ApiKeyRepository, FindingRepository, IdentityRepository, RecommendationRepository,
-        StoreHealth, TenantRepository, UprRepository, WebhookRepository,
+        ApiKeyRepository, DataVersionRepository, FindingRepository, IdentityRepository,
+        RecommendationRepository, StoreHealth, TenantRepository, UprRepository, WebhookRepository,
     },
     rate_limit::RateLimiter,
     secrets::Keyring,
@@ -24,6 +24,8 @@ pub struct Ports {
     pub recommendations: Arc<dyn RecommendationRepository>,
     pub upr: Arc<dyn UprRepository>,
     pub webhooks: Arc<dyn WebhookRepository>,
+    /// Customers' data versions (the `ETag`s of the read routes).
+    pub versions: Arc<dyn DataVersionRepository>,
     pub health: Arc<dyn StoreHealth>,
     pub limiter: Arc<dyn RateLimiter>,
 }

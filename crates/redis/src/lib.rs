@@ -37,14 +37,14 @@ end
 return {count, reset, now}
 ";
 
-/// The count of the current window, without counting: returns count.
+/// The count of the current window, without counting: returns {count, reset, now}.
 const PEEK_SCRIPT: &str = r"
 local time = redis.call('TIME')
 local now = tonumber(time[1])
 local window = tonumber(ARGV[1])
 local index = math.floor(now / window)
 local count = redis.call('GET', KEYS[1] .. ':' .. index)
-return tonumber(count or '0')
+return {tonumber(count or '0'), (index + 1) * window, now}
 ";
 
 /// How long a check may wait for Redis before the in-process limiter answers.
@@ -161,14 +161,19 @@ impl RedisRateLimiter {
         Ok(self.policy.decide(count, reset, now))
     }
 
-    async fn shared_count(&self, bucket: &RateBucket) -> std::result::Result<u64, RedisFailure> {
+    async fn shared_peek(
+        &self,
+        bucket: &RateBucket,
+    ) -> std::result::Result<RateDecision, RedisFailure> {
         let mut conn = self.connection().await?;
-        self.peek_script
+        let (count, reset, now): (u64, u64, u64) = self
+            .peek_script
             .key(bucket_key(bucket))
             .arg(self.policy.window_secs.max(1))
             .invoke_async(&mut conn)
             .await
-            .map_err(RedisFailure::Script)
+            .map_err(RedisFailure::Script)?;
+        Ok(self.policy.peeked(count, reset, now))
     }
 
     fn health(&self) -> std::sync::MutexGuard<'_, Health> {
@@ -238,18 +243,18 @@ impl RateLimiter for RedisRateLimiter {
         Ok(self.fallback.check_at(bucket, epoch_secs()))
     }
 
-    async fn has_budget(&self, bucket: &RateBucket) -> Result<bool> {
+    async fn peek(&self, bucket: &RateBucket) -> Result<RateDecision> {
         if self.should_try_redis() {
-            match tokio::time::timeout(REDIS_TIMEOUT, self.shared_count(bucket)).await {
-                Ok(Ok(count)) => {
+            match tokio::time::timeout(REDIS_TIMEOUT, self.shared_peek(bucket)).await {
+                Ok(Ok(decision)) => {
                     self.redis_answered();
-                    return Ok(count < u64::from(self.policy.limit));
+                    return Ok(decision);
                 }
                 Ok(Err(error)) => self.redis_failed(&error),
                 Err(_) => self.redis_failed(&RedisFailure::Timeout),
             }
         }
-        Ok(self.fallback.has_budget_at(bucket, epoch_secs()))
+        Ok(self.fallback.peek_at(bucket, epoch_secs()))
     }
 
     fn state(&self) -> LimiterState {

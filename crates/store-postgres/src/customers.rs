@@ -5,11 +5,17 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use posture_domain::{
-    Customer, CustomerId, Error, Result, customer::MAX_CUSTOMER_NAME_LEN, ports::CustomerRepository,
+    Customer, CustomerId, CustomerScope, Error, Result,
+    customer::MAX_CUSTOMER_NAME_LEN,
+    ports::{CustomerRepository, DataVersionRepository},
 };
 use uuid::Uuid;
 
-use crate::{PgStore, error::db_error, schema::customers};
+use crate::{
+    PgStore,
+    error::db_error,
+    schema::{customer_data_versions, customers},
+};
 
 #[derive(Queryable, Selectable, Insertable)]
 #[diesel(table_name = customers, check_for_backend(diesel::pg::Pg))]
@@ -63,5 +69,29 @@ impl CustomerRepository for PgStore {
             .await
             .map_err(db_error)?;
         Ok(rows.into_iter().map(Customer::from).collect())
+    }
+}
+
+#[async_trait]
+impl DataVersionRepository for PgStore {
+    async fn data_version(&self, scope: CustomerScope) -> Result<u64> {
+        let customer = scope.customer_id().as_uuid();
+        if let Some(version) = self.key_cache.data_version(customer) {
+            return Ok(version);
+        }
+        let generation = self.key_cache.data_generation();
+        let mut conn = self.conn().await?;
+        let version: Option<i64> = customer_data_versions::table
+            .find(customer)
+            .select(customer_data_versions::version)
+            .get_result(&mut conn)
+            .await
+            .optional()
+            .map_err(db_error)?;
+        // No row: nothing has changed since the customer was created.
+        let version = version.unwrap_or(0).max(0) as u64;
+        self.key_cache
+            .insert_data_version(customer, version, generation);
+        Ok(version)
     }
 }

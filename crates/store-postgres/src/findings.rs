@@ -308,47 +308,61 @@ impl FindingRepository for PgStore {
         page: PageRequest,
     ) -> Result<Page<Finding>> {
         let customer = scope.customer_id().as_uuid();
-        let conn = self.conn().await?;
-        let conn = &*conn;
-        // A deferred join: the page's ids first (an index-only scan), then only those rows
-        // with their identity. The ids, the total and the pass bound travel in one pipeline.
-        let (ids, total, through) = match page.order() {
-            ListOrder::Natural => {
-                let after = after_key(&page, read_natural_key)?;
-                let ids = natural_ids(conn, customer, filter, &page, after);
-                let total = count_findings(conn, customer, filter, None);
-                let through = synced_through(conn, customer);
-                futures_util::future::try_join3(ids, total, through)
-                    .await
-                    .map_err(db_error)?
-            }
-            ListOrder::Modified { through } => {
-                let through = match through {
-                    Some(through) => Some(through),
-                    None => synced_through(conn, customer).await.map_err(db_error)?,
-                };
-                let Some(through) = through else {
-                    // No pass has committed: nothing to sync yet.
-                    return Ok(page.page_of(Vec::new(), 0, modified_key));
-                };
-                let after = after_key(&page, read_time_key)?;
-                let ids = modified_ids(conn, customer, filter, &page, through, after);
-                let total = count_findings(conn, customer, filter, Some(through));
-                let (ids, total) = futures_util::future::try_join(ids, total)
-                    .await
-                    .map_err(db_error)?;
-                (ids, total, Some(through))
-            }
+        let natural_after = match page.order() {
+            ListOrder::Natural => after_key(&page, read_natural_key)?,
+            ListOrder::Modified { .. } => None,
         };
-        let rows = if ids.is_empty() {
-            Vec::new()
-        } else {
-            findings_with_identity!(customer)
-                .filter(findings::id.eq_any(&ids))
-                .load::<FindingWithIdentity>(&mut &*conn)
-                .await
-                .map_err(db_error)?
+        let modified_after = match page.order() {
+            ListOrder::Natural => None,
+            ListOrder::Modified { .. } => after_key(&page, read_time_key)?,
         };
+        let mut conn = self.conn().await?;
+        // The page's ids and its rows are two statements: one snapshot keeps them the same
+        // rows (a pass committing between them would serve rows newer than the page's
+        // bound, and next keys from values that moved).
+        let (ids, total, through, rows) = conn
+            .build_transaction()
+            .repeatable_read()
+            .read_only()
+            .run(async |conn| {
+                let conn = &*conn;
+                // A deferred join: the page's ids first (an index-only scan), then only those
+                // rows with their identity. The ids, the total and the bound are pipelined.
+                let (ids, total, through) = match page.order() {
+                    ListOrder::Natural => {
+                        let ids = natural_ids(conn, customer, filter, &page, natural_after);
+                        let total = count_findings(conn, customer, filter, None);
+                        let through = synced_through(conn, customer);
+                        futures_util::future::try_join3(ids, total, through).await?
+                    }
+                    ListOrder::Modified { through } => {
+                        let through = match through {
+                            Some(through) => Some(through),
+                            None => synced_through(conn, customer).await?,
+                        };
+                        // No pass has committed: nothing to sync yet.
+                        let Some(bound) = through else {
+                            return Ok((Vec::new(), 0, None, Vec::new()));
+                        };
+                        let ids =
+                            modified_ids(conn, customer, filter, &page, bound, modified_after);
+                        let total = count_findings(conn, customer, filter, Some(bound));
+                        let (ids, total) = futures_util::future::try_join(ids, total).await?;
+                        (ids, total, through)
+                    }
+                };
+                let rows = if ids.is_empty() {
+                    Vec::new()
+                } else {
+                    findings_with_identity!(customer)
+                        .filter(findings::id.eq_any(&ids))
+                        .load::<FindingWithIdentity>(&mut &*conn)
+                        .await?
+                };
+                Ok::<_, diesel::result::Error>((ids, total, through, rows))
+            })
+            .await
+            .map_err(db_error)?;
         let items = in_order(&ids, rows)
             .into_iter()
             .map(to_finding)

@@ -263,6 +263,13 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    customer_data_versions (customer_id) {
+        customer_id -> Uuid,
+        version -> BigInt,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     customers,
     tenants,
@@ -283,4 +290,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     console_sign_ins,
     console_sessions,
     console_audit,
+    customer_data_versions,
 );

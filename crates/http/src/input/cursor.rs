@@ -34,19 +34,10 @@ pub(super) struct CursorBinding {
 
 impl CursorBinding {
     pub(super) fn of(req: &HttpRequest, keyring: Arc<Keyring>, customer: CustomerId) -> Self {
-        let mut filters: Vec<(String, String)> = Vec::new();
-        let mut limit = None;
-        for (name, value) in form_urlencoded::parse(req.query_string().as_bytes()) {
-            if name == "limit" {
-                limit = Some(value.into_owned());
-            } else if !PAGE_PARAMS.contains(&name.as_ref()) {
-                filters.push((name.into_owned(), value.into_owned()));
-            }
-        }
-        filters.sort();
-        let filters = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(&filters)
-            .finish();
+        let limit = form_urlencoded::parse(req.query_string().as_bytes())
+            .find(|(name, _)| name == "limit")
+            .map(|(_, value)| value.into_owned());
+        let filters = canonical_query(req.query_string(), &PAGE_PARAMS);
         Self {
             keyring,
             customer,
@@ -92,6 +83,19 @@ impl CursorBinding {
         let link = format!("<{}?{}>; rel=\"next\"", self.path, query.finish());
         (token, link)
     }
+}
+
+/// A query string in a canonical form: decoded, `skip`ped names left out, sorted, encoded
+/// again (so `b=1&a=2` and `a=2&b=%31` are the same request).
+pub(crate) fn canonical_query(query: &str, skip: &[&str]) -> String {
+    let mut pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
+        .filter(|(name, _)| !skip.contains(&name.as_ref()))
+        .map(|(name, value)| (name.into_owned(), value.into_owned()))
+        .collect();
+    pairs.sort();
+    form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(&pairs)
+        .finish()
 }
 
 fn refused(e: CursorError) -> ApiError {

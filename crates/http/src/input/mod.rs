@@ -24,4 +24,5 @@ pub use query::{Input, QueryParamDoc, QueryPart, part, query_generator};
 
 #[cfg(test)]
 pub(crate) use body::decode;
+pub(crate) use cursor::canonical_query;
 pub(crate) use query::{declared_names, parse as parse_query};

@@ -245,14 +245,14 @@ mod tests {
 
     #[test]
     fn the_declared_names_come_from_the_part() {
-        assert_eq!(declared_names(PARTS), vec!["limit", "offset"]);
+        assert_eq!(declared_names(PARTS), vec!["limit", "offset", "after"]);
     }
 
     #[test]
     fn an_unknown_parameter_is_refused_naming_the_allowed_ones() {
         let reason = reason("limit=5&sort=id");
         assert!(reason.contains("\"sort\""), "{reason}");
-        assert!(reason.contains("allowed: limit, offset"), "{reason}");
+        assert!(reason.contains("allowed: limit, offset, after"), "{reason}");
     }
 
     #[test]

@@ -75,6 +75,11 @@ const HEADERS: &[HeaderSpec] = &[
         || json!({"type": "string", "format": "date-time"}),
     ),
     (
+        "ETag",
+        "Weak tag of the response (`W/\"...\"`): send it back as `If-None-Match` to get 304 while nothing it shows has changed. Tags are per key and per query.",
+        || json!({"type": "string"}),
+    ),
+    (
         "Link",
         "`<path?...&after=<cursor>>; rel=\"next\"` (RFC 8288) when more rows follow: the next page, with the same other parameters.",
         || json!({"type": "string"}),

@@ -115,6 +115,10 @@ fn parameter(
             parameter_data,
             style: aide::openapi::PathStyle::Simple,
         },
+        ParamIn::Header => Parameter::Header {
+            parameter_data,
+            style: aide::openapi::HeaderStyle::Simple,
+        },
     })
 }
 
@@ -123,6 +127,7 @@ fn parameter(
 enum ParamIn {
     Query,
     Path,
+    Header,
 }
 
 fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation {
@@ -152,9 +157,43 @@ fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation 
         }
     }
 
+    let conditional = endpoint.is_conditional();
+    if conditional {
+        parameters.push(parameter(
+            ParamIn::Header,
+            "If-None-Match",
+            Some(
+                "The `ETag` of an earlier response to the same request with the same key: if \
+                 nothing it shows has changed, the answer is 304 with no body, which does not \
+                 count against the key's rate limit."
+                    .to_owned(),
+            ),
+            false,
+            schemars::json_schema!({"type": "string", "maxLength": 8192}),
+        ));
+    }
+
     let mut responses = IndexMap::new();
-    let success_headers =
-        headers::references(headers::ALWAYS.iter().chain(endpoint.success_headers));
+    let etag: &[&str] = if conditional { &["ETag"] } else { &[] };
+    let success_headers = headers::references(
+        headers::ALWAYS
+            .iter()
+            .chain(endpoint.success_headers)
+            .chain(etag),
+    );
+    if conditional {
+        responses.insert(
+            StatusCode::Code(304),
+            ReferenceOr::Item(Response {
+                description: "Not modified: the `If-None-Match` tag is current. No body; not \
+                              counted against the key's rate limit (the rate-limit headers \
+                              show the window as it stands)."
+                    .to_owned(),
+                headers: headers::references(headers::ALWAYS.iter().chain(etag)),
+                ..Response::default()
+            }),
+        );
+    }
     match &endpoint.success {
         Success::Json {
             status,

@@ -172,9 +172,26 @@ impl Endpoint {
     pub fn full_path(&self) -> String {
         format!("{PREFIX}{}", self.path)
     }
+
+    /// Whether it answers conditional reads (`ETag`, `If-None-Match`, 304).
+    pub fn is_conditional(&self) -> bool {
+        matches!(self.method, HttpMethod::Get) && is_conditional(&self.full_path())
+    }
 }
 
 /// Whether `path` (a request path) is a public route.
+/// The export streams a snapshot too large to hold back; it is never conditional.
+const UNCONDITIONAL: &[&str] = &["/findings/export"];
+
+/// Whether a `GET` of `path` takes conditional reads: every authenticated read but the
+/// export (`conditional.rs`).
+pub(crate) fn is_conditional(path: &str) -> bool {
+    !is_public(path)
+        && !path
+            .strip_prefix(PREFIX)
+            .is_some_and(|p| UNCONDITIONAL.contains(&p))
+}
+
 pub(crate) fn is_public(path: &str) -> bool {
     ENDPOINTS
         .iter()

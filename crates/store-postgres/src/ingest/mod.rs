@@ -360,6 +360,11 @@ impl<'c> PassRun<'c> {
             .set(customers::synced_through.eq(self.modified_at))
             .execute(self.conn)
             .await?;
+        // What the read routes show has changed: their ETags change with the version.
+        diesel::sql_query("SELECT bump_data_version($1)")
+            .bind::<diesel::sql_types::Uuid, _>(customer)
+            .execute(self.conn)
+            .await?;
         Ok(PassSummary {
             pass_id: self.pass_id,
             started_at: self.started_at,

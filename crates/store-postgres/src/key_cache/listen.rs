@@ -6,7 +6,10 @@ use std::{pin::pin, time::Instant};
 use diesel_async::{AsyncConnection, AsyncPgConnection};
 use futures_util::{FutureExt as _, StreamExt as _};
 
-use super::{APPLICATION_NAME, CHANNEL, KeyCacheStats, PING_EVERY, PING_TIMEOUT, RECONNECT_AFTER};
+use super::{
+    APPLICATION_NAME, CHANNEL, DATA_CHANNEL, KeyCacheStats, PING_EVERY, PING_TIMEOUT,
+    RECONNECT_AFTER,
+};
 use crate::PgStore;
 
 /// Why the `LISTEN` connection of the key cache ended.
@@ -55,10 +58,12 @@ impl PgStore {
         let mut conn = AsyncPgConnection::establish(&self.url)
             .await
             .map_err(ListenError::Connect)?;
-        diesel::sql_query(format!("LISTEN {CHANNEL}"))
-            .execute(&mut conn)
-            .await
-            .map_err(ListenError::Query)?;
+        for channel in [CHANNEL, DATA_CHANNEL] {
+            diesel::sql_query(format!("LISTEN {channel}"))
+                .execute(&mut conn)
+                .await
+                .map_err(ListenError::Query)?;
+        }
         // Operators can tell it apart in `pg_stat_activity`.
         diesel::sql_query(format!("SET application_name = '{APPLICATION_NAME}'"))
             .execute(&mut conn)
@@ -74,7 +79,7 @@ impl PgStore {
                 loop {
                     match tokio::time::timeout_at(next_ping.into(), notifications.next()).await {
                         Err(_) => break,
-                        Ok(Some(Ok(_))) => self.key_cache.invalidate(),
+                        Ok(Some(Ok(notification))) => self.handle(&notification),
                         Ok(Some(Err(e))) => return Err(ListenError::Query(e)),
                         Ok(None) => return Err(ListenError::Closed),
                     }
@@ -93,12 +98,20 @@ impl PgStore {
             {
                 let mut notifications = pin!(conn.notifications_stream());
                 while let Some(notification) = notifications.next().now_or_never().flatten() {
-                    notification.map_err(ListenError::Query)?;
-                    self.key_cache.invalidate();
+                    self.handle(&notification.map_err(ListenError::Query)?);
                 }
             }
             self.key_cache.confirm(sent);
             next_ping = sent + PING_EVERY;
+        }
+    }
+
+    /// A key changed (forget every key), or a customer's data did (forget its version).
+    fn handle(&self, notification: &diesel::pg::PgNotification) {
+        if notification.channel == DATA_CHANNEL {
+            self.key_cache.data_changed(&notification.payload);
+        } else {
+            self.key_cache.invalidate();
         }
     }
 

@@ -145,6 +145,8 @@ pub(crate) struct KeyCache {
     hits: AtomicU64,
     unknown_hits: AtomicU64,
     misses: AtomicU64,
+    /// Customers' data versions, served under the same rule as the keys.
+    versions: versions::DataVersions,
 }
 
 impl Default for KeyCache {
@@ -159,6 +161,7 @@ impl Default for KeyCache {
             hits: AtomicU64::default(),
             unknown_hits: AtomicU64::default(),
             misses: AtomicU64::default(),
+            versions: versions::DataVersions::default(),
         }
     }
 }
@@ -281,9 +284,37 @@ impl KeyCache {
         self.fresh_until.fetch_max(until, Ordering::AcqRel);
     }
 
+    /// A customer's cached data version, while the cache may be served.
+    pub(crate) fn data_version(&self, customer: uuid::Uuid) -> Option<u64> {
+        self.is_live()
+            .then(|| self.versions.get(customer))
+            .flatten()
+    }
+
+    /// The versions' generation, to hand back to [`KeyCache::insert_data_version`].
+    pub(crate) fn data_generation(&self) -> u64 {
+        self.versions.generation()
+    }
+
+    /// Caches a version read from the database (see [`versions::DataVersions::insert`]).
+    pub(crate) fn insert_data_version(&self, customer: uuid::Uuid, version: u64, generation: u64) {
+        if self.is_live() {
+            self.versions.insert(customer, version, generation);
+        }
+    }
+
+    /// A notification on `posture_data`: that customer's data changed.
+    fn data_changed(&self, payload: &str) {
+        match payload.parse::<uuid::Uuid>() {
+            Ok(customer) => self.versions.forget(customer),
+            Err(_) => self.versions.clear(),
+        }
+    }
+
     /// The `LISTEN` connection (re)started, or ended: nothing cached so far can be trusted.
     fn set_live(&self, live: bool) {
         self.invalidate();
+        self.versions.clear();
         if live {
             self.confirm(Instant::now());
         } else {
@@ -308,3 +339,6 @@ fn micros(d: Duration) -> u64 {
 mod listen;
 #[cfg(test)]
 mod tests;
+mod versions;
+
+pub(crate) use versions::DATA_CHANNEL;

@@ -19,7 +19,11 @@ proptest! {
         prop_assert!(!body.contains(&b'\n') && !body.contains(&b'\r'));
         let mut read: Value = serde_json::from_slice(body).unwrap();
         // Times are RFC 3339: compare the instants, not the spelling.
-        for (field, time) in [("detectedAt", finding.detected_at), ("updatedAt", finding.updated_at)] {
+        for (field, time) in [
+            ("detectedAt", finding.detected_at),
+            ("updatedAt", finding.updated_at),
+            ("modifiedAt", finding.modified_at),
+        ] {
             let text = read[field].take();
             let parsed = DateTime::parse_from_rfc3339(text.as_str().unwrap()).unwrap();
             prop_assert_eq!(parsed, time);
@@ -39,6 +43,7 @@ proptest! {
             "identity": identity,
             "detectedAt": null,
             "updatedAt": null,
+            "modifiedAt": null,
         });
         prop_assert_eq!(read, expected);
     }

@@ -155,6 +155,9 @@ async fn every_documented_query_parameter_is_accepted_at_its_bounds_and_refused_
             continue;
         }
         for param in get["parameters"].as_array().into_iter().flatten() {
+            if param["in"] == "header" {
+                continue;
+            }
             assert_eq!(param["in"], "query", "{path}");
             let name = param["name"].as_str().unwrap();
             for (value, expect) in cases(name, &param["schema"], &tenant) {

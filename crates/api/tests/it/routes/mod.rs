@@ -1,6 +1,7 @@
 //! Tests of the routes, one file per resource, plus the rules every route keeps.
 
 mod bounds;
+mod conditional;
 mod cursors;
 mod every_route;
 mod export;

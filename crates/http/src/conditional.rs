@@ -1,0 +1,66 @@
+//! Conditional reads: every `GET` of `/api/v1` but the export answers a weak `ETag`, and a
+//! request whose `If-None-Match` holds it gets `304 Not Modified`, which does not count
+//! against the key's quota.
+//!
+//! The tag is computed before the route runs, without its query: an HMAC (key derived from
+//! the server's secret key) over the customer's data version, the key, the path and the
+//! query in a canonical form. The version changes in the same transaction as every change a
+//! read route can show (a pass, a webhook or tenant change), and is read before the route's
+//! own queries, so a tag never stands for newer data than the body it came with. Tags cannot
+//! be guessed (a key without the route's scope never receives one, so it cannot get a 304
+//! in place of its 403), and one key's tags mean nothing to another key.
+
+use actix_web::{
+    dev::ServiceRequest,
+    http::{
+        Method,
+        header::{EntityTag, Header as _, HeaderValue, IfNoneMatch},
+    },
+};
+use posture_domain::Principal;
+
+use crate::{input::canonical_query, routes, state::ApiState};
+
+/// The tag of the response the route would give `principal` now, if the request is a read
+/// that takes one (`None` also when the version cannot be read: the route then answers
+/// without a tag, or with its own error).
+pub(crate) async fn tag(
+    req: &ServiceRequest,
+    state: &ApiState,
+    principal: &Principal,
+) -> Option<EntityTag> {
+    if req.method() != Method::GET || !routes::is_conditional(req.path()) {
+        return None;
+    }
+    let version = state
+        .ports
+        .versions
+        .data_version(principal.scope())
+        .await
+        .ok()?;
+    let query = canonical_query(req.query_string(), &[]);
+    let tag = state.keyring.tag_key().tag(&[
+        &version.to_be_bytes(),
+        principal.scope().customer_id().as_uuid().as_bytes(),
+        principal.key_id().as_uuid().as_bytes(),
+        req.path().as_bytes(),
+        query.as_bytes(),
+    ]);
+    Some(EntityTag::new_weak(tag))
+}
+
+/// Whether the request's `If-None-Match` holds `tag` (weak comparison, RFC 9110 13.1.2).
+/// A malformed header matches nothing, and so does `*`: the gate answers before the route
+/// checks the key's scope, and only a tag the key received (with a 200, which needed the
+/// scope) may stand for the route's answer.
+pub(crate) fn matches(req: &ServiceRequest, tag: &EntityTag) -> bool {
+    match IfNoneMatch::parse(req.request()) {
+        Ok(IfNoneMatch::Items(items)) => items.iter().any(|item| item.weak_eq(tag)),
+        Ok(IfNoneMatch::Any) | Err(_) => false,
+    }
+}
+
+/// The `ETag` header value of `tag`.
+pub(crate) fn header_value(tag: &EntityTag) -> Option<HeaderValue> {
+    HeaderValue::from_str(&tag.to_string()).ok()
+}
