@@ -104,7 +104,7 @@ pub struct Load {
 
 impl Load {
     /// The mean of two runs (throughput and each percentile).
-    fn mean(a: &Load, b: &Load) -> Load {
+    pub fn mean(a: &Load, b: &Load) -> Load {
         Load {
             requests_per_second: (a.requests_per_second + b.requests_per_second) / 2.0,
             p50_ms: (a.p50_ms + b.p50_ms) / 2.0,

@@ -6,6 +6,8 @@
 //! with `wrk` (Debian package `wrk`) and SQL load with `pgbench`. Every figure is printed as
 //! one table and written to `target/bench/<timestamp>.json` as an array of
 //! `{figure, value, unit, baseline, baseline_name, ratio, target, lower_is_better}`.
+//! `sync.rs` measures keeping in sync (a deep cursor page, a sync loop after a steady-state
+//! pass that changed 1% of the largest customer's findings).
 
 mod deliveries;
 mod export;
@@ -14,6 +16,7 @@ mod limiter;
 mod load;
 mod report;
 mod sql;
+mod sync;
 
 use std::{path::PathBuf, process::Command, time::Duration};
 
@@ -114,6 +117,16 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         )?;
         sql::totals(&postgres.url, &loaded, connections, duration, &mut figures)?;
     }
+    sync::run(
+        &server,
+        &bin,
+        &postgres.url,
+        &data.out,
+        &loaded.largest,
+        16,
+        duration,
+        &mut figures,
+    )?;
     let in_process = http::cheap_route(&server, &loaded, "in-process", 16, duration, &mut figures)?;
     let most = args.connections.iter().max().copied().unwrap_or(16);
     figures.push(
