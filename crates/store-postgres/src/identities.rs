@@ -16,9 +16,7 @@ use crate::{
     PgStore,
     error::{corrupt, db_error},
     schema::{identities, identity_totals, role_assignments},
-    sync::{
-        after_key, after_time_key, read_text_key, read_time_key, synced_through, text_key, time_key,
-    },
+    sync::{PassBound, after_key, by_modification, read_text_key, text_key, time_key},
 };
 
 #[derive(Queryable, Selectable)]
@@ -108,16 +106,9 @@ impl IdentityRepository for PgStore {
         let customer = scope.customer_id().as_uuid();
         let conn = self.conn().await?;
         let conn = &*conn;
-        // The bound of an order by modification is needed before its query; in the list's
-        // own order it is only reported, and read alongside.
-        let bound = match page.order() {
-            ListOrder::Natural => None,
-            ListOrder::Modified { through: Some(t) } => Some(Some(t)),
-            ListOrder::Modified { through: None } => {
-                Some(synced_through(conn, customer).await.map_err(db_error)?)
-            }
-        };
-        let through = bound.flatten();
+        let bound = PassBound::before_query(conn, customer, page.order())
+            .await
+            .map_err(db_error)?;
         let mut rows = identities::table
             .filter(identities::customer_id.eq(customer))
             .into_boxed();
@@ -147,21 +138,17 @@ impl IdentityRepository for PgStore {
                 |i| text_key(i.id.as_str())
             }
             ListOrder::Modified { .. } => {
-                let Some(through) = through else {
+                let Some(through) = bound.through() else {
                     return Ok(page.page_of(Vec::new(), 0, |i| text_key(i.id.as_str())));
                 };
-                rows = rows
-                    .filter(identities::modified_at.le(through))
-                    .order((identities::modified_at, identities::id));
+                by_modification!(
+                    rows,
+                    identities,
+                    "(identities.modified_at, identities.id)",
+                    through,
+                    &page
+                );
                 count = count.filter(identities::modified_at.le(through));
-                if let Some((at, id)) = after_key(&page, read_time_key)? {
-                    rows = rows.filter(after_time_key!(
-                        "(identities.modified_at, identities.id)",
-                        diesel::sql_types::Text,
-                        at,
-                        id
-                    ));
-                }
                 |i| time_key(i.modified_at, i.id.as_str())
             }
         };
@@ -182,12 +169,7 @@ impl IdentityRepository for PgStore {
                     .map(|t| t.unwrap_or(0))
             }
         };
-        let reported = async {
-            match bound {
-                Some(through) => Ok(through),
-                None => synced_through(conn, customer).await,
-            }
-        };
+        let reported = bound.reported(conn, customer);
         let (rows, total, through) = futures_util::future::try_join3(rows, total, reported)
             .await
             .map_err(db_error)?;

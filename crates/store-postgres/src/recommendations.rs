@@ -18,9 +18,7 @@ use crate::{
     error::{corrupt, db_error},
     identities::IdentitySummaryRow,
     schema::{identities, role_recommendations},
-    sync::{
-        after_key, after_time_key, read_text_key, read_time_key, synced_through, text_key, time_key,
-    },
+    sync::{PassBound, after_key, by_modification, read_text_key, text_key, time_key},
 };
 
 #[derive(Queryable, Selectable)]
@@ -68,15 +66,9 @@ impl RecommendationRepository for PgStore {
         let customer = scope.customer_id().as_uuid();
         let conn = self.conn().await?;
         let conn = &*conn;
-        // The bound of an order by modification is needed before its query; in the list's
-        // own order it is only reported, and read alongside.
-        let bound = match page.order() {
-            ListOrder::Natural => None,
-            ListOrder::Modified { through: Some(t) } => Some(Some(t)),
-            ListOrder::Modified { through: None } => {
-                Some(synced_through(conn, customer).await.map_err(db_error)?)
-            }
-        };
+        let bound = PassBound::before_query(conn, customer, page.order())
+            .await
+            .map_err(db_error)?;
         let mut rows = role_recommendations::table
             .inner_join(
                 identities::table.on(identities::customer_id
@@ -106,21 +98,17 @@ impl RecommendationRepository for PgStore {
                 |r| text_key(r.id.as_str())
             }
             ListOrder::Modified { .. } => {
-                let Some(through) = bound.flatten() else {
+                let Some(through) = bound.through() else {
                     return Ok(page.page_of(Vec::new(), 0, |r| text_key(r.id.as_str())));
                 };
-                rows = rows
-                    .filter(role_recommendations::modified_at.le(through))
-                    .order((role_recommendations::modified_at, role_recommendations::id));
+                by_modification!(
+                    rows,
+                    role_recommendations,
+                    "(role_recommendations.modified_at, role_recommendations.id)",
+                    through,
+                    &page
+                );
                 total = total.filter(role_recommendations::modified_at.le(through));
-                if let Some((at, id)) = after_key(&page, read_time_key)? {
-                    rows = rows.filter(after_time_key!(
-                        "(role_recommendations.modified_at, role_recommendations.id)",
-                        diesel::sql_types::Text,
-                        at,
-                        id
-                    ));
-                }
                 |r| time_key(r.modified_at, r.id.as_str())
             }
         };
@@ -133,12 +121,7 @@ impl RecommendationRepository for PgStore {
             ))
             .load::<(RecommendationRow, IdentitySummaryRow)>(&mut &*conn);
         let total = total.get_result::<i64>(&mut &*conn);
-        let reported = async {
-            match bound {
-                Some(through) => Ok(through),
-                None => synced_through(conn, customer).await,
-            }
-        };
+        let reported = bound.reported(conn, customer);
         let (rows, total, through) = futures_util::future::try_join3(rows, total, reported)
             .await
             .map_err(db_error)?;

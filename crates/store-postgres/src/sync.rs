@@ -6,7 +6,7 @@ use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use posture_domain::{
     PageRequest, Result,
-    page::{KeyPart, KeyReader, SortKey, Start},
+    page::{KeyPart, KeyReader, ListOrder, SortKey, Start},
 };
 use uuid::Uuid;
 
@@ -26,6 +26,69 @@ pub(crate) async fn synced_through(
         .optional()
         .map(Option::flatten)
 }
+
+/// The pass bound of a list request. In the order by modification it is needed before the
+/// page's query (carried by the cursor, or read first); in the list's own order it is only
+/// reported (`meta.syncedThrough`), and read alongside the page.
+pub(crate) enum PassBound {
+    Known(Option<DateTime<Utc>>),
+    Reported,
+}
+
+impl PassBound {
+    pub(crate) async fn before_query(
+        conn: &AsyncPgConnection,
+        customer: Uuid,
+        order: ListOrder,
+    ) -> diesel::QueryResult<Self> {
+        Ok(match order {
+            ListOrder::Natural => PassBound::Reported,
+            ListOrder::Modified { through: Some(t) } => PassBound::Known(Some(t)),
+            ListOrder::Modified { through: None } => {
+                PassBound::Known(synced_through(conn, customer).await?)
+            }
+        })
+    }
+
+    /// The bound of the order by modification (`None` before the customer's first pass).
+    pub(crate) fn through(&self) -> Option<DateTime<Utc>> {
+        match self {
+            PassBound::Known(through) => *through,
+            PassBound::Reported => None,
+        }
+    }
+
+    /// The bound the page reports.
+    pub(crate) async fn reported(
+        &self,
+        conn: &AsyncPgConnection,
+        customer: Uuid,
+    ) -> diesel::QueryResult<Option<DateTime<Utc>>> {
+        match self {
+            PassBound::Known(through) => Ok(*through),
+            PassBound::Reported => synced_through(conn, customer).await,
+        }
+    }
+}
+
+/// Orders the boxed query `$rows` of `$table` by (modified_at, id) up to `$through`, after
+/// the page's key if it has one (`$columns`: the pair's SQL text, for the row comparison).
+macro_rules! by_modification {
+    ($rows:ident, $table:ident, $columns:literal, $through:expr, $page:expr) => {{
+        $rows = $rows
+            .filter($table::modified_at.le($through))
+            .order(($table::modified_at, $table::id));
+        if let Some((at, id)) = $crate::sync::after_key($page, $crate::sync::read_time_key)? {
+            $rows = $rows.filter($crate::sync::after_time_key!(
+                $columns,
+                diesel::sql_types::Text,
+                at,
+                id
+            ));
+        }
+    }};
+}
+pub(crate) use by_modification;
 
 /// The key a page starts after, read by `read` (which refuses a key of another shape).
 pub(crate) fn after_key<K>(

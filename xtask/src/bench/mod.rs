@@ -117,11 +117,14 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         )?;
         sql::totals(&postgres.url, &loaded, connections, duration, &mut figures)?;
     }
+    let ingest = sync::Ingest {
+        bin: &bin,
+        database_url: &postgres.url,
+        data_dir: &data.out,
+    };
     sync::run(
         &server,
-        &bin,
-        &postgres.url,
-        &data.out,
+        &ingest,
         &loaded.largest,
         16,
         duration,

@@ -80,12 +80,16 @@ fn changed_pass(data_dir: &Path) -> anyhow::Result<(std::path::PathBuf, usize)> 
     Ok((target, changed))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// How the bench runs an analyzer pass: the binary, the database, the generated files.
+pub struct Ingest<'a> {
+    pub bin: &'a Path,
+    pub database_url: &'a str,
+    pub data_dir: &'a Path,
+}
+
 pub fn run(
     server: &Server,
-    bin: &Path,
-    database_url: &str,
-    data_dir: &Path,
+    ingest: &Ingest<'_>,
     largest: &Customer,
     connections: u32,
     duration: Duration,
@@ -137,18 +141,18 @@ pub fn run(
         .against(first.requests_per_second, "the first page", None),
     );
 
-    let watermark = get_json(&format!("{base}/api/v1/findings?limit=1"), key)?["meta"]
-        ["syncedThrough"]
-        .as_str()
-        .context("no syncedThrough")?
-        .to_owned();
-    let (file, changed) = changed_pass(data_dir)?;
+    let watermark =
+        get_json(&format!("{base}/api/v1/findings?limit=1"), key)?["meta"]["syncedThrough"]
+            .as_str()
+            .context("no syncedThrough")?
+            .to_owned();
+    let (file, changed) = changed_pass(ingest.data_dir)?;
     let started = Instant::now();
     output(
-        Command::new(bin)
+        Command::new(ingest.bin)
             .args(["ingest", "--customer", &largest.id])
             .arg(&file)
-            .env("DATABASE_URL", database_url)
+            .env("DATABASE_URL", ingest.database_url)
             .env("POSTURE_LOG", "warn"),
     )?;
     let pass_seconds = started.elapsed().as_secs_f64();
@@ -172,8 +176,11 @@ pub fn run(
     let (full_rows, full_requests, full_seconds) = read_all(base, "", key)?;
     let what = format!("sync loop after a pass changing {changed} of {full_rows} findings");
     figures.push(
-        Figure::measure(format!("{what}: rows read"), sync_rows as f64, "rows", true)
-            .against(full_rows as f64, "a full re-read", None),
+        Figure::measure(format!("{what}: rows read"), sync_rows as f64, "rows", true).against(
+            full_rows as f64,
+            "a full re-read",
+            None,
+        ),
     );
     figures.push(
         Figure::measure(

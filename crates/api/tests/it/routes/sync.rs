@@ -266,7 +266,8 @@ async fn a_syncing_client_misses_nothing_and_reads_nothing_twice_while_passes_co
     let writer = async {
         for records in &passes {
             app.ingest(customer, records).await;
-            tokio::task::yield_now().await;
+            // Room for the client to sync between passes as well as during them.
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
         done.store(true, std::sync::atomic::Ordering::SeqCst);
     };
