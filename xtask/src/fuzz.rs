@@ -7,6 +7,8 @@
 //! `target/fuzz-venv` on first use) on the served contract with every check and the
 //! examples, coverage, fuzzing and stateful phases. Fails when schemathesis reports any
 //! failure. `docs/security-testing.md` says how to read and reproduce a failure.
+//! `xtask/fuzz/posture_hooks.py` drops the refusals of schema-valid cursors that this server
+//! did not issue (a rule OpenAPI cannot state); nothing else is filtered.
 
 use std::{
     io::BufWriter,
@@ -145,6 +147,9 @@ pub fn run_fuzz(args: &FuzzArgs) -> anyhow::Result<()> {
         .args(["--report", "junit", "--report-dir"])
         .arg(&report)
         .arg("--no-color")
+        // The contract's one unstated rule: only this server's own cursors are accepted.
+        .env("PYTHONPATH", project_root().join("xtask").join("fuzz"))
+        .env("SCHEMATHESIS_HOOKS", "posture_hooks")
         .current_dir(project_root())
         .status()
         .context("running schemathesis")?;

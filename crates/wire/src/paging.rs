@@ -125,7 +125,8 @@ impl JsonSchema for Timestamp {
 pub struct ModifiedSinceQuery {
     /// Only rows whose `modifiedAt` is later than this RFC 3339 time: give the
     /// `meta.syncedThrough` (or `X-Synced-Through`) of your previous sync. On a list it
-    /// implies `order=modified`.
+    /// implies `order=modified` unless `order=default` is given (changes in the list's own
+    /// order: a view, not a sync).
     pub modified_since: Option<Timestamp>,
 }
 

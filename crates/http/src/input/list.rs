@@ -139,21 +139,13 @@ impl ListQuery {
     }
 }
 
-/// The order asked for: `modifiedSince` implies the order by modification.
-fn order_of(
-    order: Option<OrderQuery>,
-    since: Option<&ModifiedSinceQuery>,
-) -> Result<Option<OrderBy>, ApiError> {
+/// The order asked for: without an `order`, `modifiedSince` implies the order by
+/// modification; `order=default` with it lists what changed in the list's own order (for a
+/// view of recent changes, not for syncing: those pages are not bounded by a pass).
+fn order_of(order: Option<OrderQuery>, since: Option<&ModifiedSinceQuery>) -> Option<OrderBy> {
     let asked = order.and_then(|o| o.order).map(|o| o.0);
     let since = since.is_some_and(|s| s.modified_since.is_some());
-    match (asked, since) {
-        (Some(OrderBy::Default), true) => Err(ApiError::invalid(
-            "order: modifiedSince reads in the order of modification; leave out order or give \
-             order=modified",
-        )),
-        (_, true) => Ok(Some(OrderBy::Modified)),
-        (asked, false) => Ok(asked),
-    }
+    asked.or(since.then_some(OrderBy::Modified))
 }
 
 impl FromRequest for ListQuery {
@@ -165,7 +157,7 @@ impl FromRequest for ListQuery {
             let query = take::<PageQuery>(req)?;
             let page = query.page()?;
             let since = take_declared::<ModifiedSinceQuery>(req);
-            let order = order_of(take_declared::<OrderQuery>(req), since.as_ref())?;
+            let order = order_of(take_declared::<OrderQuery>(req), since.as_ref());
             let state = req
                 .app_data::<web::Data<ApiState>>()
                 .ok_or(ApiError::Internal)?;
