@@ -159,15 +159,6 @@ pub(crate) async fn count_findings(
     Ok(total.max(0) as u64)
 }
 
-/// A finding's key in the list's own order: (severity rank, detection, id).
-fn natural_key(f: &Finding) -> SortKey {
-    SortKey(vec![
-        KeyPart::Int(i64::from(severity_rank(f.severity))),
-        KeyPart::Time(f.detected_at),
-        KeyPart::Text(f.id.as_str().to_owned()),
-    ])
-}
-
 /// A finding's key in the order by modification: (modification, id).
 fn modified_key(f: &Finding) -> SortKey {
     time_key(f.modified_at, f.id.as_str())
@@ -208,6 +199,10 @@ pub(crate) fn total_query(
     query
 }
 
+/// A page's row ids with their sort keys, as the index gave them (the key of the page's last
+/// row is where the next page starts, whatever the row holds when it is read).
+type Keyed = Vec<(String, SortKey)>;
+
 /// The ids of a page in the list's own order. After a key, the rows that follow it are three
 /// ranges of the list index (same severity and detection, later id; same severity, older
 /// detection; less severe), each read from its start: a page deep in the list costs what the
@@ -218,7 +213,7 @@ async fn natural_ids(
     filter: &FindingFilter,
     page: &PageRequest,
     after: Option<(i16, DateTime<Utc>, String)>,
-) -> diesel::QueryResult<Vec<String>> {
+) -> diesel::QueryResult<Keyed> {
     let order = (
         findings::severity_rank,
         findings::detected_at.desc(),
@@ -229,9 +224,10 @@ async fn natural_ids(
             .order(order)
             .limit(page.fetch())
             .offset(page.offset() as i64)
-            .select(findings::id)
-            .load::<String>(&mut &*conn)
-            .await;
+            .select(NATURAL_KEY)
+            .load::<NaturalKey>(&mut &*conn)
+            .await
+            .map(natural_keys);
     };
     let same_time = filtered_findings!(customer, filter)
         .filter(findings::severity_rank.eq(rank))
@@ -239,27 +235,45 @@ async fn natural_ids(
         .filter(findings::id.gt(id.clone()))
         .order(order)
         .limit(page.fetch())
-        .select(findings::id)
-        .load::<String>(&mut &*conn);
+        .select(NATURAL_KEY)
+        .load::<NaturalKey>(&mut &*conn);
     let same_rank = filtered_findings!(customer, filter)
         .filter(findings::severity_rank.eq(rank))
         .filter(findings::detected_at.lt(detected_at))
         .order(order)
         .limit(page.fetch())
-        .select(findings::id)
-        .load::<String>(&mut &*conn);
+        .select(NATURAL_KEY)
+        .load::<NaturalKey>(&mut &*conn);
     let lower_ranks = filtered_findings!(customer, filter)
         .filter(findings::severity_rank.gt(rank))
         .order(order)
         .limit(page.fetch())
-        .select(findings::id)
-        .load::<String>(&mut &*conn);
+        .select(NATURAL_KEY)
+        .load::<NaturalKey>(&mut &*conn);
     let (a, b, c) = futures_util::future::try_join3(same_time, same_rank, lower_ranks).await?;
     let mut ids = a;
     ids.extend(b);
     ids.extend(c);
     ids.truncate(page.fetch() as usize);
-    Ok(ids)
+    Ok(natural_keys(ids))
+}
+
+/// What the natural order compares, read with the id (from the list index, index-only).
+const NATURAL_KEY: (findings::id, findings::severity_rank, findings::detected_at) =
+    (findings::id, findings::severity_rank, findings::detected_at);
+type NaturalKey = (String, i16, DateTime<Utc>);
+
+fn natural_keys(rows: Vec<NaturalKey>) -> Keyed {
+    rows.into_iter()
+        .map(|(id, rank, detected_at)| {
+            let key = SortKey(vec![
+                KeyPart::Int(i64::from(rank)),
+                KeyPart::Time(detected_at),
+                KeyPart::Text(id.clone()),
+            ]);
+            (id, key)
+        })
+        .collect()
 }
 
 fn read_natural_key(key: &SortKey) -> Result<(i16, DateTime<Utc>, String)> {
@@ -279,12 +293,12 @@ async fn modified_ids(
     page: &PageRequest,
     through: DateTime<Utc>,
     after: Option<(DateTime<Utc>, String)>,
-) -> diesel::QueryResult<Vec<String>> {
+) -> diesel::QueryResult<Keyed> {
     let mut query = filtered_findings!(customer, filter)
         .filter(findings::modified_at.le(through))
         .order((findings::modified_at, findings::id))
         .limit(page.fetch())
-        .select(findings::id);
+        .select((findings::id, findings::modified_at));
     match after {
         None => query = query.offset(page.offset() as i64),
         Some((modified_at, id)) => {
@@ -296,7 +310,14 @@ async fn modified_ids(
             ));
         }
     }
-    query.load::<String>(&mut &*conn).await
+    let rows = query.load::<(String, DateTime<Utc>)>(&mut &*conn).await?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, at)| {
+            let key = time_key(at, id.as_str());
+            (id, key)
+        })
+        .collect())
 }
 
 #[async_trait]
@@ -316,64 +337,73 @@ impl FindingRepository for PgStore {
             ListOrder::Natural => None,
             ListOrder::Modified { .. } => after_key(&page, read_time_key)?,
         };
-        let mut conn = self.conn().await?;
-        // The page's ids and its rows are two statements: one snapshot keeps them the same
-        // rows (a pass committing between them would serve rows newer than the page's
-        // bound, and next keys from values that moved).
-        let (ids, total, through, rows) = conn
-            .build_transaction()
-            .repeatable_read()
-            .read_only()
-            .run(async |conn| {
-                let conn = &*conn;
-                // A deferred join: the page's ids first (an index-only scan), then only those
-                // rows with their identity. The ids, the total and the bound are pipelined.
-                let (ids, total, through) = match page.order() {
-                    ListOrder::Natural => {
-                        let ids = natural_ids(conn, customer, filter, &page, natural_after);
-                        let total = count_findings(conn, customer, filter, None);
-                        let through = synced_through(conn, customer);
-                        futures_util::future::try_join3(ids, total, through).await?
-                    }
-                    ListOrder::Modified { through } => {
-                        let through = match through {
-                            Some(through) => Some(through),
-                            None => synced_through(conn, customer).await?,
-                        };
-                        // No pass has committed: nothing to sync yet.
-                        let Some(bound) = through else {
-                            return Ok((Vec::new(), 0, None, Vec::new()));
-                        };
-                        let ids =
-                            modified_ids(conn, customer, filter, &page, bound, modified_after);
-                        let total = count_findings(conn, customer, filter, Some(bound));
-                        let (ids, total) = futures_util::future::try_join(ids, total).await?;
-                        (ids, total, through)
-                    }
+        let conn = self.conn().await?;
+        let conn = &*conn;
+        // A deferred join: the page's ids and keys first (an index-only scan), pipelined with
+        // the total and the pass bound; then only those rows with their identity. The two
+        // statements may see different snapshots: the next page starts after the last key
+        // the index gave, and in the order by modification a row changed in between (now
+        // past the bound) is left for the next sync rather than served past `syncedThrough`.
+        let (ids, total, through) = match page.order() {
+            ListOrder::Natural => {
+                let ids = natural_ids(conn, customer, filter, &page, natural_after);
+                let total = count_findings(conn, customer, filter, None);
+                let through = synced_through(conn, customer);
+                futures_util::future::try_join3(ids, total, through)
+                    .await
+                    .map_err(db_error)?
+            }
+            ListOrder::Modified { through } => {
+                let through = match through {
+                    Some(through) => Some(through),
+                    None => synced_through(conn, customer).await.map_err(db_error)?,
                 };
-                let rows = if ids.is_empty() {
-                    Vec::new()
-                } else {
-                    findings_with_identity!(customer)
-                        .filter(findings::id.eq_any(&ids))
-                        .load::<FindingWithIdentity>(&mut &*conn)
-                        .await?
+                // No pass has committed: nothing to sync yet.
+                let Some(bound) = through else {
+                    return Ok(page.page_of(Vec::new(), 0, modified_key));
                 };
-                Ok::<_, diesel::result::Error>((ids, total, through, rows))
-            })
-            .await
-            .map_err(db_error)?;
+                let ids = modified_ids(conn, customer, filter, &page, bound, modified_after);
+                let total = count_findings(conn, customer, filter, Some(bound));
+                let (ids, total) = futures_util::future::try_join(ids, total)
+                    .await
+                    .map_err(db_error)?;
+                (ids, total, through)
+            }
+        };
+        let mut ids = ids;
+        let more = ids.len() > page.limit() as usize;
+        ids.truncate(page.limit() as usize);
+        let next = if more {
+            ids.last().map(|(_, key)| key.clone())
+        } else {
+            None
+        };
+        let ids: Vec<String> = ids.into_iter().map(|(id, _)| id).collect();
+        let rows = if ids.is_empty() {
+            Vec::new()
+        } else {
+            let mut rows = findings_with_identity!(customer)
+                .filter(findings::id.eq_any(&ids))
+                .into_boxed();
+            if let ListOrder::Modified { .. } = page.order()
+                && let Some(bound) = through
+            {
+                rows = rows.filter(findings::modified_at.le(bound));
+            }
+            rows.load::<FindingWithIdentity>(&mut &*conn)
+                .await
+                .map_err(db_error)?
+        };
         let items = in_order(&ids, rows)
             .into_iter()
             .map(to_finding)
             .collect::<Result<Vec<_>>>()?;
-        let key = match page.order() {
-            ListOrder::Natural => natural_key,
-            ListOrder::Modified { .. } => modified_key,
-        };
-        let mut page = page.page_of(items, total, key);
-        page.synced_through = through;
-        Ok(page)
+        Ok(Page {
+            items,
+            total,
+            next,
+            synced_through: through,
+        })
     }
 
     async fn findings_by_ids(
