@@ -232,28 +232,31 @@ async fn natural_ids(
     let same_time = filtered_findings!(customer, filter)
         .filter(findings::severity_rank.eq(rank))
         .filter(findings::detected_at.eq(detected_at))
-        .filter(findings::id.gt(id.clone()))
+        .filter(findings::id.gt(id))
         .order(order)
         .limit(page.fetch())
-        .select(NATURAL_KEY)
-        .load::<NaturalKey>(&mut &*conn);
+        .select(NATURAL_KEY);
     let same_rank = filtered_findings!(customer, filter)
         .filter(findings::severity_rank.eq(rank))
         .filter(findings::detected_at.lt(detected_at))
         .order(order)
         .limit(page.fetch())
-        .select(NATURAL_KEY)
-        .load::<NaturalKey>(&mut &*conn);
+        .select(NATURAL_KEY);
     let lower_ranks = filtered_findings!(customer, filter)
         .filter(findings::severity_rank.gt(rank))
         .order(order)
         .limit(page.fetch())
-        .select(NATURAL_KEY)
-        .load::<NaturalKey>(&mut &*conn);
-    let (a, b, c) = futures_util::future::try_join3(same_time, same_rank, lower_ranks).await?;
-    let mut ids = a;
-    ids.extend(b);
-    ids.extend(c);
+        .select(NATURAL_KEY);
+    // One statement (each range a parenthesised, limited scan), so one round trip and one
+    // plan; the ranges are disjoint and in list order, sorted again here to be sure.
+    let mut ids = same_time
+        .union_all(same_rank)
+        .union_all(lower_ranks)
+        .load::<NaturalKey>(&mut &*conn)
+        .await?;
+    ids.sort_by(|a, b| {
+        (a.1, std::cmp::Reverse(a.2), &a.0).cmp(&(b.1, std::cmp::Reverse(b.2), &b.0))
+    });
     ids.truncate(page.fetch() as usize);
     Ok(natural_keys(ids))
 }
