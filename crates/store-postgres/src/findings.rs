@@ -159,11 +159,6 @@ pub(crate) async fn count_findings(
     Ok(total.max(0) as u64)
 }
 
-/// A finding's key in the order by modification: (modification, id).
-fn modified_key(f: &Finding) -> SortKey {
-    time_key(f.modified_at, f.id.as_str())
-}
-
 /// `meta.total`: summed from the per-pass totals, never counted over the findings.
 pub(crate) fn total_query(
     customer: Uuid,
@@ -361,27 +356,24 @@ impl FindingRepository for PgStore {
                     Some(through) => Some(through),
                     None => synced_through(conn, customer).await.map_err(db_error)?,
                 };
-                // No pass has committed: nothing to sync yet.
-                let Some(bound) = through else {
-                    return Ok(page.page_of(Vec::new(), 0, modified_key));
-                };
-                let ids = modified_ids(conn, customer, filter, &page, bound, modified_after);
-                let total = count_findings(conn, customer, filter, Some(bound));
-                let (ids, total) = futures_util::future::try_join(ids, total)
-                    .await
-                    .map_err(db_error)?;
-                (ids, total, through)
+                match through {
+                    // No pass has committed: nothing to sync yet.
+                    None => (Vec::new(), 0, None),
+                    Some(bound) => {
+                        let ids =
+                            modified_ids(conn, customer, filter, &page, bound, modified_after);
+                        let total = count_findings(conn, customer, filter, Some(bound));
+                        let (ids, total) = futures_util::future::try_join(ids, total)
+                            .await
+                            .map_err(db_error)?;
+                        (ids, total, through)
+                    }
+                }
             }
         };
-        let mut ids = ids;
-        let more = ids.len() > page.limit() as usize;
-        ids.truncate(page.limit() as usize);
-        let next = if more {
-            ids.last().map(|(_, key)| key.clone())
-        } else {
-            None
-        };
-        let ids: Vec<String> = ids.into_iter().map(|(id, _)| id).collect();
+        // The page and its next key, from the keys the index gave.
+        let keyed = page.page_of(ids, total, |(_, key)| key.clone());
+        let ids: Vec<String> = keyed.items.into_iter().map(|(id, _)| id).collect();
         let rows = if ids.is_empty() {
             Vec::new()
         } else {
@@ -404,7 +396,7 @@ impl FindingRepository for PgStore {
         Ok(Page {
             items,
             total,
-            next,
+            next: keyed.next,
             synced_through: through,
         })
     }
