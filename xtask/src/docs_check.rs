@@ -36,6 +36,55 @@ mod tests {
         )
     }
 
+    /// The value column of row `row` between `<!-- {marker} -->` and its closing marker.
+    fn cell(doc: &str, marker: &str, row: &str) -> String {
+        let start = doc.find(&format!("<!-- {marker} -->")).unwrap();
+        let end = doc.find(&format!("<!-- /{marker} -->")).unwrap();
+        let line = doc[start..end]
+            .lines()
+            .find(|l| l.starts_with(&format!("| {row} |")))
+            .unwrap_or_else(|| panic!("no row {row} in {marker}"));
+        let cells: Vec<&str> = line
+            .trim()
+            .trim_matches('|')
+            .split('|')
+            .map(str::trim)
+            .collect();
+        cells[1].trim_matches('`').to_owned()
+    }
+
+    #[test]
+    fn the_documented_standard_webhooks_vector_is_what_posture_signs_and_the_library_verifies() {
+        let doc = webhooks_doc();
+        let (secret, body, _) = vector(&doc);
+        let id = cell(&doc, "test-vector-standard", "`webhook-id`");
+        let timestamp: i64 = cell(&doc, "test-vector-standard", "`webhook-timestamp`")
+            .parse()
+            .unwrap();
+        let signature = cell(&doc, "test-vector-standard", "`webhook-signature`");
+        assert_eq!(
+            posture_domain::signature::standard_signature(&secret, &id, timestamp, body.as_bytes())
+                .as_deref(),
+            Some(signature.as_str())
+        );
+        let received = posture_test_support::standard_webhooks::Received {
+            body: body.as_bytes(),
+            headers: vec![
+                ("webhook-id".into(), id),
+                ("webhook-timestamp".into(), timestamp.to_string()),
+                ("webhook-signature".into(), signature),
+            ],
+        };
+        // Verified as if received at the vector's own time.
+        let at_vector_time = timestamp - chrono::Utc::now().timestamp();
+        let results = posture_test_support::standard_webhooks::verify(&[
+            (&secret, &received, at_vector_time),
+            (&secret, &received, 0),
+        ]);
+        assert_eq!(results[0], Ok(()));
+        assert!(results[1].as_ref().unwrap_err().contains("too old"));
+    }
+
     /// The code block of `language` in the document.
     fn example(doc: &str, language: &str) -> String {
         let fence = format!("```{language}\n");

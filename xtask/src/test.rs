@@ -2,18 +2,25 @@
 //!
 //! Starts a throwaway PostgreSQL cluster and Redis server unless `TEST_DATABASE_URL` /
 //! `TEST_REDIS_URL` name servers to use, runs `cargo test --workspace` with those variables
-//! set, and stops what it started. Arguments after `--` go to `cargo test`.
+//! set, and stops what it started. Arguments after `--` go to `cargo test`. Receivers that
+//! verify deliveries with the official Standard Webhooks library run the Python of
+//! `target/test-venv` (`TEST_PYTHON`), installed here when missing.
 
 use std::process::Command;
 
 use crate::{
     files::project_root,
-    process::eprintln_status,
+    process::{eprintln_status, python_venv},
     servers::{postgres, redis},
 };
 
+/// What the tests' receivers verify deliveries with, pinned.
+const PYTHON_PACKAGES: &[&str] = &["standardwebhooks==1.1.0"];
+
 pub fn run(extra: &[String]) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
+    let venv = project_root().join("target").join("test-venv");
+    python_venv(&venv, PYTHON_PACKAGES)?;
     let postgres = match std::env::var("TEST_DATABASE_URL") {
         Ok(_) => None,
         Err(_) => Some(postgres("test-postgres", "")?),
@@ -27,6 +34,9 @@ pub fn run(extra: &[String]) -> anyhow::Result<()> {
         .current_dir(project_root())
         .args(["test", "--workspace"])
         .args(extra);
+    if std::env::var_os("TEST_PYTHON").is_none() {
+        command.env("TEST_PYTHON", venv.join("bin").join("python"));
+    }
     if let Some(pg) = &postgres {
         command.env("TEST_DATABASE_URL", &pg.url);
     }

@@ -74,7 +74,18 @@ pub enum DeliveriesCommand {
         #[arg(long, default_value_t = 50)]
         limit: u32,
     },
-    /// Make a failed or cancelled delivery pending again, due now, with a fresh schedule.
+    /// Show a delivery of a customer with every attempt (and the first KiB of each answer).
+    Show {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The customer's id.
+        #[arg(long)]
+        customer: String,
+        /// The delivery's id (X-Service-Delivery).
+        delivery_id: String,
+    },
+    /// Send a delivery that is not pending again (the same bytes and id), due now, on a fresh
+    /// schedule, as a consumer's redelivery does.
     Retry {
         #[command(flatten)]
         database: DatabaseArgs,

@@ -5,13 +5,15 @@ use std::{net::TcpListener, path::Path, sync::Arc, time::Duration};
 use actix_web::{HttpServer, dev::ServerHandle, web};
 use anyhow::Context as _;
 use posture_console::{ConsolePorts, ConsoleState};
+use posture_delivery::ImmediateSender;
 use posture_domain::{
     console::SessionPolicy,
+    delivery::TEST_RATE,
     rate_limit::{InProcessRateLimiter, LimiterState, RateLimiter, RatePolicy},
     secrets::Keyring,
     webhook::TargetPolicy,
 };
-use posture_http::{ApiState, ExportSlots, MetricsRender, Ports};
+use posture_http::{ApiState, ExportSlots, MetricsRender, Ports, WebhookOps};
 use posture_oidc::OidcSignIn;
 use posture_redis::RedisRateLimiter;
 use posture_store_postgres::{PgStore, migrations};
@@ -30,6 +32,7 @@ pub fn ports(store: &PgStore, limiter: Arc<dyn RateLimiter>) -> Ports {
         recommendations: store.clone(),
         upr: store.clone(),
         webhooks: store.clone(),
+        deliveries: store.clone(),
         versions: store.clone(),
         health: store,
         limiter,
@@ -43,6 +46,12 @@ pub struct Wiring {
     /// Seals webhook signing secrets.
     pub keyring: Keyring,
     pub webhook_policy: TargetPolicy,
+    /// How long a receiver has to answer a test delivery.
+    pub webhook_timeout: Duration,
+    /// How long the delivery log keeps finished deliveries.
+    pub delivery_retention: chrono::Duration,
+    /// Counts test deliveries per subscription (`TEST_RATE`; shared through Redis when set).
+    pub test_limiter: Arc<dyn RateLimiter>,
     /// Exports streaming at once (each holds a database connection for its whole stream).
     pub concurrent_exports: usize,
     /// How long a request waits for an export slot before 503.
@@ -56,13 +65,30 @@ pub struct Wiring {
 }
 
 /// The state of the HTTP API over a PostgreSQL store: the one wiring that `serve` and the
-/// tests both use. Renders the OpenAPI document once.
-pub fn api_state(store: &PgStore, limiter: Arc<dyn RateLimiter>, wiring: Wiring) -> ApiState {
-    ApiState {
+/// tests both use. Renders the OpenAPI document once. Fails only when the webhook HTTP
+/// client cannot be built.
+pub fn api_state(
+    store: &PgStore,
+    limiter: Arc<dyn RateLimiter>,
+    wiring: Wiring,
+) -> anyhow::Result<ApiState> {
+    let keyring = Arc::new(wiring.keyring);
+    let sender = ImmediateSender::new(
+        keyring.clone(),
+        wiring.webhook_timeout,
+        wiring.webhook_policy.allow_private,
+    )
+    .context("the webhook HTTP client cannot be built")?;
+    Ok(ApiState {
         ports: ports(store, limiter),
         trusted_proxies: wiring.trusted_proxies,
-        keyring: Arc::new(wiring.keyring),
+        keyring,
         webhook_policy: wiring.webhook_policy,
+        webhook_ops: WebhookOps {
+            sender: Arc::new(sender),
+            test_limiter: wiring.test_limiter,
+            retention: wiring.delivery_retention,
+        },
         exports: Arc::new(ExportSlots::new(
             wiring.concurrent_exports,
             wiring.export_wait,
@@ -72,7 +98,7 @@ pub fn api_state(store: &PgStore, limiter: Arc<dyn RateLimiter>, wiring: Wiring)
         hsts: wiring.hsts,
         readiness: Arc::default(),
         contract: posture_http::openapi::render().into(),
-    }
+    })
 }
 
 /// The rate limiter the settings ask for: shared through Redis when `REDIS_URL` is set,
@@ -281,6 +307,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         store.clone(),
         limiter.clone(),
     );
+    let test_limiter = limiter_with(TEST_RATE, args.limits.redis_url.as_deref()).await?;
     let state = api_state(
         &store,
         limiter,
@@ -288,6 +315,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             trusted_proxies: args.limits.trusted_proxies.clone(),
             keyring: args.secrets.keyring()?,
             webhook_policy: args.webhooks.policy(),
+            webhook_timeout: args.webhooks.timeout(),
+            delivery_retention: args.webhooks.retention(),
+            test_limiter,
             // Each export holds a connection for its whole stream: half the pool at most, so
             // exports never starve the other routes.
             concurrent_exports: (usize::from(args.database.db_pool_size) / 2)
@@ -297,7 +327,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             metrics: args.metrics_bind.is_none().then(|| render.clone()),
             hsts: tls.is_some(),
         },
-    );
+    )?;
     let console = match args.console.enabled {
         true => Some(
             console_state(

@@ -123,9 +123,25 @@ pub struct WebhookArgs {
     /// addresses (refused otherwise, as SSRF protection).
     #[arg(long, env = "POSTURE_WEBHOOK_ALLOW_PRIVATE")]
     pub webhook_allow_private: bool,
+    /// Seconds a receiver has to answer (deliveries and test deliveries).
+    #[arg(long = "timeout-secs", env = "POSTURE_WEBHOOK_TIMEOUT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=120))]
+    pub timeout_secs: u64,
+    /// Days the delivery log keeps finished deliveries (the worker deletes older ones; a
+    /// recovery cannot reach further back).
+    #[arg(long, env = "POSTURE_DELIVERY_RETENTION_DAYS", default_value_t = posture_domain::delivery::DEFAULT_RETENTION_DAYS, value_parser = clap::value_parser!(u32).range(1..=3650))]
+    pub delivery_retention_days: u32,
 }
 
 impl WebhookArgs {
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.timeout_secs)
+    }
+
+    /// How long the delivery log keeps finished deliveries.
+    pub fn retention(&self) -> chrono::Duration {
+        chrono::Duration::days(i64::from(self.delivery_retention_days))
+    }
+
     pub fn policy(&self) -> posture_domain::webhook::TargetPolicy {
         if self.webhook_allow_private {
             tracing::warn!(

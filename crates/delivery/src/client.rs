@@ -16,6 +16,7 @@ use chrono::{DateTime, Utc};
 use posture_domain::{
     delivery::{Attempt, Outcome, RESPONSE_EXCERPT_BYTES},
     egress,
+    signature::{signature_header, standard_signature},
 };
 use reqwest::{
     dns::{Addrs, Name, Resolve, Resolving},
@@ -80,11 +81,37 @@ pub struct WebhookClient {
     timeout: Duration,
 }
 
-/// The headers of one delivery.
+/// What the headers of one delivery say; the signatures are made per attempt, as it starts
+/// (the Standard Webhooks one covers the attempt's time).
 pub struct DeliveryHeaders<'a> {
     pub event: &'a str,
-    pub signature: &'a str,
     pub delivery_id: &'a str,
+    /// The subscription's signing secret.
+    pub secret: &'a str,
+}
+
+impl DeliveryHeaders<'_> {
+    /// The request headers of an attempt starting at `timestamp` (Unix seconds).
+    pub fn at(&self, timestamp: i64, body: &[u8]) -> HeaderMap {
+        let seed = signature_header(self.secret, body);
+        let standard = standard_signature(self.secret, self.delivery_id, timestamp, body);
+        let timestamp = timestamp.to_string();
+        let mut map = HeaderMap::new();
+        map.insert("content-type", HeaderValue::from_static("application/json"));
+        for (name, value) in [
+            ("x-service-event", Some(self.event)),
+            ("x-service-signature-256", Some(seed.as_str())),
+            ("x-service-delivery", Some(self.delivery_id)),
+            ("webhook-id", Some(self.delivery_id)),
+            ("webhook-timestamp", Some(timestamp.as_str())),
+            ("webhook-signature", standard.as_deref()),
+        ] {
+            if let Some(Ok(value)) = value.map(HeaderValue::from_str) {
+                map.insert(name, value);
+            }
+        }
+        map
+    }
 }
 
 /// The user agent of deliveries.
@@ -175,17 +202,7 @@ impl WebhookClient {
         body: &[u8],
         headers: &DeliveryHeaders<'_>,
     ) -> (Outcome, Option<u16>, Option<String>) {
-        let mut map = HeaderMap::new();
-        map.insert("content-type", HeaderValue::from_static("application/json"));
-        for (name, value) in [
-            ("x-service-event", headers.event),
-            ("x-service-signature-256", headers.signature),
-            ("x-service-delivery", headers.delivery_id),
-        ] {
-            if let Ok(value) = HeaderValue::from_str(value) {
-                map.insert(name, value);
-            }
-        }
+        let map = headers.at(Utc::now().timestamp(), body);
         let response = match self
             .http
             .post(url)

@@ -17,8 +17,7 @@ use posture_domain::{
         Attempt, ClaimedDelivery, Delivery, DeliveryTarget, NextStep, Outcome, RetryPolicy,
     },
     ports::{DeliveryRepository, FindingRepository},
-    secrets::Keyring,
-    signature::signature_header,
+    secrets::{Keyring, SigningSecret},
     webhook::secret_context,
 };
 use ring::rand::{SecureRandom, SystemRandom};
@@ -43,7 +42,14 @@ pub struct WorkerConfig {
     pub retry: RetryPolicy,
     pub timeout: Duration,
     pub allow_private: bool,
+    /// How long the delivery log keeps finished deliveries.
+    pub retention: chrono::Duration,
 }
+
+/// How often a running worker sweeps the delivery log of what its retention drops.
+const SWEEP_EVERY: Duration = Duration::from_secs(600);
+/// Deliveries deleted per statement of a sweep (short transactions, bounded locks).
+const SWEEP_BATCH: u32 = 1000;
 
 /// A delivery worker.
 pub struct Worker {
@@ -55,6 +61,8 @@ pub struct Worker {
     random: SystemRandom,
     /// When the queue gauges were last refreshed.
     gauges_at: std::sync::Mutex<Option<std::time::Instant>>,
+    /// When the delivery log was last swept.
+    swept_at: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// An error with its causes, one line.
@@ -94,6 +102,7 @@ impl Worker {
             config,
             random: SystemRandom::new(),
             gauges_at: std::sync::Mutex::default(),
+            swept_at: std::sync::Mutex::default(),
         })
     }
 
@@ -105,7 +114,7 @@ impl Worker {
         }
     }
 
-    /// The body of a delivery (rendered once, then the stored bytes) and its signature.
+    /// The body of a delivery (rendered once, then the stored bytes) and its signing secret.
     /// `Err(Ok(reason))`: the delivery itself cannot be sent (its secret does not open, its
     /// findings do not render) — a failed attempt; `Err(Err(e))`: the database cannot be
     /// reached right now — the lease ends and the delivery is claimed again, no attempt
@@ -115,7 +124,7 @@ impl Worker {
         delivery: &Delivery,
         target: &DeliveryTarget,
         body: Option<Vec<u8>>,
-    ) -> std::result::Result<(Vec<u8>, String), std::result::Result<String, Error>> {
+    ) -> std::result::Result<(Vec<u8>, SigningSecret), std::result::Result<String, Error>> {
         let unprepared = |what: &str, e: Error| match e {
             Error::Unavailable(_) => Err(e),
             other => Ok(format!("{what}: {}", error_chain(&other))),
@@ -145,8 +154,7 @@ impl Worker {
                 &secret_context(delivery.customer_id, delivery.subscription_id),
             )
             .map_err(|e| unprepared("the signing secret cannot be opened", e))?;
-        let signature = signature_header(secret.expose(), &body);
-        Ok((body, signature))
+        Ok((body, secret))
     }
 
     /// Sends one claimed delivery and records the attempt. A delivery that cannot be
@@ -159,12 +167,12 @@ impl Worker {
             body,
         } = claimed;
         let (outcome, attempt) = match self.prepare(&delivery, &target, body).await {
-            Ok((body, signature)) => {
+            Ok((body, secret)) => {
                 let id = delivery.id.to_string();
                 let headers = DeliveryHeaders {
                     event: delivery.event_type.as_str(),
-                    signature: &signature,
                     delivery_id: &id,
+                    secret: secret.expose(),
                 };
                 self.client.send(&target.url, &body, &headers).await
             }
@@ -185,7 +193,7 @@ impl Worker {
                 },
             ),
         };
-        let attempts_made = delivery.attempts + 1;
+        let attempts_made = delivery.attempts_in_schedule() + 1;
         let (next, sent) = match &outcome {
             Outcome::Delivered { .. } => (NextStep::Delivered, Sent::Delivered),
             Outcome::Gone => (NextStep::Gone, Sent::Gone),
@@ -313,11 +321,49 @@ impl Worker {
         }
     }
 
+    /// Deletes the finished deliveries older than the retention, in batches; returns how
+    /// many. Every worker sweeps (each batch skips rows another is deleting).
+    pub async fn sweep(&self) -> Result<u64> {
+        let cutoff = Utc::now() - self.config.retention;
+        let mut deleted = 0;
+        loop {
+            let batch = self.deliveries.purge_finished(cutoff, SWEEP_BATCH).await?;
+            deleted += batch;
+            if batch < u64::from(SWEEP_BATCH) {
+                break;
+            }
+        }
+        if deleted > 0 {
+            metrics::counter!("posture_webhook_deliveries_expired_total").increment(deleted);
+            tracing::info!(
+                deleted,
+                retention_days = self.config.retention.num_days(),
+                "delivery log swept"
+            );
+        }
+        Ok(deleted)
+    }
+
+    /// Sweeps the delivery log when [`SWEEP_EVERY`] has passed since the last sweep.
+    async fn sweep_when_due(&self) {
+        {
+            let mut last = self.swept_at.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|at| at.elapsed() < SWEEP_EVERY) {
+                return;
+            }
+            *last = Some(std::time::Instant::now());
+        }
+        if let Err(e) = self.sweep().await {
+            tracing::warn!(error = %e, "sweeping the delivery log failed; retrying at the next sweep");
+        }
+    }
+
     /// Works until `stop` turns true.
     pub async fn run(self: &Arc<Self>, mut stop: watch::Receiver<bool>) {
         tracing::info!(worker = %self.config.id, concurrency = self.config.concurrency, "posture-worker running");
         while !*stop.borrow() {
             self.refresh_queue_gauges().await;
+            self.sweep_when_due().await;
             let batch = match self
                 .deliveries
                 .claim_due(&self.config.id, self.batch_size(), self.config.lease)

@@ -5,13 +5,18 @@
 //! [`CHUNK_SIZE`] new findings). A delivery is tried until a 2xx answer, with exponentially
 //! growing, jittered delays honouring `Retry-After`, for about a day by default; then it is
 //! failed. `410 Gone` deactivates the subscription.
+//!
+//! A consumer reads the log of its subscription's deliveries (kept for a bounded
+//! [`DEFAULT_RETENTION_DAYS`]), redelivers one, recovers a window of failed ones after an
+//! outage, and sends a test: each of these is a [`DeliveryTrigger`].
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
 use crate::{
-    ids::{CustomerId, DeliveryId, FindingId, PassId, WebhookId},
+    finding::{Finding, FindingStatus, FindingType, Severity},
+    ids::{CloudTenantId, CustomerId, DeliveryId, FindingId, PassId, WebhookId},
     secrets::SealedSecret,
     webhook::{EventType, WebhookType},
 };
@@ -34,6 +39,105 @@ string_enum! {
         Failed = "failed",
         /// The subscription was deactivated before it was delivered.
         Cancelled = "cancelled",
+    }
+}
+
+/// Test deliveries a subscription may send: 5 a minute (`POST /webhooks/{id}/test`).
+pub const TEST_RATE: crate::rate_limit::RatePolicy = crate::rate_limit::RatePolicy {
+    limit: 5,
+    window_secs: 60,
+};
+
+/// How long the delivery log keeps finished deliveries, by default.
+pub const DEFAULT_RETENTION_DAYS: u32 = 30;
+
+string_enum! {
+    /// What a delivery announces: new findings of one severity, or a test `ping`.
+    pub enum DeliveryEvent ("eventType") {
+        FindingCritical = "finding_critical",
+        FindingHigh = "finding_high",
+        FindingMedium = "finding_medium",
+        FindingLow = "finding_low",
+        /// A test delivery without findings (`POST /webhooks/{id}/test`).
+        Ping = "ping",
+    }
+}
+
+impl DeliveryEvent {
+    /// The severity of the findings announced (none for a ping).
+    pub fn severity(self) -> Option<Severity> {
+        self.subscribed().map(EventType::severity)
+    }
+
+    /// The subscribable event type this is (none for a ping).
+    pub fn subscribed(self) -> Option<EventType> {
+        match self {
+            DeliveryEvent::FindingCritical => Some(EventType::FindingCritical),
+            DeliveryEvent::FindingHigh => Some(EventType::FindingHigh),
+            DeliveryEvent::FindingMedium => Some(EventType::FindingMedium),
+            DeliveryEvent::FindingLow => Some(EventType::FindingLow),
+            DeliveryEvent::Ping => None,
+        }
+    }
+}
+
+impl From<EventType> for DeliveryEvent {
+    fn from(event: EventType) -> Self {
+        match event {
+            EventType::FindingCritical => DeliveryEvent::FindingCritical,
+            EventType::FindingHigh => DeliveryEvent::FindingHigh,
+            EventType::FindingMedium => DeliveryEvent::FindingMedium,
+            EventType::FindingLow => DeliveryEvent::FindingLow,
+        }
+    }
+}
+
+string_enum! {
+    /// What started a delivery's current schedule.
+    pub enum DeliveryTrigger ("trigger") {
+        /// An analyzer pass found what the subscription listens to.
+        Event = "event",
+        /// `POST /webhooks/{id}/test`: sent once, at once, never retried.
+        Test = "test",
+        /// `POST .../deliveries/{deliveryId}/redeliver`: the same bytes again.
+        Redelivery = "redelivery",
+        /// `POST /webhooks/{id}/recover`: requeued with a window of failed deliveries.
+        Recovery = "recovery",
+    }
+}
+
+/// Which deliveries of a subscription a log page shows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeliveryFilter {
+    pub status: Option<DeliveryStatus>,
+    pub event_type: Option<DeliveryEvent>,
+    /// Queued at or after this time.
+    pub created_since: Option<DateTime<Utc>>,
+}
+
+/// The finding a test delivery of a finding event type carries: marked as a sample in its
+/// id, type and title, about no identity, in `tenant`.
+pub fn sample_finding(severity: Severity, tenant: CloudTenantId, now: DateTime<Utc>) -> Finding {
+    Finding {
+        id: format!("sample-{severity}")
+            .parse()
+            .expect("a sample id is a finding id"),
+        cloud_tenant_id: tenant,
+        finding_type: "sample_test_delivery"
+            .parse::<FindingType>()
+            .expect("a sample type is a finding type"),
+        severity,
+        status: FindingStatus::Open,
+        title: format!("Sample {severity} finding (test delivery)"),
+        description: Some(
+            "Sent by POST /webhooks/{id}/test: not a real finding. Real deliveries have the \
+             same shape."
+                .to_owned(),
+        ),
+        identity: None,
+        detected_at: now,
+        updated_at: now,
+        modified_at: now,
     }
 }
 
@@ -138,16 +242,31 @@ pub struct Delivery {
     pub id: DeliveryId,
     pub customer_id: CustomerId,
     pub subscription_id: WebhookId,
-    pub pass_id: PassId,
-    pub event_type: EventType,
+    /// The analyzer pass that queued it (none for a test).
+    pub pass_id: Option<PassId>,
+    pub event_type: DeliveryEvent,
     pub chunk: u32,
     pub finding_ids: Vec<FindingId>,
     pub status: DeliveryStatus,
+    pub trigger: DeliveryTrigger,
+    /// Every attempt made, over every schedule.
     pub attempts: u32,
+    /// Attempts made before the current schedule began (a redelivery or a recovery starts
+    /// a fresh one).
+    pub schedule_start: u32,
     pub next_attempt_at: DateTime<Utc>,
     pub created_at: DateTime<Utc>,
     pub delivered_at: Option<DateTime<Utc>>,
+    pub last_attempt_at: Option<DateTime<Utc>>,
+    pub last_status_code: Option<u16>,
     pub last_error: Option<String>,
+}
+
+impl Delivery {
+    /// Attempts made in the current schedule (what the retry policy counts).
+    pub fn attempts_in_schedule(&self) -> u32 {
+        self.attempts.saturating_sub(self.schedule_start)
+    }
 }
 
 /// Where and how a claimed delivery is sent.

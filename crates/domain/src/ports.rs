@@ -6,6 +6,7 @@
 //! Method names are unique across the traits so one adapter type can implement them all.
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 
 use crate::{
     api_key::{ApiKey, KeyHash, NewApiKey, Principal},
@@ -14,7 +15,10 @@ use crate::{
         SessionPolicy, SignInStart, SignedInUser, SsoConfig,
     },
     customer::{Customer, CustomerScope},
-    delivery::{Attempt, ClaimedDelivery, Delivery, DeliveryStatus, NextStep, QueueDepth},
+    delivery::{
+        Attempt, ClaimedDelivery, Delivery, DeliveryFilter, DeliveryStatus, DeliveryTarget,
+        NextStep, Outcome, QueueDepth,
+    },
     error::Result,
     finding::{Finding, FindingFilter},
     identity::{Identity, IdentityDetail, IdentityFilter},
@@ -281,8 +285,79 @@ pub trait DeliveryRepository: Send + Sync {
     ) -> Result<Vec<Delivery>>;
     /// Makes a failed or cancelled delivery pending again, due now (operators).
     async fn retry_delivery(&self, id: DeliveryId) -> Result<Delivery>;
+    /// A delivery of the customer, whatever its subscription's state (operators).
+    async fn delivery(&self, scope: CustomerScope, id: DeliveryId) -> Result<Delivery>;
     /// The attempts of a delivery, oldest first.
     async fn attempts(&self, scope: CustomerScope, id: DeliveryId) -> Result<Vec<Attempt>>;
+    /// The log of an active subscription's deliveries, newest first (then by id, descending).
+    /// `NotFound` when the subscription is not an active one of the customer.
+    async fn subscription_deliveries(
+        &self,
+        scope: CustomerScope,
+        subscription: WebhookId,
+        filter: &DeliveryFilter,
+        page: PageRequest,
+    ) -> Result<Page<Delivery>>;
+    /// One delivery of an active subscription and its attempts, oldest first.
+    async fn subscription_delivery(
+        &self,
+        scope: CustomerScope,
+        subscription: WebhookId,
+        id: DeliveryId,
+    ) -> Result<(Delivery, Vec<Attempt>)>;
+    /// Sends a delivery that is not pending again (the same bytes, the same id): pending,
+    /// due now, on a fresh schedule. `Conflict` while it is pending.
+    async fn redeliver(
+        &self,
+        scope: CustomerScope,
+        subscription: WebhookId,
+        id: DeliveryId,
+    ) -> Result<Delivery>;
+    /// Requeues the subscription's failed and cancelled deliveries (tests aside) queued in
+    /// `[since, until)`, due oldest first, each on a fresh schedule; returns how many.
+    /// `Conflict` while deliveries of an earlier recovery are pending.
+    async fn recover(
+        &self,
+        scope: CustomerScope,
+        subscription: WebhookId,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<u64>;
+    /// Records a test delivery sent at once (finished, never retried) with its attempt, for
+    /// an active subscription (`NotFound` otherwise).
+    async fn record_test(
+        &self,
+        scope: CustomerScope,
+        delivery: &Delivery,
+        body: &[u8],
+        attempt: &Attempt,
+    ) -> Result<()>;
+    /// Deletes up to `batch` finished deliveries queued before `cutoff`, with their
+    /// attempts (the log's retention); returns how many.
+    async fn purge_finished(&self, cutoff: DateTime<Utc>, batch: u32) -> Result<u64>;
+}
+
+/// What sending a delivery at once came to: the body sent (signed), and the attempt.
+#[derive(Clone, Debug)]
+pub struct SentNow {
+    pub body: Vec<u8>,
+    pub outcome: Outcome,
+    pub attempt: Attempt,
+}
+
+/// Sends one delivery at once, outside the outbox and without retries (test deliveries),
+/// under the same egress rules, timeout and signatures as the worker's.
+#[async_trait]
+pub trait DirectSender: Send + Sync {
+    /// Renders `findings` for the target's type, signs and sends. `Err` only when the
+    /// delivery cannot be prepared (its secret does not open); a refusing receiver is an
+    /// `Ok` with a failed outcome.
+    async fn send_now(
+        &self,
+        delivery: &Delivery,
+        target: &DeliveryTarget,
+        findings: Vec<Finding>,
+    ) -> Result<SentNow>;
 }
 
 /// A customer's console sign-in configuration, with what the sign-in pages show.

@@ -15,7 +15,10 @@ use std::{
 
 use async_trait::async_trait;
 
-use crate::{error::Result, ids::KeyId};
+use crate::{
+    error::Result,
+    ids::{KeyId, WebhookId},
+};
 
 /// Requests allowed per window, and the window's length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +74,8 @@ pub enum RateBucket {
     /// Console sign-ins from a client address (bucket name as for `Address`), counted
     /// apart from API requests.
     SignIn(String),
+    /// Test deliveries of a webhook subscription (`POST /webhooks/{id}/test`).
+    WebhookTest(WebhookId),
 }
 
 impl RateBucket {
@@ -80,6 +85,7 @@ impl RateBucket {
             RateBucket::Key(_) => "per-key",
             RateBucket::Address(_) => "per-address",
             RateBucket::SignIn(_) => "sign-in",
+            RateBucket::WebhookTest(_) => "webhook-test",
         }
     }
 }
@@ -90,6 +96,7 @@ impl fmt::Display for RateBucket {
             RateBucket::Key(id) => write!(f, "key:{id}"),
             RateBucket::Address(address) => write!(f, "ip:{address}"),
             RateBucket::SignIn(address) => write!(f, "signin:{address}"),
+            RateBucket::WebhookTest(id) => write!(f, "webhook-test:{id}"),
         }
     }
 }
@@ -244,11 +251,9 @@ impl InProcessRateLimiter {
         let tick = counters.tick;
         let count = match bucket {
             RateBucket::Key(_) => counters.keys.increment(bucket, tick, Self::MAX_KEYS),
-            RateBucket::Address(_) | RateBucket::SignIn(_) => {
-                counters
-                    .addresses
-                    .increment(bucket, tick, Self::MAX_ADDRESSES)
-            }
+            RateBucket::Address(_) | RateBucket::SignIn(_) | RateBucket::WebhookTest(_) => counters
+                .addresses
+                .increment(bucket, tick, Self::MAX_ADDRESSES),
         };
         self.policy.decide(count, reset_at, now)
     }
@@ -260,7 +265,9 @@ impl InProcessRateLimiter {
         counters.enter(window);
         let count = match bucket {
             RateBucket::Key(_) => counters.keys.get(bucket),
-            RateBucket::Address(_) | RateBucket::SignIn(_) => counters.addresses.get(bucket),
+            RateBucket::Address(_) | RateBucket::SignIn(_) | RateBucket::WebhookTest(_) => {
+                counters.addresses.get(bucket)
+            }
         };
         self.policy.peeked(count, reset_at, now)
     }

@@ -51,6 +51,11 @@ pub enum ApiError {
     Unprocessable(String),
     /// 429; `retry_after` in seconds.
     RateLimited { retry_after: u64 },
+    /// 429 for one operation's own limit (test deliveries), not the key's request quota.
+    OperationLimited {
+        what: &'static str,
+        retry_after: u64,
+    },
     /// 503.
     Unavailable,
     /// 503: a resource of this instance (an export slot) stayed busy; the reason says which.
@@ -75,7 +80,9 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
             ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             ApiError::Unprocessable(_) => ErrorCode::UnprocessableEntity,
-            ApiError::RateLimited { .. } => ErrorCode::RateLimited,
+            ApiError::RateLimited { .. } | ApiError::OperationLimited { .. } => {
+                ErrorCode::RateLimited
+            }
             ApiError::Unavailable | ApiError::Busy(_) => ErrorCode::Unavailable,
             ApiError::Internal => ErrorCode::Internal,
         }
@@ -96,6 +103,9 @@ impl ApiError {
             ApiError::MethodNotAllowed { allow } => Some(format!("allowed methods: {allow}")),
             ApiError::RateLimited { retry_after } => {
                 Some(format!("request quota exhausted; retry in {retry_after} s"))
+            }
+            ApiError::OperationLimited { what, retry_after } => {
+                Some(format!("{what}; retry in {retry_after} s"))
             }
             ApiError::Unavailable => Some("a backing service is unavailable; retry".to_owned()),
             ApiError::Busy(reason) => Some((*reason).to_owned()),
@@ -133,7 +143,9 @@ impl ResponseError for ApiError {
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::RateLimited { .. } | ApiError::OperationLimited { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ApiError::Unavailable | ApiError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -154,7 +166,8 @@ impl ResponseError for ApiError {
             ApiError::MethodNotAllowed { allow } => {
                 response.insert_header((header::ALLOW, allow.as_str()));
             }
-            ApiError::RateLimited { retry_after } => {
+            ApiError::RateLimited { retry_after }
+            | ApiError::OperationLimited { retry_after, .. } => {
                 response.insert_header((header::RETRY_AFTER, retry_after.to_string()));
             }
             ApiError::Unavailable | ApiError::Busy(_) => {

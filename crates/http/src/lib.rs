@@ -37,7 +37,7 @@ pub use error::ApiError;
 pub use export_slots::ExportSlots;
 pub use state::{
     ApiState, DEFAULT_CONCURRENT_EXPORTS, DEFAULT_EXPORT_STALL, DEFAULT_EXPORT_WAIT, MetricsRender,
-    Ports,
+    Ports, WebhookOps,
 };
 pub use telemetry::RequestId;
 

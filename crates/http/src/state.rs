@@ -4,8 +4,9 @@ use std::{sync::Arc, time::Duration};
 
 use posture_domain::{
     ports::{
-        ApiKeyRepository, DataVersionRepository, FindingRepository, IdentityRepository,
-        RecommendationRepository, StoreHealth, TenantRepository, UprRepository, WebhookRepository,
+        ApiKeyRepository, DataVersionRepository, DeliveryRepository, DirectSender,
+        FindingRepository, IdentityRepository, RecommendationRepository, StoreHealth,
+        TenantRepository, UprRepository, WebhookRepository,
     },
     rate_limit::RateLimiter,
     secrets::Keyring,
@@ -24,6 +25,8 @@ pub struct Ports {
     pub recommendations: Arc<dyn RecommendationRepository>,
     pub upr: Arc<dyn UprRepository>,
     pub webhooks: Arc<dyn WebhookRepository>,
+    /// The delivery log of subscriptions.
+    pub deliveries: Arc<dyn DeliveryRepository>,
     /// Customers' data versions (the `ETag`s of the read routes).
     pub versions: Arc<dyn DataVersionRepository>,
     pub health: Arc<dyn StoreHealth>,
@@ -40,6 +43,8 @@ pub struct ApiState {
     pub keyring: Arc<Keyring>,
     /// Which webhook receivers are accepted.
     pub webhook_policy: TargetPolicy,
+    /// Test deliveries and the delivery log's retention.
+    pub webhook_ops: WebhookOps,
     /// Bounds the exports streaming at once (each holds a database connection), fairly.
     pub exports: Arc<ExportSlots>,
     /// An export whose client takes nothing for this long is ended.
@@ -55,6 +60,18 @@ pub struct ApiState {
     /// builds the state), for
     /// `GET /openapi.json`.
     pub contract: actix_web::web::Bytes,
+}
+
+/// What the webhook operation routes need beyond the ports.
+#[derive(Clone)]
+pub struct WebhookOps {
+    /// Sends test deliveries at once.
+    pub sender: Arc<dyn DirectSender>,
+    /// Counts test deliveries per subscription ([`posture_domain::delivery::TEST_RATE`]).
+    pub test_limiter: Arc<dyn RateLimiter>,
+    /// How long the delivery log keeps finished deliveries (a recovery cannot reach
+    /// further back).
+    pub retention: chrono::Duration,
 }
 
 /// Renders the metrics in the Prometheus text format.

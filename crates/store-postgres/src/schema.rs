@@ -178,7 +178,7 @@ diesel::table! {
         customer_id -> Uuid,
         id -> Uuid,
         subscription_id -> Uuid,
-        pass_id -> Uuid,
+        pass_id -> Nullable<Uuid>,
         event_type -> Text,
         chunk -> Integer,
         finding_ids -> Array<Text>,
@@ -191,6 +191,10 @@ diesel::table! {
         created_at -> Timestamptz,
         delivered_at -> Nullable<Timestamptz>,
         last_error -> Nullable<Text>,
+        trigger -> Text,
+        schedule_start -> Integer,
+        last_attempt_at -> Nullable<Timestamptz>,
+        last_status_code -> Nullable<SmallInt>,
     }
 }
 

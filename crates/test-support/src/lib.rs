@@ -19,6 +19,7 @@ pub mod fixtures;
 pub mod logs;
 pub mod proxy;
 pub mod servers;
+pub mod standard_webhooks;
 
 use std::{fmt::Write as _, path::Path};
 

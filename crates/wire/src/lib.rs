@@ -7,6 +7,7 @@
 //! the API, the export and the webhook bodies cannot disagree.
 
 pub mod cef;
+pub mod deliveries;
 pub mod envelope;
 pub mod error;
 pub mod findings;

@@ -97,8 +97,7 @@ impl<'de> Deserialize<'de> for Timestamp {
         match parsed {
             Some(time) => Ok(Self(time.with_timezone(&Utc))),
             None => Err(D::Error::custom(format!(
-                "must be an RFC 3339 time such as 2026-11-24T06:00:00Z (meta.syncedThrough of \
-                 an earlier response), got {:?}",
+                "must be an RFC 3339 time such as 2026-11-24T06:00:00Z, got {:?}",
                 text.chars().take(MAX_TIME_LEN).collect::<String>()
             ))),
         }

@@ -1,9 +1,12 @@
 //! Webhook subscriptions.
 
 use chrono::{DateTime, Utc};
-use posture_domain::webhook::{
-    EventType, MAX_NAME_LEN, MAX_URL_LEN, NAME_PATTERN, Subscription, SubscriptionRequest,
-    URL_PATTERN, WebhookType,
+use posture_domain::{
+    delivery::{DeliveryEvent, DeliveryTrigger},
+    webhook::{
+        EventType, MAX_NAME_LEN, MAX_URL_LEN, NAME_PATTERN, Subscription, SubscriptionRequest,
+        URL_PATTERN, WebhookType,
+    },
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -84,22 +87,29 @@ impl From<CreateWebhookRequest> for SubscriptionRequest {
     }
 }
 
-/// The body of a `generic` delivery: new findings of one severity from one analyzer pass.
+/// The body of a `generic` delivery: new findings of one severity from one analyzer pass,
+/// or a test (`"test": true`): a `ping` without findings, or one sample finding.
 #[derive(Clone, Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FindingEventBody {
-    /// The delivery's id, also sent as `X-Service-Delivery` (the same on every retry).
+    /// The delivery's id, also sent as `X-Service-Delivery` and `webhook-id` (the same on
+    /// every retry).
     #[schemars(schema_with = "crate::uuid")]
     pub id: String,
     /// The event type, also sent as `X-Service-Event`.
     #[serde(rename = "type")]
-    #[schemars(schema_with = "crate::closed_set::<EventType>")]
-    pub event_type: EventType,
-    /// When the delivery was queued (the analyzer pass's commit).
+    #[schemars(schema_with = "crate::closed_set::<DeliveryEvent>")]
+    pub event_type: DeliveryEvent,
+    /// When the delivery was queued (the analyzer pass's commit), or the test was sent.
     pub created_at: DateTime<Utc>,
-    /// The analyzer pass that found them.
+    /// The analyzer pass that found them (absent from a test).
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::uuid")]
-    pub analyzer_pass_id: String,
+    pub analyzer_pass_id: Option<String>,
+    /// Present, and true, only on a test delivery (`POST /webhooks/{id}/test`): its
+    /// findings are samples.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub test: bool,
     pub data: FindingEventData,
 }
 
@@ -107,7 +117,8 @@ pub struct FindingEventBody {
 #[derive(Clone, Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FindingEventData {
-    /// 1 to 100 findings, in the same shape as `GET /findings`, ordered by id.
+    /// Up to 100 findings, in the same shape as `GET /findings`, ordered by id (none in a
+    /// `ping`).
     pub findings: Vec<crate::findings::FindingResponse>,
 }
 
@@ -120,7 +131,8 @@ impl FindingEventBody {
             id: delivery.id.to_string(),
             event_type: delivery.event_type,
             created_at: delivery.created_at,
-            analyzer_pass_id: delivery.pass_id.to_string(),
+            analyzer_pass_id: delivery.pass_id.map(|p| p.to_string()),
+            test: delivery.trigger == DeliveryTrigger::Test,
             data: FindingEventData { findings },
         }
     }

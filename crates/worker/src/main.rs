@@ -29,9 +29,6 @@ struct Cli {
     /// Attempts before a delivery is failed (the defaults span about 23 hours).
     #[arg(long, env = "POSTURE_WEBHOOK_MAX_ATTEMPTS", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=50))]
     max_attempts: u32,
-    /// Seconds a receiver has to answer.
-    #[arg(long, env = "POSTURE_WEBHOOK_TIMEOUT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=120))]
-    timeout_secs: u64,
     /// Deliveries sent at once.
     #[arg(long, env = "POSTURE_WORKER_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
     concurrency: u32,
@@ -63,11 +60,11 @@ fn worker_id() -> String {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    if cli.lease_secs <= cli.timeout_secs {
+    if cli.lease_secs <= cli.webhooks.timeout_secs {
         anyhow::bail!(
             "POSTURE_WORKER_LEASE_SECS ({}) must exceed POSTURE_WEBHOOK_TIMEOUT_SECS ({})",
             cli.lease_secs,
-            cli.timeout_secs
+            cli.webhooks.timeout_secs
         );
     }
     let store = Arc::new(PgStore::new(&cli.database.pg_config()).context("DATABASE_URL")?);
@@ -84,7 +81,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             base: Duration::from_secs(cli.retry_base_secs),
             max_attempts: cli.max_attempts,
         },
-        timeout: Duration::from_secs(cli.timeout_secs),
+        timeout: cli.webhooks.timeout(),
+        retention: cli.webhooks.retention(),
         allow_private: cli.webhooks.policy().allow_private,
     };
     let worker = Arc::new(

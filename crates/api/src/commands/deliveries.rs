@@ -1,4 +1,5 @@
-//! `posture-api deliveries list|retry`: what the outbox holds, and a second chance.
+//! `posture-api deliveries list|show|retry`: what the outbox holds, one delivery's attempts,
+//! and a second chance.
 
 use anyhow::Context as _;
 use chrono::{DateTime, Utc};
@@ -16,17 +17,25 @@ fn to_json(d: &Delivery) -> Value {
     json!({
         "id": d.id.to_string(),
         "subscriptionId": d.subscription_id.to_string(),
-        "analyzerPassId": d.pass_id.to_string(),
+        "analyzerPassId": d.pass_id.map(|p| p.to_string()),
         "eventType": d.event_type.as_str(),
         "chunk": d.chunk,
         "findings": d.finding_ids.len(),
         "status": d.status.as_str(),
+        "trigger": d.trigger.as_str(),
         "attempts": d.attempts,
+        "lastAttemptAt": d.last_attempt_at,
+        "lastStatusCode": d.last_status_code,
         "nextAttemptAt": d.next_attempt_at,
         "createdAt": d.created_at,
         "deliveredAt": d.delivered_at,
         "lastError": d.last_error,
     })
+}
+
+fn delivery_id_of(text: &str) -> anyhow::Result<DeliveryId> {
+    text.parse()
+        .map_err(|_| anyhow::anyhow!("{text:?} is not a delivery id (a UUID)"))
 }
 
 fn time(t: DateTime<Utc>) -> String {
@@ -69,13 +78,66 @@ pub async fn run(command: DeliveriesCommand, json: bool) -> anyhow::Result<()> {
                 lines.join("\n")
             })
         }
+        DeliveriesCommand::Show {
+            database,
+            customer,
+            delivery_id,
+        } => {
+            let scope = customer_scope(&customer)?;
+            let id = delivery_id_of(&delivery_id)?;
+            let store = store(&database)?;
+            let delivery = store.delivery(scope, id).await.map_err(|e| match e {
+                posture_domain::Error::NotFound => {
+                    anyhow::anyhow!("customer {customer} has no delivery {delivery_id}")
+                }
+                other => fail("reading the delivery", other),
+            })?;
+            let attempts = store
+                .attempts(scope, id)
+                .await
+                .map_err(|e| fail("reading the attempts", e))?;
+            let mut value = to_json(&delivery);
+            value["attemptLog"] = attempts
+                .iter()
+                .map(|a| {
+                    json!({
+                        "attempt": a.number,
+                        "at": a.started_at,
+                        "statusCode": a.status_code,
+                        "latencyMs": a.latency_ms,
+                        "error": a.error,
+                        "responseExcerpt": a.response_excerpt,
+                    })
+                })
+                .collect();
+            emit(json, &value, || {
+                let mut lines = vec![format!(
+                    "delivery {}  {}  {}  trigger {}  {} attempt(s)",
+                    delivery.id,
+                    delivery.event_type,
+                    delivery.status,
+                    delivery.trigger,
+                    delivery.attempts
+                )];
+                lines.extend(attempts.iter().map(|a| {
+                    format!(
+                        "  #{:<3} {}  {:>5} ms  {}  {}",
+                        a.number,
+                        time(a.started_at),
+                        a.latency_ms,
+                        a.status_code
+                            .map_or_else(|| "---".to_owned(), |s| s.to_string()),
+                        a.error.as_deref().unwrap_or("ok")
+                    )
+                }));
+                lines.join("\n")
+            })
+        }
         DeliveriesCommand::Retry {
             database,
             delivery_id,
         } => {
-            let id: DeliveryId = delivery_id
-                .parse()
-                .map_err(|_| anyhow::anyhow!("{delivery_id:?} is not a delivery id (a UUID)"))?;
+            let id = delivery_id_of(&delivery_id)?;
             let delivery = store(&database)?
                 .retry_delivery(id)
                 .await

@@ -238,6 +238,7 @@ async fn failed_deliveries_are_listed_by_status_and_can_be_retried() {
                 },
                 timeout: Duration::from_secs(1),
                 allow_private: true,
+                retention: chrono::Duration::days(30),
             },
         )
         .unwrap(),
@@ -264,13 +265,37 @@ async fn failed_deliveries_are_listed_by_status_and_can_be_retried() {
     assert_eq!(rows[0]["attempts"], 1);
     assert_eq!(rows[0]["lastError"], "HTTP 500");
     let delivery = rows[0]["id"].as_str().unwrap();
+    let shown = json_of(&posture_api(
+        &app.db,
+        &["deliveries", "show", delivery, "--customer", &id, "--json"],
+        None,
+    ));
+    assert_eq!(shown["id"], delivery);
+    assert_eq!(shown["trigger"], "event");
+    let log = shown["attemptLog"].as_array().unwrap();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0]["statusCode"], 500);
+    assert_eq!(log[0]["error"], "HTTP 500");
+    let foreign = posture_api(
+        &app.db,
+        &[
+            "deliveries",
+            "show",
+            delivery,
+            "--customer",
+            "00000000-0000-4000-8000-000000000000",
+        ],
+        None,
+    );
+    assert!(!foreign.status.success(), "another customer's delivery");
     let retried = json_of(&posture_api(
         &app.db,
         &["deliveries", "retry", delivery, "--json"],
         None,
     ));
     assert_eq!(retried["status"], "pending");
-    assert_eq!(retried["attempts"], 0);
+    assert_eq!(retried["trigger"], "redelivery");
+    assert_eq!(retried["attempts"], 1, "every attempt stays counted");
     let pending = json_of(&posture_api(
         &app.db,
         &[

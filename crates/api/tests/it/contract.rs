@@ -4,6 +4,8 @@
 
 use std::sync::{Arc, LazyLock};
 
+use chrono::Utc;
+
 use posture_domain::{
     Scope,
     rate_limit::{InProcessRateLimiter, RatePolicy},
@@ -142,6 +144,15 @@ struct Probe {
     status: StatusCode,
 }
 
+fn post(path: String, body: Option<Value>, status: StatusCode) -> Probe {
+    Probe {
+        method: Method::POST,
+        path,
+        body,
+        status,
+    }
+}
+
 fn get(path: impl Into<String>, status: StatusCode) -> Probe {
     Probe {
         method: Method::GET,
@@ -152,7 +163,7 @@ fn get(path: impl Into<String>, status: StatusCode) -> Probe {
 }
 
 /// The probes of an operation, successes and errors.
-fn probes(operation_id: &str, tenant: &str, webhook: &str) -> Vec<Probe> {
+fn probes(operation_id: &str, tenant: &str, webhook: &str, delivery: &str) -> Vec<Probe> {
     use StatusCode as S;
     let v1 = "/api/v1";
     match operation_id {
@@ -233,6 +244,57 @@ fn probes(operation_id: &str, tenant: &str, webhook: &str) -> Vec<Probe> {
                 status: S::NOT_FOUND,
             },
         ],
+        "listWebhookDeliveries" => vec![
+            get(format!("{v1}/webhooks/{webhook}/deliveries"), S::OK),
+            get(
+                format!("{v1}/webhooks/{webhook}/deliveries?status=lost"),
+                S::BAD_REQUEST,
+            ),
+        ],
+        "getWebhookDelivery" => vec![
+            get(
+                format!("{v1}/webhooks/{webhook}/deliveries/{delivery}"),
+                S::OK,
+            ),
+            get(
+                format!("{v1}/webhooks/{webhook}/deliveries/00000000-0000-4000-8000-000000000000"),
+                S::NOT_FOUND,
+            ),
+        ],
+        "redeliverWebhookDelivery" => {
+            let path = format!("{v1}/webhooks/{webhook}/deliveries/{delivery}/redeliver");
+            vec![
+                post(path.clone(), None, S::ACCEPTED),
+                post(path, None, S::CONFLICT),
+            ]
+        }
+        "recoverWebhookDeliveries" => {
+            let path = format!("{v1}/webhooks/{webhook}/recover");
+            let since = |days: i64| (Utc::now() - chrono::Duration::days(days)).to_rfc3339();
+            vec![
+                post(path.clone(), Some(json!({"since": since(1)})), S::ACCEPTED),
+                post(
+                    path,
+                    Some(json!({"since": since(400)})),
+                    S::UNPROCESSABLE_ENTITY,
+                ),
+            ]
+        }
+        "testWebhook" => {
+            let path = format!("{v1}/webhooks/{webhook}/test");
+            vec![
+                post(
+                    path.clone(),
+                    Some(json!({"eventType": "finding_high"})),
+                    S::OK,
+                ),
+                post(
+                    path,
+                    Some(json!({"eventType": "finding_urgent"})),
+                    S::UNPROCESSABLE_ENTITY,
+                ),
+            ]
+        }
         "getOpenApi" => vec![get(format!("{v1}/openapi.json"), S::OK)],
         other => panic!("no contract probe for operation {other}: add one to contract.rs"),
     }
@@ -256,12 +318,26 @@ async fn every_operation_answers_as_the_contract_says() {
         .await
         .unwrap();
     let webhook = created["data"]["id"].as_str().unwrap().to_owned();
+    // A delivery to read and redeliver: a test (the receiver's name does not resolve here,
+    // so it fails, and can be sent again).
+    let tested: Value = app
+        .client
+        .post(app.url(&format!("/api/v1/webhooks/{webhook}/test")))
+        .bearer_auth(&key)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let delivery = tested["data"]["deliveryId"].as_str().unwrap().to_owned();
 
     let mut checked = 0;
     for endpoint in ENDPOINTS {
         let template = endpoint.full_path();
         let method = endpoint.method.as_str();
-        for probe in probes(endpoint.operation_id, &tenant, &webhook) {
+        for probe in probes(endpoint.operation_id, &tenant, &webhook, &delivery) {
             let mut request = app
                 .client
                 .request(probe.method.clone(), app.url(&probe.path))

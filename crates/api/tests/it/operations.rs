@@ -243,13 +243,19 @@ async fn https_serving_works_with_a_self_signed_certificate_and_sends_hsts() {
             trusted_proxies: Default::default(),
             keyring: crate::support::test_keyring(),
             webhook_policy: Default::default(),
+            webhook_timeout: Duration::from_secs(2),
+            delivery_retention: chrono::Duration::days(30),
+            test_limiter: Arc::new(posture_domain::rate_limit::InProcessRateLimiter::new(
+                posture_domain::delivery::TEST_RATE,
+            )),
             concurrent_exports: 1,
             export_wait: posture_http::DEFAULT_EXPORT_WAIT,
             export_stall: posture_http::DEFAULT_EXPORT_STALL,
             metrics: None,
             hsts: true,
         },
-    );
+    )
+    .unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let (handle, _) = crate::support::spawn_server(

@@ -244,6 +244,11 @@ impl TestApp {
                 trusted_proxies: options.proxies,
                 keyring: test_keyring(),
                 webhook_policy: options.webhook_policy,
+                webhook_timeout: Duration::from_secs(2),
+                delivery_retention: chrono::Duration::days(30),
+                test_limiter: Arc::new(InProcessRateLimiter::new(
+                    posture_domain::delivery::TEST_RATE,
+                )),
                 concurrent_exports: options.exports,
                 export_wait: options.export_wait,
                 export_stall: options.export_stall,
@@ -254,7 +259,8 @@ impl TestApp {
                 )),
                 hsts: false,
             },
-        );
+        )
+        .unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let (handle, addr) = spawn_server(
             listener,

@@ -8,7 +8,7 @@
 use chrono::{TimeZone, Utc};
 use posture_domain::{
     CustomerId, DeliveryId, FindingId, IdentityId, PassId, WebhookId,
-    delivery::{Delivery, DeliveryStatus},
+    delivery::{Delivery, DeliveryStatus, DeliveryTrigger},
     finding::{Finding, FindingStatus, FindingType, Severity},
     identity::{IdentityKind, IdentitySummary},
     webhook::{EventType, WebhookType},
@@ -64,15 +64,19 @@ fn delivery() -> Delivery {
         id: DeliveryId::generate(),
         customer_id: CustomerId::generate(),
         subscription_id: WebhookId::generate(),
-        pass_id: PassId::generate(),
-        event_type: EventType::FindingCritical,
+        pass_id: Some(PassId::generate()),
+        event_type: EventType::FindingCritical.into(),
         chunk: 0,
         finding_ids: vec!["f-1".parse().unwrap()],
         status: DeliveryStatus::Pending,
+        trigger: DeliveryTrigger::Event,
         attempts: 0,
+        schedule_start: 0,
         next_attempt_at: now,
         created_at: now,
         delivered_at: None,
+        last_attempt_at: None,
+        last_status_code: None,
         last_error: None,
     }
 }

@@ -5,7 +5,11 @@
 mod slack;
 mod teams;
 
-use posture_domain::{delivery::Delivery, finding::Finding, webhook::WebhookType};
+use posture_domain::{
+    delivery::{Delivery, DeliveryTrigger},
+    finding::Finding,
+    webhook::WebhookType,
+};
 use posture_wire::{findings::FindingResponse, webhooks::FindingEventBody};
 
 /// The body of a delivery of `findings`. An error here is a bug (these types have no maps
@@ -24,11 +28,27 @@ pub fn render(
     }
 }
 
-/// "3 new critical findings".
+/// "3 new critical findings"; a test says so ("test: 1 new critical finding"), and a ping
+/// says the receiver is connected.
 fn headline(delivery: &Delivery, count: usize) -> String {
-    let severity = delivery.event_type.severity();
+    let Some(severity) = delivery.event_type.severity() else {
+        return "test delivery: this receiver is connected".to_owned();
+    };
     let noun = if count == 1 { "finding" } else { "findings" };
-    format!("{count} new {severity} {noun}")
+    let text = format!("{count} new {severity} {noun}");
+    if delivery.trigger == DeliveryTrigger::Test {
+        format!("test: {text}")
+    } else {
+        text
+    }
+}
+
+/// Where a chat message says the delivery came from.
+fn origin(delivery: &Delivery) -> String {
+    match delivery.pass_id {
+        Some(pass) => format!("delivery {} · analyzer pass {pass}", delivery.id),
+        None => format!("delivery {} · test", delivery.id),
+    }
 }
 
 /// Customer text for a one-line place of a chat message: control characters (C0, DEL, C1,

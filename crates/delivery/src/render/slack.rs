@@ -11,7 +11,7 @@ use posture_domain::delivery::Delivery;
 use posture_wire::findings::FindingResponse;
 use serde_json::{Value, json};
 
-use super::{headline, one_line, truncate};
+use super::{headline, one_line, origin, truncate};
 
 const MAX_BLOCKS: usize = 50;
 
@@ -59,10 +59,7 @@ pub(crate) fn message(delivery: &Delivery, findings: &[FindingResponse]) -> Valu
         json!({"type": "header", "text": {"type": "plain_text", "text": truncate(&headline, 150)}}),
     ];
     blocks.extend(findings[..shown].iter().map(section));
-    let mut context = format!(
-        "delivery {} · analyzer pass {}",
-        delivery.id, delivery.pass_id
-    );
+    let mut context = origin(delivery);
     if findings.len() > shown {
         context = format!("and {} more · {context}", findings.len() - shown);
     }

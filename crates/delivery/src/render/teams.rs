@@ -12,7 +12,7 @@ use posture_domain::delivery::Delivery;
 use posture_wire::findings::FindingResponse;
 use serde_json::{Value, json};
 
-use super::{headline, one_line, truncate};
+use super::{headline, one_line, origin, truncate};
 
 /// The size budget of a message (Teams' limit is about 28 KB).
 pub(crate) const MAX_BYTES: usize = 27_000;
@@ -101,10 +101,8 @@ pub(crate) fn message(delivery: &Delivery, findings: &[FindingResponse]) -> Valu
     let title = json!({"type": "TextBlock", "size": "Medium", "weight": "Bolder", "wrap": true,
                        "text": format!("posture: {}", headline(delivery, findings.len()))});
     let closing = |shown: usize| {
-        let mut text = format!(
-            "Delivery {} · analyzer pass {}",
-            delivery.id, delivery.pass_id
-        );
+        let mut text = origin(delivery);
+        text[..1].make_ascii_uppercase();
         if shown < findings.len() {
             text = format!("And {} more. {text}", findings.len() - shown);
         }

@@ -6,7 +6,9 @@
 mod credentials;
 mod fanout;
 mod races;
+mod retention;
 mod retries;
 mod ssrf;
+mod standard_webhooks;
 mod support;
 mod workers;

@@ -117,6 +117,7 @@ impl Setup {
                     },
                     timeout: Duration::from_secs(1),
                     allow_private,
+                    retention: chrono::Duration::days(30),
                 },
             )
             .unwrap(),

@@ -1,7 +1,8 @@
 //! Cursors on the wire: what a list's `after` must match, opening it, and sealing the next
 //! one with its `Link: rel="next"` header.
 //!
-//! A cursor is bound to the caller's customer, the route (its path template) and the
+//! A cursor is bound to the caller's customer, the path (a subscription's delivery log is
+//! its own list: `/webhooks/{id}/deliveries` with the id) and the
 //! request's other query parameters in a canonical form (sorted, without `limit`, `offset`
 //! and `after`), so a page size may change between pages but nothing that selects or orders
 //! the rows.
@@ -41,7 +42,7 @@ impl CursorBinding {
         Self {
             keyring,
             customer,
-            route: req.match_pattern().unwrap_or_else(|| req.path().to_owned()),
+            route: req.path().to_owned(),
             filters,
             path: req.path().to_owned(),
             limit,

@@ -19,7 +19,7 @@ mod query;
 
 pub use body::{Body, Json};
 pub use list::{ListQuery, TenantFilter};
-pub use path::{EXTERNAL_ID, Id, PathParam, Resource, WEBHOOK_ID, not_found};
+pub use path::{DELIVERY_ID, EXTERNAL_ID, Id, PathParam, Resource, WEBHOOK_ID, not_found};
 pub use query::{Input, QueryParamDoc, QueryPart, part, query_generator};
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! Path parameters: the `{id}` of a resource, declared once with its schema, parsed by
+//! Path parameters: the `{id}` of a resource (and the `{deliveryId}` of a delivery under
+//! its subscription), declared once with its schema, parsed by
 //! [`Id`]. An id that cannot exist is answered like one that does not (404 with the same
 //! reason), so nothing is learnt from the form of an id.
 
@@ -6,7 +7,7 @@ use std::future::{Ready, ready};
 
 use actix_web::{FromRequest, HttpRequest, dev::Payload};
 use posture_domain::{
-    Error, FindingId, IdentityId, WebhookId,
+    DeliveryId, Error, FindingId, IdentityId, WebhookId,
     ids::{EXTERNAL_ID_PATTERN, MAX_EXTERNAL_ID_LEN},
 };
 use schemars::{Schema, SchemaGenerator, json_schema};
@@ -50,10 +51,19 @@ pub static WEBHOOK_ID: PathParam = PathParam {
     schema: uuid_schema,
 };
 
-/// A resource served by id: how its absence is said.
+/// The id of a delivery of a webhook subscription (`{deliveryId}`).
+pub static DELIVERY_ID: PathParam = PathParam {
+    name: "deliveryId",
+    description: "The delivery's id (its `X-Service-Delivery`).",
+    schema: uuid_schema,
+};
+
+/// A resource served by id: the path parameter naming it, and how its absence is said.
 pub trait Resource: std::str::FromStr + 'static {
     /// The reason of its 404.
     const NOT_FOUND: &'static str;
+    /// The path parameter holding its id.
+    const PARAM: &'static str = ID;
 }
 
 impl Resource for FindingId {
@@ -66,6 +76,11 @@ impl Resource for IdentityId {
 
 impl Resource for WebhookId {
     const NOT_FOUND: &'static str = "webhook subscription not found";
+}
+
+impl Resource for DeliveryId {
+    const NOT_FOUND: &'static str = "delivery not found";
+    const PARAM: &'static str = "deliveryId";
 }
 
 /// The 404 of resource `T`.
@@ -91,7 +106,7 @@ impl<T: Resource> FromRequest for Id<T> {
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready(
             req.match_info()
-                .get(ID)
+                .get(T::PARAM)
                 .and_then(|raw| raw.parse::<T>().ok())
                 .map(Id)
                 .ok_or_else(not_found_error::<T>),

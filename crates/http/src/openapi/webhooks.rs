@@ -5,7 +5,7 @@ use aide::openapi::{
     ReferenceOr, RequestBody, Response, Responses, SchemaObject, StatusCode,
 };
 use indexmap::IndexMap;
-use posture_domain::webhook::EventType;
+use posture_domain::delivery::DeliveryEvent;
 use posture_wire::webhooks::FindingEventBody;
 use schemars::SchemaGenerator;
 use serde_json::{Value, json};
@@ -42,13 +42,36 @@ fn response(description: &str) -> ReferenceOr<Response> {
     })
 }
 
-/// One webhook per event type.
+/// What an event's operation says: its summary and description.
+fn describe(event: DeliveryEvent) -> (String, String) {
+    let Some(severity) = event.severity() else {
+        return (
+            "Test delivery (ping)".to_owned(),
+            "Sent once, at once, when a consumer calls `POST /webhooks/{id}/test` without              `eventType`: `\"test\": true` and no findings. (A test with `eventType` sends that              event's body with one sample finding and `\"test\": true`.) Signed and sent like              every delivery, never retried. See docs/webhooks.md."
+                .to_owned(),
+        );
+    };
+    (
+        format!("New {severity} findings"),
+        format!(
+            "Sent after an analyzer pass that found new {severity} findings, to each active \
+             subscription listing `{}`: one POST per chunk of at most 100 findings. \
+             Subscriptions of type `slack` get a Slack Block Kit message and `teams` an \
+             Adaptive Card message instead of this body, with the same headers. Any 2xx \
+             within 10 s acknowledges; 410 deactivates the subscription; anything else is \
+             retried with backoff for about 23 hours. See docs/webhooks.md.",
+            event.as_str()
+        ),
+    )
+}
+
+/// One webhook per event type, and the test ping.
 pub(super) fn webhooks(generator: &mut SchemaGenerator) -> IndexMap<String, ReferenceOr<PathItem>> {
     let body = generator.subschema_for::<FindingEventBody>();
-    EventType::ALL
+    DeliveryEvent::ALL
         .iter()
         .map(|event| {
-            let severity = event.severity();
+            let (summary, description) = describe(*event);
             let parameters = vec![
                 header("X-Service-Event", "The event type, for routing without parsing the body.", json!({"type": "string", "const": event.as_str()})),
                 header(
@@ -57,20 +80,19 @@ pub(super) fn webhooks(generator: &mut SchemaGenerator) -> IndexMap<String, Refe
                     json!({"type": "string", "pattern": "^sha256=[0-9a-f]{64}$"}),
                 ),
                 header("X-Service-Delivery", "The delivery's id: the same on every retry; use it to drop duplicates.", json!({"type": "string", "format": "uuid"})),
+                header("webhook-id", "Standard Webhooks: the delivery's id (equal to `X-Service-Delivery`).", json!({"type": "string", "format": "uuid"})),
+                header("webhook-timestamp", "Standard Webhooks: this attempt's time, in Unix seconds. Refuse deliveries whose time is far from yours (a replay).", json!({"type": "string", "pattern": "^[0-9]{1,12}$"})),
+                header(
+                    "webhook-signature",
+                    "Standard Webhooks: `v1,` + base64 HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`, keyed with the bytes of the secret's base64 part; space-separated entries. The official `standardwebhooks` libraries verify it given the `whsec_...` secret.",
+                    json!({"type": "string", "pattern": "^v1,[A-Za-z0-9+/=]{44}( v1,[A-Za-z0-9+/=]{44})*$"}),
+                ),
                 header("User-Agent", "`posture-webhooks/<version>`.", json!({"type": "string"})),
             ];
             let operation = Operation {
                 tags: vec!["webhooks".to_owned()],
-                summary: Some(format!("New {severity} findings")),
-                description: Some(format!(
-                    "Sent after an analyzer pass that found new {severity} findings, to each active \
-                     subscription listing `{}`: one POST per chunk of at most 100 findings. \
-                     Subscriptions of type `slack` get a Slack Block Kit message and `teams` an \
-                     Adaptive Card message instead of this body, with the same headers. Any 2xx \
-                     within 10 s acknowledges; 410 deactivates the subscription; anything else is \
-                     retried with backoff for about 23 hours. See docs/webhooks.md.",
-                    event.as_str()
-                )),
+                summary: Some(summary),
+                description: Some(description),
                 operation_id: Some(format!("on_{}", event.as_str())),
                 parameters,
                 request_body: Some(ReferenceOr::Item(RequestBody {

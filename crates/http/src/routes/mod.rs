@@ -7,6 +7,7 @@
 //! check, then the query parsed by the declared parts. Adding a route is adding an
 //! `Endpoint` to [`ENDPOINTS`]; `cargo xtask openapi` then shows the contract change.
 
+mod deliveries;
 mod export;
 mod findings;
 mod identities;
@@ -49,6 +50,11 @@ pub static ENDPOINTS: &[&Endpoint] = &[
     &webhooks::CREATE,
     &webhooks::LIST,
     &webhooks::GET,
+    &deliveries::LIST,
+    &deliveries::GET,
+    &deliveries::REDELIVER,
+    &deliveries::RECOVER,
+    &deliveries::TEST,
     &webhooks::DELETE,
     &openapi_json::GET,
 ];

@@ -35,6 +35,10 @@ const CROSS_CUSTOMER_INDEXES: &[(&str, &str)] = &[
         "webhook_deliveries_due_idx",
         "the worker claims the due deliveries of every customer",
     ),
+    (
+        "webhook_deliveries_retention_idx",
+        "the worker's retention sweep deletes the oldest finished deliveries of every customer",
+    ),
 ];
 
 const CUSTOMER: &str = "customer_id";

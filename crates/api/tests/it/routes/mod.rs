@@ -13,4 +13,5 @@ mod roles;
 mod sync;
 mod tenants;
 mod upr;
+mod webhook_ops;
 mod webhooks;

@@ -13,9 +13,10 @@ use diesel::{
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::StreamExt as _;
 use posture_domain::{
-    CustomerId, CustomerScope, DeliveryId, Error, PassId, Result, WebhookId,
+    CustomerScope, DeliveryId, Error, Page, PageRequest, PassId, Result, WebhookId,
     delivery::{
-        Attempt, ClaimedDelivery, Delivery, DeliveryStatus, DeliveryTarget, NextStep, QueueDepth,
+        Attempt, ClaimedDelivery, Delivery, DeliveryFilter, DeliveryStatus, DeliveryTarget,
+        NextStep, QueueDepth,
     },
     ports::DeliveryRepository,
     secrets::SealedSecret,
@@ -27,6 +28,12 @@ use crate::{
     error::{corrupt, db_error},
     schema::{webhook_attempts, webhook_deliveries},
 };
+
+mod log;
+mod rows;
+
+pub(crate) use rows::DELIVERY_COLUMNS;
+use rows::{AttemptRow, DeliveryRow};
 
 /// The channel a pass notifies when it queues deliveries.
 pub(crate) const CHANNEL: &str = "posture_deliveries";
@@ -71,56 +78,6 @@ pub(crate) async fn fan_out(
     Ok(queued)
 }
 
-#[derive(QueryableByName, Queryable, Selectable)]
-#[diesel(table_name = webhook_deliveries, check_for_backend(diesel::pg::Pg))]
-struct DeliveryRow {
-    customer_id: Uuid,
-    id: Uuid,
-    subscription_id: Uuid,
-    pass_id: Uuid,
-    event_type: String,
-    chunk: i32,
-    finding_ids: Vec<String>,
-    status: String,
-    attempts: i32,
-    next_attempt_at: DateTime<Utc>,
-    created_at: DateTime<Utc>,
-    delivered_at: Option<DateTime<Utc>>,
-    last_error: Option<String>,
-}
-
-impl TryFrom<DeliveryRow> for Delivery {
-    type Error = Error;
-
-    fn try_from(row: DeliveryRow) -> Result<Self> {
-        Ok(Delivery {
-            id: DeliveryId::from_uuid(row.id),
-            customer_id: CustomerId::from_uuid(row.customer_id),
-            subscription_id: WebhookId::from_uuid(row.subscription_id),
-            pass_id: PassId::from_uuid(row.pass_id),
-            event_type: row
-                .event_type
-                .parse()
-                .map_err(|e| corrupt("event type", e))?,
-            chunk: row.chunk.max(0) as u32,
-            finding_ids: row
-                .finding_ids
-                .iter()
-                .map(|id| id.parse().map_err(|e| corrupt("finding id", e)))
-                .collect::<Result<_>>()?,
-            status: row
-                .status
-                .parse()
-                .map_err(|e| corrupt("delivery status", e))?,
-            attempts: row.attempts.max(0) as u32,
-            next_attempt_at: row.next_attempt_at,
-            created_at: row.created_at,
-            delivered_at: row.delivered_at,
-            last_error: row.last_error,
-        })
-    }
-}
-
 #[derive(QueryableByName)]
 struct ClaimRow {
     #[diesel(embed)]
@@ -137,17 +94,6 @@ struct ClaimRow {
     secret_nonce: Vec<u8>,
     #[diesel(sql_type = Bytea)]
     secret_ciphertext: Vec<u8>,
-}
-
-#[derive(Queryable, Selectable)]
-#[diesel(table_name = webhook_attempts, check_for_backend(diesel::pg::Pg))]
-struct AttemptRow {
-    attempt: i32,
-    started_at: DateTime<Utc>,
-    latency_ms: i32,
-    status_code: Option<i16>,
-    error: Option<String>,
-    response_excerpt: Option<String>,
 }
 
 /// The dedicated connection that `LISTEN`s for queued deliveries.
@@ -216,7 +162,7 @@ impl DeliveryRepository for PgStore {
         .execute(&mut conn)
         .await
         .map_err(db_error)?;
-        let rows: Vec<ClaimRow> = diesel::sql_query(
+        let rows: Vec<ClaimRow> = diesel::sql_query(format!(
             "WITH due AS ( \
                  SELECT d.customer_id, d.id FROM webhook_deliveries d \
                  JOIN webhook_subscriptions s \
@@ -229,11 +175,9 @@ impl DeliveryRepository for PgStore {
              FROM due, webhook_subscriptions s \
              WHERE d.customer_id = due.customer_id AND d.id = due.id \
                AND s.customer_id = d.customer_id AND s.id = d.subscription_id \
-             RETURNING d.customer_id, d.id, d.subscription_id, d.pass_id, d.event_type, d.chunk, \
-                       d.finding_ids, d.status, d.attempts, d.next_attempt_at, d.created_at, \
-                       d.delivered_at, d.last_error, d.body, s.webhook_url, s.webhook_type, \
-                       s.secret_key_id, s.secret_nonce, s.secret_ciphertext",
-        )
+             RETURNING {DELIVERY_COLUMNS}, d.body, s.webhook_url, s.webhook_type, \
+                       s.secret_key_id, s.secret_nonce, s.secret_ciphertext"
+        ))
         .bind::<Text, _>(worker)
         .bind::<diesel::sql_types::BigInt, _>(i64::from(limit))
         .bind::<diesel::sql_types::Double, _>(lease.as_secs_f64())
@@ -312,7 +256,8 @@ impl DeliveryRepository for PgStore {
                 "UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, \
                     next_attempt_at = COALESCE($4, next_attempt_at), \
                     delivered_at = CASE WHEN $5 THEN now() ELSE delivered_at END, \
-                    last_error = $6, lease_until = NULL, leased_by = NULL \
+                    last_error = $6, lease_until = NULL, leased_by = NULL, \
+                    last_attempt_at = $8, last_status_code = $9 \
                  WHERE customer_id = $1 AND id = $2 AND leased_by = $7",
             )
             .bind::<SqlUuid, _>(customer)
@@ -322,6 +267,8 @@ impl DeliveryRepository for PgStore {
             .bind::<Bool, _>(delivered)
             .bind::<Nullable<Text>, _>(&attempt.error)
             .bind::<Text, _>(worker)
+            .bind::<Timestamptz, _>(attempt.started_at)
+            .bind::<Nullable<diesel::sql_types::SmallInt>, _>(attempt.status_code.map(|s| s as i16))
             .execute(conn)
             .await?;
             if next == NextStep::Gone {
@@ -416,45 +363,20 @@ impl DeliveryRepository for PgStore {
 
     async fn retry_delivery(&self, id: DeliveryId) -> Result<Delivery> {
         let mut conn = self.conn().await?;
-        let row: Option<DeliveryRow> = diesel::sql_query(
-            "UPDATE webhook_deliveries d SET status = 'pending', attempts = 0, next_attempt_at = now(), \
-                    lease_until = NULL, leased_by = NULL \
-             FROM webhook_subscriptions s \
-             WHERE d.id = $1 AND d.status IN ('failed', 'cancelled') AND s.active \
-               AND s.customer_id = d.customer_id AND s.id = d.subscription_id \
-             RETURNING d.customer_id, d.id, d.subscription_id, d.pass_id, d.event_type, d.chunk, \
-                       d.finding_ids, d.status, d.attempts, d.next_attempt_at, d.created_at, \
-                       d.delivered_at, d.last_error",
-        )
-        .bind::<SqlUuid, _>(id.as_uuid())
-        .get_result(&mut conn)
-        .await
-        .optional()
-        .map_err(db_error)?;
-        match row {
-            Some(row) => {
-                diesel::sql_query(format!("SELECT pg_notify('{CHANNEL}', '')"))
-                    .execute(&mut conn)
-                    .await
-                    .map_err(db_error)?;
-                row.try_into()
-            }
-            None => {
-                let exists: Option<String> = webhook_deliveries::table
-                    .filter(webhook_deliveries::id.eq(id.as_uuid()))
-                    .select(webhook_deliveries::status)
-                    .first(&mut conn)
-                    .await
-                    .optional()
-                    .map_err(db_error)?;
-                match exists {
-                    None => Err(Error::NotFound),
-                    Some(status) => Err(Error::Conflict(format!(
-                        "only a failed or cancelled delivery of an active subscription can be retried (this one is {status})"
-                    ))),
-                }
-            }
-        }
+        log::requeue_one(&mut conn, None, None, id).await
+    }
+
+    async fn delivery(&self, scope: CustomerScope, id: DeliveryId) -> Result<Delivery> {
+        let mut conn = self.conn().await?;
+        webhook_deliveries::table
+            .find((scope.customer_id().as_uuid(), id.as_uuid()))
+            .select(DeliveryRow::as_select())
+            .first(&mut conn)
+            .await
+            .optional()
+            .map_err(db_error)?
+            .ok_or(Error::NotFound)?
+            .try_into()
     }
 
     async fn attempts(&self, scope: CustomerScope, id: DeliveryId) -> Result<Vec<Attempt>> {
@@ -467,16 +389,65 @@ impl DeliveryRepository for PgStore {
             .load(&mut conn)
             .await
             .map_err(db_error)?;
-        Ok(rows
-            .into_iter()
-            .map(|r| Attempt {
-                number: r.attempt.max(0) as u32,
-                started_at: r.started_at,
-                latency_ms: r.latency_ms.max(0) as u32,
-                status_code: r.status_code.map(|s| s as u16),
-                error: r.error,
-                response_excerpt: r.response_excerpt,
-            })
-            .collect())
+        Ok(rows.into_iter().map(Attempt::from).collect())
+    }
+
+    async fn subscription_deliveries(
+        &self,
+        scope: CustomerScope,
+        subscription: WebhookId,
+        filter: &DeliveryFilter,
+        page: PageRequest,
+    ) -> Result<Page<Delivery>> {
+        self.log_page(scope, subscription, filter, page).await
+    }
+
+    async fn subscription_delivery(
+        &self,
+        scope: CustomerScope,
+        subscription: WebhookId,
+        id: DeliveryId,
+    ) -> Result<(Delivery, Vec<Attempt>)> {
+        self.log_entry(scope, subscription, id).await
+    }
+
+    async fn redeliver(
+        &self,
+        scope: CustomerScope,
+        subscription: WebhookId,
+        id: DeliveryId,
+    ) -> Result<Delivery> {
+        let mut conn = self.conn().await?;
+        log::requeue_one(
+            &mut conn,
+            Some(scope.customer_id().as_uuid()),
+            Some(subscription.as_uuid()),
+            id,
+        )
+        .await
+    }
+
+    async fn recover(
+        &self,
+        scope: CustomerScope,
+        subscription: WebhookId,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<u64> {
+        self.requeue_window(scope, subscription, since, until).await
+    }
+
+    async fn record_test(
+        &self,
+        scope: CustomerScope,
+        delivery: &Delivery,
+        body: &[u8],
+        attempt: &Attempt,
+    ) -> Result<()> {
+        self.insert_test(scope, delivery, body, attempt).await
+    }
+
+    async fn purge_finished(&self, cutoff: DateTime<Utc>, batch: u32) -> Result<u64> {
+        self.purge(cutoff, batch).await
     }
 }

@@ -1,0 +1,337 @@
+//! A subscription's deliveries (`manage:webhooks`): the log, one delivery with its attempts,
+//! a redelivery, the recovery of a window after an outage, and a test delivery.
+
+use actix_web::{HttpResponse, web};
+use chrono::Utc;
+use posture_domain::{
+    CloudTenantId, DeliveryId, Error, Scope, WebhookId,
+    delivery::{
+        Delivery, DeliveryEvent, DeliveryStatus, DeliveryTarget, DeliveryTrigger, Outcome,
+        TEST_RATE, sample_finding,
+    },
+    rate_limit::RateBucket,
+};
+use posture_wire::{
+    DataResponse, ListResponse,
+    deliveries::{
+        DeliveriesQuery, DeliveryDetailResponse, DeliveryResponse, RecoverRequest, RecoverResponse,
+        TestDeliveryRequest, TestDeliveryResponse,
+    },
+    paging::PageQuery,
+};
+
+use super::{Endpoint, HttpMethod, Success};
+use crate::{
+    auth::Caller,
+    error::ApiError,
+    input::{Body, DELIVERY_ID, Id, Input, Json, ListQuery, WEBHOOK_ID, not_found, part},
+    state::ApiState,
+};
+
+pub static LIST: Endpoint = Endpoint {
+    path: "/webhooks/{id}/deliveries",
+    scope: Some(Scope::ManageWebhooks),
+    operation_id: "listWebhookDeliveries",
+    tag: "webhooks",
+    summary: "List a subscription's deliveries",
+    description: "The delivery log of an active subscription, newest first (then by id): what \
+                  was sent, what is pending, and why an attempt failed. Kept for the retention \
+                  the operator sets (30 days by default). Cursor-paged like every list.",
+    path_params: &[&WEBHOOK_ID],
+    query: &[part::<DeliveriesQuery>(), part::<PageQuery>()],
+    success: Success::json::<ListResponse<DeliveryResponse>>(200, "A page of deliveries."),
+    success_headers: &["Link"],
+    errors: &[400, 404],
+    handler: || web::route().to(list_deliveries),
+    ..Endpoint::DEFAULT
+};
+
+pub static GET: Endpoint = Endpoint {
+    path: "/webhooks/{id}/deliveries/{deliveryId}",
+    scope: Some(Scope::ManageWebhooks),
+    operation_id: "getWebhookDelivery",
+    tag: "webhooks",
+    summary: "Get a delivery with its attempts",
+    description: "One delivery of the subscription and every attempt made (time, HTTP status, \
+                  latency, error). Receivers' answer bodies are never shown.",
+    path_params: &[&WEBHOOK_ID, &DELIVERY_ID],
+    success: Success::json::<DataResponse<DeliveryDetailResponse>>(200, "The delivery."),
+    errors: &[400, 404],
+    handler: || web::route().to(get_delivery),
+    ..Endpoint::DEFAULT
+};
+
+pub static REDELIVER: Endpoint = Endpoint {
+    method: HttpMethod::Post,
+    path: "/webhooks/{id}/deliveries/{deliveryId}/redeliver",
+    scope: Some(Scope::ManageWebhooks),
+    operation_id: "redeliverWebhookDelivery",
+    tag: "webhooks",
+    summary: "Send a delivery again",
+    description: "Queues the delivery again, at once and on a fresh retry schedule: the same \
+                  bytes under the same `X-Service-Delivery`/`webhook-id` (receivers that \
+                  deduplicate see a repeat), signed anew. A delivery still pending is 409.",
+    path_params: &[&WEBHOOK_ID, &DELIVERY_ID],
+    success: Success::json::<DataResponse<DeliveryResponse>>(202, "Queued again."),
+    errors: &[400, 404, 409],
+    handler: || web::route().to(redeliver),
+    ..Endpoint::DEFAULT
+};
+
+pub static RECOVER: Endpoint = Endpoint {
+    method: HttpMethod::Post,
+    path: "/webhooks/{id}/recover",
+    scope: Some(Scope::ManageWebhooks),
+    operation_id: "recoverWebhookDeliveries",
+    tag: "webhooks",
+    summary: "Send again what failed in a window",
+    description: "After a receiver outage: queues again every failed or cancelled delivery \
+                  (tests aside) queued in `[since, until)`, oldest first, each on a fresh \
+                  schedule. A window reaching past the log's retention, or ending before it \
+                  starts, is 422; while deliveries of an earlier recovery are pending, 409.",
+    path_params: &[&WEBHOOK_ID],
+    body: Some(Body::json::<RecoverRequest>("The window.")),
+    success: Success::json::<DataResponse<RecoverResponse>>(202, "How many were queued."),
+    errors: &[400, 404, 409, 413, 415, 422],
+    handler: || web::route().to(recover),
+    ..Endpoint::DEFAULT
+};
+
+pub static TEST: Endpoint = Endpoint {
+    method: HttpMethod::Post,
+    path: "/webhooks/{id}/test",
+    scope: Some(Scope::ManageWebhooks),
+    operation_id: "testWebhook",
+    tag: "webhooks",
+    summary: "Send a test delivery",
+    description: "Sends one signed delivery at once and says what the receiver answered: a \
+                  `ping` without findings, or with `eventType` one sample finding of that \
+                  severity, rendered for the subscription's type and marked `\"test\": true`. \
+                  Never retried; the same address rules and timeout as every delivery. The \
+                  answer is 200 even when the receiver refuses (`delivered: false`). At most \
+                  5 tests per subscription a minute (429 with `Retry-After`).",
+    path_params: &[&WEBHOOK_ID],
+    body: Some(Body::json::<TestDeliveryRequest>(
+        "What to send (`{}` for a ping).",
+    )),
+    success: Success::json::<DataResponse<TestDeliveryResponse>>(
+        200,
+        "What the receiver answered.",
+    ),
+    errors: &[400, 404, 413, 415, 422],
+    handler: || web::route().to(test_webhook),
+    ..Endpoint::DEFAULT
+};
+
+/// A delivery route's `NotFound`: the subscription's when it is not the caller's active
+/// one, the delivery's otherwise.
+async fn subscription_exists(
+    state: &ApiState,
+    caller: &Caller,
+    id: WebhookId,
+) -> Result<(), ApiError> {
+    state
+        .ports
+        .webhooks
+        .get_subscription(caller.scope(), id)
+        .await
+        .map(|_| ())
+        .map_err(not_found::<WebhookId>)
+}
+
+async fn list_deliveries(
+    caller: Caller,
+    Id(id): Id<WebhookId>,
+    list: ListQuery,
+    Input(filters): Input<DeliveriesQuery>,
+    state: web::Data<ApiState>,
+) -> Result<HttpResponse, ApiError> {
+    let page = state
+        .ports
+        .deliveries
+        .subscription_deliveries(caller.scope(), id, &filters.filter(), list.page())
+        .await
+        .map_err(not_found::<WebhookId>)?;
+    Ok(list.respond(page.map(DeliveryResponse::from)))
+}
+
+async fn get_delivery(
+    caller: Caller,
+    Id(id): Id<WebhookId>,
+    Id(delivery): Id<DeliveryId>,
+    state: web::Data<ApiState>,
+) -> Result<HttpResponse, ApiError> {
+    subscription_exists(&state, &caller, id).await?;
+    let (delivery, attempts) = state
+        .ports
+        .deliveries
+        .subscription_delivery(caller.scope(), id, delivery)
+        .await
+        .map_err(not_found::<DeliveryId>)?;
+    Ok(HttpResponse::Ok().json(DataResponse {
+        data: DeliveryDetailResponse::new(delivery, attempts),
+    }))
+}
+
+async fn redeliver(
+    caller: Caller,
+    Id(id): Id<WebhookId>,
+    Id(delivery): Id<DeliveryId>,
+    state: web::Data<ApiState>,
+) -> Result<HttpResponse, ApiError> {
+    subscription_exists(&state, &caller, id).await?;
+    let delivery = state
+        .ports
+        .deliveries
+        .redeliver(caller.scope(), id, delivery)
+        .await
+        .map_err(not_found::<DeliveryId>)?;
+    Ok(HttpResponse::Accepted().json(DataResponse {
+        data: DeliveryResponse::from(delivery),
+    }))
+}
+
+async fn recover(
+    caller: Caller,
+    Id(id): Id<WebhookId>,
+    Json(request): Json<RecoverRequest>,
+    state: web::Data<ApiState>,
+) -> Result<HttpResponse, ApiError> {
+    let now = Utc::now();
+    let until = request.until.unwrap_or(now);
+    if until <= request.since {
+        return Err(ApiError::Unprocessable(
+            "until: must be later than since".into(),
+        ));
+    }
+    let oldest = now - state.webhook_ops.retention;
+    if request.since < oldest {
+        return Err(ApiError::Unprocessable(format!(
+            "since: the delivery log keeps {} days; give a time after {}",
+            state.webhook_ops.retention.num_days(),
+            oldest.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )));
+    }
+    let requeued = state
+        .ports
+        .deliveries
+        .recover(caller.scope(), id, request.since, until)
+        .await
+        .map_err(not_found::<WebhookId>)?;
+    Ok(HttpResponse::Accepted().json(DataResponse {
+        data: RecoverResponse { requeued },
+    }))
+}
+
+/// The event a test asks for: a `ping` unless an event type is given.
+fn test_event(request: &TestDeliveryRequest) -> Result<DeliveryEvent, ApiError> {
+    match &request.event_type {
+        None => Ok(DeliveryEvent::Ping),
+        Some(text) => text.parse().map_err(|e: Error| match e {
+            Error::Invalid { field, reason } => {
+                ApiError::Unprocessable(format!("{field}: {reason}"))
+            }
+            other => other.into(),
+        }),
+    }
+}
+
+async fn test_webhook(
+    caller: Caller,
+    Id(id): Id<WebhookId>,
+    Json(request): Json<TestDeliveryRequest>,
+    state: web::Data<ApiState>,
+) -> Result<HttpResponse, ApiError> {
+    let event = test_event(&request)?;
+    let scope = caller.scope();
+    let webhooks = &state.ports.webhooks;
+    let subscription = webhooks
+        .get_subscription(scope, id)
+        .await
+        .map_err(not_found::<WebhookId>)?;
+    let decision = state
+        .webhook_ops
+        .test_limiter
+        .check(&RateBucket::WebhookTest(id))
+        .await?;
+    if !decision.allowed {
+        return Err(ApiError::OperationLimited {
+            what: "test deliveries are limited to 5 a minute per subscription",
+            retry_after: decision.retry_after,
+        });
+    }
+    debug_assert_eq!(decision.limit, TEST_RATE.limit);
+    let secret = webhooks
+        .sealed_secret(scope, id)
+        .await
+        .map_err(not_found::<WebhookId>)?;
+    let now = Utc::now();
+    // A sample is about no real tenant: the nil id says so.
+    let findings: Vec<_> = event
+        .severity()
+        .map(|severity| sample_finding(severity, CloudTenantId::from_uuid(uuid::Uuid::nil()), now))
+        .into_iter()
+        .collect();
+    let delivery = Delivery {
+        id: DeliveryId::generate(),
+        customer_id: scope.customer_id(),
+        subscription_id: id,
+        pass_id: None,
+        event_type: event,
+        chunk: 0,
+        finding_ids: findings.iter().map(|f| f.id.clone()).collect(),
+        status: DeliveryStatus::Pending,
+        trigger: DeliveryTrigger::Test,
+        attempts: 0,
+        schedule_start: 0,
+        next_attempt_at: now,
+        created_at: now,
+        delivered_at: None,
+        last_attempt_at: None,
+        last_status_code: None,
+        last_error: None,
+    };
+    let target = DeliveryTarget {
+        url: subscription.webhook_url,
+        webhook_type: subscription.webhook_type,
+        secret,
+    };
+    let sent = state
+        .webhook_ops
+        .sender
+        .send_now(&delivery, &target, findings)
+        .await?;
+    let delivered = matches!(sent.outcome, Outcome::Delivered { .. });
+    let recorded = Delivery {
+        status: if delivered {
+            DeliveryStatus::Delivered
+        } else {
+            DeliveryStatus::Failed
+        },
+        ..delivery
+    };
+    state
+        .ports
+        .deliveries
+        .record_test(scope, &recorded, &sent.body, &sent.attempt)
+        .await
+        .map_err(not_found::<WebhookId>)?;
+    tracing::info!(
+        delivery.id = %recorded.id,
+        subscription.id = %id,
+        event = event.as_str(),
+        http.status = sent.attempt.status_code,
+        latency_ms = sent.attempt.latency_ms,
+        delivered,
+        "test delivery"
+    );
+    Ok(HttpResponse::Ok().json(DataResponse {
+        data: TestDeliveryResponse {
+            delivery_id: recorded.id.to_string(),
+            delivered,
+            status_code: sent.attempt.status_code,
+            latency_ms: sent.attempt.latency_ms,
+            error: sent.attempt.error,
+        },
+    }))
+}

@@ -1,0 +1,18 @@
+DROP INDEX webhook_deliveries_retention_idx;
+DROP INDEX webhook_deliveries_log_idx;
+DELETE FROM webhook_attempts a USING webhook_deliveries d
+ WHERE a.customer_id = d.customer_id AND a.delivery_id = d.id AND d.event_type = 'ping';
+DELETE FROM webhook_deliveries WHERE event_type = 'ping' OR pass_id IS NULL;
+ALTER TABLE webhook_deliveries
+    DROP CONSTRAINT webhook_deliveries_schedule_check,
+    DROP COLUMN last_status_code,
+    DROP COLUMN last_attempt_at,
+    DROP COLUMN schedule_start,
+    DROP COLUMN trigger;
+ALTER TABLE webhook_deliveries DROP CONSTRAINT webhook_deliveries_finding_ids_check;
+ALTER TABLE webhook_deliveries ADD CONSTRAINT webhook_deliveries_finding_ids_check
+    CHECK (cardinality(finding_ids) BETWEEN 1 AND 100);
+ALTER TABLE webhook_deliveries DROP CONSTRAINT webhook_deliveries_event_type_check;
+ALTER TABLE webhook_deliveries ADD CONSTRAINT webhook_deliveries_event_type_check
+    CHECK (event_type IN ('finding_critical', 'finding_high', 'finding_medium', 'finding_low'));
+ALTER TABLE webhook_deliveries ALTER COLUMN pass_id SET NOT NULL;
