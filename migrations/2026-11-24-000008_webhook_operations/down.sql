@@ -1,3 +1,10 @@
+DROP TRIGGER webhook_subscriptions_data_version_on_change ON webhook_subscriptions;
+DROP TRIGGER webhook_subscriptions_data_version ON webhook_subscriptions;
+CREATE TRIGGER webhook_subscriptions_data_version
+    AFTER INSERT OR UPDATE OR DELETE ON webhook_subscriptions
+    FOR EACH ROW EXECUTE FUNCTION bump_data_version_of_row();
+DROP TRIGGER webhook_subscriptions_version ON webhook_subscriptions;
+DROP FUNCTION webhook_subscriptions_version();
 DROP INDEX webhook_deliveries_retention_idx;
 DROP INDEX webhook_deliveries_log_idx;
 DELETE FROM webhook_attempts a USING webhook_deliveries d
@@ -16,3 +23,15 @@ ALTER TABLE webhook_deliveries DROP CONSTRAINT webhook_deliveries_event_type_che
 ALTER TABLE webhook_deliveries ADD CONSTRAINT webhook_deliveries_event_type_check
     CHECK (event_type IN ('finding_critical', 'finding_high', 'finding_medium', 'finding_low'));
 ALTER TABLE webhook_deliveries ALTER COLUMN pass_id SET NOT NULL;
+ALTER TABLE webhook_subscriptions
+    DROP CONSTRAINT webhook_subscriptions_disabled_check,
+    DROP CONSTRAINT webhook_subscriptions_previous_secret_check,
+    DROP COLUMN version,
+    DROP COLUMN failing_since,
+    DROP COLUMN disabled_reason,
+    DROP COLUMN disabled_at,
+    DROP COLUMN paused_at,
+    DROP COLUMN previous_secret_expires_at,
+    DROP COLUMN previous_secret_ciphertext,
+    DROP COLUMN previous_secret_nonce,
+    DROP COLUMN previous_secret_key_id;

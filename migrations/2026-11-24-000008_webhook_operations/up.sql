@@ -1,5 +1,57 @@
 -- Webhook operations (issue 21): the delivery log consumers read, test deliveries,
--- redelivery and recovery.
+-- redelivery and recovery; editing, pausing and disabling subscriptions; rotating their
+-- signing secret with an overlap.
+
+ALTER TABLE webhook_subscriptions
+    -- The secret a rotation replaced, sealed like the current one, and when it stops
+    -- signing deliveries: both sign until then.
+    ADD COLUMN previous_secret_key_id text,
+    ADD COLUMN previous_secret_nonce bytea CHECK (length(previous_secret_nonce) = 12),
+    ADD COLUMN previous_secret_ciphertext bytea,
+    ADD COLUMN previous_secret_expires_at timestamptz,
+    -- Paused by the consumer: new deliveries are queued and held until it resumes.
+    ADD COLUMN paused_at timestamptz,
+    -- Disabled by the worker after every attempt failed for days (`failing`); the consumer
+    -- re-enables it.
+    ADD COLUMN disabled_at timestamptz,
+    ADD COLUMN disabled_reason text CHECK (disabled_reason IN ('failing')),
+    -- The first failed attempt since the last success (null after a success).
+    ADD COLUMN failing_since timestamptz,
+    -- Bumped by every change a consumer can see: its ETag (If-Match guards edits).
+    ADD COLUMN version integer NOT NULL DEFAULT 1 CHECK (version >= 1),
+    ADD CONSTRAINT webhook_subscriptions_previous_secret_check CHECK (
+        (previous_secret_key_id IS NULL) = (previous_secret_nonce IS NULL)
+        AND (previous_secret_key_id IS NULL) = (previous_secret_ciphertext IS NULL)
+        AND (previous_secret_key_id IS NULL) = (previous_secret_expires_at IS NULL)),
+    ADD CONSTRAINT webhook_subscriptions_disabled_check CHECK (
+        (disabled_at IS NULL) = (disabled_reason IS NULL)
+        AND (paused_at IS NULL OR disabled_at IS NULL));
+
+-- The version counts the changes a consumer can see (not the worker's failing_since, nor a
+-- re-sealing of the secret), and only those bump the customer's data version.
+CREATE FUNCTION webhook_subscriptions_version() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF (NEW.name, NEW.webhook_url, NEW.event_types, NEW.active, NEW.paused_at,
+        NEW.disabled_at, NEW.disabled_reason, NEW.previous_secret_expires_at)
+       IS DISTINCT FROM
+       (OLD.name, OLD.webhook_url, OLD.event_types, OLD.active, OLD.paused_at,
+        OLD.disabled_at, OLD.disabled_reason, OLD.previous_secret_expires_at) THEN
+        NEW.version := OLD.version + 1;
+    END IF;
+    RETURN NEW;
+END;
+$$;
+CREATE TRIGGER webhook_subscriptions_version
+    BEFORE UPDATE ON webhook_subscriptions
+    FOR EACH ROW EXECUTE FUNCTION webhook_subscriptions_version();
+DROP TRIGGER webhook_subscriptions_data_version ON webhook_subscriptions;
+CREATE TRIGGER webhook_subscriptions_data_version
+    AFTER INSERT OR DELETE ON webhook_subscriptions
+    FOR EACH ROW EXECUTE FUNCTION bump_data_version_of_row();
+CREATE TRIGGER webhook_subscriptions_data_version_on_change
+    AFTER UPDATE ON webhook_subscriptions
+    FOR EACH ROW WHEN (OLD.version IS DISTINCT FROM NEW.version)
+    EXECUTE FUNCTION bump_data_version_of_row();
 
 -- A test delivery (`POST /webhooks/{id}/test`) belongs to no analyzer pass and may carry no
 -- finding (a `ping`).

@@ -40,7 +40,9 @@ impl From<Error> for ConsoleError {
         match e {
             Error::NotFound => ConsoleError::NotFound,
             Error::Invalid { reason, .. } => ConsoleError::BadRequest(reason),
-            Error::Conflict(reason) => ConsoleError::BadRequest(reason),
+            Error::Conflict(reason) | Error::PreconditionFailed(reason) => {
+                ConsoleError::BadRequest(reason)
+            }
             Error::Unavailable(cause) => ConsoleError::Unavailable(cause.to_string()),
             Error::Internal(cause) => ConsoleError::Internal(cause.to_string()),
         }

@@ -88,13 +88,20 @@ pub struct DeliveryHeaders<'a> {
     pub delivery_id: &'a str,
     /// The subscription's signing secret.
     pub secret: &'a str,
+    /// The secret a rotation replaced, while its overlap lasts: `X-Service-Signature-256`
+    /// keeps using it, and `webhook-signature` carries both (the new one first).
+    pub previous: Option<&'a str>,
 }
 
 impl DeliveryHeaders<'_> {
     /// The request headers of an attempt starting at `timestamp` (Unix seconds).
     pub fn at(&self, timestamp: i64, body: &[u8]) -> HeaderMap {
-        let seed = signature_header(self.secret, body);
-        let standard = standard_signature(self.secret, self.delivery_id, timestamp, body);
+        let seed = signature_header(self.previous.unwrap_or(self.secret), body);
+        let standard = std::iter::once(self.secret)
+            .chain(self.previous)
+            .map(|secret| standard_signature(secret, self.delivery_id, timestamp, body))
+            .collect::<Option<Vec<_>>>()
+            .map(|entries| entries.join(" "));
         let timestamp = timestamp.to_string();
         let mut map = HeaderMap::new();
         map.insert("content-type", HeaderValue::from_static("application/json"));

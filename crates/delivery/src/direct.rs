@@ -11,13 +11,9 @@ use posture_domain::{
     finding::Finding,
     ports::{DirectSender, SentNow},
     secrets::Keyring,
-    webhook::secret_context,
 };
 
-use crate::{
-    client::{DeliveryHeaders, WebhookClient},
-    render::render,
-};
+use crate::{client::WebhookClient, render::render, worker::open_secrets};
 
 /// Sends test deliveries from `posture-api`.
 pub struct ImmediateSender {
@@ -46,18 +42,11 @@ impl DirectSender for ImmediateSender {
         target: &DeliveryTarget,
         findings: Vec<Finding>,
     ) -> Result<SentNow> {
-        let secret = self.keyring.open(
-            &target.secret,
-            &secret_context(delivery.customer_id, delivery.subscription_id),
-        )?;
+        let secrets = open_secrets(&self.keyring, delivery, target)?;
         let body = render(target.webhook_type, delivery, findings)
             .map_err(|e| Error::internal(format!("rendering a test delivery failed: {e}")))?;
         let id = delivery.id.to_string();
-        let headers = DeliveryHeaders {
-            event: delivery.event_type.as_str(),
-            delivery_id: &id,
-            secret: secret.expose(),
-        };
+        let headers = secrets.headers(delivery, &id);
         let (outcome, attempt) = self.client.send(&target.url, &body, &headers).await;
         Ok(SentNow {
             body,

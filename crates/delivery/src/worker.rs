@@ -18,7 +18,7 @@ use posture_domain::{
     },
     ports::{DeliveryRepository, FindingRepository},
     secrets::{Keyring, SigningSecret},
-    webhook::secret_context,
+    webhook::{MAX_HOLD_HOURS, secret_context},
 };
 use ring::rand::{SecureRandom, SystemRandom};
 use tokio::{sync::watch, task::JoinSet};
@@ -44,6 +44,8 @@ pub struct WorkerConfig {
     pub allow_private: bool,
     /// How long the delivery log keeps finished deliveries.
     pub retention: chrono::Duration,
+    /// How long every attempt of a subscription may fail before it is disabled.
+    pub disable_after: chrono::Duration,
 }
 
 /// How often a running worker sweeps the delivery log of what its retention drops.
@@ -75,6 +77,42 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
         cause = inner.source();
     }
     text
+}
+
+/// A subscription's signing secrets, opened: the current one, and the previous one while
+/// a rotation's overlap lasts.
+pub struct Secrets {
+    current: SigningSecret,
+    previous: Option<SigningSecret>,
+}
+
+impl Secrets {
+    /// The headers of an attempt of `delivery` (whose id is `id`).
+    pub fn headers<'a>(&'a self, delivery: &Delivery, id: &'a str) -> DeliveryHeaders<'a> {
+        DeliveryHeaders {
+            event: delivery.event_type.as_str(),
+            delivery_id: id,
+            secret: self.current.expose(),
+            previous: self.previous.as_ref().map(SigningSecret::expose),
+        }
+    }
+}
+
+/// Opens the target's secrets (sealed for this subscription).
+pub fn open_secrets(
+    keyring: &Keyring,
+    delivery: &Delivery,
+    target: &DeliveryTarget,
+) -> Result<Secrets> {
+    let context = secret_context(delivery.customer_id, delivery.subscription_id);
+    Ok(Secrets {
+        current: keyring.open(&target.secret, &context)?,
+        previous: target
+            .previous_secret
+            .as_ref()
+            .map(|sealed| keyring.open(sealed, &context))
+            .transpose()?,
+    })
 }
 
 /// What happened to one claimed delivery.
@@ -124,7 +162,7 @@ impl Worker {
         delivery: &Delivery,
         target: &DeliveryTarget,
         body: Option<Vec<u8>>,
-    ) -> std::result::Result<(Vec<u8>, SigningSecret), std::result::Result<String, Error>> {
+    ) -> std::result::Result<(Vec<u8>, Secrets), std::result::Result<String, Error>> {
         let unprepared = |what: &str, e: Error| match e {
             Error::Unavailable(_) => Err(e),
             other => Ok(format!("{what}: {}", error_chain(&other))),
@@ -147,14 +185,9 @@ impl Worker {
                 body
             }
         };
-        let secret = self
-            .keyring
-            .open(
-                &target.secret,
-                &secret_context(delivery.customer_id, delivery.subscription_id),
-            )
+        let secrets = open_secrets(&self.keyring, delivery, target)
             .map_err(|e| unprepared("the signing secret cannot be opened", e))?;
-        Ok((body, secret))
+        Ok((body, secrets))
     }
 
     /// Sends one claimed delivery and records the attempt. A delivery that cannot be
@@ -167,13 +200,9 @@ impl Worker {
             body,
         } = claimed;
         let (outcome, attempt) = match self.prepare(&delivery, &target, body).await {
-            Ok((body, secret)) => {
+            Ok((body, secrets)) => {
                 let id = delivery.id.to_string();
-                let headers = DeliveryHeaders {
-                    event: delivery.event_type.as_str(),
-                    delivery_id: &id,
-                    secret: secret.expose(),
-                };
+                let headers = secrets.headers(&delivery, &id);
                 self.client.send(&target.url, &body, &headers).await
             }
             Err(Err(unavailable)) => return Err(unavailable),
@@ -321,8 +350,10 @@ impl Worker {
         }
     }
 
-    /// Deletes the finished deliveries older than the retention, in batches; returns how
-    /// many. Every worker sweeps (each batch skips rows another is deleting).
+    /// Deletes the finished deliveries older than the retention, in batches (returns how
+    /// many); disables subscriptions failing for longer than `disable_after`; cancels what
+    /// paused subscriptions held past [`MAX_HOLD_HOURS`]; forgets previous secrets whose
+    /// overlap ended. Every worker sweeps (each batch skips rows another is deleting).
     pub async fn sweep(&self) -> Result<u64> {
         let cutoff = Utc::now() - self.config.retention;
         let mut deleted = 0;
@@ -339,6 +370,38 @@ impl Worker {
                 deleted,
                 retention_days = self.config.retention.num_days(),
                 "delivery log swept"
+            );
+        }
+        let now = Utc::now();
+        for (customer, subscription) in self
+            .deliveries
+            .disable_failing(now - self.config.disable_after)
+            .await?
+        {
+            metrics::counter!("posture_webhook_subscriptions_disabled_total", "reason" => "failing")
+                .increment(1);
+            tracing::warn!(
+                customer.id = %customer,
+                subscription.id = %subscription,
+                failing_days = self.config.disable_after.num_days(),
+                "webhook subscription disabled: every attempt failed; its pending deliveries are cancelled"
+            );
+        }
+        let (held, forgotten) = self
+            .deliveries
+            .expire_holds_and_secrets(now - chrono::Duration::hours(MAX_HOLD_HOURS))
+            .await?;
+        if held > 0 {
+            metrics::counter!("posture_webhook_deliveries_held_expired_total").increment(held);
+            tracing::info!(
+                held,
+                "deliveries held by paused subscriptions past {MAX_HOLD_HOURS} h cancelled"
+            );
+        }
+        if forgotten > 0 {
+            tracing::info!(
+                forgotten,
+                "previous signing secrets past their overlap forgotten"
             );
         }
         Ok(deleted)

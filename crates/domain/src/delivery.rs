@@ -275,6 +275,8 @@ pub struct DeliveryTarget {
     pub url: String,
     pub webhook_type: WebhookType,
     pub secret: SealedSecret,
+    /// The secret a rotation replaced, while it still signs.
+    pub previous_secret: Option<SealedSecret>,
 }
 
 /// A delivery a worker holds the lease of.

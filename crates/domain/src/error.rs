@@ -25,6 +25,9 @@ pub enum Error {
     /// The request is valid but conflicts with the current state (e.g. a quota is reached).
     #[error("conflict: {0}")]
     Conflict(String),
+    /// The caller's precondition (`If-Match`) does not hold: the row changed since it read it.
+    #[error("precondition failed: {0}")]
+    PreconditionFailed(String),
     /// A backing service (database, Redis) cannot be reached right now; retrying may work.
     #[error("service unavailable")]
     Unavailable(#[source] BoxError),

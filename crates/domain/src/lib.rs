@@ -29,6 +29,7 @@ pub mod signature;
 pub mod tenant;
 pub mod upr;
 pub mod webhook;
+pub mod webhook_change;
 
 /// A closed set of values with one wire string each (severity, status, kind, scope...).
 pub trait ClosedSet: Sized + Copy + PartialEq + std::str::FromStr + 'static {

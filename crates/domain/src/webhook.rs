@@ -108,10 +108,46 @@ pub struct Subscription {
     pub webhook_url: String,
     pub webhook_type: WebhookType,
     pub event_types: Vec<EventType>,
+    /// Not deactivated (deleted): a deactivated subscription is kept for audit only.
     pub active: bool,
+    /// Whether it receives deliveries now.
+    pub status: SubscriptionStatus,
+    /// Why the worker disabled it (with [`SubscriptionStatus::Disabled`]).
+    pub disabled_reason: Option<DisabledReason>,
+    /// While a rotation's overlap lasts: when the previous secret stops signing.
+    pub previous_secret_expires_at: Option<DateTime<Utc>>,
+    /// Bumped by every change: the subscription's `ETag`.
+    pub version: u32,
     pub created_at: DateTime<Utc>,
     pub deactivated_at: Option<DateTime<Utc>>,
 }
+
+string_enum! {
+    /// Whether a subscription receives deliveries.
+    pub enum SubscriptionStatus ("status") {
+        /// Deliveries are sent.
+        Active = "active",
+        /// Paused by the customer: new deliveries are held (up to [`MAX_HOLD_HOURS`]) and
+        /// sent on resume.
+        Paused = "paused",
+        /// Disabled by posture (see `disabledReason`): nothing is queued until re-enabled.
+        Disabled = "disabled",
+    }
+}
+
+string_enum! {
+    /// Why posture disabled a subscription.
+    pub enum DisabledReason ("disabledReason") {
+        /// Every attempt failed for days.
+        Failing = "failing",
+    }
+}
+
+/// How long a paused subscription's deliveries are held; older ones are cancelled (a
+/// recovery sends them after the resume).
+pub const MAX_HOLD_HOURS: i64 = 72;
+/// Days of failing attempts after which the worker disables a subscription, by default.
+pub const DEFAULT_DISABLE_AFTER_DAYS: u32 = 5;
 
 /// What a subscription's sealed secret is bound to: its customer and id.
 pub fn secret_context(customer: CustomerId, id: WebhookId) -> Vec<u8> {
@@ -146,39 +182,10 @@ pub struct SubscriptionRequest {
 impl SubscriptionRequest {
     /// Checks every rule; the error names the field.
     pub fn validate(self, policy: TargetPolicy) -> Result<NewSubscription, Error> {
-        let name = self.name;
-        if name.chars().count() > MAX_NAME_LEN
-            || name.chars().all(|c| c.is_whitespace() || c.is_control())
-        {
-            return Err(Error::invalid(
-                "name",
-                format!("must be 1 to {MAX_NAME_LEN} characters"),
-            ));
-        }
-        if !NAME_RE.is_match(&name) {
-            return Err(Error::invalid(
-                "name",
-                "must not contain control characters",
-            ));
-        }
+        let name = validate_name(self.name)?;
         let webhook_url = validate_url(&self.webhook_url, policy)?;
         let webhook_type = self.webhook_type.parse::<WebhookType>()?;
-        if self.event_types.is_empty() {
-            return Err(Error::invalid(
-                "eventTypes",
-                format!(
-                    "must list at least one of {}",
-                    EventType::allowed().join(", ")
-                ),
-            ));
-        }
-        let mut event_types = Vec::new();
-        for text in &self.event_types {
-            let event = text.parse::<EventType>()?;
-            if !event_types.contains(&event) {
-                event_types.push(event);
-            }
-        }
+        let event_types = validate_event_types(&self.event_types)?;
         Ok(NewSubscription {
             name,
             webhook_url,
@@ -186,6 +193,46 @@ impl SubscriptionRequest {
             event_types,
         })
     }
+}
+
+/// A subscription name: 1 to [`MAX_NAME_LEN`] characters, not blank, no control character.
+pub fn validate_name(name: String) -> Result<String, Error> {
+    if name.chars().count() > MAX_NAME_LEN
+        || name.chars().all(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(Error::invalid(
+            "name",
+            format!("must be 1 to {MAX_NAME_LEN} characters"),
+        ));
+    }
+    if !NAME_RE.is_match(&name) {
+        return Err(Error::invalid(
+            "name",
+            "must not contain control characters",
+        ));
+    }
+    Ok(name)
+}
+
+/// One or more event types; repeated values count once.
+pub fn validate_event_types(texts: &[String]) -> Result<Vec<EventType>, Error> {
+    if texts.is_empty() {
+        return Err(Error::invalid(
+            "eventTypes",
+            format!(
+                "must list at least one of {}",
+                EventType::allowed().join(", ")
+            ),
+        ));
+    }
+    let mut event_types = Vec::new();
+    for text in texts {
+        let event = text.parse::<EventType>()?;
+        if !event_types.contains(&event) {
+            event_types.push(event);
+        }
+    }
+    Ok(event_types)
 }
 
 /// An absolute https URL without credentials, to a host that is not a loopback, private or

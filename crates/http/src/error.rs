@@ -43,6 +43,8 @@ pub enum ApiError {
     MethodNotAllowed { allow: String },
     /// 409.
     Conflict(String),
+    /// 412: `If-Match` does not hold.
+    PreconditionFailed(String),
     /// 413.
     PayloadTooLarge(String),
     /// 415.
@@ -77,6 +79,7 @@ impl ApiError {
             ApiError::NotFound(_) => ErrorCode::NotFound,
             ApiError::MethodNotAllowed { .. } => ErrorCode::MethodNotAllowed,
             ApiError::Conflict(_) => ErrorCode::Conflict,
+            ApiError::PreconditionFailed(_) => ErrorCode::PreconditionFailed,
             ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
             ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             ApiError::Unprocessable(_) => ErrorCode::UnprocessableEntity,
@@ -92,6 +95,7 @@ impl ApiError {
         match self {
             ApiError::InvalidRequest(r)
             | ApiError::Conflict(r)
+            | ApiError::PreconditionFailed(r)
             | ApiError::PayloadTooLarge(r)
             | ApiError::UnsupportedMediaType(r)
             | ApiError::Unprocessable(r) => Some(r.clone()),
@@ -140,6 +144,7 @@ impl ResponseError for ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::PreconditionFailed(_) => StatusCode::PRECONDITION_FAILED,
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -187,6 +192,7 @@ impl From<Error> for ApiError {
                 ApiError::InvalidRequest(format!("{field}: {reason}"))
             }
             Error::Conflict(reason) => ApiError::Conflict(reason),
+            Error::PreconditionFailed(reason) => ApiError::PreconditionFailed(reason),
             Error::Unavailable(cause) => {
                 if let Some(suppressed) = UNAVAILABLE_LOG.admit(millis_since_start()) {
                     tracing::warn!(error = %cause, suppressed, "backing service unavailable");

@@ -16,6 +16,7 @@ mod health;
 pub mod input;
 mod json_errors;
 pub mod openapi;
+mod preconditions;
 #[cfg(test)]
 mod properties;
 pub mod readiness;

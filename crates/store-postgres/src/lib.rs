@@ -42,6 +42,17 @@ use posture_domain::{Error, KeyId};
 use crate::error::db_error;
 pub use crate::key_cache::{APPLICATION_NAME as KEY_CACHE_APPLICATION_NAME, KeyCacheStats};
 
+/// The channel workers `LISTEN` on for deliveries that became due: a pass, a redelivery, a
+/// recovery and a resume notify it.
+pub(crate) const DELIVERY_CHANNEL: &str = "posture_deliveries";
+
+/// Wakes the listening workers (when the caller's transaction commits).
+pub(crate) async fn notify_workers(conn: &mut AsyncPgConnection) -> diesel::QueryResult<usize> {
+    diesel::sql_query(format!("SELECT pg_notify('{DELIVERY_CHANNEL}', '')"))
+        .execute(conn)
+        .await
+}
+
 /// How to reach PostgreSQL.
 #[derive(Clone)]
 pub struct PgConfig {

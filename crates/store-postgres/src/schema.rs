@@ -170,6 +170,15 @@ diesel::table! {
         active -> Bool,
         created_at -> Timestamptz,
         deactivated_at -> Nullable<Timestamptz>,
+        previous_secret_key_id -> Nullable<Text>,
+        previous_secret_nonce -> Nullable<Bytea>,
+        previous_secret_ciphertext -> Nullable<Bytea>,
+        previous_secret_expires_at -> Nullable<Timestamptz>,
+        paused_at -> Nullable<Timestamptz>,
+        disabled_at -> Nullable<Timestamptz>,
+        disabled_reason -> Nullable<Text>,
+        failing_since -> Nullable<Timestamptz>,
+        version -> Integer,
     }
 }
 

@@ -19,6 +19,8 @@ pub enum ErrorCode {
     MethodNotAllowed,
     /// 409: the request conflicts with the current state.
     Conflict,
+    /// 412: `If-Match` does not hold: the resource changed since its `ETag` was read.
+    PreconditionFailed,
     /// 413: the body is too large.
     PayloadTooLarge,
     /// 415: the body is not JSON.

@@ -32,6 +32,16 @@ pub fn closed_set<T: ClosedSet>(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "enum": T::allowed() })
 }
 
+/// The schema of a value of a closed set, or `null`.
+pub fn nullable_closed_set<T: ClosedSet>(_: &mut SchemaGenerator) -> Schema {
+    let mut values: Vec<serde_json::Value> = T::allowed()
+        .into_iter()
+        .map(serde_json::Value::from)
+        .collect();
+    values.push(serde_json::Value::Null);
+    json_schema!({ "type": ["string", "null"], "enum": values })
+}
+
 /// The schema of a list of values of a closed set.
 pub fn closed_set_list<T: ClosedSet>(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "array", "items": { "type": "string", "enum": T::allowed() } })

@@ -4,9 +4,10 @@ use chrono::{DateTime, Utc};
 use posture_domain::{
     delivery::{DeliveryEvent, DeliveryTrigger},
     webhook::{
-        EventType, MAX_NAME_LEN, MAX_URL_LEN, NAME_PATTERN, Subscription, SubscriptionRequest,
-        URL_PATTERN, WebhookType,
+        DisabledReason, EventType, MAX_NAME_LEN, MAX_URL_LEN, NAME_PATTERN, Subscription,
+        SubscriptionRequest, SubscriptionStatus, URL_PATTERN, WebhookType,
     },
+    webhook_change::{MAX_GRACE_SECS, PatchField, SubscriptionPatchRequest},
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -25,8 +26,21 @@ pub struct WebhookResponse {
     /// The events delivered: new findings of these severities.
     #[schemars(schema_with = "crate::closed_set_list::<EventType>")]
     pub event_types: Vec<EventType>,
-    /// Always true here: deactivated subscriptions are not served.
+    /// True while deliveries are sent (`status` is `active`); false while it is paused or
+    /// disabled. (Deleted subscriptions are not served.)
     pub active: bool,
+    /// `active`; `paused` by you (new deliveries are held, up to 72 hours, and sent when you
+    /// resume); or `disabled` by posture (see `disabledReason`: nothing is queued until you
+    /// re-enable it with `PATCH {"active": true}`).
+    #[schemars(schema_with = "crate::closed_set::<SubscriptionStatus>")]
+    pub status: SubscriptionStatus,
+    /// Why posture disabled it: `failing` (every attempt failed for days); `null` unless
+    /// `status` is `disabled`.
+    #[schemars(schema_with = "crate::nullable_closed_set::<DisabledReason>")]
+    pub disabled_reason: Option<DisabledReason>,
+    /// While a secret rotation's overlap lasts, when the previous secret stops signing;
+    /// `null` otherwise.
+    pub previous_secret_expires_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -38,7 +52,10 @@ impl From<Subscription> for WebhookResponse {
             webhook_url: s.webhook_url,
             webhook_type: s.webhook_type,
             event_types: s.event_types,
-            active: s.active,
+            active: s.active && s.status == SubscriptionStatus::Active,
+            status: s.status,
+            disabled_reason: s.disabled_reason,
+            previous_secret_expires_at: s.previous_secret_expires_at,
             created_at: s.created_at,
         }
     }
@@ -85,6 +102,106 @@ impl From<CreateWebhookRequest> for SubscriptionRequest {
             event_types: r.event_types,
         }
     }
+}
+
+/// A merge-patch field: absent, `null`, or a value.
+fn patch_field<'de, D, T>(d: D) -> Result<PatchField<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(match Option::<T>::deserialize(d)? {
+        None => PatchField::Null,
+        Some(value) => PatchField::Value(value),
+    })
+}
+
+fn name_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "minLength": 1, "maxLength": MAX_NAME_LEN,
+                            "pattern": NAME_PATTERN})
+}
+
+fn url_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "minLength": 1, "maxLength": MAX_URL_LEN,
+                            "format": "uri", "pattern": URL_PATTERN})
+}
+
+fn boolean_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "boolean"})
+}
+
+/// The body of `PATCH /webhooks/{id}` (a JSON merge patch): the fields to change, each
+/// checked as at creation. `webhookType` and the signing secret cannot be changed.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PatchWebhookRequest {
+    /// A new label.
+    #[serde(default, deserialize_with = "patch_field")]
+    #[schemars(schema_with = "name_schema")]
+    pub name: PatchField<String>,
+    /// A new receiver URL (the same rules as at creation); pending deliveries go there.
+    #[serde(default, deserialize_with = "patch_field")]
+    #[schemars(schema_with = "url_schema")]
+    pub webhook_url: PatchField<String>,
+    /// The event types, replacing the list.
+    #[serde(default, deserialize_with = "patch_field")]
+    #[schemars(schema_with = "crate::event_types_request")]
+    pub event_types: PatchField<Vec<String>>,
+    /// `false` pauses the subscription (new deliveries are held, up to 72 hours); `true`
+    /// resumes it (held deliveries are sent) or re-enables a disabled one.
+    #[serde(default, deserialize_with = "patch_field")]
+    #[schemars(schema_with = "boolean_schema")]
+    pub active: PatchField<bool>,
+    /// Immutable: refused with 422 when given.
+    #[serde(default, deserialize_with = "patch_field")]
+    #[schemars(skip)]
+    pub webhook_type: PatchField<serde_json::Value>,
+    /// Immutable (rotate it instead): refused with 422 when given.
+    #[serde(default, deserialize_with = "patch_field")]
+    #[schemars(skip)]
+    pub signing_secret: PatchField<serde_json::Value>,
+}
+
+impl From<PatchWebhookRequest> for SubscriptionPatchRequest {
+    fn from(r: PatchWebhookRequest) -> Self {
+        let mut immutable = Vec::new();
+        if r.webhook_type != PatchField::Absent {
+            immutable.push("webhookType");
+        }
+        if r.signing_secret != PatchField::Absent {
+            immutable.push("signingSecret");
+        }
+        Self {
+            name: r.name,
+            webhook_url: r.webhook_url,
+            event_types: r.event_types,
+            active: r.active,
+            immutable,
+        }
+    }
+}
+
+/// The body of `POST /webhooks/{id}/rotate-secret`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RotateSecretRequest {
+    /// How long the previous secret keeps signing deliveries next to the new one, in
+    /// seconds: 0 (a leaked secret: switch at once) to 604800 (a week); default 86400.
+    #[schemars(range(max = MAX_GRACE_SECS))]
+    pub grace_period_seconds: Option<u64>,
+    /// Rotate even while an earlier rotation's overlap lasts (its previous secret then
+    /// stops signing at once). Default false: such a rotation is 409.
+    pub force: Option<bool>,
+}
+
+/// The new signing secret: the only response that shows it.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RotatedSecretResponse {
+    /// `whsec_` + base64 of 32 random bytes. Shown once.
+    pub signing_secret: String,
+    /// When the previous secret stops signing; `null` when it stopped at once.
+    pub previous_secret_expires_at: Option<DateTime<Utc>>,
 }
 
 /// The body of a `generic` delivery: new findings of one severity from one analyzer pass,

@@ -29,6 +29,10 @@ struct Cli {
     /// Attempts before a delivery is failed (the defaults span about 23 hours).
     #[arg(long, env = "POSTURE_WEBHOOK_MAX_ATTEMPTS", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=50))]
     max_attempts: u32,
+    /// Days every attempt of a subscription may fail before the worker disables it
+    /// (`disabledReason: failing`; the customer re-enables it).
+    #[arg(long, env = "POSTURE_WEBHOOK_DISABLE_AFTER_DAYS", default_value_t = posture_domain::webhook::DEFAULT_DISABLE_AFTER_DAYS, value_parser = clap::value_parser!(u32).range(1..=90))]
+    disable_after_days: u32,
     /// Deliveries sent at once.
     #[arg(long, env = "POSTURE_WORKER_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
     concurrency: u32,
@@ -83,6 +87,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         },
         timeout: cli.webhooks.timeout(),
         retention: cli.webhooks.retention(),
+        disable_after: chrono::Duration::days(i64::from(cli.disable_after_days)),
         allow_private: cli.webhooks.policy().allow_private,
     };
     let worker = Arc::new(

@@ -70,10 +70,23 @@ async fn reseal(store: &dyn SecretRotationRepository, keyring: &Keyring) -> anyh
         client_secrets: 0,
         unopened: BTreeMap::new(),
     };
+    // The current secrets, then those a rotation replaced (still signing).
+    for previous in [false, true] {
+        reseal_slot(store, keyring, previous, &mut report).await?;
+    }
+    Ok(report)
+}
+
+async fn reseal_slot(
+    store: &dyn SecretRotationRepository,
+    keyring: &Keyring,
+    previous: bool,
+    report: &mut Report,
+) -> anyhow::Result<()> {
     let mut after = None;
     loop {
         let batch = store
-            .secrets_sealed_with_other_keys(keyring.current_key_id(), after, BATCH)
+            .secrets_sealed_with_other_keys(keyring.current_key_id(), previous, after, BATCH)
             .await
             .context("reading sealed secrets failed")?;
         let Some(last) = batch.last() else { break };
@@ -97,7 +110,7 @@ async fn reseal(store: &dyn SecretRotationRepository, keyring: &Keyring) -> anyh
             }
         }
     }
-    Ok(report)
+    Ok(())
 }
 
 /// The console's client secrets (one per customer with a console: few, read at once).

@@ -239,6 +239,7 @@ async fn failed_deliveries_are_listed_by_status_and_can_be_retried() {
                 timeout: Duration::from_secs(1),
                 allow_private: true,
                 retention: chrono::Duration::days(30),
+                disable_after: chrono::Duration::days(5),
             },
         )
         .unwrap(),
@@ -368,16 +369,43 @@ async fn resealing_moves_every_signing_secret_to_the_new_key_so_the_old_one_can_
             body["data"]["signingSecret"].as_str().unwrap().to_owned(),
         ));
     }
+    // The first one is mid-rotation: its previous secret still signs, and moves too.
+    let rotated: Value = app
+        .client
+        .post(app.url(&format!("/api/v1/webhooks/{}/rotate-secret", created[0].0)))
+        .bearer_auth(&key)
+        .json(&serde_json::json!({"gracePeriodSeconds": 3600}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let previous = std::mem::replace(
+        &mut created[0].1,
+        rotated["data"]["signingSecret"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+    );
     let opens_with = |keyring: Keyring| {
         let store = app.store.clone();
         let created = created.clone();
+        let previous = previous.clone();
         async move {
-            for (id, secret) in &created {
-                let sealed = store.sealed_secret(customer, *id).await.unwrap();
+            for (n, (id, secret)) in created.iter().enumerate() {
+                let sealed = store.sealed_secrets(customer, *id).await.unwrap();
                 let context = posture_domain::webhook::secret_context(customer.customer_id(), *id);
-                match keyring.open(&sealed, &context) {
+                match keyring.open(&sealed.current, &context) {
                     Ok(opened) if opened.expose() == secret => {}
                     _ => return false,
+                }
+                let old = sealed.previous.map(|p| keyring.open(&p, &context));
+                match (n, old) {
+                    (0, Some(Ok(opened))) if opened.expose() == previous => {}
+                    (0, _) => return false,
+                    (_, None) => {}
+                    (_, Some(_)) => return false,
                 }
             }
             true
@@ -391,7 +419,7 @@ async fn resealing_moves_every_signing_secret_to_the_new_key_so_the_old_one_can_
     assert_eq!(refused.status.code(), Some(1));
     let report: Value = serde_json::from_slice(&refused.stdout).unwrap();
     assert_eq!(report["resealed"], 0);
-    assert_eq!(report["unopened"][&old_id], 2);
+    assert_eq!(report["unopened"][&old_id], 3, "two current, one previous");
     assert!(String::from_utf8_lossy(&refused.stderr).contains(&old_id));
     assert!(opens_with(crate::support::test_keyring()).await);
 
@@ -402,7 +430,7 @@ async fn resealing_moves_every_signing_secret_to_the_new_key_so_the_old_one_can_
         .current_key_id()
         .to_owned();
     assert_eq!(moved["currentKeyId"], new_id.as_str());
-    assert_eq!(moved["resealed"], 2);
+    assert_eq!(moved["resealed"], 3);
     assert!(opens_with(Keyring::new(&[8; 32], &[]).unwrap()).await);
     assert!(!opens_with(crate::support::test_keyring()).await);
 

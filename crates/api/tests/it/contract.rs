@@ -244,6 +244,30 @@ fn probes(operation_id: &str, tenant: &str, webhook: &str, delivery: &str) -> Ve
                 status: S::NOT_FOUND,
             },
         ],
+        "updateWebhook" => {
+            let path = format!("{v1}/webhooks/{webhook}");
+            vec![
+                Probe {
+                    method: Method::PATCH,
+                    path: path.clone(),
+                    body: Some(json!({"name": "renamed", "active": true})),
+                    status: S::OK,
+                },
+                Probe {
+                    method: Method::PATCH,
+                    path,
+                    body: Some(json!({"webhookType": "slack"})),
+                    status: S::UNPROCESSABLE_ENTITY,
+                },
+            ]
+        }
+        "rotateWebhookSecret" => {
+            let path = format!("{v1}/webhooks/{webhook}/rotate-secret");
+            vec![
+                post(path.clone(), Some(json!({})), S::OK),
+                post(path, Some(json!({"gracePeriodSeconds": 60})), S::CONFLICT),
+            ]
+        }
         "listWebhookDeliveries" => vec![
             get(format!("{v1}/webhooks/{webhook}/deliveries"), S::OK),
             get(

@@ -118,6 +118,7 @@ impl Setup {
                     timeout: Duration::from_secs(1),
                     allow_private,
                     retention: chrono::Duration::days(30),
+                    disable_after: chrono::Duration::days(5),
                 },
             )
             .unwrap(),

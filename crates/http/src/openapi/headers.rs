@@ -76,7 +76,7 @@ const HEADERS: &[HeaderSpec] = &[
     ),
     (
         "ETag",
-        "Weak tag of the response (`W/\"...\"`): send it back as `If-None-Match` to get 304 while nothing it shows has changed. Tags are per key and per query.",
+        "Tag of the response. On the read routes a weak tag (`W/\"...\"`): send it back as `If-None-Match` to get 304 while nothing it shows has changed (tags are per key and per query). On a webhook subscription a strong tag (`\"v3\"`), the same for every key: send it as `If-Match` to change the subscription only if nobody else did, or as `If-None-Match`.",
         || json!({"type": "string"}),
     ),
     (

@@ -63,6 +63,7 @@ fn status_description(status: u16) -> &'static str {
         403 => "The key lacks the route's scope: `reason` names it.",
         404 => "No such resource for this customer (a foreign id or tenant is also 404).",
         409 => "The request conflicts with the current state.",
+        412 => "`If-Match` does not hold: the resource changed since its `ETag` was read.",
         413 => "The body is too large.",
         415 => "The body is not `application/json`.",
         422 => "The body breaks a rule: `reason` names the field.",
@@ -174,8 +175,27 @@ fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation 
         ));
     }
 
+    if endpoint.if_match {
+        parameters.push(parameter(
+            ParamIn::Header,
+            "If-Match",
+            Some(
+                "The subscription's `ETag` (`\"v3\"`) as you read it: the change is made only \
+                 if the subscription has not changed since, and is 412 otherwise. `*`, or no \
+                 header: whatever its state."
+                    .to_owned(),
+            ),
+            false,
+            schemars::json_schema!({"type": "string"}),
+        ));
+    }
+
     let mut responses = IndexMap::new();
-    let etag: &[&str] = if conditional { &["ETag"] } else { &[] };
+    let etag: &[&str] = if conditional && !endpoint.success_headers.contains(&"ETag") {
+        &["ETag"]
+    } else {
+        &[]
+    };
     let success_headers = headers::references(
         headers::ALWAYS
             .iter()
@@ -321,6 +341,7 @@ pub fn document() -> OpenApi {
             match endpoint.method {
                 HttpMethod::Get => item.get = Some(op),
                 HttpMethod::Post => item.post = Some(op),
+                HttpMethod::Patch => item.patch = Some(op),
                 HttpMethod::Delete => item.delete = Some(op),
             }
         }

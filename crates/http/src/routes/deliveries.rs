@@ -261,8 +261,8 @@ async fn test_webhook(
         });
     }
     debug_assert_eq!(decision.limit, TEST_RATE.limit);
-    let secret = webhooks
-        .sealed_secret(scope, id)
+    let secrets = webhooks
+        .sealed_secrets(scope, id)
         .await
         .map_err(not_found::<WebhookId>)?;
     let now = Utc::now();
@@ -294,7 +294,8 @@ async fn test_webhook(
     let target = DeliveryTarget {
         url: subscription.webhook_url,
         webhook_type: subscription.webhook_type,
-        secret,
+        secret: secrets.current,
+        previous_secret: secrets.previous,
     };
     let sent = state
         .webhook_ops

@@ -50,6 +50,8 @@ pub static ENDPOINTS: &[&Endpoint] = &[
     &webhooks::CREATE,
     &webhooks::LIST,
     &webhooks::GET,
+    &webhooks::PATCH,
+    &webhooks::ROTATE_SECRET,
     &deliveries::LIST,
     &deliveries::GET,
     &deliveries::REDELIVER,
@@ -67,6 +69,7 @@ pub const PREFIX: &str = "/api/v1";
 pub enum HttpMethod {
     Get,
     Post,
+    Patch,
     Delete,
 }
 
@@ -75,6 +78,7 @@ impl HttpMethod {
         match self {
             HttpMethod::Get => "GET",
             HttpMethod::Post => "POST",
+            HttpMethod::Patch => "PATCH",
             HttpMethod::Delete => "DELETE",
         }
     }
@@ -83,6 +87,7 @@ impl HttpMethod {
         match self {
             HttpMethod::Get => actix_web::http::Method::GET,
             HttpMethod::Post => actix_web::http::Method::POST,
+            HttpMethod::Patch => actix_web::http::Method::PATCH,
             HttpMethod::Delete => actix_web::http::Method::DELETE,
         }
     }
@@ -150,6 +155,8 @@ pub struct Endpoint {
     /// Headers of the success response beyond those of every response (names of
     /// `components.headers`).
     pub success_headers: &'static [&'static str],
+    /// It takes `If-Match` with the resource's `ETag` (412 when it does not hold).
+    pub if_match: bool,
     /// The actix route (without its method guard, which comes from `method`).
     pub handler: fn() -> Route,
 }
@@ -171,6 +178,7 @@ impl Endpoint {
         success: Success::NoContent { description: "" },
         errors: &[],
         success_headers: &[],
+        if_match: false,
         handler: web::route,
     };
 
@@ -179,9 +187,11 @@ impl Endpoint {
         format!("{PREFIX}{}", self.path)
     }
 
-    /// Whether it answers conditional reads (`ETag`, `If-None-Match`, 304).
+    /// Whether it answers conditional reads (`ETag`, `If-None-Match`, 304): through the
+    /// gate, or by itself.
     pub fn is_conditional(&self) -> bool {
-        matches!(self.method, HttpMethod::Get) && is_conditional(&self.full_path())
+        matches!(self.method, HttpMethod::Get)
+            && (is_conditional(&self.full_path()) || SELF_TAGGED.contains(&self.path))
     }
 }
 
@@ -189,13 +199,29 @@ impl Endpoint {
 /// The export streams a snapshot too large to hold back; it is never conditional.
 const UNCONDITIONAL: &[&str] = &["/findings/export"];
 
-/// Whether a `GET` of `path` takes conditional reads: every authenticated read but the
-/// export (`conditional.rs`).
+/// Routes that tag their responses themselves, with a strong tag `If-Match` can use
+/// (`preconditions.rs`): the gate leaves them alone.
+const SELF_TAGGED: &[&str] = &["/webhooks/{id}"];
+
+/// Whether `path` matches `template` (a `{...}` segment matches any one segment).
+fn matches_template(path: &str, template: &str) -> bool {
+    let (mut path, mut template) = (path.split('/'), template.split('/'));
+    loop {
+        match (path.next(), template.next()) {
+            (None, None) => return true,
+            (Some(p), Some(t)) if p == t || (t.starts_with('{') && t.ends_with('}')) => {}
+            _ => return false,
+        }
+    }
+}
+
+/// Whether a `GET` of `path` takes the gate's conditional reads: every authenticated read
+/// but the export and the self-tagged routes (`conditional.rs`).
 pub(crate) fn is_conditional(path: &str) -> bool {
     !is_public(path)
-        && !path
-            .strip_prefix(PREFIX)
-            .is_some_and(|p| UNCONDITIONAL.contains(&p))
+        && !path.strip_prefix(PREFIX).is_some_and(|p| {
+            UNCONDITIONAL.contains(&p) || SELF_TAGGED.iter().any(|t| matches_template(p, t))
+        })
 }
 
 pub(crate) fn is_public(path: &str) -> bool {

@@ -1,15 +1,20 @@
-//! `/webhooks`: create, list, read and deactivate subscriptions (`manage:webhooks`).
+//! `/webhooks`: create, list, read, edit (pause, resume), rotate the secret of, and
+//! deactivate subscriptions (`manage:webhooks`).
 
-use actix_web::{HttpResponse, http::header, web};
+use actix_web::{HttpRequest, HttpResponse, http::header, web};
 use posture_domain::{
     Error, Scope, WebhookId,
     secrets::SigningSecret,
-    webhook::{MAX_ACTIVE_SUBSCRIPTIONS, SubscriptionRequest, secret_context},
+    webhook::{MAX_ACTIVE_SUBSCRIPTIONS, Subscription, SubscriptionRequest, secret_context},
+    webhook_change::{Rotation, SubscriptionPatchRequest},
 };
 use posture_wire::{
     DataResponse, ListResponse,
     paging::PageQuery,
-    webhooks::{CreateWebhookRequest, CreatedWebhookResponse, WebhookResponse},
+    webhooks::{
+        CreateWebhookRequest, CreatedWebhookResponse, PatchWebhookRequest, RotateSecretRequest,
+        RotatedSecretResponse, WebhookResponse,
+    },
 };
 
 use super::{Endpoint, HttpMethod, Success};
@@ -17,6 +22,7 @@ use crate::{
     auth::Caller,
     error::ApiError,
     input::{Body, Id, Json, ListQuery, WEBHOOK_ID, not_found, part},
+    preconditions::{if_match, subscription_tag, tagged_read},
     state::ApiState,
 };
 
@@ -62,12 +68,66 @@ pub static GET: Endpoint = Endpoint {
     operation_id: "getWebhook",
     tag: "webhooks",
     summary: "Get a webhook subscription",
-    description: "One active subscription, without its secret. A deactivated subscription, or \
-                  one of another customer, is 404.",
+    description: "One subscription, without its secret. A deleted subscription, or one of \
+                  another customer, is 404. Its `ETag` is strong (`\"v3\"`): send it as \
+                  `If-Match` to `PATCH` or rotate it only if it has not changed, or as \
+                  `If-None-Match` to get 304 while it has not.",
     path_params: &[&WEBHOOK_ID],
     success: Success::json::<DataResponse<WebhookResponse>>(200, "The subscription."),
     errors: &[400, 404],
+    success_headers: &["ETag"],
     handler: || web::route().to(get_webhook),
+    ..Endpoint::DEFAULT
+};
+
+pub static PATCH: Endpoint = Endpoint {
+    method: HttpMethod::Patch,
+    path: "/webhooks/{id}",
+    scope: Some(Scope::ManageWebhooks),
+    operation_id: "updateWebhook",
+    tag: "webhooks",
+    summary: "Edit, pause or resume a webhook subscription",
+    description: "A JSON merge patch of `name`, `webhookUrl`, `eventTypes` (checked as at \
+                  creation) and `active`: `false` pauses (new deliveries are held up to 72 \
+                  hours), `true` resumes (held deliveries are sent) or re-enables a \
+                  subscription posture disabled. `webhookType` and the secret cannot change \
+                  (422). Send the subscription's `ETag` as `If-Match` to change it only if \
+                  nobody else did since you read it (412 otherwise).",
+    path_params: &[&WEBHOOK_ID],
+    body: Some(Body::json::<PatchWebhookRequest>("The fields to change.")),
+    success: Success::json::<DataResponse<WebhookResponse>>(200, "The subscription as changed."),
+    errors: &[400, 404, 412, 413, 415, 422],
+    success_headers: &["ETag"],
+    if_match: true,
+    handler: || web::route().to(patch_webhook),
+    ..Endpoint::DEFAULT
+};
+
+pub static ROTATE_SECRET: Endpoint = Endpoint {
+    method: HttpMethod::Post,
+    path: "/webhooks/{id}/rotate-secret",
+    scope: Some(Scope::ManageWebhooks),
+    operation_id: "rotateWebhookSecret",
+    tag: "webhooks",
+    summary: "Rotate a subscription's signing secret",
+    description: "Makes a new signing secret (shown in this response only). For \
+                  `gracePeriodSeconds` (default a day, at most a week) deliveries are signed \
+                  with both: `webhook-signature` carries both signatures, new first, and \
+                  `X-Service-Signature-256` keeps the previous secret until the overlap ends. \
+                  `0` switches at once (a leaked secret). Rotating again while an overlap \
+                  lasts is 409 unless `force` is true.",
+    path_params: &[&WEBHOOK_ID],
+    body: Some(Body::json::<RotateSecretRequest>(
+        "The overlap (`{}` for a day).",
+    )),
+    success: Success::json::<DataResponse<RotatedSecretResponse>>(
+        200,
+        "The new secret, and when the previous one stops signing.",
+    ),
+    errors: &[400, 404, 409, 412, 413, 415, 422],
+    success_headers: &["ETag"],
+    if_match: true,
+    handler: || web::route().to(rotate_secret),
     ..Endpoint::DEFAULT
 };
 
@@ -97,12 +157,7 @@ async fn create_webhook(
 ) -> Result<HttpResponse, ApiError> {
     let subscription = SubscriptionRequest::from(request)
         .validate(state.webhook_policy)
-        .map_err(|e| match e {
-            Error::Invalid { field, reason } => {
-                ApiError::Unprocessable(format!("{field} {reason}"))
-            }
-            other => other.into(),
-        })?;
+        .map_err(unprocessable)?;
     let scope = caller.scope();
     let id = WebhookId::generate();
     let secret = SigningSecret::generate()?;
@@ -143,6 +198,7 @@ async fn list_webhooks(
 async fn get_webhook(
     caller: Caller,
     Id(id): Id<WebhookId>,
+    req: HttpRequest,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
     let subscription = state
@@ -151,9 +207,96 @@ async fn get_webhook(
         .get_subscription(caller.scope(), id)
         .await
         .map_err(not_found::<WebhookId>)?;
-    Ok(HttpResponse::Ok().json(DataResponse {
-        data: WebhookResponse::from(subscription),
-    }))
+    let version = subscription.version;
+    Ok(tagged_read(
+        &req,
+        version,
+        DataResponse {
+            data: WebhookResponse::from(subscription),
+        },
+    ))
+}
+
+/// A subscription changed: 200 with its new tag.
+fn changed(subscription: Subscription) -> HttpResponse {
+    HttpResponse::Ok()
+        .insert_header((header::ETAG, subscription_tag(subscription.version)))
+        .json(DataResponse {
+            data: WebhookResponse::from(subscription),
+        })
+}
+
+/// A rule of the domain broken by a body: 422 naming the field.
+fn unprocessable(e: Error) -> ApiError {
+    match e {
+        Error::Invalid { field, reason } => ApiError::Unprocessable(format!("{field} {reason}")),
+        other => other.into(),
+    }
+}
+
+async fn patch_webhook(
+    caller: Caller,
+    Id(id): Id<WebhookId>,
+    req: HttpRequest,
+    Json(request): Json<PatchWebhookRequest>,
+    state: web::Data<ApiState>,
+) -> Result<HttpResponse, ApiError> {
+    let expected = if_match(&req)?;
+    let patch = SubscriptionPatchRequest::from(request)
+        .validate(state.webhook_policy)
+        .map_err(unprocessable)?;
+    let subscription = state
+        .ports
+        .webhooks
+        .update_subscription(caller.scope(), id, &patch, expected.as_deref())
+        .await
+        .map_err(not_found::<WebhookId>)?;
+    Ok(changed(subscription))
+}
+
+async fn rotate_secret(
+    caller: Caller,
+    Id(id): Id<WebhookId>,
+    req: HttpRequest,
+    Json(request): Json<RotateSecretRequest>,
+    state: web::Data<ApiState>,
+) -> Result<HttpResponse, ApiError> {
+    let expected = if_match(&req)?;
+    let rotation =
+        Rotation::new(request.grace_period_seconds, request.force).map_err(unprocessable)?;
+    let scope = caller.scope();
+    let secret = SigningSecret::generate()?;
+    let sealed = state
+        .keyring
+        .seal(&secret, &secret_context(scope.customer_id(), id))?;
+    let previous_expires_at = rotation.previous_expires_at(chrono::Utc::now());
+    let subscription = state
+        .ports
+        .webhooks
+        .rotate_secret(
+            scope,
+            id,
+            &sealed,
+            previous_expires_at,
+            rotation.force,
+            expected.as_deref(),
+        )
+        .await
+        .map_err(not_found::<WebhookId>)?;
+    tracing::info!(
+        subscription.id = %id,
+        overlap_secs = rotation.grace.as_secs(),
+        forced = rotation.force,
+        "webhook signing secret rotated"
+    );
+    Ok(HttpResponse::Ok()
+        .insert_header((header::ETAG, subscription_tag(subscription.version)))
+        .json(DataResponse {
+            data: RotatedSecretResponse {
+                signing_secret: secret.expose().to_owned(),
+                previous_secret_expires_at: subscription.previous_secret_expires_at,
+            },
+        }))
 }
 
 async fn delete_webhook(

@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use crate::{
     PgStore,
-    deliveries::{CHANNEL, DELIVERY_COLUMNS, rows::DeliveryRow},
+    deliveries::{DELIVERY_COLUMNS, rows::DeliveryRow},
     error::db_error,
     schema::{webhook_deliveries, webhook_subscriptions},
     sync::after_key,
@@ -76,10 +76,7 @@ pub(crate) async fn requeue_one(
     .optional()
     .map_err(db_error)?;
     if let Some(row) = row {
-        diesel::sql_query(format!("SELECT pg_notify('{CHANNEL}', '')"))
-            .execute(conn)
-            .await
-            .map_err(db_error)?;
+        crate::notify_workers(conn).await.map_err(db_error)?;
         return row.try_into();
     }
     let mut query = webhook_deliveries::table
@@ -264,9 +261,7 @@ impl PgStore {
             .execute(conn)
             .await?;
             if requeued > 0 {
-                diesel::sql_query(format!("SELECT pg_notify('{CHANNEL}', '')"))
-                    .execute(conn)
-                    .await?;
+                crate::notify_workers(conn).await?;
             }
             Ok::<_, diesel::result::Error>(Ok(requeued as u64))
         })

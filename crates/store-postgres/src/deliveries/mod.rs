@@ -35,9 +35,6 @@ mod rows;
 pub(crate) use rows::DELIVERY_COLUMNS;
 use rows::{AttemptRow, DeliveryRow};
 
-/// The channel a pass notifies when it queues deliveries.
-pub(crate) const CHANNEL: &str = "posture_deliveries";
-
 /// Queues the deliveries of a pass's new findings: one per active subscription, event type
 /// listed and chunk of 100 findings (by id). Idempotent. Returns how many were queued.
 ///
@@ -61,7 +58,8 @@ pub(crate) async fn fan_out(
                                          chunk, finding_ids, next_attempt_at, created_at) \
          SELECT $1, gen_random_uuid(), s.id, $2, c.event_type, c.chunk, c.ids, now(), now() \
          FROM chunks c JOIN webhook_subscriptions s \
-           ON s.customer_id = $1 AND s.active AND c.event_type = ANY(s.event_types) \
+           ON s.customer_id = $1 AND s.active AND s.disabled_at IS NULL \
+              AND c.event_type = ANY(s.event_types) \
          FOR SHARE OF s \
          ON CONFLICT ON CONSTRAINT webhook_deliveries_fanout_key DO NOTHING",
     )
@@ -71,9 +69,7 @@ pub(crate) async fn fan_out(
     .await?;
     if queued > 0 {
         // Delivered to listening workers when the pass commits.
-        diesel::sql_query(format!("SELECT pg_notify('{CHANNEL}', '')"))
-            .execute(conn)
-            .await?;
+        crate::notify_workers(conn).await?;
     }
     Ok(queued)
 }
@@ -94,6 +90,12 @@ struct ClaimRow {
     secret_nonce: Vec<u8>,
     #[diesel(sql_type = Bytea)]
     secret_ciphertext: Vec<u8>,
+    #[diesel(sql_type = Nullable<Text>)]
+    previous_key_id: Option<String>,
+    #[diesel(sql_type = Nullable<Bytea>)]
+    previous_nonce: Option<Vec<u8>>,
+    #[diesel(sql_type = Nullable<Bytea>)]
+    previous_ciphertext: Option<Vec<u8>>,
 }
 
 /// The dedicated connection that `LISTEN`s for queued deliveries.
@@ -107,7 +109,7 @@ impl PgStore {
             let mut conn = AsyncPgConnection::establish(&self.url)
                 .await
                 .map_err(|e| Error::Unavailable(Box::new(e)))?;
-            diesel::sql_query(format!("LISTEN {CHANNEL}"))
+            diesel::sql_query(format!("LISTEN {}", crate::DELIVERY_CHANNEL))
                 .execute(&mut conn)
                 .await
                 .map_err(db_error)?;
@@ -157,7 +159,8 @@ impl DeliveryRepository for PgStore {
             "UPDATE webhook_deliveries d SET status = 'cancelled', lease_until = NULL, leased_by = NULL \
              FROM webhook_subscriptions s \
              WHERE d.status = 'pending' AND d.next_attempt_at <= now() \
-               AND s.customer_id = d.customer_id AND s.id = d.subscription_id AND NOT s.active",
+               AND s.customer_id = d.customer_id AND s.id = d.subscription_id \
+               AND (NOT s.active OR s.disabled_at IS NOT NULL)",
         )
         .execute(&mut conn)
         .await
@@ -167,6 +170,7 @@ impl DeliveryRepository for PgStore {
                  SELECT d.customer_id, d.id FROM webhook_deliveries d \
                  JOIN webhook_subscriptions s \
                    ON s.customer_id = d.customer_id AND s.id = d.subscription_id AND s.active \
+                  AND s.paused_at IS NULL AND s.disabled_at IS NULL \
                  WHERE d.status = 'pending' AND d.next_attempt_at <= now() \
                    AND (d.lease_until IS NULL OR d.lease_until < now()) \
                  ORDER BY d.next_attempt_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED) \
@@ -176,7 +180,11 @@ impl DeliveryRepository for PgStore {
              WHERE d.customer_id = due.customer_id AND d.id = due.id \
                AND s.customer_id = d.customer_id AND s.id = d.subscription_id \
              RETURNING {DELIVERY_COLUMNS}, d.body, s.webhook_url, s.webhook_type, \
-                       s.secret_key_id, s.secret_nonce, s.secret_ciphertext"
+                       s.secret_key_id, s.secret_nonce, s.secret_ciphertext, \
+                       {overlap} s.previous_secret_key_id END AS previous_key_id, \
+                       {overlap} s.previous_secret_nonce END AS previous_nonce, \
+                       {overlap} s.previous_secret_ciphertext END AS previous_ciphertext",
+            overlap = "CASE WHEN s.previous_secret_expires_at > now() THEN"
         ))
         .bind::<Text, _>(worker)
         .bind::<diesel::sql_types::BigInt, _>(i64::from(limit))
@@ -198,6 +206,18 @@ impl DeliveryRepository for PgStore {
                             key_id: row.secret_key_id,
                             nonce: row.secret_nonce,
                             ciphertext: row.secret_ciphertext,
+                        },
+                        previous_secret: match (
+                            row.previous_key_id,
+                            row.previous_nonce,
+                            row.previous_ciphertext,
+                        ) {
+                            (Some(key_id), Some(nonce), Some(ciphertext)) => Some(SealedSecret {
+                                key_id,
+                                nonce,
+                                ciphertext,
+                            }),
+                            _ => None,
                         },
                     },
                     body: row.body,
@@ -269,6 +289,17 @@ impl DeliveryRepository for PgStore {
             .bind::<Text, _>(worker)
             .bind::<Timestamptz, _>(attempt.started_at)
             .bind::<Nullable<diesel::sql_types::SmallInt>, _>(attempt.status_code.map(|s| s as i16))
+            .execute(conn)
+            .await?;
+            // The first failure since the last success starts the clock of disabling; a
+            // success stops it (written only when it changes).
+            diesel::sql_query(
+                "UPDATE webhook_subscriptions SET failing_since = CASE WHEN $3 THEN NULL ELSE now() END \
+                 WHERE customer_id = $1 AND id = $2 AND (failing_since IS NULL) <> $3",
+            )
+            .bind::<SqlUuid, _>(customer)
+            .bind::<SqlUuid, _>(delivery.subscription_id.as_uuid())
+            .bind::<Bool, _>(delivered)
             .execute(conn)
             .await?;
             if next == NextStep::Gone {
@@ -449,5 +480,16 @@ impl DeliveryRepository for PgStore {
 
     async fn purge_finished(&self, cutoff: DateTime<Utc>, batch: u32) -> Result<u64> {
         self.purge(cutoff, batch).await
+    }
+
+    async fn disable_failing(
+        &self,
+        failing_before: DateTime<Utc>,
+    ) -> Result<Vec<(posture_domain::CustomerId, WebhookId)>> {
+        crate::webhooks::disable_failing(self, failing_before).await
+    }
+
+    async fn expire_holds_and_secrets(&self, held_before: DateTime<Utc>) -> Result<(u64, u64)> {
+        crate::webhooks::expire_holds_and_secrets(self, held_before).await
     }
 }

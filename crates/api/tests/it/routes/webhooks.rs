@@ -96,7 +96,12 @@ async fn the_stored_secret_is_sealed_and_opens_to_the_one_returned() {
     let (customer, key) = key(&app, "A").await;
     let created: Value = post(&app, &key, &valid()).await.json().await.unwrap();
     let id: WebhookId = created["data"]["id"].as_str().unwrap().parse().unwrap();
-    let sealed = app.store.sealed_secret(customer, id).await.unwrap();
+    let sealed = app
+        .store
+        .sealed_secrets(customer, id)
+        .await
+        .unwrap()
+        .current;
     let secret = created["data"]["signingSecret"].as_str().unwrap();
     assert!(!String::from_utf8_lossy(&sealed.ciphertext).contains(&secret[6..]));
     assert_eq!(sealed.nonce.len(), 12);

@@ -2,8 +2,10 @@
 //! delivery log, redelivery, recovery after an outage and test deliveries, against real
 //! receivers on loopback and a real worker.
 
+mod edit;
 mod log;
 mod recovery;
+mod rotation;
 mod test_delivery;
 
 use std::{sync::Arc, time::Duration};
@@ -110,6 +112,7 @@ impl Ops {
                     timeout: Duration::from_secs(2),
                     allow_private: true,
                     retention: chrono::Duration::days(30),
+                    disable_after: chrono::Duration::days(5),
                 },
             )
             .unwrap(),

@@ -1,15 +1,23 @@
-//! Webhook subscriptions.
+//! Webhook subscriptions: creating, reading and deactivating them (`mod.rs`), their
+//! secrets and rotations (`secrets.rs`), and changing them — a consumer's patch, the
+//! worker's disabling and hold expiry (`changes.rs`).
+
+mod changes;
+mod secrets;
+
+pub(crate) use changes::{disable_failing, expire_holds_and_secrets};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use posture_domain::{
-    CustomerId, CustomerScope, Error, Page, PageRequest, Result, WebhookId,
+    CustomerScope, Error, Page, PageRequest, Result, WebhookId,
     page::SortKey,
-    ports::{SecretRotationRepository, StoredSecret, WebhookRepository},
+    ports::{SubscriptionSecrets, WebhookRepository},
     secrets::SealedSecret,
-    webhook::{EventType, NewSubscription, Subscription},
+    webhook::{EventType, NewSubscription, Subscription, SubscriptionStatus},
+    webhook_change::SubscriptionPatch,
 };
 use uuid::Uuid;
 
@@ -20,7 +28,7 @@ use crate::{
     sync::{after_key, after_time_key, read_time_key, time_key},
 };
 
-#[derive(Queryable, Selectable)]
+#[derive(Queryable, Selectable, QueryableByName)]
 #[diesel(table_name = webhook_subscriptions, check_for_backend(diesel::pg::Pg))]
 pub(crate) struct SubscriptionRow {
     id: Uuid,
@@ -31,6 +39,11 @@ pub(crate) struct SubscriptionRow {
     active: bool,
     created_at: DateTime<Utc>,
     deactivated_at: Option<DateTime<Utc>>,
+    paused_at: Option<DateTime<Utc>>,
+    disabled_at: Option<DateTime<Utc>>,
+    disabled_reason: Option<String>,
+    previous_secret_expires_at: Option<DateTime<Utc>>,
+    version: i32,
 }
 
 impl TryFrom<SubscriptionRow> for Subscription {
@@ -54,6 +67,17 @@ impl TryFrom<SubscriptionRow> for Subscription {
                 })
                 .collect::<Result<_>>()?,
             active: row.active,
+            status: match (row.disabled_at, row.paused_at) {
+                (Some(_), _) => SubscriptionStatus::Disabled,
+                (None, Some(_)) => SubscriptionStatus::Paused,
+                (None, None) => SubscriptionStatus::Active,
+            },
+            disabled_reason: row
+                .disabled_reason
+                .map(|r| r.parse().map_err(|e| corrupt("disabled reason", e)))
+                .transpose()?,
+            previous_secret_expires_at: row.previous_secret_expires_at,
+            version: row.version.max(1) as u32,
             created_at: row.created_at,
             deactivated_at: row.deactivated_at,
         })
@@ -242,101 +266,34 @@ impl WebhookRepository for PgStore {
             .try_into()
     }
 
-    async fn sealed_secret(&self, scope: CustomerScope, id: WebhookId) -> Result<SealedSecret> {
-        let mut conn = self.conn().await?;
-        let (key_id, nonce, ciphertext) = webhook_subscriptions::table
-            .find((scope.customer_id().as_uuid(), id.as_uuid()))
-            .filter(webhook_subscriptions::active)
-            .select((
-                webhook_subscriptions::secret_key_id,
-                webhook_subscriptions::secret_nonce,
-                webhook_subscriptions::secret_ciphertext,
-            ))
-            .get_result::<(String, Vec<u8>, Vec<u8>)>(&mut conn)
-            .await
-            .map_err(db_error)?;
-        Ok(SealedSecret {
-            key_id,
-            nonce,
-            ciphertext,
-        })
-    }
-}
-
-#[async_trait]
-impl SecretRotationRepository for PgStore {
-    async fn secrets_sealed_with_other_keys(
+    async fn sealed_secrets(
         &self,
-        current_key_id: &str,
-        after: Option<(CustomerId, WebhookId)>,
-        limit: u32,
-    ) -> Result<Vec<StoredSecret>> {
-        let mut conn = self.conn().await?;
-        let mut query = webhook_subscriptions::table
-            .filter(webhook_subscriptions::secret_key_id.ne(current_key_id))
-            .select((
-                webhook_subscriptions::customer_id,
-                webhook_subscriptions::id,
-                webhook_subscriptions::secret_key_id,
-                webhook_subscriptions::secret_nonce,
-                webhook_subscriptions::secret_ciphertext,
-            ))
-            .order((
-                webhook_subscriptions::customer_id,
-                webhook_subscriptions::id,
-            ))
-            .limit(i64::from(limit))
-            .into_boxed();
-        if let Some((customer, id)) = after {
-            let (customer, id) = (customer.as_uuid(), id.as_uuid());
-            query = query.filter(
-                webhook_subscriptions::customer_id.gt(customer).or(
-                    webhook_subscriptions::customer_id
-                        .eq(customer)
-                        .and(webhook_subscriptions::id.gt(id)),
-                ),
-            );
-        }
-        let rows = query
-            .load::<(Uuid, Uuid, String, Vec<u8>, Vec<u8>)>(&mut conn)
-            .await
-            .map_err(db_error)?;
-        Ok(rows
-            .into_iter()
-            .map(|(customer, id, key_id, nonce, ciphertext)| StoredSecret {
-                customer: CustomerId::from_uuid(customer),
-                subscription: WebhookId::from_uuid(id),
-                sealed: SealedSecret {
-                    key_id,
-                    nonce,
-                    ciphertext,
-                },
-            })
-            .collect())
+        scope: CustomerScope,
+        id: WebhookId,
+    ) -> Result<SubscriptionSecrets> {
+        self.secrets_of(scope, id).await
     }
 
-    async fn replace_sealed_secret(
+    async fn update_subscription(
         &self,
-        previous: &StoredSecret,
-        resealed: &SealedSecret,
-    ) -> Result<bool> {
-        let mut conn = self.conn().await?;
-        let old = &previous.sealed;
-        let updated = diesel::update(
-            webhook_subscriptions::table
-                .find((previous.customer.as_uuid(), previous.subscription.as_uuid()))
-                .filter(webhook_subscriptions::secret_key_id.eq(&old.key_id))
-                .filter(webhook_subscriptions::secret_nonce.eq(&old.nonce))
-                .filter(webhook_subscriptions::secret_ciphertext.eq(&old.ciphertext)),
-        )
-        .set((
-            webhook_subscriptions::secret_key_id.eq(&resealed.key_id),
-            webhook_subscriptions::secret_nonce.eq(&resealed.nonce),
-            webhook_subscriptions::secret_ciphertext.eq(&resealed.ciphertext),
-        ))
-        .execute(&mut conn)
-        .await
-        .map_err(db_error)?;
-        Ok(updated == 1)
+        scope: CustomerScope,
+        id: WebhookId,
+        patch: &SubscriptionPatch,
+        expected: Option<&[u32]>,
+    ) -> Result<Subscription> {
+        self.apply_patch(scope, id, patch, expected).await
+    }
+
+    async fn rotate_secret(
+        &self,
+        scope: CustomerScope,
+        id: WebhookId,
+        secret: &SealedSecret,
+        previous_expires_at: Option<DateTime<Utc>>,
+        force: bool,
+        expected: Option<&[u32]>,
+    ) -> Result<Subscription> {
+        self.replace_secret(scope, id, secret, previous_expires_at, force, expected)
+            .await
     }
 }
