@@ -1,10 +1,18 @@
-"""Schemathesis hooks of `cargo xtask fuzz`: the one rule of the contract OpenAPI cannot state.
+"""Schemathesis hooks of `cargo xtask fuzz`: the rules of the contract OpenAPI cannot state,
+because they depend on the server's state or clock rather than on the request alone.
 
-A cursor (`after`) is accepted only if this server issued it for this customer, route and
-filter set, and never together with `offset`; the schema can only say "a base64url string of
-at most 2048 characters", so any such string is schema-valid. A schema-valid request that is
-refused (ST202) with a 400 whose reason is about `after` is therefore dropped. Every other
-failure stands, including any other 400 on a request with `after`.
+* A cursor (`after`) is accepted only if this server issued it for this customer, route and
+  filter set, and never together with `offset`; the schema can only say "a base64url string
+  of at most 2048 characters". A schema-valid request refused (ST202) with a 400 whose
+  reason is about `after` is dropped.
+* `If-Match` holds only when it names the subscription's current `ETag`: any other tag is a
+  well-formed header answered 412, as documented. A 412 is dropped (ST201 or ST202): the
+  body is then not looked at, so nothing is learnt about it.
+* A recovery window must lie within the delivery log's retention and end after it starts
+  (relative to now): a schema-valid window refused with a 422 whose reason is `since:` or
+  `until:` is dropped.
+
+Every other failure stands.
 """
 
 import json
@@ -12,12 +20,28 @@ import json
 import schemathesis
 
 
+def reason_of(response):
+    try:
+        return json.loads(response.content).get("reason", "") or ""
+    except (ValueError, AttributeError):
+        return ""
+
+
 @schemathesis.hook
 def filter_failure(context, failure, case, response):
-    if failure.code != "ST202" or response.status_code != 400:
+    if failure.code not in ("ST201", "ST202"):
         return True
-    try:
-        reason = json.loads(response.content).get("reason", "")
-    except ValueError:
+    if response.status_code == 412 and "if-match" in {k.lower() for k in (case.headers or {})}:
+        return False
+    if failure.code != "ST202":
         return True
-    return not reason.startswith("after: ")
+    reason = reason_of(response)
+    if response.status_code == 400 and reason.startswith("after: "):
+        return False
+    if (
+        response.status_code == 422
+        and case.path.endswith("/recover")
+        and (reason.startswith("since: ") or reason.startswith("until: "))
+    ):
+        return False
+    return True

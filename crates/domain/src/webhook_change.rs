@@ -29,6 +29,10 @@ pub enum PatchField<T> {
 }
 
 impl<T> PatchField<T> {
+    pub fn is_absent(&self) -> bool {
+        matches!(self, PatchField::Absent)
+    }
+
     /// The value, if one is given; `null` is refused (`field` is required).
     fn required(self, field: &'static str) -> Result<Option<T>, Error> {
         match self {

@@ -26,14 +26,14 @@ pub fn if_match(req: &HttpRequest) -> Result<Option<Vec<u32>>, ApiError> {
     }
     match IfMatch::parse(req) {
         Ok(IfMatch::Any) => Ok(None),
-        Ok(IfMatch::Items(items)) => Ok(Some(
+        Ok(IfMatch::Items(items)) if !items.is_empty() => Ok(Some(
             items
                 .iter()
                 .filter(|tag| !tag.weak)
                 .filter_map(|tag| tag.tag().strip_prefix('v')?.parse().ok())
                 .collect(),
         )),
-        Err(_) => Err(ApiError::invalid(
+        Ok(IfMatch::Items(_)) | Err(_) => Err(ApiError::invalid(
             "If-Match: must be * or entity tags such as \"v3\" (the subscription's ETag)",
         )),
     }

@@ -137,6 +137,7 @@ pub struct RecoverRequest {
     /// log's retention).
     pub since: DateTime<Utc>,
     /// ... and before this time (default: now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<DateTime<Utc>>,
 }
 
@@ -149,11 +150,12 @@ pub struct RecoverResponse {
 
 /// The body of `POST /webhooks/{id}/test`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct TestDeliveryRequest {
     /// Send a sample of this event type (one sample finding, marked `"test": true`) instead
     /// of a `ping`. It need not be one the subscription listens to.
     #[schemars(schema_with = "crate::closed_set::<DeliveryEvent>")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub event_type: Option<String>,
 }
 

@@ -133,23 +133,39 @@ fn boolean_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// The body of `PATCH /webhooks/{id}` (a JSON merge patch): the fields to change, each
 /// checked as at creation. `webhookType` and the signing secret cannot be changed.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct PatchWebhookRequest {
     /// A new label.
-    #[serde(default, deserialize_with = "patch_field")]
+    #[serde(
+        default,
+        deserialize_with = "patch_field",
+        skip_serializing_if = "PatchField::is_absent"
+    )]
     #[schemars(schema_with = "name_schema")]
     pub name: PatchField<String>,
     /// A new receiver URL (the same rules as at creation); pending deliveries go there.
-    #[serde(default, deserialize_with = "patch_field")]
+    #[serde(
+        default,
+        deserialize_with = "patch_field",
+        skip_serializing_if = "PatchField::is_absent"
+    )]
     #[schemars(schema_with = "url_schema")]
     pub webhook_url: PatchField<String>,
     /// The event types, replacing the list.
-    #[serde(default, deserialize_with = "patch_field")]
+    #[serde(
+        default,
+        deserialize_with = "patch_field",
+        skip_serializing_if = "PatchField::is_absent"
+    )]
     #[schemars(schema_with = "crate::event_types_request")]
     pub event_types: PatchField<Vec<String>>,
     /// `false` pauses the subscription (new deliveries are held, up to 72 hours); `true`
     /// resumes it (held deliveries are sent) or re-enables a disabled one.
-    #[serde(default, deserialize_with = "patch_field")]
+    #[serde(
+        default,
+        deserialize_with = "patch_field",
+        skip_serializing_if = "PatchField::is_absent"
+    )]
     #[schemars(schema_with = "boolean_schema")]
     pub active: PatchField<bool>,
     /// Immutable: refused with 422 when given.
@@ -183,14 +199,16 @@ impl From<PatchWebhookRequest> for SubscriptionPatchRequest {
 
 /// The body of `POST /webhooks/{id}/rotate-secret`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct RotateSecretRequest {
     /// How long the previous secret keeps signing deliveries next to the new one, in
     /// seconds: 0 (a leaked secret: switch at once) to 604800 (a week); default 86400.
     #[schemars(range(max = MAX_GRACE_SECS))]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub grace_period_seconds: Option<u64>,
     /// Rotate even while an earlier rotation's overlap lasts (its previous secret then
     /// stops signing at once). Default false: such a rotation is 409.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub force: Option<bool>,
 }
 

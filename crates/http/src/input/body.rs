@@ -90,6 +90,13 @@ pub(crate) fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     // line/column noise, only the path.
     let value: serde_json::Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::invalid(format!("the body is not valid JSON ({e})")))?;
+    // Serde would read a struct from an array of its fields in order: every body is an
+    // object, as every body schema says.
+    if !value.is_object() {
+        return Err(ApiError::Unprocessable(
+            "the body must be a JSON object".to_owned(),
+        ));
+    }
     serde_path_to_error::deserialize(value).map_err(|e| {
         let reason = e.inner().to_string();
         let mut path = e.path().to_string();
