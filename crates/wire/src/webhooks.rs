@@ -204,12 +204,33 @@ pub struct RotateSecretRequest {
     /// How long the previous secret keeps signing deliveries next to the new one, in
     /// seconds: 0 (a leaked secret: switch at once) to 604800 (a week); default 86400.
     #[schemars(range(max = MAX_GRACE_SECS))]
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "whole_seconds"
+    )]
     pub grace_period_seconds: Option<u64>,
     /// Rotate even while an earlier rotation's overlap lasts (its previous secret then
     /// stops signing at once). Default false: such a rotation is 409.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub force: Option<bool>,
+}
+
+/// A number of seconds: JSON Schema's `integer` admits `60.0`, so a whole float is read as
+/// its integer; a fraction or a negative number is refused.
+fn whole_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    use serde::de::Error as _;
+    match Option::<serde_json::Number>::deserialize(d)? {
+        None => Ok(None),
+        Some(n) => n
+            .as_u64()
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && (0.0..=u64::MAX as f64).contains(f))
+                    .map(|f| f as u64)
+            })
+            .map(Some)
+            .ok_or_else(|| D::Error::custom(format!("must be a whole number of seconds, got {n}"))),
+    }
 }
 
 /// The new signing secret: the only response that shows it.

@@ -28,6 +28,10 @@ pub const API_VERSION: &str = "1.0.0";
 
 const SECURITY_SCHEME: &str = "bearerAuth";
 
+/// `If-Match` as RFC 9110 writes it: `*`, or a list of entity tags (weak or strong).
+const IF_MATCH_PATTERN: &str =
+    "^(\\*|(W/)?\"[\\x21\\x23-\\x7e]*\"([ \\t]*,[ \\t]*(W/)?\"[\\x21\\x23-\\x7e]*\")*)$";
+
 fn generator() -> SchemaGenerator {
     SchemaSettings::draft2020_12()
         .with(|s| {
@@ -186,7 +190,10 @@ fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation 
                     .to_owned(),
             ),
             false,
-            schemars::json_schema!({"type": "string"}),
+            schemars::json_schema!({
+                "type": "string",
+                "pattern": IF_MATCH_PATTERN,
+            }),
         ));
     }
 
