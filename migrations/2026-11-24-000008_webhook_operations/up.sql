@@ -59,7 +59,20 @@ ALTER TABLE webhook_deliveries ALTER COLUMN pass_id DROP NOT NULL;
 ALTER TABLE webhook_deliveries DROP CONSTRAINT webhook_deliveries_event_type_check;
 ALTER TABLE webhook_deliveries ADD CONSTRAINT webhook_deliveries_event_type_check
     CHECK (event_type IN ('finding_critical', 'finding_high', 'finding_medium', 'finding_low',
+                          'finding_resolved', 'finding_reopened', 'finding_severity_changed',
                           'ping'));
+-- Lifecycle events (opt-in): changes of findings a customer already had.
+ALTER TABLE webhook_subscriptions DROP CONSTRAINT webhook_subscriptions_event_types_check;
+ALTER TABLE webhook_subscriptions ADD CONSTRAINT webhook_subscriptions_event_types_check CHECK (
+    cardinality(event_types) > 0
+    AND event_types <@ ARRAY['finding_critical', 'finding_high', 'finding_medium', 'finding_low',
+                             'finding_resolved', 'finding_reopened',
+                             'finding_severity_changed']::text[]);
+-- For a lifecycle event, how each finding changed ({field, from, to}, in the order of
+-- finding_ids).
+ALTER TABLE webhook_deliveries ADD COLUMN changes jsonb
+    CHECK (changes IS NULL OR (jsonb_typeof(changes) = 'array'
+                               AND jsonb_array_length(changes) = cardinality(finding_ids)));
 ALTER TABLE webhook_deliveries DROP CONSTRAINT webhook_deliveries_finding_ids_check;
 ALTER TABLE webhook_deliveries ADD CONSTRAINT webhook_deliveries_finding_ids_check
     CHECK (cardinality(finding_ids) BETWEEN 0 AND 100);

@@ -52,21 +52,24 @@ pub const TEST_RATE: crate::rate_limit::RatePolicy = crate::rate_limit::RatePoli
 pub const DEFAULT_RETENTION_DAYS: u32 = 30;
 
 string_enum! {
-    /// What a delivery announces: new findings of one severity, or a test `ping`.
+    /// What a delivery announces: an event a subscription listens to, or a test `ping`.
     pub enum DeliveryEvent ("eventType") {
         FindingCritical = "finding_critical",
         FindingHigh = "finding_high",
         FindingMedium = "finding_medium",
         FindingLow = "finding_low",
+        FindingResolved = "finding_resolved",
+        FindingReopened = "finding_reopened",
+        FindingSeverityChanged = "finding_severity_changed",
         /// A test delivery without findings (`POST /webhooks/{id}/test`).
         Ping = "ping",
     }
 }
 
 impl DeliveryEvent {
-    /// The severity of the findings announced (none for a ping).
+    /// The severity of the new findings announced (none for a lifecycle event or a ping).
     pub fn severity(self) -> Option<Severity> {
-        self.subscribed().map(EventType::severity)
+        self.subscribed().and_then(EventType::severity)
     }
 
     /// The subscribable event type this is (none for a ping).
@@ -76,6 +79,9 @@ impl DeliveryEvent {
             DeliveryEvent::FindingHigh => Some(EventType::FindingHigh),
             DeliveryEvent::FindingMedium => Some(EventType::FindingMedium),
             DeliveryEvent::FindingLow => Some(EventType::FindingLow),
+            DeliveryEvent::FindingResolved => Some(EventType::FindingResolved),
+            DeliveryEvent::FindingReopened => Some(EventType::FindingReopened),
+            DeliveryEvent::FindingSeverityChanged => Some(EventType::FindingSeverityChanged),
             DeliveryEvent::Ping => None,
         }
     }
@@ -88,8 +94,28 @@ impl From<EventType> for DeliveryEvent {
             EventType::FindingHigh => DeliveryEvent::FindingHigh,
             EventType::FindingMedium => DeliveryEvent::FindingMedium,
             EventType::FindingLow => DeliveryEvent::FindingLow,
+            EventType::FindingResolved => DeliveryEvent::FindingResolved,
+            EventType::FindingReopened => DeliveryEvent::FindingReopened,
+            EventType::FindingSeverityChanged => DeliveryEvent::FindingSeverityChanged,
         }
     }
+}
+
+string_enum! {
+    /// The field of a finding a lifecycle event is about.
+    pub enum ChangedField ("field") {
+        Status = "status",
+        Severity = "severity",
+    }
+}
+
+/// How a finding changed in the pass that queued a lifecycle event: `field` went from
+/// `from` to `to` (wire strings of a status or severity).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FindingChange {
+    pub field: ChangedField,
+    pub from: String,
+    pub to: String,
 }
 
 string_enum! {
@@ -139,6 +165,48 @@ pub fn sample_finding(severity: Severity, tenant: CloudTenantId, now: DateTime<U
         updated_at: now,
         modified_at: now,
     }
+}
+
+/// What a test delivery of `event` carries: nothing for a ping; one sample finding for a
+/// new-finding event; one sample finding and how it changed for a lifecycle event.
+pub fn test_sample(
+    event: DeliveryEvent,
+    tenant: CloudTenantId,
+    now: DateTime<Utc>,
+) -> (Vec<Finding>, Vec<FindingChange>) {
+    let change = |field, from: &str, to: &str| FindingChange {
+        field,
+        from: from.to_owned(),
+        to: to.to_owned(),
+    };
+    let (severity, status, change) = match event {
+        DeliveryEvent::Ping => return (Vec::new(), Vec::new()),
+        DeliveryEvent::FindingResolved => (
+            Severity::High,
+            FindingStatus::Resolved,
+            Some(change(ChangedField::Status, "open", "resolved")),
+        ),
+        DeliveryEvent::FindingReopened => (
+            Severity::High,
+            FindingStatus::Open,
+            Some(change(ChangedField::Status, "resolved", "open")),
+        ),
+        DeliveryEvent::FindingSeverityChanged => (
+            Severity::High,
+            FindingStatus::Open,
+            Some(change(ChangedField::Severity, "medium", "high")),
+        ),
+        other => (
+            other.severity().unwrap_or(Severity::High),
+            FindingStatus::Open,
+            None,
+        ),
+    };
+    let finding = Finding {
+        status,
+        ..sample_finding(severity, tenant, now)
+    };
+    (vec![finding], change.into_iter().collect())
 }
 
 /// When to try again.
@@ -247,6 +315,9 @@ pub struct Delivery {
     pub event_type: DeliveryEvent,
     pub chunk: u32,
     pub finding_ids: Vec<FindingId>,
+    /// For a lifecycle event: how each finding changed, in the order of `finding_ids`
+    /// (empty otherwise).
+    pub changes: Vec<FindingChange>,
     pub status: DeliveryStatus,
     pub trigger: DeliveryTrigger,
     /// Every attempt made, over every schedule.

@@ -26,12 +26,19 @@ string_enum! {
 }
 
 string_enum! {
-    /// What a subscription is notified of: new findings of one severity.
+    /// What a subscription is notified of: new findings of one severity, or (opt-in) changes
+    /// of findings already known.
     pub enum EventType ("eventTypes") {
         FindingCritical = "finding_critical",
         FindingHigh = "finding_high",
         FindingMedium = "finding_medium",
         FindingLow = "finding_low",
+        /// A known finding's status became `resolved`.
+        FindingResolved = "finding_resolved",
+        /// A resolved or suppressed finding is `open` again.
+        FindingReopened = "finding_reopened",
+        /// A known finding's severity changed.
+        FindingSeverityChanged = "finding_severity_changed",
     }
 }
 
@@ -45,14 +52,25 @@ impl EventType {
         }
     }
 
-    pub fn severity(self) -> Severity {
+    /// The severity of the new findings announced; `None` for a lifecycle event.
+    pub fn severity(self) -> Option<Severity> {
         match self {
-            EventType::FindingCritical => Severity::Critical,
-            EventType::FindingHigh => Severity::High,
-            EventType::FindingMedium => Severity::Medium,
-            EventType::FindingLow => Severity::Low,
+            EventType::FindingCritical => Some(Severity::Critical),
+            EventType::FindingHigh => Some(Severity::High),
+            EventType::FindingMedium => Some(Severity::Medium),
+            EventType::FindingLow => Some(Severity::Low),
+            EventType::FindingResolved
+            | EventType::FindingReopened
+            | EventType::FindingSeverityChanged => None,
         }
     }
+
+    /// The lifecycle events: changes of findings a customer already had.
+    pub const LIFECYCLE: &'static [EventType] = &[
+        EventType::FindingResolved,
+        EventType::FindingReopened,
+        EventType::FindingSeverityChanged,
+    ];
 }
 
 /// Longest subscription name, in characters.
@@ -471,7 +489,10 @@ mod tests {
     #[test]
     fn event_types_map_to_severities() {
         for severity in Severity::ALL {
-            assert_eq!(EventType::for_severity(*severity).severity(), *severity);
+            assert_eq!(
+                EventType::for_severity(*severity).severity(),
+                Some(*severity)
+            );
         }
     }
 }

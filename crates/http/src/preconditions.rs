@@ -17,11 +17,16 @@ pub fn subscription_tag(version: u32) -> EntityTag {
     EntityTag::new_strong(format!("v{version}"))
 }
 
-/// The versions the request's `If-Match` accepts: `None` without the header or with `*`
-/// (any current subscription). Weak tags never match (strong comparison, RFC 9110 13.1.1),
+/// The versions the request's `If-Match` accepts: `None` without the header (or an empty
+/// one) or with `*` (any current subscription). Weak tags never match (strong comparison, RFC 9110 13.1.1),
 /// nor do tags posture did not make: with only those, no version is accepted (412).
 pub fn if_match(req: &HttpRequest) -> Result<Option<Vec<u32>>, ApiError> {
-    if !req.headers().contains_key(header::IF_MATCH) {
+    // An empty field (`If-Match:`) states nothing: it is taken as no precondition.
+    let given = req
+        .headers()
+        .get_all(header::IF_MATCH)
+        .any(|v| !v.as_bytes().iter().all(u8::is_ascii_whitespace));
+    if !given {
         return Ok(None);
     }
     match IfMatch::parse(req) {

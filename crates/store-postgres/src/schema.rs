@@ -200,6 +200,7 @@ diesel::table! {
         created_at -> Timestamptz,
         delivered_at -> Nullable<Timestamptz>,
         last_error -> Nullable<Text>,
+        changes -> Nullable<Jsonb>,
         trigger -> Text,
         schedule_start -> Integer,
         last_attempt_at -> Nullable<Timestamptz>,

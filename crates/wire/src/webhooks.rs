@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use posture_domain::{
-    delivery::{DeliveryEvent, DeliveryTrigger},
+    delivery::{ChangedField, DeliveryEvent, DeliveryTrigger, FindingChange},
     webhook::{
         DisabledReason, EventType, MAX_NAME_LEN, MAX_URL_LEN, NAME_PATTERN, Subscription,
         SubscriptionRequest, SubscriptionStatus, URL_PATTERN, WebhookType,
@@ -274,8 +274,33 @@ pub struct FindingEventBody {
 #[serde(rename_all = "camelCase")]
 pub struct FindingEventData {
     /// Up to 100 findings, in the same shape as `GET /findings`, ordered by id (none in a
-    /// `ping`).
-    pub findings: Vec<crate::findings::FindingResponse>,
+    /// `ping`); in a lifecycle event, each with its `change`.
+    pub findings: Vec<EventFinding>,
+}
+
+/// A finding of a delivery, as the API shows it now.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EventFinding {
+    #[serde(flatten)]
+    pub finding: crate::findings::FindingResponse,
+    /// In a lifecycle event (`finding_resolved`, `finding_reopened`,
+    /// `finding_severity_changed`): what the analyzer pass changed. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change: Option<FindingChangeResponse>,
+}
+
+/// How a finding changed: `field` went from `from` to `to`.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FindingChangeResponse {
+    /// `status` or `severity`.
+    #[schemars(schema_with = "crate::closed_set::<ChangedField>")]
+    pub field: ChangedField,
+    /// The value before the pass (a status or a severity).
+    pub from: String,
+    /// The value after it.
+    pub to: String,
 }
 
 impl FindingEventBody {
@@ -283,13 +308,32 @@ impl FindingEventBody {
         delivery: &posture_domain::delivery::Delivery,
         findings: Vec<crate::findings::FindingResponse>,
     ) -> Self {
+        // `changes` follow `finding_ids`; findings are matched to them by id.
+        let changes: std::collections::HashMap<String, &FindingChange> = delivery
+            .finding_ids
+            .iter()
+            .map(ToString::to_string)
+            .zip(&delivery.changes)
+            .collect();
         Self {
             id: delivery.id.to_string(),
             event_type: delivery.event_type,
             created_at: delivery.created_at,
             analyzer_pass_id: delivery.pass_id.map(|p| p.to_string()),
             test: delivery.trigger == DeliveryTrigger::Test,
-            data: FindingEventData { findings },
+            data: FindingEventData {
+                findings: findings
+                    .into_iter()
+                    .map(|finding| EventFinding {
+                        change: changes.get(&finding.id).map(|c| FindingChangeResponse {
+                            field: c.field,
+                            from: c.from.clone(),
+                            to: c.to.clone(),
+                        }),
+                        finding,
+                    })
+                    .collect(),
+            },
         }
     }
 }

@@ -68,6 +68,7 @@ fn delivery() -> Delivery {
         event_type: EventType::FindingCritical.into(),
         chunk: 0,
         finding_ids: vec!["f-1".parse().unwrap()],
+        changes: Vec::new(),
         status: DeliveryStatus::Pending,
         trigger: DeliveryTrigger::Event,
         attempts: 0,

@@ -6,7 +6,7 @@ mod slack;
 mod teams;
 
 use posture_domain::{
-    delivery::{Delivery, DeliveryTrigger},
+    delivery::{Delivery, DeliveryEvent, DeliveryTrigger},
     finding::Finding,
     webhook::WebhookType,
 };
@@ -28,14 +28,20 @@ pub fn render(
     }
 }
 
-/// "3 new critical findings"; a test says so ("test: 1 new critical finding"), and a ping
-/// says the receiver is connected.
+/// "3 new critical findings", "3 findings resolved"; a test says so ("test: 1 new
+/// critical finding"), and a ping says the receiver is connected.
 fn headline(delivery: &Delivery, count: usize) -> String {
-    let Some(severity) = delivery.event_type.severity() else {
-        return "test delivery: this receiver is connected".to_owned();
-    };
     let noun = if count == 1 { "finding" } else { "findings" };
-    let text = format!("{count} new {severity} {noun}");
+    let text = match delivery.event_type {
+        DeliveryEvent::Ping => return "test delivery: this receiver is connected".to_owned(),
+        DeliveryEvent::FindingResolved => format!("{count} {noun} resolved"),
+        DeliveryEvent::FindingReopened => format!("{count} {noun} reopened"),
+        DeliveryEvent::FindingSeverityChanged => format!("{count} {noun} changed severity"),
+        new => {
+            let severity = new.severity().map_or("", |s| s.as_str());
+            format!("{count} new {severity} {noun}")
+        }
+    };
     if delivery.trigger == DeliveryTrigger::Test {
         format!("test: {text}")
     } else {

@@ -5,6 +5,7 @@
 
 mod credentials;
 mod fanout;
+mod lifecycle;
 mod races;
 mod retention;
 mod retries;

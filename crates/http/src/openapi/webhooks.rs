@@ -44,25 +44,49 @@ fn response(description: &str) -> ReferenceOr<Response> {
 
 /// What an event's operation says: its summary and description.
 fn describe(event: DeliveryEvent) -> (String, String) {
-    let Some(severity) = event.severity() else {
-        return (
-            "Test delivery (ping)".to_owned(),
-            "Sent once, at once, when a consumer calls `POST /webhooks/{id}/test` without              `eventType`: `\"test\": true` and no findings. (A test with `eventType` sends that              event's body with one sample finding and `\"test\": true`.) Signed and sent like              every delivery, never retried. See docs/webhooks.md."
-                .to_owned(),
-        );
+    const SHARED: &str = "Subscriptions of type `slack` get a Slack Block Kit message and `teams` \
+         an Adaptive Card message instead of this body, with the same headers. Any 2xx within \
+         10 s acknowledges; 410 deactivates the subscription; anything else is retried with \
+         backoff for about 23 hours. See docs/webhooks.md.";
+    let lifecycle = |what: &str, rule: &str| {
+        (
+            format!("Findings {what}"),
+            format!(
+                "Opt-in. Sent after an analyzer pass in which findings the customer already had \
+                 {rule}, to each active subscription listing `{}`: one POST per chunk of at most \
+                 100 findings, each with its `change` (`field`, `from`, `to`). {SHARED}",
+                event.as_str()
+            ),
+        )
     };
-    (
-        format!("New {severity} findings"),
-        format!(
-            "Sent after an analyzer pass that found new {severity} findings, to each active \
-             subscription listing `{}`: one POST per chunk of at most 100 findings. \
-             Subscriptions of type `slack` get a Slack Block Kit message and `teams` an \
-             Adaptive Card message instead of this body, with the same headers. Any 2xx \
-             within 10 s acknowledges; 410 deactivates the subscription; anything else is \
-             retried with backoff for about 23 hours. See docs/webhooks.md.",
-            event.as_str()
+    match event {
+        DeliveryEvent::Ping => (
+            "Test delivery (ping)".to_owned(),
+            "Sent once, at once, when a consumer calls `POST /webhooks/{id}/test` without \
+             `eventType`: `\"test\": true` and no findings. (A test with `eventType` sends that \
+             event's body with one sample finding and `\"test\": true`.) Signed and sent like \
+             every delivery, never retried. See docs/webhooks.md."
+                .to_owned(),
         ),
-    )
+        DeliveryEvent::FindingResolved => lifecycle("resolved", "became `resolved`"),
+        DeliveryEvent::FindingReopened => lifecycle(
+            "reopened",
+            "became `open` again (from resolved or suppressed)",
+        ),
+        DeliveryEvent::FindingSeverityChanged => lifecycle("changed severity", "changed severity"),
+        new => {
+            let severity = new.severity().map_or("", |s| s.as_str());
+            (
+                format!("New {severity} findings"),
+                format!(
+                    "Sent after an analyzer pass that found new {severity} findings, to each \
+                     active subscription listing `{}`: one POST per chunk of at most 100 \
+                     findings. {SHARED}",
+                    event.as_str()
+                ),
+            )
+        }
+    }
 }
 
 /// One webhook per event type, and the test ping.

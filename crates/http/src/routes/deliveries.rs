@@ -7,7 +7,7 @@ use posture_domain::{
     CloudTenantId, DeliveryId, Error, Scope, WebhookId,
     delivery::{
         Delivery, DeliveryEvent, DeliveryStatus, DeliveryTarget, DeliveryTrigger, Outcome,
-        TEST_RATE, sample_finding,
+        TEST_RATE, test_sample,
     },
     rate_limit::RateBucket,
 };
@@ -267,11 +267,7 @@ async fn test_webhook(
         .map_err(not_found::<WebhookId>)?;
     let now = Utc::now();
     // A sample is about no real tenant: the nil id says so.
-    let findings: Vec<_> = event
-        .severity()
-        .map(|severity| sample_finding(severity, CloudTenantId::from_uuid(uuid::Uuid::nil()), now))
-        .into_iter()
-        .collect();
+    let (findings, changes) = test_sample(event, CloudTenantId::from_uuid(uuid::Uuid::nil()), now);
     let delivery = Delivery {
         id: DeliveryId::generate(),
         customer_id: scope.customer_id(),
@@ -280,6 +276,7 @@ async fn test_webhook(
         event_type: event,
         chunk: 0,
         finding_ids: findings.iter().map(|f| f.id.clone()).collect(),
+        changes,
         status: DeliveryStatus::Pending,
         trigger: DeliveryTrigger::Test,
         attempts: 0,

@@ -282,9 +282,9 @@ impl PgStore {
             let inserted = diesel::sql_query(
                 "INSERT INTO webhook_deliveries (customer_id, id, subscription_id, event_type, chunk, \
                      finding_ids, body, status, trigger, attempts, next_attempt_at, created_at, \
-                     delivered_at, last_attempt_at, last_status_code, last_error) \
+                     delivered_at, last_attempt_at, last_status_code, last_error, changes) \
                  SELECT $1, $2, s.id, $4, 0, $10, $5, $6, 'test', 1, $7, $7, \
-                        CASE WHEN $6 = 'delivered' THEN $7 END, $7, $8, $9 \
+                        CASE WHEN $6 = 'delivered' THEN $7 END, $7, $8, $9, $11 \
                  FROM webhook_subscriptions s WHERE s.customer_id = $1 AND s.id = $3 AND s.active",
             )
             .bind::<SqlUuid, _>(customer)
@@ -302,6 +302,12 @@ impl PgStore {
                     .iter()
                     .map(ToString::to_string)
                     .collect::<Vec<_>>(),
+            )
+            .bind::<Nullable<diesel::sql_types::Jsonb>, _>(
+                (!delivery.changes.is_empty())
+                    .then(|| serde_json::to_value(&delivery.changes))
+                    .transpose()
+                    .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?,
             )
             .execute(conn)
             .await?;

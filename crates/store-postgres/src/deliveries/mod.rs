@@ -13,7 +13,7 @@ use diesel::{
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::StreamExt as _;
 use posture_domain::{
-    CustomerScope, DeliveryId, Error, Page, PageRequest, PassId, Result, WebhookId,
+    CustomerScope, DeliveryId, Error, Page, PageRequest, Result, WebhookId,
     delivery::{
         Attempt, ClaimedDelivery, Delivery, DeliveryFilter, DeliveryStatus, DeliveryTarget,
         NextStep, QueueDepth,
@@ -21,7 +21,6 @@ use posture_domain::{
     ports::DeliveryRepository,
     secrets::SealedSecret,
 };
-use uuid::Uuid;
 
 use crate::{
     PgStore,
@@ -29,50 +28,14 @@ use crate::{
     schema::{webhook_attempts, webhook_deliveries},
 };
 
+mod fanout;
 mod log;
 mod rows;
 
+pub(crate) use fanout::{fan_out, fan_out_changes, track_lifecycle};
+
 pub(crate) use rows::DELIVERY_COLUMNS;
 use rows::{AttemptRow, DeliveryRow};
-
-/// Queues the deliveries of a pass's new findings: one per active subscription, event type
-/// listed and chunk of 100 findings (by id). Idempotent. Returns how many were queued.
-///
-/// The subscriptions are read `FOR SHARE` until the pass commits: a deactivation that
-/// started first is waited for (and its subscription then skipped), one that starts later
-/// waits for the pass and then cancels the deliveries it queued. Either way no delivery is
-/// left pending for an inactive subscription.
-pub(crate) async fn fan_out(
-    conn: &mut AsyncPgConnection,
-    customer: Uuid,
-    pass: PassId,
-) -> QueryResult<usize> {
-    let queued = diesel::sql_query(
-        "WITH new AS ( \
-             SELECT severity, id, (row_number() OVER (PARTITION BY severity ORDER BY id) - 1) / 100 AS chunk \
-             FROM findings WHERE customer_id = $1 AND first_pass_id = $2), \
-         chunks AS ( \
-             SELECT 'finding_' || severity AS event_type, chunk::int AS chunk, array_agg(id ORDER BY id) AS ids \
-             FROM new GROUP BY severity, chunk) \
-         INSERT INTO webhook_deliveries (customer_id, id, subscription_id, pass_id, event_type, \
-                                         chunk, finding_ids, next_attempt_at, created_at) \
-         SELECT $1, gen_random_uuid(), s.id, $2, c.event_type, c.chunk, c.ids, now(), now() \
-         FROM chunks c JOIN webhook_subscriptions s \
-           ON s.customer_id = $1 AND s.active AND s.disabled_at IS NULL \
-              AND c.event_type = ANY(s.event_types) \
-         FOR SHARE OF s \
-         ON CONFLICT ON CONSTRAINT webhook_deliveries_fanout_key DO NOTHING",
-    )
-    .bind::<SqlUuid, _>(customer)
-    .bind::<SqlUuid, _>(pass.as_uuid())
-    .execute(&mut *conn)
-    .await?;
-    if queued > 0 {
-        // Delivered to listening workers when the pass commits.
-        crate::notify_workers(conn).await?;
-    }
-    Ok(queued)
-}
 
 #[derive(QueryableByName)]
 struct ClaimRow {

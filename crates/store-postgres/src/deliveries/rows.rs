@@ -17,7 +17,7 @@ use crate::{
 pub(crate) const DELIVERY_COLUMNS: &str = "d.customer_id, d.id, d.subscription_id, d.pass_id, \
      d.event_type, d.chunk, d.finding_ids, d.status, d.trigger, d.attempts, d.schedule_start, \
      d.next_attempt_at, d.created_at, d.delivered_at, d.last_attempt_at, d.last_status_code, \
-     d.last_error";
+     d.last_error, d.changes";
 
 #[derive(QueryableByName, Queryable, Selectable)]
 #[diesel(table_name = webhook_deliveries, check_for_backend(diesel::pg::Pg))]
@@ -39,6 +39,7 @@ pub(crate) struct DeliveryRow {
     last_attempt_at: Option<DateTime<Utc>>,
     last_status_code: Option<i16>,
     last_error: Option<String>,
+    changes: Option<serde_json::Value>,
 }
 
 impl TryFrom<DeliveryRow> for Delivery {
@@ -60,6 +61,12 @@ impl TryFrom<DeliveryRow> for Delivery {
                 .iter()
                 .map(|id| id.parse().map_err(|e| corrupt("finding id", e)))
                 .collect::<Result<_>>()?,
+            changes: match row.changes {
+                None => Vec::new(),
+                Some(changes) => {
+                    serde_json::from_value(changes).map_err(|e| corrupt("finding changes", e))?
+                }
+            },
             status: row
                 .status
                 .parse()

@@ -144,6 +144,9 @@ struct PassRun<'c> {
     started_at: DateTime<Utc>,
     /// The `modified_at` of every row this pass changes (set when the customer is locked).
     modified_at: DateTime<Utc>,
+    /// A subscription of the customer listens to lifecycle events: the pass notes how known
+    /// findings change (in `pass_finding_changes`, dropped at commit).
+    track_changes: bool,
     state: PassState,
     counts: PassCounts,
     /// Names of the fields no record type knows, as the summary lists them.
@@ -167,6 +170,7 @@ impl<'c> PassRun<'c> {
             pass_id,
             started_at,
             modified_at: started_at,
+            track_changes: false,
             state: PassState::default(),
             counts: PassCounts::default(),
             unknown_field_names: std::collections::BTreeSet::new(),
@@ -182,6 +186,9 @@ impl<'c> PassRun<'c> {
         items: &mut (dyn Iterator<Item = Result<ParsedLine, IngestError>> + Send),
     ) -> Result<PassSummary, PassError> {
         self.lock_customer().await?;
+        self.track_changes =
+            crate::deliveries::track_lifecycle(self.conn, self.scope.customer_id().as_uuid())
+                .await?;
         self.state = PassState::new(tenant_ids(self.conn, self.scope).await?);
         for line in items {
             let ParsedLine {
@@ -336,6 +343,11 @@ impl<'c> PassRun<'c> {
         if new_findings > 0 {
             let queued = crate::deliveries::fan_out(self.conn, customer, self.pass_id).await?;
             self.counts.deliveries = queued as u64;
+        }
+        if self.track_changes {
+            let queued =
+                crate::deliveries::fan_out_changes(self.conn, customer, self.pass_id).await?;
+            self.counts.deliveries += queued as u64;
         }
         let fan_out = fan_out_started.elapsed();
         let finished_at = Utc::now();

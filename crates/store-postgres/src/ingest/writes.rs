@@ -48,6 +48,36 @@ fn assignments_json(assignments: &[posture_domain::identity::RoleAssignment]) ->
     .to_string()
 }
 
+/// The upsert of a batch of findings. `detected_at` keeps the earliest detection known;
+/// `first_pass_id` is never updated; `modified_at` moves only when a served column changes.
+const UPSERT_FINDINGS: &str = "INSERT INTO findings (customer_id, id, cloud_tenant_id, finding_type, severity, \
+                                   status, title, description, identity_id, detected_at, \
+                                   updated_at, first_pass_id, last_pass_id, modified_at) \
+             SELECT $1, r.id, r.tenant, r.finding_type, r.severity, r.status, r.title, \
+                    r.description, r.identity_id, COALESCE(r.detected_at, $2), $2, $3, $3, \
+                    $13 \
+             FROM unnest($4::text[], $5::uuid[], $6::text[], $7::text[], $8::text[], \
+                         $9::text[], $10::text[], $11::text[], $12::timestamptz[]) \
+                  AS r(id, tenant, finding_type, severity, status, title, description, \
+                       identity_id, detected_at) \
+             ON CONFLICT (customer_id, id) DO UPDATE SET \
+                cloud_tenant_id = EXCLUDED.cloud_tenant_id, \
+                finding_type = EXCLUDED.finding_type, severity = EXCLUDED.severity, \
+                status = EXCLUDED.status, title = EXCLUDED.title, \
+                description = EXCLUDED.description, identity_id = EXCLUDED.identity_id, \
+                detected_at = LEAST(findings.detected_at, EXCLUDED.detected_at), \
+                updated_at = EXCLUDED.updated_at, last_pass_id = EXCLUDED.last_pass_id, \
+                modified_at = CASE WHEN (findings.cloud_tenant_id, findings.finding_type, \
+                                         findings.severity, findings.status, findings.title, \
+                                         findings.description, findings.identity_id, \
+                                         findings.detected_at) \
+                                        IS DISTINCT FROM \
+                                        (EXCLUDED.cloud_tenant_id, EXCLUDED.finding_type, \
+                                         EXCLUDED.severity, EXCLUDED.status, EXCLUDED.title, \
+                                         EXCLUDED.description, EXCLUDED.identity_id, \
+                                         LEAST(findings.detected_at, EXCLUDED.detected_at)) \
+                              THEN EXCLUDED.modified_at ELSE findings.modified_at END";
+
 impl PassRun<'_> {
     pub(super) async fn flush_identities(&mut self) -> Result<(), PassError> {
         let rows = self.identities.take();
@@ -176,70 +206,60 @@ impl PassRun<'_> {
             return Ok(());
         }
         // `detected_at` keeps the earliest detection known; `first_pass_id` is never updated.
-        diesel::sql_query(
-            "INSERT INTO findings (customer_id, id, cloud_tenant_id, finding_type, severity, \
-                                   status, title, description, identity_id, detected_at, \
-                                   updated_at, first_pass_id, last_pass_id, modified_at) \
-             SELECT $1, r.id, r.tenant, r.finding_type, r.severity, r.status, r.title, \
-                    r.description, r.identity_id, COALESCE(r.detected_at, $2), $2, $3, $3, \
-                    $13 \
-             FROM unnest($4::text[], $5::uuid[], $6::text[], $7::text[], $8::text[], \
-                         $9::text[], $10::text[], $11::text[], $12::timestamptz[]) \
-                  AS r(id, tenant, finding_type, severity, status, title, description, \
-                       identity_id, detected_at) \
-             ON CONFLICT (customer_id, id) DO UPDATE SET \
-                cloud_tenant_id = EXCLUDED.cloud_tenant_id, \
-                finding_type = EXCLUDED.finding_type, severity = EXCLUDED.severity, \
-                status = EXCLUDED.status, title = EXCLUDED.title, \
-                description = EXCLUDED.description, identity_id = EXCLUDED.identity_id, \
-                detected_at = LEAST(findings.detected_at, EXCLUDED.detected_at), \
-                updated_at = EXCLUDED.updated_at, last_pass_id = EXCLUDED.last_pass_id, \
-                modified_at = CASE WHEN (findings.cloud_tenant_id, findings.finding_type, \
-                                         findings.severity, findings.status, findings.title, \
-                                         findings.description, findings.identity_id, \
-                                         findings.detected_at) \
-                                        IS DISTINCT FROM \
-                                        (EXCLUDED.cloud_tenant_id, EXCLUDED.finding_type, \
-                                         EXCLUDED.severity, EXCLUDED.status, EXCLUDED.title, \
-                                         EXCLUDED.description, EXCLUDED.identity_id, \
-                                         LEAST(findings.detected_at, EXCLUDED.detected_at)) \
-                              THEN EXCLUDED.modified_at ELSE findings.modified_at END",
-        )
-        .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
-        .bind::<Timestamptz, _>(self.started_at)
-        .bind::<SqlUuid, _>(self.pass_id.as_uuid())
-        .bind::<Array<Text>, _>(rows.iter().map(|r| r.id.as_str()).collect::<Vec<_>>())
-        .bind::<Array<SqlUuid>, _>(
-            rows.iter()
-                .map(|r| r.cloud_tenant_id.as_uuid())
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Text>, _>(
-            rows.iter()
-                .map(|r| r.finding_type.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Text>, _>(rows.iter().map(|r| r.severity.as_str()).collect::<Vec<_>>())
-        .bind::<Array<Text>, _>(rows.iter().map(|r| r.status.as_str()).collect::<Vec<_>>())
-        .bind::<Array<Text>, _>(rows.iter().map(|r| r.title.as_str()).collect::<Vec<_>>())
-        .bind::<Array<Nullable<Text>>, _>(
-            rows.iter()
-                .map(|r| r.description.as_deref())
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Nullable<Text>>, _>(
-            rows.iter()
-                .map(|r| r.identity_id.as_ref().map(|i| i.as_str()))
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Nullable<Timestamptz>>, _>(
-            rows.iter()
-                .map(|r| r.detected_at)
-                .collect::<Vec<Option<DateTime<Utc>>>>(),
-        )
-        .bind::<Timestamptz, _>(self.modified_at)
-        .execute(self.conn)
-        .await?;
+        // With a lifecycle subscription, the same statement notes each finding whose status
+        // or severity changed (all parts of a statement see the rows as they were before it).
+        let upsert = if self.track_changes {
+            format!(
+                "WITH old AS (SELECT id, severity, status FROM findings \
+                              WHERE customer_id = $1 AND id = ANY($4::text[])), \
+                      up AS ({UPSERT_FINDINGS} RETURNING id, severity, status) \
+                 INSERT INTO pass_finding_changes (id, field, from_value, to_value) \
+                 SELECT up.id, 'status', old.status, up.status FROM up JOIN old ON old.id = up.id \
+                 WHERE old.status <> up.status \
+                 UNION ALL \
+                 SELECT up.id, 'severity', old.severity, up.severity \
+                 FROM up JOIN old ON old.id = up.id WHERE old.severity <> up.severity \
+                 ON CONFLICT (id, field) DO UPDATE SET to_value = EXCLUDED.to_value"
+            )
+        } else {
+            UPSERT_FINDINGS.to_owned()
+        };
+        diesel::sql_query(upsert)
+            .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
+            .bind::<Timestamptz, _>(self.started_at)
+            .bind::<SqlUuid, _>(self.pass_id.as_uuid())
+            .bind::<Array<Text>, _>(rows.iter().map(|r| r.id.as_str()).collect::<Vec<_>>())
+            .bind::<Array<SqlUuid>, _>(
+                rows.iter()
+                    .map(|r| r.cloud_tenant_id.as_uuid())
+                    .collect::<Vec<_>>(),
+            )
+            .bind::<Array<Text>, _>(
+                rows.iter()
+                    .map(|r| r.finding_type.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind::<Array<Text>, _>(rows.iter().map(|r| r.severity.as_str()).collect::<Vec<_>>())
+            .bind::<Array<Text>, _>(rows.iter().map(|r| r.status.as_str()).collect::<Vec<_>>())
+            .bind::<Array<Text>, _>(rows.iter().map(|r| r.title.as_str()).collect::<Vec<_>>())
+            .bind::<Array<Nullable<Text>>, _>(
+                rows.iter()
+                    .map(|r| r.description.as_deref())
+                    .collect::<Vec<_>>(),
+            )
+            .bind::<Array<Nullable<Text>>, _>(
+                rows.iter()
+                    .map(|r| r.identity_id.as_ref().map(|i| i.as_str()))
+                    .collect::<Vec<_>>(),
+            )
+            .bind::<Array<Nullable<Timestamptz>>, _>(
+                rows.iter()
+                    .map(|r| r.detected_at)
+                    .collect::<Vec<Option<DateTime<Utc>>>>(),
+            )
+            .bind::<Timestamptz, _>(self.modified_at)
+            .execute(self.conn)
+            .await?;
         Ok(())
     }
 

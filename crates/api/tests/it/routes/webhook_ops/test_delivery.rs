@@ -238,3 +238,23 @@ async fn a_bad_test_request_is_refused_naming_the_problem() {
     assert_error(missing, StatusCode::NOT_FOUND, "not_found").await;
     assert!(ops.log(&webhook).await.is_empty(), "nothing was sent");
 }
+
+#[tokio::test]
+async fn a_test_of_a_lifecycle_event_carries_a_sample_finding_with_its_change() {
+    let ops = Ops::new().await;
+    let server = receiver(200).await;
+    let (webhook, _) = ops
+        .subscribe(&hook(&server), "generic", &["finding_resolved"])
+        .await;
+    let result = test(&ops, &webhook, json!({"eventType": "finding_resolved"})).await;
+    assert_eq!(result["delivered"], true);
+    let body: Value =
+        serde_json::from_slice(&server.received_requests().await.unwrap()[0].body).unwrap();
+    assert_eq!(body["type"], "finding_resolved");
+    let finding = &body["data"]["findings"][0];
+    assert_eq!(finding["status"], "resolved");
+    assert_eq!(
+        finding["change"],
+        json!({"field": "status", "from": "open", "to": "resolved"})
+    );
+}
