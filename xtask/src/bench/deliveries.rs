@@ -88,7 +88,7 @@ fn subscribe(base: &str, key: &str, hook: &str) -> anyhow::Result<()> {
 }
 
 /// Fan-out of a pass with 100,000 new findings to 25 subscriptions, then one worker's
-/// deliveries per second to a local receiver.
+/// deliveries per second to a local receiver. Returns the customer's `manage:webhooks` key.
 pub fn run(
     bin_dir: &Path,
     database_url: &str,
@@ -96,7 +96,7 @@ pub fn run(
     seconds: u64,
     pool_size: Option<u32>,
     figures: &mut Vec<Figure>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<String> {
     let api_bin = bin_dir.join("posture-api");
     let customer = api(
         &api_bin,
@@ -172,5 +172,5 @@ pub fn run(
         "deliveries/s",
         false,
     ));
-    Ok(())
+    Ok(key)
 }

@@ -158,7 +158,7 @@ pub fn wrk(url: &str, key: &str, connections: u32, duration: Duration) -> anyhow
     })
 }
 
-fn record(figures: &mut Vec<Figure>, name: &str, load: &Load, p99_target: Option<f64>) {
+pub fn record(figures: &mut Vec<Figure>, name: &str, load: &Load, p99_target: Option<f64>) {
     figures.push(Figure::measure(
         format!("{name}: throughput"),
         load.requests_per_second,

@@ -10,6 +10,7 @@
 //! pass that changed 1% of the largest customer's findings).
 
 mod deliveries;
+mod delivery_log;
 mod export;
 mod http;
 mod limiter;
@@ -142,12 +143,20 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         .target(100.0),
     );
     export::run(&server, &postgres.url, &loaded.largest, &mut figures)?;
-    deliveries::run(
+    let webhooks_key = deliveries::run(
         &bin_dir,
         &postgres.url,
         &server.base,
         args.seconds,
         args.pool_size,
+        &mut figures,
+    )?;
+    delivery_log::run(
+        &server,
+        &postgres.url,
+        &webhooks_key,
+        16,
+        duration,
         &mut figures,
     )?;
     drop(server);

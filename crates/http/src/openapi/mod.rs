@@ -28,9 +28,10 @@ pub const API_VERSION: &str = "1.0.0";
 
 const SECURITY_SCHEME: &str = "bearerAuth";
 
-/// `If-Match` as RFC 9110 writes it: `*`, or a list of entity tags (weak or strong).
+/// `If-Match` as RFC 9110 writes it: `*`, or a list of entity tags (weak or strong); empty
+/// states no precondition.
 const IF_MATCH_PATTERN: &str =
-    "^(\\*|(W/)?\"[\\x21\\x23-\\x7e]*\"([ \\t]*,[ \\t]*(W/)?\"[\\x21\\x23-\\x7e]*\")*)$";
+    "^(|\\*|(W/)?\"[\\x21\\x23-\\x7e]*\"([ \\t]*,[ \\t]*(W/)?\"[\\x21\\x23-\\x7e]*\")*)$";
 
 fn generator() -> SchemaGenerator {
     SchemaSettings::draft2020_12()

@@ -1,0 +1,115 @@
+//! The delivery log at depth: one subscription with 100,000 deliveries, its first page, a
+//! page 50,000 deep by cursor, and a filter that matches nothing (the worst case: the whole
+//! log is read for the page and its total).
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde_json::Value;
+
+use super::{
+    Figure,
+    http::{Server, record, wrk},
+};
+use crate::process::psql_value;
+
+/// Deliveries in the measured log.
+const DELIVERIES: u32 = 100_000;
+
+fn get(base: &str, key: &str, path: &str) -> anyhow::Result<Value> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let response = reqwest::Client::new()
+            .get(format!("{base}{path}"))
+            .bearer_auth(key)
+            .send()
+            .await?;
+        anyhow::ensure!(
+            response.status().is_success(),
+            "GET {path}: {}",
+            response.status()
+        );
+        Ok(response.json().await?)
+    })
+}
+
+/// Fills one subscription of `customer` with 100,000 finished deliveries (one a second,
+/// newest now) and measures its log.
+pub fn run(
+    server: &Server,
+    database_url: &str,
+    key: &str,
+    connections: u32,
+    duration: Duration,
+    figures: &mut Vec<Figure>,
+) -> anyhow::Result<()> {
+    let subscriptions = get(&server.base, key, "/api/v1/webhooks?limit=1")?;
+    let webhook = subscriptions["data"][0]["id"]
+        .as_str()
+        .context("a subscription")?
+        .to_owned();
+    psql_value(
+        database_url,
+        &format!(
+            "WITH s AS (SELECT customer_id, id FROM webhook_subscriptions WHERE id = '{webhook}') \
+             INSERT INTO webhook_deliveries (customer_id, id, subscription_id, pass_id, \
+                 event_type, chunk, finding_ids, status, attempts, next_attempt_at, created_at, \
+                 delivered_at, last_attempt_at, last_status_code) \
+             SELECT s.customer_id, gen_random_uuid(), s.id, gen_random_uuid(), 'finding_high', \
+                    0, ARRAY['f-1'], 'delivered', 1, t, t, t, t, 204 \
+             FROM s, generate_series(1, {DELIVERIES}) AS g, \
+                  LATERAL (SELECT now() - g * interval '1 second' AS t) AS at; \
+             ANALYZE webhook_deliveries; SELECT 1"
+        ),
+    )?;
+    let log = format!("/api/v1/webhooks/{webhook}/deliveries");
+    // A cursor 50,000 rows deep: follow 100 pages of 500.
+    let mut cursor = String::new();
+    for _ in 0..100 {
+        let page = get(
+            &server.base,
+            key,
+            &format!(
+                "{log}?limit=500{}",
+                if cursor.is_empty() {
+                    String::new()
+                } else {
+                    format!("&after={cursor}")
+                }
+            ),
+        )?;
+        cursor = page["meta"]["nextCursor"]
+            .as_str()
+            .context("a next page")?
+            .to_owned();
+    }
+    for (label, query) in [
+        ("first page of 100", "limit=100".to_owned()),
+        (
+            "page of 100 after a cursor 50,000 deep",
+            format!("limit=100&after={cursor}"),
+        ),
+        (
+            "status=failed (matches nothing)",
+            "limit=100&status=failed".to_owned(),
+        ),
+    ] {
+        let load = wrk(
+            &format!("{}{log}?{query}", server.base),
+            key,
+            connections,
+            duration,
+        )?;
+        record(
+            figures,
+            &format!(
+                "GET /webhooks/{{id}}/deliveries, {DELIVERIES} deliveries, {label}, {connections} conn"
+            ),
+            &load,
+            None,
+        );
+    }
+    Ok(())
+}
