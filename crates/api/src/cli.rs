@@ -70,6 +70,9 @@ pub enum DeliveriesCommand {
         /// Only deliveries in this state: pending, delivered, failed, cancelled.
         #[arg(long)]
         status: Option<String>,
+        /// Only deliveries of this subscription (active or deleted).
+        #[arg(long)]
+        subscription: Option<String>,
         /// Most deliveries listed.
         #[arg(long, default_value_t = 50)]
         limit: u32,

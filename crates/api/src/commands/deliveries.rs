@@ -4,7 +4,7 @@
 use anyhow::Context as _;
 use chrono::{DateTime, Utc};
 use posture_domain::{
-    DeliveryId,
+    DeliveryId, WebhookId,
     delivery::{Delivery, DeliveryStatus},
     ports::DeliveryRepository,
 };
@@ -48,14 +48,22 @@ pub async fn run(command: DeliveriesCommand, json: bool) -> anyhow::Result<()> {
             database,
             customer,
             status,
+            subscription,
             limit,
         } => {
+            let subscription = subscription
+                .map(|s| {
+                    s.parse::<WebhookId>().map_err(|_| {
+                        anyhow::anyhow!("--subscription {s:?} is not a subscription id (a UUID)")
+                    })
+                })
+                .transpose()?;
             let scope = customer_scope(&customer)?;
             let status = status
                 .map(|s| s.parse::<DeliveryStatus>().context("--status"))
                 .transpose()?;
             let deliveries = store(&database)?
-                .list_deliveries(scope, status, limit)
+                .list_deliveries(scope, subscription, status, limit)
                 .await
                 .map_err(|e| fail("listing deliveries", e))?;
             let data: Vec<Value> = deliveries.iter().map(to_json).collect();

@@ -213,6 +213,8 @@ async fn failed_deliveries_are_listed_by_status_and_can_be_retried() {
         .await
         .unwrap();
     assert_eq!(created.status(), StatusCode::CREATED);
+    let created: Value = created.json().await.unwrap();
+    let webhook = created["data"]["id"].as_str().unwrap().to_owned();
     app.ingest(
         customer,
         &[
@@ -266,6 +268,26 @@ async fn failed_deliveries_are_listed_by_status_and_can_be_retried() {
     assert_eq!(rows[0]["attempts"], 1);
     assert_eq!(rows[0]["lastError"], "HTTP 500");
     let delivery = rows[0]["id"].as_str().unwrap();
+    let of_subscription = |subscription: &str| {
+        json_of(&posture_api(
+            &app.db,
+            &[
+                "deliveries",
+                "list",
+                "--customer",
+                &id,
+                "--subscription",
+                subscription,
+                "--json",
+            ],
+            None,
+        ))["data"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    assert_eq!(of_subscription(&webhook), 1);
+    assert_eq!(of_subscription("00000000-0000-4000-8000-000000000000"), 0);
     let shown = json_of(&posture_api(
         &app.db,
         &["deliveries", "show", delivery, "--customer", &id, "--json"],

@@ -127,7 +127,7 @@ impl Setup {
 
     pub async fn deliveries(&self, scope: CustomerScope) -> Vec<Delivery> {
         self.store
-            .list_deliveries(scope, None, 10_000)
+            .list_deliveries(scope, None, None, 10_000)
             .await
             .unwrap()
     }

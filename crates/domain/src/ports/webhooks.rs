@@ -145,10 +145,12 @@ pub trait DeliveryRepository: Send + Sync {
     async fn queue_depth(&self) -> Result<QueueDepth>;
     /// Waits until new deliveries are queued or `timeout` passes; `true` if woken.
     async fn wait_for_work(&self, timeout: std::time::Duration) -> Result<bool>;
-    /// Deliveries of a customer, newest first (operators).
+    /// Deliveries of a customer (of one subscription, active or not, when given), newest
+    /// first (operators).
     async fn list_deliveries(
         &self,
         scope: CustomerScope,
+        subscription: Option<WebhookId>,
         status: Option<DeliveryStatus>,
         limit: u32,
     ) -> Result<Vec<Delivery>>;

@@ -332,6 +332,7 @@ impl DeliveryRepository for PgStore {
     async fn list_deliveries(
         &self,
         scope: CustomerScope,
+        subscription: Option<WebhookId>,
         status: Option<DeliveryStatus>,
         limit: u32,
     ) -> Result<Vec<Delivery>> {
@@ -341,6 +342,9 @@ impl DeliveryRepository for PgStore {
             .into_boxed();
         if let Some(status) = status {
             query = query.filter(webhook_deliveries::status.eq(status.as_str()));
+        }
+        if let Some(subscription) = subscription {
+            query = query.filter(webhook_deliveries::subscription_id.eq(subscription.as_uuid()));
         }
         let rows: Vec<DeliveryRow> = query
             .order((

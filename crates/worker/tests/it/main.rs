@@ -123,7 +123,10 @@ async fn a_worker_killed_mid_batch_loses_nothing() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let second = worker(&db, &["--once"], &[]).wait_with_output().unwrap();
     assert!(second.status.success());
-    let deliveries = store.list_deliveries(scope, None, 1000).await.unwrap();
+    let deliveries = store
+        .list_deliveries(scope, None, None, 1000)
+        .await
+        .unwrap();
     assert_eq!(deliveries.len(), 60);
     assert!(
         deliveries
@@ -164,7 +167,7 @@ async fn sigterm_finishes_in_flight_deliveries_and_releases_the_rest_at_once() {
     // Nothing is left claimed: another worker can take every remaining delivery now, without
     // waiting for leases to expire.
     let pending = store
-        .list_deliveries(scope, Some(DeliveryStatus::Pending), 1000)
+        .list_deliveries(scope, None, Some(DeliveryStatus::Pending), 1000)
         .await
         .unwrap();
     let claimed = store
