@@ -100,8 +100,10 @@ UPDATE webhook_deliveries d
  WHERE d.customer_id = a.customer_id AND d.id = a.delivery_id;
 
 -- The delivery log of a subscription, newest first (`GET /webhooks/{id}/deliveries`).
+-- The filters ride along, so a filtered page and its total are read from the index alone.
 CREATE INDEX webhook_deliveries_log_idx
-    ON webhook_deliveries (customer_id, subscription_id, created_at DESC, id DESC);
+    ON webhook_deliveries (customer_id, subscription_id, created_at DESC, id DESC)
+    INCLUDE (status, event_type);
 -- What the worker's retention sweep deletes: finished deliveries, oldest first.
 CREATE INDEX webhook_deliveries_retention_idx
     ON webhook_deliveries (created_at) WHERE status <> 'pending';

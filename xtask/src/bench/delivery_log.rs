@@ -1,6 +1,6 @@
 //! The delivery log at depth: one subscription with 100,000 deliveries, its first page, a
 //! page 50,000 deep by cursor, and a filter that matches nothing (the worst case: the whole
-//! log is read for the page and its total).
+//! log is read, from the index, for the page and its total).
 
 use std::time::Duration;
 
@@ -61,9 +61,12 @@ pub fn run(
                     0, ARRAY['f-1'], 'delivered', 1, t, t, t, t, 204 \
              FROM s, generate_series(1, {DELIVERIES}) AS g, \
                   LATERAL (SELECT now() - g * interval '1 second' AS t) AS at; \
-             ANALYZE webhook_deliveries; SELECT 1"
+             SELECT 1"
         ),
     )?;
+    // What autovacuum does after such a batch: the visibility map lets the page and its
+    // total be read from the index alone.
+    psql_value(database_url, "VACUUM ANALYZE webhook_deliveries")?;
     let log = format!("/api/v1/webhooks/{webhook}/deliveries");
     // A cursor 50,000 rows deep: follow 100 pages of 500.
     let mut cursor = String::new();

@@ -156,12 +156,15 @@ impl PgStore {
             .map_err(db_error)?;
         let mut rows = filtered();
         if let Some((created, id)) = after {
+            // A row comparison: one range of the log index, read from where the page starts.
             rows = rows.filter(
-                webhook_deliveries::created_at
-                    .lt(created)
-                    .or(webhook_deliveries::created_at
-                        .eq(created)
-                        .and(webhook_deliveries::id.lt(id))),
+                diesel::dsl::sql::<diesel::sql_types::Bool>(
+                    "(webhook_deliveries.created_at, webhook_deliveries.id) < (",
+                )
+                .bind::<Timestamptz, _>(created)
+                .sql(", ")
+                .bind::<SqlUuid, _>(id)
+                .sql(")"),
             );
         }
         let rows: Vec<DeliveryRow> = rows

@@ -212,62 +212,58 @@ impl DeliveryRepository for PgStore {
     ) -> Result<()> {
         let customer = delivery.customer_id.as_uuid();
         let id = delivery.id.as_uuid();
-        let mut conn = self.conn().await?;
-        conn.transaction(async |conn| {
-            diesel::sql_query(
-                "INSERT INTO webhook_attempts (customer_id, delivery_id, attempt, started_at, latency_ms, \
-                                               status_code, error, response_excerpt, worker) \
-                 SELECT $1, $2, COALESCE(max(attempt), 0) + 1, $3, $4, $5, $6, $7, $8 \
-                 FROM webhook_attempts WHERE customer_id = $1 AND delivery_id = $2",
-            )
-            .bind::<SqlUuid, _>(customer)
-            .bind::<SqlUuid, _>(id)
-            .bind::<Timestamptz, _>(attempt.started_at)
-            .bind::<Integer, _>(i32::try_from(attempt.latency_ms).unwrap_or(i32::MAX))
-            .bind::<Nullable<diesel::sql_types::SmallInt>, _>(attempt.status_code.map(|s| s as i16))
-            .bind::<Nullable<Text>, _>(&attempt.error)
-            .bind::<Nullable<Text>, _>(&attempt.response_excerpt)
-            .bind::<Text, _>(worker)
-            .execute(conn)
-            .await?;
-            let (status, next_at, delivered): (&str, Option<DateTime<Utc>>, bool) = match next {
-                NextStep::Delivered => ("delivered", None, true),
-                NextStep::RetryAt(at) => ("pending", Some(at), false),
-                NextStep::Failed | NextStep::Gone => ("failed", None, false),
-            };
-            diesel::sql_query(
-                "UPDATE webhook_deliveries SET status = $3, attempts = attempts + 1, \
-                    next_attempt_at = COALESCE($4, next_attempt_at), \
+        let (status, next_at, delivered): (&str, Option<DateTime<Utc>>, bool) = match next {
+            NextStep::Delivered => ("delivered", None, true),
+            NextStep::RetryAt(at) => ("pending", Some(at), false),
+            NextStep::Failed | NextStep::Gone => ("failed", None, false),
+        };
+        // One statement (atomic, one round trip): the attempt; the delivery, if this worker
+        // still holds it; the subscription's failure clock — started by the first failure
+        // since the last success, stopped by a success, written only when it changes.
+        let record = diesel::sql_query(
+            "WITH attempt AS ( \
+                 INSERT INTO webhook_attempts (customer_id, delivery_id, attempt, started_at, \
+                     latency_ms, status_code, error, response_excerpt, worker) \
+                 SELECT $1, $2, COALESCE(max(attempt), 0) + 1, $3, $4, $8, $6, $9, $7 \
+                 FROM webhook_attempts WHERE customer_id = $1 AND delivery_id = $2 \
+                 RETURNING 1), \
+             delivery AS ( \
+                 UPDATE webhook_deliveries SET status = $10, attempts = attempts + 1, \
+                    next_attempt_at = COALESCE($11, next_attempt_at), \
                     delivered_at = CASE WHEN $5 THEN now() ELSE delivered_at END, \
                     last_error = $6, lease_until = NULL, leased_by = NULL, \
-                    last_attempt_at = $8, last_status_code = $9 \
-                 WHERE customer_id = $1 AND id = $2 AND leased_by = $7",
-            )
-            .bind::<SqlUuid, _>(customer)
-            .bind::<SqlUuid, _>(id)
-            .bind::<Text, _>(status)
-            .bind::<Nullable<Timestamptz>, _>(next_at)
-            .bind::<Bool, _>(delivered)
-            .bind::<Nullable<Text>, _>(&attempt.error)
-            .bind::<Text, _>(worker)
-            .bind::<Timestamptz, _>(attempt.started_at)
-            .bind::<Nullable<diesel::sql_types::SmallInt>, _>(attempt.status_code.map(|s| s as i16))
-            .execute(conn)
-            .await?;
-            // The first failure since the last success starts the clock of disabling; a
-            // success stops it (written only when it changes).
-            diesel::sql_query(
-                "UPDATE webhook_subscriptions SET failing_since = CASE WHEN $3 THEN NULL ELSE now() END \
-                 WHERE customer_id = $1 AND id = $2 AND (failing_since IS NULL) <> $3",
-            )
-            .bind::<SqlUuid, _>(customer)
-            .bind::<SqlUuid, _>(delivery.subscription_id.as_uuid())
-            .bind::<Bool, _>(delivered)
-            .execute(conn)
-            .await?;
-            if next == NextStep::Gone {
-                crate::webhooks::deactivate(conn, customer, delivery.subscription_id.as_uuid()).await?;
-            }
+                    last_attempt_at = $3, last_status_code = $8 \
+                 WHERE customer_id = $1 AND id = $2 AND leased_by = $7 \
+                 RETURNING subscription_id) \
+             UPDATE webhook_subscriptions s \
+                SET failing_since = CASE WHEN $5 THEN NULL ELSE now() END \
+             FROM delivery \
+             WHERE s.customer_id = $1 AND s.id = delivery.subscription_id \
+               AND (s.failing_since IS NULL) <> $5",
+        )
+        .bind::<SqlUuid, _>(customer)
+        .bind::<SqlUuid, _>(id)
+        .bind::<Timestamptz, _>(attempt.started_at)
+        .bind::<Integer, _>(i32::try_from(attempt.latency_ms).unwrap_or(i32::MAX))
+        .bind::<Bool, _>(delivered)
+        .bind::<Nullable<Text>, _>(attempt.error.clone())
+        .bind::<Text, _>(worker.to_owned())
+        .bind::<Nullable<diesel::sql_types::SmallInt>, _>(attempt.status_code.map(|s| s as i16))
+        .bind::<Nullable<Text>, _>(attempt.response_excerpt.clone())
+        .bind::<Text, _>(status)
+        .bind::<Nullable<Timestamptz>, _>(next_at);
+        let mut conn = self.conn().await?;
+        if next != NextStep::Gone {
+            return record
+                .execute(&mut conn)
+                .await
+                .map(|_| ())
+                .map_err(db_error);
+        }
+        // 410: failed, and the subscription deactivated with it.
+        conn.transaction(async |conn| {
+            record.execute(conn).await?;
+            crate::webhooks::deactivate(conn, customer, delivery.subscription_id.as_uuid()).await?;
             Ok::<_, diesel::result::Error>(())
         })
         .await
