@@ -18,7 +18,10 @@ use uuid::Uuid;
 
 use crate::{
     PgStore,
-    deliveries::{DELIVERY_COLUMNS, rows::DeliveryRow},
+    deliveries::{
+        DELIVERY_COLUMNS,
+        rows::{self, DeliveryRow},
+    },
     error::db_error,
     schema::{webhook_deliveries, webhook_subscriptions},
     sync::after_key,
@@ -203,8 +206,9 @@ impl PgStore {
             .optional()
             .map_err(db_error)?
             .ok_or(Error::NotFound)?;
-        drop(conn);
-        let attempts = posture_domain::ports::DeliveryRepository::attempts(self, scope, id).await?;
+        let attempts = rows::load_attempts(&mut conn, scope, id)
+            .await
+            .map_err(db_error)?;
         Ok((row.try_into()?, attempts))
     }
 

@@ -25,7 +25,7 @@ use posture_domain::{
 use crate::{
     PgStore,
     error::{corrupt, db_error},
-    schema::{webhook_attempts, webhook_deliveries},
+    schema::webhook_deliveries,
 };
 
 mod fanout;
@@ -35,7 +35,7 @@ mod rows;
 pub(crate) use fanout::{fan_out, fan_out_changes, track_lifecycle};
 
 pub(crate) use rows::DELIVERY_COLUMNS;
-use rows::{AttemptRow, DeliveryRow};
+use rows::DeliveryRow;
 
 #[derive(QueryableByName)]
 struct ClaimRow {
@@ -375,15 +375,9 @@ impl DeliveryRepository for PgStore {
 
     async fn attempts(&self, scope: CustomerScope, id: DeliveryId) -> Result<Vec<Attempt>> {
         let mut conn = self.conn().await?;
-        let rows: Vec<AttemptRow> = webhook_attempts::table
-            .filter(webhook_attempts::customer_id.eq(scope.customer_id().as_uuid()))
-            .filter(webhook_attempts::delivery_id.eq(id.as_uuid()))
-            .order(webhook_attempts::attempt)
-            .select(AttemptRow::as_select())
-            .load(&mut conn)
+        rows::load_attempts(&mut conn, scope, id)
             .await
-            .map_err(db_error)?;
-        Ok(rows.into_iter().map(Attempt::from).collect())
+            .map_err(db_error)
     }
 
     async fn subscription_deliveries(

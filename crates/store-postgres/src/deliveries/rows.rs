@@ -89,7 +89,7 @@ impl TryFrom<DeliveryRow> for Delivery {
 
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = webhook_attempts, check_for_backend(diesel::pg::Pg))]
-pub(super) struct AttemptRow {
+struct AttemptRow {
     attempt: i32,
     started_at: DateTime<Utc>,
     latency_ms: i32,
@@ -109,4 +109,19 @@ impl From<AttemptRow> for Attempt {
             response_excerpt: r.response_excerpt,
         }
     }
+}
+
+/// The attempts of a delivery of the customer, oldest first.
+pub(super) async fn load_attempts(
+    conn: &mut diesel_async::AsyncPgConnection,
+    scope: posture_domain::CustomerScope,
+    id: DeliveryId,
+) -> QueryResult<Vec<Attempt>> {
+    let query = webhook_attempts::table
+        .filter(webhook_attempts::customer_id.eq(scope.customer_id().as_uuid()))
+        .filter(webhook_attempts::delivery_id.eq(id.as_uuid()))
+        .order(webhook_attempts::attempt)
+        .select(AttemptRow::as_select());
+    let rows: Vec<AttemptRow> = diesel_async::RunQueryDsl::load(query, conn).await?;
+    Ok(rows.into_iter().map(Attempt::from).collect())
 }
