@@ -194,6 +194,14 @@ pub struct ApiKey {
     pub created_by: String,
 }
 
+/// A key as the caller holding it sees it (`GET /api/v1/keys/current`): the key and the name
+/// of the customer it belongs to.
+#[derive(Clone, Debug)]
+pub struct CurrentKey {
+    pub key: ApiKey,
+    pub customer_name: String,
+}
+
 /// What is stored when a key is issued.
 #[derive(Clone, Debug)]
 pub struct NewApiKey {

@@ -15,9 +15,30 @@ use actix_web::{
     dev::{Payload, ServiceRequest},
     http::header::{AUTHORIZATION, HeaderMap},
 };
-use posture_domain::{ApiKeySecret, CustomerScope, KeyHash, Principal, Scope};
+use posture_domain::{ApiKeySecret, CustomerScope, KeyHash, KeyId, Principal, Scope};
 
 use crate::error::ApiError;
+
+/// Who may call a route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone, without a key (the contract itself).
+    Public,
+    /// Any valid key, whatever its scopes (the key describing itself).
+    AnyKey,
+    /// A valid key holding this scope.
+    Scope(Scope),
+}
+
+impl Access {
+    /// The scope it requires, if any.
+    pub fn scope(self) -> Option<Scope> {
+        match self {
+            Access::Scope(scope) => Some(scope),
+            Access::Public | Access::AnyKey => None,
+        }
+    }
+}
 
 /// The authenticated caller of a request.
 pub struct Caller(Principal);
@@ -26,6 +47,11 @@ impl Caller {
     /// The customer scope of the caller's data queries.
     pub fn scope(&self) -> CustomerScope {
         self.0.scope()
+    }
+
+    /// The key the caller presented.
+    pub fn key_id(&self) -> KeyId {
+        self.0.key_id()
     }
 }
 
@@ -61,15 +87,18 @@ pub(crate) fn presented_key(headers: &HeaderMap) -> Option<KeyHash> {
 
 /// The route's scope check (run by the per-route middleware of the route table): the caller
 /// must hold `scope`.
-pub(crate) fn authorize(req: &ServiceRequest, scope: Scope) -> Result<(), ApiError> {
-    match req
-        .extensions()
-        .get::<Principal>()
-        .map(|p| p.has_scope(scope))
-    {
-        Some(true) => Ok(()),
-        Some(false) => Err(ApiError::InsufficientScope(scope)),
+pub(crate) fn authorize(req: &ServiceRequest, access: Access) -> Result<(), ApiError> {
+    let scope = match access {
+        Access::Public => return Ok(()),
+        Access::AnyKey => None,
+        Access::Scope(scope) => Some(scope),
+    };
+    match req.extensions().get::<Principal>() {
         None => Err(ApiError::Unauthorized),
+        Some(principal) => match scope {
+            Some(scope) if !principal.has_scope(scope) => Err(ApiError::InsufficientScope(scope)),
+            _ => Ok(()),
+        },
     }
 }
 

@@ -9,7 +9,7 @@ use diesel::{
 use diesel_async::{AsyncConnection as _, RunQueryDsl};
 use posture_domain::{
     ApiKey, CustomerId, CustomerScope, Error, KeyHash, KeyId, Principal, Result, Scope, ScopeSet,
-    api_key::NewApiKey,
+    api_key::{CurrentKey, NewApiKey},
     console::Actor,
     ports::{ApiKeyRepository, KnownKey},
 };
@@ -18,7 +18,7 @@ use uuid::Uuid;
 use crate::{
     PgStore,
     error::{corrupt, db_error, is_foreign_key_violation},
-    schema::{api_keys, console_audit},
+    schema::{api_keys, console_audit, customers},
 };
 
 #[derive(Queryable, Selectable)]
@@ -146,6 +146,24 @@ impl ApiKeyRepository for PgStore {
             .await
             .map_err(db_error)?;
         rows.into_iter().map(ApiKey::try_from).collect()
+    }
+
+    async fn current_key(&self, scope: CustomerScope, id: KeyId) -> Result<CurrentKey> {
+        let mut conn = self.conn().await?;
+        let (row, customer_name): (ApiKeyRow, String) = api_keys::table
+            .inner_join(customers::table.on(customers::id.eq(api_keys::customer_id)))
+            .filter(api_keys::customer_id.eq(scope.customer_id().as_uuid()))
+            .filter(api_keys::id.eq(id.as_uuid()))
+            .select((ApiKeyRow::as_select(), customers::name))
+            .first(&mut conn)
+            .await
+            .optional()
+            .map_err(db_error)?
+            .ok_or(Error::NotFound)?;
+        Ok(CurrentKey {
+            key: ApiKey::try_from(row)?,
+            customer_name,
+        })
     }
 
     async fn revoke_key(

@@ -12,6 +12,7 @@ pub mod envelope;
 pub mod error;
 pub mod findings;
 pub mod identities;
+pub mod keys;
 pub mod ndjson;
 pub mod ocsf;
 pub mod paging;

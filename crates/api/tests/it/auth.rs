@@ -2,7 +2,7 @@
 
 use chrono::{Duration, Utc};
 use posture_domain::{Scope, console::Actor, ports::ApiKeyRepository};
-use posture_http::routes::ENDPOINTS;
+use posture_http::routes::{Access, ENDPOINTS};
 use reqwest::StatusCode;
 
 use crate::support::{TestApp, assert_error};
@@ -223,7 +223,7 @@ async fn the_tenants_route_is_gated_by_read_identities() {
 fn scoped_routes() -> Vec<(reqwest::Method, String, Scope)> {
     ENDPOINTS
         .iter()
-        .filter_map(|e| e.scope.map(|s| (e, s)))
+        .filter_map(|e| e.access.scope().map(|s| (e, s)))
         .map(|(e, s)| {
             let method = reqwest::Method::from_bytes(e.method.as_str().as_bytes()).unwrap();
             (method, e.full_path().replace("{id}", "some-id"), s)
@@ -252,9 +252,22 @@ async fn provision_scim_alone_opens_no_route() {
 }
 
 #[tokio::test]
-async fn every_scoped_route_is_401_without_a_key() {
+async fn every_route_but_the_contract_is_401_without_a_key() {
     let app = TestApp::start().await;
-    for (method, path, _) in scoped_routes() {
+    let routes: Vec<(reqwest::Method, String)> = ENDPOINTS
+        .iter()
+        .filter(|e| e.access != Access::Public)
+        .map(|e| {
+            let method = reqwest::Method::from_bytes(e.method.as_str().as_bytes()).unwrap();
+            (method, e.full_path().replace("{id}", "some-id"))
+        })
+        .collect();
+    assert!(
+        routes
+            .iter()
+            .any(|(_, path)| path == "/api/v1/keys/current")
+    );
+    for (method, path) in routes {
         let response = app
             .client
             .request(method, app.url(&path))

@@ -10,7 +10,7 @@ mod webhooks;
 use async_trait::async_trait;
 
 use crate::{
-    api_key::{ApiKey, KeyHash, NewApiKey, Principal},
+    api_key::{ApiKey, CurrentKey, KeyHash, NewApiKey, Principal},
     console::{
         Actor, AdminRule, AuditEvent, ClientSecret, ConsoleSession, NewSession, PendingSignIn,
         SessionPolicy, SignInStart, SignedInUser, SsoConfig,
@@ -156,6 +156,9 @@ pub trait ApiKeyRepository: Send + Sync {
     /// `NotFound` if the customer does not exist.
     async fn insert_key(&self, key: NewApiKey, by: &Actor) -> Result<ApiKey>;
     async fn list_keys(&self, scope: CustomerScope) -> Result<Vec<ApiKey>>;
+    /// The key `id` of the customer, with the customer's name: what a caller learns of the
+    /// key it presented. `NotFound` when the customer has no such key.
+    async fn current_key(&self, scope: CustomerScope, id: KeyId) -> Result<CurrentKey>;
     /// Revokes a key at once, and records it in the customer's audit log. `within`: the
     /// customer whose key it must be (the console); `None` for an operator command.
     /// `NotFound` for an unknown id (or another customer's); revoking twice keeps the first

@@ -20,7 +20,7 @@ mod webhooks;
 
 use crate::{
     input::query_generator,
-    routes::{ENDPOINTS, Endpoint, HttpMethod, Success, schema},
+    routes::{Access, ENDPOINTS, Endpoint, HttpMethod, Success, schema},
 };
 
 /// The version of the API contract (the `/api/v1` prefix is its major version).
@@ -81,8 +81,10 @@ fn status_description(status: u16) -> &'static str {
 
 fn error_statuses(endpoint: &Endpoint) -> Vec<u16> {
     let mut statuses: Vec<u16> = endpoint.errors.to_vec();
-    if endpoint.scope.is_some() {
-        statuses.extend([401, 403, 503]);
+    match endpoint.access {
+        Access::Public => {}
+        Access::AnyKey => statuses.extend([401, 503]),
+        Access::Scope(_) => statuses.extend([401, 403, 503]),
     }
     statuses.extend([429, 500]);
     statuses.sort_unstable();
@@ -299,16 +301,20 @@ fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation 
     });
 
     let mut description = endpoint.description.to_owned();
-    let security = match endpoint.scope {
-        Some(scope) => {
+    let security = match endpoint.access {
+        Access::Scope(scope) => {
             description.push_str(&format!("\n\nRequired scope: `{scope}`."));
             vec![IndexMap::from([(
                 SECURITY_SCHEME.to_owned(),
                 vec![scope.as_str().to_owned()],
             )])]
         }
+        Access::AnyKey => {
+            description.push_str("\n\nAny valid key, whatever its scopes.");
+            vec![IndexMap::from([(SECURITY_SCHEME.to_owned(), Vec::new())])]
+        }
         // An empty requirement: no authentication.
-        None => vec![IndexMap::new()],
+        Access::Public => vec![IndexMap::new()],
     };
     Operation {
         tags: vec![endpoint.tag.to_owned()],
@@ -325,7 +331,8 @@ fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation 
         extensions: IndexMap::from([(
             "x-required-scope".to_owned(),
             endpoint
-                .scope
+                .access
+                .scope()
                 .map_or(Value::Null, |s| Value::from(s.as_str())),
         )]),
         ..Operation::default()

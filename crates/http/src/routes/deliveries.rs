@@ -20,7 +20,7 @@ use posture_wire::{
     paging::PageQuery,
 };
 
-use super::{Endpoint, HttpMethod, Success};
+use super::{Access, Endpoint, HttpMethod, Success};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -30,7 +30,7 @@ use crate::{
 
 pub static LIST: Endpoint = Endpoint {
     path: "/webhooks/{id}/deliveries",
-    scope: Some(Scope::ManageWebhooks),
+    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "listWebhookDeliveries",
     tag: "webhooks",
     summary: "List a subscription's deliveries",
@@ -48,7 +48,7 @@ pub static LIST: Endpoint = Endpoint {
 
 pub static GET: Endpoint = Endpoint {
     path: "/webhooks/{id}/deliveries/{deliveryId}",
-    scope: Some(Scope::ManageWebhooks),
+    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "getWebhookDelivery",
     tag: "webhooks",
     summary: "Get a delivery with its attempts",
@@ -64,7 +64,7 @@ pub static GET: Endpoint = Endpoint {
 pub static REDELIVER: Endpoint = Endpoint {
     method: HttpMethod::Post,
     path: "/webhooks/{id}/deliveries/{deliveryId}/redeliver",
-    scope: Some(Scope::ManageWebhooks),
+    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "redeliverWebhookDelivery",
     tag: "webhooks",
     summary: "Send a delivery again",
@@ -81,7 +81,7 @@ pub static REDELIVER: Endpoint = Endpoint {
 pub static RECOVER: Endpoint = Endpoint {
     method: HttpMethod::Post,
     path: "/webhooks/{id}/recover",
-    scope: Some(Scope::ManageWebhooks),
+    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "recoverWebhookDeliveries",
     tag: "webhooks",
     summary: "Send again what failed in a window",
@@ -100,7 +100,7 @@ pub static RECOVER: Endpoint = Endpoint {
 pub static TEST: Endpoint = Endpoint {
     method: HttpMethod::Post,
     path: "/webhooks/{id}/test",
-    scope: Some(Scope::ManageWebhooks),
+    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "testWebhook",
     tag: "webhooks",
     summary: "Send a test delivery",

@@ -9,7 +9,7 @@ use posture_wire::{
     query::TenantQuery,
 };
 
-use super::{Endpoint, Success};
+use super::{Access, Endpoint, Success};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -19,7 +19,7 @@ use crate::{
 
 pub static LIST: Endpoint = Endpoint {
     path: "/findings",
-    scope: Some(Scope::ReadFindings),
+    access: Access::Scope(Scope::ReadFindings),
     operation_id: "listFindings",
     tag: "findings",
     summary: "List findings",
@@ -42,7 +42,7 @@ pub static LIST: Endpoint = Endpoint {
 
 pub static GET: Endpoint = Endpoint {
     path: "/findings/{id}",
-    scope: Some(Scope::ReadFindings),
+    access: Access::Scope(Scope::ReadFindings),
     operation_id: "getFinding",
     tag: "findings",
     summary: "Get a finding",

@@ -9,7 +9,7 @@ use posture_wire::{
     query::TenantQuery,
 };
 
-use super::{Endpoint, Success};
+use super::{Access, Endpoint, Success};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -19,7 +19,7 @@ use crate::{
 
 pub static LIST: Endpoint = Endpoint {
     path: "/identities",
-    scope: Some(Scope::ReadIdentities),
+    access: Access::Scope(Scope::ReadIdentities),
     operation_id: "listIdentities",
     tag: "identities",
     summary: "List identities",
@@ -40,7 +40,7 @@ pub static LIST: Endpoint = Endpoint {
 
 pub static GET: Endpoint = Endpoint {
     path: "/identities/{id}",
-    scope: Some(Scope::ReadIdentities),
+    access: Access::Scope(Scope::ReadIdentities),
     operation_id: "getIdentity",
     tag: "identities",
     summary: "Get an identity with its role assignments",

@@ -11,6 +11,7 @@ mod deliveries;
 mod export;
 mod findings;
 mod identities;
+mod keys;
 mod openapi_json;
 mod roles;
 mod tenants;
@@ -26,9 +27,9 @@ use actix_web::{
     middleware::{Next, from_fn},
     web,
 };
-use posture_domain::Scope;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
+pub use crate::auth::Access;
 use crate::{
     auth::authorize,
     error::ApiError,
@@ -58,6 +59,7 @@ pub static ENDPOINTS: &[&Endpoint] = &[
     &deliveries::RECOVER,
     &deliveries::TEST,
     &webhooks::DELETE,
+    &keys::CURRENT,
     &openapi_json::GET,
 ];
 
@@ -136,8 +138,8 @@ pub struct Endpoint {
     pub method: HttpMethod,
     /// Relative to `/api/v1`, in the `{name}` template syntax actix and OpenAPI share.
     pub path: &'static str,
-    /// The scope a key needs; `None` for a public route.
-    pub scope: Option<Scope>,
+    /// Who may call it.
+    pub access: Access,
     pub operation_id: &'static str,
     pub tag: &'static str,
     pub summary: &'static str,
@@ -167,7 +169,7 @@ impl Endpoint {
     pub const DEFAULT: Endpoint = Endpoint {
         method: HttpMethod::Get,
         path: "",
-        scope: None,
+        access: Access::Public,
         operation_id: "",
         tag: "",
         summary: "",
@@ -195,9 +197,9 @@ impl Endpoint {
     }
 }
 
-/// Whether `path` (a request path) is a public route.
-/// The export streams a snapshot too large to hold back; it is never conditional.
-const UNCONDITIONAL: &[&str] = &["/findings/export"];
+/// The export streams a snapshot too large to hold back, and a key's description changes
+/// (`lastUsedAt`) without the customer's data version: neither is conditional.
+const UNCONDITIONAL: &[&str] = &["/findings/export", "/keys/current"];
 
 /// Routes that tag their responses themselves, with a strong tag `If-Match` can use
 /// (`preconditions.rs`): the gate leaves them alone.
@@ -224,10 +226,11 @@ pub(crate) fn is_conditional(path: &str) -> bool {
         })
 }
 
+/// Whether `path` (a request path) is a public route.
 pub(crate) fn is_public(path: &str) -> bool {
     ENDPOINTS
         .iter()
-        .any(|e| e.scope.is_none() && path.strip_prefix(PREFIX) == Some(e.path))
+        .any(|e| e.access == Access::Public && path.strip_prefix(PREFIX) == Some(e.path))
 }
 
 /// Registers every endpoint in the `/api/v1` scope. Paths are registered once, with all
@@ -276,17 +279,14 @@ async fn admit(
     req: ServiceRequest,
     next: Next<BoxBody>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let admitted = endpoint
-        .scope
-        .map_or(Ok(()), |scope| authorize(&req, scope))
-        .and_then(|()| {
-            parse_query(
-                req.query_string(),
-                endpoint.query,
-                &names,
-                &mut req.extensions_mut(),
-            )
-        });
+    let admitted = authorize(&req, endpoint.access).and_then(|()| {
+        parse_query(
+            req.query_string(),
+            endpoint.query,
+            &names,
+            &mut req.extensions_mut(),
+        )
+    });
     match admitted {
         Ok(()) => next.call(req).await,
         Err(e) => Ok(req.error_response(e)),

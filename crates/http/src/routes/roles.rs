@@ -9,7 +9,7 @@ use posture_wire::{
     recommendations::RoleRecommendationResponse,
 };
 
-use super::{Endpoint, Success};
+use super::{Access, Endpoint, Success};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -19,7 +19,7 @@ use crate::{
 
 pub static LIST: Endpoint = Endpoint {
     path: "/roles",
-    scope: Some(Scope::ReadRoles),
+    access: Access::Scope(Scope::ReadRoles),
     operation_id: "listRoleRecommendations",
     tag: "roles",
     summary: "List right-sized role recommendations",

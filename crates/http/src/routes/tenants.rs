@@ -4,7 +4,7 @@ use actix_web::{HttpResponse, web};
 use posture_domain::{Page, Scope, page::Start};
 use posture_wire::{ListResponse, paging::PageQuery, query::TenantQuery, tenants::TenantResponse};
 
-use super::{Endpoint, Success};
+use super::{Access, Endpoint, Success};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -14,7 +14,7 @@ use crate::{
 
 pub static LIST: Endpoint = Endpoint {
     path: "/tenants",
-    scope: Some(Scope::ReadIdentities),
+    access: Access::Scope(Scope::ReadIdentities),
     operation_id: "listTenants",
     tag: "tenants",
     summary: "List connected tenants",

@@ -13,7 +13,7 @@ use posture_wire::{
     },
 };
 
-use super::{Endpoint, Success};
+use super::{Access, Endpoint, Success};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -23,7 +23,7 @@ use crate::{
 
 pub static ROLLUP: Endpoint = Endpoint {
     path: "/upr",
-    scope: Some(Scope::ReadUpr),
+    access: Access::Scope(Scope::ReadUpr),
     operation_id: "getUprRollup",
     tag: "upr",
     summary: "The UPR rollup",
@@ -39,7 +39,7 @@ pub static ROLLUP: Endpoint = Endpoint {
 
 pub static PRINCIPALS: Endpoint = Endpoint {
     path: "/upr/principals",
-    scope: Some(Scope::ReadUpr),
+    access: Access::Scope(Scope::ReadUpr),
     operation_id: "listUprPrincipals",
     tag: "upr",
     summary: "List principals by UPR score",
@@ -59,7 +59,7 @@ pub static PRINCIPALS: Endpoint = Endpoint {
 
 pub static TREND: Endpoint = Endpoint {
     path: "/upr/trend",
-    scope: Some(Scope::ReadUpr),
+    access: Access::Scope(Scope::ReadUpr),
     operation_id: "getUprTrend",
     tag: "upr",
     summary: "The UPR trend",

@@ -17,7 +17,7 @@ use posture_wire::{
     },
 };
 
-use super::{Endpoint, HttpMethod, Success};
+use super::{Access, Endpoint, HttpMethod, Success};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -29,7 +29,7 @@ use crate::{
 pub static CREATE: Endpoint = Endpoint {
     method: HttpMethod::Post,
     path: "/webhooks",
-    scope: Some(Scope::ManageWebhooks),
+    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "createWebhook",
     tag: "webhooks",
     summary: "Create a webhook subscription",
@@ -49,7 +49,7 @@ pub static CREATE: Endpoint = Endpoint {
 
 pub static LIST: Endpoint = Endpoint {
     path: "/webhooks",
-    scope: Some(Scope::ManageWebhooks),
+    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "listWebhooks",
     tag: "webhooks",
     summary: "List active webhook subscriptions",
@@ -64,7 +64,7 @@ pub static LIST: Endpoint = Endpoint {
 
 pub static GET: Endpoint = Endpoint {
     path: "/webhooks/{id}",
-    scope: Some(Scope::ManageWebhooks),
+    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "getWebhook",
     tag: "webhooks",
     summary: "Get a webhook subscription",
@@ -83,7 +83,7 @@ pub static GET: Endpoint = Endpoint {
 pub static PATCH: Endpoint = Endpoint {
     method: HttpMethod::Patch,
     path: "/webhooks/{id}",
-    scope: Some(Scope::ManageWebhooks),
+    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "updateWebhook",
     tag: "webhooks",
     summary: "Edit, pause or resume a webhook subscription",
@@ -106,7 +106,7 @@ pub static PATCH: Endpoint = Endpoint {
 pub static ROTATE_SECRET: Endpoint = Endpoint {
     method: HttpMethod::Post,
     path: "/webhooks/{id}/rotate-secret",
-    scope: Some(Scope::ManageWebhooks),
+    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "rotateWebhookSecret",
     tag: "webhooks",
     summary: "Rotate a subscription's signing secret",
@@ -134,7 +134,7 @@ pub static ROTATE_SECRET: Endpoint = Endpoint {
 pub static DELETE: Endpoint = Endpoint {
     method: HttpMethod::Delete,
     path: "/webhooks/{id}",
-    scope: Some(Scope::ManageWebhooks),
+    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "deleteWebhook",
     tag: "webhooks",
     summary: "Deactivate a webhook subscription",

@@ -3,17 +3,16 @@
 use posture_domain::{Scope, ScopeSet};
 use posture_http::{
     input::query_generator,
-    routes::{ENDPOINTS, Endpoint, HttpMethod, Success},
+    routes::{Access, ENDPOINTS, Endpoint, HttpMethod, Success},
 };
 use reqwest::StatusCode;
 
 use crate::support::{TestApp, assert_error};
 
 fn read_routes() -> impl Iterator<Item = &'static Endpoint> {
-    ENDPOINTS
-        .iter()
-        .copied()
-        .filter(|e| e.method == HttpMethod::Get && e.scope.is_some() && !e.path.contains('{'))
+    ENDPOINTS.iter().copied().filter(|e| {
+        e.method == HttpMethod::Get && e.access.scope().is_some() && !e.path.contains('{')
+    })
 }
 
 fn takes(endpoint: &Endpoint, param: &str) -> bool {
@@ -62,18 +61,26 @@ fn every_path_segment_parameter_is_declared_and_nothing_else() {
 fn only_the_contract_is_public() {
     let public: Vec<&str> = ENDPOINTS
         .iter()
-        .filter(|e| e.scope.is_none())
+        .filter(|e| e.access == Access::Public)
         .map(|e| e.operation_id)
         .collect();
     assert_eq!(public, vec!["getOpenApi"]);
+    let any_key: Vec<&str> = ENDPOINTS
+        .iter()
+        .filter(|e| e.access == Access::AnyKey)
+        .map(|e| e.operation_id)
+        .collect();
+    assert_eq!(any_key, vec!["getCurrentKey"]);
 }
 
 #[tokio::test]
 async fn every_read_route_is_403_naming_its_scope_for_a_key_with_every_other_scope() {
     let app = TestApp::start().await;
     let (customer, _) = app.customer("A").await;
-    for endpoint in ENDPOINTS.iter().filter(|e| e.scope.is_some()) {
-        let scope = endpoint.scope.unwrap();
+    for endpoint in ENDPOINTS.iter() {
+        let Some(scope) = endpoint.access.scope() else {
+            continue;
+        };
         let others: Vec<Scope> = ScopeSet::all().iter().filter(|s| *s != scope).collect();
         let (_, key) = app.key(customer, &others).await;
         let method = reqwest::Method::from_bytes(endpoint.method.as_str().as_bytes()).unwrap();

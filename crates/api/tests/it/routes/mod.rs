@@ -9,6 +9,7 @@ mod export_limits;
 mod export_ocsf;
 mod findings;
 mod identities;
+mod keys;
 mod roles;
 mod sync;
 mod tenants;

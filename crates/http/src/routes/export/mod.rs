@@ -28,7 +28,7 @@ use posture_wire::{
 };
 use schemars::{Schema, SchemaGenerator, json_schema};
 
-use super::{Endpoint, Success};
+use super::{Access, Endpoint, Success};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -115,7 +115,7 @@ fn cef_schema(_: &mut SchemaGenerator) -> Schema {
 
 pub static EXPORT: Endpoint = Endpoint {
     path: "/findings/export",
-    scope: Some(Scope::ReadFindings),
+    access: Access::Scope(Scope::ReadFindings),
     operation_id: "exportFindings",
     tag: "findings",
     summary: "Export findings as NDJSON, CEF or OCSF",

@@ -1,0 +1,171 @@
+//! `GET /api/v1/keys/current`: the calling key, described to its holder (docs/api.md,
+//! "The calling key").
+
+use chrono::{DateTime, Duration, Utc};
+use posture_domain::{Scope, console::Actor, ports::ApiKeyRepository};
+use reqwest::StatusCode;
+
+use crate::support::{TestApp, assert_error};
+
+fn time(value: &serde_json::Value) -> DateTime<Utc> {
+    value.as_str().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn the_current_key_gives_its_scopes_customer_and_lifetime_but_never_its_secret() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("Contoso").await;
+    let expires = Utc::now() + Duration::days(30);
+    let (id, key) = app
+        .key_expiring(
+            customer,
+            &[Scope::ManageWebhooks, Scope::ReadFindings],
+            Some(expires),
+        )
+        .await;
+    let response = app.get("/api/v1/keys/current", &key).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let text = response.text().await.unwrap();
+    assert!(!text.contains(&key), "the secret is never returned");
+    let body: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let data = &body["data"];
+    assert_eq!(data["id"], id.to_string());
+    assert_eq!(data["name"], "test");
+    let prefix = data["prefix"].as_str().unwrap();
+    assert!(
+        prefix.starts_with("svc_") && key.starts_with(prefix),
+        "{prefix}"
+    );
+    assert!(prefix.len() < key.len());
+    // The scopes in their fixed order, not the order they were asked for.
+    assert_eq!(
+        data["scopes"],
+        serde_json::json!(["read:findings", "manage:webhooks"])
+    );
+    assert_eq!(data["customer"]["id"], customer.customer_id().to_string());
+    assert_eq!(data["customer"]["name"], "Contoso");
+    assert!(
+        (time(&data["expiresAt"]) - expires)
+            .num_milliseconds()
+            .abs()
+            < 1000
+    );
+    assert!(Utc::now() - time(&data["createdAt"]) < Duration::minutes(1));
+}
+
+#[tokio::test]
+async fn any_valid_key_may_describe_itself_whatever_its_scopes() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    // A key whose only scope opens no other route.
+    let (_, key) = app.key(customer, &[Scope::ProvisionScim]).await;
+    let body = app
+        .get_json("/api/v1/keys/current", &key, StatusCode::OK)
+        .await;
+    assert_eq!(
+        body["data"]["scopes"],
+        serde_json::json!(["provision:scim"])
+    );
+    assert_eq!(body["data"]["expiresAt"], serde_json::Value::Null);
+}
+
+#[tokio::test]
+async fn each_key_sees_itself_and_its_own_customer_only() {
+    let app = TestApp::start().await;
+    let (a, _) = app.customer("A").await;
+    let (b, _) = app.customer("B").await;
+    let (a_id, a_key) = app.key(a, &[Scope::ReadIdentities]).await;
+    let (b_id, b_key) = app.key(b, &[Scope::ReadIdentities]).await;
+    for (id, key, customer, name) in [(a_id, a_key, a, "A"), (b_id, b_key, b, "B")] {
+        let body = app
+            .get_json("/api/v1/keys/current", &key, StatusCode::OK)
+            .await;
+        assert_eq!(body["data"]["id"], id.to_string());
+        assert_eq!(
+            body["data"]["customer"]["id"],
+            customer.customer_id().to_string()
+        );
+        assert_eq!(body["data"]["customer"]["name"], name);
+    }
+}
+
+#[tokio::test]
+async fn last_used_at_is_reported_once_recorded_and_written_at_most_once_a_minute() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    let before = Utc::now() - Duration::seconds(1);
+    // The first use is recorded off the request path: poll until it shows.
+    let mut recorded = None;
+    for _ in 0..100 {
+        let body = app
+            .get_json("/api/v1/keys/current", &key, StatusCode::OK)
+            .await;
+        if !body["data"]["lastUsedAt"].is_null() {
+            recorded = Some(time(&body["data"]["lastUsedAt"]));
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let recorded = recorded.expect("lastUsedAt was never recorded");
+    assert!(recorded >= before && recorded <= Utc::now(), "{recorded}");
+    // More uses within the minute write nothing more.
+    for _ in 0..5 {
+        app.get("/api/v1/identities", &key).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let body = app
+        .get_json("/api/v1/keys/current", &key, StatusCode::OK)
+        .await;
+    assert_eq!(time(&body["data"]["lastUsedAt"]), recorded);
+}
+
+#[tokio::test]
+async fn the_current_key_is_never_conditional() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    let response = app.get("/api/v1/keys/current", &key).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers().get("etag").is_none());
+    let again = app
+        .client
+        .get(app.url("/api/v1/keys/current"))
+        .bearer_auth(&key)
+        .header("If-None-Match", "*")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_revoked_or_expired_key_cannot_describe_itself() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (id, revoked) = app.key(customer, &[Scope::ReadIdentities]).await;
+    app.get_json("/api/v1/keys/current", &revoked, StatusCode::OK)
+        .await;
+    app.store
+        .revoke_key(None, id, &Actor::Operator)
+        .await
+        .unwrap();
+    let (_, expired) = app
+        .key_expiring(
+            customer,
+            &[Scope::ReadIdentities],
+            Some(Utc::now() + Duration::milliseconds(300)),
+        )
+        .await;
+    app.get_json("/api/v1/keys/current", &expired, StatusCode::OK)
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    for key in [revoked, expired, "svc_nonsense".to_owned()] {
+        assert_error(
+            app.get("/api/v1/keys/current", &key).await,
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+        )
+        .await;
+    }
+}

@@ -1,0 +1,41 @@
+//! `GET /keys/current`: the key a request presents, described to its holder.
+
+use actix_web::{HttpResponse, web};
+use posture_wire::{DataResponse, keys::CurrentKeyResponse};
+
+use super::{Access, Endpoint, Success};
+use crate::{auth::Caller, error::ApiError, state::ApiState};
+
+pub static CURRENT: Endpoint = Endpoint {
+    path: "/keys/current",
+    access: Access::AnyKey,
+    operation_id: "getCurrentKey",
+    tag: "keys",
+    summary: "Describe the calling key",
+    description: "The key this request presents: its scopes, its customer, when it expires and \
+                  when it was last used. Lets a consumer check a key and its remaining \
+                  lifetime before relying on it. Any valid key may call it, whatever its \
+                  scopes; the secret is never returned. `lastUsedAt` is recorded at most once \
+                  a minute per key, off the request path, so it can lag by a minute. Never \
+                  conditional (no `ETag`): `lastUsedAt` changes without the customer's data \
+                  changing.",
+    success: Success::json::<DataResponse<CurrentKeyResponse>>(200, "The calling key."),
+    handler: || web::route().to(current_key),
+    ..Endpoint::DEFAULT
+};
+
+async fn current_key(caller: Caller, state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
+    let current = state
+        .ports
+        .keys
+        .current_key(caller.scope(), caller.key_id())
+        .await
+        // Keys are revoked, never deleted: a key gone since the gate saw it is no key.
+        .map_err(|e| match e {
+            posture_domain::Error::NotFound => ApiError::Unauthorized,
+            other => other.into(),
+        })?;
+    Ok(HttpResponse::Ok().json(DataResponse {
+        data: CurrentKeyResponse::from(current),
+    }))
+}

@@ -1,0 +1,58 @@
+//! The caller's own key (`GET /api/v1/keys/current`).
+
+use chrono::{DateTime, Utc};
+use posture_domain::{Scope, api_key::CurrentKey};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// The key the request presented: what it may do and how long it lives. Never the secret.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CurrentKeyResponse {
+    #[schemars(schema_with = "crate::uuid")]
+    pub id: String,
+    /// The name the key was issued with.
+    pub name: String,
+    /// The key's first characters (`svc_` and 8 more), as the console and the operator CLI
+    /// list them.
+    pub prefix: String,
+    /// The scopes the key was issued with, in a fixed order.
+    #[schemars(schema_with = "crate::closed_set_list::<Scope>")]
+    pub scopes: Vec<Scope>,
+    pub customer: KeyCustomer,
+    pub created_at: DateTime<Utc>,
+    /// When the key stops working; `null`: it does not expire.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When posture last recorded a use of the key. Recorded at most once a minute per key
+    /// and instance, off the request path, so it may lag the current request by a minute;
+    /// `null` before the first recorded use.
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+/// The customer a key belongs to.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyCustomer {
+    #[schemars(schema_with = "crate::uuid")]
+    pub id: String,
+    pub name: String,
+}
+
+impl From<CurrentKey> for CurrentKeyResponse {
+    fn from(current: CurrentKey) -> Self {
+        let key = current.key;
+        Self {
+            id: key.id.to_string(),
+            name: key.name,
+            prefix: key.prefix,
+            scopes: key.scopes.iter().collect(),
+            customer: KeyCustomer {
+                id: key.customer_id.to_string(),
+                name: current.customer_name,
+            },
+            created_at: key.created_at,
+            expires_at: key.expires_at,
+            last_used_at: key.last_used_at,
+        }
+    }
+}
