@@ -24,7 +24,7 @@ use crate::{
     demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
     files::{project_root, scratch_dir},
     posture::{Guard, api_json, build_binaries, rand_bytes, wait_until_listening},
-    process::{eprintln_status, on_path, python_venv, run},
+    process::{eprintln_status, npm_ci, on_path, python_venv},
     servers::free_port,
 };
 
@@ -42,20 +42,7 @@ fn venv(root: &Path) -> anyhow::Result<std::path::PathBuf> {
 fn identity_provider(root: &Path) -> anyhow::Result<std::path::PathBuf> {
     let source = root.join("xtask").join("console-e2e");
     let dir = root.join("target").join("console-e2e");
-    std::fs::create_dir_all(&dir)?;
-    let lock = std::fs::read(source.join("package-lock.json"))?;
-    let installed = std::fs::read(dir.join("package-lock.json")).unwrap_or_default();
-    if lock != installed || !dir.join("node_modules").exists() {
-        eprintln_status("installing node-oidc-provider (npm ci)");
-        std::fs::copy(source.join("package.json"), dir.join("package.json"))?;
-        std::fs::copy(
-            source.join("package-lock.json"),
-            dir.join("package-lock.json"),
-        )?;
-        run(Command::new("npm")
-            .args(["ci", "--silent", "--no-audit", "--no-fund"])
-            .current_dir(&dir))?;
-    }
+    npm_ci(&source, &dir, "node-oidc-provider")?;
     std::fs::copy(source.join("idp.mjs"), dir.join("idp.mjs"))?;
     Ok(dir)
 }

@@ -2,9 +2,11 @@
 //!
 //! Starts a throwaway PostgreSQL (or uses `DATABASE_URL`), migrates, creates two customers
 //! with a key holding every scope, serves the API on 127.0.0.1:8080, runs `posture-worker`,
-//! subscribes a local receiver (which prints each delivery and whether its signature
-//! verified) to the first customer's findings, ingests deterministic demo data through the
-//! real `posture-api ingest`, and prints the keys with ready `curl` lines. Ctrl-C stops
+//! subscribes a local receiver (which checks each delivery's signature) to the first
+//! customer's findings, ingests deterministic demo data through the real `posture-api
+//! ingest`, summarises the initial deliveries in one line, and prints the keys, the API
+//! reference's URL and ready `curl` lines last, so they stay on screen; each later delivery
+//! prints a line. Ctrl-C stops
 //! everything it started and removes its data.
 
 use std::{
@@ -103,10 +105,10 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     let mut children = Guard(vec![serve.spawn().context("starting posture-api serve")?]);
     wait_until_listening(&bind)?;
     let base = format!("http://{bind}");
-    let secret: demo_receiver::Secret = Arc::default();
-    let hook = demo_receiver::start(secret.clone())?;
+    let receiver: demo_receiver::Shared = Arc::default();
+    let hook = demo_receiver::start(receiver.clone())?;
     let signing_secret = demo_receiver::subscribe(&base, &customers[0].2, &hook)?;
-    if let Ok(mut slot) = secret.write() {
+    if let Ok(mut slot) = receiver.secret.write() {
         *slot = Some(signing_secret);
     }
     let mut worker = Command::new(bin.join("posture-worker"));
@@ -118,7 +120,8 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     // One analyzer pass per customer, through the real ingest command.
     let data_dir = scratch_dir("demo-data")?;
     let today = Day::today();
-    for (spec, id, _) in &customers {
+    let mut queued = 0;
+    for (index, (spec, id, _)) in customers.iter().enumerate() {
         let file = data_dir.join(format!("{}.jsonl", spec.seed));
         let mut out = BufWriter::new(std::fs::File::create(&file)?);
         write_customer(spec, today, &mut out)?;
@@ -137,12 +140,16 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
             pass["uprScores"],
             pass["deliveriesQueued"]
         ));
+        if index == 0 {
+            queued = pass["deliveriesQueued"].as_u64().unwrap_or(0);
+        }
     }
+    summarise_initial_deliveries(&receiver, queued);
 
     let mut text =
         format!("\nposture demo is running at {base} (Ctrl-C stops it and removes its data)\n");
     text.push_str(&format!(
-        "posture-worker delivers {}'s new findings to the receiver at {hook}; each delivery prints a line.\n",
+        "posture-worker delivers {}'s new findings to the receiver at {hook}; each later delivery prints a line.\n",
         customers[0].0.name
     ));
     for (spec, _, key) in &customers {
@@ -151,8 +158,12 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
             spec.name
         ));
     }
+    text.push_str(&format!(
+        "\nAPI reference (browse and try every route): {base}/api/v1/docs\n"
+    ));
     text.push_str("\nTry (with KEY set to one of the keys above):\n");
     for path in [
+        "/api/v1/keys/current",
         "/api/v1/tenants",
         "/api/v1/identities?limit=3",
         "/api/v1/findings?severity=critical,high&status=open&limit=5",
@@ -182,6 +193,30 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     }
     eprintln_status("demo stopped");
     Ok(())
+}
+
+/// Waits (up to a minute) for the deliveries of the first customer's initial pass and prints
+/// one line for all of them; later deliveries print one line each.
+fn summarise_initial_deliveries(receiver: &demo_receiver::Receiver, queued: u64) {
+    use std::sync::atomic::Ordering;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while receiver.received.load(Ordering::Relaxed) < queued && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let received = receiver.received.load(Ordering::Relaxed);
+    let verified = receiver.verified.load(Ordering::Relaxed);
+    let findings = receiver.findings.load(Ordering::Relaxed);
+    let pending = if received < queued {
+        format!(" ({} still on their way)", queued - received)
+    } else {
+        String::new()
+    };
+    eprintln_status(&format!(
+        "webhook receiver: {received} of {queued} initial deliveries ({findings} findings), \
+         {verified} with a verified signature{pending}"
+    ));
+    receiver.verbose.store(true, Ordering::Relaxed);
 }
 
 fn print_block(text: &str) {

@@ -1,18 +1,33 @@
-//! The demo's webhook receiver: prints each delivery, its event type and whether its
-//! signature verified, like a customer's receiver would check it.
+//! The demo's webhook receiver: checks each delivery's signature like a customer's receiver
+//! would, counts the deliveries of the initial passes quietly (the demo prints one summary
+//! line), then prints each later delivery, its event type and whether it verified.
 
 use std::{
     io::Write as _,
     net::TcpListener,
-    sync::{Arc, RwLock},
+    sync::{
+        Arc, RwLock,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
 };
 
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 
-/// The signing secret, known once the subscription exists.
-pub type Secret = Arc<RwLock<Option<String>>>;
+/// What the receiver knows and has seen.
+#[derive(Default)]
+pub struct Receiver {
+    /// The signing secret, known once the subscription exists.
+    pub secret: RwLock<Option<String>>,
+    /// Print each delivery (after the initial passes) rather than only count it.
+    pub verbose: AtomicBool,
+    pub received: AtomicU64,
+    pub verified: AtomicU64,
+    pub findings: AtomicU64,
+}
 
-async fn hook(req: HttpRequest, body: web::Bytes, secret: web::Data<Secret>) -> HttpResponse {
+pub type Shared = Arc<Receiver>;
+
+async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Shared>) -> HttpResponse {
     let header = |name: &str| {
         req.headers()
             .get(name)
@@ -21,7 +36,8 @@ async fn hook(req: HttpRequest, body: web::Bytes, secret: web::Data<Secret>) -> 
             .to_owned()
     };
     let signature = header("x-service-signature-256");
-    let verified = secret
+    let verified = state
+        .secret
         .read()
         .ok()
         .and_then(|s| s.clone())
@@ -30,6 +46,18 @@ async fn hook(req: HttpRequest, body: web::Bytes, secret: web::Data<Secret>) -> 
         .ok()
         .and_then(|v| v["data"]["findings"].as_array().map(Vec::len))
         .unwrap_or(0);
+    state.received.fetch_add(1, Ordering::Relaxed);
+    state
+        .verified
+        .fetch_add(u64::from(verified), Ordering::Relaxed);
+    state.findings.fetch_add(findings as u64, Ordering::Relaxed);
+    if !state.verbose.load(Ordering::Relaxed) {
+        return if verified {
+            HttpResponse::NoContent().finish()
+        } else {
+            HttpResponse::Unauthorized().finish()
+        };
+    }
     let line = format!(
         "webhook  {:<16}  delivery {}  {:>3} findings  signature {}\n",
         header("x-service-event"),
@@ -46,7 +74,7 @@ async fn hook(req: HttpRequest, body: web::Bytes, secret: web::Data<Secret>) -> 
 }
 
 /// Starts the receiver on a free loopback port; returns its hook URL.
-pub fn start(secret: Secret) -> anyhow::Result<String> {
+pub fn start(state: Shared) -> anyhow::Result<String> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let url = format!("http://{}/hook", listener.local_addr()?);
     std::thread::spawn(move || {
@@ -55,10 +83,10 @@ pub fn start(secret: Secret) -> anyhow::Result<String> {
             .build()
             .ok()?;
         runtime.block_on(async move {
-            let secret = web::Data::new(secret);
+            let state = web::Data::new(state);
             let server = HttpServer::new(move || {
                 App::new()
-                    .app_data(secret.clone())
+                    .app_data(state.clone())
                     .route("/hook", web::post().to(hook))
             })
             .workers(1)

@@ -17,6 +17,7 @@ mod schema;
 mod servers;
 mod test;
 mod tidy;
+mod vendor_docs;
 
 use std::process::ExitCode;
 
@@ -68,6 +69,9 @@ enum Task {
     /// Mixed traffic for N minutes, failing if memory, descriptors, connections or queues
     /// grow.
     Soak(chaos::soak::SoakArgs),
+    /// Refresh the API reference page's script vendored into posture-api (npm, from
+    /// xtask/docs-page/package-lock.json).
+    VendorDocs,
 }
 
 fn main() -> ExitCode {
@@ -84,6 +88,7 @@ fn main() -> ExitCode {
         Task::Bench(args) => bench::run_bench(&args),
         Task::Chaos(args) => chaos::run(&args),
         Task::Soak(args) => chaos::soak::run_soak(&args),
+        Task::VendorDocs => vendor_docs::run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

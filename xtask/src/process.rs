@@ -72,3 +72,24 @@ pub fn python_venv(venv: &Path, packages: &[&str]) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Installs the npm packages of `source` (its `package.json` and committed
+/// `package-lock.json`) into `dir` with `npm ci`, when the lock file changed since the last
+/// install or nothing is installed yet.
+pub fn npm_ci(source: &Path, dir: &Path, what: &str) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let lock = std::fs::read(source.join("package-lock.json"))?;
+    let installed = std::fs::read(dir.join("package-lock.json")).unwrap_or_default();
+    if lock != installed || !dir.join("node_modules").exists() {
+        eprintln_status(&format!("installing {what} (npm ci)"));
+        std::fs::copy(source.join("package.json"), dir.join("package.json"))?;
+        std::fs::copy(
+            source.join("package-lock.json"),
+            dir.join("package-lock.json"),
+        )?;
+        run(Command::new("npm")
+            .args(["ci", "--silent", "--no-audit", "--no-fund"])
+            .current_dir(dir))?;
+    }
+    Ok(())
+}

@@ -124,6 +124,10 @@ pub struct ServeArgs {
     /// HTTP worker threads (default: one per CPU core).
     #[arg(long, env = "POSTURE_WORKERS", value_parser = clap::value_parser!(u16).range(1..=256))]
     pub workers: Option<u16>,
+    /// Serve the API reference page at /api/v1/docs (rendered in the browser from the
+    /// served contract; public, like the contract).
+    #[arg(long = "docs", env = "POSTURE_DOCS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub docs: bool,
     /// Serve `/metrics` on this address instead of the API's (keep it off the public ingress).
     #[arg(long, env = "POSTURE_METRICS_BIND")]
     pub metrics_bind: Option<SocketAddr>,

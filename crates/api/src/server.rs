@@ -62,6 +62,8 @@ pub struct Wiring {
     pub metrics: Option<MetricsRender>,
     /// Serving TLS: responses carry `Strict-Transport-Security`.
     pub hsts: bool,
+    /// Serve the API reference page at `/api/v1/docs`.
+    pub docs: bool,
 }
 
 /// The state of the HTTP API over a PostgreSQL store: the one wiring that `serve` and the
@@ -96,6 +98,7 @@ pub fn api_state(
         export_stall: wiring.export_stall,
         metrics: wiring.metrics,
         hsts: wiring.hsts,
+        docs: wiring.docs,
         readiness: Arc::default(),
         contract: posture_http::openapi::render().into(),
     })
@@ -326,6 +329,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             export_stall: Duration::from_secs(args.timeouts.export_stall_secs),
             metrics: args.metrics_bind.is_none().then(|| render.clone()),
             hsts: tls.is_some(),
+            docs: args.docs,
         },
     )?;
     let console = match args.console.enabled {

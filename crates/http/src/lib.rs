@@ -1,7 +1,7 @@
 //! posture's HTTP API on actix-web.
 //!
 //! [`app`] builds the application: request ids and the access log, JSON error bodies for
-//! every 4xx/5xx, `/healthz` and `/readyz`, and the `/api/v1` scope (the gate:
+//! every 4xx/5xx, `/healthz` and `/readyz`, the API reference page (`/api/v1/docs`), and the `/api/v1` scope (the gate:
 //! authentication and rate limits; `Cache-Control: no-store`; the routes of the
 //! [route table](routes::ENDPOINTS)). This
 //! crate depends on the domain's ports only; the binary wires the adapters in.
@@ -9,6 +9,7 @@
 mod auth;
 pub mod client_ip;
 mod conditional;
+mod docs_page;
 mod error;
 pub mod export_slots;
 mod gate;
@@ -71,6 +72,16 @@ pub fn app(
         .service(web::resource("/healthz").route(web::get().to(health::healthz)))
         .service(web::resource("/readyz").route(web::get().to(health::readyz)))
         .service(web::resource("/metrics").route(web::get().to(health::metrics)))
+        // The reference page is public and static: registered before the gated scope.
+        .service(web::resource(docs_page::PATH).route(web::get().to(docs_page::serve_page)))
+        .service(
+            web::resource(format!("{}/", docs_page::PATH))
+                .route(web::get().to(docs_page::redirect_to_page)),
+        )
+        .service(
+            web::resource(format!("{}/{{file}}", docs_page::PATH))
+                .route(web::get().to(docs_page::serve_asset)),
+        )
         .service(
             web::scope(routes::PREFIX)
                 .wrap(from_fn(gate::gate))

@@ -54,6 +54,8 @@ pub struct ApiState {
     pub metrics: Option<MetricsRender>,
     /// Serving TLS: responses carry `Strict-Transport-Security`.
     pub hsts: bool,
+    /// Serve the API reference page at `/api/v1/docs` (`POSTURE_DOCS`).
+    pub docs: bool,
     /// The last database check of `/readyz`.
     pub readiness: Arc<ReadinessCache>,
     /// The OpenAPI document, rendered once ([`crate::openapi::render`], when the binary

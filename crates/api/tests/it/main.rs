@@ -7,6 +7,7 @@ mod auth;
 mod cli;
 mod console;
 mod contract;
+mod docs_page;
 mod errors;
 mod metrics;
 mod newer_analyzer;

@@ -253,6 +253,7 @@ async fn https_serving_works_with_a_self_signed_certificate_and_sends_hsts() {
             export_stall: posture_http::DEFAULT_EXPORT_STALL,
             metrics: None,
             hsts: true,
+            docs: true,
         },
     )
     .unwrap();

@@ -38,6 +38,8 @@ struct Options {
     proxied: bool,
     /// Serve the console, with this sign-in limit per address (`None`: no console).
     console_sign_in_limit: Option<u32>,
+    /// Serve the API reference page (`POSTURE_DOCS`).
+    docs: bool,
 }
 
 impl Default for Options {
@@ -54,6 +56,7 @@ impl Default for Options {
             db_timeouts: (None, None),
             proxied: false,
             console_sign_in_limit: Some(30),
+            docs: true,
         }
     }
 }
@@ -215,6 +218,15 @@ impl TestApp {
         .await
     }
 
+    /// A server with the API reference page turned off (`POSTURE_DOCS=false`).
+    pub async fn without_docs() -> Self {
+        Self::build(Options {
+            docs: false,
+            ..Options::default()
+        })
+        .await
+    }
+
     /// A server that reaches PostgreSQL through [`FreezingProxy`] (in `self.proxy`).
     pub async fn behind_freezing_proxy() -> Self {
         Self::build(Options {
@@ -258,6 +270,7 @@ impl TestApp {
                     limiter.clone(),
                 )),
                 hsts: false,
+                docs: options.docs,
             },
         )
         .unwrap();
