@@ -2,11 +2,13 @@
 
 mod bench;
 mod chaos;
+mod clients;
 mod console_e2e;
 mod demo;
 mod demo_data;
 mod demo_receiver;
 mod docs_check;
+mod docs_page_check;
 mod files;
 mod fuzz;
 mod gen_data;
@@ -57,6 +59,10 @@ enum Task {
     /// The customer console in headless Chromium against a real OpenID Connect provider
     /// (node-oidc-provider); screenshots in target/console-e2e/screenshots.
     ConsoleE2e,
+    /// What an API consumer gets, against a running posture: the contract linted
+    /// (Spectral), the Python and TypeScript clients generated and their suites run, the
+    /// API reference page checked in headless Chromium (docs/clients.md).
+    Clients,
     /// Start the product with demo data on 127.0.0.1:8080 until Ctrl-C.
     Demo(demo::DemoArgs),
     /// Write demo data at any scale as JSON Lines files (one per customer).
@@ -84,6 +90,7 @@ fn main() -> ExitCode {
         Task::Fuzz(args) => fuzz::run_fuzz(&args),
         Task::ConsoleE2e => console_e2e::run_console_e2e(),
         Task::Demo(args) => demo::run_demo(&args),
+        Task::Clients => clients::run_clients(),
         Task::GenData(args) => gen_data::run(&args),
         Task::Bench(args) => bench::run_bench(&args),
         Task::Chaos(args) => chaos::run(&args),

@@ -1,38 +1,110 @@
 //! The error body: `{error, reason?}` with the matching HTTP status.
 
-use schemars::JsonSchema;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
 
 /// Machine-readable error codes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
-    /// 400: a parameter or body field is malformed or out of range.
     InvalidRequest,
-    /// 401: missing, malformed, unknown, revoked or expired key.
     Unauthorized,
-    /// 403: the key lacks the route's scope.
     InsufficientScope,
-    /// 404: no such route or resource for this customer.
     NotFound,
-    /// 405: the path exists but not with this method.
     MethodNotAllowed,
-    /// 409: the request conflicts with the current state.
     Conflict,
-    /// 412: `If-Match` does not hold: the resource changed since its `ETag` was read.
     PreconditionFailed,
-    /// 413: the body is too large.
     PayloadTooLarge,
-    /// 415: the body is not JSON.
     UnsupportedMediaType,
-    /// 422: the body is well-formed JSON but breaks a rule.
     UnprocessableEntity,
-    /// 429: the key's (or address's) request quota for the window is used up.
     RateLimited,
-    /// 500: an unexpected error; details are logged, never returned.
     Internal,
-    /// 503: a backing service is unreachable; retry later.
     Unavailable,
+}
+
+impl ErrorCode {
+    pub const ALL: [ErrorCode; 13] = [
+        ErrorCode::InvalidRequest,
+        ErrorCode::Unauthorized,
+        ErrorCode::InsufficientScope,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::Conflict,
+        ErrorCode::PreconditionFailed,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::UnsupportedMediaType,
+        ErrorCode::UnprocessableEntity,
+        ErrorCode::RateLimited,
+        ErrorCode::Internal,
+        ErrorCode::Unavailable,
+    ];
+
+    /// The code on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::InsufficientScope => "insufficient_scope",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::PreconditionFailed => "precondition_failed",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ErrorCode::UnprocessableEntity => "unprocessable_entity",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::Internal => "internal",
+            ErrorCode::Unavailable => "unavailable",
+        }
+    }
+
+    /// Its status and what it means.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidRequest => {
+                "400: a parameter or body field is malformed or out of range."
+            }
+            ErrorCode::Unauthorized => "401: missing, malformed, unknown, revoked or expired key.",
+            ErrorCode::InsufficientScope => "403: the key lacks the route's scope.",
+            ErrorCode::NotFound => "404: no such route or resource for this customer.",
+            ErrorCode::MethodNotAllowed => "405: the path exists but not with this method.",
+            ErrorCode::Conflict => "409: the request conflicts with the current state.",
+            ErrorCode::PreconditionFailed => {
+                "412: `If-Match` does not hold: the resource changed since its `ETag` was read."
+            }
+            ErrorCode::PayloadTooLarge => "413: the body is too large.",
+            ErrorCode::UnsupportedMediaType => "415: the body is not JSON.",
+            ErrorCode::UnprocessableEntity => {
+                "422: the body is well-formed JSON but breaks a rule."
+            }
+            ErrorCode::RateLimited => {
+                "429: the key's (or address's) request quota for the window is used up."
+            }
+            ErrorCode::Internal => "500: an unexpected error; details are logged, never returned.",
+            ErrorCode::Unavailable => "503: a backing service is unreachable; retry later.",
+        }
+    }
+}
+
+/// A plain string enumeration (not a `oneOf` of constants, which client generators turn into
+/// unions they cannot parse), the meanings in its description.
+impl JsonSchema for ErrorCode {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ErrorCode".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let meanings: Vec<String> = Self::ALL
+            .iter()
+            .map(|code| format!("- `{}`: {}", code.as_str(), code.meaning()))
+            .collect();
+        let codes: Vec<&str> = Self::ALL.iter().map(|code| code.as_str()).collect();
+        json_schema!({
+            "type": "string",
+            "enum": codes,
+            "description": format!("Machine-readable error codes:\n\n{}", meanings.join("\n")),
+        })
+    }
 }
 
 /// Every 4xx and 5xx response has this body.
@@ -42,4 +114,19 @@ pub struct ErrorResponse {
     /// What was wrong, for a human; names the parameter, field or missing scope.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_written_as_serde_writes_it() {
+        for code in ErrorCode::ALL {
+            assert_eq!(
+                serde_json::to_value(code).unwrap(),
+                serde_json::Value::from(code.as_str())
+            );
+        }
+    }
 }

@@ -28,24 +28,51 @@ use schemars::{Schema, SchemaGenerator, json_schema};
 pub use envelope::{DataResponse, ListMeta, ListResponse};
 pub use error::{ErrorCode, ErrorResponse};
 
-/// The schema of a closed set of strings (severity, kind...): `{"type":"string","enum":[...]}`.
-pub fn closed_set<T: ClosedSet>(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({ "type": "string", "enum": T::allowed() })
+/// The schema of a closed set of strings (severity, kind...): a named component
+/// (`{"$ref": "#/components/schemas/Severity"}`, defined once as
+/// `{"type":"string","enum":[...]}`), so generated clients get one named type per set; inline
+/// where the generator inlines everything (query parameters).
+pub fn closed_set<T: ClosedSet>(generator: &mut SchemaGenerator) -> Schema {
+    let inline = json_schema!({ "type": "string", "enum": T::allowed() });
+    if generator.settings().inline_subschemas {
+        return inline;
+    }
+    let name = std::any::type_name::<T>()
+        .rsplit("::")
+        .next()
+        .unwrap_or("ClosedSet")
+        .to_owned();
+    let mut named = inline;
+    named.insert(
+        "description".to_owned(),
+        format!(
+            "The values of `{}`: {}.",
+            T::WHAT,
+            T::allowed()
+                .iter()
+                .map(|v| format!("`{v}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+        .into(),
+    );
+    generator
+        .definitions_mut()
+        .insert(name.clone(), named.to_value());
+    let path = generator.settings().definitions_path.clone();
+    Schema::new_ref(format!("#{path}/{name}"))
 }
 
 /// The schema of a value of a closed set, or `null`.
-pub fn nullable_closed_set<T: ClosedSet>(_: &mut SchemaGenerator) -> Schema {
-    let mut values: Vec<serde_json::Value> = T::allowed()
-        .into_iter()
-        .map(serde_json::Value::from)
-        .collect();
-    values.push(serde_json::Value::Null);
-    json_schema!({ "type": ["string", "null"], "enum": values })
+pub fn nullable_closed_set<T: ClosedSet>(generator: &mut SchemaGenerator) -> Schema {
+    let value = closed_set::<T>(generator);
+    json_schema!({ "anyOf": [value, { "type": "null" }] })
 }
 
 /// The schema of a list of values of a closed set.
-pub fn closed_set_list<T: ClosedSet>(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({ "type": "array", "items": { "type": "string", "enum": T::allowed() } })
+pub fn closed_set_list<T: ClosedSet>(generator: &mut SchemaGenerator) -> Schema {
+    let item = closed_set::<T>(generator);
+    json_schema!({ "type": "array", "items": item })
 }
 
 /// The schema of a finding type: an open identifier, the known catalogue as examples.
@@ -82,10 +109,7 @@ pub fn uuid(_: &mut SchemaGenerator) -> Schema {
 }
 
 /// The schema of the event types of a create request: a non-empty list.
-pub fn event_types_request(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
-        "type": "array",
-        "minItems": 1,
-        "items": { "type": "string", "enum": posture_domain::webhook::EventType::allowed() }
-    })
+pub fn event_types_request(generator: &mut SchemaGenerator) -> Schema {
+    let item = closed_set::<posture_domain::webhook::EventType>(generator);
+    json_schema!({ "type": "array", "minItems": 1, "items": item })
 }

@@ -47,6 +47,7 @@ pub struct DetectionFinding<'a> {
     metadata: Metadata,
 }
 
+/// OCSF `finding_info`: the finding's id, title, type and times (epoch milliseconds).
 #[derive(Serialize, JsonSchema)]
 #[schemars(rename = "OcsfFindingInfo")]
 struct FindingInfo<'a> {
@@ -61,6 +62,7 @@ struct FindingInfo<'a> {
     modified_time: i64,
 }
 
+/// An OCSF resource: the identity the finding is about.
 #[derive(Serialize, JsonSchema)]
 #[schemars(rename = "OcsfResource")]
 struct Resource<'a> {
@@ -71,6 +73,7 @@ struct Resource<'a> {
     kind: &'a str,
 }
 
+/// OCSF `metadata`: the schema version and the product that reported the finding.
 #[derive(Serialize, JsonSchema)]
 #[schemars(rename = "OcsfMetadata")]
 struct Metadata {
@@ -78,6 +81,7 @@ struct Metadata {
     product: Product,
 }
 
+/// The OCSF product: posture, its vendor and version.
 #[derive(Serialize, JsonSchema)]
 #[schemars(rename = "OcsfProduct")]
 struct Product {

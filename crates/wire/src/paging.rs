@@ -20,11 +20,13 @@ pub struct PageQuery {
     /// Rows per page: default 100; above 500 it is clamped to 500, never rejected.
     pub limit: Option<Limit>,
     /// Zero-based index of the first row. Deep offsets cost more the deeper they go; to read
-    /// a whole list, follow `meta.nextCursor` with `after` instead. Not with `after`.
+    /// a whole list, follow `meta.nextCursor` with `after` instead. Not with `after`, unless
+    /// 0 (the default, which generated clients send).
     pub offset: Option<Offset>,
     /// Start after the last row of the previous page: its `meta.nextCursor` (or follow the
     /// `Link: rel="next"` header). A cursor is opaque and only valid with the same other
-    /// query parameters (`limit` may change). As cheap at any depth. Not with `offset`.
+    /// query parameters (`limit` may change). As cheap at any depth. Not with an `offset`
+    /// other than 0.
     pub after: Option<CursorParam>,
 }
 
@@ -32,7 +34,8 @@ impl PageQuery {
     /// The page asked for (defaults filled in, `limit` clamped); the cursor is opened by the
     /// HTTP layer, which knows the request it must match.
     pub fn page(&self) -> Result<PageRequest, Error> {
-        if self.after.is_some() && self.offset.is_some() {
+        // `offset=0` is the default: generated clients send it with every request.
+        if self.after.is_some() && self.offset.is_some_and(|offset| offset.get() != 0) {
             return Err(Error::invalid(
                 "after",
                 "cannot be combined with offset (a cursor says where the page starts)",

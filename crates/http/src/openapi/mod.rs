@@ -6,9 +6,9 @@
 //! when the committed file differs.
 
 use aide::openapi::{
-    Components, Info, MediaType, OpenApi, Operation, Parameter, ParameterData,
+    Components, Contact, Info, License, MediaType, OpenApi, Operation, Parameter, ParameterData,
     ParameterSchemaOrContent, PathItem, Paths, QueryStyle, ReferenceOr, RequestBody, Response,
-    Responses, SchemaObject, SecurityScheme, StatusCode, Tag,
+    Responses, SchemaObject, SecurityScheme, Server, StatusCode, Tag,
 };
 use indexmap::IndexMap;
 use posture_wire::ErrorResponse;
@@ -339,6 +339,25 @@ fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation 
     }
 }
 
+/// What each tag groups (the reference page's section introductions).
+fn tag_description(tag: &str) -> Option<&'static str> {
+    Some(match tag {
+        "identities" => {
+            "Users, groups, service principals and managed identities of the connected tenants."
+        }
+        "findings" => "What the analyzer found: list, inspect, and export as NDJSON, CEF or OCSF.",
+        "roles" => "Right-sized role recommendations.",
+        "upr" => "Unused-permission risk (UPR) scores: the rollup, principals by score, the trend.",
+        "tenants" => "The cloud directory tenants connected to the customer.",
+        "webhooks" => {
+            "Signed webhook subscriptions, their delivery log, redelivery, testing and secret rotation."
+        }
+        "keys" => "The calling API key, described to its holder.",
+        "contract" => "This document.",
+        _ => return None,
+    })
+}
+
 /// The document.
 pub fn document() -> OpenApi {
     let mut generator = generator();
@@ -396,8 +415,23 @@ pub fn document() -> OpenApi {
                  the same document."
                     .to_owned(),
             ),
+            contact: Some(Contact {
+                name: Some("The team that runs this posture instance".to_owned()),
+                ..Contact::default()
+            }),
+            license: Some(License {
+                name: "Apache-2.0".to_owned(),
+                url: Some("https://www.apache.org/licenses/LICENSE-2.0".to_owned()),
+                ..License::default()
+            }),
             ..Info::default()
         },
+        // Relative: the instance serving this document (every path starts with /api/v1).
+        servers: vec![Server {
+            url: "/".to_owned(),
+            description: Some("This posture instance".to_owned()),
+            ..Server::default()
+        }],
         paths: Some(Paths {
             paths,
             ..Paths::default()
@@ -412,6 +446,7 @@ pub fn document() -> OpenApi {
         tags: tags
             .into_iter()
             .map(|name| Tag {
+                description: tag_description(&name).map(str::to_owned),
                 name,
                 ..Tag::default()
             })

@@ -186,6 +186,33 @@ async fn after_with_offset_is_400() {
     assert!(reason.contains("offset"), "{reason}");
 }
 
+#[tokio::test]
+async fn after_with_the_default_offset_of_zero_is_the_cursors_page() {
+    // Generated clients send every parameter's default, `offset=0` included.
+    let app = TestApp::start().await;
+    let (_, key) = dataset(&app).await;
+    let first = app
+        .get_json("/api/v1/findings?limit=3&offset=0", &key, StatusCode::OK)
+        .await;
+    let cursor = first["meta"]["nextCursor"].as_str().unwrap();
+    let plain = app
+        .get_json(
+            &format!("/api/v1/findings?limit=3&after={cursor}"),
+            &key,
+            StatusCode::OK,
+        )
+        .await;
+    let with_zero = app
+        .get_json(
+            &format!("/api/v1/findings?limit=3&offset=0&after={cursor}"),
+            &key,
+            StatusCode::OK,
+        )
+        .await;
+    assert_eq!(plain["data"], with_zero["data"]);
+    assert_ne!(plain["data"], first["data"]);
+}
+
 /// Asserts the request is refused as a cursor that does not match it.
 async fn refused_as_mismatch(app: &TestApp, key: &str, url: &str) {
     let reason = assert_error(

@@ -1,0 +1,171 @@
+// The TypeScript client (openapi-typescript types + openapi-fetch) against a running posture.
+//
+// Run by `cargo xtask clients` (docs/clients.md): generated `posture.d.ts` from
+// docs/openapi.json, type-checked with `tsc --strict` (so every field used below must exist
+// with the type used), then run with node's test runner against posture-api serving one
+// customer of demo data.
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+
+import createClient from "openapi-fetch";
+
+import type { components, paths } from "./posture.js";
+
+type Severity = components["schemas"]["Severity"];
+type Finding = components["schemas"]["FindingResponse"];
+
+const baseUrl = process.env.POSTURE_URL ?? "";
+
+function env(name: string): string {
+  const value = process.env[name];
+  assert.ok(value, `${name} is not set`);
+  return value;
+}
+
+function client(keyVariable = "TS_KEY") {
+  return createClient<paths>({
+    baseUrl,
+    headers: { Authorization: `Bearer ${env(keyVariable)}` },
+  });
+}
+
+test("the current key describes itself", async () => {
+  const { data, response } = await client().GET("/api/v1/keys/current");
+  assert.equal(response.status, 200);
+  assert.ok(data);
+  assert.equal(data.data.customer.name, env("CUSTOMER_NAME"));
+  assert.equal(data.data.customer.id, env("CUSTOMER_ID"));
+  assert.ok(env("TS_KEY").startsWith(data.data.prefix));
+  assert.ok(data.data.scopes.includes("read:findings"));
+  assert.equal(data.data.expiresAt, null);
+});
+
+test("a filtered list returns typed findings of those severities", async () => {
+  const wanted: Severity[] = ["critical", "high"];
+  const { data, response } = await client().GET("/api/v1/findings", {
+    params: { query: { severity: wanted, limit: 10 } },
+    querySerializer: { array: { style: "form", explode: false } },
+  });
+  assert.equal(response.status, 200);
+  assert.ok(data);
+  assert.ok(data.data.length > 0 && data.data.length <= 10);
+  assert.equal(data.meta.limit, 10);
+  for (const finding of data.data) {
+    assert.ok(wanted.includes(finding.severity), finding.severity);
+    assert.ok(!Number.isNaN(Date.parse(finding.detectedAt)));
+  }
+});
+
+test("a cursor loop reads every finding once", async () => {
+  const seen: string[] = [];
+  let after: string | null = null;
+  let total = 0;
+  for (let page = 0; page < 100; page++) {
+    const query: { limit: number; after?: string } = { limit: 50 };
+    if (after !== null) query.after = after;
+    const { data, response } = await client().GET("/api/v1/findings", {
+      params: { query },
+    });
+    assert.equal(response.status, 200);
+    assert.ok(data);
+    total = data.meta.total;
+    seen.push(...data.data.map((f: Finding) => f.id));
+    after = data.meta.nextCursor;
+    if (after === null) break;
+  }
+  assert.ok(total > 0);
+  assert.equal(seen.length, total);
+  assert.equal(new Set(seen).size, total);
+});
+
+test("a finding by id, and 404 with the error body for an unknown one", async () => {
+  const list = await client().GET("/api/v1/findings", { params: { query: { limit: 1 } } });
+  const first = list.data?.data[0];
+  assert.ok(first);
+  const { data } = await client().GET("/api/v1/findings/{id}", {
+    params: { path: { id: first.id } },
+  });
+  assert.equal(data?.data.title, first.title);
+  const missing = await client().GET("/api/v1/findings/{id}", {
+    params: { path: { id: "no-such-finding" } },
+  });
+  assert.equal(missing.response.status, 404);
+  assert.equal(missing.error?.error, "not_found");
+});
+
+test("the export streams one JSON line per finding", async () => {
+  const list = await client().GET("/api/v1/findings", { params: { query: { limit: 1 } } });
+  const total = list.data?.meta.total;
+  const { data, response } = await client().GET("/api/v1/findings/export", {
+    params: { query: { format: "ndjson" } },
+    parseAs: "text",
+  });
+  assert.equal(response.status, 200);
+  assert.ok(typeof data === "string");
+  const lines = data.trimEnd().split("\n");
+  assert.equal(lines.length, total);
+  assert.equal(Number(response.headers.get("x-total-count")), total);
+  const record = JSON.parse(lines[0] ?? "{}") as Finding;
+  assert.ok(record.id);
+});
+
+test("a webhook is created, listed and deleted", async () => {
+  const created = await client().POST("/api/v1/webhooks", {
+    body: {
+      name: "typescript client",
+      webhookUrl: "http://127.0.0.1:9/hook",
+      webhookType: "slack",
+      eventTypes: ["finding_high"],
+    },
+  });
+  assert.equal(created.response.status, 201);
+  const webhook = created.data?.data;
+  assert.ok(webhook);
+  assert.ok(webhook.signingSecret.startsWith("whsec_"));
+  assert.equal(webhook.status, "active");
+  assert.equal(webhook.webhookType, "slack");
+  const listed = await client().GET("/api/v1/webhooks");
+  assert.ok(listed.data?.data.some((w) => w.id === webhook.id));
+  const deleted = await client().DELETE("/api/v1/webhooks/{id}", {
+    params: { path: { id: webhook.id } },
+  });
+  assert.equal(deleted.response.status, 204);
+  const after = await client().GET("/api/v1/webhooks");
+  assert.ok(!after.data?.data.some((w) => w.id === webhook.id));
+});
+
+test("an unknown key is 401", async () => {
+  const bogus = createClient<paths>({
+    baseUrl,
+    headers: { Authorization: `Bearer svc_${"a".repeat(40)}` },
+  });
+  const { error, response } = await bogus.GET("/api/v1/findings");
+  assert.equal(response.status, 401);
+  assert.equal(error?.error, "unauthorized");
+});
+
+test("a key without the scope is 403 naming it", async () => {
+  const { error, response } = await client("TS_FINDINGS_KEY").GET("/api/v1/identities");
+  assert.equal(response.status, 403);
+  assert.equal(error?.error, "insufficient_scope");
+  assert.ok(error?.reason?.includes("read:identities"));
+});
+
+test("past the rate limit a 429 says when to retry", async () => {
+  const limited = client("TS_RATE_KEY");
+  const limit = Number(env("RATE_LIMIT"));
+  for (let i = 0; i < limit + 5; i++) {
+    const { error, response } = await limited.GET("/api/v1/identities", {
+      params: { query: { limit: 1 } },
+    });
+    if (response.status === 429) {
+      assert.equal(error?.error, "rate_limited");
+      assert.ok(Number(response.headers.get("retry-after")) >= 1);
+      assert.equal(response.headers.get("x-ratelimit-remaining"), "0");
+      return;
+    }
+    assert.equal(response.status, 200);
+  }
+  assert.fail(`no 429 after ${limit + 5} requests`);
+});

@@ -1,0 +1,305 @@
+//! `cargo xtask clients`: what an API consumer gets, proven against a running posture
+//! (docs/clients.md).
+//!
+//! 1. Lints `docs/openapi.json` with Spectral (`.spectral.yaml`: `spectral:oas` and posture's
+//!    rules); any finding, warnings included, fails.
+//! 2. Generates the Python client (openapi-python-client, PyPI) and the TypeScript types
+//!    (openapi-typescript, npm; used with openapi-fetch) into `target/clients/`.
+//! 3. Serves posture-api on a throwaway PostgreSQL with one customer of demo data and the
+//!    keys the suites need, and runs the pytest suite (`xtask/clients/python/`) and the
+//!    TypeScript suite (`xtask/clients/typescript/`, type-checked by `tsc --strict`, run by
+//!    node's test runner) through the generated clients.
+//! 4. Loads the API reference page (`/api/v1/docs`) in headless Chromium, checks that the
+//!    rendered page lists every operation and that the Content-Security-Policy refused
+//!    nothing, and keeps a screenshot in `target/clients/docs-page.png`.
+//!
+//! Fails when posture-api logs an ERROR line.
+
+use std::{
+    io::BufWriter,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+use anyhow::{Context as _, bail};
+use base64::Engine as _;
+
+use crate::{
+    demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
+    files::{project_root, scratch_dir},
+    posture::{Guard, api_json, build_binaries, rand_bytes, wait_until_listening},
+    process::{eprintln_status, npm_ci, on_path, python_venv, run},
+    servers::free_port,
+};
+
+/// The Python generator and test runner, pinned.
+const PYTHON_PACKAGES: &[&str] = &["openapi-python-client==0.29.1", "pytest==8.4.2"];
+
+/// Requests a key may make per minute in this run: low, so the suites can reach 429.
+const RATE_LIMIT: &str = "100";
+
+/// The paths the run uses.
+struct Dirs {
+    root: PathBuf,
+    out: PathBuf,
+    node: PathBuf,
+}
+
+pub fn run_clients() -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    for program in ["node", "npm", "chromium"] {
+        if on_path(program).is_none() {
+            bail!("{program} is missing: apt-get install -y nodejs npm chromium");
+        }
+    }
+    let root = project_root();
+    let dirs = Dirs {
+        out: root.join("target").join("clients"),
+        node: root.join("target").join("clients").join("node"),
+        root,
+    };
+    std::fs::create_dir_all(&dirs.out)?;
+    npm_ci(
+        &dirs.root.join("xtask").join("clients"),
+        &dirs.node,
+        "Spectral, openapi-typescript, openapi-fetch, TypeScript",
+    )?;
+    lint(&dirs)?;
+    let venv = dirs.out.join("venv");
+    python_venv(&venv, PYTHON_PACKAGES)?;
+    generate_python(&dirs, &venv)?;
+    generate_typescript(&dirs)?;
+
+    let bin = build_binaries()?;
+    let postgres = crate::servers::postgres("clients-postgres", "")?;
+    let secret_key = base64::engine::general_purpose::STANDARD.encode(rand_bytes()?);
+    let env = [
+        ("DATABASE_URL", postgres.url.as_str()),
+        ("POSTURE_SECRET_KEY", secret_key.as_str()),
+    ];
+    api_json(&bin, &env, &["migrate"])?;
+    let customer = demo_customer(&bin, &env)?;
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for (name, scopes) in [
+        ("PYTHON_KEY", &["all"][..]),
+        ("PYTHON_FINDINGS_KEY", &["read:findings"][..]),
+        ("PYTHON_RATE_KEY", &["read:identities"][..]),
+        ("TS_KEY", &["all"][..]),
+        ("TS_FINDINGS_KEY", &["read:findings"][..]),
+        ("TS_RATE_KEY", &["read:identities"][..]),
+    ] {
+        keys.push((name.to_owned(), issue_key(&bin, &env, &customer, scopes)?));
+    }
+
+    let bind = format!("127.0.0.1:{}", free_port()?);
+    let base = format!("http://{bind}");
+    let api_log = dirs.out.join("posture-api.log");
+    let mut serve = Command::new(bin.join("posture-api"));
+    serve
+        .arg("serve")
+        .envs(env)
+        .env("POSTURE_BIND", &bind)
+        .env("POSTURE_RATE_LIMIT", RATE_LIMIT)
+        .env("POSTURE_WEBHOOK_ALLOW_PRIVATE", "true")
+        .env("POSTURE_LOG", "info")
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(&api_log)?);
+    let running = Guard(vec![serve.spawn().context("starting posture-api serve")?]);
+    wait_until_listening(&bind)?;
+
+    let suite_env: Vec<(String, String)> = keys
+        .into_iter()
+        .chain([
+            ("POSTURE_URL".to_owned(), base.clone()),
+            ("CUSTOMER_ID".to_owned(), customer.clone()),
+            ("CUSTOMER_NAME".to_owned(), CUSTOMER_NAME.to_owned()),
+            ("RATE_LIMIT".to_owned(), RATE_LIMIT.to_owned()),
+        ])
+        .collect();
+    let python = python_suite(&dirs, &venv, &suite_env);
+    let typescript = typescript_suite(&dirs, &suite_env);
+    let page = crate::docs_page_check::check(&base, &dirs.out);
+    drop(running);
+    drop(postgres);
+    python?;
+    typescript?;
+    page?;
+    let logged = std::fs::read_to_string(&api_log).unwrap_or_default();
+    let errors: Vec<&str> = logged.lines().filter(|l| l.contains("ERROR")).collect();
+    if !errors.is_empty() {
+        bail!(
+            "posture-api logged ERROR lines while the clients ran:\n{}",
+            errors.join("\n")
+        );
+    }
+    eprintln_status(&format!(
+        "clients: contract lint clean, Python and TypeScript suites passed, the reference \
+         page lists every operation ({:.0} s)",
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}
+
+const CUSTOMER_NAME: &str = "Contoso Group";
+
+/// One customer with demo data; returns its id.
+fn demo_customer(bin: &Path, env: &[(&str, &str)]) -> anyhow::Result<String> {
+    let customer = api_json(bin, env, &["customers", "create", "--name", CUSTOMER_NAME])?["id"]
+        .as_str()
+        .context("customer id")?
+        .to_owned();
+    let data = scratch_dir("clients-data")?.join("contoso.jsonl");
+    let mut out = BufWriter::new(std::fs::File::create(&data)?);
+    let spec = CustomerSpec {
+        name: CUSTOMER_NAME.into(),
+        tenants: 2,
+        identities: 60,
+        findings: 250,
+        upr_days: 14,
+        seed: 7,
+    };
+    write_customer(&spec, Day::today(), &mut out)?;
+    std::io::Write::flush(&mut out)?;
+    drop(out);
+    let path = data.to_str().context("path")?;
+    api_json(bin, env, &["ingest", "--customer", &customer, path])?;
+    Ok(customer)
+}
+
+/// Issues a key (`all`: every scope); returns the secret.
+fn issue_key(
+    bin: &Path,
+    env: &[(&str, &str)],
+    customer: &str,
+    scopes: &[&str],
+) -> anyhow::Result<String> {
+    let mut args = vec!["keys", "issue", "--customer", customer, "--name", "clients"];
+    let every: Vec<&str> = posture_domain::Scope::ALL
+        .iter()
+        .map(|s| s.as_str())
+        .collect();
+    let scopes = if scopes == ["all"] {
+        &every[..]
+    } else {
+        scopes
+    };
+    for scope in scopes {
+        args.extend(["--scope", scope]);
+    }
+    Ok(api_json(bin, env, &args)?["key"]
+        .as_str()
+        .context("key")?
+        .to_owned())
+}
+
+/// Spectral on the committed contract: nothing at all may be reported.
+fn lint(dirs: &Dirs) -> anyhow::Result<()> {
+    eprintln_status("linting docs/openapi.json (Spectral, .spectral.yaml)");
+    run(Command::new(dirs.node.join("node_modules/.bin/spectral"))
+        .args(["lint", "--fail-severity=hint", "--ruleset"])
+        .arg(dirs.root.join(".spectral.yaml"))
+        .arg(dirs.root.join("docs").join("openapi.json")))
+}
+
+fn generate_python(dirs: &Dirs, venv: &Path) -> anyhow::Result<()> {
+    let package = dirs.out.join("python").join("posture_client");
+    eprintln_status("generating the Python client (openapi-python-client)");
+    run(Command::new(venv.join("bin").join("openapi-python-client"))
+        .args(["generate", "--meta", "none", "--overwrite", "--config"])
+        .arg(dirs.root.join("xtask/clients/python/generator.yaml"))
+        .arg("--path")
+        .arg(dirs.root.join("docs").join("openapi.json"))
+        .arg("--output-path")
+        .arg(&package)
+        .stdout(Stdio::null()))?;
+    let (files, bytes) = tree_size(&package)?;
+    eprintln_status(&format!(
+        "Python client: {files} files, {:.0} KB",
+        bytes as f64 / 1024.0
+    ));
+    Ok(())
+}
+
+fn generate_typescript(dirs: &Dirs) -> anyhow::Result<()> {
+    let out = dirs.out.join("typescript");
+    std::fs::create_dir_all(&out)?;
+    eprintln_status("generating the TypeScript types (openapi-typescript)");
+    run(
+        Command::new(dirs.node.join("node_modules/.bin/openapi-typescript"))
+            .arg(dirs.root.join("docs").join("openapi.json"))
+            .arg("--output")
+            .arg(out.join("posture.d.ts"))
+            .arg("--silent"),
+    )?;
+    let bytes = std::fs::metadata(out.join("posture.d.ts"))?.len();
+    eprintln_status(&format!(
+        "TypeScript types: {:.0} KB",
+        bytes as f64 / 1024.0
+    ));
+    Ok(())
+}
+
+fn python_suite(dirs: &Dirs, venv: &Path, env: &[(String, String)]) -> anyhow::Result<()> {
+    eprintln_status("the Python client's suite (pytest)");
+    succeeds(
+        Command::new(venv.join("bin").join("python"))
+            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+            .arg(dirs.root.join("xtask/clients/python/test_client.py"))
+            .env("PYTHONPATH", dirs.out.join("python"))
+            .envs(env.iter().map(|(k, v)| (k, v))),
+        "the Python client's suite",
+    )
+}
+
+fn typescript_suite(dirs: &Dirs, env: &[(String, String)]) -> anyhow::Result<()> {
+    let out = dirs.out.join("typescript");
+    let source = dirs.root.join("xtask/clients/typescript");
+    for file in ["client.test.ts", "tsconfig.json"] {
+        std::fs::copy(source.join(file), out.join(file))?;
+    }
+    // The packages resolve from the installed node_modules.
+    let link = out.join("node_modules");
+    if !link.exists() {
+        std::os::unix::fs::symlink(dirs.node.join("node_modules"), &link)?;
+    }
+    eprintln_status("the TypeScript client's suite (tsc --strict, node --test)");
+    run(Command::new(dirs.node.join("node_modules/.bin/tsc"))
+        .args(["--project", "tsconfig.json"])
+        .current_dir(&out))
+    .context("the TypeScript suite does not type-check against the generated types")?;
+    succeeds(
+        Command::new("node")
+            .args(["--test", "dist/client.test.js"])
+            .current_dir(&out)
+            .envs(env.iter().map(|(k, v)| (k, v))),
+        "the TypeScript client's suite",
+    )
+}
+
+/// Runs a suite; its failure names the suite only (the command line would show the keys).
+fn succeeds(command: &mut Command, what: &str) -> anyhow::Result<()> {
+    let status = command
+        .status()
+        .with_context(|| format!("starting {what}"))?;
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
+}
+
+/// Files and bytes under `dir`.
+fn tree_size(dir: &Path) -> anyhow::Result<(u64, u64)> {
+    let (mut files, mut bytes) = (0, 0);
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            let (f, b) = tree_size(&entry.path())?;
+            files += f;
+            bytes += b;
+        } else {
+            files += 1;
+            bytes += entry.metadata()?.len();
+        }
+    }
+    Ok((files, bytes))
+}
