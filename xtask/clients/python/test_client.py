@@ -52,11 +52,11 @@ def test_the_current_key_describes_itself_with_typed_fields():
 
 
 def test_a_filtered_list_parses_into_typed_findings():
-    # One value per list filter: openapi-python-client sends a list as repeated parameters
-    # (it ignores `explode: false`), which posture refuses (docs/clients.md).
+    # openapi-python-client sends a list as repeated parameters (it ignores
+    # `explode: false`); posture joins them (docs/clients.md).
     response = list_findings.sync_detailed(
         client=client(),
-        severity=[ListFindingsSeverityItem.HIGH],
+        severity=[ListFindingsSeverityItem.CRITICAL, ListFindingsSeverityItem.HIGH],
         limit=10,
     )
     assert response.status_code == 200
@@ -65,7 +65,7 @@ def test_a_filtered_list_parses_into_typed_findings():
     assert page.meta.limit == 10
     for finding in page.data:
         assert isinstance(finding, FindingResponse)
-        assert finding.severity == Severity.HIGH
+        assert finding.severity in (Severity.CRITICAL, Severity.HIGH)
         assert isinstance(finding.status, FindingStatus)
         assert isinstance(finding.detected_at, datetime.datetime)
         assert isinstance(finding.cloud_tenant_id, UUID)

@@ -133,13 +133,43 @@ pub(crate) fn declared_names(parts: &[QueryPart]) -> Vec<String> {
         .collect()
 }
 
-/// Parses `query` into every part, refusing parameters not in `names` and repeated ones.
+/// Whether `name` is a list parameter of these parts (a comma-separated list).
+fn is_list(parts: &[QueryPart], name: &str) -> bool {
+    let mut generator = query_generator();
+    parts
+        .iter()
+        .flat_map(|part| part.params(&mut generator))
+        .any(|p| p.name == name && p.schema.get("type").and_then(Value::as_str) == Some("array"))
+}
+
+/// `query` with each repeated list parameter given once, its values comma-joined in order
+/// (`severity=critical&severity=high` → `severity=critical,high`): the form some generated
+/// clients send for a list, whatever the contract's `explode: false` says.
+fn joined_lists(query: &str) -> String {
+    let mut pairs: Vec<(Cow<'_, str>, String)> = Vec::new();
+    for (name, value) in form_urlencoded::parse(query.as_bytes()) {
+        match pairs.iter_mut().find(|(seen, _)| *seen == name) {
+            Some((_, values)) => {
+                values.push(',');
+                values.push_str(&value);
+            }
+            None => pairs.push((name, value.into_owned())),
+        }
+    }
+    form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs.iter().map(|(n, v)| (n.as_ref(), v.as_str())))
+        .finish()
+}
+
+/// Parses `query` into every part, refusing parameters not in `names` and repeated ones
+/// (a list parameter may repeat: its values join).
 pub(crate) fn parse(
     query: &str,
     parts: &[QueryPart],
     names: &[String],
     extensions: &mut Extensions,
 ) -> Result<(), ApiError> {
+    let mut repeated_lists = false;
     let mut seen: Vec<Cow<'_, str>> = Vec::new();
     for (name, _) in form_urlencoded::parse(query.as_bytes()) {
         if !names.iter().any(|n| *n == name) {
@@ -153,12 +183,24 @@ pub(crate) fn parse(
             )));
         }
         if seen.contains(&name) {
+            if is_list(parts, &name) {
+                repeated_lists = true;
+                continue;
+            }
             return Err(ApiError::invalid(format!(
-                "{name} is given more than once; give several values as one comma-separated list"
+                "{name} is given more than once; it takes one value"
             )));
         }
         seen.push(name);
     }
+    let joined;
+    let query = match repeated_lists {
+        true => {
+            joined = joined_lists(query);
+            joined.as_str()
+        }
+        false => query,
+    };
     for part in parts {
         (part.parse)(query, extensions)?;
     }
@@ -256,8 +298,16 @@ mod tests {
     }
 
     #[test]
-    fn a_repeated_parameter_is_refused() {
+    fn a_repeated_single_value_parameter_is_refused() {
         assert!(reason("limit=5&limit=6").starts_with("limit is given more than once"));
+    }
+
+    #[test]
+    fn repeated_list_parameters_join_in_order_and_others_stay() {
+        assert_eq!(
+            joined_lists("severity=critical&limit=5&severity=high&status=open"),
+            "severity=critical%2Chigh&limit=5&status=open"
+        );
     }
 
     #[test]

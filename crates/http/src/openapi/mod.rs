@@ -15,6 +15,7 @@ use posture_wire::ErrorResponse;
 use schemars::{SchemaGenerator, generate::SchemaSettings};
 use serde_json::Value;
 
+mod examples;
 mod headers;
 mod webhooks;
 
@@ -470,10 +471,18 @@ fn sorted(value: Value) -> Value {
 
 /// The canonical text of the document (rendered once per process, when the API's state is
 /// built).
+/// The fields of the document's schemas no example value is known for (a test keeps it
+/// empty: see `examples.rs`).
+pub fn fields_without_examples() -> Vec<String> {
+    let mut value = serde_json::to_value(document()).expect("the OpenAPI model serialises");
+    examples::add_to_document(&mut value)
+}
+
 pub fn render() -> String {
     // aide's model is plain data with string keys: serialising it cannot fail, and a
     // contract that silently became empty would be worse than stopping.
-    let value = serde_json::to_value(document()).expect("the OpenAPI model serialises");
+    let mut value = serde_json::to_value(document()).expect("the OpenAPI model serialises");
+    examples::add_to_document(&mut value);
     let mut text = serde_json::to_string_pretty(&sorted(value)).expect("a JSON value serialises");
     text.push('\n');
     text

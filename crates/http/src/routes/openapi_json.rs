@@ -13,7 +13,12 @@ fn document_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "object",
         "description": "An OpenAPI 3.1 document.",
-        "required": ["openapi", "info", "paths"]
+        "required": ["openapi", "info", "paths"],
+        "examples": [{
+            "openapi": "3.1.0",
+            "info": { "title": "posture API", "version": "1.0.0" },
+            "paths": { "/api/v1/findings": { "get": { "operationId": "listFindings" } } }
+        }]
     })
 }
 

@@ -146,6 +146,30 @@ async fn each_filter_alone_returns_exactly_the_matching_rows() {
 }
 
 #[tokio::test]
+async fn a_repeated_list_filter_is_the_same_as_its_comma_list() {
+    // What openapi-python-client sends for a list (docs/clients.md).
+    let app = TestApp::start().await;
+    let (key, _, known, _) = dataset(&app).await;
+    let want = expected(&known, |k| matches!(k.severity, "critical" | "high"));
+    let (repeated, total) = all_ids(&app, &key, "severity=critical&severity=high").await;
+    let (comma, _) = all_ids(&app, &key, "severity=critical,high").await;
+    assert_eq!(repeated, want);
+    assert_eq!(repeated, comma);
+    assert_eq!(total, want.len() as u64);
+    // A parameter that takes one value still may not repeat.
+    let reason = assert_error(
+        app.get("/api/v1/findings?limit=5&limit=6", &key).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+    )
+    .await;
+    assert!(
+        reason.starts_with("limit is given more than once"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
 async fn combined_filters_apply_together() {
     let app = TestApp::start().await;
     let (key, _, known, [t1, _]) = dataset(&app).await;
