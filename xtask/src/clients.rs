@@ -2,7 +2,7 @@
 //! (docs/clients.md).
 //!
 //! 1. Lints `docs/openapi.json` with Spectral (`.spectral.yaml`: `spectral:oas` and posture's
-//!    rules); any finding, warnings included, fails.
+//!    rules) and Redocly (`recommended`); any finding, warnings included, fails.
 //! 2. Generates the Python client (openapi-python-client, PyPI) and the TypeScript types
 //!    (openapi-typescript, npm; used with openapi-fetch) into `target/clients/`.
 //! 3. Serves posture-api on a throwaway PostgreSQL with one customer of demo data and the
@@ -62,7 +62,7 @@ pub fn run_clients() -> anyhow::Result<()> {
     npm_ci(
         &dirs.root.join("xtask").join("clients"),
         &dirs.node,
-        "Spectral, openapi-typescript, openapi-fetch, TypeScript",
+        "Spectral, Redocly, openapi-typescript, openapi-fetch, TypeScript",
     )?;
     lint(&dirs)?;
     let venv = dirs.out.join("venv");
@@ -192,13 +192,31 @@ fn issue_key(
         .to_owned())
 }
 
-/// Spectral on the committed contract: nothing at all may be reported.
+/// Spectral, then Redocly (its `recommended` rules, a second opinion) on the committed
+/// contract: nothing at all may be reported by either.
 fn lint(dirs: &Dirs) -> anyhow::Result<()> {
+    let contract = dirs.root.join("docs").join("openapi.json");
     eprintln_status("linting docs/openapi.json (Spectral, .spectral.yaml)");
     run(Command::new(dirs.node.join("node_modules/.bin/spectral"))
         .args(["lint", "--fail-severity=hint", "--ruleset"])
         .arg(dirs.root.join(".spectral.yaml"))
-        .arg(dirs.root.join("docs").join("openapi.json")))
+        .arg(&contract))?;
+    eprintln_status("linting docs/openapi.json (Redocly, recommended)");
+    let report = Command::new(dirs.node.join("node_modules/.bin/redocly"))
+        .args(["lint", "--format=json"])
+        .arg(&contract)
+        .output()
+        .context("running redocly")?;
+    let totals: serde_json::Value = serde_json::from_slice(&report.stdout)
+        .map(|r: serde_json::Value| r["totals"].clone())
+        .context("reading redocly's report")?;
+    if totals["errors"] != 0 || totals["warnings"] != 0 {
+        bail!(
+            "Redocly reports {totals} on docs/openapi.json: run `npx redocly lint docs/openapi.json` \
+             in target/clients/node"
+        );
+    }
+    Ok(())
 }
 
 fn generate_python(dirs: &Dirs, venv: &Path) -> anyhow::Result<()> {

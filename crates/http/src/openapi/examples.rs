@@ -280,42 +280,49 @@ pub fn add_to_document(document: &mut Value) -> Vec<String> {
     let mut components: IndexMap<String, Value> = std::mem::take(schemas).into_iter().collect();
     let (examples, missing) = annotate(&mut components);
     *schemas = components.into_iter().collect();
-    let Some(paths) = document["paths"].as_object_mut() else {
-        return missing;
-    };
-    for operation in paths
-        .values_mut()
-        .filter_map(Value::as_object_mut)
-        .flat_map(|item| item.values_mut())
-    {
-        let scope = operation["x-required-scope"].as_str().map(str::to_owned);
-        if let Some(media) = operation
-            .pointer_mut("/requestBody/content/application~1json")
-            .and_then(Value::as_object_mut)
-            && let Some(example) = of_schema(&media["schema"], &examples)
-        {
-            media.entry("example").or_insert(example);
-        }
-        let Some(responses) = operation["responses"].as_object_mut() else {
+    for section in ["paths", "webhooks"] {
+        let Some(items) = document[section].as_object_mut() else {
             continue;
         };
-        for (status, response) in responses.iter_mut() {
-            let Some(media) = response
-                .pointer_mut("/content/application~1json")
-                .and_then(Value::as_object_mut)
-            else {
-                continue;
-            };
-            let example = match status.starts_with(['4', '5']) {
-                true => error_example(status, scope.as_deref()),
-                false => of_schema(&media["schema"], &examples),
-            };
-            if let Some(example) = example {
-                media.entry("example").or_insert(example);
-            }
+        for operation in items
+            .values_mut()
+            .filter_map(Value::as_object_mut)
+            .flat_map(|item| item.values_mut())
+        {
+            annotate_operation(operation, &examples);
         }
     }
     missing
+}
+
+/// Examples on an operation's JSON request body and JSON responses.
+fn annotate_operation(operation: &mut Value, examples: &IndexMap<String, Value>) {
+    let scope = operation["x-required-scope"].as_str().map(str::to_owned);
+    if let Some(media) = operation
+        .pointer_mut("/requestBody/content/application~1json")
+        .and_then(Value::as_object_mut)
+        && let Some(example) = of_schema(&media["schema"], examples)
+    {
+        media.entry("example").or_insert(example);
+    }
+    let Some(responses) = operation["responses"].as_object_mut() else {
+        return;
+    };
+    for (status, response) in responses.iter_mut() {
+        let Some(media) = response
+            .pointer_mut("/content/application~1json")
+            .and_then(Value::as_object_mut)
+        else {
+            continue;
+        };
+        let example = match status.starts_with(['4', '5']) {
+            true => error_example(status, scope.as_deref()),
+            false => of_schema(&media["schema"], examples),
+        };
+        if let Some(example) = example {
+            media.entry("example").or_insert(example);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -366,7 +373,12 @@ mod tests {
     fn every_json_body_of_every_operation_has_an_example_that_validates() {
         let document: Value = serde_json::from_str(&render()).unwrap();
         let mut checked = 0;
-        for (path, item) in document["paths"].as_object().unwrap() {
+        let operations = document["paths"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .chain(document["webhooks"].as_object().unwrap());
+        for (path, item) in operations {
             for (method, operation) in item.as_object().unwrap() {
                 let mut media: Vec<(String, &Value)> = Vec::new();
                 if let Some(body) = operation.pointer("/requestBody/content/application~1json") {
@@ -385,7 +397,7 @@ mod tests {
                 }
             }
         }
-        assert!(checked > 150, "{checked}");
+        assert!(checked > 160, "{checked}");
     }
 
     #[test]

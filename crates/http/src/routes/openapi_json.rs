@@ -14,6 +14,11 @@ fn document_schema(_: &mut SchemaGenerator) -> Schema {
         "type": "object",
         "description": "An OpenAPI 3.1 document.",
         "required": ["openapi", "info", "paths"],
+        "properties": {
+            "openapi": { "type": "string", "description": "The OpenAPI version: `3.1.0`." },
+            "info": { "type": "object", "description": "Title, version, contact, license." },
+            "paths": { "type": "object", "description": "The operations, by path." }
+        },
         "examples": [{
             "openapi": "3.1.0",
             "info": { "title": "posture API", "version": "1.0.0" },
