@@ -153,8 +153,9 @@ pub struct RecoverResponse {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct TestDeliveryRequest {
     /// Send a sample of this event type (one sample finding, marked `"test": true`) instead
-    /// of a `ping`. It need not be one the subscription listens to.
-    #[schemars(schema_with = "crate::closed_set::<DeliveryEvent>")]
+    /// of a `ping`. It need not be one the subscription listens to. Absent or `null`: a
+    /// `ping`.
+    #[schemars(schema_with = "crate::nullable_closed_set::<DeliveryEvent>")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event_type: Option<String>,
 }

@@ -70,6 +70,20 @@ async fn a_ping_is_signed_both_ways_sent_at_once_and_logged_as_a_test() {
 }
 
 #[tokio::test]
+async fn an_event_type_of_null_is_a_ping_as_the_contract_says() {
+    let ops = Ops::new().await;
+    let server = receiver(200).await;
+    let (webhook, _) = ops
+        .subscribe(&hook(&server), "generic", &["finding_high"])
+        .await;
+    let result = test(&ops, &webhook, json!({ "eventType": null })).await;
+    assert_eq!(result["delivered"], true);
+    let requests = server.received_requests().await.unwrap();
+    let body: Value = serde_json::from_slice(&requests[0].body).unwrap();
+    assert_eq!(body["type"], "ping");
+}
+
+#[tokio::test]
 async fn a_test_of_an_event_type_carries_one_sample_finding_rendered_for_the_receiver() {
     let ops = Ops::new().await;
     let generic = receiver(204).await;
