@@ -33,16 +33,11 @@ pub use error::{ErrorCode, ErrorResponse};
 /// `{"type":"string","enum":[...]}`), so generated clients get one named type per set; inline
 /// where the generator inlines everything (query parameters).
 pub fn closed_set<T: ClosedSet>(generator: &mut SchemaGenerator) -> Schema {
-    let inline = json_schema!({ "type": "string", "enum": T::allowed() });
     if generator.settings().inline_subschemas {
-        return inline;
+        return inline_closed_set::<T>();
     }
-    let name = std::any::type_name::<T>()
-        .rsplit("::")
-        .next()
-        .unwrap_or("ClosedSet")
-        .to_owned();
-    let mut named = inline;
+    let name = closed_set_name::<T>();
+    let mut named = json_schema!({ "type": "string", "enum": T::allowed() });
     named.insert(
         "description".to_owned(),
         format!(
@@ -61,6 +56,28 @@ pub fn closed_set<T: ClosedSet>(generator: &mut SchemaGenerator) -> Schema {
         .insert(name.clone(), named.to_value());
     let path = generator.settings().definitions_path.clone();
     Schema::new_ref(format!("#{path}/{name}"))
+}
+
+/// The name of a closed set's component schema: its type's name (`Severity`).
+pub fn closed_set_name<T>() -> String {
+    std::any::type_name::<T>()
+        .rsplit("::")
+        .next()
+        .unwrap_or("ClosedSet")
+        .to_owned()
+}
+
+/// The marker an inline closed set carries (query parameters), so the rendered contract can
+/// point it at the set's named component: `"x-posture-enum": "Severity"`.
+pub const CLOSED_SET_MARKER: &str = "x-posture-enum";
+
+/// A closed set inline, marked with its name.
+pub fn inline_closed_set<T: ClosedSet>() -> Schema {
+    json_schema!({
+        "type": "string",
+        "enum": T::allowed(),
+        CLOSED_SET_MARKER: closed_set_name::<T>(),
+    })
 }
 
 /// The schema of a value of a closed set, or `null`.

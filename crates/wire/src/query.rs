@@ -188,7 +188,7 @@ impl<T: ClosedSet> JsonSchema for OneOf<T> {
     }
 
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({ "type": "string", "enum": T::allowed() })
+        crate::inline_closed_set::<T>()
     }
 }
 
@@ -214,7 +214,7 @@ macro_rules! closed_set_item {
             }
 
             fn item_schema() -> Schema {
-                json_schema!({ "type": "string", "enum": <$t as ClosedSet>::allowed() })
+                crate::inline_closed_set::<$t>()
             }
         }
     )+};

@@ -29,7 +29,6 @@ from posture_client.models import (
     SubscriptionStatus,
     WebhookType,
 )
-from posture_client.models.list_findings_severity_item import ListFindingsSeverityItem
 
 URL = os.environ["POSTURE_URL"]
 
@@ -56,7 +55,7 @@ def test_a_filtered_list_parses_into_typed_findings():
     # `explode: false`); posture joins them (docs/clients.md).
     response = list_findings.sync_detailed(
         client=client(),
-        severity=[ListFindingsSeverityItem.CRITICAL, ListFindingsSeverityItem.HIGH],
+        severity=[Severity.CRITICAL, Severity.HIGH],
         limit=10,
     )
     assert response.status_code == 200

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 mod examples;
 mod headers;
+mod named_sets;
 mod webhooks;
 
 use crate::{
@@ -483,16 +484,8 @@ pub fn render() -> String {
     // contract that silently became empty would be worse than stopping.
     let mut value = serde_json::to_value(document()).expect("the OpenAPI model serialises");
     examples::add_to_document(&mut value);
-    // The deliveries posture sends are authenticated by their signature headers, not by a
-    // security scheme of this document: say so explicitly (aide omits an empty list).
-    if let Some(webhooks) = value["webhooks"].as_object_mut() {
-        for operation in webhooks
-            .values_mut()
-            .filter_map(|item| item.get_mut("post"))
-        {
-            operation["security"] = Value::Array(Vec::new());
-        }
-    }
+    named_sets::point_at_components(&mut value);
+    webhooks::declare_signed(&mut value);
     let mut text = serde_json::to_string_pretty(&sorted(value)).expect("a JSON value serialises");
     text.push('\n');
     text
