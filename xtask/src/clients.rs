@@ -16,7 +16,6 @@
 //! Fails when posture-api logs an ERROR line.
 
 use std::{
-    io::BufWriter,
     path::{Path, PathBuf},
     process::{Command, Stdio},
 };
@@ -25,9 +24,12 @@ use anyhow::{Context as _, bail};
 use base64::Engine as _;
 
 use crate::{
-    demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
+    demo_data::CustomerSpec,
     files::{project_root, scratch_dir},
-    posture::{Guard, api_json, build_binaries, rand_bytes, wait_until_listening},
+    posture::{
+        Guard, api_json, build_binaries, create_customer, every_scope, ingest_demo_data, issue_key,
+        rand_bytes, wait_until_listening,
+    },
     process::{eprintln_status, npm_ci, on_path, python_venv, run},
     servers::free_port,
 };
@@ -79,16 +81,18 @@ pub fn run_clients() -> anyhow::Result<()> {
     ];
     api_json(&bin, &env, &["migrate"])?;
     let customer = demo_customer(&bin, &env)?;
+    let every = every_scope();
     let mut keys: Vec<(String, String)> = Vec::new();
     for (name, scopes) in [
-        ("PYTHON_KEY", &["all"][..]),
+        ("PYTHON_KEY", &every[..]),
         ("PYTHON_FINDINGS_KEY", &["read:findings"][..]),
         ("PYTHON_RATE_KEY", &["read:identities"][..]),
-        ("TS_KEY", &["all"][..]),
+        ("TS_KEY", &every[..]),
         ("TS_FINDINGS_KEY", &["read:findings"][..]),
         ("TS_RATE_KEY", &["read:identities"][..]),
     ] {
-        keys.push((name.to_owned(), issue_key(&bin, &env, &customer, scopes)?));
+        let key = issue_key(&bin, &env, &customer, "clients", scopes)?;
+        keys.push((name.to_owned(), key));
     }
 
     let bind = format!("127.0.0.1:{}", free_port()?);
@@ -144,12 +148,7 @@ const CUSTOMER_NAME: &str = "Contoso Group";
 
 /// One customer with demo data; returns its id.
 fn demo_customer(bin: &Path, env: &[(&str, &str)]) -> anyhow::Result<String> {
-    let customer = api_json(bin, env, &["customers", "create", "--name", CUSTOMER_NAME])?["id"]
-        .as_str()
-        .context("customer id")?
-        .to_owned();
-    let data = scratch_dir("clients-data")?.join("contoso.jsonl");
-    let mut out = BufWriter::new(std::fs::File::create(&data)?);
+    let customer = create_customer(bin, env, CUSTOMER_NAME)?;
     let spec = CustomerSpec {
         name: CUSTOMER_NAME.into(),
         tenants: 2,
@@ -158,38 +157,9 @@ fn demo_customer(bin: &Path, env: &[(&str, &str)]) -> anyhow::Result<String> {
         upr_days: 14,
         seed: 7,
     };
-    write_customer(&spec, Day::today(), &mut out)?;
-    std::io::Write::flush(&mut out)?;
-    drop(out);
-    let path = data.to_str().context("path")?;
-    api_json(bin, env, &["ingest", "--customer", &customer, path])?;
+    let file = scratch_dir("clients-data")?.join("contoso.jsonl");
+    ingest_demo_data(bin, env, &customer, &spec, &file)?;
     Ok(customer)
-}
-
-/// Issues a key (`all`: every scope); returns the secret.
-fn issue_key(
-    bin: &Path,
-    env: &[(&str, &str)],
-    customer: &str,
-    scopes: &[&str],
-) -> anyhow::Result<String> {
-    let mut args = vec!["keys", "issue", "--customer", customer, "--name", "clients"];
-    let every: Vec<&str> = posture_domain::Scope::ALL
-        .iter()
-        .map(|s| s.as_str())
-        .collect();
-    let scopes = if scopes == ["all"] {
-        &every[..]
-    } else {
-        scopes
-    };
-    for scope in scopes {
-        args.extend(["--scope", scope]);
-    }
-    Ok(api_json(bin, env, &args)?["key"]
-        .as_str()
-        .context("key")?
-        .to_owned())
 }
 
 /// Spectral, then Redocly (its `recommended` rules, a second opinion) on the committed

@@ -12,7 +12,6 @@
 //! log.
 
 use std::{
-    io::BufWriter,
     path::Path,
     process::{Command, Stdio},
 };
@@ -21,9 +20,12 @@ use anyhow::{Context as _, bail};
 use base64::Engine as _;
 
 use crate::{
-    demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
+    demo_data::CustomerSpec,
     files::{project_root, scratch_dir},
-    posture::{Guard, api_json, build_binaries, rand_bytes, wait_until_listening},
+    posture::{
+        Guard, api_json, build_binaries, create_customer, ingest_demo_data, rand_bytes,
+        wait_until_listening,
+    },
     process::{eprintln_status, npm_ci, on_path, python_venv},
     servers::free_port,
 };
@@ -66,12 +68,7 @@ pub fn run_console_e2e() -> anyhow::Result<()> {
     ];
     api_json(&bin, &env, &["migrate"])?;
     let name = "Contoso Group";
-    let customer = api_json(&bin, &env, &["customers", "create", "--name", name])?["id"]
-        .as_str()
-        .context("customer id")?
-        .to_owned();
-    let data = scratch_dir("console-e2e-data")?.join("contoso.jsonl");
-    let mut out = BufWriter::new(std::fs::File::create(&data)?);
+    let customer = create_customer(&bin, &env, name)?;
     let spec = CustomerSpec {
         name: name.into(),
         tenants: 1,
@@ -80,19 +77,8 @@ pub fn run_console_e2e() -> anyhow::Result<()> {
         upr_days: 7,
         seed: 3,
     };
-    write_customer(&spec, Day::today(), &mut out)?;
-    std::io::Write::flush(&mut out)?;
-    drop(out);
-    api_json(
-        &bin,
-        &env,
-        &[
-            "ingest",
-            "--customer",
-            &customer,
-            data.to_str().context("path")?,
-        ],
-    )?;
+    let data = scratch_dir("console-e2e-data")?.join("contoso.jsonl");
+    ingest_demo_data(&bin, &env, &customer, &spec, &data)?;
 
     let api_bind = format!("127.0.0.1:{}", free_port()?);
     let idp_port = free_port()?;

@@ -10,7 +10,6 @@
 //! everything it started and removes its data.
 
 use std::{
-    io::BufWriter,
     process::{Child, Command, Stdio},
     sync::Arc,
 };
@@ -20,10 +19,13 @@ use base64::Engine as _;
 use clap::Args;
 
 use crate::{
-    demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
+    demo_data::CustomerSpec,
     demo_receiver,
     files::scratch_dir,
-    posture::{Guard, api_json, build_binaries, rand_bytes, wait_until_listening},
+    posture::{
+        Guard, api_json, build_binaries, create_customer, every_scope, ingest_demo_data, issue_key,
+        rand_bytes, wait_until_listening,
+    },
     process::eprintln_status,
 };
 
@@ -74,16 +76,8 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     ];
     let mut customers = Vec::new();
     for spec in &specs {
-        let customer = api_json(&bin, &env, &["customers", "create", "--name", &spec.name])?;
-        let id = customer["id"].as_str().context("customer id")?.to_owned();
-        let mut issue = vec!["keys", "issue", "--customer", id.as_str(), "--name", "demo"];
-        for scope in posture_domain::Scope::ALL {
-            issue.extend(["--scope", scope.as_str()]);
-        }
-        let key = api_json(&bin, &env, &issue)?["key"]
-            .as_str()
-            .context("key")?
-            .to_owned();
+        let id = create_customer(&bin, &env, &spec.name)?;
+        let key = issue_key(&bin, &env, &id, "demo", &every_scope())?;
         customers.push((spec, id, key));
     }
 
@@ -119,19 +113,10 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
 
     // One analyzer pass per customer, through the real ingest command.
     let data_dir = scratch_dir("demo-data")?;
-    let today = Day::today();
     let mut queued = 0;
     for (index, (spec, id, _)) in customers.iter().enumerate() {
         let file = data_dir.join(format!("{}.jsonl", spec.seed));
-        let mut out = BufWriter::new(std::fs::File::create(&file)?);
-        write_customer(spec, today, &mut out)?;
-        std::io::Write::flush(&mut out)?;
-        drop(out);
-        let pass = api_json(
-            &bin,
-            &env,
-            &["ingest", "--customer", id, file.to_str().context("path")?],
-        )?;
+        let pass = ingest_demo_data(&bin, &env, id, spec, &file)?;
         eprintln_status(&format!(
             "{}: {} identities, {} findings, {} UPR scores ingested; {} webhook deliveries queued",
             spec.name,

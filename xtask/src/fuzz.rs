@@ -11,7 +11,6 @@
 //! did not issue (a rule OpenAPI cannot state); nothing else is filtered.
 
 use std::{
-    io::BufWriter,
     path::PathBuf,
     process::{Command, Stdio},
 };
@@ -21,9 +20,12 @@ use base64::Engine as _;
 use clap::Args;
 
 use crate::{
-    demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
+    demo_data::CustomerSpec,
     files::{project_root, scratch_dir},
-    posture::{Guard, api_json, build_binaries, rand_bytes, wait_until_listening},
+    posture::{
+        Guard, api_json, build_binaries, create_customer, every_scope, ingest_demo_data, issue_key,
+        rand_bytes, wait_until_listening,
+    },
     process::{eprintln_status, python_venv},
     servers::free_port,
 };
@@ -65,7 +67,6 @@ pub fn run_fuzz(args: &FuzzArgs) -> anyhow::Result<()> {
     api_json(&bin, &env, &["migrate"])?;
 
     let data = scratch_dir("fuzz-data")?;
-    let today = Day::today();
     let mut keys = Vec::new();
     for (name, seed) in [("Contoso Group", 1), ("Fabrikam Inc", 2)] {
         let spec = CustomerSpec {
@@ -76,30 +77,10 @@ pub fn run_fuzz(args: &FuzzArgs) -> anyhow::Result<()> {
             upr_days: 30,
             seed,
         };
-        let id = api_json(&bin, &env, &["customers", "create", "--name", name])?["id"]
-            .as_str()
-            .context("customer id")?
-            .to_owned();
+        let id = create_customer(&bin, &env, name)?;
         let file = data.join(format!("{seed}.jsonl"));
-        let mut out = BufWriter::new(std::fs::File::create(&file)?);
-        write_customer(&spec, today, &mut out)?;
-        std::io::Write::flush(&mut out)?;
-        drop(out);
-        api_json(
-            &bin,
-            &env,
-            &["ingest", "--customer", &id, file.to_str().context("path")?],
-        )?;
-        let mut issue = vec!["keys", "issue", "--customer", id.as_str(), "--name", "fuzz"];
-        for scope in posture_domain::Scope::ALL {
-            issue.extend(["--scope", scope.as_str()]);
-        }
-        keys.push(
-            api_json(&bin, &env, &issue)?["key"]
-                .as_str()
-                .context("key")?
-                .to_owned(),
-        );
+        ingest_demo_data(&bin, &env, &id, &spec, &file)?;
+        keys.push(issue_key(&bin, &env, &id, "fuzz", &every_scope())?);
     }
 
     let bind = format!("127.0.0.1:{}", free_port()?);

@@ -2,6 +2,7 @@
 //! long-running processes stopped gracefully with the task.
 
 use std::{
+    io::BufWriter,
     path::{Path, PathBuf},
     process::{Child, Command},
 };
@@ -10,6 +11,7 @@ use anyhow::{Context as _, bail};
 use serde_json::Value;
 
 use crate::{
+    demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
     files::project_root,
     process::{eprintln_status, output, run},
 };
@@ -41,6 +43,59 @@ pub fn api_json(bin: &Path, env: &[(&str, &str)], args: &[&str]) -> anyhow::Resu
     }
     let text = output(&mut command)?;
     serde_json::from_str(text.trim()).with_context(|| format!("parsing the output of {args:?}"))
+}
+
+/// Creates a customer with the operator CLI; returns its id.
+pub fn create_customer(bin: &Path, env: &[(&str, &str)], name: &str) -> anyhow::Result<String> {
+    Ok(
+        api_json(bin, env, &["customers", "create", "--name", name])?["id"]
+            .as_str()
+            .context("customer id")?
+            .to_owned(),
+    )
+}
+
+/// Writes the demo data of `spec` (as of today) to `file` and ingests it for `customer`
+/// through the real `posture-api ingest`; returns the pass summary.
+pub fn ingest_demo_data(
+    bin: &Path,
+    env: &[(&str, &str)],
+    customer: &str,
+    spec: &CustomerSpec,
+    file: &Path,
+) -> anyhow::Result<Value> {
+    let mut out = BufWriter::new(std::fs::File::create(file)?);
+    write_customer(spec, Day::today(), &mut out)?;
+    std::io::Write::flush(&mut out)?;
+    drop(out);
+    let path = file.to_str().context("path")?;
+    api_json(bin, env, &["ingest", "--customer", customer, path])
+}
+
+/// Every scope's name, for a key that may do everything.
+pub fn every_scope() -> Vec<&'static str> {
+    posture_domain::Scope::ALL
+        .iter()
+        .map(|s| s.as_str())
+        .collect()
+}
+
+/// Issues a key with these scopes to `customer`; returns the secret.
+pub fn issue_key(
+    bin: &Path,
+    env: &[(&str, &str)],
+    customer: &str,
+    name: &str,
+    scopes: &[&str],
+) -> anyhow::Result<String> {
+    let mut args = vec!["keys", "issue", "--customer", customer, "--name", name];
+    for scope in scopes {
+        args.extend(["--scope", scope]);
+    }
+    Ok(api_json(bin, env, &args)?["key"]
+        .as_str()
+        .context("key")?
+        .to_owned())
 }
 
 /// Child processes stopped (SIGTERM, then waited for) when dropped.

@@ -27,11 +27,19 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
     style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; \
     connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-fn bundle_name() -> String {
-    format!("scalar-{}.js", BUNDLE_VERSION.trim())
+/// The bundle's file name, with its version (built once).
+fn bundle_name() -> &'static str {
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(|| format!("scalar-{}.js", BUNDLE_VERSION.trim()))
 }
 
-fn page() -> String {
+/// The page (built once).
+fn page() -> &'static str {
+    static PAGE: OnceLock<String> = OnceLock::new();
+    PAGE.get_or_init(render_page)
+}
+
+fn render_page() -> String {
     // Relative references: the page keeps working under a path prefix added by a proxy.
     format!(
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
@@ -111,7 +119,7 @@ pub async fn serve_asset(
     response
         .content_type("text/javascript; charset=utf-8")
         .insert_header((header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY));
-    if *file == bundle_name() {
+    if file.as_str() == bundle_name() {
         response
             .insert_header((header::CACHE_CONTROL, "public, max-age=31536000, immutable"))
             .insert_header((header::VARY, "Accept-Encoding"));

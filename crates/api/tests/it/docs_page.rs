@@ -49,15 +49,7 @@ async fn the_reference_page_is_public_with_a_strict_content_security_policy() {
 #[tokio::test]
 async fn the_pages_scripts_are_served_by_posture_itself() {
     let app = TestApp::start().await;
-    let page = app
-        .client
-        .get(app.url("/api/v1/docs"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = app.get_public_text("/api/v1/docs").await;
     for source in script_sources(&page) {
         assert!(!source.contains("//"), "{source} is on another origin");
         // Relative to the page, as a browser resolves it.
