@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use posture_config::{DatabaseArgs, LogArgs, SecretArgs};
+use posture_store_postgres::migrations::RuntimeRole;
 
 use crate::config::ServeArgs;
 
@@ -25,8 +26,9 @@ pub struct Cli {
 pub enum Command {
     /// Serve the HTTP API until SIGTERM or Ctrl-C.
     Serve(ServeArgs),
-    /// Apply pending database migrations.
-    Migrate(DatabaseArgs),
+    /// Apply pending database migrations, then (with --runtime-role) set the runtime role's
+    /// privileges. Run as the role that owns the schema.
+    Migrate(MigrateArgs),
     /// Manage customers.
     #[command(subcommand)]
     Customers(CustomersCommand),
@@ -44,6 +46,17 @@ pub enum Command {
     /// Rotate the key that seals webhook signing secrets.
     #[command(subcommand)]
     Secrets(SecretsCommand),
+}
+
+#[derive(Args, Debug)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// The role `serve` and `posture-worker` connect as: after the migrations, it gets
+    /// exactly the privileges it needs on the schema (no DDL, no TRUNCATE, UPDATE only on the
+    /// columns posture writes) and loses any others. The role must exist.
+    #[arg(long, env = "POSTURE_RUNTIME_ROLE")]
+    pub runtime_role: Option<RuntimeRole>,
 }
 
 #[derive(Subcommand, Debug)]

@@ -75,8 +75,9 @@ impl ConsoleRepository for PgStore {
         sealed_secret: SealedSecret,
         admins: &AdminRule,
     ) -> Result<SsoConfig> {
-        let values = (
-            console_sso::customer_id.eq(scope.customer_id().as_uuid()),
+        // The settings are replaced whole; the key column is not among them (the runtime
+        // role may update only the settings, runtime_grants.sql).
+        let settings = (
             console_sso::issuer.eq(issuer),
             console_sso::client_id.eq(client_id),
             console_sso::secret_key_id.eq(&sealed_secret.key_id),
@@ -89,10 +90,13 @@ impl ConsoleRepository for PgStore {
         );
         let mut conn = self.conn().await?;
         match diesel::insert_into(console_sso::table)
-            .values(values)
+            .values((
+                console_sso::customer_id.eq(scope.customer_id().as_uuid()),
+                settings,
+            ))
             .on_conflict(console_sso::customer_id)
             .do_update()
-            .set(values)
+            .set(settings)
             .returning(SsoRow::as_returning())
             .get_result::<SsoRow>(&mut conn)
             .await

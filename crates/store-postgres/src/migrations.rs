@@ -52,11 +52,42 @@ pub async fn run_pending(url: &str) -> Result<Vec<String>, Error> {
 }
 
 /// The names of the migrations not yet applied (empty when the schema is current).
+///
+/// Reads the migration table only: diesel's own `pending_migrations` first creates that table
+/// if missing, which the runtime role (no CREATE on the schema) may not even attempt.
 pub async fn pending(url: &str) -> Result<Vec<String>, Error> {
+    #[derive(diesel::QueryableByName)]
+    struct Applied {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        version: String,
+    }
+    #[derive(diesel::QueryableByName)]
+    struct Exists {
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        exists: bool,
+    }
     with_connection(url, |conn| {
-        conn.pending_migrations(MIGRATIONS)
-            .map(|ms| ms.iter().map(|m| m.name().to_string()).collect())
-            .map_err(Error::Internal)
+        let table: Exists = diesel::sql_query(
+            "SELECT to_regclass('__diesel_schema_migrations') IS NOT NULL AS exists",
+        )
+        .get_result(conn)
+        .map_err(Error::internal)?;
+        let applied: Vec<String> = if table.exists {
+            diesel::sql_query("SELECT version FROM __diesel_schema_migrations")
+                .load::<Applied>(conn)
+                .map_err(Error::internal)?
+                .into_iter()
+                .map(|a| a.version)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let migrations = MigrationSource::<Pg>::migrations(&MIGRATIONS).map_err(Error::Internal)?;
+        Ok(migrations
+            .iter()
+            .filter(|m| !applied.contains(&m.name().version().to_string()))
+            .map(|m| m.name().to_string())
+            .collect())
     })
     .await
 }
@@ -71,4 +102,96 @@ pub fn latest_version() -> Option<String> {
             .max()
     });
     LATEST.clone()
+}
+
+/// The privileges of the runtime role, applied by [`grant_runtime`].
+pub const RUNTIME_GRANTS: &str = include_str!("runtime_grants.sql");
+
+/// The name of the role `serve` and the worker connect as: a plain lower-case PostgreSQL
+/// identifier, so it needs no quoting wherever it is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeRole(String);
+
+impl std::str::FromStr for RuntimeRole {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, String> {
+        let mut chars = name.chars();
+        let plain = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+            && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !plain || name.len() > 63 {
+            return Err(format!(
+                "{name:?} is not a plain role name (lower-case letters, digits and _, at most \
+                 63 characters, not starting with a digit)"
+            ));
+        }
+        if name.starts_with("pg_") {
+            return Err(format!("{name:?}: roles named pg_* belong to PostgreSQL"));
+        }
+        Ok(Self(name.to_owned()))
+    }
+}
+
+impl std::fmt::Display for RuntimeRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Gives `role` exactly the privileges of `runtime_grants.sql` on the schema at `url`,
+/// revoking any others it held there, in one transaction. The role must exist (it is
+/// created with its password by whoever manages the database's roles), must not be the
+/// connecting role (which owns the tables) and must not be a superuser (which no grant
+/// can restrict).
+pub async fn grant_runtime(url: &str, role: &RuntimeRole) -> Result<(), Error> {
+    #[derive(diesel::QueryableByName)]
+    struct Role {
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        exists: bool,
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        superuser: bool,
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        is_current: bool,
+    }
+    let role = role.clone();
+    with_connection(url, move |conn| {
+        let found: Role = diesel::sql_query(
+            "SELECT count(r.rolname) > 0 AS exists, coalesce(bool_or(r.rolsuper), false) AS superuser, \
+                    coalesce(bool_or(r.rolname = current_user), false) AS is_current \
+             FROM pg_roles r WHERE r.rolname = $1",
+        )
+        .bind::<diesel::sql_types::Text, _>(&role.0)
+        .get_result(conn)
+        .map_err(Error::internal)?;
+        if !found.exists {
+            return Err(Error::invalid(
+                "runtime role",
+                format!(
+                    "role {role} does not exist: create it first, e.g. \
+                     CREATE ROLE {role} LOGIN PASSWORD '...'"
+                ),
+            ));
+        }
+        if found.is_current {
+            return Err(Error::invalid(
+                "runtime role",
+                format!("{role} is the role running the migrations; name another one"),
+            ));
+        }
+        if found.superuser {
+            return Err(Error::invalid(
+                "runtime role",
+                format!("{role} is a superuser, which no grant restricts; name another one"),
+            ));
+        }
+        let grants = RUNTIME_GRANTS.replace("{role}", &role.0);
+        diesel::connection::SimpleConnection::batch_execute(
+            conn,
+            &format!("BEGIN;\n{grants}\nCOMMIT;"),
+        )
+        .map_err(Error::internal)
+    })
+    .await
 }

@@ -79,6 +79,7 @@ fn template_name() -> String {
         );
         hash.update(std::fs::read(&path).unwrap());
     }
+    hash.update(migrations::RUNTIME_GRANTS.as_bytes());
     let digest = hash.finalize();
     let mut name = String::from("posture_tpl_");
     for byte in &digest[..6] {
@@ -133,9 +134,21 @@ async fn ensure_template(conn: &mut AsyncPgConnection, template: &str) {
         let building = format!("{template}_building");
         execute(conn, &format!("DROP DATABASE IF EXISTS {building}")).await;
         execute(conn, &format!("CREATE DATABASE {building}")).await;
-        migrations::run_pending(&with_database(&server_url(), &building))
+        let url = with_database(&server_url(), &building);
+        migrations::run_pending(&url)
             .await
             .unwrap_or_else(|e| panic!("migrating the test template failed: {e:?}"));
+        execute(
+            conn,
+            &format!(
+                "DO $$ BEGIN CREATE ROLE {RUNTIME_ROLE} LOGIN PASSWORD '{RUNTIME_ROLE}'; \
+                 EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+            ),
+        )
+        .await;
+        migrations::grant_runtime(&url, &RUNTIME_ROLE.parse().unwrap())
+            .await
+            .unwrap_or_else(|e| panic!("granting the test runtime role failed: {e:?}"));
         execute(
             conn,
             &format!("ALTER DATABASE {building} RENAME TO {template}"),
@@ -144,6 +157,11 @@ async fn ensure_template(conn: &mut AsyncPgConnection, template: &str) {
     }
     execute(conn, &format!("SELECT pg_advisory_unlock({TEMPLATE_LOCK})")).await;
 }
+
+/// The role the stores of [`TestDb::store`] connect as: the privileges of
+/// `posture-api migrate --runtime-role`, so every test that goes through a store proves
+/// that the runtime grants suffice. Its password is its name.
+pub const RUNTIME_ROLE: &str = "posture_test_runtime";
 
 /// A database of its own for one test, dropped when the value is dropped.
 pub struct TestDb {
@@ -166,9 +184,18 @@ impl TestDb {
         Self { name, url }
     }
 
-    /// The URL of this test's database.
+    /// The URL of this test's database, as the role that owns its tables (for fixtures
+    /// that reach under the ports).
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The URL of this test's database as [`RUNTIME_ROLE`].
+    pub fn runtime_url(&self) -> String {
+        let mut url = url::Url::parse(&self.url).unwrap();
+        url.set_username(RUNTIME_ROLE).unwrap();
+        url.set_password(Some(RUNTIME_ROLE)).unwrap();
+        url.into()
     }
 
     /// The address of the PostgreSQL server (for a proxy in front of it).
@@ -181,9 +208,9 @@ impl TestDb {
             .unwrap()
     }
 
-    /// This database's URL with the server reached at `addr` (a proxy) instead.
+    /// This database's runtime URL with the server reached at `addr` (a proxy) instead.
     pub fn url_through(&self, addr: std::net::SocketAddr) -> String {
-        let mut url = url::Url::parse(&self.url).unwrap();
+        let mut url = url::Url::parse(&self.runtime_url()).unwrap();
         url.set_ip_host(addr.ip()).unwrap();
         url.set_port(Some(addr.port())).unwrap();
         url.into()
@@ -234,9 +261,10 @@ impl TestDb {
         counts
     }
 
-    /// The settings of [`TestDb::store`]: a pool of 8 on this test's database.
+    /// The settings of [`TestDb::store`]: a pool of 8 on this test's database, as the
+    /// runtime role.
     pub fn config(&self) -> PgConfig {
-        let mut config = PgConfig::new(self.url.clone());
+        let mut config = PgConfig::new(self.runtime_url());
         config.max_connections = 8;
         config
     }

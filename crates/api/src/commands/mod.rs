@@ -25,16 +25,33 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let json = cli.json;
     match cli.command {
         Command::Serve(args) => crate::server::serve(args).await,
-        Command::Migrate(database) => {
-            let applied = migrations::run_pending(&database.database_url)
+        Command::Migrate(args) => {
+            let url = &args.database.database_url;
+            let applied = migrations::run_pending(url)
                 .await
                 .context("migrating the database failed")?;
-            emit(json, &json!({ "applied": applied }), || {
-                match applied.len() {
-                    0 => "the database schema is up to date".to_owned(),
-                    n => format!("applied {n} migration(s): {}", applied.join(", ")),
-                }
-            })
+            if let Some(role) = &args.runtime_role {
+                migrations::grant_runtime(url, role)
+                    .await
+                    .with_context(|| format!("granting the runtime role {role} failed"))?;
+            }
+            let role = args.runtime_role.as_ref().map(ToString::to_string);
+            emit(
+                json,
+                &json!({ "applied": applied, "runtimeRole": role }),
+                || {
+                    let schema = match applied.len() {
+                        0 => "the database schema is up to date".to_owned(),
+                        n => format!("applied {n} migration(s): {}", applied.join(", ")),
+                    };
+                    match &role {
+                        Some(role) => {
+                            format!("{schema}; the runtime role {role} has its privileges")
+                        }
+                        None => schema,
+                    }
+                },
+            )
         }
         Command::Customers(command) => customers::run(command, json).await,
         Command::Tenants(command) => tenants::run(command, json).await,

@@ -11,7 +11,7 @@ pub(crate) fn posture_api(db: &TestDb, args: &[&str], stdin: Option<&str>) -> Ou
     let mut command = Command::new(env!("CARGO_BIN_EXE_posture-api"));
     command
         .args(args)
-        .env("DATABASE_URL", db.url())
+        .env("DATABASE_URL", db.runtime_url())
         .env("POSTURE_LOG", "warn");
     command
         .stdin(std::process::Stdio::piped())
@@ -351,7 +351,7 @@ pub(crate) fn reseal(db: &TestDb, current: &str, previous: &str) -> Output {
     use std::io::Write as _;
     let output = Command::new(env!("CARGO_BIN_EXE_posture-api"))
         .args(["secrets", "reseal", "--json"])
-        .env("DATABASE_URL", db.url())
+        .env("DATABASE_URL", db.runtime_url())
         .env("POSTURE_LOG", "warn")
         .env("POSTURE_SECRET_KEY", current)
         .env("POSTURE_SECRET_KEYS_PREVIOUS", previous)

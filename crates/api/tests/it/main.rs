@@ -10,6 +10,7 @@ mod contract;
 mod docs_page;
 mod errors;
 mod metrics;
+mod migrate;
 mod newer_analyzer;
 mod operations;
 mod rate_limits;

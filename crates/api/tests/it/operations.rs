@@ -182,7 +182,7 @@ async fn sigterm_lets_an_in_flight_request_finish_and_refuses_new_ones() {
         .extend((0..20_000).map(|i| finding(&format!("f-{i:05}"), &tenant, "low", "open", "u1")));
     app.ingest(customer, &records).await;
     let key = issue_key(&app.store, customer).await;
-    let mut api = ApiProcess::spawn(app.db.url(), &[]);
+    let mut api = ApiProcess::spawn(&app.db.runtime_url(), &[]);
     let http = client();
     let mut export = http
         .get(format!("{}/api/v1/findings/export", api.base))
@@ -304,7 +304,7 @@ async fn a_client_protocol_error_is_answered_and_never_logged_as_an_error() {
     let app = TestApp::start().await;
     let log = std::env::temp_dir().join(format!("posture-protocol-{}.log", uuid::Uuid::new_v4()));
     let api = ApiProcess::spawn_with_stderr(
-        app.db.url(),
+        &app.db.runtime_url(),
         &[("POSTURE_LOG", "info")],
         Stdio::from(std::fs::File::create(&log).unwrap()),
     );

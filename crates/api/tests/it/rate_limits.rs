@@ -293,7 +293,7 @@ impl ApiProcess {
             .port();
         let child = Command::new(env!("CARGO_BIN_EXE_posture-api"))
             .arg("serve")
-            .env("DATABASE_URL", db.url())
+            .env("DATABASE_URL", db.runtime_url())
             .env("POSTURE_BIND", format!("127.0.0.1:{port}"))
             .env(
                 "POSTURE_SECRET_KEY",

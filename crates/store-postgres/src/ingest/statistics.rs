@@ -97,7 +97,9 @@ async fn refresh_table(
     let estimated = estimate(conn, table, scope).await?;
     if is_stale(estimated, actual) {
         let started = std::time::Instant::now();
-        diesel::sql_query(format!("ANALYZE {} (customer_id)", table.name))
+        // Through the owner's function: the runtime role may not ANALYZE (migration 000009).
+        diesel::sql_query("SELECT posture_analyze($1)")
+            .bind::<diesel::sql_types::Text, _>(table.name)
             .execute(conn)
             .await?;
         tracing::info!(

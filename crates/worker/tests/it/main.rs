@@ -55,7 +55,7 @@ fn worker(db: &TestDb, args: &[&str], env: &[(&str, &str)]) -> Child {
     let mut command = Command::new(env!("CARGO_BIN_EXE_posture-worker"));
     command
         .args(args)
-        .env("DATABASE_URL", db.url())
+        .env("DATABASE_URL", db.runtime_url())
         .env(
             "POSTURE_SECRET_KEY",
             base64::engine::general_purpose::STANDARD.encode(KEY),

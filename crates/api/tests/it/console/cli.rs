@@ -17,7 +17,7 @@ fn posture_api(app: &TestApp, args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_posture-api"))
         .args(args)
         .arg("--json")
-        .env("DATABASE_URL", app.db.url())
+        .env("DATABASE_URL", app.db.runtime_url())
         .env("POSTURE_LOG", "warn")
         .env("POSTURE_SECRET_KEY", KEY_7)
         .envs(env.iter().copied())

@@ -1,0 +1,74 @@
+-- The privileges of the runtime role that `posture-api serve`, `posture-worker` and the
+-- operator commands other than `migrate` connect as (docs/operations.md, "Database roles").
+-- Applied by `posture-api migrate --runtime-role NAME` after the migrations, in the
+-- migration's transaction, by the role that owns the tables. `{role}` is a validated plain
+-- identifier. Idempotent: everything is revoked first, so a grant this file drops is gone.
+--
+-- What the runtime role cannot do, by construction: own or alter anything (no DDL, no
+-- triggers to drop or disable), TRUNCATE, create objects in the schema, update a column not
+-- listed here (a key's hash, scopes or customer; a pass's counts; an audit line), delete
+-- from tables it only appends to.
+
+REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role};
+REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM {role};
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM {role};
+REVOKE ALL ON SCHEMA public FROM {role};
+GRANT USAGE ON SCHEMA public TO {role};
+-- TEMPORARY: a pass's fan-out collects the changed findings in a temporary table.
+DO $$ BEGIN
+    EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO {role}', current_database());
+END $$;
+
+-- Reads: every table of the schema (readiness reads the migration table).
+GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role};
+
+-- Customers and keys (operator commands, the console): created, never deleted; a key is
+-- revoked and its last use recorded, nothing else changes.
+GRANT INSERT ON customers, api_keys, console_audit TO {role};
+GRANT UPDATE (synced_through) ON customers TO {role};
+GRANT UPDATE (revoked_at, last_used_at) ON api_keys TO {role};
+
+-- Tenants: connected and renamed.
+GRANT INSERT ON tenants TO {role};
+GRANT UPDATE (display_name, primary_domain) ON tenants TO {role};
+
+-- An analyzer pass (ingest): appends the pass, upserts the data, replaces a customer's
+-- totals and an identity's role assignments.
+GRANT INSERT ON analyzer_passes, identities, findings, role_recommendations, upr_scores,
+    upr_latest, role_assignments, finding_totals, identity_totals TO {role};
+GRANT DELETE ON role_assignments, finding_totals, identity_totals TO {role};
+GRANT UPDATE (cloud_tenant_id, kind, display_name, principal_name, last_seen_at, modified_at)
+    ON identities TO {role};
+GRANT UPDATE (cloud_tenant_id, finding_type, severity, status, title, description, identity_id,
+    detected_at, updated_at, last_pass_id, modified_at) ON findings TO {role};
+GRANT UPDATE (cloud_tenant_id, identity_id, current_roles, recommended_role_name,
+    recommended_actions, removed_actions, updated_at, modified_at)
+    ON role_recommendations TO {role};
+GRANT UPDATE (cloud_tenant_id, score, factors, recorded_at, pass_id) ON upr_scores TO {role};
+GRANT UPDATE (cloud_tenant_id, score, factors, recorded_at) ON upr_latest TO {role};
+-- The data version a tenant or subscription change bumps (a trigger, run as the writer).
+GRANT INSERT ON customer_data_versions TO {role};
+GRANT UPDATE (version) ON customer_data_versions TO {role};
+-- Planner statistics after a pass, through the owner's function (migration 000009).
+GRANT EXECUTE ON FUNCTION posture_analyze(text) TO {role};
+
+-- Webhook subscriptions: created, changed, paused and disabled, their secrets rotated and
+-- resealed; never deleted (a deleted subscription is deactivated).
+GRANT INSERT ON webhook_subscriptions TO {role};
+GRANT UPDATE (name, webhook_url, event_types, secret_key_id, secret_nonce, secret_ciphertext,
+    active, deactivated_at, previous_secret_key_id, previous_secret_nonce,
+    previous_secret_ciphertext, previous_secret_expires_at, paused_at, disabled_at,
+    disabled_reason, failing_since) ON webhook_subscriptions TO {role};
+
+-- The outbox: deliveries and attempts are written, leased, retried and finally deleted by
+-- the retention sweep.
+GRANT INSERT, DELETE ON webhook_deliveries, webhook_attempts TO {role};
+GRANT UPDATE (body, status, attempts, next_attempt_at, lease_until, leased_by, delivered_at,
+    last_error, trigger, schedule_start, last_attempt_at, last_status_code)
+    ON webhook_deliveries TO {role};
+
+-- The console: single sign-on settings (replaced whole or removed), sign-ins and sessions.
+GRANT INSERT, DELETE ON console_sso, console_sign_ins, console_sessions TO {role};
+GRANT UPDATE (issuer, client_id, secret_key_id, secret_nonce, secret_ciphertext, admin_claim,
+    admin_values, admin_subjects, updated_at) ON console_sso TO {role};
+GRANT UPDATE (last_seen_at, ended_at) ON console_sessions TO {role};
