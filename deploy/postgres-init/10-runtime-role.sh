@@ -3,8 +3,8 @@
 # role the api and the worker connect as. `posture-api migrate --runtime-role posture_app`
 # gives it its privileges. The password is hex (openssl rand -hex 24): nothing to quote.
 set -eu
-case "$POSTURE_APP_PASSWORD" in
-    *[!0-9a-f]*|"") echo "POSTURE_APP_PASSWORD must be hex (openssl rand -hex 24)" >&2; exit 1 ;;
+case "$PG_APP_PASSWORD" in
+    *[!0-9a-f]*|"") echo "PG_APP_PASSWORD must be hex (openssl rand -hex 24)" >&2; exit 1 ;;
 esac
 psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --dbname "$POSTGRES_DB" \
-    -c "CREATE ROLE posture_app LOGIN PASSWORD '$POSTURE_APP_PASSWORD'"
+    -c "CREATE ROLE posture_app LOGIN PASSWORD '$PG_APP_PASSWORD'"

@@ -13,6 +13,7 @@ mod files;
 mod fuzz;
 mod gen_data;
 mod openapi;
+mod pgbouncer;
 mod posture;
 mod process;
 mod schema;

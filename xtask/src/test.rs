@@ -4,7 +4,8 @@
 //! `TEST_REDIS_URL` name servers to use, runs `cargo test --workspace` with those variables
 //! set, and stops what it started. Arguments after `--` go to `cargo test`. Receivers that
 //! verify deliveries with the official Standard Webhooks library run the Python of
-//! `target/test-venv` (`TEST_PYTHON`), installed here when missing.
+//! `target/test-venv` (`TEST_PYTHON`), installed here when missing; the PgBouncer tests run
+//! `TEST_PGBOUNCER` (1.21 or later, built into `target/pgbouncer` when missing).
 
 use std::process::Command;
 
@@ -21,6 +22,10 @@ pub fn run(extra: &[String]) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let venv = project_root().join("target").join("test-venv");
     python_venv(&venv, PYTHON_PACKAGES)?;
+    let pgbouncer = match std::env::var_os("TEST_PGBOUNCER") {
+        Some(_) => None,
+        None => Some(crate::pgbouncer::ensure()?),
+    };
     let postgres = match std::env::var("TEST_DATABASE_URL") {
         Ok(_) => None,
         Err(_) => Some(postgres("test-postgres", "")?),
@@ -36,6 +41,9 @@ pub fn run(extra: &[String]) -> anyhow::Result<()> {
         .args(extra);
     if std::env::var_os("TEST_PYTHON").is_none() {
         command.env("TEST_PYTHON", venv.join("bin").join("python"));
+    }
+    if let Some(pgbouncer) = &pgbouncer {
+        command.env("TEST_PGBOUNCER", pgbouncer);
     }
     if let Some(pg) = &postgres {
         command.env("TEST_DATABASE_URL", &pg.url);

@@ -20,6 +20,14 @@ pub struct DatabaseArgs {
     /// PostgreSQL URL, e.g. postgres://posture:secret@db:5432/posture.
     #[arg(long = "database-url", env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
+    /// A direct PostgreSQL URL for the LISTEN connections (the key cache, the worker's
+    /// wake-ups) when DATABASE_URL is a transaction-mode pooler such as PgBouncer.
+    #[arg(
+        long = "database-listen-url",
+        env = "POSTURE_DATABASE_LISTEN_URL",
+        hide_env_values = true
+    )]
+    pub database_listen_url: Option<String>,
     /// Most connections this process opens to PostgreSQL. Small on purpose: past a few
     /// active connections per database core, more only queue inside PostgreSQL and stretch
     /// the tail latency (docs/performance.md).
@@ -30,6 +38,7 @@ pub struct DatabaseArgs {
 impl DatabaseArgs {
     pub fn pg_config(&self) -> PgConfig {
         let mut config = PgConfig::new(self.database_url.clone());
+        config.listen_url.clone_from(&self.database_listen_url);
         config.max_connections = usize::from(self.db_pool_size);
         config.acquire_timeout = Duration::from_secs(5);
         config
@@ -40,6 +49,10 @@ impl fmt::Debug for DatabaseArgs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DatabaseArgs")
             .field("database_url", &"<redacted>")
+            .field(
+                "database_listen_url",
+                &self.database_listen_url.as_ref().map(|_| "<redacted>"),
+            )
             .field("db_pool_size", &self.db_pool_size)
             .finish()
     }
@@ -215,8 +228,10 @@ mod tests {
         assert_eq!(format!("{key:?}"), "SecretKey(<redacted>)");
         let db = DatabaseArgs {
             database_url: "postgres://u:hunter2@h/db".into(),
+            database_listen_url: Some("postgres://u:swordfish@h/db".into()),
             db_pool_size: 4,
         };
         assert!(!format!("{db:?}").contains("hunter2"));
+        assert!(!format!("{db:?}").contains("swordfish"));
     }
 }

@@ -6,6 +6,7 @@
 //! errors become domain errors in `error.rs`, at the port boundary.
 
 mod api_keys;
+mod connect;
 mod console;
 mod customers;
 mod deliveries;
@@ -58,6 +59,10 @@ pub(crate) async fn notify_workers(conn: &mut AsyncPgConnection) -> diesel::Quer
 pub struct PgConfig {
     /// `postgres://user:password@host:port/db`; contains a secret, so `Debug` hides it.
     pub url: String,
+    /// Where the dedicated `LISTEN` connections go (the key cache, the worker's wake-ups),
+    /// when not `url`: a direct URL to PostgreSQL when `url` is a transaction-mode pooler
+    /// (PgBouncer), which cannot carry `LISTEN`.
+    pub listen_url: Option<String>,
     /// Most connections the pool opens.
     pub max_connections: usize,
     /// How long a caller waits for a connection (and a new connection for the server)
@@ -73,6 +78,7 @@ impl PgConfig {
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
+            listen_url: None,
             max_connections: 16,
             acquire_timeout: Duration::from_secs(5),
             statement_timeout: None,
@@ -104,6 +110,10 @@ impl fmt::Debug for PgConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PgConfig")
             .field("url", &"<redacted>")
+            .field(
+                "listen_url",
+                &self.listen_url.as_ref().map(|_| "<redacted>"),
+            )
             .field("max_connections", &self.max_connections)
             .field("acquire_timeout", &self.acquire_timeout)
             .field("statement_timeout", &self.statement_timeout)
@@ -131,7 +141,7 @@ pub struct PgStore {
     key_touches: Arc<KeyTouches>,
     key_cache: Arc<key_cache::KeyCache>,
     /// For the dedicated `LISTEN` connections (workers, the key cache).
-    url: String,
+    listen: connect::Connector,
     listener: Arc<deliveries::Listener>,
 }
 
@@ -159,20 +169,26 @@ impl PgStore {
                 Ok(())
             })
         }));
+        let connector = connect::Connector::new(&config.url)?;
+        let listen = match &config.listen_url {
+            Some(url) => connect::Connector::new(url)?,
+            None => connector.clone(),
+        };
         let settings = config.session_settings();
-        if !settings.is_empty() {
-            manager_config.custom_setup = Box::new(move |url| {
-                let settings = settings.clone();
-                Box::pin(async move {
-                    use diesel_async::{AsyncConnection as _, SimpleAsyncConnection as _};
-                    let mut conn = AsyncPgConnection::establish(url).await?;
+        manager_config.custom_setup = Box::new(move |_| {
+            let settings = settings.clone();
+            let connector = connector.clone();
+            Box::pin(async move {
+                use diesel_async::SimpleAsyncConnection as _;
+                let mut conn = connector.connect().await?;
+                if !settings.is_empty() {
                     conn.batch_execute(&settings)
                         .await
                         .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
-                    Ok(conn)
-                })
-            });
-        }
+                }
+                Ok(conn)
+            })
+        });
         let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(
             config.url.clone(),
             manager_config,
@@ -189,7 +205,7 @@ impl PgStore {
             pool,
             key_touches: Arc::default(),
             key_cache: Arc::default(),
-            url: config.url.clone(),
+            listen,
             listener: Arc::default(),
         })
     }

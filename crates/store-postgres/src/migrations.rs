@@ -7,7 +7,7 @@
 
 use std::sync::LazyLock;
 
-use diesel::{Connection, RunQueryDsl, migration::MigrationSource, pg::Pg};
+use diesel::{RunQueryDsl, migration::MigrationSource, pg::Pg};
 use diesel_async::{AsyncPgConnection, async_connection_wrapper::AsyncConnectionWrapper};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 use posture_domain::Error;
@@ -24,10 +24,12 @@ async fn with_connection<T: Send + 'static>(
     url: &str,
     f: impl FnOnce(&mut SyncPg) -> Result<T, Error> + Send + 'static,
 ) -> Result<T, Error> {
-    let url = url.to_owned();
+    let connector = crate::connect::Connector::new(url)?;
     tokio::task::spawn_blocking(move || {
-        let mut conn = SyncPg::establish(&url).map_err(|e| Error::Unavailable(Box::new(e)))?;
-        f(&mut conn)
+        let conn = tokio::runtime::Handle::current()
+            .block_on(connector.connect())
+            .map_err(|e| Error::Unavailable(Box::new(e)))?;
+        f(&mut SyncPg::from(conn))
     })
     .await
     .map_err(Error::internal)?

@@ -17,6 +17,7 @@ pub mod catalog;
 pub mod cef;
 pub mod fixtures;
 pub mod logs;
+pub mod pgbouncer;
 pub mod proxy;
 pub mod servers;
 pub mod standard_webhooks;

@@ -13,6 +13,8 @@ mod metrics;
 mod migrate;
 mod newer_analyzer;
 mod operations;
+mod pgbouncer;
 mod rate_limits;
+mod redis_tls;
 mod routes;
 mod support;

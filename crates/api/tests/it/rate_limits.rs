@@ -279,13 +279,18 @@ async fn without_trusted_proxies_x_forwarded_for_is_ignored() {
 }
 
 /// A `posture-api serve` process of its own.
-struct ApiProcess {
+pub(crate) struct ApiProcess {
     child: Child,
-    base: String,
+    pub(crate) base: String,
 }
 
 impl ApiProcess {
     fn spawn(db: &TestDb, redis: &str, limit: u32) -> Self {
+        Self::spawn_with(db, redis, limit, &[])
+    }
+
+    /// With extra environment variables.
+    pub(crate) fn spawn_with(db: &TestDb, redis: &str, limit: u32, env: &[(&str, &str)]) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -303,6 +308,7 @@ impl ApiProcess {
             .env("POSTURE_RATE_LIMIT", limit.to_string())
             .env("POSTURE_WORKERS", "1")
             .env("POSTURE_LOG", "warn")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .spawn()
             .unwrap();

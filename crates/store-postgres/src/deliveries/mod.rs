@@ -69,7 +69,9 @@ impl PgStore {
     async fn listen(&self, timeout: Duration) -> Result<bool> {
         let mut slot = self.listener.0.lock().await;
         if slot.is_none() {
-            let mut conn = AsyncPgConnection::establish(&self.url)
+            let mut conn = self
+                .listen
+                .connect()
                 .await
                 .map_err(|e| Error::Unavailable(Box::new(e)))?;
             diesel::sql_query(format!("LISTEN {}", crate::DELIVERY_CHANNEL))

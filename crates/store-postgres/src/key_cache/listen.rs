@@ -3,7 +3,6 @@
 
 use std::{pin::pin, time::Instant};
 
-use diesel_async::{AsyncConnection, AsyncPgConnection};
 use futures_util::{FutureExt as _, StreamExt as _};
 
 use super::{
@@ -55,9 +54,7 @@ impl PgStore {
     async fn follow_key_changes(&self) -> Result<(), ListenError> {
         use diesel_async::RunQueryDsl as _;
 
-        let mut conn = AsyncPgConnection::establish(&self.url)
-            .await
-            .map_err(ListenError::Connect)?;
+        let mut conn = self.listen.connect().await.map_err(ListenError::Connect)?;
         for channel in [CHANNEL, DATA_CHANNEL] {
             diesel::sql_query(format!("LISTEN {channel}"))
                 .execute(&mut conn)

@@ -11,3 +11,4 @@ mod privileges;
 mod schema;
 mod statistics;
 mod tenants;
+mod tls;

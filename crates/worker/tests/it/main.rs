@@ -17,6 +17,8 @@ use posture_test_support::{TestDb, fixtures};
 use serde_json::Value;
 use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
 
+mod pgbouncer;
+
 const KEY: [u8; 32] = [3; 32];
 
 async fn customer_with_subscription(store: &PgStore, url: &str) -> (CustomerScope, String) {

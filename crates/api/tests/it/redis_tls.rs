@@ -1,0 +1,153 @@
+//! Redis over TLS (`rediss://`) as an ACL user limited to posture's keys and commands: the
+//! rules of deploy/compose.yaml and secret.example.yaml, against a real `redis-server`.
+
+use std::process::{Child, Command, Stdio};
+
+use posture_domain::Scope;
+use reqwest::StatusCode;
+
+use crate::{rate_limits::ApiProcess, support::TestApp};
+
+/// The ACL rules posture's Redis user needs (as in deploy/compose.yaml).
+const ACL_RULES: &[&str] = &[
+    "on",
+    ">posture-test-password",
+    "~posture:*",
+    "-@all",
+    "+@connection",
+    "+evalsha",
+    "+eval",
+    "+script|load",
+    "+time",
+    "+incr",
+    "+expireat",
+    "+get",
+];
+
+struct TlsRedis {
+    child: Child,
+    port: u16,
+    ca: std::path::PathBuf,
+}
+
+impl TlsRedis {
+    fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "posture-redistls-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        std::fs::write(dir.join("redis.crt"), cert.cert.pem()).unwrap();
+        std::fs::write(dir.join("redis.key"), cert.signing_key.serialize_pem()).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let file = |name: &str| dir.join(name).display().to_string();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                "0",
+                "--tls-port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+            ])
+            .args([
+                "--tls-cert-file",
+                &file("redis.crt"),
+                "--tls-key-file",
+                &file("redis.key"),
+            ])
+            .args([
+                "--tls-ca-cert-file",
+                &file("redis.crt"),
+                "--tls-auth-clients",
+                "no",
+            ])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--user",
+                "default",
+                "off",
+                "--user",
+                "posture",
+            ])
+            .args(ACL_RULES)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "redis-server did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Self {
+            child,
+            port,
+            ca: dir.join("redis.crt"),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!(
+            "rediss://posture:posture-test-password@localhost:{}",
+            self.port
+        )
+    }
+}
+
+impl Drop for TlsRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn two_api_processes_share_their_counts_through_redis_over_tls_as_a_limited_acl_user() {
+    let redis = TlsRedis::start();
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    // The test CA is trusted through SSL_CERT_FILE, as an operator would for a private CA.
+    let ca = redis.ca.display().to_string();
+    let env = [("SSL_CERT_FILE", ca.as_str())];
+    let first = ApiProcess::spawn_with(&app.db, &redis.url(), 4, &env);
+    let second = ApiProcess::spawn_with(&app.db, &redis.url(), 4, &env);
+    let http = crate::support::client();
+    let mut statuses = Vec::new();
+    // Three requests on each: 6 > 4 only when they count together (each process alone, on
+    // its in-process fallback, would allow all six).
+    for i in 0..6 {
+        let base = if i % 2 == 0 {
+            &first.base
+        } else {
+            &second.base
+        };
+        let response = http
+            .get(format!("{base}/api/v1/tenants"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status());
+    }
+    let refused = statuses
+        .iter()
+        .filter(|s| **s == StatusCode::TOO_MANY_REQUESTS)
+        .count();
+    assert_eq!(
+        refused, 2,
+        "4 allowed across both over rediss://: {statuses:?}"
+    );
+}

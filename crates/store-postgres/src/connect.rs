@@ -1,0 +1,202 @@
+//! Opening connections to PostgreSQL, with TLS (rustls) when the URL asks for it.
+//!
+//! `sslmode` takes libpq's values, but posture never encrypts without verifying: `disable`,
+//! `allow` and `prefer` (the default) connect without TLS; `require`, `verify-ca` and
+//! `verify-full` all require TLS and verify the server's certificate chain and its name
+//! (the host of the URL). The roots are `sslrootcert` (a PEM file) when given, else the
+//! system's (`sslrootcert=system`; `SSL_CERT_FILE` overrides them). Client certificates
+//! (`sslcert`, `sslkey`) are refused rather than ignored.
+
+use std::{path::Path, sync::Arc};
+
+use diesel::{ConnectionError, ConnectionResult};
+use diesel_async::AsyncPgConnection;
+use posture_domain::Error;
+use rustls::{ClientConfig, RootCertStore};
+use rustls_pki_types::{CertificateDer, pem::PemObject as _};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+/// How to reach PostgreSQL: the URL as tokio-postgres reads it, and the TLS settings.
+#[derive(Clone)]
+pub(crate) struct Connector {
+    url: String,
+    tls: Option<MakeRustlsConnect>,
+}
+
+impl Connector {
+    /// Reads `sslmode` and `sslrootcert` from `url` (a `postgres://` URL) and loads the
+    /// roots. A value posture does not support is an error here, at start-up.
+    pub(crate) fn new(url: &str) -> Result<Self, Error> {
+        let invalid = |reason: String| Error::invalid("DATABASE_URL", reason);
+        let Ok(mut parsed) = url::Url::parse(url) else {
+            // A key=value connection string: tokio-postgres reads it as it is (no TLS).
+            return Ok(Self {
+                url: url.to_owned(),
+                tls: None,
+            });
+        };
+        let mut mode = None;
+        let mut root_cert = None;
+        let mut kept = Vec::new();
+        for (key, value) in parsed.query_pairs() {
+            match &*key {
+                "sslmode" => mode = Some(value.into_owned()),
+                "sslrootcert" => root_cert = Some(value.into_owned()),
+                "sslcert" | "sslkey" | "sslpassword" => {
+                    return Err(invalid(format!(
+                        "{key}: client certificates are not supported; authenticate with a \
+                         password over TLS"
+                    )));
+                }
+                _ => kept.push((key.into_owned(), value.into_owned())),
+            }
+        }
+        let verify = match mode.as_deref() {
+            None | Some("disable" | "allow" | "prefer") => false,
+            Some("require" | "verify-ca" | "verify-full") => true,
+            Some(other) => {
+                return Err(invalid(format!(
+                    "sslmode={other:?} is not one of disable, allow, prefer, require, \
+                     verify-ca, verify-full"
+                )));
+            }
+        };
+        if !verify && root_cert.is_some() {
+            return Err(invalid(
+                "sslrootcert is given but sslmode does not ask for TLS: add sslmode=verify-full"
+                    .to_owned(),
+            ));
+        }
+        kept.push((
+            "sslmode".to_owned(),
+            if verify { "require" } else { "disable" }.to_owned(),
+        ));
+        parsed.query_pairs_mut().clear().extend_pairs(&kept);
+        let tls = if verify {
+            let roots = roots(root_cert.as_deref()).map_err(invalid)?;
+            let config = ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .map_err(Error::internal)?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+            Some(MakeRustlsConnect::new(config))
+        } else {
+            None
+        };
+        Ok(Self {
+            url: parsed.into(),
+            tls,
+        })
+    }
+
+    /// A new connection.
+    pub(crate) async fn connect(&self) -> ConnectionResult<AsyncPgConnection> {
+        // With its causes: "error performing TLS handshake" alone does not say why.
+        let failed = |e: tokio_postgres::Error| {
+            let mut message = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                message.push_str(": ");
+                message.push_str(&cause.to_string());
+                source = cause.source();
+            }
+            ConnectionError::BadConnection(message)
+        };
+        match &self.tls {
+            None => {
+                let (client, connection) =
+                    tokio_postgres::connect(&self.url, tokio_postgres::NoTls)
+                        .await
+                        .map_err(failed)?;
+                AsyncPgConnection::try_from_client_and_connection(client, connection).await
+            }
+            Some(tls) => {
+                let (client, connection) = tokio_postgres::connect(&self.url, tls.clone())
+                    .await
+                    .map_err(failed)?;
+                AsyncPgConnection::try_from_client_and_connection(client, connection).await
+            }
+        }
+    }
+}
+
+/// The trusted roots: the PEM file `path`, or the system's when none (or `system`) is given.
+fn roots(path: Option<&str>) -> Result<RootCertStore, String> {
+    let mut roots = RootCertStore::empty();
+    match path {
+        Some(path) if path != "system" => {
+            let certificates = CertificateDer::pem_file_iter(Path::new(path))
+                .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+                .map_err(|e| format!("sslrootcert={path}: {e}"))?;
+            let (added, _) = roots.add_parsable_certificates(certificates);
+            if added == 0 {
+                return Err(format!("sslrootcert={path}: no certificate in the file"));
+            }
+        }
+        _ => {
+            let found = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(found.certs);
+            if roots.is_empty() {
+                return Err(
+                    "sslmode asks for TLS but the system has no root certificates: give \
+                     sslrootcert=/path/to/ca.pem"
+                        .to_owned(),
+                );
+            }
+        }
+    }
+    Ok(roots)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kept_url(url: &str) -> String {
+        Connector::new(url).map(|c| c.url).unwrap()
+    }
+
+    #[test]
+    fn without_sslmode_the_connection_is_plain_and_the_url_is_kept() {
+        let url = "postgres://u:p@db:5432/posture?application_name=x";
+        assert_eq!(
+            kept_url(url),
+            "postgres://u:p@db:5432/posture?application_name=x&sslmode=disable"
+        );
+        assert!(Connector::new(url).unwrap().tls.is_none());
+    }
+
+    #[test]
+    fn prefer_does_not_encrypt_without_verifying() {
+        assert!(
+            Connector::new("postgres://db/p?sslmode=prefer")
+                .unwrap()
+                .tls
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn an_unknown_sslmode_or_a_client_certificate_is_refused_with_its_name() {
+        for (url, expected) in [
+            (
+                "postgres://db/p?sslmode=verify_full",
+                "sslmode=\"verify_full\"",
+            ),
+            ("postgres://db/p?sslmode=require&sslcert=/c.pem", "sslcert"),
+            (
+                "postgres://db/p?sslrootcert=/ca.pem",
+                "sslrootcert is given",
+            ),
+            (
+                "postgres://db/p?sslmode=verify-full&sslrootcert=/nonexistent.pem",
+                "/nonexistent.pem",
+            ),
+        ] {
+            let error = Connector::new(url).err().unwrap().to_string();
+            assert!(error.contains(expected), "{url}: {error}");
+        }
+    }
+}
