@@ -3,7 +3,7 @@
 //! reference names exactly the variables the binaries read.
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::process::Command;
 
     use crate::{files::project_root, process::on_path};
@@ -173,7 +173,7 @@ mod tests {
     }
 
     /// Every file under `dir` (recursively) whose name ends with one of `suffixes`.
-    fn files(dir: &std::path::Path, suffixes: &[&str]) -> Vec<std::path::PathBuf> {
+    pub(crate) fn files(dir: &std::path::Path, suffixes: &[&str]) -> Vec<std::path::PathBuf> {
         let mut found = Vec::new();
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();

@@ -12,6 +12,7 @@ mod docs_page_check;
 mod files;
 mod fuzz;
 mod gen_data;
+mod monitoring_check;
 mod openapi;
 mod pgbouncer;
 mod posture;

@@ -252,8 +252,11 @@ impl Worker {
             Sent::Failed => "failed",
             Sent::Gone => "gone",
         };
-        metrics::counter!("posture_webhook_attempts_total", "outcome" => outcome).increment(1);
-        metrics::histogram!("posture_webhook_attempt_duration_seconds")
+        // `receiver`: the subscription's type (generic, slack, teams), a closed set.
+        let receiver = target.webhook_type.as_str();
+        metrics::counter!("posture_webhook_attempts_total", "outcome" => outcome, "receiver" => receiver)
+            .increment(1);
+        metrics::histogram!("posture_webhook_attempt_duration_seconds", "receiver" => receiver)
             .record(f64::from(attempt.latency_ms) / 1000.0);
         tracing::info!(
             delivery.id = %delivery.id,
@@ -347,6 +350,8 @@ impl Worker {
             metrics::gauge!("posture_webhook_queue_depth", "state" => "pending")
                 .set(depth.pending as f64);
             metrics::gauge!("posture_webhook_queue_depth", "state" => "due").set(depth.due as f64);
+            metrics::gauge!("posture_webhook_queue_oldest_due_seconds")
+                .set(depth.oldest_due_secs as f64);
         }
     }
 

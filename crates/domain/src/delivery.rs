@@ -379,6 +379,8 @@ pub struct QueueDepth {
     pub pending: u64,
     /// Pending deliveries due now.
     pub due: u64,
+    /// How long the longest-waiting due delivery has been due, in seconds (0 when none is).
+    pub oldest_due_secs: u64,
 }
 
 /// What happens to a delivery after an attempt.

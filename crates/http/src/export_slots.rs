@@ -44,6 +44,7 @@ impl Drop for ExportSlot {
     fn drop(&mut self) {
         // Give the permits back first, so the customer's semaphore is idle again.
         self.permits.take();
+        metrics::gauge!("posture_export_slots", "state" => "in_use").decrement(1.0);
         self.slots.forget_idle(self.customer);
     }
 }
@@ -53,6 +54,7 @@ impl ExportSlots {
     /// 1), a request waiting at most `wait` for its turn.
     pub fn new(slots: usize, wait: Duration) -> Self {
         let slots = slots.max(1);
+        metrics::gauge!("posture_export_slots", "state" => "max").set(slots as f64);
         Self {
             total: Arc::new(Semaphore::new(slots)),
             per_customer: (slots / 2).max(1),
@@ -106,13 +108,17 @@ impl ExportSlots {
         })
         .await;
         match acquired {
-            Ok(Some(permits)) => Ok(ExportSlot {
-                permits: Some(permits),
-                customer,
-                slots: self.clone(),
+            Ok(Some(permits)) => Ok({
+                metrics::gauge!("posture_export_slots", "state" => "in_use").increment(1.0);
+                ExportSlot {
+                    permits: Some(permits),
+                    customer,
+                    slots: self.clone(),
+                }
             }),
             _ => {
                 self.forget_idle(customer);
+                metrics::counter!("posture_export_slot_refusals_total").increment(1);
                 Err(NoSlot::Busy)
             }
         }

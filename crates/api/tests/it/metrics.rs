@@ -37,6 +37,8 @@ async fn metrics_expose_requests_latencies_rejections_and_the_pool() {
         "posture_db_pool_connections{state=\"idle\"}",
         "posture_db_pool_waiting",
         "posture_rate_limiter_degraded 0",
+        "posture_export_slots{state=\"max\"}",
+        "posture_key_cache_live",
     ] {
         assert!(text.contains(series), "{series} missing from:\n{text}");
     }

@@ -308,10 +308,15 @@ impl DeliveryRepository for PgStore {
             pending: i64,
             #[diesel(sql_type = diesel::sql_types::BigInt)]
             due: i64,
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            oldest_due_secs: i64,
         }
         let mut conn = self.conn().await?;
         let depth: Depth = diesel::sql_query(
-            "SELECT count(*) AS pending, count(*) FILTER (WHERE next_attempt_at <= now()) AS due \
+            "SELECT count(*) AS pending, count(*) FILTER (WHERE next_attempt_at <= now()) AS due, \
+                    coalesce(extract(epoch FROM now() - min(next_attempt_at) \
+                             FILTER (WHERE next_attempt_at <= now())), 0)::int8 \
+                        AS oldest_due_secs \
              FROM webhook_deliveries WHERE status = 'pending'",
         )
         .get_result(&mut conn)
@@ -320,6 +325,7 @@ impl DeliveryRepository for PgStore {
         Ok(QueueDepth {
             pending: depth.pending.max(0) as u64,
             due: depth.due.max(0) as u64,
+            oldest_due_secs: depth.oldest_due_secs.max(0) as u64,
         })
     }
 

@@ -223,7 +223,9 @@ async fn the_worker_exposes_delivery_outcomes_and_queue_depth() {
             Ok(_) => fetch(&format!("http://{bind}/metrics")).await,
             Err(_) => String::new(),
         };
-        if text.contains("posture_webhook_attempts_total{outcome=\"delivered\"} 2") {
+        if text.contains(
+            "posture_webhook_attempts_total{outcome=\"delivered\",receiver=\"generic\"} 2",
+        ) {
             break text;
         }
         assert!(
@@ -234,6 +236,10 @@ async fn the_worker_exposes_delivery_outcomes_and_queue_depth() {
     };
     assert!(
         text.contains("posture_webhook_queue_depth{state=\"pending\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("posture_webhook_queue_oldest_due_seconds "),
         "{text}"
     );
     assert!(
