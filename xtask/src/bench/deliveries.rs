@@ -1,4 +1,5 @@
-//! Webhook delivery: the fan-out of a large pass, and one worker's throughput.
+//! Webhook delivery: the fan-out of a large pass, one worker's throughput, then two
+//! workers' on the same queue.
 
 use std::{
     net::TcpListener,
@@ -144,33 +145,60 @@ pub fn run(
         true,
     ));
 
-    let mut worker = Command::new(bin_dir.join("posture-worker"));
-    if let Some(size) = pool_size {
-        worker.env("POSTURE_DB_POOL_SIZE", size.to_string());
+    let start_worker = || {
+        let mut worker = Command::new(bin_dir.join("posture-worker"));
+        if let Some(size) = pool_size {
+            worker.env("POSTURE_DB_POOL_SIZE", size.to_string());
+        }
+        worker
+            .env("DATABASE_URL", database_url)
+            .env("POSTURE_SECRET_KEY", super::http::SECRET_KEY)
+            .env("POSTURE_WEBHOOK_ALLOW_PRIVATE", "true")
+            .env("POSTURE_WORKER_CONCURRENCY", "16")
+            .env("POSTURE_LOG", "warn")
+            .stdin(Stdio::null())
+            .spawn()
+            .context("starting posture-worker")
+    };
+    // Deliveries per second over `seconds`, counted from now.
+    let window = || {
+        let before = delivered.load(Ordering::Relaxed);
+        let started = Instant::now();
+        std::thread::sleep(Duration::from_secs(seconds.max(10)));
+        (delivered.load(Ordering::Relaxed) - before) as f64 / started.elapsed().as_secs_f64()
+    };
+    let first = start_worker()?;
+    let one = window();
+    // A second worker on the same queue (FOR UPDATE SKIP LOCKED shares it out).
+    let second = start_worker()?;
+    let two = window();
+    let total = delivered.load(Ordering::Relaxed);
+    for worker in [first, second] {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(worker.id().to_string())
+            .status();
+        let _ = worker.wait_with_output();
     }
-    let worker = worker
-        .env("DATABASE_URL", database_url)
-        .env("POSTURE_SECRET_KEY", super::http::SECRET_KEY)
-        .env("POSTURE_WEBHOOK_ALLOW_PRIVATE", "true")
-        .env("POSTURE_WORKER_CONCURRENCY", "16")
-        .env("POSTURE_LOG", "warn")
-        .stdin(Stdio::null())
-        .spawn()
-        .context("starting posture-worker")?;
-    let started = Instant::now();
-    std::thread::sleep(Duration::from_secs(seconds.max(10)));
-    let count = delivered.load(Ordering::Relaxed);
-    let elapsed = started.elapsed().as_secs_f64();
-    let _ = Command::new("kill")
-        .arg("-TERM")
-        .arg(worker.id().to_string())
-        .status();
-    let _ = worker.wait_with_output();
+    anyhow::ensure!(
+        total < queued,
+        "the queue ran dry during the measurement ({total} of {queued} delivered): the figures \
+         would understate the workers"
+    );
     figures.push(Figure::measure(
         "one posture-worker (16 concurrent) to a local receiver, 100 findings per delivery",
-        count as f64 / elapsed,
+        one,
         "deliveries/s",
         false,
     ));
+    figures.push(
+        Figure::measure(
+            "two posture-workers (16 concurrent each) on the same queue, together",
+            two,
+            "deliveries/s",
+            false,
+        )
+        .against(one, "one worker", None),
+    );
     Ok(key)
 }

@@ -16,6 +16,7 @@ mod http;
 mod limiter;
 mod load;
 mod report;
+mod scale_out;
 mod sql;
 mod sync;
 
@@ -143,6 +144,15 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         .target(100.0),
     );
     export::run(&server, &postgres.url, &loaded.largest, &mut figures)?;
+    scale_out::api_instances(
+        &bin,
+        &server,
+        &postgres.url,
+        args.pool_size,
+        &loaded,
+        duration,
+        &mut figures,
+    )?;
     let webhooks_key = deliveries::run(
         &bin_dir,
         &postgres.url,

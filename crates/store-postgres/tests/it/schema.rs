@@ -137,6 +137,50 @@ async fn every_customer_table_is_keyed_and_indexed_by_customer_first() {
 }
 
 #[tokio::test]
+async fn docs_scaling_distributes_every_customer_table_and_references_the_global_ones() {
+    let db = TestDb::new().await;
+    let mut conn = db.connection().await;
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/scaling.md"
+    ))
+    .unwrap();
+    let named = |prefix: &str| -> Vec<String> {
+        doc.match_indices(prefix)
+            .map(|(at, _)| {
+                let rest = &doc[at + prefix.len()..];
+                rest[..rest.find('\'').unwrap()].to_owned()
+            })
+            .collect()
+    };
+    let start = doc.find("FROM unnest(ARRAY[").unwrap();
+    let list = &doc[start..start + doc[start..].find("])").unwrap()];
+    let mut distributed: Vec<String> = named("create_distributed_table('");
+    distributed.extend(list.split('\'').skip(1).step_by(2).map(str::to_owned));
+    distributed.retain(|t| t != "t");
+    distributed.sort();
+    let mut customer_tables: Vec<String> = catalog::tables(&mut conn)
+        .await
+        .iter()
+        .filter(|t| is_customer_table(t))
+        .map(|t| t.name.clone())
+        .collect();
+    customer_tables.sort();
+    assert_eq!(
+        distributed, customer_tables,
+        "docs/scaling.md distributes every customer table"
+    );
+    let mut references = named("create_reference_table('");
+    references.sort();
+    let mut global: Vec<String> = GLOBAL_TABLES.iter().map(|(t, _)| (*t).to_owned()).collect();
+    global.sort();
+    assert_eq!(
+        references, global,
+        "docs/scaling.md makes the global tables reference tables"
+    );
+}
+
+#[tokio::test]
 async fn a_table_that_breaks_each_rule_is_caught() {
     let db = TestDb::new().await;
     let mut conn = db.connection().await;
