@@ -37,8 +37,15 @@ impl Connector {
         };
         let mut mode = None;
         let mut root_cert = None;
-        let mut kept = Vec::new();
-        for (key, value) in parsed.query_pairs() {
+        // The other parameters are kept byte for byte (re-encoding them would turn a space
+        // written `%20` in `options=-c%20search_path=x` into `+`, which tokio-postgres keeps).
+        let mut kept: Vec<String> = Vec::new();
+        let raw_query = parsed.query().unwrap_or("").to_owned();
+        for (raw, (key, value)) in raw_query
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .zip(parsed.query_pairs())
+        {
             match &*key {
                 "sslmode" => mode = Some(value.into_owned()),
                 "sslrootcert" => root_cert = Some(value.into_owned()),
@@ -48,7 +55,7 @@ impl Connector {
                          password over TLS"
                     )));
                 }
-                _ => kept.push((key.into_owned(), value.into_owned())),
+                _ => kept.push(raw.to_owned()),
             }
         }
         let verify = match mode.as_deref() {
@@ -67,11 +74,11 @@ impl Connector {
                     .to_owned(),
             ));
         }
-        kept.push((
-            "sslmode".to_owned(),
-            if verify { "require" } else { "disable" }.to_owned(),
+        kept.push(format!(
+            "sslmode={}",
+            if verify { "require" } else { "disable" }
         ));
-        parsed.query_pairs_mut().clear().extend_pairs(&kept);
+        parsed.set_query(Some(&kept.join("&")));
         let tls = if verify {
             let roots = roots(root_cert.as_deref()).map_err(invalid)?;
             let config = ClientConfig::builder_with_provider(Arc::new(
@@ -166,6 +173,14 @@ mod tests {
             "postgres://u:p@db:5432/posture?application_name=x&sslmode=disable"
         );
         assert!(Connector::new(url).unwrap().tls.is_none());
+    }
+
+    #[test]
+    fn other_parameters_are_kept_byte_for_byte() {
+        assert_eq!(
+            kept_url("postgres://db/p?options=-c%20search_path%3Dposture&sslmode=disable"),
+            "postgres://db/p?options=-c%20search_path%3Dposture&sslmode=disable"
+        );
     }
 
     #[test]

@@ -90,10 +90,20 @@ impl Cluster {
             customers: std::sync::atomic::AtomicU64::new(0),
             rate_limit: (limit.to_string(), window_secs.to_string()),
         };
-        // posture runs as a role of its own, as in production (not as a superuser).
+        // As in production: an owner role migrates (and nothing else); the api, the worker
+        // and the operator commands run as the runtime role it grants, never a superuser.
+        cluster.psql(&format!("CREATE ROLE {OWNER} LOGIN"))?;
         cluster.psql(&format!("CREATE ROLE {ROLE} LOGIN"))?;
-        cluster.psql(&format!("ALTER DATABASE postgres OWNER TO {ROLE}"))?;
-        cluster.cli(&["migrate"])?;
+        cluster.psql(&format!("ALTER DATABASE postgres OWNER TO {OWNER}"))?;
+        let owner_url = format!(
+            "postgres://{OWNER}@127.0.0.1:{}/postgres",
+            cluster.postgres.port()
+        );
+        api_json(
+            &cluster.bin,
+            &[("DATABASE_URL", &owner_url)],
+            &["migrate", "--runtime-role", ROLE],
+        )?;
         for i in 0..2 {
             cluster.binds.push(format!("127.0.0.1:{}", free_port()?));
             cluster.apis.push(None);
@@ -328,8 +338,11 @@ impl Drop for Cluster {
     }
 }
 
-/// The role posture connects as.
+/// The runtime role posture's processes connect as (granted by `migrate --runtime-role`).
 pub const ROLE: &str = "posture";
+
+/// The role that owns the schema and runs `migrate` only.
+const OWNER: &str = "posture_owner";
 
 fn path(file: &Path) -> anyhow::Result<&str> {
     file.to_str().context("a path that is not UTF-8")
