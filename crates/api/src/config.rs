@@ -1,12 +1,13 @@
 //! Configuration of `posture-api serve` (the settings shared with the worker live in
 //! `posture-config`).
 
-use std::{fmt, net::SocketAddr};
+use std::{fmt, net::SocketAddr, time::Duration};
 
 use clap::Args;
 use posture_config::{DatabaseArgs, SecretArgs, WebhookArgs};
 use posture_domain::rate_limit::RatePolicy;
 use posture_http::TrustedProxies;
+use posture_store_postgres::ReplicaPolicy;
 
 /// Rate limits (docs/api.md, "Rate limits").
 #[derive(Args, Clone)]
@@ -66,6 +67,59 @@ pub struct TimeoutArgs {
     pub export_wait_secs: u64,
 }
 
+/// Read replicas (docs/scaling.md, "Read replicas").
+#[derive(Args, Clone)]
+pub struct ReplicaArgs {
+    /// PostgreSQL streaming replicas (comma-separated URLs) that serve the reads of the
+    /// analysed data and the exports while they keep up; everything else reads the primary.
+    #[arg(
+        long = "database-read-url",
+        env = "POSTURE_DATABASE_READ_URL",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub database_read_urls: Vec<String>,
+    /// A replica whose replay lag exceeds this many milliseconds is skipped (its reads go
+    /// to another replica or the primary) until it catches up.
+    #[arg(long, env = "POSTURE_REPLICA_MAX_LAG_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
+    pub replica_max_lag_ms: u64,
+    /// How often each replica's lag is measured, in milliseconds.
+    #[arg(long, env = "POSTURE_REPLICA_CHECK_MS", default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(50..=60_000))]
+    pub replica_check_ms: u64,
+}
+
+impl ReplicaArgs {
+    /// The replica URLs given (an empty setting gives none).
+    pub fn urls(&self) -> Vec<String> {
+        self.database_read_urls
+            .iter()
+            .map(|url| url.trim())
+            .filter(|url| !url.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    pub fn policy(&self) -> ReplicaPolicy {
+        ReplicaPolicy {
+            max_lag: Duration::from_millis(self.replica_max_lag_ms),
+            check_every: Duration::from_millis(self.replica_check_ms),
+        }
+    }
+}
+
+impl fmt::Debug for ReplicaArgs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReplicaArgs")
+            .field(
+                "database_read_urls",
+                &format!("<{} redacted>", self.urls().len()),
+            )
+            .field("replica_max_lag_ms", &self.replica_max_lag_ms)
+            .field("replica_check_ms", &self.replica_check_ms)
+            .finish()
+    }
+}
+
 /// The customer console (docs/console.md).
 #[derive(Args, Clone, Debug)]
 pub struct ConsoleArgs {
@@ -108,6 +162,8 @@ fn parse_public_url(text: &str) -> Result<String, String> {
 pub struct ServeArgs {
     #[command(flatten)]
     pub database: DatabaseArgs,
+    #[command(flatten)]
+    pub replicas: ReplicaArgs,
     #[command(flatten)]
     pub limits: RateLimitArgs,
     #[command(flatten)]

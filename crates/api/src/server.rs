@@ -13,29 +13,64 @@ use posture_domain::{
     secrets::Keyring,
     webhook::TargetPolicy,
 };
-use posture_http::{ApiState, ExportSlots, MetricsRender, Ports, WebhookOps};
+use posture_http::{ApiState, ExportSlots, MetricsRender, Ports, ReadReplicas, Reads, WebhookOps};
 use posture_oidc::OidcSignIn;
 use posture_redis::RedisRateLimiter;
-use posture_store_postgres::{PgStore, migrations};
+use posture_store_postgres::{PgStore, Replicas, migrations};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 
 use crate::config::{RateLimitArgs, SIGN_IN_WINDOW_SECS, ServeArgs};
 
-/// The ports over a PostgreSQL store (every data port is the same store) and a rate limiter.
-pub fn ports(store: &PgStore, limiter: Arc<dyn RateLimiter>) -> Ports {
+/// The ports over a PostgreSQL store (every data port is the same store) and a rate limiter;
+/// the read routes go to `replicas` while one keeps up.
+pub fn ports(
+    store: &PgStore,
+    replicas: Option<Arc<Replicas>>,
+    limiter: Arc<dyn RateLimiter>,
+) -> Ports {
+    let reads = reads(store);
     let store = Arc::new(store.clone());
     Ports {
         keys: store.clone(),
+        reads,
+        replicas: replicas.map(|replicas| {
+            Arc::new(ReplicaReads {
+                reads: replicas.stores().map(self::reads).collect(),
+                replicas,
+            }) as Arc<dyn ReadReplicas>
+        }),
+        webhooks: store.clone(),
+        deliveries: store.clone(),
+        health: store,
+        limiter,
+    }
+}
+
+/// The read routes' ports on one store.
+fn reads(store: &PgStore) -> Reads {
+    let store = Arc::new(store.clone());
+    Reads {
         tenants: store.clone(),
         identities: store.clone(),
         findings: store.clone(),
         recommendations: store.clone(),
         upr: store.clone(),
-        webhooks: store.clone(),
-        deliveries: store.clone(),
-        versions: store.clone(),
-        health: store,
-        limiter,
+        versions: store,
+    }
+}
+
+/// The read ports of each replica, taken in turn while usable.
+struct ReplicaReads {
+    replicas: Arc<Replicas>,
+    /// In the order of `replicas.stores()`.
+    reads: Vec<Reads>,
+}
+
+impl ReadReplicas for ReplicaReads {
+    fn pick(&self) -> Option<Reads> {
+        self.replicas
+            .pick()
+            .and_then(|i| self.reads.get(i).cloned())
     }
 }
 
@@ -64,6 +99,8 @@ pub struct Wiring {
     pub hsts: bool,
     /// Serve the API reference page at `/api/v1/docs`.
     pub docs: bool,
+    /// Read replicas for the read routes (their lag checks started by the caller).
+    pub replicas: Option<Arc<Replicas>>,
 }
 
 /// The state of the HTTP API over a PostgreSQL store: the one wiring that `serve` and the
@@ -82,7 +119,7 @@ pub fn api_state(
     )
     .context("the webhook HTTP client cannot be built")?;
     Ok(ApiState {
-        ports: ports(store, limiter),
+        ports: ports(store, wiring.replicas, limiter),
         trusted_proxies: wiring.trusted_proxies,
         keyring,
         webhook_policy: wiring.webhook_policy,
@@ -218,9 +255,18 @@ pub fn start(listener: TcpListener, state: ApiState, serving: Serving) -> anyhow
 pub fn metrics_render(
     handle: posture_config::metrics::PrometheusHandle,
     store: PgStore,
+    replicas: Option<Arc<Replicas>>,
     limiter: Arc<dyn RateLimiter>,
 ) -> MetricsRender {
     Arc::new(move || {
+        for (index, replica) in replicas.iter().flat_map(|r| r.status()).enumerate() {
+            // Bounded by the configured replicas. Not answering counts as lagging forever.
+            let replica_label = (index + 1).to_string();
+            metrics::gauge!("posture_db_replica_usable", "replica" => replica_label.clone())
+                .set(if replica.usable { 1.0 } else { 0.0 });
+            metrics::gauge!("posture_db_replica_lag_seconds", "replica" => replica_label)
+                .set(replica.lag_seconds.unwrap_or(f64::INFINITY));
+        }
         let pool = store.status();
         metrics::gauge!("posture_db_pool_connections", "state" => "max").set(pool.max_size as f64);
         metrics::gauge!("posture_db_pool_connections", "state" => "open").set(pool.size as f64);
@@ -274,6 +320,30 @@ pub async fn console_state(
     })
 }
 
+/// The read replicas of `POSTURE_DATABASE_READ_URL` (pools like the primary's), their lag
+/// checks started; `None` without any.
+fn replicas(
+    args: &ServeArgs,
+    primary: &posture_store_postgres::PgConfig,
+) -> anyhow::Result<Option<Arc<Replicas>>> {
+    let urls = args.replicas.urls();
+    if urls.is_empty() {
+        return Ok(None);
+    }
+    let policy = args.replicas.policy();
+    let replicas = Arc::new(
+        Replicas::new(primary, &urls, policy.clone()).context("POSTURE_DATABASE_READ_URL")?,
+    );
+    replicas.start_checks();
+    tracing::info!(
+        replicas = urls.len(),
+        max_lag_ms = policy.max_lag.as_millis(),
+        check_ms = policy.check_every.as_millis(),
+        "the read routes use the read replicas that keep up"
+    );
+    Ok(Some(replicas))
+}
+
 /// Runs the API until SIGTERM or Ctrl-C.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut pg_config = args.database.pg_config();
@@ -287,6 +357,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .ping()
         .await
         .context("cannot reach PostgreSQL at DATABASE_URL")?;
+    let replicas = replicas(&args, &pg_config)?;
     let pending = migrations::pending(&args.database.database_url)
         .await
         .context("reading the applied migrations failed")?;
@@ -308,6 +379,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let render = metrics_render(
         posture_config::metrics::install_recorder()?,
         store.clone(),
+        replicas.clone(),
         limiter.clone(),
     );
     let test_limiter = limiter_with(TEST_RATE, args.limits.redis_url.as_deref()).await?;
@@ -330,6 +402,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             metrics: args.metrics_bind.is_none().then(|| render.clone()),
             hsts: tls.is_some(),
             docs: args.docs,
+            replicas,
         },
     )?;
     let console = match args.console.enabled {

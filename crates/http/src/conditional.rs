@@ -19,7 +19,7 @@ use actix_web::{
 };
 use posture_domain::Principal;
 
-use crate::{input::canonical_query, routes, state::ApiState};
+use crate::{input::canonical_query, reads::Reads, routes, state::ApiState};
 
 /// The tag of the response the route would give `principal` now, if the request is a read
 /// that takes one (`None` also when the version cannot be read: the route then answers
@@ -27,17 +27,13 @@ use crate::{input::canonical_query, routes, state::ApiState};
 pub(crate) async fn tag(
     req: &ServiceRequest,
     state: &ApiState,
+    reads: &Reads,
     principal: &Principal,
 ) -> Option<EntityTag> {
     if req.method() != Method::GET || !routes::is_conditional(req.path()) {
         return None;
     }
-    let version = state
-        .ports
-        .versions
-        .data_version(principal.scope())
-        .await
-        .ok()?;
+    let version = reads.versions.data_version(principal.scope()).await.ok()?;
     let query = canonical_query(req.query_string(), &[]);
     let tag = state.keyring.tag_key().tag(&[
         &version.to_be_bytes(),

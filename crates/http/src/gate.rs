@@ -29,7 +29,7 @@ use actix_web::{
     body::{EitherBody, MessageBody},
     dev::{ServiceRequest, ServiceResponse},
     http::{
-        StatusCode,
+        Method, StatusCode,
         header::{self, EntityTag, HeaderMap, HeaderName, HeaderValue},
     },
     middleware::Next,
@@ -42,7 +42,12 @@ use posture_domain::{
 };
 
 use crate::{
-    auth::presented_key, client_ip::request_bucket_name, conditional, error::ApiError, routes,
+    auth::presented_key,
+    client_ip::request_bucket_name,
+    conditional,
+    error::ApiError,
+    reads::{REPLICA_RESOURCES, Reads},
+    routes,
     state::ApiState,
 };
 
@@ -120,11 +125,11 @@ async fn has_budget(state: &ApiState, bucket: &RateBucket) -> bool {
         .map_or(true, |d| d.allowed)
 }
 
-/// What the gate decided: the principal (if the key is valid), the count its headers
-/// report, the refusal to answer instead of the route (if any), and the response's tag
-/// (a conditional read) with whether the client already holds it.
+/// What the gate decided: the principal (if the key is valid) and where the route reads,
+/// the count its headers report, the refusal to answer instead of the route (if any), and
+/// the response's tag (a conditional read) with whether the client already holds it.
 struct Admission {
-    principal: Option<Principal>,
+    principal: Option<(Principal, Reads)>,
     counted: Counted,
     refusal: Option<ApiError>,
     tag: Option<EntityTag>,
@@ -143,15 +148,27 @@ impl Admission {
     }
 }
 
+/// Where the request's reads go (`reads.rs`): a usable replica for a `GET` of the analysed
+/// data when replicas are configured, the primary otherwise.
+fn reads_for(state: &ApiState, req: &ServiceRequest) -> Reads {
+    let replica = req.method() == Method::GET
+        && routes::resource(req.path()).is_some_and(|r| REPLICA_RESOURCES.contains(&r));
+    replica
+        .then(|| state.ports.replicas.as_ref()?.pick())
+        .flatten()
+        .unwrap_or_else(|| state.ports.reads.clone())
+}
+
 /// A valid key: a conditional read whose tag the client holds is not counted (304); any
 /// other request counts against the key.
 async fn admit_key(req: &ServiceRequest, state: &ApiState, principal: Principal) -> Admission {
     let bucket = RateBucket::Key(principal.key_id());
-    let tag = conditional::tag(req, state, &principal).await;
+    let reads = reads_for(state, req);
+    let tag = conditional::tag(req, state, &reads, &principal).await;
     if let Some(tag) = tag.as_ref().filter(|tag| conditional::matches(req, tag)) {
         let decision = state.ports.limiter.peek(&bucket).await.ok();
         return Admission {
-            principal: Some(principal),
+            principal: Some((principal, reads)),
             counted: Counted { bucket, decision },
             refusal: None,
             tag: Some(tag.clone()),
@@ -161,7 +178,7 @@ async fn admit_key(req: &ServiceRequest, state: &ApiState, principal: Principal)
     let counted = count(state, bucket).await;
     let refusal = counted.over_limit();
     Admission {
-        principal: Some(principal),
+        principal: Some((principal, reads)),
         counted,
         refusal,
         tag,
@@ -225,8 +242,10 @@ pub(crate) async fn gate(
             .into_response(HttpResponse::NotModified().finish())
             .map_into_right_body(),
         None => {
-            if let Some(principal) = admission.principal {
-                req.extensions_mut().insert(principal);
+            if let Some((principal, reads)) = admission.principal {
+                let mut extensions = req.extensions_mut();
+                extensions.insert(principal);
+                extensions.insert(reads);
             }
             next.call(req).await?.map_into_left_body()
         }

@@ -21,6 +21,7 @@ mod preconditions;
 #[cfg(test)]
 mod properties;
 pub mod readiness;
+mod reads;
 pub mod routes;
 mod state;
 mod telemetry;
@@ -37,6 +38,7 @@ use actix_web::{
 pub use client_ip::TrustedProxies;
 pub use error::ApiError;
 pub use export_slots::ExportSlots;
+pub use reads::{ReadReplicas, Reads};
 pub use state::{
     ApiState, DEFAULT_CONCURRENT_EXPORTS, DEFAULT_EXPORT_STALL, DEFAULT_EXPORT_WAIT, MetricsRender,
     Ports, WebhookOps,

@@ -3,32 +3,31 @@
 use std::{sync::Arc, time::Duration};
 
 use posture_domain::{
-    ports::{
-        ApiKeyRepository, DataVersionRepository, DeliveryRepository, DirectSender,
-        FindingRepository, IdentityRepository, RecommendationRepository, StoreHealth,
-        TenantRepository, UprRepository, WebhookRepository,
-    },
+    ports::{ApiKeyRepository, DeliveryRepository, DirectSender, StoreHealth, WebhookRepository},
     rate_limit::RateLimiter,
     secrets::Keyring,
     webhook::TargetPolicy,
 };
 
-use crate::{client_ip::TrustedProxies, export_slots::ExportSlots, readiness::ReadinessCache};
+use crate::{
+    client_ip::TrustedProxies,
+    export_slots::ExportSlots,
+    readiness::ReadinessCache,
+    reads::{ReadReplicas, Reads},
+};
 
 /// The ports the HTTP API calls. The binary wires adapters into them.
 #[derive(Clone)]
 pub struct Ports {
     pub keys: Arc<dyn ApiKeyRepository>,
-    pub tenants: Arc<dyn TenantRepository>,
-    pub identities: Arc<dyn IdentityRepository>,
-    pub findings: Arc<dyn FindingRepository>,
-    pub recommendations: Arc<dyn RecommendationRepository>,
-    pub upr: Arc<dyn UprRepository>,
+    /// The read routes' ports on the primary.
+    pub reads: Reads,
+    /// Read replicas, when configured: the `GET`s of the analysed data go to a usable one
+    /// (`reads.rs`).
+    pub replicas: Option<Arc<dyn ReadReplicas>>,
     pub webhooks: Arc<dyn WebhookRepository>,
     /// The delivery log of subscriptions.
     pub deliveries: Arc<dyn DeliveryRepository>,
-    /// Customers' data versions (the `ETag`s of the read routes).
-    pub versions: Arc<dyn DataVersionRepository>,
     pub health: Arc<dyn StoreHealth>,
     pub limiter: Arc<dyn RateLimiter>,
 }

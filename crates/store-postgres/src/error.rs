@@ -37,9 +37,11 @@ fn unavailable(e: DieselError) -> Error {
 /// (admin, crash or idle-session shutdown, cannot connect now, database dropped), 25P03 (an
 /// idle transaction ended) and 57014 at the statement timeout. diesel-async keeps only the
 /// message of a database error, not its SQLSTATE, so these are matched on PostgreSQL's
-/// (English) messages.
+/// (English) messages. A read replica cancels a query that conflicts with the WAL it
+/// replays (40001, "conflict with recovery"): that query may be retried too.
 const UNAVAILABLE_MESSAGES: &[&str] = &[
     "terminating connection",
+    "canceling statement due to conflict with recovery",
     "the database system is",
     "canceling statement due to statement timeout",
     "could not connect",

@@ -18,6 +18,7 @@ mod ingest;
 mod key_cache;
 pub mod migrations;
 mod recommendations;
+mod replicas;
 mod schema;
 mod sync;
 mod tenants;
@@ -41,7 +42,10 @@ use diesel_async::{
 use posture_domain::{Error, KeyId};
 
 use crate::error::db_error;
-pub use crate::key_cache::{APPLICATION_NAME as KEY_CACHE_APPLICATION_NAME, KeyCacheStats};
+pub use crate::{
+    key_cache::{APPLICATION_NAME as KEY_CACHE_APPLICATION_NAME, KeyCacheStats},
+    replicas::{ReplicaPolicy, ReplicaStatus, Replicas},
+};
 
 /// The channel workers `LISTEN` on for deliveries that became due: a pass, a redelivery, a
 /// recovery and a resume notify it.

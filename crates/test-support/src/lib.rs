@@ -102,8 +102,8 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     files
 }
 
-async fn admin_connection() -> AsyncPgConnection {
-    let url = with_database(&server_url(), "postgres");
+async fn admin_connection(server: &str) -> AsyncPgConnection {
+    let url = with_database(server, "postgres");
     AsyncPgConnection::establish(&url)
         .await
         .unwrap_or_else(|e| panic!("cannot connect to the test PostgreSQL server: {e}"))
@@ -117,7 +117,7 @@ async fn execute(conn: &mut AsyncPgConnection, sql: &str) {
 }
 
 /// Creates the migrated template once per server (and per migration set).
-async fn ensure_template(conn: &mut AsyncPgConnection, template: &str) {
+async fn ensure_template(conn: &mut AsyncPgConnection, server: &str, template: &str) {
     #[derive(diesel::QueryableByName)]
     struct Exists {
         #[diesel(sql_type = diesel::sql_types::Bool)]
@@ -135,7 +135,7 @@ async fn ensure_template(conn: &mut AsyncPgConnection, template: &str) {
         let building = format!("{template}_building");
         execute(conn, &format!("DROP DATABASE IF EXISTS {building}")).await;
         execute(conn, &format!("CREATE DATABASE {building}")).await;
-        let url = with_database(&server_url(), &building);
+        let url = with_database(server, &building);
         migrations::run_pending(&url)
             .await
             .unwrap_or_else(|e| panic!("migrating the test template failed: {e:?}"));
@@ -168,21 +168,33 @@ pub const RUNTIME_ROLE: &str = "posture_test_runtime";
 pub struct TestDb {
     name: String,
     url: String,
+    /// The URL of the server's `postgres` database, as a superuser.
+    server: String,
 }
 
 impl TestDb {
     pub async fn new() -> Self {
+        Self::on(&server_url()).await
+    }
+
+    /// A database of its own on another server (a superuser's URL), for tests that start
+    /// their own cluster (a primary with a standby).
+    pub async fn on(server: &str) -> Self {
         let template = template_name();
-        let mut conn = admin_connection().await;
-        ensure_template(&mut conn, &template).await;
+        let mut conn = admin_connection(server).await;
+        ensure_template(&mut conn, server, &template).await;
         let name = format!("posture_test_{}", uuid::Uuid::new_v4().simple());
         execute(
             &mut conn,
             &format!("CREATE DATABASE {name} TEMPLATE {template}"),
         )
         .await;
-        let url = with_database(&server_url(), &name);
-        Self { name, url }
+        let url = with_database(server, &name);
+        Self {
+            name,
+            url,
+            server: server.to_owned(),
+        }
     }
 
     /// The URL of this test's database, as the role that owns its tables (for fixtures
@@ -224,11 +236,12 @@ impl TestDb {
 
     /// A database of its own with no schema at all (for migration tests).
     pub async fn empty() -> Self {
-        let mut conn = admin_connection().await;
+        let server = server_url();
+        let mut conn = admin_connection(&server).await;
         let name = format!("posture_test_{}", uuid::Uuid::new_v4().simple());
         execute(&mut conn, &format!("CREATE DATABASE {name}")).await;
-        let url = with_database(&server_url(), &name);
-        Self { name, url }
+        let url = with_database(&server, &name);
+        Self { name, url, server }
     }
 
     /// Rows per table of customer data, to show that a failed operation changed nothing.
@@ -279,13 +292,14 @@ impl TestDb {
 impl Drop for TestDb {
     fn drop(&mut self) {
         let name = std::mem::take(&mut self.name);
+        let server = std::mem::take(&mut self.server);
         // Drop needs async I/O; do it on a runtime of its own, whatever runtime we are in.
         let dropped = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
             runtime.block_on(async move {
-                let mut conn = admin_connection().await;
+                let mut conn = admin_connection(&server).await;
                 diesel::sql_query(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
                     .execute(&mut conn)
                     .await

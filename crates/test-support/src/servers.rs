@@ -60,9 +60,12 @@ fn wait_for_port(port: u16, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// The directory of `initdb` and `pg_ctl`: on PATH, or Debian's versioned directory.
+/// The directory of `initdb`, `pg_ctl` and `pg_basebackup`: where the `initdb` on PATH
+/// really is (links resolved: a link on PATH may stand alone), or Debian's versioned
+/// directory.
 fn postgres_bin() -> Option<PathBuf> {
     if let Some(initdb) = on_path("initdb") {
+        let initdb = std::fs::canonicalize(&initdb).unwrap_or(initdb);
         return initdb.parent().map(Path::to_path_buf);
     }
     let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
@@ -97,6 +100,54 @@ impl PostgresServer {
                     .to_owned(),
             )
         })?;
+        let server = Self::prepare(dir, bin, settings)?;
+        let data = dir.join("data");
+        server.run(
+            server.command("initdb").arg("-D").arg(&data).args([
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ]),
+            "initdb",
+        )?;
+        server.restart()?;
+        Ok(server)
+    }
+
+    /// A streaming standby of this server in `dir` (emptied first): a base backup
+    /// (`pg_basebackup -R`, which writes `primary_conninfo` and `standby.signal`), started
+    /// as a hot standby on a port of its own.
+    pub fn start_standby(&self, dir: &Path) -> Result<Self> {
+        let standby = Self::prepare(dir, self.bin.clone(), &self.settings)?;
+        standby.run(
+            standby
+                .command("pg_basebackup")
+                .arg("-D")
+                .arg(dir.join("data"))
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+                .args([
+                    "-U",
+                    "postgres",
+                    "-R",
+                    "-X",
+                    "stream",
+                    "-c",
+                    "fast",
+                    "--no-sync",
+                ]),
+            "pg_basebackup",
+        )?;
+        standby.restart()?;
+        Ok(standby)
+    }
+
+    /// A server value for a new cluster directory `dir` (emptied, owned by the server's
+    /// user) on a free port; nothing is started.
+    fn prepare(dir: &Path, bin: PathBuf, settings: &str) -> Result<Self> {
         let as_postgres = is_root();
         if dir.exists() {
             std::fs::remove_dir_all(dir)
@@ -116,20 +167,6 @@ impl PostgresServer {
         if as_postgres {
             server.run(Command::new("chown").arg("postgres").arg(dir), "chown")?;
         }
-        let data = dir.join("data");
-        server.run(
-            server.command("initdb").arg("-D").arg(&data).args([
-                "-U",
-                "postgres",
-                "-A",
-                "trust",
-                "-E",
-                "UTF8",
-                "--no-sync",
-            ]),
-            "initdb",
-        )?;
-        server.restart()?;
         Ok(server)
     }
 

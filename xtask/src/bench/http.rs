@@ -36,8 +36,20 @@ impl Server {
         redis: Option<&str>,
         pool_size: Option<u32>,
     ) -> anyhow::Result<Self> {
+        Self::start_with(bin, url, redis, pool_size, &[])
+    }
+
+    /// [`Server::start`] with more settings (`env`).
+    pub fn start_with(
+        bin: &Path,
+        url: &str,
+        redis: Option<&str>,
+        pool_size: Option<u32>,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
         let port = free_port()?;
         let mut command = Command::new(bin);
+        command.envs(env.iter().copied());
         if let Some(redis) = redis {
             command.env("REDIS_URL", redis);
         }

@@ -144,12 +144,21 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         .target(100.0),
     );
     export::run(&server, &postgres.url, &loaded.largest, &mut figures)?;
-    scale_out::api_instances(
+    let one_instance = scale_out::api_instances(
         &bin,
         &server,
         &postgres.url,
         args.pool_size,
         &loaded,
+        duration,
+        &mut figures,
+    )?;
+    scale_out::read_replica(
+        &bin,
+        &postgres,
+        args.pool_size,
+        &loaded,
+        one_instance,
         duration,
         &mut figures,
     )?;

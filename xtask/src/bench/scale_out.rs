@@ -1,14 +1,24 @@
 //! Scale-out on one machine (docs/scaling.md): the small-customer list served by one API
-//! instance, then by two sharing the same connections between them. On one 2-core machine
-//! that also runs PostgreSQL and wrk, two instances cannot add CPU; the figure shows what an
-//! instance costs and that the instances share nothing but the database.
+//! instance, then by two sharing the same connections between them, then by one reading a
+//! streaming replica. On one 2-core machine that also runs PostgreSQL and wrk, neither can
+//! add CPU; the figures show what an instance or a replica costs, that the instances share
+//! nothing but the database, and how fast reads leave a replica that stops replaying.
 
-use std::{path::Path, time::Duration};
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use posture_test_support::servers::PostgresServer;
 
 use super::{
     Figure,
     http::{Load, Server, wrk},
     load::Loaded,
+};
+use crate::{
+    files::scratch_dir,
+    process::{eprintln_status, psql_value},
 };
 
 const PATH: &str = "/api/v1/findings?severity=critical,high&status=open&limit=100&offset=0";
@@ -46,7 +56,8 @@ fn wrk_together(
 /// Connections in all, one instance or two.
 const CONNECTIONS: u32 = 16;
 
-/// One instance, then two, on the small-customer list with [`CONNECTIONS`] in all.
+/// One instance, then two, on the small-customer list with [`CONNECTIONS`] in all; returns
+/// the one-instance throughput.
 pub fn api_instances(
     bin: &Path,
     first: &Server,
@@ -55,7 +66,7 @@ pub fn api_instances(
     loaded: &Loaded,
     duration: Duration,
     figures: &mut Vec<Figure>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<f64> {
     let key = &loaded.small.key;
     let connections = CONNECTIONS;
     let second = Server::start(bin, database_url, None, pool_size)?;
@@ -92,5 +103,150 @@ pub fn api_instances(
         "ms",
         true,
     ));
+    Ok(one.requests_per_second)
+}
+
+/// The read-replica settings of the measured instance.
+const REPLICA_MAX_LAG: Duration = Duration::from_millis(1000);
+const REPLICA_CHECK: Duration = Duration::from_millis(100);
+
+/// One API instance whose reads go to a streaming replica of the database (a hot standby
+/// on the same machine, made with `pg_basebackup`): the small-customer list with
+/// [`CONNECTIONS`], next to one instance on the primary; then how long after the replica's
+/// replay stops the reads are back on the primary.
+pub fn read_replica(
+    bin: &Path,
+    primary: &PostgresServer,
+    pool_size: Option<u32>,
+    loaded: &Loaded,
+    one_instance: f64,
+    duration: Duration,
+    figures: &mut Vec<Figure>,
+) -> anyhow::Result<()> {
+    eprintln_status("starting a streaming replica of the database (pg_basebackup)");
+    let started = Instant::now();
+    let standby = primary.start_standby(&scratch_dir("bench-standby")?)?;
+    let copied = started.elapsed();
+    let server = Server::start_with(
+        bin,
+        &primary.url,
+        None,
+        pool_size,
+        &[
+            ("POSTURE_DATABASE_READ_URL", standby.url.as_str()),
+            (
+                "POSTURE_REPLICA_MAX_LAG_MS",
+                &REPLICA_MAX_LAG.as_millis().to_string(),
+            ),
+            (
+                "POSTURE_REPLICA_CHECK_MS",
+                &REPLICA_CHECK.as_millis().to_string(),
+            ),
+        ],
+    )?;
+    wait_for_usable(&server.base, true)?;
+    let key = &loaded.small.key;
+    wrk_together(&[&server.base], key, CONNECTIONS, Duration::from_secs(3))?;
+    let on_replica = wrk_together(&[&server.base], key, CONNECTIONS, duration)?;
+    anyhow::ensure!(
+        replica_usable(&server.base)?,
+        "the replica was skipped during the measured run"
+    );
+    let name = format!("small-customer list, {CONNECTIONS} conn");
+    figures.push(
+        Figure::measure(
+            format!("{name}: one API instance reading a streaming replica (same machine)"),
+            on_replica.requests_per_second,
+            "req/s",
+            false,
+        )
+        .against(one_instance, "one instance on the primary", None),
+    );
+    figures.push(Figure::measure(
+        format!("{name}: one API instance reading a streaming replica, p99"),
+        on_replica.p99_ms,
+        "ms",
+        true,
+    ));
+    figures.push(Figure::measure(
+        "streaming replica of the 1M-finding database: base backup and start",
+        copied.as_secs_f64(),
+        "s",
+        true,
+    ));
+
+    // The switch: the replica's last replayed commit made recent, its replay paused, one
+    // more commit on the primary; the reads leave the replica once its lag passes the bound.
+    let psql = |url: &str, sql: &str| psql_value(url, sql);
+    psql(
+        &primary.url,
+        "CREATE TABLE IF NOT EXISTS bench_heartbeat (at timestamptz); \
+         INSERT INTO bench_heartbeat VALUES (now()); SELECT 1",
+    )?;
+    let written = psql(&primary.url, "SELECT pg_current_wal_lsn()")?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while psql(
+        &standby.url,
+        &format!("SELECT pg_last_wal_replay_lsn() >= '{written}'::pg_lsn"),
+    )? != "t"
+    {
+        anyhow::ensure!(Instant::now() < deadline, "the replica did not catch up");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    psql(&standby.url, "SELECT pg_wal_replay_pause()")?;
+    let paused = Instant::now();
+    psql(
+        &primary.url,
+        "INSERT INTO bench_heartbeat VALUES (now()); SELECT 1",
+    )?;
+    wait_for_usable(&server.base, false)?;
+    let switched = paused.elapsed();
+    figures.push(
+        Figure::measure(
+            format!(
+                "reads back on the primary after the replica's replay paused (bound {} ms, \
+                 checked every {} ms)",
+                REPLICA_MAX_LAG.as_millis(),
+                REPLICA_CHECK.as_millis()
+            ),
+            switched.as_secs_f64() * 1000.0,
+            "ms",
+            true,
+        )
+        .target((REPLICA_MAX_LAG + 2 * REPLICA_CHECK).as_secs_f64() * 1000.0),
+    );
+    psql(&standby.url, "SELECT pg_wal_replay_resume()")?;
+    psql(&primary.url, "DROP TABLE bench_heartbeat; SELECT 1")?;
+    drop(server);
+    drop(standby);
+    Ok(())
+}
+
+/// Whether the first replica is in use, from the instance's `/metrics`.
+fn replica_usable(base: &str) -> anyhow::Result<bool> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let text = runtime.block_on(async {
+        reqwest::get(format!("{base}/metrics"))
+            .await?
+            .error_for_status()?
+            .text()
+            .await
+    })?;
+    Ok(text
+        .lines()
+        .any(|line| line == "posture_db_replica_usable{replica=\"1\"} 1"))
+}
+
+fn wait_for_usable(base: &str, usable: bool) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while replica_usable(base)? != usable {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the replica's use did not become {usable}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     Ok(())
 }

@@ -16,5 +16,7 @@ mod operations;
 mod pgbouncer;
 mod rate_limits;
 mod redis_tls;
+mod replicas;
 mod routes;
 mod support;
+mod waits;

@@ -254,6 +254,7 @@ async fn https_serving_works_with_a_self_signed_certificate_and_sends_hsts() {
             metrics: None,
             hsts: true,
             docs: true,
+            replicas: None,
         },
     )
     .unwrap();

@@ -2,9 +2,11 @@
 //! on an ephemeral loopback port, over a database of the test's own, called with a real
 //! HTTP client.
 
-use std::{net::TcpListener, sync::mpsc, time::Duration};
-
-use std::sync::Arc;
+use std::{
+    net::TcpListener,
+    sync::{Arc, mpsc},
+    time::Duration,
+};
 
 use chrono::Utc;
 use posture_api::server;
@@ -40,6 +42,8 @@ struct Options {
     console_sign_in_limit: Option<u32>,
     /// Serve the API reference page (`POSTURE_DOCS`).
     docs: bool,
+    /// The PostgreSQL server (a superuser's URL) when not `TEST_DATABASE_URL`'s.
+    server: Option<String>,
 }
 
 impl Default for Options {
@@ -57,6 +61,7 @@ impl Default for Options {
             proxied: false,
             console_sign_in_limit: Some(30),
             docs: true,
+            server: None,
         }
     }
 }
@@ -227,6 +232,16 @@ impl TestApp {
         .await
     }
 
+    /// A server over a database of its own on another PostgreSQL server (a superuser's
+    /// URL).
+    pub async fn on_server(server: &str) -> Self {
+        Self::build(Options {
+            server: Some(server.to_owned()),
+            ..Options::default()
+        })
+        .await
+    }
+
     /// A server that reaches PostgreSQL through [`FreezingProxy`] (in `self.proxy`).
     pub async fn behind_freezing_proxy() -> Self {
         Self::build(Options {
@@ -238,7 +253,10 @@ impl TestApp {
 
     async fn build(options: Options) -> Self {
         posture_test_support::logs::capture();
-        let db = TestDb::new().await;
+        let db = match &options.server {
+            Some(server) => TestDb::on(server).await,
+            None => TestDb::new().await,
+        };
         let mut config = db.config();
         let proxy = options
             .proxied
@@ -267,10 +285,12 @@ impl TestApp {
                 metrics: Some(server::metrics_render(
                     metrics_handle(),
                     store.clone(),
+                    None,
                     limiter.clone(),
                 )),
                 hsts: false,
                 docs: options.docs,
+                replicas: None,
             },
         )
         .unwrap();
@@ -374,42 +394,6 @@ impl TestApp {
             .key_id()
     }
 
-    /// Waits until `key` is refused (401) after a change made by another process, which
-    /// reaches this server's key cache through `NOTIFY`; fails if that takes a second.
-    pub async fn refused_within_a_second(&self, key: &str, change: &str) {
-        self.refused_within(key, change, Duration::from_secs(1))
-            .await;
-    }
-
-    /// Waits until the key is refused (401), failing if that takes longer than `bound`.
-    pub async fn refused_within(&self, key: &str, change: &str, bound: Duration) {
-        let changed_at = std::time::Instant::now();
-        loop {
-            let status = self.get("/api/v1/identities", key).await.status();
-            if status == StatusCode::UNAUTHORIZED {
-                return;
-            }
-            assert_eq!(status, StatusCode::OK);
-            assert!(
-                changed_at.elapsed() < bound,
-                "the {change} did not reach the cache within {bound:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    }
-
-    /// Waits until the server serves keys from its cache (its `LISTEN` connection is up).
-    pub async fn key_cache_live(&self) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !self.store.key_cache_stats().live {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the key cache never went live"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
@@ -426,14 +410,7 @@ impl TestApp {
 
     /// GET without a key; returns the JSON body.
     pub async fn get_public_json(&self, path: &str) -> Value {
-        self.client
-            .get(self.url(path))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        serde_json::from_str(&self.get_public_text(path).await).unwrap()
     }
 
     /// GET without a key; returns the text body.

@@ -29,7 +29,7 @@ use super::{
     cursor::CursorBinding,
     query::{take, take_declared},
 };
-use crate::{auth::Caller, error::ApiError, state::ApiState};
+use crate::{auth::Caller, error::ApiError, reads::Reads, state::ApiState};
 
 /// An unknown tenant and a tenant of another customer are answered alike.
 const NO_SUCH_TENANT: ApiError = ApiError::NotFound(Some("tenant not found"));
@@ -37,14 +37,14 @@ const NO_SUCH_TENANT: ApiError = ApiError::NotFound(Some("tenant not found"));
 /// Resolves the `tenant` filter to one of the caller's tenants: an unknown or foreign tenant
 /// is 404 (never 403, so a foreign tenant is not confirmed).
 async fn resolve_tenant(
-    state: &ApiState,
+    reads: &Reads,
     scope: CustomerScope,
     param: Option<TenantParam>,
 ) -> Result<Option<Tenant>, ApiError> {
     match param {
         None => Ok(None),
         Some(TenantParam::NoSuchTenant) => Err(NO_SUCH_TENANT),
-        Some(TenantParam::Id(id)) => match state.ports.tenants.find_tenant(scope, id).await {
+        Some(TenantParam::Id(id)) => match reads.tenants.find_tenant(scope, id).await {
             Ok(tenant) => Ok(Some(tenant)),
             Err(Error::NotFound) => Err(NO_SUCH_TENANT),
             Err(e) => Err(e.into()),
@@ -59,15 +59,14 @@ fn tenant_of(req: &HttpRequest, declared: bool) -> LocalBoxFuture<'static, Tenan
     } else {
         Ok(take_declared::<TenantQuery>(req).and_then(|q| q.tenant))
     };
-    let state = req.app_data::<web::Data<ApiState>>().cloned();
+    let reads = crate::reads::of(req);
     let caller = Caller::extract(req).into_inner();
     Box::pin(async move {
         let param = param?;
         if param.is_none() {
             return Ok(None);
         }
-        let state = state.ok_or(ApiError::Internal)?;
-        resolve_tenant(&state, caller?.scope(), param).await
+        resolve_tenant(&reads?, caller?.scope(), param).await
     })
 }
 

@@ -14,7 +14,7 @@ use crate::{
     auth::Caller,
     error::ApiError,
     input::{EXTERNAL_ID, Id, Input, ListQuery, not_found, part},
-    state::ApiState,
+    reads::Reads,
 };
 
 pub static LIST: Endpoint = Endpoint {
@@ -59,11 +59,10 @@ async fn list_findings(
     caller: Caller,
     list: ListQuery,
     Input(filters): Input<FindingsQuery>,
-    state: web::Data<ApiState>,
+    reads: Reads,
 ) -> Result<HttpResponse, ApiError> {
     let filter = filters.filter(list.tenant_id(), list.modified_since());
-    let page = state
-        .ports
+    let page = reads
         .findings
         .list_findings(caller.scope(), &filter, list.page())
         .await?;
@@ -73,10 +72,9 @@ async fn list_findings(
 async fn get_finding(
     caller: Caller,
     Id(id): Id<FindingId>,
-    state: web::Data<ApiState>,
+    reads: Reads,
 ) -> Result<HttpResponse, ApiError> {
-    let finding = state
-        .ports
+    let finding = reads
         .findings
         .get_finding(caller.scope(), &id)
         .await

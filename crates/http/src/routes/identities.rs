@@ -14,7 +14,7 @@ use crate::{
     auth::Caller,
     error::ApiError,
     input::{EXTERNAL_ID, Id, ListQuery, not_found, part},
-    state::ApiState,
+    reads::Reads,
 };
 
 pub static LIST: Endpoint = Endpoint {
@@ -56,14 +56,13 @@ pub static GET: Endpoint = Endpoint {
 async fn list_identities(
     caller: Caller,
     list: ListQuery,
-    state: web::Data<ApiState>,
+    reads: Reads,
 ) -> Result<HttpResponse, ApiError> {
     let filter = IdentityFilter {
         modified_since: list.modified_since(),
         tenant: list.tenant_id(),
     };
-    let page = state
-        .ports
+    let page = reads
         .identities
         .list_identities(caller.scope(), &filter, list.page())
         .await?;
@@ -73,10 +72,9 @@ async fn list_identities(
 async fn get_identity(
     caller: Caller,
     Id(id): Id<IdentityId>,
-    state: web::Data<ApiState>,
+    reads: Reads,
 ) -> Result<HttpResponse, ApiError> {
-    let detail = state
-        .ports
+    let detail = reads
         .identities
         .get_identity(caller.scope(), &id)
         .await

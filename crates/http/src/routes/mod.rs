@@ -226,6 +226,12 @@ pub(crate) fn is_conditional(path: &str) -> bool {
         })
 }
 
+/// The resource of an `/api/v1` request path: its first segment after the prefix.
+pub(crate) fn resource(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix(PREFIX)?.strip_prefix('/')?;
+    Some(rest.split('/').next().unwrap_or(rest))
+}
+
 /// Whether `path` (a request path) is a public route.
 pub(crate) fn is_public(path: &str) -> bool {
     ENDPOINTS
@@ -290,5 +296,35 @@ async fn admit(
     match admitted {
         Ok(()) => next.call(req).await,
         Err(e) => Ok(req.error_response(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reads::{PRIMARY_RESOURCES, REPLICA_RESOURCES};
+
+    #[test]
+    fn every_resource_says_whether_replicas_may_serve_it() {
+        for endpoint in ENDPOINTS {
+            let path = endpoint.full_path();
+            let Some(resource) = resource(&path).filter(|r| !r.is_empty()) else {
+                continue;
+            };
+            assert!(
+                REPLICA_RESOURCES.contains(&resource) != PRIMARY_RESOURCES.contains(&resource),
+                "{path}: list its resource {resource:?} in exactly one of REPLICA_RESOURCES \
+                 and PRIMARY_RESOURCES (reads.rs)"
+            );
+        }
+    }
+
+    #[test]
+    fn a_resource_is_the_first_segment_after_the_prefix() {
+        assert_eq!(resource("/api/v1/findings/f-1"), Some("findings"));
+        assert_eq!(resource("/api/v1/findings"), Some("findings"));
+        assert_eq!(resource("/api/v1/webhooks/x/deliveries"), Some("webhooks"));
+        assert_eq!(resource("/api/v1findings"), None);
+        assert_eq!(resource("/metrics"), None);
     }
 }

@@ -14,7 +14,7 @@ use crate::{
     auth::Caller,
     error::ApiError,
     input::{ListQuery, part},
-    state::ApiState,
+    reads::Reads,
 };
 
 pub static LIST: Endpoint = Endpoint {
@@ -44,14 +44,13 @@ pub static LIST: Endpoint = Endpoint {
 async fn list_roles(
     caller: Caller,
     list: ListQuery,
-    state: web::Data<ApiState>,
+    reads: Reads,
 ) -> Result<HttpResponse, ApiError> {
     let filter = RecommendationFilter {
         modified_since: list.modified_since(),
         tenant: list.tenant_id(),
     };
-    let page = state
-        .ports
+    let page = reads
         .recommendations
         .list_recommendations(caller.scope(), &filter, list.page())
         .await?;

@@ -9,7 +9,7 @@ use crate::{
     auth::Caller,
     error::ApiError,
     input::{ListQuery, part},
-    state::ApiState,
+    reads::Reads,
 };
 
 pub static LIST: Endpoint = Endpoint {
@@ -31,7 +31,7 @@ pub static LIST: Endpoint = Endpoint {
 async fn list_tenants(
     caller: Caller,
     list: ListQuery,
-    state: web::Data<ApiState>,
+    reads: Reads,
 ) -> Result<HttpResponse, ApiError> {
     let page = match list.tenant() {
         // Filtered to one tenant: that row, already resolved, is the whole list.
@@ -46,8 +46,7 @@ async fn list_tenants(
             synced_through: None,
         },
         None => {
-            state
-                .ports
+            reads
                 .tenants
                 .list_tenants(caller.scope(), list.page())
                 .await?

@@ -18,7 +18,7 @@ use crate::{
     auth::Caller,
     error::ApiError,
     input::{Input, ListQuery, TenantFilter, part},
-    state::ApiState,
+    reads::Reads,
 };
 
 pub static ROLLUP: Endpoint = Endpoint {
@@ -75,13 +75,9 @@ pub static TREND: Endpoint = Endpoint {
 async fn get_rollup(
     caller: Caller,
     tenant: TenantFilter,
-    state: web::Data<ApiState>,
+    reads: Reads,
 ) -> Result<HttpResponse, ApiError> {
-    let rollup = state
-        .ports
-        .upr
-        .upr_rollup(caller.scope(), tenant.id())
-        .await?;
+    let rollup = reads.upr.upr_rollup(caller.scope(), tenant.id()).await?;
     Ok(HttpResponse::Ok().json(DataResponse {
         data: UprRollupResponse::new(rollup, tenant.id().map(|t| t.to_string())),
     }))
@@ -91,14 +87,13 @@ async fn list_principals(
     caller: Caller,
     list: ListQuery,
     Input(query): Input<UprPrincipalsQuery>,
-    state: web::Data<ApiState>,
+    reads: Reads,
 ) -> Result<HttpResponse, ApiError> {
     let filter = UprFilter {
         tenant: list.tenant_id(),
         min_score: query.min_score(),
     };
-    let page = state
-        .ports
+    let page = reads
         .upr
         .list_upr_principals(caller.scope(), &filter, list.page())
         .await?;
@@ -109,11 +104,10 @@ async fn get_trend(
     caller: Caller,
     tenant: TenantFilter,
     Input(query): Input<TrendQuery>,
-    state: web::Data<ApiState>,
+    reads: Reads,
 ) -> Result<HttpResponse, ApiError> {
     let days = query.days()?;
-    let points = state
-        .ports
+    let points = reads
         .upr
         .upr_trend(caller.scope(), tenant.id(), days)
         .await?;

@@ -33,6 +33,7 @@ use crate::{
     auth::Caller,
     error::ApiError,
     input::{Input, TenantFilter, part},
+    reads::Reads,
     state::ApiState,
 };
 
@@ -150,6 +151,7 @@ async fn export_findings(
     Input(export): Input<ExportQuery>,
     Input(filters): Input<FindingsQuery>,
     Input(since): Input<ModifiedSinceQuery>,
+    reads: Reads,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
     let format = export.format();
@@ -159,8 +161,7 @@ async fn export_findings(
         .acquire(caller.scope().customer_id())
         .await
         .map_err(|_| ApiError::Busy("every export slot is in use; retry"))?;
-    let cursor = state
-        .ports
+    let cursor = reads
         .findings
         .export_findings(caller.scope(), &filter)
         .await?;

@@ -1,0 +1,301 @@
+//! Read replicas (`POSTURE_DATABASE_READ_URL`) against a real streaming standby: a cluster of
+//! the test's own and a hot standby of it made with `pg_basebackup`, both on loopback.
+
+use std::time::{Duration, Instant};
+
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use posture_domain::{Scope, console::Actor, ports::ApiKeyRepository};
+use posture_test_support::{fixtures, redis_url, servers::PostgresServer};
+use reqwest::{Client, StatusCode};
+use serde_json::{Value, json};
+
+use crate::{rate_limits::ApiProcess, support::TestApp};
+
+/// The bound of the test's server: long enough for the reads that must come from the
+/// paused replica (a pass, a revocation and a few requests, on a machine busy with the
+/// rest of the suite), short enough to wait for.
+const MAX_LAG: Duration = Duration::from_secs(8);
+const CHECK_EVERY: Duration = Duration::from_millis(100);
+
+async fn execute(url: &str, sql: &str) {
+    use diesel_async::SimpleAsyncConnection as _;
+    let mut conn = AsyncPgConnection::establish(url).await.unwrap();
+    conn.batch_execute(sql).await.unwrap();
+}
+
+/// Waits until the standby has replayed everything the primary wrote so far.
+async fn wait_for_replay(primary: &str, standby: &str) {
+    #[derive(diesel::QueryableByName)]
+    struct Lsn {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        lsn: String,
+    }
+    #[derive(diesel::QueryableByName)]
+    struct CaughtUp {
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        caught_up: bool,
+    }
+    let mut conn = AsyncPgConnection::establish(primary).await.unwrap();
+    let written: Lsn = diesel::sql_query("SELECT pg_current_wal_lsn()::text AS lsn")
+        .get_result(&mut conn)
+        .await
+        .unwrap();
+    let mut conn = AsyncPgConnection::establish(standby).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let replayed: CaughtUp = diesel::sql_query(
+            "SELECT coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, false) AS caught_up",
+        )
+        .bind::<diesel::sql_types::Text, _>(&written.lsn)
+        .get_result(&mut conn)
+        .await
+        .unwrap();
+        if replayed.caught_up {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the standby did not catch up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The value of one series of the server's `/metrics` (`None`: not exported).
+async fn metric(http: &Client, base: &str, series: &str) -> Option<f64> {
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .map(|value| value.trim().parse().unwrap())
+}
+
+/// Waits until the first replica's usability is `usable`; returns how long that took.
+async fn wait_for_usable(http: &Client, base: &str, usable: bool) -> Duration {
+    let start = Instant::now();
+    let want = if usable { 1.0 } else { 0.0 };
+    while metric(http, base, "posture_db_replica_usable{replica=\"1\"}").await != Some(want) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the replica never became {}",
+            if usable { "usable" } else { "skipped" }
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    start.elapsed()
+}
+
+fn findings(tenant: &str, count: usize) -> Vec<Value> {
+    let mut records = vec![fixtures::identity("u1", tenant, "Ada")];
+    records.extend(
+        (1..=count).map(|i| fixtures::finding(&format!("f-{i}"), tenant, "high", "open", "u1")),
+    );
+    records
+}
+
+#[tokio::test]
+async fn reads_come_from_a_replica_that_keeps_up_and_from_the_primary_once_it_lags() {
+    let dir =
+        std::env::temp_dir().join(format!("posture-replica-{}", uuid::Uuid::new_v4().simple()));
+    let primary = PostgresServer::start(&dir.join("primary"), "").unwrap();
+    let standby = primary.start_standby(&dir.join("standby")).unwrap();
+    let app = TestApp::on_server(&primary.url).await;
+    let (customer, tenant) = app.customer("A").await;
+    app.ingest(customer, &findings(&tenant, 3)).await;
+    let (_, key) = app
+        .key(customer, &[Scope::ReadFindings, Scope::ManageWebhooks])
+        .await;
+    let (revoked_id, revoked) = app.key(customer, &[Scope::ReadFindings]).await;
+    let standby_addr = ([127, 0, 0, 1], standby.port()).into();
+    let api = ApiProcess::spawn_with(
+        &app.db,
+        &redis_url(),
+        10_000,
+        &[
+            (
+                "POSTURE_DATABASE_READ_URL",
+                app.db.url_through(standby_addr).as_str(),
+            ),
+            (
+                "POSTURE_REPLICA_MAX_LAG_MS",
+                &MAX_LAG.as_millis().to_string(),
+            ),
+            (
+                "POSTURE_REPLICA_CHECK_MS",
+                &CHECK_EVERY.as_millis().to_string(),
+            ),
+        ],
+    );
+    let http = crate::support::client();
+    let get = |key: &str, path: &str| {
+        http.get(format!("{}/api/v1{path}", api.base))
+            .bearer_auth(key)
+            .send()
+    };
+    wait_for_usable(&http, &api.base, true).await;
+    assert_eq!(
+        get(&revoked, "/findings").await.unwrap().status(),
+        StatusCode::OK
+    );
+
+    // Make the replica's last replayed commit recent (and everything written so far
+    // replayed), then stop its replay: from the next commit on the primary, its lag grows
+    // from zero.
+    execute(
+        &primary.url,
+        "CREATE TABLE IF NOT EXISTS heartbeat (at timestamptz); INSERT INTO heartbeat VALUES (now())",
+    )
+    .await;
+    wait_for_replay(&primary.url, &standby.url).await;
+    let before = get(&key, "/findings").await.unwrap();
+    assert_eq!(before.status(), StatusCode::OK);
+    let tag = before.headers()["etag"].clone();
+    execute(&standby.url, "SELECT pg_wal_replay_pause()").await;
+    let paused = Instant::now();
+    app.ingest(customer, &findings(&tenant, 4)).await;
+    app.store
+        .revoke_key(None, revoked_id, &Actor::Operator)
+        .await
+        .unwrap();
+
+    // Within the bound, the read routes still answer from the replica as it stands, with the
+    // tag of what they show.
+    let stale = get(&key, "/findings").await.unwrap();
+    assert_eq!(
+        stale.headers()["etag"],
+        tag,
+        "the replica's tag with its body ({:?} after the pause)",
+        paused.elapsed()
+    );
+    let body: Value = stale.json().await.unwrap();
+    assert_eq!(body["data"].as_array().unwrap().len(), 3, "{body}");
+    let export = get(&key, "/findings/export?format=ndjson").await.unwrap();
+    assert_eq!(export.text().await.unwrap().lines().count(), 3);
+    // ...but the revocation is honoured at once (keys are the primary's), and the webhook
+    // routes see their own writes.
+    let revoked_at = Instant::now();
+    while get(&revoked, "/findings").await.unwrap().status() != StatusCode::UNAUTHORIZED {
+        assert!(
+            revoked_at.elapsed() < Duration::from_secs(1),
+            "the revocation was not honoured within a second"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let created = http
+        .post(format!("{}/api/v1/webhooks", api.base))
+        .bearer_auth(&key)
+        .json(
+            &json!({"name": "SIEM", "webhookUrl": "https://hooks.example.com/posture",
+                      "webhookType": "generic", "eventTypes": ["finding_high"]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let created: Value = created.json().await.unwrap();
+    let id = created["data"]["id"].as_str().unwrap();
+    let read_back = get(&key, &format!("/webhooks/{id}")).await.unwrap();
+    assert_eq!(read_back.status(), StatusCode::OK);
+    assert!(
+        paused.elapsed() < MAX_LAG,
+        "the stale reads took longer than the bound, so they prove nothing"
+    );
+
+    // Past the bound (and one check), the primary serves the reads.
+    let switched = loop {
+        let response = get(&key, "/findings").await.unwrap();
+        let body: Value = response.json().await.unwrap();
+        if body["data"].as_array().unwrap().len() == 4 {
+            break paused.elapsed();
+        }
+        assert!(
+            paused.elapsed() < MAX_LAG + CHECK_EVERY + Duration::from_secs(2),
+            "reads did not switch to the primary"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    eprintln!("reads switched to the primary {switched:?} after the replay paused");
+    // The lag counts from the last commit the replica replayed, just before the pause.
+    assert!(
+        switched >= MAX_LAG / 2,
+        "switched before the bound: {switched:?}"
+    );
+    assert_eq!(
+        metric(&http, &api.base, "posture_db_replica_usable{replica=\"1\"}").await,
+        Some(0.0)
+    );
+    let lag = metric(
+        &http,
+        &api.base,
+        "posture_db_replica_lag_seconds{replica=\"1\"}",
+    )
+    .await
+    .unwrap();
+    assert!(lag > MAX_LAG.as_secs_f64(), "{lag}");
+
+    // Replaying again, the replica catches up and serves again.
+    execute(&standby.url, "SELECT pg_wal_replay_resume()").await;
+    let back = wait_for_usable(&http, &api.base, true).await;
+    eprintln!("the replica was back in use {back:?} after its replay resumed");
+    let body: Value = get(&key, "/findings").await.unwrap().json().await.unwrap();
+    assert_eq!(body["data"].as_array().unwrap().len(), 4, "{body}");
+}
+
+#[tokio::test]
+async fn a_replica_that_does_not_answer_is_skipped_and_the_primary_serves() {
+    let app = TestApp::start().await;
+    let (customer, tenant) = app.customer("A").await;
+    app.ingest(customer, &findings(&tenant, 2)).await;
+    let (_, key) = app.key(customer, &[Scope::ReadFindings]).await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let api = ApiProcess::spawn_with(
+        &app.db,
+        &redis_url(),
+        10_000,
+        &[
+            (
+                "POSTURE_DATABASE_READ_URL",
+                app.db.url_through(closed).as_str(),
+            ),
+            ("POSTURE_REPLICA_CHECK_MS", "100"),
+        ],
+    );
+    let http = crate::support::client();
+    // Skipped from the start (nothing reads an unmeasured replica) and at every check.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        metric(&http, &api.base, "posture_db_replica_usable{replica=\"1\"}").await,
+        Some(0.0)
+    );
+    assert_eq!(
+        metric(
+            &http,
+            &api.base,
+            "posture_db_replica_lag_seconds{replica=\"1\"}"
+        )
+        .await,
+        Some(f64::INFINITY),
+        "a replica that does not answer counts as lagging without end"
+    );
+    let response = http
+        .get(format!("{}/api/v1/findings", api.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["data"].as_array().unwrap().len(), 2, "{body}");
+    let ready = http
+        .get(format!("{}/readyz", api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), StatusCode::OK);
+}

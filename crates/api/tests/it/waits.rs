@@ -1,0 +1,46 @@
+//! Waiting, in tests, for what another process changed to reach a [`TestApp`]'s key cache
+//! (through `NOTIFY`).
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+
+use crate::support::TestApp;
+
+impl TestApp {
+    /// Waits until `key` is refused (401) after a change made by another process, which
+    /// reaches this server's key cache through `NOTIFY`; fails if that takes a second.
+    pub async fn refused_within_a_second(&self, key: &str, change: &str) {
+        self.refused_within(key, change, Duration::from_secs(1))
+            .await;
+    }
+
+    /// Waits until the key is refused (401), failing if that takes longer than `bound`.
+    pub async fn refused_within(&self, key: &str, change: &str, bound: Duration) {
+        let changed_at = std::time::Instant::now();
+        loop {
+            let status = self.get("/api/v1/identities", key).await.status();
+            if status == StatusCode::UNAUTHORIZED {
+                return;
+            }
+            assert_eq!(status, StatusCode::OK);
+            assert!(
+                changed_at.elapsed() < bound,
+                "the {change} did not reach the cache within {bound:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// Waits until the server serves keys from its cache (its `LISTEN` connection is up).
+    pub async fn key_cache_live(&self) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !self.store.key_cache_stats().live {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the key cache never went live"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}

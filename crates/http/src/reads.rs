@@ -1,0 +1,65 @@
+//! Where a request's reads go: the primary, or a read replica that keeps up.
+//!
+//! The gate chooses once per request (`gate::reads_for`) and keeps the choice in the
+//! request, so the data version behind the `ETag` and the body come from the same database:
+//! a tag never stands for newer data than its body, even when replicas stand at different
+//! points. Only the `GET`s of the customer's analysed data (`REPLICA_RESOURCES`) may go to
+//! a replica; everything that must see its own writes (the webhook routes, the caller's
+//! key, readiness, and every authentication, which goes through the key cache and the
+//! primary) reads the primary.
+
+use std::{future::Ready, sync::Arc};
+
+use actix_web::{FromRequest, HttpMessage as _, HttpRequest, dev::Payload};
+use posture_domain::ports::{
+    DataVersionRepository, FindingRepository, IdentityRepository, RecommendationRepository,
+    TenantRepository, UprRepository,
+};
+
+use crate::error::ApiError;
+
+/// The ports of the read routes, all on one database.
+#[derive(Clone)]
+pub struct Reads {
+    pub tenants: Arc<dyn TenantRepository>,
+    pub identities: Arc<dyn IdentityRepository>,
+    pub findings: Arc<dyn FindingRepository>,
+    pub recommendations: Arc<dyn RecommendationRepository>,
+    pub upr: Arc<dyn UprRepository>,
+    /// Customers' data versions (the `ETag`s of the read routes).
+    pub versions: Arc<dyn DataVersionRepository>,
+}
+
+/// The read replicas (the binary wires them in): the reads of the next usable one.
+pub trait ReadReplicas: Send + Sync {
+    /// `None` when no replica is usable: the primary serves.
+    fn pick(&self) -> Option<Reads>;
+}
+
+/// The resources whose `GET`s may be served by a replica: the analysed data, which only
+/// passes change. Every other resource (webhooks, keys) reads the primary; a test keeps
+/// every route in one list or the other.
+pub(crate) const REPLICA_RESOURCES: &[&str] =
+    &["findings", "identities", "roles", "tenants", "upr"];
+
+/// The resources that always read the primary.
+#[cfg(test)]
+pub(crate) const PRIMARY_RESOURCES: &[&str] = &["keys", "webhooks", "openapi.json", "docs"];
+
+/// A route's reads: the gate's choice for the request.
+impl FromRequest for Reads {
+    type Error = ApiError;
+    type Future = Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        std::future::ready(of(req))
+    }
+}
+
+/// The reads of `req`, which the gate chose (it does for every authenticated request).
+pub(crate) fn of(req: &HttpRequest) -> Result<Reads, ApiError> {
+    req.extensions()
+        .get::<Reads>()
+        .cloned()
+        .ok_or(ApiError::Internal)
+}
