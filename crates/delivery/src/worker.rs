@@ -16,7 +16,7 @@ use posture_domain::{
     delivery::{
         Attempt, ClaimedDelivery, Delivery, DeliveryTarget, NextStep, Outcome, RetryPolicy,
     },
-    ports::{DeliveryRepository, FindingRepository},
+    ports::{DeliveryRepository, FindingRepository, PassStatistics},
     secrets::{Keyring, SigningSecret},
     webhook::{MAX_HOLD_HOURS, secret_context},
 };
@@ -48,6 +48,9 @@ pub struct WorkerConfig {
     pub disable_after: chrono::Duration,
 }
 
+/// The window of the ingest gauges.
+const PASS_WINDOW: Duration = Duration::from_secs(3600);
+
 /// How often a running worker sweeps the delivery log of what its retention drops.
 const SWEEP_EVERY: Duration = Duration::from_secs(600);
 /// Deliveries deleted per statement of a sweep (short transactions, bounded locks).
@@ -61,7 +64,9 @@ pub struct Worker {
     client: WebhookClient,
     config: WorkerConfig,
     random: SystemRandom,
-    /// When the queue gauges were last refreshed.
+    /// Where the ingest gauges come from (`None`: not exported).
+    passes: Option<Arc<dyn PassStatistics>>,
+    /// When the queue and ingest gauges were last refreshed.
     gauges_at: std::sync::Mutex<Option<std::time::Instant>>,
     /// When the delivery log was last swept.
     swept_at: std::sync::Mutex<Option<std::time::Instant>>,
@@ -139,9 +144,18 @@ impl Worker {
             client,
             config,
             random: SystemRandom::new(),
+            passes: None,
             gauges_at: std::sync::Mutex::default(),
             swept_at: std::sync::Mutex::default(),
         })
+    }
+
+    /// Exports the ingest gauges too (`posture_ingest_*`: the passes of every customer in
+    /// the last hour), read from `passes` with the queue's.
+    #[must_use]
+    pub fn with_pass_statistics(mut self, passes: Arc<dyn PassStatistics>) -> Self {
+        self.passes = Some(passes);
+        self
     }
 
     fn jitter(&self) -> f64 {
@@ -336,7 +350,7 @@ impl Worker {
         }
     }
 
-    /// Publishes the queue's depth, at most every 10 s.
+    /// Publishes the queue's depth and the last hour's passes, at most every 10 s.
     async fn refresh_queue_gauges(&self) {
         const EVERY: Duration = Duration::from_secs(10);
         {
@@ -352,6 +366,23 @@ impl Worker {
             metrics::gauge!("posture_webhook_queue_depth", "state" => "due").set(depth.due as f64);
             metrics::gauge!("posture_webhook_queue_oldest_due_seconds")
                 .set(depth.oldest_due_secs as f64);
+        }
+        let Some(passes) = &self.passes else {
+            return;
+        };
+        if let Ok(recent) = passes.recent_passes(PASS_WINDOW).await {
+            metrics::gauge!("posture_ingest_passes_last_hour").set(recent.count as f64);
+            for (quantile, seconds) in [
+                ("0.5", recent.median_secs),
+                ("0.99", recent.p99_secs),
+                ("1", recent.longest_secs),
+            ] {
+                metrics::gauge!("posture_ingest_pass_duration_seconds", "quantile" => quantile)
+                    .set(seconds);
+            }
+            if let Some(since) = recent.since_last_secs {
+                metrics::gauge!("posture_ingest_last_pass_age_seconds").set(since);
+            }
         }
     }
 

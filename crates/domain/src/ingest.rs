@@ -126,6 +126,21 @@ pub struct PassSummary {
     pub unknown_field_names: Vec<String>,
 }
 
+/// The passes of every customer that finished lately, for operators' metrics (the worker
+/// exports them: `posture-api ingest` is a one-shot command with nothing to scrape).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RecentPasses {
+    /// Passes finished within the window.
+    pub count: u64,
+    /// Their durations in seconds (0 without passes): the median, the 99th percentile and
+    /// the longest.
+    pub median_secs: f64,
+    pub p99_secs: f64,
+    pub longest_secs: f64,
+    /// Seconds since the last pass of any customer finished (`None`: there was none).
+    pub since_last_secs: Option<f64>,
+}
+
 /// Unknown field names a pass summary lists at most.
 pub const MAX_UNKNOWN_FIELD_NAMES: usize = 20;
 

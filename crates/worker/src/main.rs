@@ -93,11 +93,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let worker = Arc::new(
         Worker::new(
             store.clone(),
-            store,
+            store.clone(),
             Arc::new(cli.secrets.keyring()?),
             config,
         )
-        .context("the webhook HTTP client cannot be built")?,
+        .context("the webhook HTTP client cannot be built")?
+        .with_pass_statistics(store),
     );
     if let (Some(bind), false) = (cli.metrics_bind, cli.once) {
         posture_config::metrics::install_with_listener(bind)

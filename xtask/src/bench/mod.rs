@@ -70,6 +70,8 @@ fn require(program: &str, package: &str) -> anyhow::Result<()> {
 }
 
 pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
+    // Once, for every HTTP client of the run (reqwest is built without a default provider).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     require("wrk", "wrk")?;
     require("pgbench", "postgresql-contrib")?;
     eprintln_status("building release binaries");

@@ -20,7 +20,7 @@ use crate::{
     finding::{Finding, FindingFilter},
     identity::{Identity, IdentityDetail, IdentityFilter},
     ids::{CloudTenantId, CustomerId, FindingId, IdentityId, KeyId},
-    ingest::{IngestError, ParsedLine, PassSummary},
+    ingest::{IngestError, ParsedLine, PassSummary, RecentPasses},
     page::{Page, PageRequest},
     recommendation::{RecommendationFilter, RoleRecommendation},
     secrets::SealedSecret,
@@ -39,6 +39,14 @@ pub use webhooks::{
 #[async_trait]
 pub trait DataVersionRepository: Send + Sync {
     async fn data_version(&self, scope: CustomerScope) -> Result<u64>;
+}
+
+/// How the analyzer's passes went lately, over every customer (operators' metrics only: no
+/// customer's data, only counts and durations).
+#[async_trait]
+pub trait PassStatistics: Send + Sync {
+    /// The passes finished within the last `window`.
+    async fn recent_passes(&self, window: std::time::Duration) -> Result<RecentPasses>;
 }
 
 /// Customers (operator commands only).

@@ -8,6 +8,7 @@
 //! `meta.total` are recomputed at the end. Any error rolls the whole pass back. After the
 //! commit, stale planner statistics for the customer are refreshed ([`statistics`]).
 
+mod recent;
 mod statistics;
 mod writes;
 

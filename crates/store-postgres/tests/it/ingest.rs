@@ -220,3 +220,42 @@ async fn a_tenant_record_of_another_customers_tenant_rejects_the_pass() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn recent_passes_count_every_customers_passes_within_the_window_and_time_them() {
+    use diesel_async::RunQueryDsl as _;
+    use posture_domain::ports::PassStatistics;
+    let db = TestDb::new().await;
+    let store = db.store();
+    let none = store
+        .recent_passes(std::time::Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert_eq!((none.count, none.since_last_secs), (0, None));
+    for name in ["A", "B", "C"] {
+        let scope = customer(&store, name).await;
+        ingest(&store, scope, &sample(&fixtures::tenant_id()))
+            .await
+            .unwrap();
+    }
+    // One of them finished two hours ago: outside the hour.
+    diesel::sql_query(
+        "UPDATE analyzer_passes SET started_at = started_at - interval '2 hours', \
+                finished_at = finished_at - interval '2 hours' \
+         WHERE id = (SELECT id FROM analyzer_passes ORDER BY finished_at LIMIT 1)",
+    )
+    .execute(&mut db.connection().await)
+    .await
+    .unwrap();
+    let recent = store
+        .recent_passes(std::time::Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert_eq!(recent.count, 2);
+    assert!(recent.median_secs > 0.0, "{recent:?}");
+    assert!(recent.median_secs <= recent.p99_secs, "{recent:?}");
+    assert!(recent.p99_secs <= recent.longest_secs, "{recent:?}");
+    assert!(recent.longest_secs < 60.0, "{recent:?}");
+    let since = recent.since_last_secs.unwrap();
+    assert!((0.0..60.0).contains(&since), "{recent:?}");
+}

@@ -39,6 +39,10 @@ const CROSS_CUSTOMER_INDEXES: &[(&str, &str)] = &[
         "webhook_deliveries_retention_idx",
         "the worker's retention sweep deletes the oldest finished deliveries of every customer",
     ),
+    (
+        "analyzer_passes_finished_idx",
+        "the worker's ingest gauges read the passes of every customer finished lately",
+    ),
 ];
 
 const CUSTOMER: &str = "customer_id";

@@ -246,6 +246,30 @@ async fn the_worker_exposes_delivery_outcomes_and_queue_depth() {
         text.contains("posture_webhook_attempt_duration_seconds_bucket"),
         "{text}"
     );
+    // The analyzer's passes of the last hour (posture-api ingest exports nothing itself).
+    let passes = db
+        .row_counts()
+        .await
+        .into_iter()
+        .find(|(table, _)| *table == "analyzer_passes")
+        .unwrap()
+        .1;
+    assert!(
+        text.contains(&format!("posture_ingest_passes_last_hour {passes}\n")),
+        "{passes} passes:\n{text}"
+    );
+    for quantile in ["0.5", "0.99", "1"] {
+        assert!(
+            text.contains(&format!(
+                "posture_ingest_pass_duration_seconds{{quantile=\"{quantile}\"}} "
+            )),
+            "{text}"
+        );
+    }
+    assert!(
+        text.contains("posture_ingest_last_pass_age_seconds "),
+        "{text}"
+    );
     running.kill().unwrap();
     running.wait().unwrap();
 }

@@ -1,0 +1,1 @@
+DROP INDEX analyzer_passes_finished_idx;
