@@ -199,6 +199,11 @@ impl PostgresServer {
         self.port
     }
 
+    /// The cluster's data directory (`postmaster.pid` names its postmaster).
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
     /// The URL of another database of this server.
     pub fn database_url(&self, database: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)

@@ -10,6 +10,7 @@ use anyhow::{Context as _, bail};
 
 use super::{
     Figure,
+    cpu::CpuSample,
     load::{Customer, Loaded},
     sql,
 };
@@ -300,6 +301,7 @@ fn scenarios(loaded: &Loaded, detail_id: &str) -> Vec<Scenario> {
 pub fn read_routes(
     server: &Server,
     database_url: &str,
+    postmaster: u32,
     loaded: &Loaded,
     connections: u32,
     duration: Duration,
@@ -336,7 +338,15 @@ pub fn read_routes(
         wrk(&url, key, connections, WARM_UP)?;
         // Mirrored order (route, baselines, baselines reversed, route): a drift of the
         // machine during the scenario favours neither side. Each figure is the mean of two.
-        let first = wrk(&url, key, connections, duration)?;
+        let measured = || -> anyhow::Result<(Load, (f64, f64))> {
+            let before = CpuSample::take(server.pid(), postmaster)?;
+            let load = wrk(&url, key, connections, duration)?;
+            let requests = load.requests_per_second * duration.as_secs_f64();
+            let cpu =
+                CpuSample::take(server.pid(), postmaster)?.per_request_since(&before, requests);
+            Ok((load, cpu))
+        };
+        let (first, first_cpu) = measured()?;
         let mut tps = vec![0.0; scenario.baselines.len()];
         for (j, sum) in tps.iter_mut().enumerate() {
             *sum += baseline(j)?;
@@ -344,7 +354,19 @@ pub fn read_routes(
         for (j, sum) in tps.iter_mut().enumerate().rev() {
             *sum += baseline(j)?;
         }
-        let load = Load::mean(&first, &wrk(&url, key, connections, duration)?);
+        let (second, second_cpu) = measured()?;
+        let load = Load::mean(&first, &second);
+        for (side, first, second) in [
+            ("posture-api", first_cpu.0, second_cpu.0),
+            ("PostgreSQL", first_cpu.1, second_cpu.1),
+        ] {
+            figures.push(Figure::measure(
+                format!("{name}: {side} CPU per request"),
+                (first + second) / 2.0,
+                "µs",
+                true,
+            ));
+        }
         for (baseline, sum) in scenario.baselines.iter().zip(tps) {
             figures.push(
                 Figure::measure(

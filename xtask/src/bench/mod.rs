@@ -9,6 +9,7 @@
 //! `sync.rs` measures keeping in sync (a deep cursor page, a sync loop after a steady-state
 //! pass that changed 1% of the largest customer's findings).
 
+mod cpu;
 mod deliveries;
 mod delivery_log;
 mod export;
@@ -110,10 +111,12 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
     let duration = Duration::from_secs(args.seconds);
 
     let server = http::Server::start(&bin, &postgres.url, None, args.pool_size)?;
+    let postmaster = cpu::postmaster_pid(&postgres.data_dir())?;
     for &connections in &args.connections {
         http::read_routes(
             &server,
             &postgres.url,
+            postmaster,
             &loaded,
             connections,
             duration,
