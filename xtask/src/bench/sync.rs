@@ -19,8 +19,11 @@ use super::{
 };
 use crate::process::{eprintln_status, output};
 
-/// The depth of the measured cursor page.
-const DEPTH: usize = 100_000;
+/// The depth of the measured cursor page: 100,000, or half the largest customer's findings
+/// in a smaller run (`--largest`).
+fn depth(largest: &Customer) -> usize {
+    (largest.findings / 2 / 100 * 100).clamp(100, 100_000)
+}
 /// Findings changed by the measured pass: one in this many.
 const CHANGE_EVERY: usize = 100;
 /// Page size of the sync loop and of the full re-read (the largest page).
@@ -98,16 +101,17 @@ pub fn run(
     eprintln_status("keeping in sync: a deep cursor page, and a sync loop over 1% changed");
     let base = &server.base;
     let key = &largest.key;
+    let depth = depth(largest);
     let first = format!("{base}/api/v1/findings?limit=100");
     let before = get_json(
-        &format!("{base}/api/v1/findings?limit=100&offset={}", DEPTH - 100),
+        &format!("{base}/api/v1/findings?limit=100&offset={}", depth - 100),
         key,
     )?;
     let cursor = before["meta"]["nextCursor"]
         .as_str()
         .context("no cursor at the measured depth")?;
     let deep = format!("{base}/api/v1/findings?limit=100&after={cursor}");
-    let offset = format!("{base}/api/v1/findings?limit=100&offset={DEPTH}");
+    let offset = format!("{base}/api/v1/findings?limit=100&offset={depth}");
     wrk(&deep, key, connections, Duration::from_secs(2))?;
     // Mirrored order: first, deep cursor, deep offset, deep offset, deep cursor, first.
     let first_a = wrk(&first, key, connections, duration)?;
@@ -119,12 +123,13 @@ pub fn run(
     let first = Load::mean(&first_a, &first_b);
     let name = |what: &str| {
         format!(
-            "GET /findings, 200k-row customer, {what} (limit 100), {connections} conn: throughput"
+            "GET /findings, {}k-row customer, {what} (limit 100), {connections} conn: throughput",
+            (largest.findings + 500) / 1000
         )
     };
     figures.push(
         Figure::measure(
-            name(&format!("cursor page at depth {DEPTH}")),
+            name(&format!("cursor page at depth {depth}")),
             Load::mean(&deep_a, &deep_b).requests_per_second,
             "req/s",
             false,
@@ -133,7 +138,7 @@ pub fn run(
     );
     figures.push(
         Figure::measure(
-            name(&format!("offset {DEPTH}")),
+            name(&format!("offset {depth}")),
             Load::mean(&offset_a, &offset_b).requests_per_second,
             "req/s",
             false,
