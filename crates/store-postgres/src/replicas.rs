@@ -154,8 +154,10 @@ impl Replicas {
             let mut was_usable = vec![None; replicas.replicas.len()];
             loop {
                 ticks.tick().await;
-                for (index, replica) in replicas.replicas.iter().enumerate() {
-                    let usable = replicas.check(replica).await;
+                // All at once: a replica that does not answer delays no other's check.
+                let checks = replicas.replicas.iter().map(|r| replicas.check(r));
+                let usable = futures_util::future::join_all(checks).await;
+                for (index, (replica, usable)) in replicas.replicas.iter().zip(usable).enumerate() {
                     if was_usable[index] != Some(usable) {
                         log_change(index, usable, replica, &replicas.policy);
                         was_usable[index] = Some(usable);
