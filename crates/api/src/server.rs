@@ -21,6 +21,21 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 
 use crate::config::{RateLimitArgs, SIGN_IN_WINDOW_SECS, ServeArgs};
 
+/// `ports` with every port of the primary on `store` (a worker's own pool: `for_worker`);
+/// the rate limiter and the replicas stay shared.
+fn on_store(ports: &Ports, store: &PgStore) -> Ports {
+    let shared = Arc::new(store.clone());
+    Ports {
+        keys: shared.clone(),
+        reads: reads(store),
+        replicas: ports.replicas.clone(),
+        webhooks: shared.clone(),
+        deliveries: shared.clone(),
+        health: shared,
+        limiter: ports.limiter.clone(),
+    }
+}
+
 /// The ports over a PostgreSQL store (every data port is the same store) and a rate limiter;
 /// the read routes go to `replicas` while one keeps up.
 pub fn ports(
@@ -206,9 +221,30 @@ pub fn tls_config(cert: &Path, key: &Path) -> anyhow::Result<rustls::ServerConfi
     Ok(config)
 }
 
+/// Database connections of each HTTP worker, its own: `connections` of `store`'s, opened
+/// by the worker itself so that their protocol tasks run on its thread
+/// ([`PgStore::for_worker`]).
+pub struct WorkerPools {
+    pub store: PgStore,
+    /// Connections of each worker (at least 1).
+    pub connections: usize,
+}
+
+impl WorkerPools {
+    /// `total` connections shared out among `workers` workers, each getting at least one.
+    pub fn split(store: PgStore, total: usize, workers: usize) -> Self {
+        Self {
+            store,
+            connections: (total / workers.max(1)).max(1),
+        }
+    }
+}
+
 /// How a server runs.
 pub struct Serving {
     pub workers: usize,
+    /// Each worker's own connections; `None`: the workers share the state's pool.
+    pub worker_pools: Option<WorkerPools>,
     pub shutdown_timeout: Duration,
     /// Serve HTTPS with this configuration.
     pub tls: Option<rustls::ServerConfig>,
@@ -226,11 +262,26 @@ pub struct Running {
 /// Starts serving `state` on `listener` (not yet awaited: the caller runs `server`).
 pub fn start(listener: TcpListener, state: ApiState, serving: Serving) -> anyhow::Result<Running> {
     let local_addr = listener.local_addr()?;
-    let state = web::Data::new(state);
+    let shared = web::Data::new(state);
     let console = serving.console;
+    let pools = serving.worker_pools.map(Arc::new);
+    // Called once on each worker's thread, so each worker's pool is its own.
     let server = HttpServer::new(move || {
         let console = console.clone();
-        posture_http::app(state.clone()).configure(move |cfg| {
+        let state = match pools.as_deref() {
+            None => shared.clone(),
+            Some(pools) => match pools.store.for_worker(pools.connections) {
+                Ok(store) => web::Data::new(ApiState {
+                    ports: on_store(&shared.ports, &store),
+                    ..(**shared).clone()
+                }),
+                Err(e) => {
+                    tracing::warn!(error = %e, "a worker's pool could not be built: it shares the instance's");
+                    shared.clone()
+                }
+            },
+        };
+        posture_http::app(state).configure(move |cfg| {
             if let Some(console) = console {
                 posture_console::configure(cfg, console);
             }
@@ -424,6 +475,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         state,
         Serving {
             workers,
+            worker_pools: Some(WorkerPools::split(
+                store.clone(),
+                usize::from(args.database.db_pool_size),
+                workers,
+            )),
             shutdown_timeout,
             tls,
             console,

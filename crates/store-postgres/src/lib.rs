@@ -130,7 +130,7 @@ impl fmt::Debug for PgConfig {
 }
 
 /// Pool usage, for metrics and readiness.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolStatus {
     pub max_size: usize,
     pub size: usize,
@@ -142,6 +142,10 @@ pub struct PoolStatus {
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool<AsyncPgConnection>,
+    /// How to build another pool like `pool`.
+    recipe: Arc<PoolRecipe>,
+    /// The pools of the HTTP workers' stores, for [`PgStore::status`].
+    worker_pools: Arc<Mutex<Vec<Pool<AsyncPgConnection>>>>,
     key_touches: Arc<KeyTouches>,
     key_cache: Arc<key_cache::KeyCache>,
     /// For the dedicated `LISTEN` connections (workers, the key cache).
@@ -157,10 +161,18 @@ impl fmt::Debug for PgStore {
     }
 }
 
-impl PgStore {
-    /// A store on a new pool. Connections are opened on demand; call [`PgStore::ping`] to
-    /// fail fast at start-up.
-    pub fn new(config: &PgConfig) -> Result<Self, Error> {
+/// What every pool of a store is built from: where it connects and how each new connection
+/// is set up.
+struct PoolRecipe {
+    url: String,
+    connector: connect::Connector,
+    settings: String,
+    acquire_timeout: Duration,
+}
+
+impl PoolRecipe {
+    /// A pool of at most `size` connections, opened on demand.
+    fn pool(&self, size: usize) -> Result<Pool<AsyncPgConnection>, Error> {
         let mut manager_config = ManagerConfig::default();
         // Reuse costs nothing in steady state; after a connection-class failure, each
         // connection is checked before reuse for a while (error.rs).
@@ -173,12 +185,8 @@ impl PgStore {
                 Ok(())
             })
         }));
-        let connector = connect::Connector::new(&config.url)?;
-        let listen = match &config.listen_url {
-            Some(url) => connect::Connector::new(url)?,
-            None => connector.clone(),
-        };
-        let settings = config.session_settings();
+        let settings = self.settings.clone();
+        let connector = self.connector.clone();
         manager_config.custom_setup = Box::new(move |_| {
             let settings = settings.clone();
             let connector = connector.clone();
@@ -194,23 +202,62 @@ impl PgStore {
             })
         });
         let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(
-            config.url.clone(),
+            self.url.clone(),
             manager_config,
         );
-        let pool = Pool::builder(manager)
-            .max_size(config.max_connections)
-            .wait_timeout(Some(config.acquire_timeout))
-            .create_timeout(Some(config.acquire_timeout))
-            .recycle_timeout(Some(config.acquire_timeout))
+        Pool::builder(manager)
+            .max_size(size)
+            .wait_timeout(Some(self.acquire_timeout))
+            .create_timeout(Some(self.acquire_timeout))
+            .recycle_timeout(Some(self.acquire_timeout))
             .runtime(deadpool::Runtime::Tokio1)
             .build()
-            .map_err(Error::internal)?;
+            .map_err(Error::internal)
+    }
+}
+
+impl PgStore {
+    /// A store on a new pool. Connections are opened on demand; call [`PgStore::ping`] to
+    /// fail fast at start-up.
+    pub fn new(config: &PgConfig) -> Result<Self, Error> {
+        let connector = connect::Connector::new(&config.url)?;
+        let listen = match &config.listen_url {
+            Some(url) => connect::Connector::new(url)?,
+            None => connector.clone(),
+        };
+        let recipe = Arc::new(PoolRecipe {
+            url: config.url.clone(),
+            connector,
+            settings: config.session_settings(),
+            acquire_timeout: config.acquire_timeout,
+        });
+        let pool = recipe.pool(config.max_connections)?;
         Ok(Self {
             pool,
+            recipe,
+            worker_pools: Arc::default(),
             key_touches: Arc::default(),
             key_cache: Arc::default(),
             listen,
             listener: Arc::default(),
+        })
+    }
+
+    /// The store of one HTTP worker: the same caches and listeners, and a pool of `size`
+    /// connections of its own, for its statements. A connection's protocol task runs on the
+    /// runtime that opened it, so a pool used by one single-threaded worker keeps every
+    /// round trip on that worker's thread, where a shared pool hands each one across
+    /// threads (measured: docs/performance.md, "Overhead per request").
+    pub fn for_worker(&self, size: usize) -> Result<Self, Error> {
+        let pool = self.recipe.pool(size.max(1))?;
+        self.worker_pools
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(pool.clone());
+        Ok(Self {
+            pool,
+            worker_pools: Arc::default(),
+            ..self.clone()
         })
     }
 
@@ -232,14 +279,22 @@ impl PgStore {
         Ok(())
     }
 
+    /// The pool's usage; for a store whose HTTP workers have pools of their own
+    /// ([`PgStore::for_worker`]), the sum of its pool and theirs.
     pub fn status(&self) -> PoolStatus {
-        let status = self.pool.status();
-        PoolStatus {
-            max_size: status.max_size,
-            size: status.size,
-            available: status.available,
-            waiting: status.waiting,
-        }
+        let workers = self
+            .worker_pools
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        std::iter::once(&self.pool)
+            .chain(workers.iter())
+            .map(Pool::status)
+            .fold(PoolStatus::default(), |sum, status| PoolStatus {
+                max_size: sum.max_size + status.max_size,
+                size: sum.size + status.size,
+                available: sum.available + status.available,
+                waiting: sum.waiting + status.waiting,
+            })
     }
 }
 

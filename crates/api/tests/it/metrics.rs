@@ -163,3 +163,39 @@ async fn made_up_methods_and_paths_add_no_series() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_pool_gauges_count_the_connections_of_every_worker() {
+    // The test server runs as `serve` does: 2 workers, each with 4 connections of its own,
+    // beside the instance's pool of 8 (start-up checks, the console).
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
+    for _ in 0..4 {
+        assert_eq!(
+            app.get("/api/v1/identities", &key).await.status(),
+            StatusCode::OK
+        );
+    }
+    let text = app
+        .client
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let gauge = |series: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{series} missing from:\n{text}"))
+    };
+    assert_eq!(gauge("posture_db_pool_connections{state=\"max\"}"), 16.0);
+    let open = gauge("posture_db_pool_connections{state=\"open\"}");
+    assert!(
+        open >= 1.0,
+        "the requests' connections are counted as open: {open}"
+    );
+}

@@ -265,6 +265,7 @@ async fn https_serving_works_with_a_self_signed_certificate_and_sends_hsts() {
         state,
         server::Serving {
             workers: 1,
+            worker_pools: None,
             shutdown_timeout: Duration::from_secs(1),
             tls: Some(tls),
             console: None,

@@ -7,6 +7,7 @@ mod api_keys;
 mod identities;
 mod ingest;
 mod migrations;
+mod pools;
 mod privileges;
 mod schema;
 mod statistics;
