@@ -81,9 +81,17 @@ uuid_id!(
 );
 
 /// A connected cloud directory tenant's id: a GUID, shown lowercase and hyphenated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(try_from = "String")]
 pub struct CloudTenantId(Uuid);
+
+impl Serialize for CloudTenantId {
+    /// The hyphenated lowercase form, written without an allocation (every finding,
+    /// identity and recommendation on the wire carries one).
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.0.hyphenated().encode_lower(&mut Uuid::encode_buffer()))
+    }
+}
 
 impl CloudTenantId {
     pub const fn from_uuid(id: Uuid) -> Self {
@@ -228,6 +236,15 @@ mod tests {
     fn cloud_tenant_id_is_normalised_to_lowercase() {
         let id: CloudTenantId = "8F6E2C1A-3B4D-4E5F-9A0B-1C2D3E4F5A6B".parse().unwrap();
         assert_eq!(id.to_string(), "8f6e2c1a-3b4d-4e5f-9a0b-1c2d3e4f5a6b");
+    }
+
+    #[test]
+    fn cloud_tenant_id_serialises_as_its_display_form() {
+        let id: CloudTenantId = "8F6E2C1A-3B4D-4E5F-9A0B-1C2D3E4F5A6B".parse().unwrap();
+        assert_eq!(serde_json::to_string(&id).unwrap(), format!("\"{id}\""));
+        let back: CloudTenantId =
+            serde_json::from_str(&serde_json::to_string(&id).unwrap()).unwrap();
+        assert_eq!(back, id);
     }
 
     #[test]

@@ -92,7 +92,7 @@ pub fn line(finding: &FindingResponse) -> String {
         ("act", finding.status.as_str().to_owned()),
         ("cat", finding.finding_type.as_str().to_owned()),
         ("cs1Label", "tenant".to_owned()),
-        ("cs1", finding.cloud_tenant_id.clone()),
+        ("cs1", finding.cloud_tenant_id.to_string()),
     ];
     if let Some(identity) = &finding.identity {
         fields.push(("cs2Label", "identityKind".to_owned()));
@@ -130,7 +130,7 @@ mod tests {
     fn finding(title: &str, description: &str) -> FindingResponse {
         FindingResponse {
             id: "f-1".into(),
-            cloud_tenant_id: "8f6e2c1a-3b4d-4e5f-9a0b-1c2d3e4f5a6b".into(),
+            cloud_tenant_id: "8f6e2c1a-3b4d-4e5f-9a0b-1c2d3e4f5a6b".parse().unwrap(),
             finding_type: "tier0_permanent_root".parse::<FindingType>().unwrap(),
             severity: Severity::Critical,
             status: FindingStatus::Open,
@@ -140,7 +140,7 @@ mod tests {
                 id: "u-1".into(),
                 display_name: "Ada = Admin".into(),
                 kind: IdentityKind::User,
-                cloud_tenant_id: "8f6e2c1a-3b4d-4e5f-9a0b-1c2d3e4f5a6b".into(),
+                cloud_tenant_id: "8f6e2c1a-3b4d-4e5f-9a0b-1c2d3e4f5a6b".parse().unwrap(),
             }),
             detected_at: Utc.with_ymd_and_hms(2026, 11, 21, 6, 0, 0).unwrap(),
             updated_at: Utc.with_ymd_and_hms(2026, 11, 22, 6, 0, 0).unwrap(),

@@ -31,9 +31,12 @@ pub struct DeliveryResponse {
     /// Attempts made, over every schedule.
     pub attempts: u32,
     /// When it was queued.
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::time::option::serialize")]
     pub last_attempt_at: Option<DateTime<Utc>>,
     /// When it is tried next; `null` unless it is pending.
+    #[serde(serialize_with = "crate::time::option::serialize")]
     pub next_attempt_at: Option<DateTime<Utc>>,
     /// The receiver's HTTP status at the last attempt; `null` when it did not answer (or
     /// before the first attempt).
@@ -65,6 +68,7 @@ impl From<Delivery> for DeliveryResponse {
 #[serde(rename_all = "camelCase")]
 pub struct AttemptResponse {
     /// When the attempt started.
+    #[serde(serialize_with = "crate::time::serialize")]
     pub at: DateTime<Utc>,
     /// The receiver's HTTP status; `null` when it did not answer (timeout, refused
     /// connection, address refused by the egress rules).

@@ -31,7 +31,10 @@ pub struct ListMeta {
     /// `modifiedSince` to read only what changed since this response. With `order=modified`
     /// it is fixed by the first page, and the pages go no further. Omitted before the first
     /// pass.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::time::option::serialize"
+    )]
     pub synced_through: Option<DateTime<Utc>>,
     /// The tenant filter, resolved; omitted when no `tenant` was given.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -19,7 +19,7 @@ use crate::{
 pub struct FindingResponse {
     pub id: String,
     #[schemars(schema_with = "crate::tenant_id")]
-    pub cloud_tenant_id: String,
+    pub cloud_tenant_id: CloudTenantId,
     /// What the analyzer found (see the catalogue in docs/api.md).
     #[schemars(schema_with = "crate::finding_type")]
     pub finding_type: FindingType,
@@ -32,12 +32,15 @@ pub struct FindingResponse {
     /// The affected identity; `null` when the finding is not about one identity.
     pub identity: Option<IdentitySummaryResponse>,
     /// When the analyzer first detected it.
+    #[serde(serialize_with = "crate::time::serialize")]
     pub detected_at: DateTime<Utc>,
     /// When an analyzer pass last reported it.
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
     /// When an analyzer pass last changed anything this resource shows (a re-report with
     /// nothing changed leaves it). Never goes backwards within a customer; the key of
     /// `order=modified` and `modifiedSince` (see "Keeping in sync" in docs/api.md).
+    #[serde(serialize_with = "crate::time::serialize")]
     pub modified_at: DateTime<Utc>,
 }
 
@@ -45,7 +48,7 @@ impl From<Finding> for FindingResponse {
     fn from(f: Finding) -> Self {
         Self {
             id: f.id.into_string(),
-            cloud_tenant_id: f.cloud_tenant_id.to_string(),
+            cloud_tenant_id: f.cloud_tenant_id,
             finding_type: f.finding_type,
             severity: f.severity,
             status: f.status,

@@ -1,8 +1,11 @@
 //! Identities.
 
 use chrono::{DateTime, Utc};
-use posture_domain::identity::{
-    AssignmentType, Identity, IdentityDetail, IdentityKind, IdentitySummary, RoleAssignment,
+use posture_domain::{
+    CloudTenantId,
+    identity::{
+        AssignmentType, Identity, IdentityDetail, IdentityKind, IdentitySummary, RoleAssignment,
+    },
 };
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -13,19 +16,22 @@ use serde::Serialize;
 pub struct IdentityResponse {
     pub id: String,
     #[schemars(schema_with = "crate::tenant_id")]
-    pub cloud_tenant_id: String,
+    pub cloud_tenant_id: CloudTenantId,
     #[schemars(schema_with = "crate::closed_set::<IdentityKind>")]
     pub kind: IdentityKind,
     pub display_name: String,
     /// Sign-in name (user principal name or application id URI), when the analyzer gave one.
     pub principal_name: Option<String>,
     /// When an analyzer pass first reported the identity.
+    #[serde(serialize_with = "crate::time::serialize")]
     pub first_seen_at: DateTime<Utc>,
     /// When an analyzer pass last reported the identity.
+    #[serde(serialize_with = "crate::time::serialize")]
     pub last_seen_at: DateTime<Utc>,
     /// When an analyzer pass last changed anything this identity shows, its role
     /// assignments included (a re-report with nothing changed leaves it). Never goes
     /// backwards within a customer; the key of `order=modified` and `modifiedSince`.
+    #[serde(serialize_with = "crate::time::serialize")]
     pub modified_at: DateTime<Utc>,
 }
 
@@ -33,7 +39,7 @@ impl From<Identity> for IdentityResponse {
     fn from(i: Identity) -> Self {
         Self {
             id: i.id.into_string(),
-            cloud_tenant_id: i.cloud_tenant_id.to_string(),
+            cloud_tenant_id: i.cloud_tenant_id,
             kind: i.kind,
             display_name: i.display_name,
             principal_name: i.principal_name,
@@ -93,7 +99,7 @@ pub struct IdentitySummaryResponse {
     #[schemars(schema_with = "crate::closed_set::<IdentityKind>")]
     pub kind: IdentityKind,
     #[schemars(schema_with = "crate::tenant_id")]
-    pub cloud_tenant_id: String,
+    pub cloud_tenant_id: CloudTenantId,
 }
 
 impl From<IdentitySummary> for IdentitySummaryResponse {
@@ -102,7 +108,7 @@ impl From<IdentitySummary> for IdentitySummaryResponse {
             id: s.id.into_string(),
             display_name: s.display_name,
             kind: s.kind,
-            cloud_tenant_id: s.cloud_tenant_id.to_string(),
+            cloud_tenant_id: s.cloud_tenant_id,
         }
     }
 }

@@ -20,12 +20,15 @@ pub struct CurrentKeyResponse {
     #[schemars(schema_with = "crate::closed_set_list::<Scope>")]
     pub scopes: Vec<Scope>,
     pub customer: KeyCustomer,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
     /// When the key stops working; `null`: it does not expire.
+    #[serde(serialize_with = "crate::time::option::serialize")]
     pub expires_at: Option<DateTime<Utc>>,
     /// When posture last recorded a use of the key. Recorded at most once a minute per key
     /// and instance, off the request path, so it may lag the current request by a minute;
     /// `null` before the first recorded use.
+    #[serde(serialize_with = "crate::time::option::serialize")]
     pub last_used_at: Option<DateTime<Utc>>,
 }
 

@@ -19,6 +19,7 @@ pub mod paging;
 pub mod query;
 pub mod recommendations;
 pub mod tenants;
+pub mod time;
 pub mod upr;
 pub mod webhooks;
 

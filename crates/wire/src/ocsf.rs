@@ -9,7 +9,10 @@
 //! twins of the date/time profile left out.
 
 use chrono::{DateTime, Utc};
-use posture_domain::finding::{FindingStatus, Severity};
+use posture_domain::{
+    CloudTenantId,
+    finding::{FindingStatus, Severity},
+};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -62,11 +65,20 @@ struct FindingInfo<'a> {
     modified_time: i64,
 }
 
+/// A resource's `uid`: an analyzer id, or a cloud tenant's GUID.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ResourceUid<'a> {
+    Id(&'a str),
+    Tenant(CloudTenantId),
+}
+
 /// An OCSF resource: the identity the finding is about.
 #[derive(Serialize, JsonSchema)]
 #[schemars(rename = "OcsfResource")]
 struct Resource<'a> {
-    uid: &'a str,
+    #[schemars(with = "String")]
+    uid: ResourceUid<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<&'a str>,
     #[serde(rename = "type")]
@@ -126,13 +138,13 @@ impl<'a> DetectionFinding<'a> {
         let mut resources = Vec::with_capacity(2);
         if let Some(identity) = &f.identity {
             resources.push(Resource {
-                uid: &identity.id,
+                uid: ResourceUid::Id(&identity.id),
                 name: Some(&identity.display_name),
                 kind: identity.kind.as_str(),
             });
         }
         resources.push(Resource {
-            uid: &f.cloud_tenant_id,
+            uid: ResourceUid::Tenant(f.cloud_tenant_id),
             name: None,
             kind: "cloudTenant",
         });

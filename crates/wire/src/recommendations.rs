@@ -1,7 +1,7 @@
 //! Right-sized role recommendations.
 
 use chrono::{DateTime, Utc};
-use posture_domain::recommendation::RoleRecommendation;
+use posture_domain::{CloudTenantId, recommendation::RoleRecommendation};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -32,17 +32,19 @@ pub struct RemovesResponse {
 pub struct RoleRecommendationResponse {
     pub id: String,
     #[schemars(schema_with = "crate::tenant_id")]
-    pub cloud_tenant_id: String,
+    pub cloud_tenant_id: CloudTenantId,
     /// The identity the recommendation is for.
     pub identity: IdentitySummaryResponse,
     pub current_roles: Vec<String>,
     pub recommended_role: RecommendedRoleResponse,
     pub removes: RemovesResponse,
     /// When an analyzer pass last reported it.
+    #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
     /// When an analyzer pass last changed anything this resource shows (a re-report with
     /// nothing changed leaves it). Never goes backwards within a customer; the key of
     /// `order=modified` and `modifiedSince` (see "Keeping in sync" in docs/api.md).
+    #[serde(serialize_with = "crate::time::serialize")]
     pub modified_at: DateTime<Utc>,
 }
 
@@ -51,7 +53,7 @@ impl From<RoleRecommendation> for RoleRecommendationResponse {
         let removed_roles = r.removed_roles();
         Self {
             id: r.id.into_string(),
-            cloud_tenant_id: r.cloud_tenant_id.to_string(),
+            cloud_tenant_id: r.cloud_tenant_id,
             identity: r.identity.into(),
             current_roles: r.current_roles,
             recommended_role: RecommendedRoleResponse {

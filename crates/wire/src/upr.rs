@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use posture_domain::{
-    Error,
+    CloudTenantId, Error,
     upr::{
         BandCounts, MAX_SCORE, UprBand, UprRollup, UprScore, UprSummary, UprTrendPoint, trend_days,
     },
@@ -93,7 +93,7 @@ impl From<UprSummary> for UprSummaryResponse {
 #[serde(rename_all = "camelCase")]
 pub struct UprTenantRollupResponse {
     #[schemars(schema_with = "crate::tenant_id")]
-    pub cloud_tenant_id: String,
+    pub cloud_tenant_id: CloudTenantId,
     #[serde(flatten)]
     pub summary: UprSummaryResponse,
 }
@@ -110,8 +110,10 @@ pub struct UprRollupResponse {
     /// The same figures per tenant with scores.
     pub by_tenant: Vec<UprTenantRollupResponse>,
     /// When this rollup was computed (it is computed on request).
+    #[serde(serialize_with = "crate::time::serialize")]
     pub computed_at: DateTime<Utc>,
     /// The newest score included; `null` when there are none.
+    #[serde(serialize_with = "crate::time::option::serialize")]
     pub latest_score_at: Option<DateTime<Utc>>,
 }
 
@@ -124,7 +126,7 @@ impl UprRollupResponse {
                 .by_tenant
                 .into_iter()
                 .map(|(id, s)| UprTenantRollupResponse {
-                    cloud_tenant_id: id.to_string(),
+                    cloud_tenant_id: id,
                     summary: s.into(),
                 })
                 .collect(),
@@ -140,20 +142,21 @@ impl UprRollupResponse {
 pub struct UprPrincipalResponse {
     pub identity: IdentitySummaryResponse,
     #[schemars(schema_with = "crate::tenant_id")]
-    pub cloud_tenant_id: String,
+    pub cloud_tenant_id: CloudTenantId,
     /// 0 to 100; higher is riskier.
     pub score: u8,
     #[schemars(schema_with = "crate::closed_set::<UprBand>")]
     pub band: UprBand,
     /// Each factor's contribution, in points of the score.
     pub factors: BTreeMap<String, u8>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub recorded_at: DateTime<Utc>,
 }
 
 impl From<UprScore> for UprPrincipalResponse {
     fn from(s: UprScore) -> Self {
         Self {
-            cloud_tenant_id: s.identity.cloud_tenant_id.to_string(),
+            cloud_tenant_id: s.identity.cloud_tenant_id,
             identity: s.identity.into(),
             score: s.score,
             band: UprBand::of(s.score),

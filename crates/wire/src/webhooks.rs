@@ -40,7 +40,9 @@ pub struct WebhookResponse {
     pub disabled_reason: Option<DisabledReason>,
     /// While a secret rotation's overlap lasts, when the previous secret stops signing;
     /// `null` otherwise.
+    #[serde(serialize_with = "crate::time::option::serialize")]
     pub previous_secret_expires_at: Option<DateTime<Utc>>,
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
 }
 
@@ -240,6 +242,7 @@ pub struct RotatedSecretResponse {
     /// `whsec_` + base64 of 32 random bytes. Shown once.
     pub signing_secret: String,
     /// When the previous secret stops signing; `null` when it stopped at once.
+    #[serde(serialize_with = "crate::time::option::serialize")]
     pub previous_secret_expires_at: Option<DateTime<Utc>>,
 }
 
@@ -257,6 +260,7 @@ pub struct FindingEventBody {
     #[schemars(schema_with = "crate::closed_set::<DeliveryEvent>")]
     pub event_type: DeliveryEvent,
     /// When the delivery was queued (the analyzer pass's commit), or the test was sent.
+    #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
     /// The analyzer pass that found them (absent from a test).
     #[serde(skip_serializing_if = "Option::is_none")]

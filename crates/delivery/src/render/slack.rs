@@ -46,7 +46,7 @@ fn section(finding: &FindingResponse) -> Value {
             field("Status", finding.status.as_str()),
             field("Type", finding.finding_type.as_str()),
             field("Identity", &identity),
-            field("Tenant", &finding.cloud_tenant_id),
+            field("Tenant", &finding.cloud_tenant_id.to_string()),
             field("Finding", &finding.id),
         ]
     })

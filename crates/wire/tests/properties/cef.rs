@@ -58,7 +58,8 @@ proptest! {
         prop_assert_eq!(get("externalId"), Some(finding.id.as_str()));
         prop_assert_eq!(get("act"), Some(finding.status.as_str()));
         prop_assert_eq!(get("cat"), Some(finding.finding_type.as_str()));
-        prop_assert_eq!(get("cs1"), Some(finding.cloud_tenant_id.as_str()));
+        let tenant = finding.cloud_tenant_id.to_string();
+        prop_assert_eq!(get("cs1"), Some(tenant.as_str()));
         prop_assert_eq!(get("cs3"), Some(finding.severity.as_str()));
         prop_assert_eq!(get("cs4"), Some(title.as_str()));
         let description = finding.description.as_deref().map(|d| expected(d, '\n'));

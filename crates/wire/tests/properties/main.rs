@@ -10,6 +10,7 @@ mod ndjson;
 
 use chrono::{DateTime, Utc};
 use posture_domain::{
+    CloudTenantId,
     finding::{FindingStatus, FindingType, Severity},
     identity::IdentityKind,
 };
@@ -52,10 +53,10 @@ pub fn finding() -> impl Strategy<Value = FindingResponse> {
     )
         .prop_map(
             |((id, tenant, kind), (severity, status), (title, description), identity, times)| {
-                let tenant = uuid::Uuid::from_u128(tenant).to_string();
+                let tenant = CloudTenantId::from_uuid(uuid::Uuid::from_u128(tenant));
                 FindingResponse {
                     id,
-                    cloud_tenant_id: tenant.clone(),
+                    cloud_tenant_id: tenant,
                     finding_type: kind.parse::<FindingType>().unwrap(),
                     severity,
                     status,
