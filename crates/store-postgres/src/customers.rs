@@ -81,17 +81,26 @@ impl DataVersionRepository for PgStore {
         }
         let generation = self.key_cache.data_generation();
         let mut conn = self.conn().await?;
-        let version: Option<i64> = customer_data_versions::table
-            .find(customer)
-            .select(customer_data_versions::version)
+        // With the pass bound, which the lists report: cached together (key_cache/versions.rs).
+        let row: Option<(Option<i64>, Option<DateTime<Utc>>)> = customers::table
+            .left_join(
+                customer_data_versions::table
+                    .on(customer_data_versions::customer_id.eq(customers::id)),
+            )
+            .filter(customers::id.eq(customer))
+            .select((
+                customer_data_versions::version.nullable(),
+                customers::synced_through,
+            ))
             .get_result(&mut conn)
             .await
             .optional()
             .map_err(db_error)?;
-        // No row: nothing has changed since the customer was created.
+        let (version, synced_through) = row.unwrap_or_default();
+        // No version row: nothing has changed since the customer was created.
         let version = version.unwrap_or(0).max(0) as u64;
         self.key_cache
-            .insert_data_version(customer, version, generation);
+            .insert_data_version(customer, version, synced_through, generation);
         Ok(version)
     }
 }

@@ -52,7 +52,7 @@ impl PgStore {
             .map_err(db_error)?;
         let customer = scope.customer_id().as_uuid();
         // In the snapshot, every row is at or before the newest committed pass.
-        let synced_through = crate::sync::synced_through(&conn, customer)
+        let synced_through = crate::sync::read_synced_through(&conn, customer)
             .await
             .map_err(db_error)?;
         let total = crate::findings::count_findings(&conn, customer, filter, None)

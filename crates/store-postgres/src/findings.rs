@@ -346,7 +346,7 @@ impl FindingRepository for PgStore {
             ListOrder::Natural => {
                 let ids = natural_ids(conn, customer, filter, &page, natural_after);
                 let total = count_findings(conn, customer, filter, None);
-                let through = synced_through(conn, customer);
+                let through = synced_through(self, conn, customer);
                 futures_util::future::try_join3(ids, total, through)
                     .await
                     .map_err(db_error)?
@@ -354,7 +354,9 @@ impl FindingRepository for PgStore {
             ListOrder::Modified { through } => {
                 let through = match through {
                     Some(through) => Some(through),
-                    None => synced_through(conn, customer).await.map_err(db_error)?,
+                    None => synced_through(self, conn, customer)
+                        .await
+                        .map_err(db_error)?,
                 };
                 match through {
                     // No pass has committed: nothing to sync yet.

@@ -106,7 +106,7 @@ impl IdentityRepository for PgStore {
         let customer = scope.customer_id().as_uuid();
         let conn = self.conn().await?;
         let conn = &*conn;
-        let bound = PassBound::before_query(conn, customer, page.order())
+        let bound = PassBound::before_query(self, conn, customer, page.order())
             .await
             .map_err(db_error)?;
         let mut rows = identities::table
@@ -169,7 +169,7 @@ impl IdentityRepository for PgStore {
                     .map(|t| t.unwrap_or(0))
             }
         };
-        let reported = bound.reported(conn, customer);
+        let reported = bound.reported(self, conn, customer);
         let (rows, total, through) = futures_util::future::try_join3(rows, total, reported)
             .await
             .map_err(db_error)?;

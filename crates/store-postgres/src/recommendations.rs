@@ -66,7 +66,7 @@ impl RecommendationRepository for PgStore {
         let customer = scope.customer_id().as_uuid();
         let conn = self.conn().await?;
         let conn = &*conn;
-        let bound = PassBound::before_query(conn, customer, page.order())
+        let bound = PassBound::before_query(self, conn, customer, page.order())
             .await
             .map_err(db_error)?;
         let mut rows = role_recommendations::table
@@ -121,7 +121,7 @@ impl RecommendationRepository for PgStore {
             ))
             .load::<(RecommendationRow, IdentitySummaryRow)>(&mut &*conn);
         let total = total.get_result::<i64>(&mut &*conn);
-        let reported = bound.reported(conn, customer);
+        let reported = bound.reported(self, conn, customer);
         let (rows, total, through) = futures_util::future::try_join3(rows, total, reported)
             .await
             .map_err(db_error)?;

@@ -10,11 +10,26 @@ use posture_domain::{
 };
 use uuid::Uuid;
 
-use crate::schema::customers;
+use crate::{PgStore, schema::customers};
 
 /// The customer's newest committed pass (the bound of an order by modification); `None`
-/// before its first pass.
+/// before its first pass. From `store`'s data-version cache when it holds the customer: the
+/// gate read it there with the request's `ETag` version, before the route's queries, so it
+/// is never newer than the rows the route then reads (a page reports a bound that is at
+/// worst older than it could be: a sync from it reads a row again, never misses one).
 pub(crate) async fn synced_through(
+    store: &PgStore,
+    conn: &AsyncPgConnection,
+    customer: Uuid,
+) -> diesel::QueryResult<Option<DateTime<Utc>>> {
+    match store.key_cache.synced_through(customer) {
+        Some(through) => Ok(through),
+        None => read_synced_through(conn, customer).await,
+    }
+}
+
+/// [`synced_through`] as the database has it now (an export reads it in its snapshot).
+pub(crate) async fn read_synced_through(
     conn: &AsyncPgConnection,
     customer: Uuid,
 ) -> diesel::QueryResult<Option<DateTime<Utc>>> {
@@ -37,6 +52,7 @@ pub(crate) enum PassBound {
 
 impl PassBound {
     pub(crate) async fn before_query(
+        store: &PgStore,
         conn: &AsyncPgConnection,
         customer: Uuid,
         order: ListOrder,
@@ -45,7 +61,7 @@ impl PassBound {
             ListOrder::Natural => PassBound::Reported,
             ListOrder::Modified { through: Some(t) } => PassBound::Known(Some(t)),
             ListOrder::Modified { through: None } => {
-                PassBound::Known(synced_through(conn, customer).await?)
+                PassBound::Known(synced_through(store, conn, customer).await?)
             }
         })
     }
@@ -61,12 +77,13 @@ impl PassBound {
     /// The bound the page reports.
     pub(crate) async fn reported(
         &self,
+        store: &PgStore,
         conn: &AsyncPgConnection,
         customer: Uuid,
     ) -> diesel::QueryResult<Option<DateTime<Utc>>> {
         match self {
             PassBound::Known(through) => Ok(*through),
-            PassBound::Reported => synced_through(conn, customer).await,
+            PassBound::Reported => synced_through(store, conn, customer).await,
         }
     }
 }

@@ -53,8 +53,12 @@ const RECENT_FOR: Duration = Duration::from_secs(24 * 3600);
 const MAX_REMEMBERED: usize = 10_000;
 /// How often the `LISTEN` connection is checked.
 const PING_EVERY: Duration = Duration::from_millis(500);
-/// How long a check may take before the connection counts as stalled.
-const PING_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a check may go unanswered before the connection is given up and replaced. The
+/// cache stops being served [`FRESH_FOR`] after the last answered check whatever this is;
+/// this only decides when to reconnect, so it is long: a database slow to answer under load
+/// is waited for (the cache serves again as soon as a check is answered in time), where
+/// giving up would add a reconnection to its load.
+const PING_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long after a check's query was sent its answer lets the cache be served: the
 /// longest a revocation can go unnoticed by a process whose `LISTEN` connection stalled.
 const FRESH_FOR: Duration = Duration::from_millis(1500);
@@ -291,15 +295,34 @@ impl KeyCache {
             .flatten()
     }
 
+    /// A customer's cached pass bound, while the cache may be served (read with its data
+    /// version: see `versions.rs`).
+    pub(crate) fn synced_through(
+        &self,
+        customer: uuid::Uuid,
+    ) -> Option<Option<chrono::DateTime<chrono::Utc>>> {
+        self.is_live()
+            .then(|| self.versions.synced_through(customer))
+            .flatten()
+    }
+
     /// The versions' generation, to hand back to [`KeyCache::insert_data_version`].
     pub(crate) fn data_generation(&self) -> u64 {
         self.versions.generation()
     }
 
-    /// Caches a version read from the database (see [`versions::DataVersions::insert`]).
-    pub(crate) fn insert_data_version(&self, customer: uuid::Uuid, version: u64, generation: u64) {
+    /// Caches a version and pass bound read from the database (see
+    /// [`versions::DataVersions::insert`]).
+    pub(crate) fn insert_data_version(
+        &self,
+        customer: uuid::Uuid,
+        version: u64,
+        synced_through: Option<chrono::DateTime<chrono::Utc>>,
+        generation: u64,
+    ) {
         if self.is_live() {
-            self.versions.insert(customer, version, generation);
+            self.versions
+                .insert(customer, version, synced_through, generation);
         }
     }
 
