@@ -88,11 +88,41 @@ impl<S> Filter<S> for NotProtocolErrors {
         true
     }
 
+    /// Every level may pass: the `POSTURE_LOG` filter it is combined with sets the bound.
+    /// Saying so (rather than nothing) lets the combination keep that filter's bound, so
+    /// that the `log` records of libraries below it (tokio-postgres logs every statement at
+    /// `debug`) are dropped where they are made instead of reaching the subscriber.
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::TRACE)
+    }
+
     fn event_enabled(&self, event: &Event<'_>, _: &Context<'_, S>) -> bool {
         if Self::is_protocol_error(event) {
             metrics::counter!("posture_http_protocol_errors_total").increment(1);
             return false;
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tracing::level_filters::LevelFilter;
+    use tracing_subscriber::Registry;
+
+    use super::*;
+
+    #[test]
+    fn the_combined_filter_keeps_the_bound_of_posture_log() {
+        // Without a bound, `log` records of every level (tokio-postgres logs each statement)
+        // would be made and then dropped by the subscriber.
+        for (directive, bound) in [("warn", LevelFilter::WARN), ("info", LevelFilter::INFO)] {
+            let filter = EnvFilter::new(directive).and(NotProtocolErrors);
+            assert_eq!(
+                Filter::<Registry>::max_level_hint(&filter),
+                Some(bound),
+                "{directive}"
+            );
+        }
     }
 }

@@ -7,7 +7,7 @@
 //! the raw path), `http.status`, `http.latency_ms`, `request.id` and `key.id` (the key's
 //! public id; the key itself is never logged).
 
-use std::time::Instant;
+use std::{cell::RefCell, collections::HashMap, time::Instant};
 
 use actix_web::{
     Error, HttpMessage,
@@ -40,23 +40,62 @@ fn incoming_id(req: &ServiceRequest) -> Option<String> {
 }
 
 /// The metric label of a method: one of RFC 9110's methods (and PATCH), else `OTHER`.
-fn method_label(method: &Method) -> String {
-    const KNOWN: &[Method] = &[
-        Method::GET,
-        Method::HEAD,
-        Method::POST,
-        Method::PUT,
-        Method::DELETE,
-        Method::CONNECT,
-        Method::OPTIONS,
-        Method::TRACE,
-        Method::PATCH,
+fn method_label(method: &Method) -> &'static str {
+    const KNOWN: &[(Method, &str)] = &[
+        (Method::GET, "GET"),
+        (Method::HEAD, "HEAD"),
+        (Method::POST, "POST"),
+        (Method::PUT, "PUT"),
+        (Method::DELETE, "DELETE"),
+        (Method::CONNECT, "CONNECT"),
+        (Method::OPTIONS, "OPTIONS"),
+        (Method::TRACE, "TRACE"),
+        (Method::PATCH, "PATCH"),
     ];
-    if KNOWN.contains(method) {
-        method.as_str().to_owned()
-    } else {
-        "OTHER".to_owned()
-    }
+    KNOWN
+        .iter()
+        .find(|(known, _)| known == method)
+        .map_or("OTHER", |(_, label)| label)
+}
+
+/// The series of one (method, route, status).
+#[derive(Clone)]
+struct Series {
+    requests: metrics::Counter,
+    duration: metrics::Histogram,
+}
+
+thread_local! {
+    /// Each worker's handles of the series it has recorded, so that a request costs no
+    /// label strings and no registry lookup. Bounded: every label comes from a closed set.
+    static SERIES: RefCell<HashMap<(&'static str, String, u16), Series>> =
+        RefCell::new(HashMap::new());
+}
+
+/// Counts a request and records its duration.
+fn record(method: &'static str, route: String, status: u16, seconds: f64) {
+    SERIES.with(|series| {
+        let mut series = series.borrow_mut();
+        let handles =
+            series
+                .entry((method, route, status))
+                .or_insert_with_key(|(method, route, status)| {
+                    let labels = [
+                        ("method", (*method).to_owned()),
+                        ("route", route.clone()),
+                        ("status", status.to_string()),
+                    ];
+                    Series {
+                        requests: metrics::counter!("posture_http_requests_total", &labels),
+                        duration: metrics::histogram!(
+                            "posture_http_request_duration_seconds",
+                            &labels
+                        ),
+                    }
+                });
+        handles.requests.increment(1);
+        handles.duration.record(seconds);
+    });
 }
 
 pub(crate) async fn telemetry(
@@ -93,14 +132,12 @@ pub(crate) async fn telemetry(
     let status = response.status().as_u16();
     // Every label comes from a closed set, so that no request can add a series: the method
     // is one HTTP defines or OTHER, the route a template of the table or `unmatched`.
-    let labels = [
-        ("method", method_label(response.request().method())),
-        ("route", route.clone()),
-        ("status", status.to_string()),
-    ];
-    metrics::counter!("posture_http_requests_total", &labels).increment(1);
-    metrics::histogram!("posture_http_request_duration_seconds", &labels)
-        .record(latency_ms / 1000.0);
+    record(
+        method_label(response.request().method()),
+        route,
+        status,
+        latency_ms / 1000.0,
+    );
     span.in_scope(|| {
         tracing::info!(
             http.status = status,
