@@ -7,7 +7,7 @@ use diesel_async::AsyncPgConnection;
 use diesel_async::RunQueryDsl;
 use posture_domain::{
     CloudTenantId, CustomerScope, Error, FindingId, Page, PageRequest, Result,
-    finding::{Finding, FindingFilter, Severity},
+    finding::{Finding, FindingFilter, FindingStatus, FindingType, Severity},
     identity::IdentitySummary,
     page::{KeyPart, KeyReader, ListOrder, SortKey},
     ports::FindingRepository,
@@ -20,6 +20,7 @@ use crate::{
     identities::IdentitySummaryRow,
     schema::{finding_totals, findings, identities},
     sync::{after_key, after_time_key, read_time_key, synced_through, time_key},
+    text::Parsed,
 };
 
 #[derive(Queryable, Selectable)]
@@ -28,8 +29,8 @@ pub(crate) struct FindingRow {
     pub(crate) id: String,
     cloud_tenant_id: Uuid,
     finding_type: String,
-    severity: String,
-    status: String,
+    severity: Parsed<Severity>,
+    status: Parsed<FindingStatus>,
     title: String,
     description: Option<String>,
     detected_at: DateTime<Utc>,
@@ -42,14 +43,12 @@ pub(crate) type FindingWithIdentity = (FindingRow, Option<IdentitySummaryRow>);
 
 pub(crate) fn to_finding((row, identity): FindingWithIdentity) -> Result<Finding> {
     Ok(Finding {
-        id: row.id.parse().map_err(|e| corrupt("finding id", e))?,
+        id: FindingId::try_from(row.id).map_err(|e| corrupt("finding id", e))?,
         cloud_tenant_id: CloudTenantId::from_uuid(row.cloud_tenant_id),
-        finding_type: row
-            .finding_type
-            .parse()
+        finding_type: FindingType::try_from(row.finding_type)
             .map_err(|e| corrupt("finding type", e))?,
-        severity: row.severity.parse().map_err(|e| corrupt("severity", e))?,
-        status: row.status.parse().map_err(|e| corrupt("status", e))?,
+        severity: row.severity.0,
+        status: row.status.0,
         title: row.title,
         description: row.description,
         identity: identity.map(IdentitySummary::try_from).transpose()?,

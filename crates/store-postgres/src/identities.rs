@@ -6,7 +6,9 @@ use diesel::{dsl::sum, prelude::*};
 use diesel_async::RunQueryDsl;
 use posture_domain::{
     CloudTenantId, CustomerScope, IdentityId, Page, PageRequest, Result,
-    identity::{Identity, IdentityDetail, IdentityFilter, IdentitySummary, RoleAssignment},
+    identity::{
+        Identity, IdentityDetail, IdentityFilter, IdentityKind, IdentitySummary, RoleAssignment,
+    },
     page::{ListOrder, SortKey},
     ports::IdentityRepository,
 };
@@ -17,6 +19,7 @@ use crate::{
     error::{corrupt, db_error},
     schema::{identities, identity_totals, role_assignments},
     sync::{PassBound, after_key, by_modification, read_text_key, text_key, time_key},
+    text::Parsed,
 };
 
 #[derive(Queryable, Selectable)]
@@ -55,7 +58,7 @@ impl TryFrom<IdentityRow> for Identity {
 pub(crate) struct IdentitySummaryRow {
     id: String,
     display_name: String,
-    kind: String,
+    kind: Parsed<IdentityKind>,
     cloud_tenant_id: Uuid,
 }
 
@@ -64,9 +67,9 @@ impl TryFrom<IdentitySummaryRow> for IdentitySummary {
 
     fn try_from(row: IdentitySummaryRow) -> Result<Self> {
         Ok(IdentitySummary {
-            id: row.id.parse().map_err(|e| corrupt("identity id", e))?,
+            id: IdentityId::try_from(row.id).map_err(|e| corrupt("identity id", e))?,
             display_name: row.display_name,
-            kind: row.kind.parse().map_err(|e| corrupt("identity kind", e))?,
+            kind: row.kind.0,
             cloud_tenant_id: CloudTenantId::from_uuid(row.cloud_tenant_id),
         })
     }

@@ -22,6 +22,7 @@ mod replicas;
 mod schema;
 mod sync;
 mod tenants;
+mod text;
 mod upr;
 mod webhooks;
 

@@ -71,9 +71,9 @@ fn write(time: &DateTime<Utc>, buf: &mut [u8; MAX_LEN]) -> Option<usize> {
     // chrono's `SecondsFormat::AutoSi`: the fewest of 0, 3, 6 or 9 digits that say it all.
     let (fraction, width) = if nanos == 0 {
         (0, 0)
-    } else if nanos % 1_000_000 == 0 {
+    } else if nanos.is_multiple_of(1_000_000) {
         (nanos / 1_000_000, 3)
-    } else if nanos % 1_000 == 0 {
+    } else if nanos.is_multiple_of(1_000) {
         (nanos / 1_000, 6)
     } else {
         (nanos, 9)

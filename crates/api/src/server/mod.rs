@@ -13,81 +13,17 @@ use posture_domain::{
     secrets::Keyring,
     webhook::TargetPolicy,
 };
-use posture_http::{ApiState, ExportSlots, MetricsRender, Ports, ReadReplicas, Reads, WebhookOps};
+use posture_http::{ApiState, ExportSlots, MetricsRender, WebhookOps};
 use posture_oidc::OidcSignIn;
 use posture_redis::RedisRateLimiter;
 use posture_store_postgres::{PgStore, Replicas, migrations};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 
+mod ports;
+
+pub use ports::{WorkerPools, ports};
+
 use crate::config::{RateLimitArgs, SIGN_IN_WINDOW_SECS, ServeArgs};
-
-/// `ports` with every port of the primary on `store` (a worker's own pool: `for_worker`);
-/// the rate limiter and the replicas stay shared.
-fn on_store(ports: &Ports, store: &PgStore) -> Ports {
-    let shared = Arc::new(store.clone());
-    Ports {
-        keys: shared.clone(),
-        reads: reads(store),
-        replicas: ports.replicas.clone(),
-        webhooks: shared.clone(),
-        deliveries: shared.clone(),
-        health: shared,
-        limiter: ports.limiter.clone(),
-    }
-}
-
-/// The ports over a PostgreSQL store (every data port is the same store) and a rate limiter;
-/// the read routes go to `replicas` while one keeps up.
-pub fn ports(
-    store: &PgStore,
-    replicas: Option<Arc<Replicas>>,
-    limiter: Arc<dyn RateLimiter>,
-) -> Ports {
-    let reads = reads(store);
-    let store = Arc::new(store.clone());
-    Ports {
-        keys: store.clone(),
-        reads,
-        replicas: replicas.map(|replicas| {
-            Arc::new(ReplicaReads {
-                reads: replicas.stores().map(self::reads).collect(),
-                replicas,
-            }) as Arc<dyn ReadReplicas>
-        }),
-        webhooks: store.clone(),
-        deliveries: store.clone(),
-        health: store,
-        limiter,
-    }
-}
-
-/// The read routes' ports on one store.
-fn reads(store: &PgStore) -> Reads {
-    let store = Arc::new(store.clone());
-    Reads {
-        tenants: store.clone(),
-        identities: store.clone(),
-        findings: store.clone(),
-        recommendations: store.clone(),
-        upr: store.clone(),
-        versions: store,
-    }
-}
-
-/// The read ports of each replica, taken in turn while usable.
-struct ReplicaReads {
-    replicas: Arc<Replicas>,
-    /// In the order of `replicas.stores()`.
-    reads: Vec<Reads>,
-}
-
-impl ReadReplicas for ReplicaReads {
-    fn pick(&self) -> Option<Reads> {
-        self.replicas
-            .pick()
-            .and_then(|i| self.reads.get(i).cloned())
-    }
-}
 
 /// How an API instance is wired, beyond its store and rate limiter.
 pub struct Wiring {
@@ -221,25 +157,6 @@ pub fn tls_config(cert: &Path, key: &Path) -> anyhow::Result<rustls::ServerConfi
     Ok(config)
 }
 
-/// Database connections of each HTTP worker, its own: `connections` of `store`'s, opened
-/// by the worker itself so that their protocol tasks run on its thread
-/// ([`PgStore::for_worker`]).
-pub struct WorkerPools {
-    pub store: PgStore,
-    /// Connections of each worker (at least 1).
-    pub connections: usize,
-}
-
-impl WorkerPools {
-    /// `total` connections shared out among `workers` workers, each getting at least one.
-    pub fn split(store: PgStore, total: usize, workers: usize) -> Self {
-        Self {
-            store,
-            connections: (total / workers.max(1)).max(1),
-        }
-    }
-}
-
 /// How a server runs.
 pub struct Serving {
     pub workers: usize,
@@ -272,7 +189,7 @@ pub fn start(listener: TcpListener, state: ApiState, serving: Serving) -> anyhow
             None => shared.clone(),
             Some(pools) => match pools.store.for_worker(pools.connections) {
                 Ok(store) => web::Data::new(ApiState {
-                    ports: on_store(&shared.ports, &store),
+                    ports: ports::on_store(&shared.ports, &store),
                     ..(**shared).clone()
                 }),
                 Err(e) => {

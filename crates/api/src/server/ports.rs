@@ -1,0 +1,95 @@
+//! How the PostgreSQL store is wired into the HTTP API's ports: one store behind every
+//! port, the read replicas behind the read routes, and each HTTP worker's own pool.
+
+use std::sync::Arc;
+
+use posture_domain::rate_limit::RateLimiter;
+use posture_http::{Ports, ReadReplicas, Reads};
+use posture_store_postgres::{PgStore, Replicas};
+
+/// `ports` with every port of the primary on `store` (a worker's own pool: `for_worker`);
+/// the rate limiter and the replicas stay shared.
+pub(super) fn on_store(ports: &Ports, store: &PgStore) -> Ports {
+    let shared = Arc::new(store.clone());
+    Ports {
+        keys: shared.clone(),
+        reads: reads(store),
+        replicas: ports.replicas.clone(),
+        webhooks: shared.clone(),
+        deliveries: shared.clone(),
+        health: shared,
+        limiter: ports.limiter.clone(),
+    }
+}
+
+/// The ports over a PostgreSQL store (every data port is the same store) and a rate limiter;
+/// the read routes go to `replicas` while one keeps up.
+pub fn ports(
+    store: &PgStore,
+    replicas: Option<Arc<Replicas>>,
+    limiter: Arc<dyn RateLimiter>,
+) -> Ports {
+    let reads = reads(store);
+    let store = Arc::new(store.clone());
+    Ports {
+        keys: store.clone(),
+        reads,
+        replicas: replicas.map(|replicas| {
+            Arc::new(ReplicaReads {
+                reads: replicas.stores().map(self::reads).collect(),
+                replicas,
+            }) as Arc<dyn ReadReplicas>
+        }),
+        webhooks: store.clone(),
+        deliveries: store.clone(),
+        health: store,
+        limiter,
+    }
+}
+
+/// The read routes' ports on one store.
+fn reads(store: &PgStore) -> Reads {
+    let store = Arc::new(store.clone());
+    Reads {
+        tenants: store.clone(),
+        identities: store.clone(),
+        findings: store.clone(),
+        recommendations: store.clone(),
+        upr: store.clone(),
+        versions: store,
+    }
+}
+
+/// The read ports of each replica, taken in turn while usable.
+struct ReplicaReads {
+    replicas: Arc<Replicas>,
+    /// In the order of `replicas.stores()`.
+    reads: Vec<Reads>,
+}
+
+impl ReadReplicas for ReplicaReads {
+    fn pick(&self) -> Option<Reads> {
+        self.replicas
+            .pick()
+            .and_then(|i| self.reads.get(i).cloned())
+    }
+}
+
+/// Database connections of each HTTP worker, its own: `connections` of `store`'s, opened
+/// by the worker itself so that their protocol tasks run on its thread
+/// ([`PgStore::for_worker`]).
+pub struct WorkerPools {
+    pub store: PgStore,
+    /// Connections of each worker (at least 1).
+    pub connections: usize,
+}
+
+impl WorkerPools {
+    /// `total` connections shared out among `workers` workers, each getting at least one.
+    pub fn split(store: PgStore, total: usize, workers: usize) -> Self {
+        Self {
+            store,
+            connections: (total / workers.max(1)).max(1),
+        }
+    }
+}
