@@ -19,11 +19,11 @@ use serde_json::{Value, json};
 use super::Figure;
 use crate::{demo_data::write_new_findings_pass, files::scratch_dir, process::output};
 
-const SUBSCRIPTIONS: usize = 25;
-const NEW_FINDINGS: usize = 100_000;
+pub(super) const SUBSCRIPTIONS: usize = 25;
+pub(super) const NEW_FINDINGS: usize = 100_000;
 
 /// A receiver that answers 204 and counts.
-fn counting_receiver(count: Arc<AtomicU64>) -> anyhow::Result<String> {
+pub(super) fn counting_receiver(count: Arc<AtomicU64>) -> anyhow::Result<String> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let url = format!("http://{}/hook", listener.local_addr()?);
     std::thread::spawn(move || {
@@ -67,7 +67,7 @@ fn api(bin: &Path, url: &str, args: &[&str]) -> anyhow::Result<Value> {
     serde_json::from_str(text.trim()).with_context(|| format!("output of {args:?}"))
 }
 
-fn subscribe(base: &str, key: &str, hook: &str) -> anyhow::Result<()> {
+pub(super) fn subscribe(base: &str, key: &str, hook: &str) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

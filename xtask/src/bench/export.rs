@@ -16,7 +16,7 @@ use anyhow::Context as _;
 use super::{Figure, http::Server, load::Customer};
 
 /// Bytes and seconds of reading a command's stdout to the end.
-fn drain(mut command: Command) -> anyhow::Result<(u64, f64)> {
+pub(super) fn drain(mut command: Command) -> anyhow::Result<(u64, f64)> {
     let started = Instant::now();
     let mut child = command
         .stdout(Stdio::piped())

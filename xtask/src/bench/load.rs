@@ -30,7 +30,7 @@ pub struct Loaded {
     pub small: Customer,
 }
 
-fn api(bin: &Path, url: &str, args: &[&str]) -> anyhow::Result<Value> {
+pub(super) fn api(bin: &Path, url: &str, args: &[&str]) -> anyhow::Result<Value> {
     let text = output(
         Command::new(bin)
             .args(args)
@@ -110,32 +110,39 @@ pub fn load(
         .arg(url)
         .args(["-qc", "VACUUM ANALYZE", "-c", "CHECKPOINT"]))?;
 
-    let key = |id: &str| -> anyhow::Result<String> {
-        let mut args = vec!["keys", "issue", "--customer", id, "--name", "bench"];
-        for scope in ["read:identities", "read:findings", "read:roles", "read:upr"] {
-            args.extend(["--scope", scope]);
-        }
-        let issued = api(bin, url, &args)?;
-        Ok(issued["key"].as_str().context("key")?.to_owned())
+    let customer = |(id, findings, identities): (String, usize, usize)| {
+        with_key(bin, url, id, findings, identities)
     };
-    let customer =
-        |(id, findings, identities): (String, usize, usize)| -> anyhow::Result<Customer> {
-            let key = key(&id)?;
-            let key_hash = Sha256::digest(key.as_bytes())
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
-            Ok(Customer {
-                id,
-                key,
-                key_hash,
-                findings,
-                identities,
-            })
-        };
     Ok(Loaded {
         largest: customer(customers[0].clone())?,
         small: customer(customers[customers.len() / 2].clone())?,
+    })
+}
+
+/// A loaded customer, with a new key that reads everything.
+pub(super) fn with_key(
+    bin: &Path,
+    url: &str,
+    id: String,
+    findings: usize,
+    identities: usize,
+) -> anyhow::Result<Customer> {
+    let mut args = vec!["keys", "issue", "--customer", &id, "--name", "bench"];
+    for scope in ["read:identities", "read:findings", "read:roles", "read:upr"] {
+        args.extend(["--scope", scope]);
+    }
+    let issued = api(bin, url, &args)?;
+    let key = issued["key"].as_str().context("key")?.to_owned();
+    let key_hash = Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok(Customer {
+        id,
+        key,
+        key_hash,
+        findings,
+        identities,
     })
 }
 

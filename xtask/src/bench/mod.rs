@@ -17,7 +17,9 @@ mod http;
 mod limiter;
 mod load;
 mod report;
+mod scale;
 mod scale_out;
+mod scheduler;
 mod sql;
 mod sync;
 
@@ -55,10 +57,17 @@ pub struct BenchArgs {
     /// when not given).
     #[arg(long)]
     pool_size: Option<u32>,
+    /// Measure the scale curve instead (`scale.rs`): every figure at two sizes of the same
+    /// shape, and its ratio.
+    #[arg(long)]
+    scale: bool,
+    /// The two sizes of `--scale`, in findings, smaller first.
+    #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
+    scale_sizes: Vec<usize>,
 }
 
 /// PostgreSQL settings of the benchmark server (a small dedicated server's, scaled down).
-const PG_SETTINGS: &str = "-c shared_buffers=1GB -c max_wal_size=4GB -c maintenance_work_mem=256MB \
+pub(super) const PG_SETTINGS: &str = "-c shared_buffers=1GB -c max_wal_size=4GB -c maintenance_work_mem=256MB \
                            -c work_mem=16MB -c effective_cache_size=4GB -c random_page_cost=1.1";
 
 fn require(program: &str, package: &str) -> anyhow::Result<()> {
@@ -91,6 +100,21 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
     )?;
     let bin_dir: PathBuf = project_root().join("target").join("release");
     let bin = bin_dir.join("posture-api");
+    let _scheduler = scheduler::OneGroup::for_the_run();
+    if args.scale {
+        let mut figures = Vec::new();
+        scale::run(
+            &bin,
+            &args.scale_sizes,
+            Duration::from_secs(args.seconds),
+            args.pool_size,
+            &mut figures,
+        )?;
+        let path = report::write(&figures).context("writing the report")?;
+        report::print(&figures);
+        eprintln_status(&format!("figures written to {}", path.display()));
+        return Ok(());
+    }
 
     let data = GenDataArgs {
         out: scratch_dir(&format!(
