@@ -12,6 +12,7 @@ use super::{
     Figure,
     cpu::CpuSample,
     load::{Customer, Loaded},
+    peer::{self, Peer},
     sql,
 };
 use crate::{
@@ -142,15 +143,32 @@ fn millis(text: &str) -> Option<f64> {
 
 /// Runs wrk on one URL with the key; fails if any response was not 2xx.
 pub fn wrk(url: &str, key: &str, connections: u32, duration: Duration) -> anyhow::Result<Load> {
-    let text = output(Command::new("wrk").args([
+    wrk_with(
+        url,
+        &[format!("Authorization: Bearer {key}")],
+        connections,
+        duration,
+    )
+}
+
+/// Runs wrk on one URL with these request headers; fails if any response was not 2xx.
+pub fn wrk_with(
+    url: &str,
+    headers: &[String],
+    connections: u32,
+    duration: Duration,
+) -> anyhow::Result<Load> {
+    let mut command = Command::new("wrk");
+    command.args([
         "-t2",
         &format!("-c{connections}"),
         &format!("-d{}s", duration.as_secs()),
         "--latency",
-        "-H",
-        &format!("Authorization: Bearer {key}"),
-        url,
-    ]))?;
+    ]);
+    for header in headers {
+        command.arg("-H").arg(header);
+    }
+    let text = output(command.arg(url))?;
     if text.contains("Non-2xx") {
         bail!("wrk saw non-2xx responses for {url}:\n{text}");
     }
@@ -207,6 +225,22 @@ struct Baseline {
     target: Option<f64>,
 }
 
+/// The same read through PostgREST (`peer.rs`): its path and the headers beyond the key.
+struct PeerRequest {
+    path: String,
+    headers: Vec<String>,
+}
+
+impl PeerRequest {
+    /// A list: the count of every match, as `meta.total`.
+    fn list(path: String) -> Option<Self> {
+        Some(Self {
+            path,
+            headers: vec!["Prefer: count=exact".into()],
+        })
+    }
+}
+
 /// One route under load, with the SQL baselines it is compared against.
 struct Scenario {
     name: String,
@@ -214,6 +248,8 @@ struct Scenario {
     customer: Customer,
     vars: Vec<(&'static str, String)>,
     baselines: Vec<Baseline>,
+    /// The same read through PostgREST.
+    peer: Option<PeerRequest>,
     /// p99 target at 16 connections.
     p99_target: Option<f64>,
 }
@@ -226,6 +262,13 @@ fn scenarios(loaded: &Loaded, detail_id: &str) -> Vec<Scenario> {
             "GET /findings crit+high open, {who} ({} rows), offset {offset}",
             customer.findings
         )
+    };
+    let peer_list = |offset: usize| {
+        PeerRequest::list(format!(
+            "/findings?select={}&severity_rank=in.(1,2)&status=eq.open\
+             &order=severity_rank,detectedAt.desc,id&limit=100&offset={offset}",
+            peer::FINDING_FIELDS
+        ))
     };
     let posture_sql = |offset: usize| Baseline {
         name: "SQL posture runs (page + totals)",
@@ -245,6 +288,7 @@ fn scenarios(loaded: &Loaded, detail_id: &str) -> Vec<Scenario> {
             },
             posture_sql(0),
         ],
+        peer: peer_list(0),
         p99_target: Some(50.0),
     }];
     for offset in [0, 10_000] {
@@ -263,6 +307,7 @@ fn scenarios(loaded: &Loaded, detail_id: &str) -> Vec<Scenario> {
                 },
                 posture_sql(offset),
             ],
+            peer: peer_list(offset),
             p99_target: None,
         });
     }
@@ -279,6 +324,10 @@ fn scenarios(loaded: &Loaded, detail_id: &str) -> Vec<Scenario> {
             script: with_key(format!("{}{}", sql::IDENTITIES_PAGE, sql::IDENTITIES_COUNT)),
             target: Some(0.8),
         }],
+        peer: PeerRequest::list(format!(
+            "/identities?select={}&order=id&limit=100",
+            peer::IDENTITY_FIELDS
+        )),
         p99_target: None,
     });
     list.push(Scenario {
@@ -291,15 +340,51 @@ fn scenarios(loaded: &Loaded, detail_id: &str) -> Vec<Scenario> {
             script: with_key(sql::FINDING_DETAIL.to_owned()),
             target: Some(0.8),
         }],
+        peer: Some(PeerRequest {
+            path: format!(
+                "/findings?select={}&id=eq.{detail_id}",
+                peer::FINDING_FIELDS
+            ),
+            headers: vec!["Accept: application/vnd.pgrst.object+json".into()],
+        }),
         p99_target: None,
     });
     list
 }
 
+/// Whether PostgREST answers the request 2xx (it refuses a range past the end with 416
+/// where posture answers an empty page: a small run's deep offset); says so when not.
+fn peer_answers(peer: &Peer, request: &PeerRequest, key: &str) -> bool {
+    let mut command = Command::new("curl");
+    command.args(["-s", "-o", "/dev/null", "-w", "%{http_code}"]);
+    for header in request
+        .headers
+        .iter()
+        .cloned()
+        .chain([format!("X-Api-Key: {key}")])
+    {
+        command.arg("-H").arg(header);
+    }
+    let status = output(command.arg(format!("{}{}", peer.base, request.path))).unwrap_or_default();
+    let answers = status.starts_with('2');
+    if !answers {
+        crate::process::eprintln_status(&format!(
+            "PostgREST answers {status} to {}: no peer figure for it",
+            request.path
+        ));
+    }
+    answers
+}
+
 /// The read routes under wrk, each against the pgbench throughput of its SQL at the same
-/// concurrency.
+/// concurrency, and against PostgREST doing the same work when `peer` runs.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the bench's one call site names each"
+)]
 pub fn read_routes(
     server: &Server,
+    peer: Option<&Peer>,
     database_url: &str,
     postmaster: u32,
     loaded: &Loaded,
@@ -346,10 +431,37 @@ pub fn read_routes(
                 CpuSample::take(server.pid(), postmaster)?.per_request_since(&before, requests);
             Ok((load, cpu))
         };
+        // The same read through PostgREST, with the customer's key.
+        let peer_run = |peer: &Peer, request: &PeerRequest| {
+            let mut headers = request.headers.clone();
+            headers.push(format!("X-Api-Key: {key}"));
+            wrk_with(
+                &format!("{}{}", peer.base, request.path),
+                &headers,
+                connections,
+                duration,
+            )
+        };
+        let peer = peer
+            .zip(scenario.peer.as_ref())
+            .filter(|(peer, request)| peer_answers(peer, request, key));
+        if let Some((peer, request)) = peer {
+            wrk_with(
+                &format!("{}{}", peer.base, request.path),
+                &[request.headers.clone(), vec![format!("X-Api-Key: {key}")]].concat(),
+                connections,
+                WARM_UP,
+            )?;
+        }
         let (first, first_cpu) = measured()?;
         let mut tps = vec![0.0; scenario.baselines.len()];
         for (j, sum) in tps.iter_mut().enumerate() {
             *sum += baseline(j)?;
+        }
+        let mut peer_rps = 0.0;
+        if let Some((peer, request)) = peer {
+            peer_rps += peer_run(peer, request)?.requests_per_second;
+            peer_rps += peer_run(peer, request)?.requests_per_second;
         }
         for (j, sum) in tps.iter_mut().enumerate().rev() {
             *sum += baseline(j)?;
@@ -376,6 +488,17 @@ pub fn read_routes(
                     false,
                 )
                 .against(sum / 2.0, baseline.name, baseline.target),
+            );
+        }
+        if peer.is_some() {
+            figures.push(
+                Figure::measure(
+                    format!("{name}: throughput"),
+                    load.requests_per_second,
+                    "req/s",
+                    false,
+                )
+                .against(peer_rps / 2.0, "PostgREST doing the same work", None),
             );
         }
         let p99_target = scenario.p99_target.filter(|_| connections == 16);

