@@ -187,9 +187,9 @@ pub fn start(listener: TcpListener, state: ApiState, serving: Serving) -> anyhow
         let console = console.clone();
         let state = match pools.as_deref() {
             None => shared.clone(),
-            Some(pools) => match pools.store.for_worker(pools.connections) {
-                Ok(store) => web::Data::new(ApiState {
-                    ports: ports::on_store(&shared.ports, &store),
+            Some(pools) => match ports::for_worker(&shared.ports, pools) {
+                Ok(ports) => web::Data::new(ApiState {
+                    ports,
                     ..(**shared).clone()
                 }),
                 Err(e) => {
@@ -326,6 +326,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .context("cannot reach PostgreSQL at DATABASE_URL")?;
     let replicas = replicas(&args, &pg_config)?;
+    let worker_replicas = replicas.clone();
     let pending = migrations::pending(&args.database.database_url)
         .await
         .context("reading the applied migrations failed")?;
@@ -394,6 +395,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             workers,
             worker_pools: Some(WorkerPools::split(
                 store.clone(),
+                worker_replicas,
                 usize::from(args.database.db_pool_size),
                 workers,
             )),

@@ -7,19 +7,34 @@ use posture_domain::rate_limit::RateLimiter;
 use posture_http::{Ports, ReadReplicas, Reads};
 use posture_store_postgres::{PgStore, Replicas};
 
-/// `ports` with every port of the primary on `store` (a worker's own pool: `for_worker`);
-/// the rate limiter and the replicas stay shared.
-pub(super) fn on_store(ports: &Ports, store: &PgStore) -> Ports {
+/// The ports of one HTTP worker: `ports` with every port of the primary, and the reads of
+/// every replica, on pools of the worker's own (`PgStore::for_worker`); the rate limiter
+/// and the replicas' lag checks stay shared.
+pub(super) fn for_worker(
+    ports: &Ports,
+    pools: &WorkerPools,
+) -> Result<Ports, posture_domain::Error> {
+    let store = pools.store.for_worker(pools.connections)?;
     let shared = Arc::new(store.clone());
-    Ports {
+    let replicas = match &pools.replicas {
+        None => ports.replicas.clone(),
+        Some(replicas) => Some(Arc::new(ReplicaReads {
+            reads: replicas
+                .stores()
+                .map(|replica| replica.for_worker(pools.connections).map(|s| reads(&s)))
+                .collect::<Result<_, _>>()?,
+            replicas: replicas.clone(),
+        }) as Arc<dyn ReadReplicas>),
+    };
+    Ok(Ports {
         keys: shared.clone(),
-        reads: reads(store),
-        replicas: ports.replicas.clone(),
+        reads: reads(&store),
+        replicas,
         webhooks: shared.clone(),
         deliveries: shared.clone(),
         health: shared,
         limiter: ports.limiter.clone(),
-    }
+    })
 }
 
 /// The ports over a PostgreSQL store (every data port is the same store) and a rate limiter;
@@ -75,20 +90,27 @@ impl ReadReplicas for ReplicaReads {
     }
 }
 
-/// Database connections of each HTTP worker, its own: `connections` of `store`'s, opened
-/// by the worker itself so that their protocol tasks run on its thread
-/// ([`PgStore::for_worker`]).
+/// Database connections of each HTTP worker, its own: `connections` of `store`'s and of
+/// each replica's, opened by the worker itself so that their protocol tasks run on its
+/// thread ([`PgStore::for_worker`]).
 pub struct WorkerPools {
     pub store: PgStore,
-    /// Connections of each worker (at least 1).
+    pub replicas: Option<Arc<Replicas>>,
+    /// Connections of each worker, to the primary and to each replica (at least 1).
     pub connections: usize,
 }
 
 impl WorkerPools {
     /// `total` connections shared out among `workers` workers, each getting at least one.
-    pub fn split(store: PgStore, total: usize, workers: usize) -> Self {
+    pub fn split(
+        store: PgStore,
+        replicas: Option<Arc<Replicas>>,
+        total: usize,
+        workers: usize,
+    ) -> Self {
         Self {
             store,
+            replicas,
             connections: (total / workers.max(1)).max(1),
         }
     }

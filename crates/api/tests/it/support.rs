@@ -301,7 +301,7 @@ impl TestApp {
             server::Serving {
                 workers: 2,
                 // As `serve` runs: each worker opens its own 4 of the pool's 8.
-                worker_pools: Some(server::WorkerPools::split(store.clone(), 8, 2)),
+                worker_pools: Some(server::WorkerPools::split(store.clone(), None, 8, 2)),
                 shutdown_timeout: Duration::from_secs(5),
                 tls: None,
                 console: options
