@@ -88,6 +88,30 @@ pub(super) fn subscribe(base: &str, key: &str, hook: &str) -> anyhow::Result<()>
     })
 }
 
+/// A new customer for the fan-out and its `manage:webhooks` key: (id, key).
+pub(super) fn fan_out_customer(bin: &Path, database_url: &str) -> anyhow::Result<(String, String)> {
+    let customer = api(
+        bin,
+        database_url,
+        &["customers", "create", "--name", "Fan-out"],
+    )?;
+    let id = customer["id"].as_str().context("customer id")?.to_owned();
+    let issued = api(
+        bin,
+        database_url,
+        &[
+            "keys",
+            "issue",
+            "--customer",
+            &id,
+            "--scope",
+            "manage:webhooks",
+        ],
+    )?;
+    let key = issued["key"].as_str().context("key")?.to_owned();
+    Ok((id, key))
+}
+
 /// Fan-out of a pass with 100,000 new findings to 25 subscriptions, then one worker's
 /// deliveries per second to a local receiver. Returns the customer's `manage:webhooks` key.
 pub fn run(
@@ -99,27 +123,7 @@ pub fn run(
     figures: &mut Vec<Figure>,
 ) -> anyhow::Result<String> {
     let api_bin = bin_dir.join("posture-api");
-    let customer = api(
-        &api_bin,
-        database_url,
-        &["customers", "create", "--name", "Fan-out"],
-    )?;
-    let id = customer["id"].as_str().context("customer id")?.to_owned();
-    let key = api(
-        &api_bin,
-        database_url,
-        &[
-            "keys",
-            "issue",
-            "--customer",
-            &id,
-            "--scope",
-            "manage:webhooks",
-        ],
-    )?["key"]
-        .as_str()
-        .context("key")?
-        .to_owned();
+    let (id, key) = fan_out_customer(&api_bin, database_url)?;
     let delivered = Arc::new(AtomicU64::new(0));
     let hook = counting_receiver(delivered.clone())?;
     subscribe(base, &key, &hook)?;

@@ -433,7 +433,7 @@ pub fn read_routes(
             Ok((load, cpu))
         };
         // The same read through PostgREST, with the customer's key.
-        let peer_run = |peer: &Peer, request: &PeerRequest| {
+        let peer_run = |peer: &Peer, request: &PeerRequest, duration: Duration| {
             let mut headers = request.headers.clone();
             headers.push(format!("X-Api-Key: {key}"));
             wrk_with(
@@ -447,12 +447,7 @@ pub fn read_routes(
             .zip(scenario.peer.as_ref())
             .filter(|(peer, request)| peer_answers(peer, request, key));
         if let Some((peer, request)) = peer {
-            wrk_with(
-                &format!("{}{}", peer.base, request.path),
-                &[request.headers.clone(), vec![format!("X-Api-Key: {key}")]].concat(),
-                connections,
-                WARM_UP,
-            )?;
+            peer_run(peer, request, WARM_UP)?;
         }
         let (first, first_cpu) = measured()?;
         let mut tps = vec![0.0; scenario.baselines.len()];
@@ -461,8 +456,8 @@ pub fn read_routes(
         }
         let mut peer_rps = 0.0;
         if let Some((peer, request)) = peer {
-            peer_rps += peer_run(peer, request)?.requests_per_second;
-            peer_rps += peer_run(peer, request)?.requests_per_second;
+            peer_rps += peer_run(peer, request, duration)?.requests_per_second;
+            peer_rps += peer_run(peer, request, duration)?.requests_per_second;
         }
         for (j, sum) in tps.iter_mut().enumerate().rev() {
             *sum += baseline(j)?;
@@ -480,7 +475,13 @@ pub fn read_routes(
                 true,
             ));
         }
-        for (baseline, sum) in scenario.baselines.iter().zip(tps) {
+        let compared = scenario
+            .baselines
+            .iter()
+            .zip(tps)
+            .map(|(baseline, sum)| (sum / 2.0, baseline.name, baseline.target))
+            .chain(peer.map(|_| (peer_rps / 2.0, "PostgREST doing the same work", None)));
+        for (against, baseline, target) in compared {
             figures.push(
                 Figure::measure(
                     format!("{name}: throughput"),
@@ -488,18 +489,7 @@ pub fn read_routes(
                     "req/s",
                     false,
                 )
-                .against(sum / 2.0, baseline.name, baseline.target),
-            );
-        }
-        if peer.is_some() {
-            figures.push(
-                Figure::measure(
-                    format!("{name}: throughput"),
-                    load.requests_per_second,
-                    "req/s",
-                    false,
-                )
-                .against(peer_rps / 2.0, "PostgREST doing the same work", None),
+                .against(against, baseline, target),
             );
         }
         let p99_target = scenario.p99_target.filter(|_| connections == 16);

@@ -5,6 +5,12 @@ use reqwest::StatusCode;
 
 use crate::support::TestApp;
 
+/// The text of `/metrics`.
+async fn metrics(app: &TestApp) -> String {
+    let response = app.client.get(app.url("/metrics")).send().await.unwrap();
+    response.text().await.unwrap()
+}
+
 #[tokio::test]
 async fn metrics_expose_requests_latencies_rejections_and_the_pool() {
     let app = TestApp::start().await;
@@ -70,15 +76,7 @@ async fn rate_limit_rejections_are_counted() {
         app.get("/api/v1/tenants", &key).await.status(),
         StatusCode::TOO_MANY_REQUESTS
     );
-    let text = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics(&app).await;
     assert!(
         text.contains("posture_rate_limit_rejections_total{policy=\"per-key\"}"),
         "{text}"
@@ -177,15 +175,7 @@ async fn the_pool_gauges_count_the_connections_of_every_worker() {
             StatusCode::OK
         );
     }
-    let text = app
-        .client
-        .get(app.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics(&app).await;
     let gauge = |series: &str| -> f64 {
         text.lines()
             .find_map(|l| l.strip_prefix(series))
