@@ -20,6 +20,7 @@ mod peer;
 mod report;
 mod scale;
 mod scale_out;
+mod scenarios;
 mod scheduler;
 mod sql;
 mod sync;
