@@ -44,6 +44,8 @@ pub struct Cluster {
     binds: Vec<String>,
     apis: Vec<Option<Child>>,
     workers: Vec<Option<Child>>,
+    /// Where each worker serves `/metrics`.
+    worker_metrics: Vec<String>,
     /// Customers created so far (each gets a tenant id of its own).
     customers: std::sync::atomic::AtomicU64,
     /// `POSTURE_RATE_LIMIT`, `POSTURE_RATE_WINDOW_SECS`.
@@ -87,6 +89,7 @@ impl Cluster {
             binds: Vec::new(),
             apis: Vec::new(),
             workers: Vec::new(),
+            worker_metrics: Vec::new(),
             customers: std::sync::atomic::AtomicU64::new(0),
             rate_limit: (limit.to_string(), window_secs.to_string()),
         };
@@ -109,6 +112,9 @@ impl Cluster {
             cluster.apis.push(None);
             cluster.start_api(i)?;
             cluster.workers.push(None);
+            cluster
+                .worker_metrics
+                .push(format!("127.0.0.1:{}", free_port()?));
             cluster.start_worker(i)?;
         }
         Ok(cluster)
@@ -173,6 +179,7 @@ impl Cluster {
             .env("POSTURE_WORKER_LEASE_SECS", "5")
             .env("POSTURE_WORKER_POLL_SECS", "1")
             .env("POSTURE_WEBHOOK_TIMEOUT_SECS", "3")
+            .env("POSTURE_METRICS_BIND", &self.worker_metrics[i])
             .stdout(self.log(&format!("worker-{i}"))?)
             .stderr(self.log(&format!("worker-{i}"))?)
             .spawn()
@@ -188,6 +195,24 @@ impl Cluster {
 
     pub fn signal_worker(&mut self, i: usize, signal: &str) -> anyhow::Result<()> {
         stop(self.workers[i].take(), signal)
+    }
+
+    /// The delivery attempts worker `i` has made since it started (its
+    /// `posture_webhook_attempts_total`, every outcome and receiver); `None` when its
+    /// metrics do not answer.
+    pub fn worker_attempts(&self, i: usize) -> Option<f64> {
+        let url = format!("http://{}/metrics", self.worker_metrics[i]);
+        let text = super::block_on(async {
+            let response = reqwest::get(url).await.ok()?.error_for_status().ok()?;
+            response.text().await.ok()
+        })
+        .ok()??;
+        Some(
+            text.lines()
+                .filter(|line| line.starts_with("posture_webhook_attempts_total"))
+                .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum(),
+        )
     }
 
     /// The running posture processes: (name, pid).

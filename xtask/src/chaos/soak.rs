@@ -6,7 +6,8 @@
 //! 5 s, and an analyzer pass every minute whose deliveries go to five subscriptions.
 //! Samples: each process's resident memory and open file descriptors, posture's PostgreSQL
 //! connections, Redis's `used_memory`, pending deliveries, for N minutes after a warm-up (a
-//! tenth of N, at least 30 s, with a pass every 10 s). The rule: the mean of the last third
+//! tenth of N, at least 30 s, with a pass every 10 s, and on until both workers have
+//! delivered, at most 3 minutes). The rule: the mean of the last third
 //! of the samples may exceed the mean of the first third by at most 10 % plus a small
 //! allowance per measure, or, when it stepped up once (a process whose first work came
 //! after the warm-up), stay level after the step, within half that, for more than a third
@@ -38,6 +39,9 @@ pub struct SoakArgs {
 }
 
 const SAMPLE_EVERY: Duration = Duration::from_secs(10);
+
+/// The longest warm-up while waiting for both workers' first deliveries.
+const WARM_UP_LIMIT: Duration = Duration::from_secs(180);
 
 /// A measure sampled over the run and its allowance over the first third's mean.
 struct Series {
@@ -169,10 +173,13 @@ pub fn run_soak(args: &SoakArgs) -> anyhow::Result<()> {
     let total = Duration::from_secs(args.minutes * 60);
     let (mut pass_no, mut passes_failed) = (0, 0);
     // Warm-up, not sampled: caches, pools and allocators of every process reach their
-    // working size (passes every 10 s so that both workers deliver).
+    // working size. Passes every 10 s, and on until both workers have delivered (one may
+    // claim every delivery of a small pass; the other's first ones would show as a step of
+    // its memory), for at most WARM_UP_LIMIT.
     let warm_up = (total / 10).max(Duration::from_secs(30));
     eprintln_status(&format!("soak: {} s of warm-up", warm_up.as_secs()));
-    while started.elapsed() < warm_up {
+    let idle_worker = || (0..2).any(|i| cluster.worker_attempts(i) == Some(0.0));
+    while started.elapsed() < warm_up || (started.elapsed() < WARM_UP_LIMIT && idle_worker()) {
         if cluster
             .ingest(&passes, &format!("w{pass_no}-"), 400)
             .is_err()
@@ -182,7 +189,18 @@ pub fn run_soak(args: &SoakArgs) -> anyhow::Result<()> {
         pass_no += 1;
         std::thread::sleep(Duration::from_secs(10));
     }
-    eprintln_status(&format!("soak: {} minutes sampled", args.minutes));
+    let attempts: Vec<String> = (0..2)
+        .map(|i| match cluster.worker_attempts(i) {
+            Some(n) => format!("worker-{i} {n}"),
+            None => format!("worker-{i} unknown (no metrics)"),
+        })
+        .collect();
+    eprintln_status(&format!(
+        "soak: {} minutes sampled after {} s of warm-up (delivery attempts: {})",
+        args.minutes,
+        started.elapsed().as_secs(),
+        attempts.join(", ")
+    ));
     let started = Instant::now();
     let mut next_pass = Duration::ZERO;
     while started.elapsed() < total {
