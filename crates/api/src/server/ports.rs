@@ -15,26 +15,17 @@ pub(super) fn for_worker(
     pools: &WorkerPools,
 ) -> Result<Ports, posture_domain::Error> {
     let store = pools.store.for_worker(pools.connections)?;
-    let shared = Arc::new(store.clone());
     let replicas = match &pools.replicas {
         None => ports.replicas.clone(),
-        Some(replicas) => Some(Arc::new(ReplicaReads {
-            reads: replicas
+        Some(replicas) => Some(replica_reads(
+            replicas
                 .stores()
                 .map(|replica| replica.for_worker(pools.connections).map(|s| reads(&s)))
                 .collect::<Result<_, _>>()?,
-            replicas: replicas.clone(),
-        }) as Arc<dyn ReadReplicas>),
+            replicas.clone(),
+        )),
     };
-    Ok(Ports {
-        keys: shared.clone(),
-        reads: reads(&store),
-        replicas,
-        webhooks: shared.clone(),
-        deliveries: shared.clone(),
-        health: shared,
-        limiter: ports.limiter.clone(),
-    })
+    Ok(assemble(&store, replicas, ports.limiter.clone()))
 }
 
 /// The ports over a PostgreSQL store (every data port is the same store) and a rate limiter;
@@ -44,22 +35,33 @@ pub fn ports(
     replicas: Option<Arc<Replicas>>,
     limiter: Arc<dyn RateLimiter>,
 ) -> Ports {
+    let replicas =
+        replicas.map(|replicas| replica_reads(replicas.stores().map(reads).collect(), replicas));
+    assemble(store, replicas, limiter)
+}
+
+/// Every data port on `store`, but the reads `replicas` takes while one keeps up.
+fn assemble(
+    store: &PgStore,
+    replicas: Option<Arc<dyn ReadReplicas>>,
+    limiter: Arc<dyn RateLimiter>,
+) -> Ports {
     let reads = reads(store);
     let store = Arc::new(store.clone());
     Ports {
         keys: store.clone(),
         reads,
-        replicas: replicas.map(|replicas| {
-            Arc::new(ReplicaReads {
-                reads: replicas.stores().map(self::reads).collect(),
-                replicas,
-            }) as Arc<dyn ReadReplicas>
-        }),
+        replicas,
         webhooks: store.clone(),
         deliveries: store.clone(),
         health: store,
         limiter,
     }
+}
+
+/// The replicas' reads (`reads` in the order of `replicas.stores()`).
+fn replica_reads(reads: Vec<Reads>, replicas: Arc<Replicas>) -> Arc<dyn ReadReplicas> {
+    Arc::new(ReplicaReads { replicas, reads })
 }
 
 /// The read routes' ports on one store.

@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use super::{FAN_OUT_FLAT, PASS_FLAT, PASSES, READ_FLAT, Scaled, Setup, mirrored};
 use crate::{
     bench::{
-        deliveries::{NEW_FINDINGS, SUBSCRIPTIONS, counting_receiver, subscribe},
+        deliveries::{NEW_FINDINGS, SUBSCRIPTIONS, counting_receiver, fan_out_customer, subscribe},
         export::drain,
         load::api,
     },
@@ -129,27 +129,7 @@ pub(super) fn writes(
     eprintln_status("scale: fan-out");
     let mut fan_out = [0.0; 2];
     for (i, s) in setups.iter().enumerate() {
-        let customer = api(
-            bin,
-            &s.postgres.url,
-            &["customers", "create", "--name", "Fan-out"],
-        )?;
-        let id = customer["id"].as_str().context("customer id")?.to_owned();
-        let key = api(
-            bin,
-            &s.postgres.url,
-            &[
-                "keys",
-                "issue",
-                "--customer",
-                &id,
-                "--scope",
-                "manage:webhooks",
-            ],
-        )?["key"]
-            .as_str()
-            .context("key")?
-            .to_owned();
+        let (id, key) = fan_out_customer(bin, &s.postgres.url)?;
         let hook = counting_receiver(Arc::new(AtomicU64::new(0)))?;
         subscribe(&s.server.base, &key, &hook)?;
         let file = scratch.join("fan-out.jsonl");
