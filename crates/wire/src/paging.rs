@@ -126,17 +126,22 @@ impl JsonSchema for Timestamp {
 #[serde(rename_all = "camelCase")]
 pub struct ModifiedSinceQuery {
     /// Only rows whose `modifiedAt` is later than this RFC 3339 time: give the
-    /// `meta.syncedThrough` (or `X-Synced-Through`) of your previous sync. On a list it
-    /// implies `order=modified` unless `order=default` is given (changes in the list's own
-    /// order: a view, not a sync).
+    /// `meta.syncedThrough` (or `X-Synced-Through`) of your previous sync. On a list,
+    /// without `order`, the rows come by modification (`order=modified`), the order a sync
+    /// reads in; `order=default` lists them in the list's own order instead (a view of
+    /// recent changes, not a sync).
     pub modified_since: Option<Timestamp>,
 }
 
 /// `order`: the list's own order, or by modification.
+///
+/// It declares no default on purpose: what its absence means depends on `modifiedSince`
+/// (by modification with it, the list's own order without), and a generated client sends
+/// every declared default, which would turn a sync into a view (DESIGN.md §8).
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct OrderQuery {
     /// `default`: the list's own order. `modified`: ascending `modifiedAt`, then id, up to
-    /// the `meta.syncedThrough` of the first page (the order a sync reads in).
-    #[schemars(extend("default" = "default"))]
+    /// the `meta.syncedThrough` of the first page (the order a sync reads in). Without it:
+    /// `modified` when `modifiedSince` is given, the list's own order otherwise.
     pub order: Option<OneOf<OrderBy>>,
 }

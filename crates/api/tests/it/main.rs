@@ -7,6 +7,7 @@ mod auth;
 mod cli;
 mod console;
 mod contract;
+mod defaults;
 mod docs_page;
 mod errors;
 mod metrics;

@@ -139,8 +139,9 @@ impl ListQuery {
 }
 
 /// The order asked for: without an `order`, `modifiedSince` implies the order by
-/// modification; `order=default` with it lists what changed in the list's own order (for a
-/// view of recent changes, not for syncing: those pages are not bounded by a pass).
+/// modification; `order=default` given with it lists what changed in the list's own order
+/// (a view of recent changes, not for syncing: those pages are not bounded by a pass). So
+/// `order` declares no default in the contract: no single value means its absence.
 fn order_of(order: Option<OrderQuery>, since: Option<&ModifiedSinceQuery>) -> Option<OrderBy> {
     let asked = order.and_then(|o| o.order).map(|o| o.0);
     let since = since.is_some_and(|s| s.modified_since.is_some());
