@@ -9,6 +9,8 @@
 //!   and validated) exactly when the contract's `CreateWebhookRequest` schema holds, with
 //!   private targets allowed (the contract cannot say "a public address"); with them
 //!   refused, whatever is accepted still fits the contract.
+//! * `If-Match`: every value the contract's pattern allows is read (never a 400); a comma
+//!   inside a tag is outside the pattern.
 
 use std::sync::LazyLock;
 
@@ -399,7 +401,42 @@ const EVENTS: [&str; 4] = [
     "finding_low",
 ];
 
+/// Values of `If-Match` the contract allows, generated from its pattern.
+fn if_match_value() -> BoxedStrategy<String> {
+    let pattern = crate::openapi::IF_MATCH_PATTERN
+        .trim_start_matches('^')
+        .trim_end_matches('$');
+    proptest::string::string_regex(pattern)
+        .expect("the If-Match pattern generates")
+        .boxed()
+}
+
+fn if_match_of(value: &str) -> Result<Option<Vec<u32>>, ApiError> {
+    let req = actix_web::test::TestRequest::default()
+        .insert_header(("If-Match", value))
+        .to_http_request();
+    crate::preconditions::if_match(&req)
+}
+
+#[test]
+fn an_if_match_tag_with_a_comma_is_outside_the_contract() {
+    let pattern = Regex::new(crate::openapi::IF_MATCH_PATTERN).expect("a regex");
+    for value in ["W/\",ZOC\"", "\"v1,\"", "\"a\", W/\"b,c\""] {
+        assert!(!pattern.is_match(value), "{value}");
+    }
+    assert!(if_match_of("W/\",ZOC\"").is_err());
+    for value in ["W/\"ZOC\"", "\"v3\"", "*", "\"v1\", W/\"v2\"", ""] {
+        assert!(pattern.is_match(value), "{value}");
+        assert!(if_match_of(value).is_ok(), "{value}");
+    }
+}
+
 proptest! {
+    #[test]
+    fn every_if_match_the_contract_allows_is_read(value in if_match_value()) {
+        prop_assert!(if_match_of(&value).is_ok(), "{:?}", value);
+    }
+
     #[test]
     fn any_bytes_are_a_body_or_a_400_or_a_422(
         bytes in prop_oneof![

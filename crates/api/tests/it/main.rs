@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 mod auth;
+mod bodies;
 mod cli;
 mod console;
 mod contract;

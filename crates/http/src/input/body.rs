@@ -2,6 +2,9 @@
 //! it (`Json(request): Json<CreateWebhookRequest>`), so the contract and the parser are one
 //! declaration.
 //!
+//! * no body at all (no content, whatever the `Content-Type`) → the body `{}` when every field
+//!   of `T` is optional, as the contract says (`requestBody.required: false`): an operation
+//!   whose body is all optional accepts none; otherwise as below;
 //! * not `application/json` (or `application/*+json`) → 415;
 //! * over [`MAX_BODY_BYTES`](crate::MAX_BODY_BYTES) → 413 (checked on `Content-Length` and
 //!   while streaming);
@@ -35,6 +38,21 @@ impl Body {
 
 fn body_schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
     generator.subschema_for::<T>()
+}
+
+/// Whether a body schema (a `$ref` to a component of `generator`, or inline) requires no
+/// field, so that the operation may be called without a body.
+pub fn all_optional(schema: &Schema, generator: &SchemaGenerator) -> bool {
+    let target = schema
+        .get("$ref")
+        .and_then(|r| r.as_str())
+        .and_then(|r| r.rsplit('/').next())
+        .and_then(|name| generator.definitions().get(name));
+    let object = target.unwrap_or(schema.as_value());
+    object
+        .get("required")
+        .and_then(|r| r.as_array())
+        .is_none_or(Vec::is_empty)
 }
 
 fn too_large() -> ApiError {
@@ -130,12 +148,19 @@ impl<T: DeserializeOwned + 'static> FromRequest for Json<T> {
         let req = req.clone();
         let payload = payload.take();
         Box::pin(async move {
-            if !is_json(&req) {
+            let json = is_json(&req);
+            let body = read(&req, payload).await?;
+            if body.is_empty()
+                && let Ok(empty) = decode::<T>(b"{}")
+            {
+                // Every field is optional: no body is the empty object.
+                return Ok(Json(empty));
+            }
+            if !json {
                 return Err(ApiError::UnsupportedMediaType(
                     "the body must be JSON: send Content-Type: application/json".to_owned(),
                 ));
             }
-            let body = read(&req, payload).await?;
             decode(&body).map(Json)
         })
     }

@@ -17,7 +17,7 @@ mod list;
 mod path;
 mod query;
 
-pub use body::{Body, Json};
+pub use body::{Body, Json, all_optional};
 pub use list::{ListQuery, TenantFilter};
 pub use path::{DELIVERY_ID, EXTERNAL_ID, Id, PathParam, Resource, WEBHOOK_ID, not_found};
 pub use query::{Input, QueryParamDoc, QueryPart, part, query_generator};
