@@ -277,7 +277,10 @@ impl Worker {
             customer.id = %delivery.customer_id,
             subscription.id = %delivery.subscription_id,
             event = delivery.event_type.as_str(),
-            attempt = attempts_made,
+            // Numbered as the API's log numbers them (over every schedule); the retry
+            // policy counts the current schedule's.
+            attempt = delivery.attempts + 1,
+            attempt_in_schedule = attempts_made,
             http.status = attempt.status_code,
             latency_ms = attempt.latency_ms,
             outcome = ?sent,

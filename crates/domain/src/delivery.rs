@@ -338,6 +338,13 @@ impl Delivery {
     pub fn attempts_in_schedule(&self) -> u32 {
         self.attempts.saturating_sub(self.schedule_start)
     }
+
+    /// When it will be attempted next: only a pending delivery has a next attempt (a
+    /// delivered, failed or cancelled one keeps the column's last value, which means
+    /// nothing).
+    pub fn next_attempt(&self) -> Option<DateTime<Utc>> {
+        (self.status == DeliveryStatus::Pending).then_some(self.next_attempt_at)
+    }
 }
 
 /// Where and how a claimed delivery is sent.

@@ -1,13 +1,14 @@
 //! posture's HTTP API on actix-web.
 //!
 //! [`app`] builds the application: request ids and the access log, JSON error bodies for
-//! every 4xx/5xx, `/healthz` and `/readyz`, the API reference page (`/api/v1/docs`), and the `/api/v1` scope (the gate:
+//! every 4xx/5xx, compressed responses (`compression.rs`), `/healthz` and `/readyz`, the API reference page (`/api/v1/docs`), and the `/api/v1` scope (the gate:
 //! authentication and rate limits; `Cache-Control: no-store`; the routes of the
 //! [route table](routes::ENDPOINTS)). This
 //! crate depends on the domain's ports only; the binary wires the adapters in.
 
 mod auth;
 pub mod client_ip;
+mod compression;
 mod conditional;
 mod docs_page;
 mod error;
@@ -68,6 +69,7 @@ pub fn app(
         .app_data(state)
         .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
         .wrap(ErrorHandlers::new().default_handler(json_errors::ensure_json))
+        .wrap(from_fn(compression::compress))
         .wrap(from_fn(health::hsts))
         .wrap(DefaultHeaders::new().add((header::X_CONTENT_TYPE_OPTIONS, "nosniff")))
         .wrap(from_fn(telemetry::telemetry))

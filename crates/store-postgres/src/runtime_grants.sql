@@ -51,6 +51,8 @@ GRANT INSERT ON customer_data_versions TO {role};
 GRANT UPDATE (version) ON customer_data_versions TO {role};
 -- Planner statistics after a pass, through the owner's function (migration 000009).
 GRANT EXECUTE ON FUNCTION posture_analyze(text) TO {role};
+-- Delivery ids of the fan-out (migration 000011).
+GRANT EXECUTE ON FUNCTION posture_uuid_v7() TO {role};
 
 -- Webhook subscriptions: created, changed, paused and disabled, their secrets rotated and
 -- resealed; never deleted (a deleted subscription is deactivated).

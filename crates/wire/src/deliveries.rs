@@ -56,7 +56,7 @@ impl From<Delivery> for DeliveryResponse {
             attempts: d.attempts,
             created_at: d.created_at,
             last_attempt_at: d.last_attempt_at,
-            next_attempt_at: (d.status == DeliveryStatus::Pending).then_some(d.next_attempt_at),
+            next_attempt_at: d.next_attempt(),
             last_status_code: d.last_status_code,
             last_error: d.last_error,
         }

@@ -9,6 +9,7 @@
 //! `sync.rs` measures keeping in sync (a deep cursor page, a sync loop after a steady-state
 //! pass that changed 1% of the largest customer's findings).
 
+mod compression;
 mod cpu;
 mod deliveries;
 mod delivery_log;
@@ -193,6 +194,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         .target(100.0),
     );
     export::run(&server, &postgres.url, &loaded.largest, &mut figures)?;
+    compression::run(&server, postmaster, &loaded, duration, &mut figures)?;
     let one_instance = scale_out::api_instances(
         &bin,
         &server,

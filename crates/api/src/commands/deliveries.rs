@@ -11,7 +11,10 @@ use posture_domain::{
 use serde_json::{Value, json};
 
 use super::{customer_scope, fail, store};
-use crate::{cli::DeliveriesCommand, output::emit};
+use crate::{
+    cli::DeliveriesCommand,
+    output::{emit, table},
+};
 
 fn to_json(d: &Delivery) -> Value {
     json!({
@@ -26,7 +29,7 @@ fn to_json(d: &Delivery) -> Value {
         "attempts": d.attempts,
         "lastAttemptAt": d.last_attempt_at,
         "lastStatusCode": d.last_status_code,
-        "nextAttemptAt": d.next_attempt_at,
+        "nextAttemptAt": d.next_attempt(),
         "createdAt": d.created_at,
         "deliveredAt": d.delivered_at,
         "lastError": d.last_error,
@@ -68,22 +71,27 @@ pub async fn run(command: DeliveriesCommand, json: bool) -> anyhow::Result<()> {
                 .map_err(|e| fail("listing deliveries", e))?;
             let data: Vec<Value> = deliveries.iter().map(to_json).collect();
             emit(json, &json!({ "data": data }), || {
-                let mut lines = vec![format!(
-                    "{:<36}  {:<16}  {:<9}  {:>8}  {:<20}  LAST ERROR",
-                    "ID", "EVENT", "STATUS", "ATTEMPTS", "NEXT ATTEMPT"
-                )];
-                lines.extend(deliveries.iter().map(|d| {
-                    format!(
-                        "{:<36}  {:<16}  {:<9}  {:>8}  {:<20}  {}",
-                        d.id,
-                        d.event_type,
-                        d.status,
-                        d.attempts,
-                        time(d.next_attempt_at),
-                        d.last_error.as_deref().unwrap_or("-")
-                    )
-                }));
-                lines.join("\n")
+                table(
+                    [
+                        "ID",
+                        "EVENT",
+                        "STATUS",
+                        "ATTEMPTS",
+                        "NEXT ATTEMPT",
+                        "LAST ERROR",
+                    ],
+                    &[3],
+                    deliveries.iter().map(|d| {
+                        [
+                            d.id.to_string(),
+                            d.event_type.to_string(),
+                            d.status.to_string(),
+                            d.attempts.to_string(),
+                            d.next_attempt().map_or_else(|| "-".to_owned(), time),
+                            d.last_error.clone().unwrap_or_else(|| "-".to_owned()),
+                        ]
+                    }),
+                )
             })
         }
         DeliveriesCommand::Show {
@@ -119,26 +127,29 @@ pub async fn run(command: DeliveriesCommand, json: bool) -> anyhow::Result<()> {
                 })
                 .collect();
             emit(json, &value, || {
-                let mut lines = vec![format!(
+                let summary = format!(
                     "delivery {}  {}  {}  trigger {}  {} attempt(s)",
                     delivery.id,
                     delivery.event_type,
                     delivery.status,
                     delivery.trigger,
                     delivery.attempts
-                )];
-                lines.extend(attempts.iter().map(|a| {
-                    format!(
-                        "  #{:<3} {}  {:>5} ms  {}  {}",
-                        a.number,
-                        time(a.started_at),
-                        a.latency_ms,
-                        a.status_code
-                            .map_or_else(|| "---".to_owned(), |s| s.to_string()),
-                        a.error.as_deref().unwrap_or("ok")
-                    )
-                }));
-                lines.join("\n")
+                );
+                let log = table(
+                    ["#", "AT", "LATENCY", "STATUS", "ERROR"],
+                    &[0, 2],
+                    attempts.iter().map(|a| {
+                        [
+                            a.number.to_string(),
+                            time(a.started_at),
+                            format!("{} ms", a.latency_ms),
+                            a.status_code
+                                .map_or_else(|| "-".to_owned(), |s| s.to_string()),
+                            a.error.clone().unwrap_or_else(|| "ok".to_owned()),
+                        ]
+                    }),
+                );
+                format!("{summary}\n{log}")
             })
         }
         DeliveriesCommand::Retry {

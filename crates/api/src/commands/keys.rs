@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::{customer_scope, fail, store};
 use crate::{
     cli::{IssueKeyArgs, KeysCommand},
-    output::emit,
+    output::{emit, table},
 };
 
 /// Why a lifetime cannot be read.
@@ -128,24 +128,31 @@ pub async fn run(command: KeysCommand, json: bool) -> anyhow::Result<()> {
                 .map_err(|e| fail("listing keys", e))?;
             let data: Vec<Value> = keys.iter().map(key_json).collect();
             emit(json, &json!({ "data": data }), || {
-                let mut lines = vec![format!(
-                    "{:<36}  {:<16}  {:<10}  {:<20}  {:<20}  {:<20}  {:<20}  SCOPES",
-                    "ID", "NAME", "PREFIX", "CREATED", "EXPIRES", "REVOKED", "LAST USED"
-                )];
-                lines.extend(keys.iter().map(|k| {
-                    format!(
-                        "{:<36}  {:<16}  {:<10}  {:<20}  {:<20}  {:<20}  {:<20}  {}",
-                        k.id,
-                        k.name,
-                        k.prefix,
-                        time(Some(k.created_at)),
-                        time(k.expires_at),
-                        time(k.revoked_at),
-                        time(k.last_used_at),
-                        scopes_json(k.scopes).join(",")
-                    )
-                }));
-                lines.join("\n")
+                table(
+                    [
+                        "ID",
+                        "NAME",
+                        "PREFIX",
+                        "CREATED",
+                        "EXPIRES",
+                        "REVOKED",
+                        "LAST USED",
+                        "SCOPES",
+                    ],
+                    &[],
+                    keys.iter().map(|k| {
+                        [
+                            k.id.to_string(),
+                            k.name.clone(),
+                            k.prefix.clone(),
+                            time(Some(k.created_at)),
+                            time(k.expires_at),
+                            time(k.revoked_at),
+                            time(k.last_used_at),
+                            scopes_json(k.scopes).join(","),
+                        ]
+                    }),
+                )
             })
         }
         KeysCommand::Revoke { database, key_id } => {

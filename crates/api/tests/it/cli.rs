@@ -267,7 +267,34 @@ async fn failed_deliveries_are_listed_by_status_and_can_be_retried() {
     assert_eq!(rows[0]["eventType"], "finding_high");
     assert_eq!(rows[0]["attempts"], 1);
     assert_eq!(rows[0]["lastError"], "HTTP 500");
+    assert_eq!(
+        rows[0]["nextAttemptAt"],
+        Value::Null,
+        "failed: no next attempt"
+    );
     let delivery = rows[0]["id"].as_str().unwrap();
+    // For people: aligned columns, and no next attempt for a delivery that has none.
+    let text = String::from_utf8(
+        posture_api(&app.db, &["deliveries", "list", "--customer", &id], None).stdout,
+    )
+    .unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    let column = |line: &str, cell: &str| line.find(cell).unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(
+        column(lines[0], "STATUS"),
+        column(lines[1], "failed"),
+        "{text}"
+    );
+    assert_eq!(
+        column(lines[0], "LAST ERROR"),
+        column(lines[1], "HTTP 500"),
+        "{text}"
+    );
+    assert!(
+        lines[1].contains("  -  "),
+        "a failed delivery has no next attempt: {text}"
+    );
     let of_subscription = |subscription: &str| {
         json_of(&posture_api(
             &app.db,
@@ -338,7 +365,11 @@ async fn failed_deliveries_are_listed_by_status_and_can_be_retried() {
         !again.status.success(),
         "a pending delivery cannot be retried"
     );
-    assert!(String::from_utf8_lossy(&again.stderr).contains("is pending"));
+    let refused = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        refused.contains("is pending: it is queued and will be attempted by itself"),
+        "{refused}"
+    );
 }
 
 /// `POSTURE_SECRET_KEY` values of the rotation test: the server's key ([7; 32]), the new

@@ -6,6 +6,7 @@
 mod auth;
 mod bodies;
 mod cli;
+mod compression;
 mod console;
 mod contract;
 mod defaults;

@@ -30,7 +30,7 @@ pub(crate) async fn fan_out(
              FROM new GROUP BY severity, chunk) \
          INSERT INTO webhook_deliveries (customer_id, id, subscription_id, pass_id, event_type, \
                                          chunk, finding_ids, next_attempt_at, created_at) \
-         SELECT $1, gen_random_uuid(), s.id, $2, c.event_type, c.chunk, c.ids, now(), now() \
+         SELECT $1, posture_uuid_v7(), s.id, $2, c.event_type, c.chunk, c.ids, now(), now() \
          FROM chunks c JOIN webhook_subscriptions s \
            ON s.customer_id = $1 AND s.active AND s.disabled_at IS NULL \
               AND c.event_type = ANY(s.event_types) \
@@ -102,7 +102,7 @@ pub(crate) async fn fan_out_changes(
              FROM numbered GROUP BY event_type, chunk) \
          INSERT INTO webhook_deliveries (customer_id, id, subscription_id, pass_id, event_type, \
                                          chunk, finding_ids, changes, next_attempt_at, created_at) \
-         SELECT $1, gen_random_uuid(), s.id, $2, c.event_type, c.chunk, c.ids, c.changes, now(), now() \
+         SELECT $1, posture_uuid_v7(), s.id, $2, c.event_type, c.chunk, c.ids, c.changes, now(), now() \
          FROM chunks c JOIN webhook_subscriptions s \
            ON s.customer_id = $1 AND s.active AND s.disabled_at IS NULL \
               AND c.event_type = ANY(s.event_types) \

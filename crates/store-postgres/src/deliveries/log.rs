@@ -109,8 +109,11 @@ pub(crate) async fn requeue_one(
         Some((_, false)) => Err(Error::Conflict(
             "the delivery's subscription is deactivated".into(),
         )),
+        // Only a pending delivery is refused: it is queued (waiting for its first attempt or
+        // for a retry) and the worker will send it by itself.
         Some((status, true)) => Err(Error::Conflict(format!(
-            "the delivery is {status}: it is sent already; wait for its outcome"
+            "the delivery is {status}: it is queued and will be attempted by itself; wait \
+             for its outcome"
         ))),
     }
 }

@@ -143,7 +143,9 @@ struct PassRun<'c> {
     scope: CustomerScope,
     pass_id: PassId,
     started_at: DateTime<Utc>,
-    /// The `modified_at` of every row this pass changes (set when the customer is locked).
+    /// The pass's time, from PostgreSQL's clock when the customer is locked: the
+    /// `modified_at` of every row it changes, and the `updated_at` / `last_seen_at` of every
+    /// row it reports, so that a row's `updatedAt` is never earlier than its `modifiedAt`.
     modified_at: DateTime<Utc>,
     /// A subscription of the customer listens to lifecycle events: the pass notes how known
     /// findings change (in `pass_finding_changes`, dropped at commit).
@@ -285,7 +287,7 @@ impl<'c> PassRun<'c> {
             }
             IngestItem::UprScore(mut score) => {
                 self.counts.upr_scores += 1;
-                let recorded_at = *score.recorded_at.get_or_insert(self.started_at);
+                let recorded_at = *score.recorded_at.get_or_insert(self.modified_at);
                 self.upr_scores
                     .push((score.identity_id.clone(), recorded_at.date_naive()), score);
                 if self.upr_scores.is_full() {

@@ -103,7 +103,7 @@ impl PassRun<'_> {
                               THEN EXCLUDED.modified_at ELSE identities.modified_at END",
         )
         .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
-        .bind::<Timestamptz, _>(self.started_at)
+        .bind::<Timestamptz, _>(self.modified_at)
         .bind::<Array<Text>, _>(&ids)
         .bind::<Array<SqlUuid>, _>(
             rows.iter()
@@ -226,7 +226,7 @@ impl PassRun<'_> {
         };
         diesel::sql_query(upsert)
             .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
-            .bind::<Timestamptz, _>(self.started_at)
+            .bind::<Timestamptz, _>(self.modified_at)
             .bind::<SqlUuid, _>(self.pass_id.as_uuid())
             .bind::<Array<Text>, _>(rows.iter().map(|r| r.id.as_str()).collect::<Vec<_>>())
             .bind::<Array<SqlUuid>, _>(
@@ -304,7 +304,7 @@ impl PassRun<'_> {
                               ELSE role_recommendations.modified_at END"
         ))
         .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
-        .bind::<Timestamptz, _>(self.started_at)
+        .bind::<Timestamptz, _>(self.modified_at)
         .bind::<Array<Text>, _>(rows.iter().map(|r| r.id.as_str()).collect::<Vec<_>>())
         .bind::<Array<SqlUuid>, _>(
             rows.iter()
@@ -348,7 +348,7 @@ impl PassRun<'_> {
             return Ok(());
         }
         let recorded =
-            |r: &posture_domain::upr::UprScoreUpsert| r.recorded_at.unwrap_or(self.started_at);
+            |r: &posture_domain::upr::UprScoreUpsert| r.recorded_at.unwrap_or(self.modified_at);
         // One statement: the day's history row and the principal's latest score. A score
         // recorded earlier than the stored one never replaces it.
         diesel::sql_query(

@@ -55,6 +55,10 @@ async fn modified_at_moves_only_when_a_pass_changes_what_the_api_serves() {
                 first,
                 "a pass's rows share one value"
             );
+            // The pass that wrote a row reported it at the same time: its updatedAt (or
+            // lastSeenAt) is never earlier than its modifiedAt.
+            let reported = row.get("updatedAt").or_else(|| row.get("lastSeenAt"));
+            assert_eq!(time(reported.unwrap()), first, "{row}");
         }
     }
 

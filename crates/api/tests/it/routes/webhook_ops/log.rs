@@ -40,6 +40,24 @@ async fn the_log_shows_each_delivery_with_its_outcome_and_the_detail_its_attempt
     );
 
     let id = entry["id"].as_str().unwrap();
+    // Event deliveries' ids are of the kind of every id posture makes (test deliveries',
+    // passes'): UUIDv7, ordered by creation.
+    let version = id.parse::<uuid::Uuid>().unwrap().get_version_num();
+    assert_eq!(version, 7, "{id}");
+    let created = chrono::DateTime::parse_from_rfc3339(entry["createdAt"].as_str().unwrap())
+        .unwrap()
+        .timestamp_millis();
+    let (seconds, nanos) = id
+        .parse::<uuid::Uuid>()
+        .unwrap()
+        .get_timestamp()
+        .unwrap()
+        .to_unix();
+    let minted = i64::try_from(seconds).unwrap() * 1000 + i64::from(nanos / 1_000_000);
+    assert!(
+        (minted - created).abs() < 5_000,
+        "{id}: {minted} vs {created}"
+    );
     let detail = ops
         .json(
             Method::GET,

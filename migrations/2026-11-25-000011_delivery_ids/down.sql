@@ -1,0 +1,1 @@
+DROP FUNCTION posture_uuid_v7();
