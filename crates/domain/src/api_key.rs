@@ -95,6 +95,8 @@ const CHECKSUM_BYTES: usize = 4;
 const KEY_LEN: usize = KEY_PREFIX.len() + 39;
 /// Characters of the key (after `svc_`) kept as its display prefix.
 const DISPLAY_CHARS: usize = 6;
+/// What every display prefix looks like (the contract states it).
+pub const DISPLAY_PREFIX_PATTERN: &str = "^svc_[a-z2-7]{6}$";
 
 static BASE32_LOWER: LazyLock<data_encoding::Encoding> = LazyLock::new(|| {
     let mut spec = data_encoding::Specification::new();
@@ -302,6 +304,12 @@ mod tests {
         assert!(key.expose().starts_with("svc_"));
         assert_eq!(key.expose().len(), KEY_LEN);
         assert_eq!(ApiKeySecret::parse(key.expose()), Some(key.clone()));
+        let pattern = regex::Regex::new(DISPLAY_PREFIX_PATTERN).unwrap();
+        assert!(
+            pattern.is_match(&key.display_prefix()),
+            "{}",
+            key.display_prefix()
+        );
     }
 
     #[test]

@@ -25,6 +25,10 @@ use crate::{
 
 const SECRET_PREFIX: &str = "whsec_";
 
+/// What every signing secret looks like: `whsec_` and the standard base64 of 32 bytes (43
+/// characters and one `=`). The contract states it; examples are checked against it.
+pub const SECRET_PATTERN: &str = "^whsec_[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$";
+
 /// A webhook signing secret. `Debug` never shows it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SigningSecret(String);
@@ -248,6 +252,11 @@ mod tests {
         );
         assert_ne!(SigningSecret::generate().unwrap(), secret);
         assert!(!format!("{secret:?}").contains(body));
+        let pattern = regex::Regex::new(SECRET_PATTERN).unwrap();
+        for _ in 0..64 {
+            let secret = SigningSecret::generate().unwrap();
+            assert!(pattern.is_match(secret.expose()), "{}", secret.expose());
+        }
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! The caller's own key (`GET /api/v1/keys/current`).
 
 use chrono::{DateTime, Utc};
-use posture_domain::{Scope, api_key::CurrentKey};
+use posture_domain::{
+    Scope,
+    api_key::{CurrentKey, DISPLAY_PREFIX_PATTERN},
+};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -13,8 +16,9 @@ pub struct CurrentKeyResponse {
     pub id: String,
     /// The name the key was issued with.
     pub name: String,
-    /// The key's first characters (`svc_` and 8 more), as the console and the operator CLI
+    /// The key's first characters (`svc_` and 6 more), as the console and the operator CLI
     /// list them.
+    #[schemars(pattern(DISPLAY_PREFIX_PATTERN))]
     pub prefix: String,
     /// The scopes the key was issued with, in a fixed order.
     #[schemars(schema_with = "crate::closed_set_list::<Scope>")]

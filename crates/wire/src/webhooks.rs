@@ -3,6 +3,7 @@
 use chrono::{DateTime, Utc};
 use posture_domain::{
     delivery::{ChangedField, DeliveryEvent, DeliveryTrigger, FindingChange},
+    secrets::SECRET_PATTERN,
     webhook::{
         DisabledReason, EventType, MAX_NAME_LEN, MAX_URL_LEN, NAME_PATTERN, Subscription,
         SubscriptionRequest, SubscriptionStatus, URL_PATTERN, WebhookType,
@@ -70,7 +71,8 @@ pub struct CreatedWebhookResponse {
     #[serde(flatten)]
     pub webhook: WebhookResponse,
     /// `whsec_` + base64 of 32 random bytes. Shown once: store it to verify
-    /// `X-Service-Signature-256`. If it is lost, delete the subscription and create another.
+    /// `X-Service-Signature-256`. If it is lost, rotate it (`POST .../rotate-secret`).
+    #[schemars(pattern(SECRET_PATTERN))]
     pub signing_secret: String,
 }
 
@@ -240,6 +242,7 @@ fn whole_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, 
 #[serde(rename_all = "camelCase")]
 pub struct RotatedSecretResponse {
     /// `whsec_` + base64 of 32 random bytes. Shown once.
+    #[schemars(pattern(SECRET_PATTERN))]
     pub signing_secret: String,
     /// When the previous secret stops signing; `null` when it stopped at once.
     #[serde(serialize_with = "crate::time::option::serialize")]

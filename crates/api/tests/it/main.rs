@@ -18,6 +18,7 @@ mod newer_analyzer;
 mod operations;
 mod pgbouncer;
 mod rate_limits;
+mod recorded_examples;
 mod redis_tls;
 mod replicas;
 mod routes;

@@ -1,5 +1,7 @@
-//! Examples for every schema and every operation of the contract, derived from the schemas
-//! themselves so they cannot drift from them: a component's example is built from its
+//! Examples for every schema and every operation of the contract. An operation's success
+//! body, a webhook's delivery and every component met inside them are what the service
+//! answered (`recorded.rs`). The rest are derived from the schemas themselves so they cannot
+//! drift from them: a component's example is built from its
 //! properties (a referenced component's own example, an enumeration's first value, a
 //! format's canonical value), with realistic values for posture's string and number fields
 //! from [`value_of`]. A string field without a rule there has no example, and a test fails
@@ -66,8 +68,8 @@ fn value_of(component: &str, field: &str) -> Option<Value> {
         "primaryDomain" => json!("contoso.onmicrosoft.com"),
         "roleName" => json!("Global Administrator"),
         "scope" => json!("/"),
-        "prefix" => json!("svc_k3j9x2ab"),
-        "signingSecret" => json!("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+        "prefix" => json!("svc_k3jx2a"),
+        "signingSecret" => json!("whsec_cG9zdHVyZS13ZWJob29rLXRlc3QtdmVjdG9yLWtleSE="),
         "webhookUrl" => json!("https://hooks.example.com/posture"),
         "nextCursor" => json!("AQAAAAEH3pAbc-Q2x9"),
         "findingIds" => json!("f-7c1d9a"),
@@ -215,15 +217,17 @@ impl Builder<'_> {
     }
 }
 
-/// Sets `examples` on every component schema that has none; returns the examples by
-/// component and the fields no example value was found for.
+/// Sets `examples` on every component schema that has none, starting from those `recorded`
+/// (values the service answered); returns the examples by component and the fields no
+/// example value was found for.
 pub fn annotate(
     components: &mut IndexMap<String, Value>,
+    recorded: IndexMap<String, Value>,
 ) -> (IndexMap<String, Value>, Vec<String>) {
     let snapshot = components.clone();
     let mut builder = Builder {
         components: &snapshot,
-        done: IndexMap::new(),
+        done: recorded,
         missing: Vec::new(),
     };
     for name in snapshot.keys() {
@@ -278,18 +282,30 @@ pub fn add_to_document(document: &mut Value) -> Vec<String> {
         return vec!["the document has no component schemas".to_owned()];
     };
     let mut components: IndexMap<String, Value> = std::mem::take(schemas).into_iter().collect();
-    let (examples, missing) = annotate(&mut components);
-    *schemas = components.into_iter().collect();
+    let recorded = super::recorded::component_examples(document, &components);
+    let (examples, missing) = annotate(&mut components, recorded);
+    if let Some(schemas) = document["components"]["schemas"].as_object_mut() {
+        *schemas = components.into_iter().collect();
+    }
     for section in ["paths", "webhooks"] {
         let Some(items) = document[section].as_object_mut() else {
             continue;
         };
-        for operation in items
-            .values_mut()
-            .filter_map(Value::as_object_mut)
-            .flat_map(|item| item.values_mut())
-        {
-            annotate_operation(operation, &examples);
+        for (name, item) in items.iter_mut() {
+            let Some(item) = item.as_object_mut() else {
+                continue;
+            };
+            for operation in item.values_mut() {
+                if section == "webhooks"
+                    && let Some(media) = operation
+                        .pointer_mut("/requestBody/content/application~1json")
+                        .and_then(Value::as_object_mut)
+                    && let Some(delivery) = super::recorded::delivery(name)
+                {
+                    media.entry("example").or_insert(delivery);
+                }
+                annotate_operation(operation, &examples);
+            }
         }
     }
     missing
@@ -298,6 +314,7 @@ pub fn add_to_document(document: &mut Value) -> Vec<String> {
 /// Examples on an operation's JSON request body and JSON responses.
 fn annotate_operation(operation: &mut Value, examples: &IndexMap<String, Value>) {
     let scope = operation["x-required-scope"].as_str().map(str::to_owned);
+    let operation_id = operation["operationId"].as_str().map(str::to_owned);
     if let Some(media) = operation
         .pointer_mut("/requestBody/content/application~1json")
         .and_then(Value::as_object_mut)
@@ -315,9 +332,12 @@ fn annotate_operation(operation: &mut Value, examples: &IndexMap<String, Value>)
         else {
             continue;
         };
+        let recorded = operation_id
+            .as_deref()
+            .and_then(|id| super::recorded::response(id, status));
         let example = match status.starts_with(['4', '5']) {
             true => error_example(status, scope.as_deref()),
-            false => of_schema(&media["schema"], examples),
+            false => recorded.or_else(|| of_schema(&media["schema"], examples)),
         };
         if let Some(example) = example {
             media.entry("example").or_insert(example);

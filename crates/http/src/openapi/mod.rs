@@ -15,9 +15,12 @@ use posture_wire::ErrorResponse;
 use schemars::{SchemaGenerator, generate::SchemaSettings};
 use serde_json::Value;
 
+#[cfg(test)]
+mod example_rules;
 mod examples;
 mod headers;
 mod named_sets;
+mod recorded;
 mod webhooks;
 
 use crate::{

@@ -2,7 +2,11 @@
 //! active subscription, event type and chunk of 100 findings: new findings by severity, and
 //! (when a subscription listens to them) the lifecycle events of known findings.
 
-use diesel::{prelude::*, sql_types::Uuid as SqlUuid};
+use chrono::{DateTime, Utc};
+use diesel::{
+    prelude::*,
+    sql_types::{Timestamptz, Uuid as SqlUuid},
+};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use posture_domain::{PassId, webhook::EventType};
 use uuid::Uuid;
@@ -10,7 +14,8 @@ use uuid::Uuid;
 use crate::schema::webhook_subscriptions;
 
 /// Queues the deliveries of a pass's new findings: one per active subscription, event type
-/// listed and chunk of 100 findings (by id). Idempotent. Returns how many were queued.
+/// listed and chunk of 100 findings (by id), created `at` the pass's time (the `modifiedAt`
+/// of what they carry). Idempotent. Returns how many were queued.
 ///
 /// The subscriptions are read `FOR SHARE` until the pass commits: a deactivation that
 /// started first is waited for (and its subscription then skipped), one that starts later
@@ -20,6 +25,7 @@ pub(crate) async fn fan_out(
     conn: &mut AsyncPgConnection,
     customer: Uuid,
     pass: PassId,
+    at: DateTime<Utc>,
 ) -> QueryResult<usize> {
     let queued = diesel::sql_query(
         "WITH new AS ( \
@@ -30,7 +36,7 @@ pub(crate) async fn fan_out(
              FROM new GROUP BY severity, chunk) \
          INSERT INTO webhook_deliveries (customer_id, id, subscription_id, pass_id, event_type, \
                                          chunk, finding_ids, next_attempt_at, created_at) \
-         SELECT $1, posture_uuid_v7(), s.id, $2, c.event_type, c.chunk, c.ids, now(), now() \
+         SELECT $1, posture_uuid_v7(), s.id, $2, c.event_type, c.chunk, c.ids, now(), $3 \
          FROM chunks c JOIN webhook_subscriptions s \
            ON s.customer_id = $1 AND s.active AND s.disabled_at IS NULL \
               AND c.event_type = ANY(s.event_types) \
@@ -39,6 +45,7 @@ pub(crate) async fn fan_out(
     )
     .bind::<SqlUuid, _>(customer)
     .bind::<SqlUuid, _>(pass.as_uuid())
+    .bind::<Timestamptz, _>(at)
     .execute(&mut *conn)
     .await?;
     if queued > 0 {
@@ -84,6 +91,7 @@ pub(crate) async fn fan_out_changes(
     conn: &mut AsyncPgConnection,
     customer: Uuid,
     pass: PassId,
+    at: DateTime<Utc>,
 ) -> QueryResult<usize> {
     let queued = diesel::sql_query(
         "WITH changed AS ( \
@@ -102,7 +110,7 @@ pub(crate) async fn fan_out_changes(
              FROM numbered GROUP BY event_type, chunk) \
          INSERT INTO webhook_deliveries (customer_id, id, subscription_id, pass_id, event_type, \
                                          chunk, finding_ids, changes, next_attempt_at, created_at) \
-         SELECT $1, posture_uuid_v7(), s.id, $2, c.event_type, c.chunk, c.ids, c.changes, now(), now() \
+         SELECT $1, posture_uuid_v7(), s.id, $2, c.event_type, c.chunk, c.ids, c.changes, now(), $3 \
          FROM chunks c JOIN webhook_subscriptions s \
            ON s.customer_id = $1 AND s.active AND s.disabled_at IS NULL \
               AND c.event_type = ANY(s.event_types) \
@@ -111,6 +119,7 @@ pub(crate) async fn fan_out_changes(
     )
     .bind::<SqlUuid, _>(customer)
     .bind::<SqlUuid, _>(pass.as_uuid())
+    .bind::<Timestamptz, _>(at)
     .execute(&mut *conn)
     .await?;
     if queued > 0 {

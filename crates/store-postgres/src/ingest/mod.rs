@@ -344,12 +344,19 @@ impl<'c> PassRun<'c> {
         self.counts.new_findings = new_findings as u64;
         let fan_out_started = std::time::Instant::now();
         if new_findings > 0 {
-            let queued = crate::deliveries::fan_out(self.conn, customer, self.pass_id).await?;
+            let queued =
+                crate::deliveries::fan_out(self.conn, customer, self.pass_id, self.modified_at)
+                    .await?;
             self.counts.deliveries = queued as u64;
         }
         if self.track_changes {
-            let queued =
-                crate::deliveries::fan_out_changes(self.conn, customer, self.pass_id).await?;
+            let queued = crate::deliveries::fan_out_changes(
+                self.conn,
+                customer,
+                self.pass_id,
+                self.modified_at,
+            )
+            .await?;
             self.counts.deliveries += queued as u64;
         }
         let fan_out = fan_out_started.elapsed();

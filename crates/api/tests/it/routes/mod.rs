@@ -14,5 +14,5 @@ mod roles;
 mod sync;
 mod tenants;
 mod upr;
-mod webhook_ops;
+pub(crate) mod webhook_ops;
 mod webhooks;

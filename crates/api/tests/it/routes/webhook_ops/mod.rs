@@ -51,6 +51,17 @@ impl Ops {
         }
     }
 
+    /// A customer of `app` seen through a key of its own (any scopes it holds).
+    pub fn with_key(app: Arc<TestApp>, customer: CustomerScope, tenant: &str, key: &str) -> Self {
+        Self {
+            app,
+            customer,
+            tenant: tenant.to_owned(),
+            key: key.to_owned(),
+            reported: std::sync::Mutex::default(),
+        }
+    }
+
     /// Subscribes `url`; returns the subscription's id and signing secret.
     pub async fn subscribe(&self, url: &str, kind: &str, events: &[&str]) -> (String, String) {
         let created = self
