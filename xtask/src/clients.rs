@@ -25,17 +25,23 @@ use base64::Engine as _;
 
 use crate::{
     demo_data::CustomerSpec,
+    doc_examples::{self, run::Served},
     files::{project_root, scratch_dir},
     posture::{
         Guard, api_json, build_binaries, create_customer, every_scope, ingest_demo_data, issue_key,
         rand_bytes, wait_until_listening,
     },
-    process::{eprintln_status, npm_ci, on_path, python_venv, run},
+    process::{eprintln_status, npm_ci, on_path, output, python_venv, run},
     servers::free_port,
 };
 
 /// The Python generator and test runner, pinned.
-const PYTHON_PACKAGES: &[&str] = &["openapi-python-client==0.29.1", "pytest==8.4.2"];
+const PYTHON_PACKAGES: &[&str] = &[
+    "openapi-python-client==0.29.1",
+    "pytest==8.4.2",
+    // The worked loop of docs/api.md uses requests alone.
+    "requests==2.32.5",
+];
 
 /// Requests a key may make per minute in this run: low, so the suites can reach 429.
 const RATE_LIMIT: &str = "100";
@@ -95,6 +101,19 @@ pub fn run_clients() -> anyhow::Result<()> {
         keys.push((name.to_owned(), key));
     }
 
+    // Customers of their own for the sync suites, whose passes they commit themselves.
+    for (customer_name, key_name) in [
+        ("PYTHON_SYNC_CUSTOMER", "PYTHON_SYNC_KEY"),
+        ("PYTHON_WORKED_CUSTOMER", "PYTHON_WORKED_KEY"),
+        ("TS_SYNC_CUSTOMER", "TS_SYNC_KEY"),
+    ] {
+        let id = create_customer(&bin, &env, customer_name)?;
+        let key = issue_key(&bin, &env, &id, "clients-sync", &["read:findings"])?;
+        keys.push((customer_name.to_owned(), id));
+        keys.push((key_name.to_owned(), key));
+    }
+    let docs_key = issue_key(&bin, &env, &customer, "docs", &every)?;
+
     let bind = format!("127.0.0.1:{}", free_port()?);
     let base = format!("http://{bind}");
     let api_log = dirs.out.join("posture-api.log");
@@ -118,15 +137,30 @@ pub fn run_clients() -> anyhow::Result<()> {
             ("CUSTOMER_ID".to_owned(), customer.clone()),
             ("CUSTOMER_NAME".to_owned(), CUSTOMER_NAME.to_owned()),
             ("RATE_LIMIT".to_owned(), RATE_LIMIT.to_owned()),
+            (
+                "POSTURE_API_BIN".to_owned(),
+                bin.join("posture-api").display().to_string(),
+            ),
+            ("DATABASE_URL".to_owned(), postgres.url.clone()),
+            ("POSTURE_LOG".to_owned(), "warn".to_owned()),
         ])
         .collect();
-    let python = python_suite(&dirs, &venv, &suite_env);
-    let typescript = typescript_suite(&dirs, &suite_env);
+    let documented = documentation(&dirs, &bin, &base, &customer, &docs_key, &suite_env);
+    let python = documented
+        .as_ref()
+        .map_err(|e| anyhow::anyhow!("{e:#}"))
+        .and_then(|_| python_suite(&dirs, &venv, &suite_env));
+    let typescript = documented
+        .as_ref()
+        .map_err(|e| anyhow::anyhow!("{e:#}"))
+        .and_then(|_| typescript_suite(&dirs, &suite_env));
+    let examples = documented.and_then(|served| run_documented(&dirs, &venv, &served));
     let page = crate::docs_page_check::check(&base, &dirs.out);
     drop(running);
     drop(postgres);
     python?;
     typescript?;
+    let ran = examples?;
     page?;
     let logged = std::fs::read_to_string(&api_log).unwrap_or_default();
     let errors: Vec<&str> = logged.lines().filter(|l| l.contains("ERROR")).collect();
@@ -137,8 +171,8 @@ pub fn run_clients() -> anyhow::Result<()> {
         );
     }
     eprintln_status(&format!(
-        "clients: contract lint clean, Python and TypeScript suites passed, the reference \
-         page lists every operation ({:.0} s)",
+        "clients: contract lint clean, Python and TypeScript suites passed, {ran} documented \
+         examples ran as written, the reference page lists every operation ({:.0} s)",
         started.elapsed().as_secs_f64()
     ));
     Ok(())
@@ -229,10 +263,12 @@ fn generate_typescript(dirs: &Dirs) -> anyhow::Result<()> {
 
 fn python_suite(dirs: &Dirs, venv: &Path, env: &[(String, String)]) -> anyhow::Result<()> {
     eprintln_status("the Python client's suite (pytest)");
+    let suite = dirs.root.join("xtask/clients/python");
     succeeds(
         Command::new(venv.join("bin").join("python"))
             .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
-            .arg(dirs.root.join("xtask/clients/python/test_client.py"))
+            .arg(suite.join("test_client.py"))
+            .arg(suite.join("test_sync.py"))
             .env("PYTHONPATH", dirs.out.join("python"))
             .envs(env.iter().map(|(k, v)| (k, v))),
         "the Python client's suite",
@@ -242,7 +278,7 @@ fn python_suite(dirs: &Dirs, venv: &Path, env: &[(String, String)]) -> anyhow::R
 fn typescript_suite(dirs: &Dirs, env: &[(String, String)]) -> anyhow::Result<()> {
     let out = dirs.out.join("typescript");
     let source = dirs.root.join("xtask/clients/typescript");
-    for file in ["client.test.ts", "tsconfig.json"] {
+    for file in ["client.test.ts", "sync.test.ts", "tsconfig.json"] {
         std::fs::copy(source.join(file), out.join(file))?;
     }
     // The packages resolve from the installed node_modules.
@@ -257,11 +293,99 @@ fn typescript_suite(dirs: &Dirs, env: &[(String, String)]) -> anyhow::Result<()>
     .context("the TypeScript suite does not type-check against the generated types")?;
     succeeds(
         Command::new("node")
-            .args(["--test", "dist/client.test.js"])
+            .args(["--test", "dist/client.test.js", "dist/sync.test.js"])
             .current_dir(&out)
             .envs(env.iter().map(|(k, v)| (k, v))),
         "the TypeScript client's suite",
     )
+}
+
+/// The documentation's examples against the served instance (`doc_examples`): a
+/// subscription for `$WEBHOOK`, the blocks the suites import written next to the generated
+/// clients; returns where and with what the examples run.
+fn documentation(
+    dirs: &Dirs,
+    bin: &Path,
+    base: &str,
+    customer: &str,
+    key: &str,
+    suite_env: &[(String, String)],
+) -> anyhow::Result<Served> {
+    let created = output(
+        Command::new("curl")
+            .args(["-sSf", "-X", "POST", "-H", "Content-Type: application/json", "-H"])
+            .arg(format!("Authorization: Bearer {key}"))
+            .arg("-d")
+            .arg(r#"{"name":"docs","webhookUrl":"https://siem.example.com/hooks/posture","webhookType":"generic","eventTypes":["finding_critical"]}"#)
+            .arg(format!("{base}/api/v1/webhooks")),
+    )
+    .context("creating the documentation's subscription")?;
+    let webhook: serde_json::Value = serde_json::from_str(&created)?;
+    let webhook = webhook["data"]["id"].as_str().context("its id")?.to_owned();
+    let mut env: Vec<(String, String)> = suite_env
+        .iter()
+        .filter(|(k, _)| matches!(k.as_str(), "DATABASE_URL" | "POSTURE_LOG"))
+        .cloned()
+        .collect();
+    for name in ["KEY", "API_KEY", "POSTURE_API_KEY"] {
+        env.push((name.to_owned(), key.to_owned()));
+    }
+    env.push(("CUSTOMER".to_owned(), customer.to_owned()));
+    env.push(("WEBHOOK".to_owned(), webhook));
+    let served = Served {
+        base: base.to_owned(),
+        env,
+        bin_dir: bin.to_path_buf(),
+        scratch: dirs.out.join("docs"),
+    };
+    std::fs::create_dir_all(&served.scratch)?;
+    let blocks = doc_examples::all_blocks()?;
+    for (name, text) in doc_examples::run::modules(&blocks, &served) {
+        let dir = if name.ends_with(".py") {
+            "python"
+        } else {
+            "typescript"
+        };
+        std::fs::write(dirs.out.join(dir).join(&name), text)?;
+    }
+    Ok(served)
+}
+
+/// The quick starts (after the suites: the TypeScript one is compiled with them) and every
+/// `run` and `console` block of the documentation; returns how many ran.
+fn run_documented(dirs: &Dirs, venv: &Path, served: &Served) -> anyhow::Result<usize> {
+    eprintln_status("the documentation's examples, as written");
+    let key = (
+        "POSTURE_API_KEY",
+        served
+            .env
+            .iter()
+            .find(|(k, _)| k == "KEY")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default(),
+    );
+    let python = output(
+        Command::new(venv.join("bin").join("python"))
+            .arg(dirs.out.join("python").join("quickstart.py"))
+            .env("PYTHONPATH", dirs.out.join("python"))
+            .env(key.0, &key.1),
+    )
+    .context("docs/api.md's Python quick start")?;
+    let typescript = output(
+        Command::new("node")
+            .arg("dist/quickstart.mjs")
+            .current_dir(dirs.out.join("typescript"))
+            .env(key.0, &key.1),
+    )
+    .context("docs/api.md's TypeScript quick start")?;
+    if !python.contains("Scope.READFINDINGS") || python.lines().count() < 10 {
+        bail!("the Python quick start printed:\n{python}");
+    }
+    if !typescript.lines().any(|l| l.starts_with("critical ")) {
+        bail!("the TypeScript quick start printed:\n{typescript}");
+    }
+    let blocks = doc_examples::all_blocks()?;
+    Ok(2 + doc_examples::run::run_documents(&blocks, served)?)
 }
 
 /// Runs a suite; its failure names the suite only (the command line would show the keys).

@@ -7,6 +7,7 @@ mod console_e2e;
 mod demo;
 mod demo_data;
 mod demo_receiver;
+mod doc_examples;
 mod docs_check;
 mod docs_page_check;
 mod files;

@@ -21,7 +21,10 @@ mod examples;
 mod headers;
 mod named_sets;
 mod recorded;
+mod texts;
 mod webhooks;
+
+use texts::{status_description, tag_description};
 
 use crate::{
     input::query_generator,
@@ -66,24 +69,6 @@ fn json_content(json_schema: schemars::Schema) -> IndexMap<String, MediaType> {
             ..MediaType::default()
         },
     )])
-}
-
-fn status_description(status: u16) -> &'static str {
-    match status {
-        400 => "Malformed request: `reason` names the parameter or field.",
-        401 => "Missing, malformed, unknown, revoked or expired key.",
-        403 => "The key lacks the route's scope: `reason` names it.",
-        404 => "No such resource for this customer (a foreign id or tenant is also 404).",
-        409 => "The request conflicts with the current state.",
-        412 => "`If-Match` does not hold: the resource changed since its `ETag` was read.",
-        413 => "The body is too large.",
-        415 => "The body is not `application/json`.",
-        422 => "The body breaks a rule: `reason` names the field.",
-        429 => "Request quota of the window used up; retry after `Retry-After` seconds.",
-        500 => "Unexpected error; nothing is revealed, the cause is logged.",
-        503 => "A backing service is unavailable; retry later.",
-        _ => "Error.",
-    }
 }
 
 fn error_statuses(endpoint: &Endpoint) -> Vec<u16> {
@@ -349,25 +334,6 @@ fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation 
     }
 }
 
-/// What each tag groups (the reference page's section introductions).
-fn tag_description(tag: &str) -> Option<&'static str> {
-    Some(match tag {
-        "identities" => {
-            "Users, groups, service principals and managed identities of the connected tenants."
-        }
-        "findings" => "What the analyzer found: list, inspect, and export as NDJSON, CEF or OCSF.",
-        "roles" => "Right-sized role recommendations.",
-        "upr" => "Unused-permission risk (UPR) scores: the rollup, principals by score, the trend.",
-        "tenants" => "The cloud directory tenants connected to the customer.",
-        "webhooks" => {
-            "Signed webhook subscriptions, their delivery log, redelivery, testing and secret rotation."
-        }
-        "keys" => "The calling API key, described to its holder.",
-        "contract" => "This document.",
-        _ => return None,
-    })
-}
-
 /// The document.
 pub fn document() -> OpenApi {
     let mut generator = generator();
@@ -419,10 +385,13 @@ pub fn document() -> OpenApi {
             version: API_VERSION.to_owned(),
             description: Some(
                 "Scoped, authenticated read access to a customer's identity-security data, \
-                 and outbound webhook subscriptions. Every row returned belongs to the \
-                 customer that issued the key. This document is generated from posture's \
-                 route table (`cargo xtask openapi`); docs/openapi.json in the repository is \
-                 the same document."
+                 and outbound webhook subscriptions. Every request carries an API key \
+                 (`Authorization: Bearer svc_...`) issued to one customer with fixed \
+                 scopes; every row returned belongs to that customer. Lists page with \
+                 cursors (`after`), can be kept in sync by modification time \
+                 (`modifiedSince`, `meta.syncedThrough`), and answer conditional requests \
+                 (`ETag`, `If-None-Match`). This document is served at \
+                 `/api/v1/openapi.json`: generate a client from it."
                     .to_owned(),
             ),
             contact: Some(Contact {
