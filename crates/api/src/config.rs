@@ -18,6 +18,11 @@ pub struct RateLimitArgs {
     /// Length of the fixed window, in seconds.
     #[arg(long, env = "POSTURE_RATE_WINDOW_SECS", default_value_t = 900, value_parser = clap::value_parser!(u32).range(1..=86_400))]
     pub rate_window_secs: u32,
+    /// Requests per customer per window, all its keys together, besides each key's own
+    /// limit (default: 10 times POSTURE_RATE_LIMIT): a customer cannot multiply its quota by
+    /// issuing keys.
+    #[arg(long, env = "POSTURE_CUSTOMER_RATE_LIMIT", value_parser = clap::value_parser!(u32).range(1..=100_000_000))]
+    pub customer_rate_limit: Option<u32>,
     /// Redis URL; when set, limits are counted by all instances together.
     #[arg(long, env = "REDIS_URL", hide_env_values = true)]
     pub redis_url: Option<String>,
@@ -34,6 +39,16 @@ impl RateLimitArgs {
             window_secs: self.rate_window_secs,
         }
     }
+
+    /// The budget of each customer, all its keys together, over the same window.
+    pub fn customer_policy(&self) -> RatePolicy {
+        RatePolicy {
+            limit: self
+                .customer_rate_limit
+                .unwrap_or(self.rate_limit.saturating_mul(10)),
+            window_secs: self.rate_window_secs,
+        }
+    }
 }
 
 impl fmt::Debug for RateLimitArgs {
@@ -41,6 +56,7 @@ impl fmt::Debug for RateLimitArgs {
         f.debug_struct("RateLimitArgs")
             .field("rate_limit", &self.rate_limit)
             .field("rate_window_secs", &self.rate_window_secs)
+            .field("customer_rate_limit", &self.customer_rate_limit)
             .field("redis_url", &self.redis_url.as_ref().map(|_| "<redacted>"))
             .field("trusted_proxies", &self.trusted_proxies)
             .finish()
@@ -142,6 +158,52 @@ pub struct ConsoleArgs {
     /// Mark cookies Secure on plain-HTTP requests too (TLS ends at a proxy in front).
     #[arg(long, env = "POSTURE_CONSOLE_SECURE_COOKIES")]
     pub console_secure_cookies: bool,
+    /// Networks (CIDR, comma-separated) where customers' identity providers may be reached
+    /// besides public addresses: a provider inside the company's network. Every other
+    /// private, loopback or link-local address is refused, whatever a discovery document
+    /// names.
+    #[arg(long, env = "POSTURE_SSO_ALLOWED_NETWORKS", default_value = "", value_parser = parse_networks)]
+    pub sso_allowed_networks: Networks,
+}
+
+/// A list of networks (`10.20.0.0/16,2001:db8::/32`; a single address is /32 or /128).
+#[derive(Clone, Debug, Default)]
+pub struct Networks(pub Vec<ipnet::IpNet>);
+
+fn parse_networks(list: &str) -> Result<Networks, String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<ipnet::IpNet>()
+                .or_else(|_| s.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                .map_err(|_| format!("{s:?} is not an IP address or CIDR network"))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Networks)
+}
+
+impl ConsoleArgs {
+    /// The public base URL sign-in redirect URIs are built from: `POSTURE_PUBLIC_URL`, or,
+    /// when the service listens on a loopback address only (development, tests),
+    /// `http://<bind>`. A service reachable from elsewhere must be told its public URL while
+    /// the console is on: the request's own `Host` is the client's to choose.
+    pub fn public_url(&self, bind: SocketAddr, tls: bool) -> Result<Option<String>, String> {
+        match (&self.public_url, self.enabled) {
+            (Some(url), _) => Ok(Some(url.clone())),
+            (None, false) => Ok(None),
+            (None, true) if bind.ip().is_loopback() => {
+                let scheme = if tls { "https" } else { "http" };
+                Ok(Some(format!("{scheme}://{bind}")))
+            }
+            (None, true) => Err(format!(
+                "POSTURE_PUBLIC_URL is required while the console is on and posture-api \
+                 listens on {bind} (not loopback only): sign-in redirect URIs are built from \
+                 it. Set it to the address browsers use (https://posture.example.com), or \
+                 turn the console off (POSTURE_CONSOLE=false)"
+            )),
+        }
+    }
 }
 
 /// The window of the console's sign-in limit.

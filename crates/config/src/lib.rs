@@ -33,6 +33,10 @@ pub struct DatabaseArgs {
     /// the tail latency (docs/performance.md).
     #[arg(long, env = "POSTURE_DB_POOL_SIZE", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub db_pool_size: u16,
+    /// Most API keys a customer may hold at once (neither revoked nor expired), whoever
+    /// issues them (the console or `keys issue`): each key has the whole per-key quota.
+    #[arg(long, env = "POSTURE_MAX_ACTIVE_KEYS", default_value_t = posture_domain::api_key::DEFAULT_MAX_ACTIVE_KEYS, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_active_keys: u32,
 }
 
 impl DatabaseArgs {
@@ -41,6 +45,7 @@ impl DatabaseArgs {
         config.listen_url.clone_from(&self.database_listen_url);
         config.max_connections = usize::from(self.db_pool_size);
         config.acquire_timeout = Duration::from_secs(5);
+        config.max_active_keys = self.max_active_keys;
         config
     }
 }
@@ -54,6 +59,7 @@ impl fmt::Debug for DatabaseArgs {
                 &self.database_listen_url.as_ref().map(|_| "<redacted>"),
             )
             .field("db_pool_size", &self.db_pool_size)
+            .field("max_active_keys", &self.max_active_keys)
             .finish()
     }
 }
@@ -230,6 +236,7 @@ mod tests {
             database_url: "postgres://u:hunter2@h/db".into(),
             database_listen_url: Some("postgres://u:swordfish@h/db".into()),
             db_pool_size: 4,
+            max_active_keys: 50,
         };
         assert!(!format!("{db:?}").contains("hunter2"));
         assert!(!format!("{db:?}").contains("swordfish"));

@@ -34,7 +34,7 @@ pub fn init(args: &LogArgs) {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
     let layer = match args.format {
-        LogFormat::Text => layer.boxed(),
+        LogFormat::Text => layer.fmt_fields(escaped_fields()).boxed(),
         LogFormat::Json => layer
             .json()
             .flatten_event(true)
@@ -49,6 +49,42 @@ pub fn init(args: &LogArgs) {
     {
         tracing::warn!(filter = %args.filter, error = %e, "invalid POSTURE_LOG; using info");
     }
+}
+
+/// A text log line's fields with every control character escaped (`\n`, `\u{1b}`): values
+/// outsiders control (an identity provider's `sub`, a receiver's error, a key's name) cannot
+/// break a line into two and forge the second, nor reach a terminal as an escape sequence.
+/// (The JSON format escapes by itself.)
+fn escaped_fields() -> impl for<'w> fmt::FormatFields<'w> + Send + Sync + 'static {
+    use tracing_subscriber::field::MakeExt as _;
+    fmt::format::debug_fn(|writer, field, value| {
+        let raw = format!("{value:?}");
+        let text = escape_controls(&raw);
+        if field.name() == "message" {
+            write!(writer, "{text}")
+        } else {
+            write!(writer, "{field}={text}")
+        }
+    })
+    .delimited(" ")
+}
+
+/// `text` with its control characters written as escapes.
+fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_debug().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
 }
 
 /// The targets of actix-http's connection events.
@@ -111,6 +147,40 @@ mod tests {
     use tracing_subscriber::Registry;
 
     use super::*;
+
+    /// A writer the test reads back.
+    #[derive(Clone, Default)]
+    struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_value_from_outside_cannot_forge_a_text_log_line() {
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::registry().with(
+            fmt::layer()
+                .with_writer(move || writer.clone())
+                .with_ansi(false)
+                .fmt_fields(escaped_fields()),
+        );
+        let forged = "ada\n2026-11-25T06:00:00Z  INFO posture: key revoked \u{1b}[2J";
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(subject = %forged, name = forged, "signed in as {forged}");
+        });
+        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(!text.contains('\u{1b}'), "{text}");
+        assert!(text.contains("subject=ada\\n2026"), "{text}");
+    }
 
     #[test]
     fn the_combined_filter_keeps_the_bound_of_posture_log() {

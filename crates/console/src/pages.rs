@@ -317,7 +317,7 @@ pub fn audit(viewer: &Viewer<'_>, events: &[AuditEvent]) -> Markup {
                     p.muted { "Nothing yet: issued and revoked keys appear here." }
                 } @else {
                     table.audit {
-                        thead { tr { th { "When" } th { "Who" } th { "What" } th { "Key" } } }
+                        thead { tr { th { "When" } th { "Who" } th { "What" } th { "Key or setting" } } }
                         tbody {
                             @for event in events {
                                 tr {
@@ -331,9 +331,18 @@ pub fn audit(viewer: &Viewer<'_>, events: &[AuditEvent]) -> Markup {
                                     td { @match event.action.as_str() {
                                         "key.issued" => "Issued",
                                         "key.revoked" => "Revoked",
+                                        "sso.set" => "Sign-in settings changed",
+                                        "sso.cleared" => "Sign-in removed",
                                         other => (other),
                                     } }
-                                    td { (event.key_name) " " code { (event.key_prefix) "…" } }
+                                    td {
+                                        @if let Some(key) = &event.key {
+                                            (key.name) " " code { (key.prefix) "…" }
+                                        }
+                                        @if let Some(detail) = &event.detail {
+                                            span.muted { (detail) }
+                                        }
+                                    }
                                 }
                             }
                         }

@@ -13,10 +13,28 @@ use posture_domain::{
 
 use crate::{ConsoleError, ConsoleState, PREFIX, pages::Viewer};
 
-/// The session cookie (its path is the customer's console).
-pub const SESSION_COOKIE: &str = "posture_session";
-/// The cookie binding a sign-in to the browser that started it (path: the callback).
-pub const SIGN_IN_COOKIE: &str = "posture_sign_in";
+/// The session cookie (its path is the customer's console): `__Secure-posture_session` when
+/// it is `Secure` (a browser then accepts it only from a secure origin, with the flag, so a
+/// plain-HTTP page of the same host cannot plant one), `posture_session` over plain HTTP
+/// (development). Not `__Host-`: that prefix requires `Path=/`, and the cookie is scoped to
+/// its customer's console.
+pub fn session_cookie(secure: bool) -> &'static str {
+    if secure {
+        "__Secure-posture_session"
+    } else {
+        "posture_session"
+    }
+}
+
+/// The cookie binding a sign-in to the browser that started it (path: the callback), named
+/// like [`session_cookie`].
+pub fn sign_in_cookie(secure: bool) -> &'static str {
+    if secure {
+        "__Secure-posture_sign_in"
+    } else {
+        "posture_sign_in"
+    }
+}
 
 /// The customer named by the path; a malformed id is simply a page that does not exist.
 pub fn customer(path: &str) -> Result<CustomerId, ConsoleError> {
@@ -36,18 +54,50 @@ pub async fn setup(
         .ok_or(ConsoleError::NotFound)
 }
 
-/// Whether cookies set on this request are `Secure`.
-pub fn secure(req: &HttpRequest, state: &ConsoleState) -> bool {
-    state.secure_cookies || req.connection_info().scheme() == "https"
+/// Whether the request came through one of the trusted proxies, whose forwarding headers
+/// (`Forwarded`, `X-Forwarded-Proto`, `X-Forwarded-Host`) may then be believed. From anyone
+/// else they are the client's own words: a `Forwarded: host=evil.example` must not choose
+/// where a sign-in returns to.
+fn through_trusted_proxy(req: &HttpRequest, state: &ConsoleState) -> bool {
+    req.peer_addr()
+        .is_some_and(|peer| state.trusted_proxies.trusts(peer.ip()))
 }
 
-/// The base URL of the service as the browser sees it.
+/// The scheme and host the browser used: the connection's own (the `Host` header), or what
+/// a trusted proxy forwarded.
+fn seen_from_browser(req: &HttpRequest, state: &ConsoleState) -> (String, String) {
+    if through_trusted_proxy(req, state) {
+        let info = req.connection_info();
+        return (info.scheme().to_owned(), info.host().to_owned());
+    }
+    let scheme = if req.app_config().secure() {
+        "https"
+    } else {
+        "http"
+    };
+    let host = req
+        .headers()
+        .get(actix_web::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| req.uri().authority().map(|a| a.to_string()))
+        .unwrap_or_else(|| req.app_config().host().to_owned());
+    (scheme.to_owned(), host)
+}
+
+/// Whether cookies set on this request are `Secure`.
+pub fn secure(req: &HttpRequest, state: &ConsoleState) -> bool {
+    state.secure_cookies || seen_from_browser(req, state).0 == "https"
+}
+
+/// The base URL of the service as the browser sees it: `POSTURE_PUBLIC_URL` (which `serve`
+/// requires unless it listens on loopback only).
 pub fn base_url(req: &HttpRequest, state: &ConsoleState) -> String {
     match &state.public_url {
         Some(url) => url.trim_end_matches('/').to_owned(),
         None => {
-            let info = req.connection_info();
-            format!("{}://{}", info.scheme(), info.host())
+            let (scheme, host) = seen_from_browser(req, state);
+            format!("{scheme}://{host}")
         }
     }
 }
@@ -87,8 +137,8 @@ pub fn console_path(customer: CustomerId) -> String {
 }
 
 /// The token of the session cookie, if it has the form of one.
-pub fn presented_token(req: &HttpRequest) -> Option<SessionToken> {
-    req.cookie(SESSION_COOKIE)
+pub fn presented_token(req: &HttpRequest, state: &ConsoleState) -> Option<SessionToken> {
+    req.cookie(session_cookie(secure(req, state)))
         .and_then(|c| SessionToken::presented(c.value()))
 }
 
@@ -118,7 +168,7 @@ pub async fn current(
     state: &ConsoleState,
     customer: CustomerId,
 ) -> Result<Option<(ConsoleSession, [u8; 32])>, ConsoleError> {
-    let Some(token) = presented_token(req) else {
+    let Some(token) = presented_token(req, state) else {
         return Ok(None);
     };
     let token_hash = token.hash();

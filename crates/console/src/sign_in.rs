@@ -21,7 +21,7 @@ use serde::Deserialize;
 use crate::{
     ConsoleError, ConsoleState, PREFIX,
     pages::{self, Viewer},
-    session::{self, SESSION_COOKIE, SIGN_IN_COOKIE},
+    session::{self, session_cookie, sign_in_cookie},
 };
 
 /// Longest `code`, `state` or `error` value read from the provider's redirect.
@@ -108,11 +108,12 @@ pub async fn start(
             &started.pending,
         )
         .await?;
+    let secure = session::secure(&req, &state);
     let mut binding_cookie = session::cookie(
-        SIGN_IN_COOKIE,
+        sign_in_cookie(secure),
         &binding,
         session::callback_path(customer),
-        session::secure(&req, &state),
+        secure,
     );
     binding_cookie.set_max_age(actix_web::cookie::time::Duration::seconds(
         posture_domain::console::SIGN_IN_LIFETIME.as_secs() as i64,
@@ -188,7 +189,7 @@ pub async fn callback(
         return Err(expired_sign_in());
     };
     let binding = req
-        .cookie(SIGN_IN_COOKIE)
+        .cookie(sign_in_cookie(session::secure(&req, &state)))
         .map(|c| c.value().to_owned())
         .ok_or_else(expired_sign_in)?;
     let scope = CustomerScope::for_sign_in(customer);
@@ -224,12 +225,12 @@ pub async fn callback(
         });
     }
     let new = NewSession::start(customer, &user, state.sessions, Utc::now())?;
-    let replaces = session::presented_token(&req).map(|t| t.hash());
+    let replaces = session::presented_token(&req, &state).map(|t| t.hash());
     state.ports.console.create_session(&new, replaces).await?;
     tracing::info!(customer = %customer, subject = %user.subject, "console: admin signed in");
     let secure = session::secure(&req, &state);
     let mut session_cookie = session::cookie(
-        SESSION_COOKIE,
+        session_cookie(secure),
         new.token.expose(),
         session::console_path(customer),
         secure,
@@ -241,7 +242,7 @@ pub async fn callback(
         .insert_header((header::LOCATION, format!("{PREFIX}/{customer}/keys")))
         .cookie(session_cookie)
         .cookie(session::removal(
-            SIGN_IN_COOKIE,
+            sign_in_cookie(secure),
             session::callback_path(customer),
             secure,
         ))
@@ -269,7 +270,7 @@ pub async fn sign_out(
             format!("{PREFIX}/{}/?signed-out=1", signed.customer),
         ))
         .cookie(session::removal(
-            SESSION_COOKIE,
+            session_cookie(session::secure(&req, &state)),
             session::console_path(signed.customer),
             session::secure(&req, &state),
         ))

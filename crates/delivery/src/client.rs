@@ -1,83 +1,38 @@
-//! Sending one delivery, with the SSRF guard.
+//! Sending one delivery, through the one guarded way out (`posture-egress`): only to the
+//! addresses the policy permits, to the address that was checked, no redirects (a 3xx is a
+//! failed attempt), no proxies, a timeout (10 s by default).
 //!
-//! * Host names are resolved by [`PublicOnlyResolver`], which drops every address that is
-//!   not public (`egress::is_public`) and fails when none is left; the connection is made to
-//!   the addresses it returned — there is no second lookup for a rebinding to exploit.
-//! * Literal addresses in the URL do not go through a resolver: they are checked here.
-//! * Redirects are never followed (a 3xx is a failed attempt), proxies from the environment
-//!   are ignored (they would resolve the name themselves), and the whole request has a
-//!   timeout (10 s by default).
+//! What an attempt says to the customer is coarse — the receiver's status, unreachable, no
+//! answer in time — so that the delivery log cannot be used to map what lies behind a
+//! receiver's address (connection refused against closed, a TLS error, a name that only
+//! resolves inside the network); what the network said is kept for operators
+//! (`Attempt::detail`).
 //!
 //! `allow_private` (development and tests) turns the address checks off.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use posture_domain::{
     delivery::{Attempt, Outcome, RESPONSE_EXCERPT_BYTES},
-    egress,
+    egress::EgressPolicy,
+    outside,
     signature::{signature_header, standard_signature},
 };
-use reqwest::{
-    dns::{Addrs, Name, Resolve, Resolving},
-    header::{HeaderMap, HeaderValue},
-};
-use url::{Host, Url};
+use reqwest::header::{HeaderMap, HeaderValue};
+use url::Url;
 
-/// A host whose every address is non-public.
-#[derive(Debug)]
-struct RefusedTarget(String);
+/// What a customer is told when no connection to the receiver was made.
+pub const UNREACHABLE: &str = "unreachable: posture could not connect to the receiver";
 
-impl std::fmt::Display for RefusedTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} resolves only to non-public addresses", self.0)
-    }
-}
-
-impl std::error::Error for RefusedTarget {}
-
-/// Resolves through the system resolver and keeps only public addresses.
-struct PublicOnlyResolver {
-    allow_private: bool,
-}
-
-impl Resolve for PublicOnlyResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let allow_private = self.allow_private;
-        Box::pin(async move {
-            let host = name.as_str().to_owned();
-            let resolved: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let allowed: Vec<SocketAddr> = resolved
-                .into_iter()
-                .filter(|a| allow_private || egress::is_public(a.ip()))
-                .collect();
-            if allowed.is_empty() {
-                return Err(
-                    Box::new(RefusedTarget(host)) as Box<dyn std::error::Error + Send + Sync>
-                );
-            }
-            Ok(Box::new(allowed.into_iter()) as Addrs)
-        })
-    }
-}
-
-/// Why a receiver URL is not posted to.
-#[derive(Debug, thiserror::Error)]
-enum UrlRefused {
-    #[error("invalid URL: {0}")]
-    Invalid(url::ParseError),
-    #[error("refused: the URL does not use https")]
-    NotHttps,
-    #[error("refused: the URL's address is not public")]
-    NotPublic,
-}
+/// What a customer is told when the receiver's answer could not be read.
+pub const UNREADABLE: &str = "the receiver's answer could not be read";
 
 /// The HTTP client of the worker.
 #[derive(Clone)]
 pub struct WebhookClient {
     http: reqwest::Client,
-    allow_private: bool,
+    policy: EgressPolicy,
     timeout: Duration,
 }
 
@@ -128,42 +83,15 @@ pub fn user_agent() -> String {
 
 impl WebhookClient {
     pub fn new(timeout: Duration, allow_private: bool) -> Result<Self, reqwest::Error> {
-        // reqwest is built without a default TLS crypto provider: use ring's (installing it
-        // again is a no-op).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .dns_resolver(Arc::new(PublicOnlyResolver { allow_private }))
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .user_agent(user_agent())
-            .build()?;
-        Ok(Self {
-            http,
+        let policy = EgressPolicy {
             allow_private,
+            allowed_networks: Vec::new(),
+        };
+        Ok(Self {
+            http: posture_egress::client(policy.clone(), timeout, &user_agent())?,
+            policy,
             timeout,
         })
-    }
-
-    /// Checks the URL itself: scheme and literal addresses.
-    fn check_url(&self, url: &str) -> Result<Url, UrlRefused> {
-        let url = Url::parse(url).map_err(UrlRefused::Invalid)?;
-        if self.allow_private {
-            return Ok(url);
-        }
-        if url.scheme() != "https" {
-            return Err(UrlRefused::NotHttps);
-        }
-        let literal = match url.host() {
-            Some(Host::Ipv4(ip)) => Some(ip.into()),
-            Some(Host::Ipv6(ip)) => Some(ip.into()),
-            _ => None,
-        };
-        if literal.is_some_and(|ip| !egress::is_public(ip)) {
-            return Err(UrlRefused::NotPublic);
-        }
-        Ok(url)
     }
 
     /// POSTs `body` once; says what came of it.
@@ -175,18 +103,21 @@ impl WebhookClient {
     ) -> (Outcome, Attempt) {
         let started_at = Utc::now();
         let clock = std::time::Instant::now();
-        let (outcome, status_code, excerpt) = match self.check_url(url) {
-            Err(refused) => (
-                Outcome::Failed {
-                    status: None,
-                    error: refused.to_string(),
-                    retry_after: None,
-                },
-                None,
-                None,
-            ),
-            Ok(url) => self.post(url, body, headers).await,
-        };
+        let http = self.policy.allow_private;
+        let (outcome, status_code, excerpt, detail) =
+            match posture_egress::check_url(url, &self.policy, http) {
+                Err(refused) => (
+                    Outcome::Failed {
+                        status: None,
+                        error: refused.to_string(),
+                        retry_after: None,
+                    },
+                    None,
+                    None,
+                    None,
+                ),
+                Ok(url) => self.post(url, body, headers).await,
+            };
         let error = match &outcome {
             Outcome::Failed { error, .. } => Some(error.clone()),
             Outcome::Gone => Some("HTTP 410 Gone: the subscription was deactivated".to_owned()),
@@ -199,8 +130,9 @@ impl WebhookClient {
             status_code,
             error,
             response_excerpt: excerpt,
+            detail,
         };
-        (outcome, attempt)
+        (outcome, attempt.storable())
     }
 
     async fn post(
@@ -208,7 +140,7 @@ impl WebhookClient {
         url: Url,
         body: &[u8],
         headers: &DeliveryHeaders<'_>,
-    ) -> (Outcome, Option<u16>, Option<String>) {
+    ) -> (Outcome, Option<u16>, Option<String>, Option<String>) {
         let map = headers.at(Utc::now().timestamp(), body);
         let response = match self
             .http
@@ -220,14 +152,16 @@ impl WebhookClient {
         {
             Ok(response) => response,
             Err(e) => {
+                let (error, detail) = self.describe(&e.without_url());
                 return (
                     Outcome::Failed {
                         status: None,
-                        error: self.describe(&e.without_url()),
+                        error,
                         retry_after: None,
                     },
                     None,
                     None,
+                    Some(detail),
                 );
             }
         };
@@ -238,44 +172,29 @@ impl WebhookClient {
             Outcome::of_status(status.as_u16(), retry_after),
             Some(status.as_u16()),
             excerpt,
+            None,
         )
     }
 
-    /// A short, useful description of a failed request.
-    /// What went wrong, for the attempt's record and the log. Never the URL: a Slack or
-    /// Teams webhook URL is itself a credential (the caller strips it from `e`).
-    fn describe(&self, e: &reqwest::Error) -> String {
-        let mut source = std::error::Error::source(e);
-        while let Some(cause) = source {
-            if let Some(refused) = cause.downcast_ref::<RefusedTarget>() {
-                return format!("refused: {refused}");
-            }
-            source = cause.source();
+    /// What went wrong: the coarse outcome the customer is told, and what the network said
+    /// (for operators). Never the URL: a Slack or Teams webhook URL is itself a credential
+    /// (the caller strips it from `e`).
+    fn describe(&self, e: &reqwest::Error) -> (String, String) {
+        let mut detail = e.to_string();
+        let mut cause = std::error::Error::source(e);
+        while let Some(inner) = cause {
+            detail.push_str(": ");
+            detail.push_str(&inner.to_string());
+            cause = inner.source();
         }
-        // Each cause says what the one before could not (reqwest's own text is generic).
-        let chain = || {
-            let mut text = String::new();
-            let mut cause = std::error::Error::source(e);
-            while let Some(inner) = cause {
-                text.push_str(": ");
-                text.push_str(&inner.to_string());
-                cause = inner.source();
-            }
-            text
-        };
-        if e.is_timeout() {
+        let error = if e.is_timeout() {
             format!("no answer within {} s", self.timeout.as_secs_f64())
-        } else if e.is_connect() {
-            let mut text = "connection failed".to_owned();
-            let mut cause = std::error::Error::source(e);
-            while let Some(inner) = cause {
-                text = format!("connection failed: {inner}");
-                cause = inner.source();
-            }
-            text
+        } else if posture_egress::is_refused(e) || e.is_connect() {
+            UNREACHABLE.to_owned()
         } else {
-            format!("request failed: {e}{}", chain())
-        }
+            UNREADABLE.to_owned()
+        };
+        (error, detail)
     }
 }
 
@@ -305,7 +224,8 @@ async fn excerpt(mut response: reqwest::Response) -> Option<String> {
         }
     }
     bytes.truncate(RESPONSE_EXCERPT_BYTES);
-    (!bytes.is_empty()).then(|| String::from_utf8_lossy(&bytes).into_owned())
+    (!bytes.is_empty())
+        .then(|| outside::excerpt(&String::from_utf8_lossy(&bytes), RESPONSE_EXCERPT_BYTES))
 }
 
 #[cfg(test)]
@@ -327,16 +247,5 @@ mod tests {
         assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(90)));
         headers.insert("retry-after", HeaderValue::from_static("soon"));
         assert_eq!(retry_after(&headers, now), None);
-    }
-
-    #[test]
-    fn literal_private_addresses_and_http_are_refused_unless_allowed() {
-        let strict = WebhookClient::new(Duration::from_secs(1), false).unwrap();
-        assert!(strict.check_url("https://127.0.0.1/x").is_err());
-        assert!(strict.check_url("https://[::ffff:10.0.0.1]/x").is_err());
-        assert!(strict.check_url("http://hooks.example.com/x").is_err());
-        assert!(strict.check_url("https://hooks.example.com/x").is_ok());
-        let dev = WebhookClient::new(Duration::from_secs(1), true).unwrap();
-        assert!(dev.check_url("http://127.0.0.1:9/x").is_ok());
     }
 }

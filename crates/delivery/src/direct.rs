@@ -13,7 +13,7 @@ use posture_domain::{
     secrets::Keyring,
 };
 
-use crate::{client::WebhookClient, render::render, worker::open_secrets};
+use crate::{client::WebhookClient, render::render, secrets::open_secrets};
 
 /// Sends test deliveries from `posture-api`.
 pub struct ImmediateSender {

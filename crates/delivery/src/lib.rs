@@ -6,7 +6,9 @@
 pub mod client;
 pub mod direct;
 pub mod render;
+pub mod secrets;
 pub mod worker;
 
+pub use client::{UNREACHABLE, UNREADABLE};
 pub use direct::ImmediateSender;
 pub use worker::{Sent, Worker, WorkerConfig};

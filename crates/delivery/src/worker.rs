@@ -17,15 +17,16 @@ use posture_domain::{
         Attempt, ClaimedDelivery, Delivery, DeliveryTarget, NextStep, Outcome, RetryPolicy,
     },
     ports::{DeliveryRepository, FindingRepository, PassStatistics},
-    secrets::{Keyring, SigningSecret},
-    webhook::{MAX_HOLD_HOURS, secret_context},
+    secrets::Keyring,
+    webhook::MAX_HOLD_HOURS,
 };
 use ring::rand::{SecureRandom, SystemRandom};
 use tokio::{sync::watch, task::JoinSet};
 
 use crate::{
-    client::{DeliveryHeaders, WebhookClient},
+    client::WebhookClient,
     render::render,
+    secrets::{Secrets, open_secrets},
 };
 
 /// How a worker runs.
@@ -84,40 +85,14 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// A subscription's signing secrets, opened: the current one, and the previous one while
-/// a rotation's overlap lasts.
-pub struct Secrets {
-    current: SigningSecret,
-    previous: Option<SigningSecret>,
-}
-
-impl Secrets {
-    /// The headers of an attempt of `delivery` (whose id is `id`).
-    pub fn headers<'a>(&'a self, delivery: &Delivery, id: &'a str) -> DeliveryHeaders<'a> {
-        DeliveryHeaders {
-            event: delivery.event_type.as_str(),
-            delivery_id: id,
-            secret: self.current.expose(),
-            previous: self.previous.as_ref().map(SigningSecret::expose),
-        }
-    }
-}
-
-/// Opens the target's secrets (sealed for this subscription).
-pub fn open_secrets(
-    keyring: &Keyring,
-    delivery: &Delivery,
-    target: &DeliveryTarget,
-) -> Result<Secrets> {
-    let context = secret_context(delivery.customer_id, delivery.subscription_id);
-    Ok(Secrets {
-        current: keyring.open(&target.secret, &context)?,
-        previous: target
-            .previous_secret
-            .as_ref()
-            .map(|sealed| keyring.open(sealed, &context))
-            .transpose()?,
-    })
+/// Why a claimed delivery could not be prepared for sending.
+enum Unprepared {
+    /// The delivery itself cannot be sent (its secret does not open, its findings do not
+    /// render): a failed attempt, with this reason.
+    Unsendable(String),
+    /// The database cannot be reached right now: the lease ends and the delivery is claimed
+    /// again, no attempt counted.
+    Unavailable(Error),
 }
 
 /// What happened to one claimed delivery.
@@ -167,19 +142,15 @@ impl Worker {
     }
 
     /// The body of a delivery (rendered once, then the stored bytes) and its signing secret.
-    /// `Err(Ok(reason))`: the delivery itself cannot be sent (its secret does not open, its
-    /// findings do not render) — a failed attempt; `Err(Err(e))`: the database cannot be
-    /// reached right now — the lease ends and the delivery is claimed again, no attempt
-    /// counted.
     async fn prepare(
         &self,
         delivery: &Delivery,
         target: &DeliveryTarget,
         body: Option<Vec<u8>>,
-    ) -> std::result::Result<(Vec<u8>, Secrets), std::result::Result<String, Error>> {
+    ) -> std::result::Result<(Vec<u8>, Secrets), Unprepared> {
         let unprepared = |what: &str, e: Error| match e {
-            Error::Unavailable(_) => Err(e),
-            other => Ok(format!("{what}: {}", error_chain(&other))),
+            Error::Unavailable(_) => Unprepared::Unavailable(e),
+            other => Unprepared::Unsendable(format!("{what}: {}", error_chain(&other))),
         };
         let body = match body {
             Some(body) => body,
@@ -190,8 +161,9 @@ impl Worker {
                     .findings_by_ids(scope, &delivery.finding_ids)
                     .await
                     .map_err(|e| unprepared("reading the findings failed", e))?;
-                let body = render(target.webhook_type, delivery, findings)
-                    .map_err(|e| Ok(format!("rendering the body failed: {e}")))?;
+                let body = render(target.webhook_type, delivery, findings).map_err(|e| {
+                    Unprepared::Unsendable(format!("rendering the body failed: {e}"))
+                })?;
                 self.deliveries
                     .store_body(delivery, &body)
                     .await
@@ -219,8 +191,8 @@ impl Worker {
                 let headers = secrets.headers(&delivery, &id);
                 self.client.send(&target.url, &body, &headers).await
             }
-            Err(Err(unavailable)) => return Err(unavailable),
-            Err(Ok(reason)) => (
+            Err(Unprepared::Unavailable(unavailable)) => return Err(unavailable),
+            Err(Unprepared::Unsendable(reason)) => (
                 Outcome::Failed {
                     status: None,
                     error: reason.clone(),
@@ -233,6 +205,7 @@ impl Worker {
                     status_code: None,
                     error: Some(reason),
                     response_excerpt: None,
+                    detail: None,
                 },
             ),
         };
@@ -285,12 +258,43 @@ impl Worker {
             latency_ms = attempt.latency_ms,
             outcome = ?sent,
             error = attempt.error.as_deref(),
+            detail = attempt.detail.as_deref(),
             "webhook attempt"
         );
-        self.deliveries
-            .finish_attempt(&self.config.id, &delivery, &attempt, next)
-            .await?;
+        self.record(&delivery, &attempt, next).await?;
         Ok(sent)
+    }
+
+    /// Records an attempt. If the database refuses the record itself (not because it is
+    /// unreachable), the attempt is recorded again without what came from the receiver, so
+    /// that it still counts: an attempt that cannot be recorded must never leave its
+    /// delivery to be sent again at every lease expiry, unseen.
+    async fn record(&self, delivery: &Delivery, attempt: &Attempt, next: NextStep) -> Result<()> {
+        let id = &self.config.id;
+        match self
+            .deliveries
+            .finish_attempt(id, delivery, attempt, next)
+            .await
+        {
+            Err(Error::Unavailable(e)) => Err(Error::Unavailable(e)),
+            Err(refused) => {
+                tracing::error!(
+                    delivery.id = %delivery.id,
+                    error = error_chain(&refused),
+                    "the attempt could not be recorded as it was: recorded without the receiver's answer"
+                );
+                let bare = Attempt {
+                    error: Some("the attempt's details could not be recorded".to_owned()),
+                    response_excerpt: None,
+                    detail: None,
+                    ..attempt.clone()
+                };
+                self.deliveries
+                    .finish_attempt(id, delivery, &bare, next)
+                    .await
+            }
+            ok => ok,
+        }
     }
 
     /// Sends a batch with bounded concurrency. Deliveries not started when `stop` turns

@@ -219,6 +219,11 @@ pub struct NewApiKey {
 /// Longest key name accepted.
 pub const MAX_KEY_NAME_LEN: usize = 100;
 
+/// Most keys a customer may hold at once, neither revoked nor expired, unless the operator
+/// says otherwise (`POSTURE_MAX_ACTIVE_KEYS`): each key has the whole per-key request quota,
+/// so the number of keys bounds what a customer's admins can multiply it by.
+pub const DEFAULT_MAX_ACTIVE_KEYS: u32 = 50;
+
 impl NewApiKey {
     /// Generates a key for `customer` and the row that stores it. The secret is returned
     /// once, here, and is not kept anywhere.

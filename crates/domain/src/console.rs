@@ -399,11 +399,20 @@ pub struct AuditEvent {
     pub actor_kind: String,
     pub actor_subject: String,
     pub actor_name: String,
-    /// `key.issued` or `key.revoked`.
+    /// `key.issued`, `key.revoked`; `sso.set`, `sso.cleared` (the sign-in settings).
     pub action: String,
-    pub key_id: KeyId,
-    pub key_name: String,
-    pub key_prefix: String,
+    /// The key, for a key's line.
+    pub key: Option<AuditedKey>,
+    /// What else the line says (an `sso.set`: the issuer, and the sessions it ended).
+    pub detail: Option<String>,
+}
+
+/// The key an audit line is about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditedKey {
+    pub id: KeyId,
+    pub name: String,
+    pub prefix: String,
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::{
-    finding::{Finding, FindingStatus, FindingType, Severity},
-    ids::{CloudTenantId, CustomerId, DeliveryId, FindingId, PassId, WebhookId},
+    finding::Severity,
+    ids::{CustomerId, DeliveryId, FindingId, PassId, WebhookId},
     secrets::SealedSecret,
     webhook::{EventType, WebhookType},
 };
@@ -45,6 +45,12 @@ string_enum! {
 /// Test deliveries a subscription may send: 5 a minute (`POST /webhooks/{id}/test`).
 pub const TEST_RATE: crate::rate_limit::RatePolicy = crate::rate_limit::RatePolicy {
     limit: 5,
+    window_secs: 60,
+};
+
+/// Test deliveries all of a customer's subscriptions may send together: 20 a minute.
+pub const TEST_CUSTOMER_RATE: crate::rate_limit::RatePolicy = crate::rate_limit::RatePolicy {
+    limit: 20,
     window_secs: 60,
 };
 
@@ -139,74 +145,6 @@ pub struct DeliveryFilter {
     pub event_type: Option<DeliveryEvent>,
     /// Queued at or after this time.
     pub created_since: Option<DateTime<Utc>>,
-}
-
-/// The finding a test delivery of a finding event type carries: marked as a sample in its
-/// id, type and title, about no identity, in `tenant`.
-pub fn sample_finding(severity: Severity, tenant: CloudTenantId, now: DateTime<Utc>) -> Finding {
-    Finding {
-        id: format!("sample-{severity}")
-            .parse()
-            .expect("a sample id is a finding id"),
-        cloud_tenant_id: tenant,
-        finding_type: "sample_test_delivery"
-            .parse::<FindingType>()
-            .expect("a sample type is a finding type"),
-        severity,
-        status: FindingStatus::Open,
-        title: format!("Sample {severity} finding (test delivery)"),
-        description: Some(
-            "Sent by POST /webhooks/{id}/test: not a real finding. Real deliveries have the \
-             same shape."
-                .to_owned(),
-        ),
-        identity: None,
-        detected_at: now,
-        updated_at: now,
-        modified_at: now,
-    }
-}
-
-/// What a test delivery of `event` carries: nothing for a ping; one sample finding for a
-/// new-finding event; one sample finding and how it changed for a lifecycle event.
-pub fn test_sample(
-    event: DeliveryEvent,
-    tenant: CloudTenantId,
-    now: DateTime<Utc>,
-) -> (Vec<Finding>, Vec<FindingChange>) {
-    let change = |field, from: &str, to: &str| FindingChange {
-        field,
-        from: from.to_owned(),
-        to: to.to_owned(),
-    };
-    let (severity, status, change) = match event {
-        DeliveryEvent::Ping => return (Vec::new(), Vec::new()),
-        DeliveryEvent::FindingResolved => (
-            Severity::High,
-            FindingStatus::Resolved,
-            Some(change(ChangedField::Status, "open", "resolved")),
-        ),
-        DeliveryEvent::FindingReopened => (
-            Severity::High,
-            FindingStatus::Open,
-            Some(change(ChangedField::Status, "resolved", "open")),
-        ),
-        DeliveryEvent::FindingSeverityChanged => (
-            Severity::High,
-            FindingStatus::Open,
-            Some(change(ChangedField::Severity, "medium", "high")),
-        ),
-        other => (
-            other.severity().unwrap_or(Severity::High),
-            FindingStatus::Open,
-            None,
-        ),
-    };
-    let finding = Finding {
-        status,
-        ..sample_finding(severity, tenant, now)
-    };
-    (vec![finding], change.into_iter().collect())
 }
 
 /// When to try again.
@@ -374,9 +312,40 @@ pub struct Attempt {
     pub started_at: DateTime<Utc>,
     pub latency_ms: u32,
     pub status_code: Option<u16>,
+    /// What went wrong, as the customer is told it (the delivery log): the receiver's status,
+    /// or a coarse outcome (unreachable, no answer in time), never the network's own words,
+    /// which would map what lies behind a receiver's address.
     pub error: Option<String>,
     /// At most [`RESPONSE_EXCERPT_BYTES`] of the answer (kept for operators only).
     pub response_excerpt: Option<String>,
+    /// What the network said (connection refused, a TLS error, a name that does not
+    /// resolve), for operators only (`posture-api deliveries show`, the worker's log).
+    pub detail: Option<String>,
+}
+
+/// Longest `error` or `detail` of an attempt kept, in bytes.
+pub const ATTEMPT_TEXT_BYTES: usize = 512;
+
+impl Attempt {
+    /// The attempt as it may be stored and logged: whatever came from outside (the error,
+    /// its detail, the receiver's answer) without NUL or other control characters, within
+    /// its bound. Idempotent; adapters store only this.
+    #[must_use]
+    pub fn storable(&self) -> Attempt {
+        let line = |text: &Option<String>| {
+            text.as_deref()
+                .map(|t| crate::outside::one_line(t, ATTEMPT_TEXT_BYTES))
+        };
+        Attempt {
+            error: line(&self.error),
+            detail: line(&self.detail),
+            response_excerpt: self
+                .response_excerpt
+                .as_deref()
+                .map(|t| crate::outside::excerpt(t, RESPONSE_EXCERPT_BYTES)),
+            ..self.clone()
+        }
+    }
 }
 
 /// How many deliveries wait.

@@ -142,13 +142,34 @@ pub fn is_public(ip: IpAddr) -> bool {
     }
 }
 
-/// Every forbidden network, for documentation and error messages.
-pub fn forbidden_networks() -> Vec<IpNet> {
-    FORBIDDEN_V4
-        .iter()
-        .map(|n| IpNet::V4(*n))
-        .chain(FORBIDDEN_V6.iter().map(|n| IpNet::V6(*n)))
-        .collect()
+/// Whether a webhook may be sent to `port`: 443, or an unprivileged port (1024 and up). The
+/// privileged ports below 1024 other than 443 are services (SSH, SMTP, LDAP, SMB, ...), not
+/// webhook receivers; refusing them keeps a receiver URL from probing them.
+pub fn port_allowed(port: u16) -> bool {
+    port == 443 || port >= 1024
+}
+
+/// Where an outbound client may connect: public addresses always; with `allow_private`
+/// (development and tests) anything; otherwise also the networks an operator listed (an
+/// identity provider inside the company's network).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EgressPolicy {
+    pub allow_private: bool,
+    pub allowed_networks: Vec<IpNet>,
+}
+
+impl EgressPolicy {
+    /// Public addresses only (webhook receivers in production).
+    pub fn public_only() -> Self {
+        Self::default()
+    }
+
+    /// Whether the client may connect to `ip`.
+    pub fn permits(&self, ip: IpAddr) -> bool {
+        self.allow_private
+            || is_public(ip)
+            || self.allowed_networks.iter().any(|net| net.contains(&ip))
+    }
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ pub mod finding;
 pub mod identity;
 pub mod ids;
 pub mod ingest;
+pub mod outside;
 pub mod page;
 pub mod ports;
 pub mod rate_limit;
@@ -27,9 +28,11 @@ pub mod recommendation;
 pub mod secrets;
 pub mod signature;
 pub mod tenant;
+pub mod test_delivery;
 pub mod upr;
 pub mod webhook;
 pub mod webhook_change;
+pub mod webhook_target;
 
 /// A closed set of values with one wire string each (severity, status, kind, scope...).
 pub trait ClosedSet: Sized + Copy + PartialEq + std::str::FromStr + 'static {

@@ -17,7 +17,7 @@ use async_trait::async_trait;
 
 use crate::{
     error::Result,
-    ids::{KeyId, WebhookId},
+    ids::{CustomerId, KeyId, WebhookId},
 };
 
 /// Requests allowed per window, and the window's length.
@@ -76,6 +76,12 @@ pub enum RateBucket {
     SignIn(String),
     /// Test deliveries of a webhook subscription (`POST /webhooks/{id}/test`).
     WebhookTest(WebhookId),
+    /// Every request of a customer's keys together (besides each key's own bucket): issuing
+    /// more keys does not multiply what a customer may ask.
+    Customer(CustomerId),
+    /// Test deliveries of all of a customer's subscriptions together (deleting and creating
+    /// subscriptions does not multiply them).
+    CustomerWebhookTests(CustomerId),
 }
 
 impl RateBucket {
@@ -86,6 +92,8 @@ impl RateBucket {
             RateBucket::Address(_) => "per-address",
             RateBucket::SignIn(_) => "sign-in",
             RateBucket::WebhookTest(_) => "webhook-test",
+            RateBucket::Customer(_) => "per-customer",
+            RateBucket::CustomerWebhookTests(_) => "webhook-test-per-customer",
         }
     }
 }
@@ -97,6 +105,8 @@ impl fmt::Display for RateBucket {
             RateBucket::Address(address) => write!(f, "ip:{address}"),
             RateBucket::SignIn(address) => write!(f, "signin:{address}"),
             RateBucket::WebhookTest(id) => write!(f, "webhook-test:{id}"),
+            RateBucket::Customer(id) => write!(f, "customer:{id}"),
+            RateBucket::CustomerWebhookTests(id) => write!(f, "webhook-tests-of:{id}"),
         }
     }
 }
@@ -249,8 +259,12 @@ impl InProcessRateLimiter {
         counters.enter(window);
         counters.tick += 1;
         let tick = counters.tick;
+        // Keys and customers are bounded by the data (known ids), addresses and the like
+        // by the least recently used going first.
         let count = match bucket {
-            RateBucket::Key(_) => counters.keys.increment(bucket, tick, Self::MAX_KEYS),
+            RateBucket::Key(_) | RateBucket::Customer(_) | RateBucket::CustomerWebhookTests(_) => {
+                counters.keys.increment(bucket, tick, Self::MAX_KEYS)
+            }
             RateBucket::Address(_) | RateBucket::SignIn(_) | RateBucket::WebhookTest(_) => counters
                 .addresses
                 .increment(bucket, tick, Self::MAX_ADDRESSES),
@@ -264,7 +278,9 @@ impl InProcessRateLimiter {
         let mut counters = self.counters();
         counters.enter(window);
         let count = match bucket {
-            RateBucket::Key(_) => counters.keys.get(bucket),
+            RateBucket::Key(_) | RateBucket::Customer(_) | RateBucket::CustomerWebhookTests(_) => {
+                counters.keys.get(bucket)
+            }
             RateBucket::Address(_) | RateBucket::SignIn(_) | RateBucket::WebhookTest(_) => {
                 counters.addresses.get(bucket)
             }

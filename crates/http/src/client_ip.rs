@@ -38,7 +38,10 @@ impl TrustedProxies {
             .map(Self)
     }
 
-    fn trusts(&self, ip: IpAddr) -> bool {
+    /// Whether a request from `ip` came through one of these proxies, so its forwarding
+    /// headers (`X-Forwarded-*`, `Forwarded`) may be believed.
+    pub fn trusts(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
         self.0.iter().any(|net| net.contains(&ip))
     }
 

@@ -20,6 +20,11 @@
 //! `If-None-Match` holds the tag, it is answered 304 without counting (the headers then show
 //! the key's bucket as it stands).
 //!
+//! A valid key's request that its key's bucket allows counts against its customer's budget
+//! too (all of the customer's keys together, when the operator sets one): a customer's
+//! admins cannot multiply the quota by issuing keys. When the customer's budget refuses,
+//! the headers describe it.
+//!
 //! Every response of `/api/v1` carries the headers of the bucket it counted against last:
 //! `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (epoch seconds of the
 //! window's end), and the IETF draft fields `RateLimit-Policy` and `RateLimit`.
@@ -104,7 +109,14 @@ impl Counted {
 }
 
 async fn count(state: &ApiState, bucket: RateBucket) -> Counted {
-    let decision = match state.ports.limiter.check(&bucket).await {
+    count_on(state.ports.limiter.as_ref(), bucket).await
+}
+
+async fn count_on(
+    limiter: &dyn posture_domain::rate_limit::RateLimiter,
+    bucket: RateBucket,
+) -> Counted {
+    let decision = match limiter.check(&bucket).await {
         Ok(decision) => Some(decision),
         Err(e) => {
             // The limiters answer even without Redis; this is a bug, not a reason to refuse.
@@ -175,8 +187,23 @@ async fn admit_key(req: &ServiceRequest, state: &ApiState, principal: Principal)
             not_modified: true,
         };
     }
-    let counted = count(state, bucket).await;
-    let refusal = counted.over_limit();
+    let mut counted = count(state, bucket).await;
+    let mut refusal = counted.over_limit();
+    // The customer's budget, all its keys together: counted once the key's allows the
+    // request; when it refuses, the headers describe it.
+    if refusal.is_none()
+        && let Some(limiter) = &state.customer_limiter
+    {
+        let customer = count_on(
+            limiter.as_ref(),
+            RateBucket::Customer(principal.scope().customer_id()),
+        )
+        .await;
+        if let Some(over) = customer.over_limit() {
+            refusal = Some(over);
+            counted = customer;
+        }
+    }
     Admission {
         principal: Some((principal, reads)),
         counted,

@@ -38,6 +38,9 @@ pub struct ApiState {
     pub ports: Ports,
     /// Proxies whose `X-Forwarded-For` names the client.
     pub trusted_proxies: TrustedProxies,
+    /// Counts every request of a customer's keys together, besides each key's own bucket
+    /// (`POSTURE_CUSTOMER_RATE_LIMIT`); `None`: no such budget.
+    pub customer_limiter: Option<Arc<dyn RateLimiter>>,
     /// Seals webhook signing secrets.
     pub keyring: Arc<Keyring>,
     /// Which webhook receivers are accepted.
@@ -70,6 +73,9 @@ pub struct WebhookOps {
     pub sender: Arc<dyn DirectSender>,
     /// Counts test deliveries per subscription ([`posture_domain::delivery::TEST_RATE`]).
     pub test_limiter: Arc<dyn RateLimiter>,
+    /// Counts test deliveries per customer, all subscriptions together
+    /// ([`posture_domain::delivery::TEST_CUSTOMER_RATE`]).
+    pub customer_test_limiter: Arc<dyn RateLimiter>,
     /// How long the delivery log keeps finished deliveries (a recovery cannot reach
     /// further back).
     pub retention: chrono::Duration,

@@ -3,10 +3,16 @@
 //!
 //! Every sign-in discovers the provider afresh (`<issuer>/.well-known/openid-configuration`
 //! and its keys), so a provider's key rotation or a changed configuration takes effect at
-//! once; sign-ins are rare and rate-limited, so the two extra requests cost little. The HTTP
-//! client follows no redirects (the `openidconnect` crate's advice against SSRF) and gives
-//! each request 10 seconds. Providers are configured by the operator, not by customers, so
-//! they may live on private addresses (an in-house Keycloak), unlike webhook receivers.
+//! once; sign-ins are rare and rate-limited, so the two extra requests cost little.
+//!
+//! The issuer is the operator's choice, but the discovery document is the customer's
+//! provider's, and it names where posture goes next (`jwks_uri`, `token_endpoint`, which
+//! receives the client secret). So every request goes through `posture-egress`, as webhooks
+//! do: to https URLs only (http only when the operator set an `http://` loopback issuer, for
+//! development), to public addresses or the networks the operator listed for a provider
+//! inside the company (`POSTURE_SSO_ALLOWED_NETWORKS`), to the address that was checked, with
+//! no redirects (the `openidconnect` crate's advice against SSRF), 10 seconds per request and
+//! a bounded answer.
 
 use std::{future::Future, pin::Pin, time::Duration};
 
@@ -25,12 +31,20 @@ use openidconnect::{
 };
 use posture_domain::{
     console::{ClientSecret, PendingSignIn, SignInStart, SignedInUser, SsoConfig},
+    egress::EgressPolicy,
+    outside,
     ports::{SignInError, SignInProvider},
 };
 use serde::{Deserialize, Serialize};
 
 /// Longest the relying party waits for one request to the provider.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest `sub` claim accepted (OpenID Connect Core: at most 255 ASCII characters).
+const MAX_SUBJECT_BYTES: usize = 255;
+
+/// Longest display name kept, in bytes.
+const MAX_DISPLAY_NAME_BYTES: usize = 200;
 
 /// Largest answer read from a provider (discovery documents and key sets are a few KiB).
 const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
@@ -40,14 +54,22 @@ const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 enum HttpError {
     #[error(transparent)]
     Request(#[from] reqwest::Error),
+    #[error(transparent)]
+    Refused(#[from] posture_egress::UrlRefused),
     #[error("the answer is larger than {MAX_RESPONSE_BYTES} bytes")]
     TooLarge,
     #[error(transparent)]
     Http(#[from] openidconnect::http::Error),
 }
 
-/// `openidconnect`'s HTTP client interface on posture's reqwest, with a bounded body.
-struct Http<'a>(&'a reqwest::Client);
+/// `openidconnect`'s HTTP client interface on posture's guarded reqwest, with every URL
+/// checked (the discovery document's included) and a bounded body.
+struct Http<'a> {
+    client: &'a reqwest::Client,
+    policy: &'a EgressPolicy,
+    /// The operator set an `http://` issuer (loopback, development): http is allowed.
+    http: bool,
+}
 
 impl<'c> AsyncHttpClient<'c> for Http<'_> {
     type Error = HttpError;
@@ -55,7 +77,9 @@ impl<'c> AsyncHttpClient<'c> for Http<'_> {
 
     fn call(&'c self, request: HttpRequest) -> Self::Future {
         Box::pin(async move {
-            let mut response = self.0.execute(reqwest::Request::try_from(request)?).await?;
+            posture_egress::check_url(&request.uri().to_string(), self.policy, self.http)?;
+            let request = reqwest::Request::try_from(request)?;
+            let mut response = self.client.execute(request).await?;
             let mut answer = openidconnect::http::Response::builder().status(response.status());
             for (name, value) in response.headers() {
                 answer = answer.header(name, value);
@@ -116,17 +140,24 @@ type RelyingParty = Client<
 #[derive(Clone)]
 pub struct OidcSignIn {
     http: reqwest::Client,
+    policy: EgressPolicy,
 }
 
 impl OidcSignIn {
-    pub fn new() -> Result<Self, reqwest::Error> {
-        // reqwest's rustls has no provider of its own in this workspace.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(REQUEST_TIMEOUT)
-            .build()?;
-        Ok(Self { http })
+    /// A relying party that connects where `policy` permits (public addresses, and the
+    /// networks the operator listed).
+    pub fn new(policy: EgressPolicy) -> Result<Self, reqwest::Error> {
+        let agent = concat!("posture-console/", env!("CARGO_PKG_VERSION"));
+        let http = posture_egress::client(policy.clone(), REQUEST_TIMEOUT, agent)?;
+        Ok(Self { http, policy })
+    }
+
+    fn http(&self, sso: &SsoConfig) -> Http<'_> {
+        Http {
+            client: &self.http,
+            policy: &self.policy,
+            http: sso.issuer.starts_with("http://"),
+        }
     }
 
     async fn relying_party(
@@ -137,7 +168,7 @@ impl OidcSignIn {
     ) -> Result<RelyingParty, SignInError> {
         let issuer = IssuerUrl::new(sso.issuer.clone())
             .map_err(|e| SignInError::Provider(format!("issuer URL: {e}")))?;
-        let metadata = CoreProviderMetadata::discover_async(issuer, &Http(&self.http))
+        let metadata = CoreProviderMetadata::discover_async(issuer, &self.http(sso))
             .await
             .map_err(|e| SignInError::Provider(format!("discovery: {}", chain(&e))))?;
         let redirect = RedirectUrl::new(redirect_uri.to_owned())
@@ -205,7 +236,7 @@ impl SignInProvider for OidcSignIn {
             .exchange_code(AuthorizationCode::new(code.to_owned()))
             .map_err(|e| SignInError::Provider(format!("token endpoint: {e}")))?
             .set_pkce_verifier(PkceCodeVerifier::new(pending.pkce_verifier.clone()))
-            .request_async(&Http(&self.http))
+            .request_async(&self.http(sso))
             .await
             .map_err(|e| SignInError::Rejected(format!("code exchange: {}", chain(&e))))?;
         let id_token = token
@@ -218,16 +249,33 @@ impl SignInProvider for OidcSignIn {
             )
             .map_err(|e| SignInError::Rejected(format!("ID token: {}", chain(&e))))?;
         let subject = claims.subject().to_string();
-        let display_name = claims
-            .name()
-            .and_then(|n| n.get(None))
-            .map(|n| n.to_string())
-            .or_else(|| claims.preferred_username().map(|u| u.to_string()))
-            .or_else(|| claims.email().map(|e| e.to_string()))
-            .unwrap_or_else(|| subject.clone());
+        // The provider's claims are outside text: `sub` must be an identifier (OpenID
+        // Connect: at most 255 ASCII characters; a control character, NUL included, could
+        // neither be stored nor logged), the display name is cleaned and falls back to it.
+        if subject.is_empty()
+            || subject.len() > MAX_SUBJECT_BYTES
+            || subject.chars().any(char::is_control)
+        {
+            return Err(SignInError::Rejected(
+                "the ID token's sub claim is not a usable identifier".into(),
+            ));
+        }
+        let display_name = [
+            claims
+                .name()
+                .and_then(|n| n.get(None))
+                .map(|n| n.to_string()),
+            claims.preferred_username().map(|u| u.to_string()),
+            claims.email().map(|e| e.to_string()),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|name| outside::one_line(&name, MAX_DISPLAY_NAME_BYTES))
+        .find(|name| !name.is_empty())
+        .unwrap_or_else(|| subject.clone());
         Ok(SignedInUser {
             subject,
-            display_name: display_name.chars().take(200).collect(),
+            display_name,
             claims: claims.additional_claims().claims.clone(),
         })
     }

@@ -117,20 +117,51 @@ impl ApiKeyRepository for PgStore {
             expires_at: key.expires_at,
             created_by: by.name(),
         };
+        let max = self.max_active_keys;
         let mut conn = self.conn().await?;
         let inserted = conn
             .transaction(async |conn| {
+                // The customer's row serialises issuing, so two admins cannot both take the
+                // last place.
+                let customer: Option<Uuid> = customers::table
+                    .find(row.customer_id)
+                    .select(customers::id)
+                    .for_update()
+                    .first(conn)
+                    .await
+                    .optional()?;
+                if customer.is_none() {
+                    return Ok(Err(Error::NotFound));
+                }
+                let active: i64 = api_keys::table
+                    .filter(api_keys::customer_id.eq(row.customer_id))
+                    .filter(api_keys::revoked_at.is_null())
+                    .filter(
+                        api_keys::expires_at
+                            .is_null()
+                            .or(api_keys::expires_at.gt(db_now())),
+                    )
+                    .count()
+                    .get_result(conn)
+                    .await?;
+                if active >= i64::from(max) {
+                    return Ok(Err(Error::Conflict(format!(
+                        "the customer holds {active} active keys, the most allowed ({max}): \
+                         revoke one it no longer uses first"
+                    ))));
+                }
                 let key = diesel::insert_into(api_keys::table)
                     .values(&row)
                     .returning(ApiKeyRow::as_returning())
                     .get_result::<ApiKeyRow>(conn)
                     .await?;
                 audit(conn, &key, "key.issued", by).await?;
-                Ok::<_, diesel::result::Error>(key)
+                Ok::<_, diesel::result::Error>(Ok(key))
             })
             .await;
         match inserted {
-            Ok(row) => row.try_into(),
+            Ok(Ok(row)) => row.try_into(),
+            Ok(Err(refused)) => Err(refused),
             Err(e) if is_foreign_key_violation(&e) => Err(Error::NotFound),
             Err(e) => Err(db_error(e)),
         }

@@ -77,6 +77,9 @@ pub struct PgConfig {
     pub statement_timeout: Option<Duration>,
     /// PostgreSQL's `idle_in_transaction_session_timeout` on every pooled connection.
     pub idle_in_transaction_timeout: Option<Duration>,
+    /// Most keys a customer may hold at once (neither revoked nor expired): issuing one
+    /// more is refused.
+    pub max_active_keys: u32,
 }
 
 impl PgConfig {
@@ -88,6 +91,7 @@ impl PgConfig {
             acquire_timeout: Duration::from_secs(5),
             statement_timeout: None,
             idle_in_transaction_timeout: None,
+            max_active_keys: posture_domain::api_key::DEFAULT_MAX_ACTIVE_KEYS,
         }
     }
 }
@@ -152,6 +156,8 @@ pub struct PgStore {
     /// For the dedicated `LISTEN` connections (workers, the key cache).
     listen: connect::Connector,
     listener: Arc<deliveries::Listener>,
+    /// Most keys a customer may hold at once ([`PgConfig::max_active_keys`]).
+    max_active_keys: u32,
 }
 
 impl fmt::Debug for PgStore {
@@ -241,6 +247,7 @@ impl PgStore {
             key_cache: Arc::default(),
             listen,
             listener: Arc::default(),
+            max_active_keys: config.max_active_keys,
         })
     }
 

@@ -60,7 +60,7 @@ GRANT INSERT ON webhook_subscriptions TO {role};
 GRANT UPDATE (name, webhook_url, event_types, secret_key_id, secret_nonce, secret_ciphertext,
     active, deactivated_at, previous_secret_key_id, previous_secret_nonce,
     previous_secret_ciphertext, previous_secret_expires_at, paused_at, disabled_at,
-    disabled_reason, failing_since) ON webhook_subscriptions TO {role};
+    disabled_reason, failing_since, version) ON webhook_subscriptions TO {role};
 
 -- The outbox: deliveries and attempts are written, leased, retried and finally deleted by
 -- the retention sweep.

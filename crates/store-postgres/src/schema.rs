@@ -219,6 +219,7 @@ diesel::table! {
         error -> Nullable<Text>,
         response_excerpt -> Nullable<Text>,
         worker -> Text,
+        detail -> Nullable<Text>,
     }
 }
 
@@ -271,9 +272,10 @@ diesel::table! {
         actor_subject -> Text,
         actor_name -> Text,
         action -> Text,
-        key_id -> Uuid,
-        key_name -> Text,
-        key_prefix -> Text,
+        key_id -> Nullable<Uuid>,
+        key_name -> Nullable<Text>,
+        key_prefix -> Nullable<Text>,
+        detail -> Nullable<Text>,
     }
 }
 

@@ -86,8 +86,9 @@ pub struct CreateWebhookRequest {
     #[schemars(length(min = 1, max = MAX_NAME_LEN), pattern(NAME_PATTERN))]
     pub name: String,
     /// An absolute https URL without credentials, at most 2,048 characters (also once
-    /// normalised), to a public address. ASCII only: percent-encode spaces and `"` `'` `<`
-    /// `>` `` ` `` `{` `}`, and give an internationalised host in its `xn--` form.
+    /// normalised), to a public address on port 443 (the default) or 1024 to 65535. ASCII
+    /// only: percent-encode spaces and `"` `'` `<` `>` `` ` `` `{` `}`, and give an
+    /// internationalised host in its `xn--` form.
     #[schemars(length(min = 1, max = MAX_URL_LEN), url, pattern(URL_PATTERN))]
     pub webhook_url: String,
     #[schemars(schema_with = "crate::closed_set::<WebhookType>")]

@@ -8,9 +8,10 @@
 //! 5. The layering of ARCHITECTURE.md, read from `cargo metadata` (once per process):
 //!    `posture-domain` knows no I/O technology; `posture-http` and `posture-console` no
 //!    adapter; every adapter (`store-postgres`, `redis`, `delivery`, `oidc`) depends on the
-//!    domain and on no other adapter; and of the shipped crates only `posture-delivery` (the
-//!    SSRF-safe client to customers' receivers) and `posture-oidc` (to the identity
-//!    providers the operator configured) depend on reqwest.
+//!    domain and on no other adapter; and of the shipped crates only `posture-egress` (the
+//!    one guarded way out to hosts customers control) and its two users, `posture-delivery`
+//!    (customers' receivers) and `posture-oidc` (customers' identity providers), depend on
+//!    reqwest.
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -38,8 +39,8 @@ const ADAPTERS: &[&str] = &[
     "posture-oidc",
 ];
 
-/// The shipped crates that send HTTP, and to whom.
-const HTTP_CLIENTS: &[&str] = &["posture-delivery", "posture-oidc"];
+/// The shipped crates that send HTTP: the guarded client and its two users.
+const HTTP_CLIENTS: &[&str] = &["posture-egress", "posture-delivery", "posture-oidc"];
 
 /// Runs every rule; fails listing every breach.
 pub fn run() -> anyhow::Result<()> {
@@ -360,8 +361,8 @@ fn layering() -> anyhow::Result<Vec<String>> {
             && graph.direct(member).contains("reqwest")
         {
             found.push(format!(
-                "{member} depends on reqwest: only posture-delivery (its client refuses \
-                 non-public addresses) and posture-oidc send HTTP"
+                "{member} depends on reqwest: only posture-egress (the guarded client) and \
+                 its users posture-delivery and posture-oidc send HTTP"
             ));
         }
     }

@@ -61,7 +61,7 @@ async fn set_sso(args: SetSsoArgs, json: bool) -> anyhow::Result<()> {
         .keyring()?
         .seal_client_secret(&secret, scope.customer_id())
         .map_err(|e| fail("sealing the client secret", e))?;
-    let sso = store(&args.database)?
+    let change = store(&args.database)?
         .set_sso(scope, &args.issuer, &args.client_id, sealed, &admins)
         .await
         .map_err(|e| match e {
@@ -70,7 +70,15 @@ async fn set_sso(args: SetSsoArgs, json: bool) -> anyhow::Result<()> {
             }
             other => fail("setting the identity provider", other),
         })?;
-    emit(json, &sso_json(&sso), || sso_text(&sso))
+    let mut value = sso_json(&change.sso);
+    value["sessionsEnded"] = json!(change.sessions_ended);
+    emit(json, &value, || {
+        let ended = match change.sessions_ended {
+            0 => String::new(),
+            n => format!("\n{n} console session(s) ended: who can be an admin changed"),
+        };
+        format!("{}{ended}", sso_text(&change.sso))
+    })
 }
 
 async fn run_sso(command: SsoCommand, json: bool) -> anyhow::Result<()> {
@@ -91,17 +99,16 @@ async fn run_sso(command: SsoCommand, json: bool) -> anyhow::Result<()> {
         }
         SsoCommand::Clear { database, customer } => {
             let scope = customer_scope(&customer)?;
-            let removed = store(&database)?
+            let ended = store(&database)?
                 .clear_sso(scope)
                 .await
                 .map_err(|e| fail("removing the identity provider", e))?;
-            emit(json, &json!({ "removed": removed }), || {
-                if removed {
-                    "identity provider removed; every console session of the customer ended"
-                        .to_owned()
-                } else {
-                    "the customer had no identity provider".to_owned()
-                }
+            let value = json!({ "removed": ended.is_some(), "sessionsEnded": ended.unwrap_or(0) });
+            emit(json, &value, || match ended {
+                Some(n) => format!(
+                    "identity provider removed; {n} console session(s) of the customer ended"
+                ),
+                None => "the customer had no identity provider".to_owned(),
             })
         }
     }

@@ -122,6 +122,7 @@ pub async fn run(command: DeliveriesCommand, json: bool) -> anyhow::Result<()> {
                         "statusCode": a.status_code,
                         "latencyMs": a.latency_ms,
                         "error": a.error,
+                        "detail": a.detail,
                         "responseExcerpt": a.response_excerpt,
                     })
                 })
@@ -136,7 +137,7 @@ pub async fn run(command: DeliveriesCommand, json: bool) -> anyhow::Result<()> {
                     delivery.attempts
                 );
                 let log = table(
-                    ["#", "AT", "LATENCY", "STATUS", "ERROR"],
+                    ["#", "AT", "LATENCY", "STATUS", "ERROR", "DETAIL"],
                     &[0, 2],
                     attempts.iter().map(|a| {
                         [
@@ -146,6 +147,7 @@ pub async fn run(command: DeliveriesCommand, json: bool) -> anyhow::Result<()> {
                             a.status_code
                                 .map_or_else(|| "-".to_owned(), |s| s.to_string()),
                             a.error.clone().unwrap_or_else(|| "ok".to_owned()),
+                            a.detail.clone().unwrap_or_else(|| "-".to_owned()),
                         ]
                     }),
                 );

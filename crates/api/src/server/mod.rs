@@ -6,9 +6,10 @@ use actix_web::{HttpServer, dev::ServerHandle, web};
 use anyhow::Context as _;
 use posture_console::{ConsolePorts, ConsoleState};
 use posture_delivery::ImmediateSender;
+use posture_domain::egress::EgressPolicy;
 use posture_domain::{
     console::SessionPolicy,
-    delivery::TEST_RATE,
+    delivery::{TEST_CUSTOMER_RATE, TEST_RATE},
     rate_limit::{InProcessRateLimiter, LimiterState, RateLimiter, RatePolicy},
     secrets::Keyring,
     webhook::TargetPolicy,
@@ -38,6 +39,10 @@ pub struct Wiring {
     pub delivery_retention: chrono::Duration,
     /// Counts test deliveries per subscription (`TEST_RATE`; shared through Redis when set).
     pub test_limiter: Arc<dyn RateLimiter>,
+    /// Counts test deliveries per customer (`TEST_CUSTOMER_RATE`).
+    pub customer_test_limiter: Arc<dyn RateLimiter>,
+    /// Counts each customer's requests, all keys together (`None`: no such budget).
+    pub customer_limiter: Option<Arc<dyn RateLimiter>>,
     /// Exports streaming at once (each holds a database connection for its whole stream).
     pub concurrent_exports: usize,
     /// How long a request waits for an export slot before 503.
@@ -72,11 +77,13 @@ pub fn api_state(
     Ok(ApiState {
         ports: ports(store, wiring.replicas, limiter),
         trusted_proxies: wiring.trusted_proxies,
+        customer_limiter: wiring.customer_limiter,
         keyring,
         webhook_policy: wiring.webhook_policy,
         webhook_ops: WebhookOps {
             sender: Arc::new(sender),
             test_limiter: wiring.test_limiter,
+            customer_test_limiter: wiring.customer_test_limiter,
             retention: wiring.delivery_retention,
         },
         exports: Arc::new(ExportSlots::new(
@@ -273,7 +280,13 @@ pub async fn console_state(
         ports: ConsolePorts {
             keys: Arc::new(store.clone()),
             console: Arc::new(store.clone()),
-            sign_in: Arc::new(OidcSignIn::new().context("building the OpenID Connect client")?),
+            sign_in: Arc::new(
+                OidcSignIn::new(EgressPolicy {
+                    allow_private: false,
+                    allowed_networks: args.console.sso_allowed_networks.0.clone(),
+                })
+                .context("building the OpenID Connect client")?,
+            ),
             sign_in_limiter,
             request_limiter,
         },
@@ -282,7 +295,10 @@ pub async fn console_state(
             idle: Duration::from_secs(args.console.console_idle_minutes * 60),
             absolute: Duration::from_secs(args.console.console_session_hours * 3600),
         },
-        public_url: args.console.public_url.clone(),
+        public_url: args
+            .console
+            .public_url(args.bind, args.tls_cert.is_some())
+            .map_err(|e| anyhow::anyhow!(e))?,
         secure_cookies: args.console.console_secure_cookies,
         trusted_proxies: args.limits.trusted_proxies.clone(),
     })
@@ -351,7 +367,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         replicas.clone(),
         limiter.clone(),
     );
-    let test_limiter = limiter_with(TEST_RATE, args.limits.redis_url.as_deref()).await?;
+    let redis = args.limits.redis_url.as_deref();
+    let test_limiter = limiter_with(TEST_RATE, redis).await?;
+    let customer_test_limiter = limiter_with(TEST_CUSTOMER_RATE, redis).await?;
+    let customer_limiter = Some(limiter_with(args.limits.customer_policy(), redis).await?);
     let state = api_state(
         &store,
         limiter,
@@ -362,6 +381,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             webhook_timeout: args.webhooks.timeout(),
             delivery_retention: args.webhooks.retention(),
             test_limiter,
+            customer_test_limiter,
+            customer_limiter,
             // Each export holds a connection for its whole stream: half the pool at most, so
             // exports never starve the other routes.
             concurrent_exports: (usize::from(args.database.db_pool_size) / 2)

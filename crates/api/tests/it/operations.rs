@@ -248,6 +248,10 @@ async fn https_serving_works_with_a_self_signed_certificate_and_sends_hsts() {
             test_limiter: Arc::new(posture_domain::rate_limit::InProcessRateLimiter::new(
                 posture_domain::delivery::TEST_RATE,
             )),
+            customer_test_limiter: Arc::new(InProcessRateLimiter::new(
+                posture_domain::delivery::TEST_CUSTOMER_RATE,
+            )),
+            customer_limiter: None,
             concurrent_exports: 1,
             export_wait: posture_http::DEFAULT_EXPORT_WAIT,
             export_stall: posture_http::DEFAULT_EXPORT_STALL,

@@ -2,25 +2,19 @@
 //! on an ephemeral loopback port, over a database of the test's own, called with a real
 //! HTTP client.
 
-use std::{
-    net::TcpListener,
-    sync::{Arc, mpsc},
-    time::Duration,
-};
+use std::{net::TcpListener, sync::Arc, time::Duration};
 
 use chrono::Utc;
 use posture_api::server;
-use posture_console::{ConsolePorts, ConsoleState};
 use posture_domain::{
     CustomerScope, KeyId, Scope, ScopeSet,
     api_key::NewApiKey,
-    console::{Actor, SessionPolicy},
+    console::Actor,
     ports::ApiKeyRepository,
     rate_limit::{InProcessRateLimiter, RateLimiter, RatePolicy},
+    webhook::TargetPolicy,
 };
-use posture_domain::{secrets::Keyring, webhook::TargetPolicy};
-use posture_http::{ApiState, TrustedProxies};
-use posture_oidc::OidcSignIn;
+use posture_http::TrustedProxies;
 use posture_store_postgres::PgStore;
 use posture_test_support::{TestDb, fixtures, proxy::FreezingProxy};
 use reqwest::{Client, Response, StatusCode};
@@ -29,6 +23,8 @@ use serde_json::Value;
 /// How a test server differs from the default one.
 struct Options {
     limiter: Arc<dyn RateLimiter>,
+    /// Each customer's budget, all keys together (`None`: none).
+    customer_limiter: Option<Arc<dyn RateLimiter>>,
     proxies: TrustedProxies,
     webhook_policy: TargetPolicy,
     exports: usize,
@@ -50,6 +46,7 @@ impl Default for Options {
     fn default() -> Self {
         Self {
             limiter: Arc::new(InProcessRateLimiter::new(RatePolicy::DEFAULT)),
+            customer_limiter: None,
             proxies: TrustedProxies::default(),
             webhook_policy: TargetPolicy {
                 allow_private: true,
@@ -86,65 +83,7 @@ fn metrics_handle() -> posture_config::metrics::PrometheusHandle {
         .clone()
 }
 
-/// The key sealing webhook secrets in tests.
-pub const TEST_SECRET_KEY: [u8; 32] = [7; 32];
-
-pub fn test_keyring() -> Keyring {
-    Keyring::new(&TEST_SECRET_KEY, &[]).unwrap()
-}
-
-/// The console of a test server: sign-ins limited to `limit` per address per 10 minutes.
-pub fn console_state(
-    store: &PgStore,
-    limit: u32,
-    request_limiter: Arc<dyn RateLimiter>,
-) -> ConsoleState {
-    ConsoleState {
-        ports: ConsolePorts {
-            keys: Arc::new(store.clone()),
-            console: Arc::new(store.clone()),
-            sign_in: Arc::new(OidcSignIn::new().unwrap()),
-            sign_in_limiter: Arc::new(InProcessRateLimiter::new(RatePolicy {
-                limit,
-                window_secs: 600,
-            })),
-            request_limiter,
-        },
-        keyring: Arc::new(test_keyring()),
-        sessions: SessionPolicy::DEFAULT,
-        public_url: None,
-        secure_cookies: false,
-        trusted_proxies: Default::default(),
-    }
-}
-
-/// Runs `state` on `listener` on a thread and runtime of its own, so the server outlives
-/// nothing of the test's runtime; with `key_cache`, that store's key cache listens too.
-/// Returns once the server is listening.
-pub fn spawn_server(
-    listener: TcpListener,
-    state: ApiState,
-    serving: server::Serving,
-    key_cache: Option<PgStore>,
-) -> (actix_web::dev::ServerHandle, std::net::SocketAddr) {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            if let Some(store) = key_cache {
-                store.start_key_cache();
-            }
-            let running = server::start(listener, state, serving).unwrap();
-            tx.send((running.handle.clone(), running.local_addr))
-                .unwrap();
-            running.server.await.unwrap();
-        });
-    });
-    rx.recv().unwrap()
-}
+pub use crate::harness::{console_state, spawn_server, test_keyring};
 
 pub fn client() -> Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -179,6 +118,31 @@ impl TestApp {
         Self::build(Options {
             limiter: limiter(),
             proxies,
+            ..Options::default()
+        })
+        .await
+    }
+
+    /// A server behind a TLS-terminating proxy on loopback, which the operator trusts
+    /// (`POSTURE_TRUSTED_PROXIES=127.0.0.1`): its `X-Forwarded-*` headers are believed.
+    pub async fn behind_trusted_proxy() -> Self {
+        Self::build(Options {
+            proxies: TrustedProxies::parse("127.0.0.1,::1").unwrap(),
+            ..Options::default()
+        })
+        .await
+    }
+
+    /// A server whose keys may make `per_key` requests a window each and a customer's keys
+    /// `per_customer` together.
+    pub async fn with_customer_limit(per_key: u32, per_customer: u32) -> Self {
+        let policy = |limit| RatePolicy {
+            limit,
+            window_secs: 900,
+        };
+        Self::build(Options {
+            limiter: Arc::new(InProcessRateLimiter::new(policy(per_key))),
+            customer_limiter: Some(Arc::new(InProcessRateLimiter::new(policy(per_customer)))),
             ..Options::default()
         })
         .await
@@ -267,6 +231,7 @@ impl TestApp {
         (config.statement_timeout, config.idle_in_transaction_timeout) = options.db_timeouts;
         let store = PgStore::new(&config).unwrap();
         let limiter = options.limiter;
+        let proxies = options.proxies.clone();
         let state = server::api_state(
             &store,
             limiter.clone(),
@@ -279,6 +244,10 @@ impl TestApp {
                 test_limiter: Arc::new(InProcessRateLimiter::new(
                     posture_domain::delivery::TEST_RATE,
                 )),
+                customer_test_limiter: Arc::new(InProcessRateLimiter::new(
+                    posture_domain::delivery::TEST_CUSTOMER_RATE,
+                )),
+                customer_limiter: options.customer_limiter,
                 concurrent_exports: options.exports,
                 export_wait: options.export_wait,
                 export_stall: options.export_stall,
@@ -306,7 +275,7 @@ impl TestApp {
                 tls: None,
                 console: options
                     .console_sign_in_limit
-                    .map(|limit| console_state(&store, limit, limiter.clone())),
+                    .map(|limit| console_state(&store, limit, limiter.clone(), proxies.clone())),
             },
             Some(store.clone()),
         );

@@ -5,6 +5,7 @@
 
 mod credentials;
 mod fanout;
+mod hostile_receivers;
 mod lifecycle;
 mod races;
 mod retention;

@@ -28,10 +28,15 @@ async fn a_url_resolving_to_loopback_is_refused_when_private_targets_are_not_all
     );
     let delivery = &setup.deliveries(customer).await[0];
     let attempts = setup.store.attempts(customer, delivery.id).await.unwrap();
-    let error = attempts[0].error.as_deref().unwrap();
+    // The customer reads a coarse outcome; the operator's detail says why.
+    assert_eq!(
+        attempts[0].error.as_deref(),
+        Some(posture_delivery::UNREACHABLE)
+    );
+    let detail = attempts[0].detail.as_deref().unwrap();
     assert!(
-        error.contains("refused") && error.contains("localhost"),
-        "{error}"
+        detail.contains("localhost") && detail.contains("may not connect to"),
+        "{detail}"
     );
 }
 

@@ -210,10 +210,20 @@ pub struct ConsoleSetup {
     pub sealed_secret: SealedSecret,
 }
 
+/// What setting a customer's identity provider did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SsoChange {
+    pub sso: SsoConfig,
+    /// Console sessions ended because who can be an admin changed.
+    pub sessions_ended: u64,
+}
+
 /// The customer console: single sign-on settings, sign-ins, sessions, the audit log.
 #[async_trait]
 pub trait ConsoleRepository: Send + Sync {
-    /// Sets (or replaces) the customer's identity provider. `NotFound` for no such customer.
+    /// Sets (or replaces) the customer's identity provider; when that changes who can be an
+    /// admin (the issuer or the admin rule), ends the customer's console sessions. Written
+    /// to the customer's audit log. `NotFound` for no such customer.
     async fn set_sso(
         &self,
         scope: CustomerScope,
@@ -221,12 +231,13 @@ pub trait ConsoleRepository: Send + Sync {
         client_id: &str,
         sealed_secret: SealedSecret,
         admins: &AdminRule,
-    ) -> Result<SsoConfig>;
+    ) -> Result<SsoChange>;
     /// The customer's console setup; `None` when the customer does not exist or has no
     /// identity provider (the console does not tell the two apart).
     async fn console_setup(&self, scope: CustomerScope) -> Result<Option<ConsoleSetup>>;
-    /// Removes the identity provider and ends every session; `false` if there was none.
-    async fn clear_sso(&self, scope: CustomerScope) -> Result<bool>;
+    /// Removes the identity provider and ends every session (written to the customer's
+    /// audit log); the sessions ended, `None` if there was no provider.
+    async fn clear_sso(&self, scope: CustomerScope) -> Result<Option<u64>>;
     /// Keeps a sign-in for its callback, under the hash of its browser binding. Drops the
     /// customer's expired sign-ins, and the oldest past the bound on pending ones.
     async fn begin_sign_in(

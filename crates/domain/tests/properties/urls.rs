@@ -95,6 +95,8 @@ proptest! {
                 prop_assert!(stored.starts_with("https://"), "{stored}");
                 let url = Url::parse(&stored).unwrap();
                 prop_assert!(url.username().is_empty() && url.password().is_none());
+                let port = url.port_or_known_default().unwrap_or(443);
+                prop_assert!(port == 443 || port >= 1024, "{text:?} uses port {port}");
                 if let Some(ip) = host_ip(&url) {
                     prop_assert!(
                         !NEVER.iter().any(|net| net.contains(&ip)),
@@ -111,7 +113,8 @@ proptest! {
     fn a_public_https_url_with_a_dns_host_is_accepted_as_written(
         labels in prop::collection::vec("[a-z][a-z0-9-]{0,15}", 1..4),
         tld in "[a-z]{2,8}",
-        port in prop::option::of(1u16..),
+        // 443 (written out) or an unprivileged port: the ports a webhook may use.
+        port in prop::option::of(prop_oneof![Just(443u16), 1024u16..]),
         path in prop::collection::vec("[A-Za-z0-9._~!$&()*+,;=:@-]{0,12}", 1..5),
         query in prop::option::of("[A-Za-z0-9._~=&-]{0,20}"),
     ) {

@@ -140,6 +140,6 @@ mod tests {
                 .as_object()
                 .is_some_and(|o| o.len() > 15)
         );
-        assert_eq!(RECORDED["webhooks"].as_object().map(|w| w.len()), Some(7));
+        assert_eq!(RECORDED["webhooks"].as_object().map(|w| w.len()), Some(8));
     }
 }

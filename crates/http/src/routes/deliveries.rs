@@ -7,9 +7,10 @@ use posture_domain::{
     CloudTenantId, DeliveryId, Error, Scope, WebhookId,
     delivery::{
         Delivery, DeliveryEvent, DeliveryStatus, DeliveryTarget, DeliveryTrigger, Outcome,
-        TEST_RATE, test_sample,
+        TEST_CUSTOMER_RATE, TEST_RATE,
     },
     rate_limit::RateBucket,
+    test_delivery::test_sample,
 };
 use posture_wire::{
     DataResponse, ListResponse,
@@ -236,6 +237,34 @@ fn test_event(request: &TestDeliveryRequest) -> Result<DeliveryEvent, ApiError> 
     }
 }
 
+/// A test delivery counts against its customer (all subscriptions together: deleting and
+/// creating subscriptions does not multiply them), then its subscription.
+async fn test_allowed(
+    state: &ApiState,
+    scope: posture_domain::CustomerScope,
+    id: WebhookId,
+) -> Result<(), ApiError> {
+    let ops = &state.webhook_ops;
+    let customer = RateBucket::CustomerWebhookTests(scope.customer_id());
+    let decision = ops.customer_test_limiter.check(&customer).await?;
+    if !decision.allowed {
+        return Err(ApiError::OperationLimited {
+            what: "test deliveries are limited to 20 a minute per customer",
+            retry_after: decision.retry_after,
+        });
+    }
+    debug_assert_eq!(decision.limit, TEST_CUSTOMER_RATE.limit);
+    let decision = ops.test_limiter.check(&RateBucket::WebhookTest(id)).await?;
+    if !decision.allowed {
+        return Err(ApiError::OperationLimited {
+            what: "test deliveries are limited to 5 a minute per subscription",
+            retry_after: decision.retry_after,
+        });
+    }
+    debug_assert_eq!(decision.limit, TEST_RATE.limit);
+    Ok(())
+}
+
 async fn test_webhook(
     caller: Caller,
     Id(id): Id<WebhookId>,
@@ -249,18 +278,7 @@ async fn test_webhook(
         .get_subscription(scope, id)
         .await
         .map_err(not_found::<WebhookId>)?;
-    let decision = state
-        .webhook_ops
-        .test_limiter
-        .check(&RateBucket::WebhookTest(id))
-        .await?;
-    if !decision.allowed {
-        return Err(ApiError::OperationLimited {
-            what: "test deliveries are limited to 5 a minute per subscription",
-            retry_after: decision.retry_after,
-        });
-    }
-    debug_assert_eq!(decision.limit, TEST_RATE.limit);
+    test_allowed(&state, scope, id).await?;
     let secrets = webhooks
         .sealed_secrets(scope, id)
         .await

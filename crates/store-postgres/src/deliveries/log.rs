@@ -286,6 +286,8 @@ impl PgStore {
         body: &[u8],
         attempt: &Attempt,
     ) -> Result<()> {
+        // Whatever the receiver sent is made storable first (a NUL would fail the insert).
+        let attempt = &attempt.storable();
         let customer = scope.customer_id().as_uuid();
         let mut conn = self.conn().await?;
         conn.transaction(async |conn| {
@@ -326,8 +328,8 @@ impl PgStore {
             }
             diesel::sql_query(
                 "INSERT INTO webhook_attempts (customer_id, delivery_id, attempt, started_at, \
-                     latency_ms, status_code, error, response_excerpt, worker) \
-                 VALUES ($1, $2, 1, $3, $4, $5, $6, $7, 'posture-api test')",
+                     latency_ms, status_code, error, response_excerpt, worker, detail) \
+                 VALUES ($1, $2, 1, $3, $4, $5, $6, $7, 'posture-api test', $8)",
             )
             .bind::<SqlUuid, _>(customer)
             .bind::<SqlUuid, _>(delivery.id.as_uuid())
@@ -336,6 +338,7 @@ impl PgStore {
             .bind::<Nullable<SmallInt>, _>(attempt.status_code.map(|s| s as i16))
             .bind::<Nullable<Text>, _>(&attempt.error)
             .bind::<Nullable<Text>, _>(&attempt.response_excerpt)
+            .bind::<Nullable<Text>, _>(&attempt.detail)
             .execute(conn)
             .await?;
             Ok::<_, diesel::result::Error>(Ok(()))

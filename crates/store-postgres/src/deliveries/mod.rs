@@ -212,6 +212,8 @@ impl DeliveryRepository for PgStore {
         attempt: &Attempt,
         next: NextStep,
     ) -> Result<()> {
+        // Whatever the receiver sent is made storable first (a NUL would fail the insert).
+        let attempt = &attempt.storable();
         let customer = delivery.customer_id.as_uuid();
         let id = delivery.id.as_uuid();
         let (status, next_at, delivered): (&str, Option<DateTime<Utc>>, bool) = match next {
@@ -225,8 +227,8 @@ impl DeliveryRepository for PgStore {
         let record = diesel::sql_query(
             "WITH attempt AS ( \
                  INSERT INTO webhook_attempts (customer_id, delivery_id, attempt, started_at, \
-                     latency_ms, status_code, error, response_excerpt, worker) \
-                 SELECT $1, $2, COALESCE(max(attempt), 0) + 1, $3, $4, $8, $6, $9, $7 \
+                     latency_ms, status_code, error, response_excerpt, worker, detail) \
+                 SELECT $1, $2, COALESCE(max(attempt), 0) + 1, $3, $4, $8, $6, $9, $7, $12 \
                  FROM webhook_attempts WHERE customer_id = $1 AND delivery_id = $2 \
                  RETURNING 1), \
              delivery AS ( \
@@ -253,7 +255,8 @@ impl DeliveryRepository for PgStore {
         .bind::<Nullable<diesel::sql_types::SmallInt>, _>(attempt.status_code.map(|s| s as i16))
         .bind::<Nullable<Text>, _>(attempt.response_excerpt.clone())
         .bind::<Text, _>(status)
-        .bind::<Nullable<Timestamptz>, _>(next_at);
+        .bind::<Nullable<Timestamptz>, _>(next_at)
+        .bind::<Nullable<Text>, _>(attempt.detail.clone());
         let mut conn = self.conn().await?;
         if next != NextStep::Gone {
             return record

@@ -96,6 +96,7 @@ struct AttemptRow {
     status_code: Option<i16>,
     error: Option<String>,
     response_excerpt: Option<String>,
+    detail: Option<String>,
 }
 
 impl From<AttemptRow> for Attempt {
@@ -107,6 +108,7 @@ impl From<AttemptRow> for Attempt {
             status_code: r.status_code.map(|s| s as u16),
             error: r.error,
             response_excerpt: r.response_excerpt,
+            detail: r.detail,
         }
     }
 }

@@ -120,7 +120,8 @@ impl PgStore {
                         previous_secret_nonce = CASE WHEN $6 THEN secret_nonce END, \
                         previous_secret_ciphertext = CASE WHEN $6 THEN secret_ciphertext END, \
                         previous_secret_expires_at = $7, \
-                        secret_key_id = $3, secret_nonce = $4, secret_ciphertext = $5 \
+                        secret_key_id = $3, secret_nonce = $4, secret_ciphertext = $5, \
+                        version = version + 1 \
                      WHERE customer_id = $1 AND id = $2 \
                      RETURNING id, name, webhook_url, webhook_type, event_types, active, \
                                created_at, deactivated_at, paused_at, disabled_at, \

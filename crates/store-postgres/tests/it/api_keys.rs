@@ -129,3 +129,45 @@ async fn key_scopes_cannot_be_changed_after_issue() {
         "the database refuses to change a key's scopes"
     );
 }
+
+#[tokio::test]
+async fn a_customer_holds_at_most_its_cap_of_active_keys() {
+    let db = TestDb::new().await;
+    let mut config = db.config();
+    config.max_active_keys = 2;
+    let store = posture_store_postgres::PgStore::new(&config).unwrap();
+    let scope = customer(&store, "A").await;
+    let other = customer(&store, "B").await;
+    let issue = |scope: posture_domain::CustomerScope, expires_at| {
+        let (key, _) = NewApiKey::generate(
+            scope.customer_id(),
+            "k".into(),
+            ScopeSet::all(),
+            expires_at,
+            Utc::now() - Duration::hours(1),
+        )
+        .unwrap();
+        store.insert_key(key, &Actor::Operator)
+    };
+    // An expired key does not count.
+    issue(scope, Some(Utc::now() - Duration::minutes(1)))
+        .await
+        .unwrap();
+    let first = issue(scope, None).await.unwrap();
+    issue(scope, None).await.unwrap();
+    let refused = issue(scope, None).await.unwrap_err();
+    assert!(
+        matches!(&refused, Error::Conflict(reason) if reason.contains("2 active keys")),
+        "{refused:?}"
+    );
+    issue(other, None)
+        .await
+        .expect("another customer has its own cap");
+    store
+        .revoke_key(None, first.id, &Actor::Operator)
+        .await
+        .unwrap();
+    issue(scope, None)
+        .await
+        .expect("a revoked key frees its place");
+}

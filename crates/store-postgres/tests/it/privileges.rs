@@ -253,3 +253,36 @@ fn a_runtime_role_name_is_a_plain_identifier() {
         assert!(bad.parse::<RuntimeRole>().is_err(), "{bad:?}");
     }
 }
+
+#[tokio::test]
+async fn the_owners_functions_qualify_their_names_and_search_pg_temp_last() {
+    let db = TestDb::new().await;
+    let mut conn = runtime(&db).await;
+    #[derive(diesel::QueryableByName)]
+    struct Setting {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        name: String,
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        config: String,
+    }
+    let settings: Vec<Setting> = diesel::sql_query(
+        "SELECT proname::text AS name, array_to_string(proconfig, ',') AS config \
+         FROM pg_proc WHERE proname IN ('posture_analyze', 'posture_uuid_v7')",
+    )
+    .load(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(settings.len(), 2);
+    for setting in settings {
+        assert_eq!(
+            setting.config, "search_path=pg_catalog, pg_temp",
+            "{}: a temporary table of the caller must not stand in for one of posture's",
+            setting.name
+        );
+    }
+    // And it still analyzes what it may.
+    diesel::sql_query("SELECT posture_analyze('findings')")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+}

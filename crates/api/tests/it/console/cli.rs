@@ -147,8 +147,9 @@ async fn operator_issuance_and_revocation_from_the_cli_are_in_the_customers_audi
         actions,
         [("key.revoked", "operator"), ("key.issued", "operator")]
     );
-    assert_eq!(log[0].key_id.to_string(), key_id);
-    assert_eq!(log[0].key_name, "ci");
+    let key = log[0].key.as_ref().unwrap();
+    assert_eq!(key.id.to_string(), key_id);
+    assert_eq!(key.name, "ci");
 }
 
 #[tokio::test]
@@ -165,4 +166,104 @@ async fn resealing_moves_console_client_secrets_to_the_new_key() {
         .open_client_secret(&setup.sealed_secret, scope.customer_id())
         .unwrap();
     assert_eq!(opened.expose(), SECRET);
+}
+
+#[tokio::test]
+async fn changing_who_can_be_an_admin_ends_the_sessions_and_both_commands_are_audited() {
+    let app = TestApp::start().await;
+    let (scope, id) = customer(&app, "Contoso").await;
+    let issuer = "https://login.contoso.example/v2.0";
+    assert_eq!(json_of(&set_sso(&app, &id, issuer))["sessionsEnded"], 0);
+    let alice = super::support::admin(&app, scope, "alice").await;
+    let keys = format!("/console/{id}/keys");
+    let signed_in = |admin: &super::support::Admin| {
+        let (app, keys) = (&app, &keys);
+        let cookie = admin.cookie();
+        async move {
+            super::support::browser()
+                .get(app.url(keys))
+                .header(reqwest::header::COOKIE, cookie)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                == reqwest::StatusCode::OK
+        }
+    };
+    assert!(signed_in(&alice).await);
+    // The same provider and rule (a new client secret): the session stays.
+    assert_eq!(json_of(&set_sso(&app, &id, issuer))["sessionsEnded"], 0);
+    assert!(signed_in(&alice).await);
+    // Another issuer: who is an admin may have changed, so the sessions end.
+    let moved = json_of(&set_sso(&app, &id, "https://idp.contoso.example"));
+    assert_eq!(moved["sessionsEnded"], 1);
+    assert!(
+        !signed_in(&alice).await,
+        "the session of the old provider ended"
+    );
+    let bob = super::support::admin(&app, scope, "bob").await;
+    let cleared = json_of(&posture_api(
+        &app,
+        &["customers", "sso", "clear", "--customer", &id],
+        &[],
+    ));
+    assert_eq!(
+        (cleared["removed"].clone(), cleared["sessionsEnded"].clone()),
+        (true.into(), 1.into())
+    );
+    assert!(!signed_in(&bob).await);
+
+    let log = app.store.audit_log(scope, 10).await.unwrap();
+    let lines: Vec<(&str, &str)> = log
+        .iter()
+        .map(|e| (e.action.as_str(), e.detail.as_deref().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            ("sso.cleared", "1 console session ended"),
+            (
+                "sso.set",
+                "issuer https://idp.contoso.example; 1 console session ended"
+            ),
+            (
+                "sso.set",
+                "issuer https://login.contoso.example/v2.0; no console session was open"
+            ),
+            (
+                "sso.set",
+                "issuer https://login.contoso.example/v2.0; no console session was open"
+            ),
+        ]
+    );
+    assert!(
+        log.iter()
+            .all(|e| e.actor_kind == "operator" && e.key.is_none())
+    );
+}
+
+#[tokio::test]
+async fn serve_reachable_from_elsewhere_needs_its_public_url_while_the_console_is_on() {
+    let app = TestApp::start().await;
+    let serve = |extra: &[(&str, &str)]| {
+        Command::new(env!("CARGO_BIN_EXE_posture-api"))
+            .arg("serve")
+            .env("DATABASE_URL", app.db.runtime_url())
+            .env("POSTURE_LOG", "warn")
+            .env("POSTURE_SECRET_KEY", KEY_7)
+            .env("POSTURE_BIND", "0.0.0.0:0")
+            .envs(extra.iter().copied())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    // The request's Host (or a client's Forwarded header) must not choose where a sign-in
+    // returns to: without POSTURE_PUBLIC_URL, serve does not start.
+    let refused = serve(&[]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("POSTURE_PUBLIC_URL is required"),
+        "{stderr}"
+    );
 }

@@ -183,7 +183,12 @@ async fn an_admin_signs_in_and_gets_a_session_cookie_with_every_flag() {
         .await
         .unwrap();
     assert!(html(keys, StatusCode::OK).await.contains("User alice"));
+}
 
+#[tokio::test]
+async fn behind_a_trusted_tls_proxy_the_session_cookie_is_secure_and_prefixed() {
+    let app = TestApp::behind_trusted_proxy().await;
+    let (provider, customer) = console_with_provider(&app).await;
     let over_tls = sign_in(
         &app,
         &provider,
@@ -192,7 +197,13 @@ async fn an_admin_signs_in_and_gets_a_session_cookie_with_every_flag() {
         |n| claims(&provider, "alice", &["posture-admins"], n),
     )
     .await;
-    let cookie = session_cookie(&over_tls).unwrap();
+    let cookie = over_tls
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .find(|c| c.starts_with("__Secure-posture_session=") && !c.contains("Max-Age=0"))
+        .expect("a __Secure- session cookie");
     assert!(
         cookie.contains("Secure") && cookie.contains("HttpOnly"),
         "{cookie}"
@@ -267,4 +278,137 @@ async fn every_sign_in_starts_a_new_session_and_ends_the_one_it_replaces() {
         .await
         .unwrap();
     assert_eq!(new.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_providers_claims_are_cleaned_and_a_broken_subject_is_refused() {
+    let app = TestApp::start().await;
+    let (provider, customer) = console_with_provider(&app).await;
+    let admin = |subject: &str, name: Value, nonce: &str| {
+        let mut claims = claims(&provider, subject, &["posture-admins"], nonce);
+        claims["name"] = name;
+        claims
+    };
+    // An empty name falls back to the subject; a NUL or a line break in one is cleaned.
+    for (name, shown) in [
+        (json!(""), "alice"),
+        (json!("   "), "alice"),
+        (json!("Alice\u{0}Admin"), "Alice Admin"),
+        (json!("Alice\nINFO key revoked"), "Alice INFO key revoked"),
+    ] {
+        let response = sign_in(&app, &provider, &customer, &[], |n| {
+            admin("alice", name.clone(), n)
+        })
+        .await;
+        let cookie = session_cookie(&response).expect("signed in");
+        let token = cookie.split(';').next().unwrap().to_owned();
+        let keys = browser()
+            .get(app.url(&format!("/console/{customer}/keys")))
+            .header(header::COOKIE, &token)
+            .send()
+            .await
+            .unwrap();
+        let page = html(keys, StatusCode::OK).await;
+        assert!(page.contains(shown), "{name}: {shown} not on the page");
+        // The admin can issue a key: its created-by (the display name) is storable.
+        let csrf = page
+            .split("name=\"csrf\" value=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap()
+            .to_owned();
+        let signed = super::support::Admin {
+            token: token.trim_start_matches("posture_session=").to_owned(),
+            csrf: csrf.clone(),
+            subject: "alice".into(),
+        };
+        let issued = super::support::post_form(
+            &app,
+            &format!("/console/{customer}/keys"),
+            &signed,
+            &[
+                ("csrf", &csrf),
+                ("name", "k"),
+                ("scope", "read:findings"),
+                ("expires", "never"),
+            ],
+        )
+        .await;
+        assert_ne!(issued.status(), StatusCode::INTERNAL_SERVER_ERROR, "{name}");
+    }
+    // A subject that is not an identifier is refused (it could be neither stored nor logged).
+    let response = sign_in(&app, &provider, &customer, &[], |n| {
+        admin("alice\nroot", json!("Alice"), n)
+    })
+    .await;
+    assert!(session_cookie(&response).is_none());
+    assert!(
+        html(response, StatusCode::BAD_REQUEST)
+            .await
+            .contains("could not be verified")
+    );
+}
+
+#[tokio::test]
+async fn a_discovery_document_cannot_send_posture_where_the_operator_did_not_allow() {
+    use posture_domain::{
+        console::{AdminRule, SsoConfig},
+        egress::EgressPolicy,
+        ports::{SignInError, SignInProvider as _},
+    };
+    // A provider on 127.0.0.1 whose discovery document names keys on 127.0.0.2, where an
+    // internal service listens: the operator allowed 127.0.0.1 only.
+    let probe = MockServer::builder()
+        .listener(std::net::TcpListener::bind("127.0.0.2:0").unwrap())
+        .start()
+        .await;
+    let provider = MockServer::start().await;
+    let issuer = provider.uri();
+    Mock::given(method("GET"))
+        .and(path("/.well-known/openid-configuration"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "issuer": issuer,
+            "authorization_endpoint": format!("{issuer}/authorize"),
+            "token_endpoint": format!("{}/token", probe.uri()),
+            "jwks_uri": format!("{}/internal", probe.uri()),
+            "response_types_supported": ["code"],
+            "subject_types_supported": ["public"],
+            "id_token_signing_alg_values_supported": ["ES256"],
+        })))
+        .mount(&provider)
+        .await;
+    let relying_party = posture_oidc::OidcSignIn::new(EgressPolicy {
+        allow_private: false,
+        allowed_networks: vec!["127.0.0.1/32".parse().unwrap()],
+    })
+    .unwrap();
+    let sso = SsoConfig {
+        customer_id: posture_domain::CustomerId::from_uuid(uuid::Uuid::now_v7()),
+        issuer: issuer.clone(),
+        client_id: "posture".into(),
+        admins: AdminRule {
+            claim: Some("groups".into()),
+            values: vec!["admins".into()],
+            subjects: vec![],
+        },
+        updated_at: chrono::Utc::now(),
+    };
+    let refused = relying_party
+        .start_sign_in(&sso, "http://127.0.0.1/console/x/callback")
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, SignInError::Provider(_)), "{refused:?}");
+    assert!(
+        probe.received_requests().await.unwrap().is_empty(),
+        "nothing reached the address the operator did not allow"
+    );
+    // Nor does a provider the operator did not list at all: loopback is refused outright.
+    let public_only = posture_oidc::OidcSignIn::new(EgressPolicy::public_only()).unwrap();
+    assert!(
+        public_only
+            .start_sign_in(&sso, "http://127.0.0.1/cb")
+            .await
+            .is_err()
+    );
+    assert!(provider.received_requests().await.unwrap().len() <= 1);
 }

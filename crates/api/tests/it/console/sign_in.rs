@@ -48,14 +48,53 @@ async fn sign_in_redirects_to_the_provider_with_pkce_state_and_nonce() {
     }
     assert!(!cookie.contains("Secure"), "plain HTTP: not Secure");
 
-    let over_tls = browser()
+    // From a client, forwarding headers are its own words: no Secure cookie, and the
+    // redirect URI is the connection's own host, whatever `Forwarded` says.
+    let spoofed = browser()
         .get(app.url(&start))
         .header("x-forwarded-proto", "https")
+        .header("x-forwarded-host", "evil.example")
+        .header("forwarded", "host=evil.example;proto=https")
+        .send()
+        .await
+        .unwrap();
+    let cookie = spoofed.headers()[header::SET_COOKIE].to_str().unwrap();
+    assert!(
+        cookie.starts_with("posture_sign_in=") && !cookie.contains("Secure"),
+        "{cookie}"
+    );
+    let to = url::Url::parse(&location(&spoofed)).unwrap();
+    let query: std::collections::HashMap<_, _> = to.query_pairs().into_owned().collect();
+    assert_eq!(
+        query["redirect_uri"],
+        app.url(&format!("/console/{customer}/callback"))
+    );
+}
+
+#[tokio::test]
+async fn behind_a_trusted_tls_proxy_cookies_are_secure_and_named_for_it() {
+    let app = TestApp::behind_trusted_proxy().await;
+    let provider = Provider::start().await;
+    let (scope, customer) = customer(&app, "Contoso").await;
+    configure_sso(&app, scope, &provider.issuer()).await;
+    let over_tls = browser()
+        .get(app.url(&format!("/console/{customer}/sign-in")))
+        .header("x-forwarded-proto", "https")
+        .header("x-forwarded-host", "posture.example.com")
         .send()
         .await
         .unwrap();
     let cookie = over_tls.headers()[header::SET_COOKIE].to_str().unwrap();
-    assert!(cookie.contains("Secure"), "HTTPS: Secure ({cookie})");
+    assert!(
+        cookie.starts_with("__Secure-posture_sign_in=") && cookie.contains("Secure"),
+        "HTTPS: Secure, with the prefix browsers enforce ({cookie})"
+    );
+    let to = url::Url::parse(&location(&over_tls)).unwrap();
+    let query: std::collections::HashMap<_, _> = to.query_pairs().into_owned().collect();
+    assert_eq!(
+        query["redirect_uri"],
+        format!("https://posture.example.com/console/{customer}/callback")
+    );
 }
 
 #[tokio::test]

@@ -1,18 +1,20 @@
 //! The customer console: sign-in configuration, pending sign-ins, sessions and the audit
 //! log. Every statement filters by the customer of its scope.
 
+mod settings;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection as _, RunQueryDsl};
 use posture_domain::{
-    CustomerScope, KeyId, Result,
+    CustomerScope, Result,
     console::{
         AdminRule, AuditEvent, ConsoleSession, MAX_PENDING_SIGN_INS, NewSession, PendingSignIn,
         SIGN_IN_LIFETIME, SessionPolicy, SsoConfig,
     },
     ids::CustomerId,
-    ports::{ConsoleRepository, ConsoleSetup},
+    ports::{ConsoleRepository, ConsoleSetup, SsoChange},
     secrets::SealedSecret,
 };
 use uuid::Uuid;
@@ -20,8 +22,8 @@ use uuid::Uuid;
 use crate::{
     PgStore,
     api_keys::db_now,
-    error::{db_error, is_foreign_key_violation},
-    schema::{console_audit, console_sessions, console_sign_ins, console_sso, customers},
+    error::db_error,
+    schema::{console_sessions, console_sign_ins, console_sso, customers},
 };
 
 #[derive(Queryable, Selectable)]
@@ -74,37 +76,9 @@ impl ConsoleRepository for PgStore {
         client_id: &str,
         sealed_secret: SealedSecret,
         admins: &AdminRule,
-    ) -> Result<SsoConfig> {
-        // The settings are replaced whole; the key column is not among them (the runtime
-        // role may update only the settings, runtime_grants.sql).
-        let settings = (
-            console_sso::issuer.eq(issuer),
-            console_sso::client_id.eq(client_id),
-            console_sso::secret_key_id.eq(&sealed_secret.key_id),
-            console_sso::secret_nonce.eq(&sealed_secret.nonce),
-            console_sso::secret_ciphertext.eq(&sealed_secret.ciphertext),
-            console_sso::admin_claim.eq(&admins.claim),
-            console_sso::admin_values.eq(&admins.values),
-            console_sso::admin_subjects.eq(&admins.subjects),
-            console_sso::updated_at.eq(Utc::now()),
-        );
+    ) -> Result<SsoChange> {
         let mut conn = self.conn().await?;
-        match diesel::insert_into(console_sso::table)
-            .values((
-                console_sso::customer_id.eq(scope.customer_id().as_uuid()),
-                settings,
-            ))
-            .on_conflict(console_sso::customer_id)
-            .do_update()
-            .set(settings)
-            .returning(SsoRow::as_returning())
-            .get_result::<SsoRow>(&mut conn)
-            .await
-        {
-            Ok(row) => Ok(row.split().0),
-            Err(e) if is_foreign_key_violation(&e) => Err(posture_domain::Error::NotFound),
-            Err(e) => Err(db_error(e)),
-        }
+        settings::set(&mut conn, scope, issuer, client_id, sealed_secret, admins).await
     }
 
     async fn console_setup(&self, scope: CustomerScope) -> Result<Option<ConsoleSetup>> {
@@ -127,26 +101,9 @@ impl ConsoleRepository for PgStore {
         }))
     }
 
-    async fn clear_sso(&self, scope: CustomerScope) -> Result<bool> {
-        let customer = scope.customer_id().as_uuid();
+    async fn clear_sso(&self, scope: CustomerScope) -> Result<Option<u64>> {
         let mut conn = self.conn().await?;
-        conn.transaction(async |conn| {
-            diesel::update(
-                console_sessions::table
-                    .filter(console_sessions::customer_id.eq(customer))
-                    .filter(console_sessions::ended_at.is_null()),
-            )
-            .set(console_sessions::ended_at.eq(db_now()))
-            .execute(conn)
-            .await?;
-            let removed =
-                diesel::delete(console_sso::table.filter(console_sso::customer_id.eq(customer)))
-                    .execute(conn)
-                    .await?;
-            Ok::<_, diesel::result::Error>(removed > 0)
-        })
-        .await
-        .map_err(db_error)
+        settings::clear(&mut conn, scope).await
     }
 
     async fn begin_sign_in(
@@ -313,51 +270,8 @@ impl ConsoleRepository for PgStore {
     }
 
     async fn audit_log(&self, scope: CustomerScope, limit: u32) -> Result<Vec<AuditEvent>> {
-        type AuditRow = (
-            DateTime<Utc>,
-            String,
-            String,
-            String,
-            String,
-            Uuid,
-            String,
-            String,
-        );
         let mut conn = self.conn().await?;
-        let rows: Vec<AuditRow> = console_audit::table
-            .filter(console_audit::customer_id.eq(scope.customer_id().as_uuid()))
-            .order((console_audit::at.desc(), console_audit::id.desc()))
-            .limit(i64::from(limit))
-            .select((
-                console_audit::at,
-                console_audit::actor_kind,
-                console_audit::actor_subject,
-                console_audit::actor_name,
-                console_audit::action,
-                console_audit::key_id,
-                console_audit::key_name,
-                console_audit::key_prefix,
-            ))
-            .load(&mut conn)
-            .await
-            .map_err(db_error)?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(at, actor_kind, actor_subject, actor_name, action, key, key_name, key_prefix)| {
-                    AuditEvent {
-                        at,
-                        actor_kind,
-                        actor_subject,
-                        actor_name,
-                        action,
-                        key_id: KeyId::from_uuid(key),
-                        key_name,
-                        key_prefix,
-                    }
-                },
-            )
-            .collect())
+        settings::audit_log(&mut conn, scope, limit).await
     }
 
     async fn client_secrets_sealed_with_other_keys(

@@ -1,0 +1,79 @@
+//! What a test delivery (`POST /webhooks/{id}/test`) carries: nothing for a ping, one
+//! sample finding otherwise — marked as a sample in its id, type and title — with how it
+//! changed for a lifecycle event.
+
+use chrono::{DateTime, Utc};
+
+use crate::{
+    delivery::{ChangedField, DeliveryEvent, FindingChange},
+    finding::{Finding, FindingStatus, FindingType, Severity},
+    ids::CloudTenantId,
+};
+
+/// The finding a test delivery of a finding event type carries: marked as a sample in its
+/// id, type and title, about no identity, in `tenant`.
+pub fn sample_finding(severity: Severity, tenant: CloudTenantId, now: DateTime<Utc>) -> Finding {
+    Finding {
+        id: format!("sample-{severity}")
+            .parse()
+            .expect("a sample id is a finding id"),
+        cloud_tenant_id: tenant,
+        finding_type: "sample_test_delivery"
+            .parse::<FindingType>()
+            .expect("a sample type is a finding type"),
+        severity,
+        status: FindingStatus::Open,
+        title: format!("Sample {severity} finding (test delivery)"),
+        description: Some(
+            "Sent by POST /webhooks/{id}/test: not a real finding. Real deliveries have the \
+             same shape."
+                .to_owned(),
+        ),
+        identity: None,
+        detected_at: now,
+        updated_at: now,
+        modified_at: now,
+    }
+}
+
+/// What a test delivery of `event` carries: nothing for a ping; one sample finding for a
+/// new-finding event; one sample finding and how it changed for a lifecycle event.
+pub fn test_sample(
+    event: DeliveryEvent,
+    tenant: CloudTenantId,
+    now: DateTime<Utc>,
+) -> (Vec<Finding>, Vec<FindingChange>) {
+    let change = |field, from: &str, to: &str| FindingChange {
+        field,
+        from: from.to_owned(),
+        to: to.to_owned(),
+    };
+    let (severity, status, change) = match event {
+        DeliveryEvent::Ping => return (Vec::new(), Vec::new()),
+        DeliveryEvent::FindingResolved => (
+            Severity::High,
+            FindingStatus::Resolved,
+            Some(change(ChangedField::Status, "open", "resolved")),
+        ),
+        DeliveryEvent::FindingReopened => (
+            Severity::High,
+            FindingStatus::Open,
+            Some(change(ChangedField::Status, "resolved", "open")),
+        ),
+        DeliveryEvent::FindingSeverityChanged => (
+            Severity::High,
+            FindingStatus::Open,
+            Some(change(ChangedField::Severity, "medium", "high")),
+        ),
+        other => (
+            other.severity().unwrap_or(Severity::High),
+            FindingStatus::Open,
+            None,
+        ),
+    };
+    let finding = Finding {
+        status,
+        ..sample_finding(severity, tenant, now)
+    };
+    (vec![finding], change.into_iter().collect())
+}

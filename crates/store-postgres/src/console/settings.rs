@@ -1,0 +1,216 @@
+//! A customer's sign-in settings, changed by an operator, and the customer's audit log.
+//!
+//! A change of who can be an admin (another issuer, another admin rule) ends the customer's
+//! console sessions in the same transaction: a session is only as good as the rule it was
+//! admitted by. Setting and clearing are both written to the customer's audit log, with the
+//! sessions they ended.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl};
+use posture_domain::{
+    CustomerScope, KeyId, Result,
+    console::{Actor, AdminRule, AuditEvent, AuditedKey},
+    ports::SsoChange,
+    secrets::SealedSecret,
+};
+use uuid::Uuid;
+
+use super::SsoRow;
+use crate::{
+    api_keys::db_now,
+    error::{db_error, is_foreign_key_violation},
+    schema::{console_audit, console_sessions, console_sso},
+};
+
+/// Ends the customer's live sessions; returns how many.
+async fn end_sessions(conn: &mut AsyncPgConnection, customer: Uuid) -> QueryResult<u64> {
+    diesel::update(
+        console_sessions::table
+            .filter(console_sessions::customer_id.eq(customer))
+            .filter(console_sessions::ended_at.is_null()),
+    )
+    .set(console_sessions::ended_at.eq(db_now()))
+    .execute(conn)
+    .await
+    .map(|n| n as u64)
+}
+
+/// A line of the customer's audit log about its sign-in settings, by the operator.
+async fn audit(
+    conn: &mut AsyncPgConnection,
+    customer: Uuid,
+    action: &str,
+    detail: String,
+) -> QueryResult<()> {
+    let by = Actor::Operator;
+    diesel::insert_into(console_audit::table)
+        .values((
+            console_audit::customer_id.eq(customer),
+            console_audit::id.eq(Uuid::now_v7()),
+            console_audit::actor_kind.eq(by.kind()),
+            console_audit::actor_subject.eq(by.subject()),
+            console_audit::actor_name.eq(by.name()),
+            console_audit::action.eq(action),
+            console_audit::detail.eq(detail),
+        ))
+        .execute(conn)
+        .await
+        .map(drop)
+}
+
+fn sessions_ended(n: u64) -> String {
+    match n {
+        0 => "no console session was open".to_owned(),
+        1 => "1 console session ended".to_owned(),
+        n => format!("{n} console sessions ended"),
+    }
+}
+
+/// Sets or replaces the settings; ends the sessions when who can be an admin changed.
+pub(super) async fn set(
+    conn: &mut AsyncPgConnection,
+    scope: CustomerScope,
+    issuer: &str,
+    client_id: &str,
+    sealed_secret: SealedSecret,
+    admins: &AdminRule,
+) -> Result<SsoChange> {
+    let customer = scope.customer_id().as_uuid();
+    let settings = (
+        console_sso::issuer.eq(issuer),
+        console_sso::client_id.eq(client_id),
+        console_sso::secret_key_id.eq(&sealed_secret.key_id),
+        console_sso::secret_nonce.eq(&sealed_secret.nonce),
+        console_sso::secret_ciphertext.eq(&sealed_secret.ciphertext),
+        console_sso::admin_claim.eq(&admins.claim),
+        console_sso::admin_values.eq(&admins.values),
+        console_sso::admin_subjects.eq(&admins.subjects),
+        console_sso::updated_at.eq(Utc::now()),
+    );
+    let outcome = conn
+        .transaction(async |conn| {
+            let before: Option<SsoRow> = console_sso::table
+                .find(customer)
+                .select(SsoRow::as_select())
+                .for_update()
+                .first(conn)
+                .await
+                .optional()?;
+            let row: SsoRow = diesel::insert_into(console_sso::table)
+                .values((console_sso::customer_id.eq(customer), settings))
+                .on_conflict(console_sso::customer_id)
+                .do_update()
+                .set(settings)
+                .returning(SsoRow::as_returning())
+                .get_result(conn)
+                .await?;
+            // The client's id or secret alone does not change who is an admin.
+            let admits_otherwise = before.is_none_or(|b| {
+                b.issuer != issuer
+                    || b.admin_claim != admins.claim
+                    || b.admin_values != admins.values
+                    || b.admin_subjects != admins.subjects
+            });
+            let ended = if admits_otherwise {
+                end_sessions(conn, customer).await?
+            } else {
+                0
+            };
+            let detail = format!("issuer {issuer}; {}", sessions_ended(ended));
+            audit(conn, customer, "sso.set", detail).await?;
+            Ok::<_, diesel::result::Error>(SsoChange {
+                sso: row.split().0,
+                sessions_ended: ended,
+            })
+        })
+        .await;
+    match outcome {
+        Ok(change) => Ok(change),
+        Err(e) if is_foreign_key_violation(&e) => Err(posture_domain::Error::NotFound),
+        Err(e) => Err(db_error(e)),
+    }
+}
+
+/// Removes the settings and ends every session; `None` if there were none.
+pub(super) async fn clear(
+    conn: &mut AsyncPgConnection,
+    scope: CustomerScope,
+) -> Result<Option<u64>> {
+    let customer = scope.customer_id().as_uuid();
+    conn.transaction(async |conn| {
+        let ended = end_sessions(conn, customer).await?;
+        let removed =
+            diesel::delete(console_sso::table.filter(console_sso::customer_id.eq(customer)))
+                .execute(conn)
+                .await?;
+        if removed == 0 {
+            return Ok(None);
+        }
+        audit(conn, customer, "sso.cleared", sessions_ended(ended)).await?;
+        Ok::<_, diesel::result::Error>(Some(ended))
+    })
+    .await
+    .map_err(db_error)
+}
+
+/// The customer's audit log, newest first.
+pub(super) async fn audit_log(
+    conn: &mut AsyncPgConnection,
+    scope: CustomerScope,
+    limit: u32,
+) -> Result<Vec<AuditEvent>> {
+    type AuditRow = (
+        DateTime<Utc>,
+        String,
+        String,
+        String,
+        String,
+        Option<Uuid>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    );
+    let rows: Vec<AuditRow> = console_audit::table
+        .filter(console_audit::customer_id.eq(scope.customer_id().as_uuid()))
+        .order((console_audit::at.desc(), console_audit::id.desc()))
+        .limit(i64::from(limit))
+        .select((
+            console_audit::at,
+            console_audit::actor_kind,
+            console_audit::actor_subject,
+            console_audit::actor_name,
+            console_audit::action,
+            console_audit::key_id,
+            console_audit::key_name,
+            console_audit::key_prefix,
+            console_audit::detail,
+        ))
+        .load(conn)
+        .await
+        .map_err(db_error)?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(at, actor_kind, actor_subject, actor_name, action, id, name, prefix, detail)| {
+                let key = match (id, name, prefix) {
+                    (Some(id), Some(name), Some(prefix)) => Some(AuditedKey {
+                        id: KeyId::from_uuid(id),
+                        name,
+                        prefix,
+                    }),
+                    _ => None,
+                };
+                AuditEvent {
+                    at,
+                    actor_kind,
+                    actor_subject,
+                    actor_name,
+                    action,
+                    key,
+                    detail,
+                }
+            },
+        )
+        .collect())
+}
