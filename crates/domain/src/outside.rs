@@ -50,7 +50,7 @@ pub fn one_line(text: &str, max_bytes: usize) -> String {
             break;
         }
     }
-    bounded(&line, max_bytes).to_owned()
+    bounded(&line, max_bytes).trim_end().to_owned()
 }
 
 #[cfg(test)]
@@ -73,7 +73,7 @@ mod tests {
     #[test]
     fn the_bound_falls_on_a_character_boundary() {
         assert_eq!(excerpt("ééé", 5), "éé");
-        assert_eq!(one_line("aa éé", 4), "aa ");
+        assert_eq!(one_line("aa éé", 4), "aa");
         assert_eq!(excerpt("short", 1024), "short");
     }
 }

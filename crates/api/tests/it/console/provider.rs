@@ -79,6 +79,11 @@ impl Provider {
     /// The token endpoint answers (once) with an ID token of these claims, if the request
     /// carries the PKCE verifier and the client's credentials.
     async fn will_issue(&self, claims: &Value) {
+        self.will_issue_token(self.id_token(claims)).await;
+    }
+
+    /// The token endpoint answers (once) with this ID token, whatever it is.
+    async fn will_issue_token(&self, id_token: String) {
         Mock::given(method("POST"))
             .and(path("/token"))
             .and(body_string_contains("grant_type=authorization_code"))
@@ -86,7 +91,7 @@ impl Provider {
             .and(header_exists("authorization"))
             .respond_with(ResponseTemplate::new(200).set_body_json(json!({
                 "access_token": "at", "token_type": "Bearer", "expires_in": 300,
-                "id_token": self.id_token(claims),
+                "id_token": id_token,
             })))
             .up_to_n_times(1)
             .mount(&self.server)
@@ -411,4 +416,77 @@ async fn a_discovery_document_cannot_send_posture_where_the_operator_did_not_all
             .is_err()
     );
     assert!(provider.received_requests().await.unwrap().len() <= 1);
+}
+
+#[tokio::test]
+async fn unsigned_and_symmetrically_signed_id_tokens_are_refused() {
+    use hmac::{KeyInit as _, Mac as _};
+    let app = TestApp::start().await;
+    let (provider, customer) = console_with_provider(&app).await;
+    // The provider signs with ES256 only: `alg: none`, and HS256 keyed with the client
+    // secret (which the attacker may know), must not pass.
+    let forge = |alg: &str, claims: &Value| {
+        let header = b64(format!(r#"{{"alg":"{alg}","typ":"JWT"}}"#).as_bytes());
+        let input = format!("{header}.{}", b64(claims.to_string().as_bytes()));
+        let signature = match alg {
+            "HS256" => {
+                let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(b"client-secret").unwrap();
+                mac.update(input.as_bytes());
+                b64(&mac.finalize().into_bytes())
+            }
+            _ => String::new(),
+        };
+        format!("{input}.{signature}")
+    };
+    for alg in ["none", "HS256"] {
+        let start = browser()
+            .get(app.url(&format!("/console/{customer}/sign-in")))
+            .send()
+            .await
+            .unwrap();
+        let to = url::Url::parse(&location(&start)).unwrap();
+        let query: std::collections::HashMap<_, _> = to.query_pairs().into_owned().collect();
+        let binding = start.headers()[header::SET_COOKIE].to_str().unwrap();
+        let binding = binding.split(';').next().unwrap().to_owned();
+        let claims = claims(&provider, "mallory", &["posture-admins"], &query["nonce"]);
+        provider.will_issue_token(forge(alg, &claims)).await;
+        let callback = browser()
+            .get(app.url(&format!(
+                "/console/{customer}/callback?code=the-code&state={}",
+                query["state"]
+            )))
+            .header(header::COOKIE, binding)
+            .send()
+            .await
+            .unwrap();
+        assert!(session_cookie(&callback).is_none(), "{alg}");
+        let body = html(callback, StatusCode::BAD_REQUEST).await;
+        assert!(body.contains("could not be verified"), "{alg}");
+    }
+}
+
+#[tokio::test]
+async fn a_display_name_from_the_provider_is_escaped_on_every_page() {
+    let app = TestApp::start().await;
+    let (provider, customer) = console_with_provider(&app).await;
+    let response = sign_in(&app, &provider, &customer, &[], |n| {
+        let mut claims = claims(&provider, "alice", &["posture-admins"], n);
+        claims["name"] = json!("<script>alert(1)</script>");
+        claims
+    })
+    .await;
+    let cookie = session_cookie(&response).unwrap();
+    let token = cookie.split(';').next().unwrap().to_owned();
+    let keys = browser()
+        .get(app.url(&format!("/console/{customer}/keys")))
+        .header(header::COOKIE, &token)
+        .send()
+        .await
+        .unwrap();
+    let page = html(keys, StatusCode::OK).await;
+    assert!(
+        page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "escaped"
+    );
+    assert!(!page.contains("<script>alert(1)"), "never as markup");
 }

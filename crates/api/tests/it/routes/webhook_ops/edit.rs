@@ -265,3 +265,33 @@ async fn a_subscription_failing_for_days_is_disabled_and_can_be_re_enabled() {
         "the failure clock starts afresh"
     );
 }
+
+#[tokio::test]
+async fn a_patch_keeps_the_address_rules_of_a_creation() {
+    let app = std::sync::Arc::new(crate::support::TestApp::strict_webhooks().await);
+    let ops = Ops::on(app, "A").await;
+    let (webhook, _) = ops
+        .subscribe("https://hooks.example.com/a", "generic", &["finding_high"])
+        .await;
+    for url in [
+        "https://127.0.0.1/x",
+        "https://169.254.169.254/latest/meta-data",
+        "https://[::1]/x",
+        "https://localhost/x",
+        "http://hooks.example.com/x",
+        "https://hooks.example.com:22/x",
+    ] {
+        let response = ops.patch(&webhook, json!({"webhookUrl": url}), &[]).await;
+        let reason = assert_error(
+            response,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unprocessable_entity",
+        )
+        .await;
+        assert!(reason.contains("webhookUrl"), "{url}: {reason}");
+    }
+    assert_eq!(
+        ops.subscription(&webhook).await["webhookUrl"],
+        "https://hooks.example.com/a"
+    );
+}
