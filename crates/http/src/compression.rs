@@ -11,13 +11,14 @@
 //! * A client that accepts no encoding posture has, identity included (`identity;q=0`), gets
 //!   the identity anyway (RFC 9110 allows it), never a 406.
 //!
-//! Every body that could have been compressed says `Vary: Accept-Encoding`. The encoders
-//! are actix-http's (flate2 and zstd), at their fast levels.
+//! Every body that could have been compressed says `Vary: Accept-Encoding`. A whole body is
+//! compressed at once on the worker's thread (flate2's fast level, zstd's level 3); a stream
+//! goes through actix-http's encoder, chunk by chunk.
 
 use actix_http::{ResponseHead, body::BodySize, encoding::Encoder};
 use actix_web::{
     Error,
-    body::MessageBody,
+    body::{BoxBody, EitherBody, MessageBody},
     dev::{ServiceRequest, ServiceResponse},
     http::{
         StatusCode,
@@ -66,6 +67,27 @@ fn compressible(head: &ResponseHead, size: BodySize) -> bool {
         && !head.status.is_informational()
 }
 
+/// A whole body, compressed here, on the worker's own thread: actix-http's encoder hands
+/// every chunk over 1 KiB to the blocking pool, a thread hop per response that cut a list's
+/// throughput to a quarter (docs/performance.md, "Compression"). `None` if it fails.
+fn compressed(encoding: ContentEncoding, body: &[u8]) -> Option<Vec<u8>> {
+    match encoding {
+        ContentEncoding::Gzip => {
+            let mut encoder = flate2::write::GzEncoder::new(
+                Vec::with_capacity(body.len() / 4),
+                flate2::Compression::fast(),
+            );
+            std::io::Write::write_all(&mut encoder, body).ok()?;
+            encoder.finish().ok()
+        }
+        ContentEncoding::Zstd => zstd::bulk::compress(body, ZSTD_LEVEL).ok(),
+        _ => None,
+    }
+}
+
+/// zstd's level (actix-http's streaming encoder uses the same).
+const ZSTD_LEVEL: i32 = 3;
+
 /// The middleware (outside the JSON error bodies, inside the access log).
 pub(crate) async fn compress(
     req: ServiceRequest,
@@ -74,16 +96,34 @@ pub(crate) async fn compress(
     let encoding = negotiated(&req);
     let response = next.call(req).await?;
     Ok(response.map_body(move |head, body| {
+        let as_it_is = |head: &mut ResponseHead, body| {
+            EitherBody::left(Encoder::response(ContentEncoding::Identity, head, body))
+        };
         if !compressible(head, body.size()) {
-            return Encoder::response(ContentEncoding::Identity, head, body);
+            return as_it_is(head, body);
         }
+        // The representation varies with the request's `Accept-Encoding` whatever it got.
+        head.headers_mut()
+            .append(header::VARY, HeaderValue::from_static("accept-encoding"));
         if encoding == ContentEncoding::Identity {
-            // The representation varies with the request's `Accept-Encoding` all the same.
-            head.headers_mut()
-                .append(header::VARY, HeaderValue::from_static("accept-encoding"));
+            return as_it_is(head, body);
         }
-        // The encoder sets `Content-Encoding` and `Vary`, and drops the `Content-Length`.
-        Encoder::response(encoding, head, body)
+        match body.try_into_bytes() {
+            Ok(bytes) => match compressed(encoding, &bytes) {
+                Some(smaller) => {
+                    head.headers_mut()
+                        .insert(header::CONTENT_ENCODING, encoding.to_header_value());
+                    EitherBody::right(BoxBody::new(smaller))
+                }
+                None => EitherBody::right(BoxBody::new(bytes)),
+            },
+            // A stream (an export): compressed as it streams, memory flat. The encoder sets
+            // `Content-Encoding` (and `Vary` again, harmlessly).
+            Err(stream) => {
+                head.headers_mut().remove(header::VARY);
+                EitherBody::left(Encoder::response(encoding, head, stream))
+            }
+        }
     }))
 }
 

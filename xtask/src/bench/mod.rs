@@ -64,6 +64,10 @@ pub struct BenchArgs {
     /// shape, and its ratio.
     #[arg(long)]
     scale: bool,
+    /// Measure only what response compression costs and saves (`compression.rs`), on the
+    /// same data.
+    #[arg(long)]
+    compression_only: bool,
     /// The two sizes of `--scale`, in findings, smaller first.
     #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
     scale_sizes: Vec<usize>,
@@ -113,10 +117,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
             args.pool_size,
             &mut figures,
         )?;
-        let path = report::write(&figures).context("writing the report")?;
-        report::print(&figures);
-        eprintln_status(&format!("figures written to {}", path.display()));
-        return Ok(());
+        return finish(&figures);
     }
 
     let data = GenDataArgs {
@@ -139,6 +140,11 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
 
     let server = http::Server::start(&bin, &postgres.url, None, args.pool_size)?;
     let postmaster = cpu::postmaster_pid(&postgres.data_dir())?;
+    if args.compression_only {
+        compression::run(&server, postmaster, &loaded, duration, &mut figures)?;
+        drop(server);
+        return finish(&figures);
+    }
     let peer = match peer::find() {
         // PostgREST's pool as posture's (4 unless --pool-size says otherwise).
         Some(postgrest) => Some(peer::Peer::start(
@@ -259,9 +265,13 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
     limiter::redis_check_latency(&redis.url(), 16, &mut figures)?;
     drop(redis);
     drop(postgres);
+    finish(&figures)
+}
 
-    let path = report::write(&figures).context("writing the report")?;
-    report::print(&figures);
+/// Writes the report and prints it.
+fn finish(figures: &[Figure]) -> anyhow::Result<()> {
+    let path = report::write(figures).context("writing the report")?;
+    report::print(figures);
     eprintln_status(&format!("figures written to {}", path.display()));
     Ok(())
 }
