@@ -113,6 +113,9 @@ pub fn run_fuzz(args: &FuzzArgs) -> anyhow::Result<()> {
         "schemathesis, seed {seed} (reproduce: cargo xtask fuzz --seed {seed})"
     ));
     let report = project_root().join("target").join("fuzz-report");
+    // Its working directory: schemathesis keeps its cache (`.schemathesis/`) there.
+    let workdir = project_root().join("target").join("fuzz");
+    std::fs::create_dir_all(&workdir)?;
     let status = Command::new(&schemathesis)
         .arg("run")
         .arg(format!("http://{bind}/api/v1/openapi.json"))
@@ -131,7 +134,7 @@ pub fn run_fuzz(args: &FuzzArgs) -> anyhow::Result<()> {
         // The contract's one unstated rule: only this server's own cursors are accepted.
         .env("PYTHONPATH", project_root().join("xtask").join("fuzz"))
         .env("SCHEMATHESIS_HOOKS", "posture_hooks")
-        .current_dir(project_root())
+        .current_dir(&workdir)
         .status()
         .context("running schemathesis")?;
     let logged = std::fs::read_to_string(&log).unwrap_or_default();

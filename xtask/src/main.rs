@@ -14,12 +14,14 @@ mod files;
 mod fuzz;
 mod gen_data;
 mod monitoring_check;
+mod notices;
 mod openapi;
 mod pgbouncer;
 mod posture;
 mod process;
 mod schema;
 mod servers;
+mod setup;
 mod test;
 mod tidy;
 mod vendor_docs;
@@ -78,6 +80,18 @@ enum Task {
     /// Mixed traffic for N minutes, failing if memory, descriptors, connections or queues
     /// grow.
     Soak(chaos::soak::SoakArgs),
+    /// Install what a task needs from the machine (`ci`: everything `.ci/run` runs). Every
+    /// task does this for itself first; this runs it alone.
+    Setup {
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(setup::TASKS))]
+        task: String,
+    },
+    /// Render THIRD-PARTY-NOTICES.md with cargo-about (`--check`: fail if stale or a license
+    /// is not accepted by about.toml).
+    Notices {
+        #[arg(long)]
+        check: bool,
+    },
     /// Refresh the API reference page's script vendored into posture-api (npm, from
     /// xtask/docs-page/package-lock.json).
     VendorDocs,
@@ -85,26 +99,57 @@ enum Task {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.task {
-        Task::Test { args } => test::run(&args),
-        Task::Openapi { check } => openapi::run(check),
-        Task::Schema { check } => schema::run(check),
-        Task::Tidy => tidy::run(),
-        Task::Fuzz(args) => fuzz::run_fuzz(&args),
-        Task::ConsoleE2e => console_e2e::run_console_e2e(),
-        Task::Demo(args) => demo::run_demo(&args),
-        Task::Clients => clients::run_clients(),
-        Task::GenData(args) => gen_data::run(&args),
-        Task::Bench(args) => bench::run_bench(&args),
-        Task::Chaos(args) => chaos::run(&args),
-        Task::Soak(args) => chaos::soak::run_soak(&args),
-        Task::VendorDocs => vendor_docs::run(),
-    };
+    let result = setup::ensure(cli.task.name()).and_then(|()| cli.task.run());
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             process::eprintln_status(&format!("error: {e:#}"));
             ExitCode::FAILURE
+        }
+    }
+}
+
+impl Task {
+    /// The name [`setup::needs`] knows the task by.
+    fn name(&self) -> &'static str {
+        match self {
+            Task::Test { .. } => "test",
+            Task::Fuzz(_) => "fuzz",
+            Task::ConsoleE2e => "console-e2e",
+            Task::Clients => "clients",
+            Task::Demo(_) => "demo",
+            Task::Bench(_) => "bench",
+            Task::Chaos(_) => "chaos",
+            Task::Soak(_) => "soak",
+            Task::Schema { .. } => "schema",
+            Task::Openapi { .. }
+            | Task::Tidy
+            | Task::GenData(_)
+            | Task::Setup { .. }
+            | Task::Notices { .. } => "",
+            Task::VendorDocs => "vendor-docs",
+        }
+    }
+
+    fn run(self) -> anyhow::Result<()> {
+        match self {
+            Task::Test { args } => test::run(&args),
+            Task::Openapi { check } => openapi::run(check),
+            Task::Schema { check } => schema::run(check),
+            Task::Tidy => tidy::run(),
+            Task::Fuzz(args) => fuzz::run_fuzz(&args),
+            Task::ConsoleE2e => console_e2e::run_console_e2e(),
+            Task::Demo(args) => demo::run_demo(&args),
+            Task::Clients => clients::run_clients(),
+            Task::GenData(args) => gen_data::run(&args),
+            Task::Bench(args) => bench::run_bench(&args),
+            Task::Chaos(args) => chaos::run(&args),
+            Task::Soak(args) => chaos::soak::run_soak(&args),
+            Task::Setup { task } => setup::ensure(&task).map(|()| {
+                process::eprintln_status(&format!("{task}: everything it needs is here"));
+            }),
+            Task::Notices { check } => notices::run(check),
+            Task::VendorDocs => vendor_docs::run(),
         }
     }
 }

@@ -2,11 +2,17 @@
 //! (`TEST_PGBOUNCER`). Transaction pooling with prepared statements needs PgBouncer 1.21
 //! or later (`max_prepared_statements`); Debian 12 ships 1.18, so when no recent enough
 //! `pgbouncer` is on PATH, 1.24.1 is built from Debian's source tarball (checked against its
-//! SHA-256) into `target/pgbouncer`, once. Building needs a C compiler, make, pkg-config
-//! and the headers of libevent, OpenSSL and c-ares (Debian: `apt-get install -y
-//! libevent-dev libssl-dev libc-ares-dev pkg-config make`).
+//! SHA-256) into `target/pgbouncer`, once. The tarball comes from the archives this
+//! machine's apt is configured with (`apt-get indextargets`; their pool holds the sources of
+//! every release, Ubuntu's too), through apt's proxy if it has one: no host is named here,
+//! since machines in companies and in CI often reach packages only through their own
+//! mirror. Building needs what `setup::PGBOUNCER` installs: a C compiler, make, pkg-config
+//! and the headers of libevent, OpenSSL and c-ares.
 
-use std::{path::PathBuf, process::Command};
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
 
 use anyhow::{Context as _, bail};
 use sha2::{Digest as _, Sha256};
@@ -17,8 +23,11 @@ use crate::{
 };
 
 const VERSION: &str = "1.24.1";
-const SOURCE: &str =
-    "http://deb.debian.org/debian/pool/main/p/pgbouncer/pgbouncer_1.24.1.orig.tar.gz";
+/// Where the tarball lies in a Debian or Ubuntu archive (main, or Ubuntu's universe).
+const POOL_PATHS: [&str; 2] = [
+    "pool/main/p/pgbouncer/pgbouncer_1.24.1.orig.tar.gz",
+    "pool/universe/p/pgbouncer/pgbouncer_1.24.1.orig.tar.gz",
+];
 const SOURCE_SHA256: &str = "da72a3aba13072876d055a3e58dd4aba4a5de4ed6148e73033185245598fd3e0";
 
 /// Whether `binary` is PgBouncer 1.21 or later.
@@ -31,16 +40,99 @@ fn recent_enough(binary: &std::path::Path) -> bool {
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (1, 21)
 }
 
+/// A PgBouncer of 1.21 or later already here: on PATH, or built into `target/pgbouncer`.
+pub fn at_hand() -> Option<PathBuf> {
+    on_path("pgbouncer")
+        .filter(|p| recent_enough(p))
+        .or_else(|| Some(built()).filter(|b| b.is_file() && recent_enough(b)))
+}
+
+fn built() -> PathBuf {
+    project_root().join("target/pgbouncer/bin/pgbouncer")
+}
+
+/// The archives apt fetches from on this machine (`http://…/debian/`), as apt itself reads
+/// its sources (one-line and deb822 files alike).
+fn apt_archives() -> Vec<String> {
+    let listed = output(Command::new("apt-get").args(["indextargets", "--format", "$(REPO_URI)"]))
+        .unwrap_or_default();
+    let mut archives: Vec<String> = Vec::new();
+    for uri in listed
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("http"))
+    {
+        let uri = if uri.ends_with('/') {
+            uri.to_owned()
+        } else {
+            format!("{uri}/")
+        };
+        if !archives.contains(&uri) {
+            archives.push(uri);
+        }
+    }
+    archives
+}
+
+/// Apt's proxy for `scheme` (`Acquire::http::Proxy`), if one is configured.
+fn apt_proxy(scheme: &str) -> Option<String> {
+    let key = format!("Acquire::{scheme}::Proxy");
+    let value = output(Command::new("apt-config").args(["shell", "P", &key])).ok()?;
+    let value = value.trim().strip_prefix("P=")?.trim_matches('\'');
+    (!value.is_empty() && value != "DIRECT").then(|| value.to_owned())
+}
+
+/// Downloads the source tarball from the first of apt's archives that has it and whose copy
+/// matches the checksum.
+fn download(tarball: &Path) -> anyhow::Result<()> {
+    let archives = apt_archives();
+    if archives.is_empty() {
+        bail!(
+            "no package archive is configured for apt here (apt-get indextargets lists none): \
+             put pgbouncer 1.21 or later on PATH"
+        );
+    }
+    let mut tried = Vec::new();
+    for url in archives
+        .iter()
+        .flat_map(|archive| POOL_PATHS.map(|path| format!("{archive}{path}")))
+    {
+        let mut curl = Command::new("curl");
+        curl.args(["-sSfL", "--retry", "2", "-o"])
+            .arg(tarball)
+            .arg(&url);
+        for scheme in ["http", "https"] {
+            if let Some(proxy) = apt_proxy(scheme) {
+                curl.env(format!("{scheme}_proxy"), proxy);
+            }
+        }
+        curl.stderr(std::process::Stdio::null());
+        if !curl.status().is_ok_and(|s| s.success()) {
+            tried.push(format!("{url}: not found"));
+            continue;
+        }
+        let digest = Sha256::digest(std::fs::read(tarball)?);
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        if hex == SOURCE_SHA256 {
+            eprintln_status(&format!("downloaded {url} (SHA-256 checked)"));
+            return Ok(());
+        }
+        tried.push(format!("{url}: SHA-256 {hex}, expected {SOURCE_SHA256}"));
+    }
+    bail!(
+        "PgBouncer {VERSION}'s source is in none of apt's archives:\n  {}\nput pgbouncer 1.21 or \
+         later on PATH instead",
+        tried.join("\n  ")
+    )
+}
+
 /// A PgBouncer of 1.21 or later: on PATH, or built into `target/pgbouncer`.
 pub fn ensure() -> anyhow::Result<PathBuf> {
-    if let Some(found) = on_path("pgbouncer").filter(|p| recent_enough(p)) {
+    if let Some(found) = at_hand() {
         return Ok(found);
     }
     let prefix = project_root().join("target").join("pgbouncer");
-    let binary = prefix.join("bin").join("pgbouncer");
-    if binary.is_file() && recent_enough(&binary) {
-        return Ok(binary);
-    }
+    let binary = built();
     eprintln_status(&format!(
         "building PgBouncer {VERSION} into {}",
         prefix.display()
@@ -48,16 +140,7 @@ pub fn ensure() -> anyhow::Result<PathBuf> {
     let build = prefix.join("build");
     std::fs::create_dir_all(&build)?;
     let tarball = build.join("pgbouncer.tar.gz");
-    run(Command::new("curl")
-        .args(["-sSfL", "--retry", "3", "-o"])
-        .arg(&tarball)
-        .arg(SOURCE))
-    .context("downloading PgBouncer's source")?;
-    let digest = Sha256::digest(std::fs::read(&tarball)?);
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    if hex != SOURCE_SHA256 {
-        bail!("{SOURCE}: SHA-256 {hex}, expected {SOURCE_SHA256}");
-    }
+    download(&tarball).context("downloading PgBouncer's source")?;
     run(Command::new("tar")
         .arg("xzf")
         .arg(&tarball)

@@ -6,9 +6,15 @@
 //! same input gives the same bytes), to `crates/http/assets/docs/`, with `scalar.version`
 //! (the package's version, which names the served file) and `scalar.sha256` (of the
 //! uncompressed bundle; a unit test of posture-http checks the embedded file against it).
-//! The bundle is committed, so building posture needs neither npm nor a network.
+//! The bundle is committed, so building posture needs neither npm nor a network. It also
+//! writes `xtask/docs-page/notices.md`, the license texts of the installed packages (the
+//! bundle holds these), which `cargo xtask notices` puts into THIRD-PARTY-NOTICES.md.
 
-use std::io::Write as _;
+use std::{
+    fmt::Write as _,
+    io::Write as _,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{Context as _, bail};
 use sha2::{Digest as _, Sha256};
@@ -45,10 +51,72 @@ pub fn run() -> anyhow::Result<()> {
         .map(|b| format!("{b:02x}"))
         .collect();
     std::fs::write(assets.join("scalar.sha256"), format!("{digest}\n"))?;
+    let notices = npm_notices(&dir)?;
+    std::fs::write(root.join("xtask/docs-page/notices.md"), notices)?;
     eprintln_status(&format!(
         "vendored {PACKAGE} {version}: {} bytes, {} gzipped",
         bundle.len(),
         gzipped.len()
     ));
     Ok(())
+}
+
+/// The license file of an installed package, if it ships one.
+fn license_text(package: &Path) -> Option<String> {
+    let mut names: Vec<PathBuf> = std::fs::read_dir(package)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("")
+                .to_ascii_uppercase();
+            p.is_file()
+                && (name.starts_with("LICENSE") || name.starts_with("LICENCE") || name == "COPYING")
+        })
+        .collect();
+    names.sort();
+    let text = std::fs::read_to_string(names.first()?).ok()?;
+    Some(text.trim_end().to_owned())
+}
+
+/// The notices of every installed package of the lock file (not the dev ones), in its order:
+/// name, version, license and the package's own license text.
+fn npm_notices(dir: &Path) -> anyhow::Result<String> {
+    let lock: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("package-lock.json"))?)?;
+    let packages = lock["packages"]
+        .as_object()
+        .context("package-lock.json has no packages")?;
+    let mut out = String::from(
+        "## The API reference page's script\n\nThe vendored bundle of `@scalar/api-reference` \
+         and the npm packages installed with it (`xtask/docs-page/package-lock.json`; the \
+         bundle holds these or fewer), each with its license and its own license text.\n",
+    );
+    for (path, entry) in packages {
+        let Some(name) = path.rsplit_once("node_modules/").map(|(_, n)| n) else {
+            continue;
+        };
+        if entry["dev"].as_bool() == Some(true) {
+            continue;
+        }
+        let version = entry["version"].as_str().unwrap_or("?");
+        let license = entry["license"].as_str().unwrap_or("not stated");
+        let _ = write!(out, "\n### {name} {version} ({license})\n\n");
+        match license_text(&dir.join(path)) {
+            // Four backticks: a license text holding a fence of three cannot close this one.
+            Some(text) => {
+                let _ = write!(out, "````text\n{text}\n````\n");
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "The package ships no license file; its package.json states {license}."
+                );
+            }
+        }
+    }
+    Ok(out)
 }

@@ -63,7 +63,7 @@ fn wait_for_port(port: u16, what: &str) -> Result<()> {
 /// The directory of `initdb`, `pg_ctl` and `pg_basebackup`: where the `initdb` on PATH
 /// really is (links resolved: a link on PATH may stand alone), or Debian's versioned
 /// directory.
-fn postgres_bin() -> Option<PathBuf> {
+pub fn postgres_bin() -> Option<PathBuf> {
     if let Some(initdb) = on_path("initdb") {
         let initdb = std::fs::canonicalize(&initdb).unwrap_or(initdb);
         return initdb.parent().map(Path::to_path_buf);

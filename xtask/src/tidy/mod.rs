@@ -12,6 +12,8 @@
 //!    one guarded way out to hosts customers control) and its two users, `posture-delivery`
 //!    (customers' receivers) and `posture-oidc` (customers' identity providers), depend on
 //!    reqwest.
+//! 6. Git tracks nothing outside the top-level layout and no binary archive or executable
+//!    unless listed with its reason (`tree.rs`).
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -26,6 +28,7 @@ use serde_json::Value;
 use crate::{files::project_root, process::eprintln_status};
 
 mod cycles;
+mod tree;
 
 /// Longest a Rust file may be.
 const MAX_LINES: usize = 500;
@@ -49,6 +52,7 @@ pub fn run() -> anyhow::Result<()> {
         file_lengths(),
         vague_modules(),
         module_cycles(),
+        tree::tree(),
         layering().context("reading cargo metadata")?,
     ]
     .concat();
@@ -372,6 +376,11 @@ fn layering() -> anyhow::Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tree_holds_no_stray_files() {
+        assert_eq!(tree::tree(), Vec::<String>::new());
+    }
 
     #[test]
     fn every_rust_file_opens_with_a_module_doc() {

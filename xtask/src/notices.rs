@@ -1,0 +1,107 @@
+//! `cargo xtask notices [--check]`: THIRD-PARTY-NOTICES.md, the licenses of what ships inside
+//! posture's binaries. cargo-about (installed into `target/tools` once, pinned) reads the
+//! crates `posture-api` is built from (`posture-worker`'s are a subset, checked here), fails
+//! on a license outside `about.toml`'s accepted list, and renders `about.hbs`; the npm
+//! packages of the vendored API reference page follow (`xtask/docs-page/notices.md`, written
+//! by `cargo xtask vendor-docs`). `--check` fails when the committed file differs.
+//!
+//! cargo-about runs offline: it reads the license files in the crates' sources and asks no
+//! outside service (and no advisory database is consulted here: this machine cannot reach
+//! one, see docs/security-testing.md).
+
+use std::{collections::BTreeSet, path::PathBuf, process::Command};
+
+use anyhow::{Context as _, bail};
+
+use crate::{
+    files::project_root,
+    process::{eprintln_status, output, run as run_command},
+};
+
+const CARGO_ABOUT: &str = "0.9.3";
+const NOTICES: &str = "THIRD-PARTY-NOTICES.md";
+
+/// cargo-about of the pinned version, installed into `target/tools` when missing.
+fn cargo_about() -> anyhow::Result<PathBuf> {
+    let root = project_root().join("target").join("tools");
+    let binary = root.join("bin").join("cargo-about");
+    let current = output(Command::new(&binary).arg("--version")).unwrap_or_default();
+    if current.split_whitespace().nth(1) == Some(CARGO_ABOUT) {
+        return Ok(binary);
+    }
+    eprintln_status(&format!(
+        "installing cargo-about {CARGO_ABOUT} into {} (once, about 2 minutes)",
+        root.display()
+    ));
+    run_command(
+        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["install", "--locked", "--quiet", "--features", "cli"])
+            .args(["--version", CARGO_ABOUT, "--root"])
+            .arg(&root)
+            .arg("cargo-about"),
+    )
+    .context("installing cargo-about")?;
+    Ok(binary)
+}
+
+/// The crates (name and version) a package is built from: its normal dependencies, on Linux.
+fn shipped(package: &str) -> anyhow::Result<BTreeSet<String>> {
+    let text = output(
+        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(project_root())
+            .args(["tree", "--locked", "-e", "normal", "--prefix", "none"])
+            .args(["--target", "x86_64-unknown-linux-gnu", "-p", package]),
+    )?;
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            Some(format!("{} {}", words.next()?, words.next()?))
+        })
+        .filter(|c| !c.starts_with("posture-"))
+        .collect())
+}
+
+/// The notices as they should be.
+fn render() -> anyhow::Result<String> {
+    let root = project_root();
+    let api = shipped("posture-api")?;
+    let outside: Vec<String> = shipped("posture-worker")?
+        .difference(&api)
+        .cloned()
+        .collect();
+    if !outside.is_empty() {
+        bail!(
+            "posture-worker ships crates posture-api does not, which the notices (rendered for \
+             posture-api) would miss: {}",
+            outside.join(", ")
+        );
+    }
+    let about = cargo_about()?;
+    let crates = output(
+        Command::new(about)
+            .current_dir(&root)
+            .args(["generate", "--locked", "--offline", "--fail"])
+            .args(["-m", "crates/api/Cargo.toml", "about.hbs"]),
+    )
+    .context("cargo-about: a crate's license is not in about.toml's accepted list, or unknown")?;
+    let npm = std::fs::read_to_string(root.join("xtask/docs-page/notices.md"))
+        .context("xtask/docs-page/notices.md (cargo xtask vendor-docs writes it)")?;
+    Ok(format!("{}\n\n{}", crates.trim_end(), npm.trim_end()) + "\n")
+}
+
+pub fn run(check: bool) -> anyhow::Result<()> {
+    let path = project_root().join(NOTICES);
+    let expected = render()?;
+    if check {
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        if committed != expected {
+            bail!("{NOTICES} is stale: run `cargo xtask notices` and commit it");
+        }
+        eprintln_status(&format!("{NOTICES} is current"));
+        return Ok(());
+    }
+    std::fs::write(&path, expected)?;
+    eprintln_status(&format!("wrote {NOTICES}"));
+    Ok(())
+}

@@ -1,0 +1,271 @@
+//! What the tasks need from the machine, and installing it: each task names what it needs
+//! ([`needs`]); whatever is missing is installed with `apt-get` — as root, or through `sudo
+//! -n` when that works — each step printed; otherwise the one command that would install
+//! it all is printed and the task stops. `.ci/run` installs through the same list
+//! (`cargo xtask setup ci`), so there is one.
+//!
+//! Only Debian and Ubuntu packages are named (the machines this project runs on); on
+//! another system the message names what is missing.
+
+use std::{process::Command, time::Instant};
+
+use anyhow::bail;
+
+use crate::process::{eprintln_status, on_path};
+
+/// Something a task needs from the machine, and the Debian packages that provide it.
+pub struct Need {
+    pub what: &'static str,
+    present: fn() -> bool,
+    pub packages: &'static [&'static str],
+}
+
+fn program(name: &str) -> bool {
+    on_path(name).is_some()
+}
+
+/// Whether `python3 -m venv` works (Debian splits it into `python3-venv`).
+fn python_venv() -> bool {
+    Command::new("python3")
+        .args(["-m", "venv", "--help"])
+        .output()
+        .is_ok_and(|out| out.status.success())
+        && Command::new("python3")
+            .args(["-c", "import ensurepip"])
+            .output()
+            .is_ok_and(|out| out.status.success())
+}
+
+/// Whether PgBouncer 1.21+ is at hand, or can be built here (`pgbouncer.rs`).
+fn pgbouncer() -> bool {
+    crate::pgbouncer::at_hand().is_some()
+        || (["cc", "make", "pkg-config", "curl", "tar"]
+            .iter()
+            .all(|p| program(p))
+            && Command::new("pkg-config")
+                .args(["--exists", "libevent", "openssl", "libcares"])
+                .status()
+                .is_ok_and(|s| s.success()))
+}
+
+pub const POSTGRES: Need = Need {
+    what: "PostgreSQL's server and client (initdb, pg_ctl, psql)",
+    present: || posture_test_support::servers::postgres_bin().is_some() && program("psql"),
+    packages: &["postgresql"],
+};
+pub const REDIS: Need = Need {
+    what: "redis-server and redis-cli",
+    present: || program("redis-server") && program("redis-cli"),
+    packages: &["redis-server"],
+};
+pub const PYTHON: Need = Need {
+    what: "Python 3 with venv",
+    present: python_venv,
+    packages: &["python3-venv"],
+};
+pub const CURL: Need = Need {
+    what: "curl",
+    present: || program("curl"),
+    packages: &["curl"],
+};
+pub const PGBOUNCER: Need = Need {
+    what: "PgBouncer 1.21+, or what building it takes (a C compiler, make, pkg-config, \
+           curl, the headers of libevent, OpenSSL and c-ares)",
+    present: pgbouncer,
+    packages: &[
+        "gcc",
+        "make",
+        "pkg-config",
+        "curl",
+        "libevent-dev",
+        "libssl-dev",
+        "libc-ares-dev",
+    ],
+};
+pub const NODE: Need = Need {
+    what: "node and npm",
+    present: || program("node") && program("npm"),
+    packages: &["nodejs", "npm"],
+};
+pub const CHROMIUM: Need = Need {
+    what: "headless Chromium and its driver",
+    present: || program("chromium") && program("chromedriver"),
+    packages: &["chromium", "chromium-driver"],
+};
+pub const PROMTOOL: Need = Need {
+    what: "promtool (deploy/validate checks the alert rules)",
+    present: || program("promtool"),
+    packages: &["prometheus"],
+};
+pub const COMPOSE: Need = Need {
+    what: "docker compose or docker-compose (deploy/validate checks the compose file)",
+    present: || {
+        program("docker-compose")
+            || Command::new("docker")
+                .args(["compose", "version"])
+                .output()
+                .is_ok_and(|out| out.status.success())
+    },
+    packages: &["docker-compose"],
+};
+pub const WRK: Need = Need {
+    what: "wrk (pgbench comes with PostgreSQL)",
+    present: || program("wrk") && program("pgbench"),
+    packages: &["wrk", "postgresql"],
+};
+
+/// The tasks [`needs`] knows, for `cargo xtask setup <task>`.
+pub const TASKS: &[&str] = &[
+    "ci",
+    "demo",
+    "test",
+    "fuzz",
+    "clients",
+    "console-e2e",
+    "chaos",
+    "soak",
+    "bench",
+    "schema",
+    "validate",
+    "vendor-docs",
+];
+
+/// What a task needs.
+pub fn needs(task: &str) -> Vec<&'static Need> {
+    match task {
+        "demo" | "schema" => vec![&POSTGRES],
+        "test" => vec![&POSTGRES, &REDIS, &PYTHON, &PGBOUNCER],
+        "fuzz" => vec![&POSTGRES, &PYTHON],
+        "clients" => vec![&POSTGRES, &PYTHON, &NODE, &CHROMIUM, &CURL],
+        "console-e2e" => vec![&POSTGRES, &PYTHON, &NODE, &CHROMIUM],
+        "chaos" | "soak" => vec![&POSTGRES, &REDIS],
+        "bench" => vec![&POSTGRES, &REDIS, &WRK, &CURL],
+        "validate" => vec![&PYTHON, &PROMTOOL, &COMPOSE],
+        "vendor-docs" => vec![&NODE],
+        // Everything `.ci/run` runs.
+        "ci" => vec![
+            &POSTGRES, &REDIS, &PYTHON, &PGBOUNCER, &NODE, &CHROMIUM, &CURL, &PROMTOOL, &COMPOSE,
+        ],
+        _ => Vec::new(),
+    }
+}
+
+/// How this process may run `apt-get install`: as root, through `sudo -n`, or not at all.
+fn installer() -> Option<Vec<&'static str>> {
+    if !program("apt-get") {
+        return None;
+    }
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| out.stdout.trim_ascii() == b"0");
+    if root {
+        return Some(Vec::new());
+    }
+    let sudo = Command::new("sudo")
+        .args(["-n", "true"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    sudo.then(|| vec!["sudo", "-n"])
+}
+
+fn apt_get(prefix: &[&str], args: &[&str]) -> anyhow::Result<bool> {
+    let (program, rest) = match prefix.split_first() {
+        Some((first, rest)) => (*first, rest),
+        None => ("apt-get", &[][..]),
+    };
+    let mut command = Command::new(program);
+    command.args(rest);
+    if !prefix.is_empty() {
+        command.arg("apt-get");
+    }
+    Ok(command
+        .args(args)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()?
+        .success())
+}
+
+/// Makes sure `task` has what it needs, installing what is missing when it can.
+pub fn ensure(task: &str) -> anyhow::Result<()> {
+    let missing: Vec<&Need> = needs(task).into_iter().filter(|n| !(n.present)()).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let mut packages: Vec<&str> = missing
+        .iter()
+        .flat_map(|n| n.packages.iter().copied())
+        .collect();
+    packages.sort_unstable();
+    packages.dedup();
+    let what: Vec<&str> = missing.iter().map(|n| n.what).collect();
+    eprintln_status(&format!(
+        "{task} needs what this machine lacks: {}",
+        what.join("; ")
+    ));
+    let command = format!(
+        "sudo apt-get install -y --no-install-recommends {}",
+        packages.join(" ")
+    );
+    let Some(prefix) = installer() else {
+        bail!(
+            "install it, then run the task again:\n    {command}\n(on another system than \
+             Debian or Ubuntu, install the same with its package manager)"
+        );
+    };
+    let started = Instant::now();
+    let how = if prefix.is_empty() {
+        "as root"
+    } else {
+        "through sudo -n"
+    };
+    eprintln_status(&format!(
+        "installing {} with apt-get ({how})",
+        packages.join(" ")
+    ));
+    let install: Vec<&str> = ["install", "-y", "-q", "--no-install-recommends"]
+        .into_iter()
+        .chain(packages.iter().copied())
+        .collect();
+    if !apt_get(&prefix, &install)? {
+        eprintln_status("apt-get could not install them at once: updating its package lists first");
+        if !apt_get(&prefix, &["update", "-q"])? || !apt_get(&prefix, &install)? {
+            bail!("apt-get failed; the command was:\n    {command}");
+        }
+    }
+    let still: Vec<&str> = missing
+        .iter()
+        .filter(|n| !(n.present)())
+        .map(|n| n.what)
+        .collect();
+    if !still.is_empty() {
+        bail!("still missing after installing: {}", still.join("; "));
+    }
+    eprintln_status(&format!(
+        "installed {} in {:.0} s",
+        packages.join(" "),
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_task_of_ci_is_covered_by_the_ci_list() {
+        let ci: Vec<&str> = needs("ci").iter().map(|n| n.what).collect();
+        // Those CI does not run: the benchmark and refreshing the vendored page.
+        let not_in_ci = ["ci", "bench", "vendor-docs"];
+        for task in TASKS.iter().filter(|t| !not_in_ci.contains(t)) {
+            for need in needs(task) {
+                assert!(
+                    ci.contains(&need.what),
+                    "{task} needs {}, which ci does not",
+                    need.what
+                );
+            }
+        }
+    }
+}
