@@ -18,20 +18,30 @@ use crate::{
 
 /// Builds `posture-api` and `posture-worker` (debug); returns their directory.
 pub fn build_binaries() -> anyhow::Result<PathBuf> {
-    eprintln_status("building posture-api and posture-worker");
-    run(
-        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .current_dir(project_root())
-            .args([
-                "build",
-                "--quiet",
-                "-p",
-                "posture-api",
-                "-p",
-                "posture-worker",
-            ]),
-    )?;
-    Ok(project_root().join("target").join("debug"))
+    build_binaries_as(false)
+}
+
+/// Builds `posture-api` and `posture-worker`, optimised when `release`; returns their
+/// directory.
+pub fn build_binaries_as(release: bool) -> anyhow::Result<PathBuf> {
+    let profile = if release { "release" } else { "debug" };
+    eprintln_status(&format!(
+        "building posture-api and posture-worker ({profile})"
+    ));
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cargo.current_dir(project_root()).args([
+        "build",
+        "--quiet",
+        "-p",
+        "posture-api",
+        "-p",
+        "posture-worker",
+    ]);
+    if release {
+        cargo.arg("--release");
+    }
+    run(&mut cargo)?;
+    Ok(project_root().join("target").join(profile))
 }
 
 /// Runs a `posture-api` operator command with `--json`; returns its object.

@@ -169,7 +169,8 @@ fn installer() -> Option<Vec<&'static str>> {
     sudo.then(|| vec!["sudo", "-n"])
 }
 
-fn apt_get(prefix: &[&str], args: &[&str]) -> anyhow::Result<bool> {
+/// Runs `apt-get` with `args`: `Err` holds the end of its output when it fails.
+fn apt_get(prefix: &[&str], args: &[&str]) -> anyhow::Result<Result<(), String>> {
     let (program, rest) = match prefix.split_first() {
         Some((first, rest)) => (*first, rest),
         None => ("apt-get", &[][..]),
@@ -179,11 +180,16 @@ fn apt_get(prefix: &[&str], args: &[&str]) -> anyhow::Result<bool> {
     if !prefix.is_empty() {
         command.arg("apt-get");
     }
-    Ok(command
+    let out = command
         .args(args)
         .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()?
-        .success())
+        .output()?;
+    if out.status.success() {
+        return Ok(Ok(()));
+    }
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = text.lines().collect();
+    Ok(Err(lines[lines.len().saturating_sub(15)..].join("\n    ")))
 }
 
 /// Makes sure `task` has what it needs, installing what is missing when it can.
@@ -204,7 +210,7 @@ pub fn ensure(task: &str) -> anyhow::Result<()> {
         what.join("; ")
     ));
     let command = format!(
-        "sudo apt-get install -y --no-install-recommends {}",
+        "sudo apt-get update && sudo apt-get install -y --no-install-recommends {}",
         packages.join(" ")
     );
     let Some(prefix) = installer() else {
@@ -227,10 +233,14 @@ pub fn ensure(task: &str) -> anyhow::Result<()> {
         .into_iter()
         .chain(packages.iter().copied())
         .collect();
-    if !apt_get(&prefix, &install)? {
+    if apt_get(&prefix, &install)?.is_err() {
         eprintln_status("apt-get could not install them at once: updating its package lists first");
-        if !apt_get(&prefix, &["update", "-q"])? || !apt_get(&prefix, &install)? {
-            bail!("apt-get failed; the command was:\n    {command}");
+        let tried = match apt_get(&prefix, &["update", "-q"])? {
+            Ok(()) => apt_get(&prefix, &install)?,
+            failed => failed,
+        };
+        if let Err(output) = tried {
+            bail!("apt-get failed:\n    {output}\nthe command was:\n    {command}");
         }
     }
     let still: Vec<&str> = missing

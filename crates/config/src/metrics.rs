@@ -2,7 +2,7 @@
 //! facade where they happen (`posture-http`, `posture-delivery`); this installs the
 //! recorder that renders them.
 
-use std::net::SocketAddr;
+use std::{net::SocketAddr, time::Duration};
 
 pub use metrics_exporter_prometheus::PrometheusHandle;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
@@ -20,9 +20,34 @@ fn builder() -> Result<PrometheusBuilder, ConfigError> {
         .map_err(ConfigError::Metrics)
 }
 
+/// How often the API folds recorded histogram samples into their buckets (the interval
+/// the exporter's own listener uses).
+pub const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
 /// Installs the recorder; the handle renders the series (the API serves them itself).
+///
+/// A histogram keeps every sample recorded since it was last folded into its buckets, which
+/// rendering or upkeep does. Without upkeep an API nobody scrapes held 8 bytes and more per
+/// request (a one-hour soak: +34 MiB on the busier instance), so the upkeep is started here
+/// on the current tokio runtime, every [`UPKEEP_EVERY`].
 pub fn install_recorder() -> Result<PrometheusHandle, ConfigError> {
-    builder()?.install_recorder().map_err(ConfigError::Metrics)
+    let handle = builder()?
+        .install_recorder()
+        .map_err(ConfigError::Metrics)?;
+    spawn_upkeep(handle.clone(), UPKEEP_EVERY);
+    Ok(handle)
+}
+
+/// Runs the recorder's upkeep every `every`, for as long as the runtime runs.
+pub fn spawn_upkeep(handle: PrometheusHandle, every: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            handle.run_upkeep();
+        }
+    })
 }
 
 /// Installs the recorder with its own HTTP listener serving `/metrics` (the worker).

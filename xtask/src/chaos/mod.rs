@@ -23,7 +23,7 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use serde_json::json;
 
-use crate::{files::project_root, posture::build_binaries, process::eprintln_status};
+use crate::{files::project_root, posture::build_binaries_as, process::eprintln_status};
 use cluster::{Cluster, Customer};
 use receiver::Receiver;
 use report::Report;
@@ -45,6 +45,9 @@ pub struct ChaosArgs {
     /// connections, redis, listen, sigterm.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Run optimised binaries (`cargo build --release`), as deployed.
+    #[arg(long)]
+    release: bool,
 }
 
 /// What scenarios share: the receiver and the way to subscribe to it.
@@ -127,7 +130,7 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
     }
     let _ = rustls::crypto::ring::default_provider().install_default();
     let started = Instant::now();
-    let bin = build_binaries()?;
+    let bin = build_binaries_as(args.release)?;
     let mut cluster = Cluster::start(bin)?;
     let receiver = Receiver::default();
     let listener = TcpListener::bind("127.0.0.1:0")?;

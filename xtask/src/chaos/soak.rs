@@ -29,13 +29,16 @@ use super::{
     load::{Load, PATHS, Sample, Spec, Summary},
     receiver::Receiver,
 };
-use crate::{files::project_root, posture::build_binaries, process::eprintln_status};
+use crate::{files::project_root, posture::build_binaries_as, process::eprintln_status};
 
 #[derive(Args, Debug)]
 pub struct SoakArgs {
     /// How long to run.
     #[arg(long, default_value_t = 30)]
     minutes: u64,
+    /// Run optimised binaries (`cargo build --release`), as deployed.
+    #[arg(long)]
+    release: bool,
 }
 
 const SAMPLE_EVERY: Duration = Duration::from_secs(10);
@@ -83,7 +86,7 @@ fn redis_used_memory(url: &str) -> Option<f64> {
 
 pub fn run_soak(args: &SoakArgs) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let bin = build_binaries()?;
+    let bin = build_binaries_as(args.release)?;
     // 1,000 requests per key per 10 s: the readers stay under it, the hammer does not.
     let cluster = Cluster::with_rate_limit(bin, 1000, 10)?;
     let receiver = Receiver::default();
@@ -245,7 +248,7 @@ pub fn run_soak(args: &SoakArgs) -> anyhow::Result<()> {
     let delivered = cluster.outbox(&passes)?;
     let seconds = started.elapsed().as_secs_f64();
     write_report(
-        args.minutes,
+        (args.minutes, args.release),
         seconds,
         &series,
         &traffic,
@@ -316,15 +319,18 @@ fn per_hour(values: &[f64]) -> f64 {
 }
 
 fn write_report(
-    minutes: u64,
+    (minutes, release): (u64, bool),
     seconds: f64,
     series: &BTreeMap<String, Series>,
     traffic: &Summary,
     (passes, passes_failed, (pending, delivered, failed)): (u32, u32, (i64, i64, i64)),
 ) -> anyhow::Result<()> {
     let mut table = format!(
-        "Soak of {minutes} min: {} requests, statuses {:?}, {} without a response; {passes} passes ({passes_failed} failed), deliveries {delivered} delivered, {pending} pending, {failed} failed\n\n| measure | min | max | first third | last third | fitted trend | bound | |\n|---|---|---|---|---|---|---|---|\n",
-        traffic.requests, traffic.statuses, traffic.no_response
+        "Soak of {minutes} min ({} binaries): {} requests, statuses {:?}, {} without a response; {passes} passes ({passes_failed} failed), deliveries {delivered} delivered, {pending} pending, {failed} failed\n\n| measure | min | max | first third | last third | fitted trend | bound | |\n|---|---|---|---|---|---|---|---|\n",
+        if release { "release" } else { "debug" },
+        traffic.requests,
+        traffic.statuses,
+        traffic.no_response
     );
     let server_errors: usize = traffic.statuses.range(500..).map(|(_, n)| n).sum();
     let mut failures = usize::from(
@@ -362,7 +368,7 @@ fn write_report(
     let dir = project_root().join("target").join("soak");
     std::fs::create_dir_all(&dir)?;
     std::fs::write(dir.join("report.md"), &table)?;
-    let report = json!({"minutes": minutes, "seconds": seconds, "requests": traffic.requests,
+    let report = json!({"minutes": minutes, "release": release, "seconds": seconds, "requests": traffic.requests,
         "statuses": traffic.statuses, "noResponse": traffic.no_response, "passes": passes,
         "passesFailed": passes_failed, "deliveries": {"delivered": delivered, "pending": pending, "failed": failed},
         "series": rows, "failures": failures});
