@@ -27,7 +27,7 @@ async fn settle() {
 async fn samples_recorded_without_a_scrape_are_let_go_by_the_upkeep() {
     let _profiler = dhat::Profiler::builder().testing().build();
     let _handle = install_recorder().unwrap();
-    let histogram = metrics::histogram!("posture_upkeep_test_seconds", "route" => "/x");
+    let histogram = metrics::histogram!("upkeep_test_seconds", "route" => "/x");
     histogram.record(0.001);
     tokio::time::advance(UPKEEP_EVERY + Duration::from_millis(1)).await;
     settle().await;
