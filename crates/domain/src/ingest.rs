@@ -154,27 +154,49 @@ pub struct ParsedLine {
     pub unknown_fields: Vec<String>,
 }
 
+/// Why a line of a pass is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum LineError {
+    #[error("line is longer than {MAX_LINE_BYTES} bytes")]
+    TooLong,
+    /// Not a record of the format: serde_json's description, and the column it stopped at.
+    #[error("{what} (column {column})")]
+    NotARecord { what: String, column: usize },
+    /// A record whose values the domain refuses.
+    #[error("{field}: {reason}")]
+    Invalid { field: String, reason: String },
+    #[error(transparent)]
+    Other(Error),
+}
+
 /// Parses and validates one line (numbered 0: the caller numbers it). `Ok(None)` for a
 /// blank line.
-pub fn parse_line(line: &str) -> Result<Option<ParsedLine>, String> {
+pub fn parse_line(line: &str) -> Result<Option<ParsedLine>, LineError> {
     if line.trim().is_empty() {
         return Ok(None);
     }
     if line.len() > MAX_LINE_BYTES {
-        return Err(format!("line is longer than {MAX_LINE_BYTES} bytes"));
+        return Err(LineError::TooLong);
     }
     let record: records::Record = serde_json::from_str(line).map_err(|e| {
         // serde_json counts lines within the text, always 1 here: keep only the column.
         let message = e.to_string();
-        match message.rsplit_once(" at line ") {
-            Some((what, _)) => format!("{what} (column {})", e.column()),
-            None => message,
+        let what = message
+            .rsplit_once(" at line ")
+            .map_or(message.as_str(), |(what, _)| what)
+            .to_owned();
+        LineError::NotARecord {
+            what,
+            column: e.column(),
         }
     })?;
     let unknown_fields = record.unknown_fields();
     let item = record.validate().map_err(|e| match e {
-        Error::Invalid { field, reason } => format!("{field}: {reason}"),
-        other => other.to_string(),
+        Error::Invalid { field, reason } => LineError::Invalid {
+            field: field.to_string(),
+            reason: reason.to_string(),
+        },
+        other => LineError::Other(other),
     })?;
     Ok(Some(ParsedLine {
         number: 0,
@@ -196,7 +218,7 @@ pub fn numbered_items<E: Into<crate::error::BoxError>>(
         Ok(text) => match parse_line(&text) {
             Ok(Some(parsed)) => Some(Ok(ParsedLine { number, ..parsed })),
             Ok(None) => None,
-            Err(reason) => Some(Err(IngestError::line(number, reason))),
+            Err(reason) => Some(Err(IngestError::line(number, reason.to_string()))),
         },
     })
 }

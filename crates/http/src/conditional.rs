@@ -1,6 +1,7 @@
-//! Conditional reads: every `GET` of `/api/v1` but the export answers a weak `ETag`, and a
-//! request whose `If-None-Match` holds it gets `304 Not Modified`, which does not count
-//! against the key's quota.
+//! Conditional reads: every route declaring `Tagging::DataVersion` (the authenticated reads
+//! but the export, the caller's key and the routes that tag themselves) answers a weak
+//! `ETag`, and a request whose `If-None-Match` holds it gets `304 Not Modified`, which does
+//! not count against the key's quota.
 //!
 //! The tag is computed before the route runs, without its query: an HMAC (key derived from
 //! the server's secret key) over the customer's data version, the key, the path and the
@@ -12,25 +13,28 @@
 
 use actix_web::{
     dev::ServiceRequest,
-    http::{
-        Method,
-        header::{EntityTag, Header as _, HeaderValue, IfNoneMatch},
-    },
+    http::header::{EntityTag, Header as _, HeaderValue, IfNoneMatch},
 };
 use posture_domain::Principal;
 
-use crate::{input::canonical_query, reads::Reads, routes, state::ApiState};
+use crate::{
+    input::canonical_query,
+    reads::Reads,
+    routes::{Endpoint, Tagging},
+    state::ApiState,
+};
 
 /// The tag of the response the route would give `principal` now, if the request is a read
 /// that takes one (`None` also when the version cannot be read: the route then answers
 /// without a tag, or with its own error).
 pub(crate) async fn tag(
     req: &ServiceRequest,
+    endpoint: Option<&Endpoint>,
     state: &ApiState,
     reads: &Reads,
     principal: &Principal,
 ) -> Option<EntityTag> {
-    if req.method() != Method::GET || !routes::is_conditional(req.path()) {
+    if endpoint.is_none_or(|e| e.tagging != Tagging::DataVersion) {
         return None;
     }
     let version = reads.versions.data_version(principal.scope()).await.ok()?;

@@ -34,7 +34,7 @@ use actix_web::{
     body::{EitherBody, MessageBody},
     dev::{ServiceRequest, ServiceResponse},
     http::{
-        Method, StatusCode,
+        StatusCode,
         header::{self, EntityTag, HeaderMap, HeaderName, HeaderValue},
     },
     middleware::Next,
@@ -51,8 +51,8 @@ use crate::{
     client_ip::request_bucket_name,
     conditional,
     error::ApiError,
-    reads::{REPLICA_RESOURCES, Reads},
-    routes,
+    reads::Reads,
+    routes::{self, Endpoint, ReadsFrom},
     state::ApiState,
 };
 
@@ -160,11 +160,10 @@ impl Admission {
     }
 }
 
-/// Where the request's reads go (`reads.rs`): a usable replica for a `GET` of the analysed
-/// data when replicas are configured, the primary otherwise.
-fn reads_for(state: &ApiState, req: &ServiceRequest) -> Reads {
-    let replica = req.method() == Method::GET
-        && routes::resource(req.path()).is_some_and(|r| REPLICA_RESOURCES.contains(&r));
+/// Where the request's reads go (`reads.rs`): a usable replica when its route reads from
+/// one and replicas are configured, the primary otherwise.
+fn reads_for(state: &ApiState, endpoint: Option<&Endpoint>) -> Reads {
+    let replica = endpoint.is_some_and(|e| e.reads == ReadsFrom::Replica);
     replica
         .then(|| state.ports.replicas.as_ref()?.pick())
         .flatten()
@@ -175,8 +174,9 @@ fn reads_for(state: &ApiState, req: &ServiceRequest) -> Reads {
 /// other request counts against the key.
 async fn admit_key(req: &ServiceRequest, state: &ApiState, principal: Principal) -> Admission {
     let bucket = RateBucket::Key(principal.key_id());
-    let reads = reads_for(state, req);
-    let tag = conditional::tag(req, state, &reads, &principal).await;
+    let endpoint = routes::endpoint_of(req.method(), req.path());
+    let reads = reads_for(state, endpoint);
+    let tag = conditional::tag(req, endpoint, state, &reads, &principal).await;
     if let Some(tag) = tag.as_ref().filter(|tag| conditional::matches(req, tag)) {
         let decision = state.ports.limiter.peek(&bucket).await.ok();
         return Admission {

@@ -3,10 +3,10 @@
 //! The gate chooses once per request (`gate::reads_for`) and keeps the choice in the
 //! request, so the data version behind the `ETag` and the body come from the same database:
 //! a tag never stands for newer data than its body, even when replicas stand at different
-//! points. Only the `GET`s of the customer's analysed data (`REPLICA_RESOURCES`) may go to
-//! a replica; everything that must see its own writes (the webhook routes, the caller's
-//! key, readiness, and every authentication, which goes through the key cache and the
-//! primary) reads the primary.
+//! points. Only the routes declaring `ReadsFrom::Replica` (the `GET`s of the customer's
+//! analysed data) may go to a replica; everything that must see its own writes (the webhook
+//! routes, the caller's key, readiness, and every authentication, which goes through the
+//! key cache and the primary) reads the primary.
 
 use std::{future::Ready, sync::Arc};
 
@@ -35,16 +35,6 @@ pub trait ReadReplicas: Send + Sync {
     /// `None` when no replica is usable: the primary serves.
     fn pick(&self) -> Option<Reads>;
 }
-
-/// The resources whose `GET`s may be served by a replica: the analysed data, which only
-/// passes change. Every other resource (webhooks, keys) reads the primary; a test keeps
-/// every route in one list or the other.
-pub(crate) const REPLICA_RESOURCES: &[&str] =
-    &["findings", "identities", "roles", "tenants", "upr"];
-
-/// The resources that always read the primary.
-#[cfg(test)]
-pub(crate) const PRIMARY_RESOURCES: &[&str] = &["keys", "webhooks", "openapi.json", "docs"];
 
 /// A route's reads: the gate's choice for the request.
 impl FromRequest for Reads {

@@ -80,7 +80,7 @@ impl Connector {
         ));
         parsed.set_query(Some(&kept.join("&")));
         let tls = if verify {
-            let roots = roots(root_cert.as_deref()).map_err(invalid)?;
+            let roots = roots(root_cert.as_deref())?;
             let config = ClientConfig::builder_with_provider(Arc::new(
                 rustls::crypto::ring::default_provider(),
             ))
@@ -130,27 +130,31 @@ impl Connector {
 }
 
 /// The trusted roots: the PEM file `path`, or the system's when none (or `system`) is given.
-fn roots(path: Option<&str>) -> Result<RootCertStore, String> {
+fn roots(path: Option<&str>) -> Result<RootCertStore, Error> {
     let mut roots = RootCertStore::empty();
     match path {
         Some(path) if path != "system" => {
             let certificates = CertificateDer::pem_file_iter(Path::new(path))
                 .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-                .map_err(|e| format!("sslrootcert={path}: {e}"))?;
+                .map_err(|e| Error::invalid("DATABASE_URL", format!("sslrootcert={path}: {e}")))?;
             let (added, _) = roots.add_parsable_certificates(certificates);
             if added == 0 {
-                return Err(format!("sslrootcert={path}: no certificate in the file"));
+                return Err(Error::invalid(
+                    "DATABASE_URL",
+                    format!("sslrootcert={path}: no certificate in the file"),
+                ));
             }
         }
         _ => {
             let found = rustls_native_certs::load_native_certs();
             roots.add_parsable_certificates(found.certs);
             if roots.is_empty() {
-                return Err(
+                return Err(Error::invalid(
+                    "DATABASE_URL",
                     "sslmode asks for TLS but the system has no root certificates: give \
                      sslrootcert=/path/to/ca.pem"
                         .to_owned(),
-                );
+                ));
             }
         }
     }

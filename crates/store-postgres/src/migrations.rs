@@ -114,23 +114,32 @@ pub const RUNTIME_GRANTS: &str = include_str!("runtime_grants.sql");
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeRole(String);
 
-impl std::str::FromStr for RuntimeRole {
-    type Err = String;
+/// Why a name cannot be the runtime role's.
+#[derive(Debug, thiserror::Error)]
+pub enum NotARoleName {
+    #[error(
+        "{0:?} is not a plain role name (lower-case letters, digits and _, at most 63 \
+         characters, not starting with a digit)"
+    )]
+    NotPlain(String),
+    #[error("{0:?}: roles named pg_* belong to PostgreSQL")]
+    Reserved(String),
+}
 
-    fn from_str(name: &str) -> Result<Self, String> {
+impl std::str::FromStr for RuntimeRole {
+    type Err = NotARoleName;
+
+    fn from_str(name: &str) -> Result<Self, NotARoleName> {
         let mut chars = name.chars();
         let plain = chars
             .next()
             .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
             && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
         if !plain || name.len() > 63 {
-            return Err(format!(
-                "{name:?} is not a plain role name (lower-case letters, digits and _, at most \
-                 63 characters, not starting with a digit)"
-            ));
+            return Err(NotARoleName::NotPlain(name.to_owned()));
         }
         if name.starts_with("pg_") {
-            return Err(format!("{name:?}: roles named pg_* belong to PostgreSQL"));
+            return Err(NotARoleName::Reserved(name.to_owned()));
         }
         Ok(Self(name.to_owned()))
     }

@@ -109,7 +109,11 @@ fn problems(block: &Block, check: &Check) -> Vec<String> {
         }
         Check::Ingest => json_lines(block)
             .into_iter()
-            .filter_map(|line| posture_domain::ingest::parse_line(line).err())
+            .filter_map(|line| {
+                posture_domain::ingest::parse_line(line)
+                    .err()
+                    .map(|e| e.to_string())
+            })
             .collect(),
         Check::Cef => json_lines(block)
             .into_iter()

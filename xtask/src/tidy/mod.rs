@@ -14,6 +14,8 @@
 //!    reqwest.
 //! 6. Git tracks nothing outside the top-level layout and no binary archive or executable
 //!    unless listed with its reason (`tree.rs`).
+//! 7. ARCHITECTURE.md's crate-edge table is what cargo metadata resolves, and every file it
+//!    names exists (`map.rs`).
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -28,6 +30,7 @@ use serde_json::Value;
 use crate::{files::project_root, process::eprintln_status};
 
 mod cycles;
+mod map;
 mod tree;
 
 /// Longest a Rust file may be.
@@ -54,6 +57,7 @@ pub fn run() -> anyhow::Result<()> {
         module_cycles(),
         tree::tree(),
         layering().context("reading cargo metadata")?,
+        map::architecture_map(graph().context("reading cargo metadata")?),
     ]
     .concat();
     if breaches.is_empty() {
@@ -376,6 +380,14 @@ fn layering() -> anyhow::Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn architecture_md_tells_the_truth_about_crates_and_files() {
+        assert_eq!(
+            map::architecture_map(graph().unwrap()),
+            Vec::<String>::new()
+        );
+    }
 
     #[test]
     fn the_tree_holds_no_stray_files() {

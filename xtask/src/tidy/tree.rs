@@ -63,7 +63,7 @@ const MAGIC: &[&[u8]] = &[
 ];
 
 /// The files git tracks (none outside a git checkout: a source tarball has no strays).
-fn tracked() -> Vec<String> {
+pub(super) fn tracked() -> Vec<String> {
     Command::new("git")
         .args(["ls-files", "-z"])
         .current_dir(project_root())

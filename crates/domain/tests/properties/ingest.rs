@@ -2,11 +2,16 @@
 //! record parses to its values; unknown fields change nothing but are named; a known field
 //! with a value of the wrong type always rejects the line.
 
-use posture_domain::ingest::{IngestItem, MAX_LINE_BYTES, MAX_TITLE_LEN, parse_line};
+use posture_domain::ingest::{IngestItem, MAX_LINE_BYTES, MAX_TITLE_LEN, ParsedLine};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use crate::json::{any_json, hostile_string};
+
+/// A line parsed, its refusal as the text a pass reports.
+fn parse(line: &str) -> Result<Option<ParsedLine>, String> {
+    posture_domain::ingest::parse_line(line).map_err(|e| e.to_string())
+}
 
 const TYPES: [&str; 5] = [
     "tenant",
@@ -113,7 +118,7 @@ proptest! {
         any::<String>(),
         "\\{\"type\":\"[a-zA-Z]{0,20}\"[ -~]{0,80}",
     ]) {
-        if let Err(reason) = parse_line(&line) {
+        if let Err(reason) = parse(&line) {
             check_reason(&line, &reason)?;
         }
     }
@@ -122,7 +127,7 @@ proptest! {
     fn any_json_record_parses_or_is_rejected_with_a_reason(record in any_record()) {
         let line = record.to_string();
         prop_assume!(line.len() <= MAX_LINE_BYTES);
-        match parse_line(&line) {
+        match parse(&line) {
             Ok(parsed) => {
                 prop_assert!(parsed.is_some(), "a JSON object is not a blank line");
                 let kind = record["type"].as_str().unwrap_or_default();
@@ -137,7 +142,7 @@ proptest! {
         record in valid_finding(),
         extra in prop::collection::btree_map("future[A-Za-z0-9]{0,12}", any_json(), 0..4),
     ) {
-        let plain = parse_line(&record.to_string())
+        let plain = parse(&record.to_string())
             .map_err(|reason| TestCaseError::fail(format!("{record}: {reason}")))?
             .expect("not blank");
         let IngestItem::Finding(finding) = &plain.item else {
@@ -156,7 +161,7 @@ proptest! {
         for (name, value) in &extra {
             wider[name] = value.clone();
         }
-        let parsed = parse_line(&wider.to_string())
+        let parsed = parse(&wider.to_string())
             .map_err(|reason| TestCaseError::fail(format!("{wider}: {reason}")))?
             .expect("not blank");
         prop_assert_eq!(&parsed.item, &plain.item);
@@ -179,7 +184,7 @@ proptest! {
             record[name] = value;
         }
         let line = record.to_string();
-        let reason = parse_line(&line).expect_err("a wrongly typed known field was accepted");
+        let reason = parse(&line).expect_err("a wrongly typed known field was accepted");
         check_reason(&line, &reason)?;
     }
 
@@ -193,7 +198,7 @@ proptest! {
         let documented = !title.trim().is_empty()
             && title.chars().count() <= MAX_TITLE_LEN
             && !title.contains('\0');
-        match parse_line(&record.to_string()) {
+        match parse(&record.to_string()) {
             Ok(_) => prop_assert!(documented, "{title:?} was accepted"),
             Err(reason) => {
                 prop_assert!(!documented, "{title:?} was refused: {reason}");
@@ -212,7 +217,7 @@ proptest! {
         let documented = kind.len() <= 64
             && kind.starts_with(|c: char| c.is_ascii_lowercase())
             && kind.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-        match parse_line(&record.to_string()) {
+        match parse(&record.to_string()) {
             Ok(_) => prop_assert!(documented, "{kind:?} was accepted"),
             Err(reason) => {
                 prop_assert!(!documented, "{kind:?} was refused: {reason}");

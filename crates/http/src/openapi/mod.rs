@@ -6,12 +6,10 @@
 //! when the committed file differs.
 
 use aide::openapi::{
-    Components, Contact, Info, License, MediaType, OpenApi, Operation, Parameter, ParameterData,
-    ParameterSchemaOrContent, PathItem, Paths, QueryStyle, ReferenceOr, RequestBody, Response,
-    Responses, SchemaObject, SecurityScheme, Server, StatusCode, Tag,
+    Components, Contact, Info, License, MediaType, OpenApi, PathItem, Paths, ReferenceOr,
+    SchemaObject, SecurityScheme, Server, Tag,
 };
 use indexmap::IndexMap;
-use posture_wire::ErrorResponse;
 use schemars::{SchemaGenerator, generate::SchemaSettings};
 use serde_json::Value;
 
@@ -20,16 +18,15 @@ mod example_rules;
 mod examples;
 mod headers;
 mod named_sets;
+mod operation;
 mod recorded;
 mod texts;
 mod webhooks;
 
-use texts::{status_description, tag_description};
+use operation::operation;
+use texts::tag_description;
 
-use crate::{
-    input::query_generator,
-    routes::{Access, ENDPOINTS, Endpoint, HttpMethod, Success, schema},
-};
+use crate::routes::{ENDPOINTS, HttpMethod};
 
 /// The version of the API contract (the `/api/v1` prefix is its major version).
 pub const API_VERSION: &str = "1.0.0";
@@ -69,269 +66,6 @@ fn json_content(json_schema: schemars::Schema) -> IndexMap<String, MediaType> {
             ..MediaType::default()
         },
     )])
-}
-
-fn error_statuses(endpoint: &Endpoint) -> Vec<u16> {
-    let mut statuses: Vec<u16> = endpoint.errors.to_vec();
-    match endpoint.access {
-        Access::Public => {}
-        Access::AnyKey => statuses.extend([401, 503]),
-        Access::Scope(_) => statuses.extend([401, 403, 503]),
-    }
-    statuses.extend([429, 500]);
-    statuses.sort_unstable();
-    statuses.dedup();
-    statuses
-}
-
-fn parameter(
-    location: ParamIn,
-    name: &str,
-    description: Option<String>,
-    required: bool,
-    json_schema: schemars::Schema,
-) -> ReferenceOr<Parameter> {
-    // A comma-separated list is one value: `style: form, explode: false`.
-    let comma_list = json_schema.get("type").and_then(Value::as_str) == Some("array");
-    let parameter_data = ParameterData {
-        name: name.to_owned(),
-        description,
-        required,
-        deprecated: None,
-        format: ParameterSchemaOrContent::Schema(schema_object(json_schema)),
-        example: None,
-        examples: IndexMap::new(),
-        explode: comma_list.then_some(false),
-        extensions: IndexMap::new(),
-    };
-    ReferenceOr::Item(match location {
-        ParamIn::Query => Parameter::Query {
-            parameter_data,
-            allow_reserved: false,
-            style: QueryStyle::Form,
-            allow_empty_value: None,
-        },
-        ParamIn::Path => Parameter::Path {
-            parameter_data,
-            style: aide::openapi::PathStyle::Simple,
-        },
-        ParamIn::Header => Parameter::Header {
-            parameter_data,
-            style: aide::openapi::HeaderStyle::Simple,
-        },
-    })
-}
-
-/// Where a parameter is given.
-#[derive(Clone, Copy)]
-enum ParamIn {
-    Query,
-    Path,
-    Header,
-}
-
-fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation {
-    let mut parameters: Vec<_> = endpoint
-        .path_params
-        .iter()
-        .map(|p| {
-            parameter(
-                ParamIn::Path,
-                p.name,
-                Some(p.description.to_owned()),
-                true,
-                (p.schema)(generator),
-            )
-        })
-        .collect();
-    let mut query_generator = query_generator();
-    for part in endpoint.query {
-        for p in part.params(&mut query_generator) {
-            parameters.push(parameter(
-                ParamIn::Query,
-                &p.name,
-                p.description,
-                p.required,
-                p.schema,
-            ));
-        }
-    }
-
-    let conditional = endpoint.is_conditional();
-    if conditional {
-        parameters.push(parameter(
-            ParamIn::Header,
-            "If-None-Match",
-            Some(
-                "The `ETag` of an earlier response to the same request with the same key: if \
-                 nothing it shows has changed, the answer is 304 with no body, which does not \
-                 count against the key's rate limit."
-                    .to_owned(),
-            ),
-            false,
-            // Bounded by the server's header limits (a larger header is 431), not here.
-            schemars::json_schema!({"type": "string"}),
-        ));
-    }
-
-    if endpoint.if_match {
-        parameters.push(parameter(
-            ParamIn::Header,
-            "If-Match",
-            Some(
-                "The subscription's `ETag` (`\"v3\"`) as you read it: the change is made only \
-                 if the subscription has not changed since, and is 412 otherwise. `*`, or no \
-                 header: whatever its state."
-                    .to_owned(),
-            ),
-            false,
-            schemars::json_schema!({
-                "type": "string",
-                "pattern": IF_MATCH_PATTERN,
-            }),
-        ));
-    }
-
-    let mut responses = IndexMap::new();
-    let etag: &[&str] = if conditional && !endpoint.success_headers.contains(&"ETag") {
-        &["ETag"]
-    } else {
-        &[]
-    };
-    let success_headers = headers::references(
-        headers::ALWAYS
-            .iter()
-            .chain(endpoint.success_headers)
-            .chain(etag),
-    );
-    if conditional {
-        responses.insert(
-            StatusCode::Code(304),
-            ReferenceOr::Item(Response {
-                description: "Not modified: the `If-None-Match` tag is current. No body; not \
-                              counted against the key's rate limit (the rate-limit headers \
-                              show the window as it stands)."
-                    .to_owned(),
-                headers: headers::references(headers::ALWAYS.iter().chain(etag)),
-                ..Response::default()
-            }),
-        );
-    }
-    match &endpoint.success {
-        Success::Json {
-            status,
-            description,
-            schema: success_schema,
-        } => {
-            responses.insert(
-                StatusCode::Code(*status),
-                ReferenceOr::Item(Response {
-                    description: (*description).to_owned(),
-                    content: json_content(success_schema(generator)),
-                    headers: success_headers.clone(),
-                    ..Response::default()
-                }),
-            );
-        }
-        Success::Media {
-            status,
-            description,
-            content,
-        } => {
-            let content = content
-                .iter()
-                .map(|(media, schema)| {
-                    let media_type = MediaType {
-                        schema: Some(schema_object(schema(generator))),
-                        ..MediaType::default()
-                    };
-                    ((*media).to_owned(), media_type)
-                })
-                .collect();
-            responses.insert(
-                StatusCode::Code(*status),
-                ReferenceOr::Item(Response {
-                    description: (*description).to_owned(),
-                    content,
-                    headers: success_headers.clone(),
-                    ..Response::default()
-                }),
-            );
-        }
-        Success::NoContent { description } => {
-            responses.insert(
-                StatusCode::Code(204),
-                ReferenceOr::Item(Response {
-                    description: (*description).to_owned(),
-                    headers: success_headers.clone(),
-                    ..Response::default()
-                }),
-            );
-        }
-    }
-    for status in error_statuses(endpoint) {
-        responses.insert(
-            StatusCode::Code(status),
-            ReferenceOr::Item(Response {
-                description: status_description(status).to_owned(),
-                content: json_content(schema::<ErrorResponse>(generator)),
-                headers: headers::references(
-                    headers::ALWAYS.iter().chain(headers::for_error(status)),
-                ),
-                ..Response::default()
-            }),
-        );
-    }
-
-    let request_body = endpoint.body.as_ref().map(|body| {
-        let schema = (body.schema)(generator);
-        // A body whose every field is optional may be left out (`input/body.rs`).
-        let required = !crate::input::all_optional(&schema, generator);
-        ReferenceOr::Item(RequestBody {
-            description: Some(body.description.to_owned()),
-            content: json_content(schema),
-            required,
-            ..RequestBody::default()
-        })
-    });
-
-    let mut description = endpoint.description.to_owned();
-    let security = match endpoint.access {
-        Access::Scope(scope) => {
-            description.push_str(&format!("\n\nRequired scope: `{scope}`."));
-            vec![IndexMap::from([(
-                SECURITY_SCHEME.to_owned(),
-                vec![scope.as_str().to_owned()],
-            )])]
-        }
-        Access::AnyKey => {
-            description.push_str("\n\nAny valid key, whatever its scopes.");
-            vec![IndexMap::from([(SECURITY_SCHEME.to_owned(), Vec::new())])]
-        }
-        // An empty requirement: no authentication.
-        Access::Public => vec![IndexMap::new()],
-    };
-    Operation {
-        tags: vec![endpoint.tag.to_owned()],
-        summary: Some(endpoint.summary.to_owned()),
-        description: Some(description),
-        operation_id: Some(endpoint.operation_id.to_owned()),
-        parameters,
-        request_body,
-        responses: Some(Responses {
-            responses,
-            ..Responses::default()
-        }),
-        security,
-        extensions: IndexMap::from([(
-            "x-required-scope".to_owned(),
-            endpoint
-                .access
-                .scope()
-                .map_or(Value::Null, |s| Value::from(s.as_str())),
-        )]),
-        ..Operation::default()
-    }
 }
 
 /// The document.

@@ -21,7 +21,7 @@ use posture_wire::{
     paging::PageQuery,
 };
 
-use super::{Access, Endpoint, HttpMethod, Success};
+use super::{Access, Endpoint, HttpMethod, Success, Tagging};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -44,6 +44,7 @@ pub static LIST: Endpoint = Endpoint {
     success_headers: &["Link"],
     errors: &[400, 404],
     handler: || web::route().to(list_deliveries),
+    tagging: Tagging::DataVersion,
     ..Endpoint::DEFAULT
 };
 
@@ -59,6 +60,7 @@ pub static GET: Endpoint = Endpoint {
     success: Success::json::<DataResponse<DeliveryDetailResponse>>(200, "The delivery."),
     errors: &[400, 404],
     handler: || web::route().to(get_delivery),
+    tagging: Tagging::DataVersion,
     ..Endpoint::DEFAULT
 };
 

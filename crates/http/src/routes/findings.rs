@@ -9,7 +9,7 @@ use posture_wire::{
     query::TenantQuery,
 };
 
-use super::{Access, Endpoint, Success};
+use super::{Access, Endpoint, ReadsFrom, Success, Tagging};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -37,6 +37,8 @@ pub static LIST: Endpoint = Endpoint {
     success_headers: &["Link"],
     errors: &[400, 404],
     handler: || web::route().to(list_findings),
+    tagging: Tagging::DataVersion,
+    reads: ReadsFrom::Replica,
     ..Endpoint::DEFAULT
 };
 
@@ -52,6 +54,8 @@ pub static GET: Endpoint = Endpoint {
     success: Success::json::<DataResponse<FindingResponse>>(200, "The finding."),
     errors: &[400, 404],
     handler: || web::route().to(get_finding),
+    tagging: Tagging::DataVersion,
+    reads: ReadsFrom::Replica,
     ..Endpoint::DEFAULT
 };
 

@@ -9,7 +9,7 @@ use posture_wire::{
     query::TenantQuery,
 };
 
-use super::{Access, Endpoint, Success};
+use super::{Access, Endpoint, ReadsFrom, Success, Tagging};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -35,6 +35,8 @@ pub static LIST: Endpoint = Endpoint {
     success: Success::json::<ListResponse<IdentityResponse>>(200, "A page of identities."),
     errors: &[400, 404],
     handler: || web::route().to(list_identities),
+    tagging: Tagging::DataVersion,
+    reads: ReadsFrom::Replica,
     ..Endpoint::DEFAULT
 };
 
@@ -50,6 +52,8 @@ pub static GET: Endpoint = Endpoint {
     success: Success::json::<DataResponse<IdentityDetailResponse>>(200, "The identity."),
     errors: &[400, 404],
     handler: || web::route().to(get_identity),
+    tagging: Tagging::DataVersion,
+    reads: ReadsFrom::Replica,
     ..Endpoint::DEFAULT
 };
 

@@ -159,6 +159,10 @@ pub struct Endpoint {
     pub success_headers: &'static [&'static str],
     /// It takes `If-Match` with the resource's `ETag` (412 when it does not hold).
     pub if_match: bool,
+    /// How it answers conditional reads.
+    pub tagging: Tagging,
+    /// Which database its reads may come from.
+    pub reads: ReadsFrom,
     /// The actix route (without its method guard, which comes from `method`).
     pub handler: fn() -> Route,
 }
@@ -181,6 +185,8 @@ impl Endpoint {
         errors: &[],
         success_headers: &[],
         if_match: false,
+        tagging: Tagging::None,
+        reads: ReadsFrom::Primary,
         handler: web::route,
     };
 
@@ -192,18 +198,34 @@ impl Endpoint {
     /// Whether it answers conditional reads (`ETag`, `If-None-Match`, 304): through the
     /// gate, or by itself.
     pub fn is_conditional(&self) -> bool {
-        matches!(self.method, HttpMethod::Get)
-            && (is_conditional(&self.full_path()) || SELF_TAGGED.contains(&self.path))
+        self.tagging != Tagging::None
     }
 }
 
-/// The export streams a snapshot too large to hold back, and a key's description changes
-/// (`lastUsedAt`) without the customer's data version: neither is conditional.
-const UNCONDITIONAL: &[&str] = &["/findings/export", "/keys/current"];
+/// How a route answers conditional reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tagging {
+    /// No `ETag`: a write, a public route, or a read whose answer cannot be tagged before it
+    /// is made (the export streams a snapshot too large to hold back; a key's description
+    /// changes with its use, `lastUsedAt`, not with the customer's data).
+    None,
+    /// The gate tags the read with the customer's data version before the route runs, and
+    /// answers `If-None-Match` with 304 itself (`conditional.rs`).
+    DataVersion,
+    /// The route tags its response itself with a strong tag that `If-Match` can use
+    /// (`preconditions.rs`); the gate leaves it alone.
+    ByRoute,
+}
 
-/// Routes that tag their responses themselves, with a strong tag `If-Match` can use
-/// (`preconditions.rs`): the gate leaves them alone.
-const SELF_TAGGED: &[&str] = &["/webhooks/{id}"];
+/// Which database a route's reads may come from (`reads.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadsFrom {
+    /// The primary: what must see its own writes (webhooks, the caller's key).
+    Primary,
+    /// A read replica that keeps up, when one is configured: the analysed data, which only
+    /// passes change.
+    Replica,
+}
 
 /// Whether `path` matches `template` (a `{...}` segment matches any one segment).
 fn matches_template(path: &str, template: &str) -> bool {
@@ -217,19 +239,18 @@ fn matches_template(path: &str, template: &str) -> bool {
     }
 }
 
-/// Whether a `GET` of `path` takes the gate's conditional reads: every authenticated read
-/// but the export and the self-tagged routes (`conditional.rs`).
-pub(crate) fn is_conditional(path: &str) -> bool {
-    !is_public(path)
-        && !path.strip_prefix(PREFIX).is_some_and(|p| {
-            UNCONDITIONAL.contains(&p) || SELF_TAGGED.iter().any(|t| matches_template(p, t))
-        })
-}
-
-/// The resource of an `/api/v1` request path: its first segment after the prefix.
-pub(crate) fn resource(path: &str) -> Option<&str> {
-    let rest = path.strip_prefix(PREFIX)?.strip_prefix('/')?;
-    Some(rest.split('/').next().unwrap_or(rest))
+/// The endpoint a request reaches, as the router will choose it: the first of
+/// [`ENDPOINTS`] (registration order: a literal path before a templated one) with its method
+/// and a path its template matches.
+pub(crate) fn endpoint_of(
+    method: &actix_web::http::Method,
+    path: &str,
+) -> Option<&'static Endpoint> {
+    let relative = path.strip_prefix(PREFIX)?;
+    ENDPOINTS
+        .iter()
+        .copied()
+        .find(|e| e.method.actix() == method && matches_template(relative, e.path))
 }
 
 /// Whether `path` (a request path) is a public route.
@@ -301,30 +322,42 @@ async fn admit(
 
 #[cfg(test)]
 mod tests {
+    use actix_web::http::Method;
+
     use super::*;
-    use crate::reads::{PRIMARY_RESOURCES, REPLICA_RESOURCES};
 
     #[test]
-    fn every_resource_says_whether_replicas_may_serve_it() {
+    fn only_authenticated_reads_are_tagged_or_read_from_a_replica() {
         for endpoint in ENDPOINTS {
-            let path = endpoint.full_path();
-            let Some(resource) = resource(&path).filter(|r| !r.is_empty()) else {
-                continue;
-            };
+            let read = endpoint.method == HttpMethod::Get && endpoint.access != Access::Public;
             assert!(
-                REPLICA_RESOURCES.contains(&resource) != PRIMARY_RESOURCES.contains(&resource),
-                "{path}: list its resource {resource:?} in exactly one of REPLICA_RESOURCES \
-                 and PRIMARY_RESOURCES (reads.rs)"
+                read || (endpoint.tagging == Tagging::None && endpoint.reads == ReadsFrom::Primary),
+                "{} {}: only an authenticated GET takes a tag or a replica",
+                endpoint.method.as_str(),
+                endpoint.path
             );
         }
     }
 
     #[test]
-    fn a_resource_is_the_first_segment_after_the_prefix() {
-        assert_eq!(resource("/api/v1/findings/f-1"), Some("findings"));
-        assert_eq!(resource("/api/v1/findings"), Some("findings"));
-        assert_eq!(resource("/api/v1/webhooks/x/deliveries"), Some("webhooks"));
-        assert_eq!(resource("/api/v1findings"), None);
-        assert_eq!(resource("/metrics"), None);
+    fn a_request_reaches_the_endpoint_the_router_chooses() {
+        let of = |method: Method, path: &str| endpoint_of(&method, path).map(|e| e.operation_id);
+        assert_eq!(
+            of(Method::GET, "/api/v1/findings/export"),
+            Some("exportFindings")
+        );
+        assert_eq!(of(Method::GET, "/api/v1/findings/f-1"), Some("getFinding"));
+        assert_eq!(
+            of(Method::GET, "/api/v1/webhooks/abc/deliveries"),
+            Some("listWebhookDeliveries")
+        );
+        assert_eq!(
+            of(Method::DELETE, "/api/v1/webhooks/abc"),
+            Some("deleteWebhook")
+        );
+        assert_eq!(of(Method::PUT, "/api/v1/webhooks/abc"), None);
+        assert_eq!(of(Method::GET, "/api/v1/findings/f-1/more"), None);
+        assert_eq!(of(Method::GET, "/api/v1findings"), None);
+        assert_eq!(of(Method::GET, "/metrics"), None);
     }
 }

@@ -9,7 +9,7 @@ use posture_wire::{
     recommendations::RoleRecommendationResponse,
 };
 
-use super::{Access, Endpoint, Success};
+use super::{Access, Endpoint, ReadsFrom, Success, Tagging};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -38,6 +38,8 @@ pub static LIST: Endpoint = Endpoint {
     ),
     errors: &[400, 404],
     handler: || web::route().to(list_roles),
+    tagging: Tagging::DataVersion,
+    reads: ReadsFrom::Replica,
     ..Endpoint::DEFAULT
 };
 

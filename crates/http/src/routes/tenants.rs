@@ -4,7 +4,7 @@ use actix_web::{HttpResponse, web};
 use posture_domain::{Page, Scope, page::Start};
 use posture_wire::{ListResponse, paging::PageQuery, query::TenantQuery, tenants::TenantResponse};
 
-use super::{Access, Endpoint, Success};
+use super::{Access, Endpoint, ReadsFrom, Success, Tagging};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -25,6 +25,8 @@ pub static LIST: Endpoint = Endpoint {
     success: Success::json::<ListResponse<TenantResponse>>(200, "A page of tenants."),
     errors: &[400, 404],
     handler: || web::route().to(list_tenants),
+    tagging: Tagging::DataVersion,
+    reads: ReadsFrom::Replica,
     ..Endpoint::DEFAULT
 };
 

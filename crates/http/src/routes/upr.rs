@@ -13,7 +13,7 @@ use posture_wire::{
     },
 };
 
-use super::{Access, Endpoint, Success};
+use super::{Access, Endpoint, ReadsFrom, Success, Tagging};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -34,6 +34,8 @@ pub static ROLLUP: Endpoint = Endpoint {
     success: Success::json::<DataResponse<UprRollupResponse>>(200, "The rollup."),
     errors: &[400, 404],
     handler: || web::route().to(get_rollup),
+    tagging: Tagging::DataVersion,
+    reads: ReadsFrom::Replica,
     ..Endpoint::DEFAULT
 };
 
@@ -54,6 +56,8 @@ pub static PRINCIPALS: Endpoint = Endpoint {
     success_headers: &["Link"],
     errors: &[400, 404],
     handler: || web::route().to(list_principals),
+    tagging: Tagging::DataVersion,
+    reads: ReadsFrom::Replica,
     ..Endpoint::DEFAULT
 };
 
@@ -69,6 +73,8 @@ pub static TREND: Endpoint = Endpoint {
     success: Success::json::<UprTrendResponse>(200, "The trend."),
     errors: &[400, 404],
     handler: || web::route().to(get_trend),
+    tagging: Tagging::DataVersion,
+    reads: ReadsFrom::Replica,
     ..Endpoint::DEFAULT
 };
 

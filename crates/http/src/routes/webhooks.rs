@@ -17,7 +17,7 @@ use posture_wire::{
     },
 };
 
-use super::{Access, Endpoint, HttpMethod, Success};
+use super::{Access, Endpoint, HttpMethod, Success, Tagging};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -59,6 +59,7 @@ pub static LIST: Endpoint = Endpoint {
     success_headers: &["Link"],
     errors: &[400],
     handler: || web::route().to(list_webhooks),
+    tagging: Tagging::DataVersion,
     ..Endpoint::DEFAULT
 };
 
@@ -77,6 +78,7 @@ pub static GET: Endpoint = Endpoint {
     errors: &[400, 404],
     success_headers: &["ETag"],
     handler: || web::route().to(get_webhook),
+    tagging: Tagging::ByRoute,
     ..Endpoint::DEFAULT
 };
 

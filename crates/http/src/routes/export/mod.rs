@@ -28,7 +28,7 @@ use posture_wire::{
 };
 use schemars::{Schema, SchemaGenerator, json_schema};
 
-use super::{Access, Endpoint, Success};
+use super::{Access, Endpoint, ReadsFrom, Success};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -142,6 +142,7 @@ pub static EXPORT: Endpoint = Endpoint {
     errors: &[400, 404],
     success_headers: &["Content-Disposition", "X-Total-Count", "X-Synced-Through"],
     handler: || web::route().to(export_findings),
+    reads: ReadsFrom::Replica,
     ..Endpoint::DEFAULT
 };
 

@@ -1,0 +1,286 @@
+//! One operation of the contract, folded from its [`Endpoint`]'s typed fields: its
+//! parameters (path, query parts, the conditional headers its `tagging` and `if_match`
+//! call for), its responses (success, 304 when it is conditional, its errors), its request
+//! body and its security requirement.
+
+use aide::openapi::{
+    MediaType, Operation, Parameter, ParameterData, ParameterSchemaOrContent, QueryStyle,
+    ReferenceOr, RequestBody, Response, Responses, StatusCode,
+};
+use indexmap::IndexMap;
+use posture_wire::ErrorResponse;
+use schemars::SchemaGenerator;
+use serde_json::Value;
+
+use super::{IF_MATCH_PATTERN, SECURITY_SCHEME, headers, json_content, schema_object, texts};
+use crate::{
+    input::query_generator,
+    routes::{Access, Endpoint, Success, schema},
+};
+
+/// The operation of `endpoint`.
+pub(super) fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Operation {
+    let (security, requirement) = security(endpoint.access);
+    Operation {
+        tags: vec![endpoint.tag.to_owned()],
+        summary: Some(endpoint.summary.to_owned()),
+        description: Some(format!("{}{requirement}", endpoint.description)),
+        operation_id: Some(endpoint.operation_id.to_owned()),
+        parameters: parameters(endpoint, generator),
+        request_body: request_body(endpoint, generator),
+        responses: Some(Responses {
+            responses: responses(endpoint, generator),
+            ..Responses::default()
+        }),
+        security,
+        extensions: IndexMap::from([(
+            "x-required-scope".to_owned(),
+            endpoint
+                .access
+                .scope()
+                .map_or(Value::Null, |s| Value::from(s.as_str())),
+        )]),
+        ..Operation::default()
+    }
+}
+
+/// The statuses of its error responses: its own, then those of every route of its access.
+fn error_statuses(endpoint: &Endpoint) -> Vec<u16> {
+    let mut statuses: Vec<u16> = endpoint.errors.to_vec();
+    match endpoint.access {
+        Access::Public => {}
+        Access::AnyKey => statuses.extend([401, 503]),
+        Access::Scope(_) => statuses.extend([401, 403, 503]),
+    }
+    statuses.extend([429, 500]);
+    statuses.sort_unstable();
+    statuses.dedup();
+    statuses
+}
+
+/// Where a parameter is given.
+#[derive(Clone, Copy)]
+enum ParamIn {
+    Query,
+    Path,
+    Header,
+}
+
+fn parameter(
+    location: ParamIn,
+    name: &str,
+    description: Option<String>,
+    required: bool,
+    json_schema: schemars::Schema,
+) -> ReferenceOr<Parameter> {
+    // A comma-separated list is one value: `style: form, explode: false`.
+    let comma_list = json_schema.get("type").and_then(Value::as_str) == Some("array");
+    let parameter_data = ParameterData {
+        name: name.to_owned(),
+        description,
+        required,
+        deprecated: None,
+        format: ParameterSchemaOrContent::Schema(schema_object(json_schema)),
+        example: None,
+        examples: IndexMap::new(),
+        explode: comma_list.then_some(false),
+        extensions: IndexMap::new(),
+    };
+    ReferenceOr::Item(match location {
+        ParamIn::Query => Parameter::Query {
+            parameter_data,
+            allow_reserved: false,
+            style: QueryStyle::Form,
+            allow_empty_value: None,
+        },
+        ParamIn::Path => Parameter::Path {
+            parameter_data,
+            style: aide::openapi::PathStyle::Simple,
+        },
+        ParamIn::Header => Parameter::Header {
+            parameter_data,
+            style: aide::openapi::HeaderStyle::Simple,
+        },
+    })
+}
+
+/// Its path parameters, the parameters of its query parts, and the conditional headers.
+fn parameters(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Vec<ReferenceOr<Parameter>> {
+    let mut parameters: Vec<_> = endpoint
+        .path_params
+        .iter()
+        .map(|p| {
+            let schema = (p.schema)(generator);
+            parameter(
+                ParamIn::Path,
+                p.name,
+                Some(p.description.to_owned()),
+                true,
+                schema,
+            )
+        })
+        .collect();
+    let mut query_generator = query_generator();
+    for part in endpoint.query {
+        for p in part.params(&mut query_generator) {
+            parameters.push(parameter(
+                ParamIn::Query,
+                &p.name,
+                p.description,
+                p.required,
+                p.schema,
+            ));
+        }
+    }
+    if endpoint.is_conditional() {
+        parameters.push(parameter(
+            ParamIn::Header,
+            "If-None-Match",
+            Some(
+                "The `ETag` of an earlier response to the same request with the same key: if \
+                 nothing it shows has changed, the answer is 304 with no body, which does not \
+                 count against the key's rate limit."
+                    .to_owned(),
+            ),
+            false,
+            // Bounded by the server's header limits (a larger header is 431), not here.
+            schemars::json_schema!({"type": "string"}),
+        ));
+    }
+    if endpoint.if_match {
+        parameters.push(parameter(
+            ParamIn::Header,
+            "If-Match",
+            Some(
+                "The subscription's `ETag` (`\"v3\"`) as you read it: the change is made only \
+                 if the subscription has not changed since, and is 412 otherwise. `*`, or no \
+                 header: whatever its state."
+                    .to_owned(),
+            ),
+            false,
+            schemars::json_schema!({"type": "string", "pattern": IF_MATCH_PATTERN}),
+        ));
+    }
+    parameters
+}
+
+fn response(
+    description: &str,
+    content: IndexMap<String, MediaType>,
+    headers: IndexMap<String, ReferenceOr<aide::openapi::Header>>,
+) -> ReferenceOr<Response> {
+    ReferenceOr::Item(Response {
+        description: description.to_owned(),
+        content,
+        headers,
+        ..Response::default()
+    })
+}
+
+/// Its success response, a 304 when it is conditional, and its errors.
+fn responses(
+    endpoint: &Endpoint,
+    generator: &mut SchemaGenerator,
+) -> IndexMap<StatusCode, ReferenceOr<Response>> {
+    let conditional = endpoint.is_conditional();
+    let etag: &[&str] = if conditional && !endpoint.success_headers.contains(&"ETag") {
+        &["ETag"]
+    } else {
+        &[]
+    };
+    let success_headers = headers::references(
+        headers::ALWAYS
+            .iter()
+            .chain(endpoint.success_headers)
+            .chain(etag),
+    );
+    let mut responses = IndexMap::new();
+    if conditional {
+        responses.insert(
+            StatusCode::Code(304),
+            response(
+                "Not modified: the `If-None-Match` tag is current. No body; not counted against \
+                 the key's rate limit (the rate-limit headers show the window as it stands).",
+                IndexMap::new(),
+                headers::references(headers::ALWAYS.iter().chain(etag)),
+            ),
+        );
+    }
+    let (status, description, content) = match &endpoint.success {
+        Success::Json {
+            status,
+            description,
+            schema,
+        } => (*status, *description, json_content(schema(generator))),
+        Success::Media {
+            status,
+            description,
+            content,
+        } => {
+            let content = content
+                .iter()
+                .map(|(media, schema)| {
+                    let media_type = MediaType {
+                        schema: Some(schema_object(schema(generator))),
+                        ..MediaType::default()
+                    };
+                    ((*media).to_owned(), media_type)
+                })
+                .collect();
+            (*status, *description, content)
+        }
+        Success::NoContent { description } => (204, *description, IndexMap::new()),
+    };
+    responses.insert(
+        StatusCode::Code(status),
+        response(description, content, success_headers),
+    );
+    for status in error_statuses(endpoint) {
+        responses.insert(
+            StatusCode::Code(status),
+            response(
+                texts::status_description(status),
+                json_content(schema::<ErrorResponse>(generator)),
+                headers::references(headers::ALWAYS.iter().chain(headers::for_error(status))),
+            ),
+        );
+    }
+    responses
+}
+
+/// Its JSON body, if it takes one; a body whose every field is optional may be left out
+/// (`input/body.rs`).
+fn request_body(
+    endpoint: &Endpoint,
+    generator: &mut SchemaGenerator,
+) -> Option<ReferenceOr<RequestBody>> {
+    endpoint.body.as_ref().map(|body| {
+        let schema = (body.schema)(generator);
+        let required = !crate::input::all_optional(&schema, generator);
+        ReferenceOr::Item(RequestBody {
+            description: Some(body.description.to_owned()),
+            content: json_content(schema),
+            required,
+            ..RequestBody::default()
+        })
+    })
+}
+
+/// Its security requirement, and the sentence its description ends with.
+fn security(access: Access) -> (Vec<IndexMap<String, Vec<String>>>, String) {
+    match access {
+        Access::Scope(scope) => (
+            vec![IndexMap::from([(
+                SECURITY_SCHEME.to_owned(),
+                vec![scope.as_str().to_owned()],
+            )])],
+            format!("\n\nRequired scope: `{scope}`."),
+        ),
+        Access::AnyKey => (
+            vec![IndexMap::from([(SECURITY_SCHEME.to_owned(), Vec::new())])],
+            "\n\nAny valid key, whatever its scopes.".to_owned(),
+        ),
+        // An empty requirement: no authentication.
+        Access::Public => (vec![IndexMap::new()], String::new()),
+    }
+}
