@@ -135,6 +135,9 @@ pub fn run_console_e2e() -> anyhow::Result<()> {
         .envs(env)
         .env("POSTURE_BIND", &api_bind)
         .env("POSTURE_PUBLIC_URL", &public_url)
+        // The provider runs on loopback: an operator allows its network explicitly, as
+        // docs/operations.md says for a provider inside the network.
+        .env("POSTURE_SSO_ALLOWED_NETWORKS", "127.0.0.0/8")
         .env("POSTURE_LOG", "info")
         .stdin(Stdio::null())
         .stderr(std::fs::File::create(&api_log)?);
