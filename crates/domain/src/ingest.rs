@@ -159,9 +159,10 @@ pub struct ParsedLine {
 pub enum LineError {
     #[error("line is longer than {MAX_LINE_BYTES} bytes")]
     TooLong,
-    /// Not a record of the format: serde_json's description, and the column it stopped at.
-    #[error("{what} (column {column})")]
-    NotARecord { what: String, column: usize },
+    /// Not a record of the format: serde_json's description, and the column it stopped at
+    /// when it names one.
+    #[error("{what}{}", .column.map_or(String::new(), |c| format!(" (column {c})")))]
+    NotARecord { what: String, column: Option<usize> },
     /// A record whose values the domain refuses.
     #[error("{field}: {reason}")]
     Invalid { field: String, reason: String },
@@ -181,13 +182,15 @@ pub fn parse_line(line: &str) -> Result<Option<ParsedLine>, LineError> {
     let record: records::Record = serde_json::from_str(line).map_err(|e| {
         // serde_json counts lines within the text, always 1 here: keep only the column.
         let message = e.to_string();
-        let what = message
-            .rsplit_once(" at line ")
-            .map_or(message.as_str(), |(what, _)| what)
-            .to_owned();
-        LineError::NotARecord {
-            what,
-            column: e.column(),
+        match message.rsplit_once(" at line ") {
+            Some((what, _)) => LineError::NotARecord {
+                what: what.to_owned(),
+                column: Some(e.column()),
+            },
+            None => LineError::NotARecord {
+                what: message,
+                column: None,
+            },
         }
     })?;
     let unknown_fields = record.unknown_fields();

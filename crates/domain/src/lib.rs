@@ -10,6 +10,7 @@
 mod macros;
 
 pub mod api_key;
+pub mod clock;
 pub mod console;
 pub mod cursor;
 pub mod customer;

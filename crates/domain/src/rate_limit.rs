@@ -9,13 +9,14 @@
 use std::{
     collections::{BTreeMap, HashMap},
     fmt,
-    sync::Mutex,
+    sync::{Arc, Mutex},
     time::{SystemTime, UNIX_EPOCH},
 };
 
 use async_trait::async_trait;
 
 use crate::{
+    clock::Clock,
     error::Result,
     ids::{CustomerId, KeyId, WebhookId},
 };
@@ -164,6 +165,8 @@ pub fn epoch_secs() -> u64 {
 pub struct InProcessRateLimiter {
     policy: RatePolicy,
     counters: Mutex<Counters>,
+    /// Where its windows' time comes from (the system's, or a test's).
+    clock: Arc<dyn Clock>,
 }
 
 /// Counts per bucket with least-recently-used eviction.
@@ -236,10 +239,21 @@ impl InProcessRateLimiter {
     pub const MAX_KEYS: usize = 100_000;
 
     pub fn new(policy: RatePolicy) -> Self {
+        Self::with_clock(policy, crate::clock::system())
+    }
+
+    /// A limiter whose windows run on `clock`.
+    pub fn with_clock(policy: RatePolicy, clock: Arc<dyn Clock>) -> Self {
         Self {
             policy,
             counters: Mutex::default(),
+            clock,
         }
+    }
+
+    /// Epoch seconds on its clock.
+    fn now(&self) -> u64 {
+        u64::try_from(self.clock.now().timestamp()).unwrap_or(0)
     }
 
     pub fn policy(&self) -> RatePolicy {
@@ -292,11 +306,11 @@ impl InProcessRateLimiter {
 #[async_trait]
 impl RateLimiter for InProcessRateLimiter {
     async fn check(&self, bucket: &RateBucket) -> Result<RateDecision> {
-        Ok(self.check_at(bucket, epoch_secs()))
+        Ok(self.check_at(bucket, self.now()))
     }
 
     async fn peek(&self, bucket: &RateBucket) -> Result<RateDecision> {
-        Ok(self.peek_at(bucket, epoch_secs()))
+        Ok(self.peek_at(bucket, self.now()))
     }
 
     fn state(&self) -> LimiterState {

@@ -238,7 +238,7 @@ impl ApiKeyRepository for PgStore {
     }
 
     async fn authenticate(&self, hash: &KeyHash) -> Result<Option<Principal>> {
-        let now = Utc::now();
+        let now = self.clock.now();
         let principal = match self.key_cache.known(hash, now) {
             KnownKey::Valid(principal) => principal,
             KnownKey::Unknown => return Ok(None),
@@ -254,16 +254,29 @@ impl ApiKeyRepository for PgStore {
                 principal
             }
         };
-        let key_id = principal.key_id();
-        if self.key_touches.due(key_id) {
-            let store = self.clone();
-            tokio::spawn(async move { store.touch_key(key_id, now).await });
-        }
+        self.note_use(principal.key_id(), now);
         Ok(Some(principal))
     }
 
     fn known_key(&self, hash: &KeyHash) -> KnownKey {
-        self.key_cache.known(hash, Utc::now())
+        let now = self.clock.now();
+        let known = self.key_cache.known(hash, now);
+        // A key the gate serves from the cache is used as much as one it looks up.
+        if let KnownKey::Valid(principal) = &known {
+            self.note_use(principal.key_id(), now);
+        }
+        known
+    }
+}
+
+impl PgStore {
+    /// Records a use of `key` at `now`: its `last_used_at` is written off the request path
+    /// when due (at most once a minute per key and process).
+    fn note_use(&self, key: KeyId, now: DateTime<Utc>) {
+        if self.key_touches.due(key, now) {
+            let store = self.clone();
+            tokio::spawn(async move { store.touch_key(key, now).await });
+        }
     }
 }
 

@@ -29,9 +29,14 @@ mod webhooks;
 use std::{
     collections::HashMap,
     fmt,
-    sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
 };
+
+use chrono::{DateTime, Utc};
 
 use diesel_async::{
     AsyncPgConnection, RunQueryDsl,
@@ -40,7 +45,7 @@ use diesel_async::{
         deadpool::{Object, Pool},
     },
 };
-use posture_domain::{Error, KeyId};
+use posture_domain::{Error, KeyId, clock::Clock};
 
 use crate::error::db_error;
 pub use crate::{
@@ -80,6 +85,10 @@ pub struct PgConfig {
     /// Most keys a customer may hold at once (neither revoked nor expired): issuing one
     /// more is refused.
     pub max_active_keys: u32,
+    /// The clock of the store's own decisions (a cached key's expiry, a console session's
+    /// idle time and lifetime, a sign-in's lapse, a secret's overlap): the system's, or a
+    /// test's.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl PgConfig {
@@ -92,6 +101,7 @@ impl PgConfig {
             statement_timeout: None,
             idle_in_transaction_timeout: None,
             max_active_keys: posture_domain::api_key::DEFAULT_MAX_ACTIVE_KEYS,
+            clock: posture_domain::clock::system(),
         }
     }
 }
@@ -158,6 +168,7 @@ pub struct PgStore {
     listener: Arc<deliveries::Listener>,
     /// Most keys a customer may hold at once ([`PgConfig::max_active_keys`]).
     max_active_keys: u32,
+    clock: Arc<dyn Clock>,
 }
 
 impl fmt::Debug for PgStore {
@@ -224,6 +235,14 @@ impl PoolRecipe {
 }
 
 impl PgStore {
+    /// How many `last_used_at` writes this store has decided (each runs off the request
+    /// path): a test counts them instead of waiting for one that should not come.
+    pub fn key_touches_started(&self) -> u64 {
+        AtomicU64::load(&self.key_touches.started, Ordering::Relaxed)
+    }
+}
+
+impl PgStore {
     /// A store on a new pool. Connections are opened on demand; call [`PgStore::ping`] to
     /// fail fast at start-up.
     pub fn new(config: &PgConfig) -> Result<Self, Error> {
@@ -248,6 +267,7 @@ impl PgStore {
             listen,
             listener: Arc::default(),
             max_active_keys: config.max_active_keys,
+            clock: config.clock.clone(),
         })
     }
 
@@ -328,25 +348,30 @@ impl posture_domain::ports::StoreHealth for PgStore {
     }
 }
 
-/// When each key's `last_used_at` was last written by this process, so a busy key costs one
-/// write a minute, not one per request.
+/// When each key's `last_used_at` was last written by this process (on the store's clock),
+/// so a busy key costs one write a minute, not one per request.
 #[derive(Default)]
-struct KeyTouches(Mutex<HashMap<KeyId, Instant>>);
+struct KeyTouches {
+    last: Mutex<HashMap<KeyId, DateTime<Utc>>>,
+    /// Writes decided since the start ([`PgStore::key_touches_started`]).
+    started: AtomicU64,
+}
 
-const TOUCH_EVERY: Duration = Duration::from_secs(60);
+const TOUCH_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
 
 impl KeyTouches {
-    /// Whether `last_used_at` of this key is due for a write (and records that it happens).
-    fn due(&self, key: KeyId) -> bool {
-        let now = Instant::now();
+    /// Whether `last_used_at` of this key is due for a write at `now` (and records that it
+    /// happens).
+    fn due(&self, key: KeyId, now: DateTime<Utc>) -> bool {
         let mut touches = self
-            .0
+            .last
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         match touches.get(&key) {
-            Some(last) if now.duration_since(*last) < TOUCH_EVERY => false,
+            Some(last) if now - *last < TOUCH_EVERY && now >= *last => false,
             _ => {
                 touches.insert(key, now);
+                self.started.fetch_add(1, Ordering::Relaxed);
                 true
             }
         }

@@ -25,6 +25,7 @@ pub mod standard_webhooks;
 use std::{fmt::Write as _, path::Path};
 
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use posture_domain::clock::ManualClock;
 use posture_store_postgres::{PgConfig, PgStore, migrations};
 use sha2::{Digest, Sha256};
 
@@ -234,6 +235,13 @@ impl TestDb {
         AsyncPgConnection::establish(&self.url).await.unwrap()
     }
 
+    /// Runs one SQL statement as the owner; returns the rows it changed.
+    pub async fn execute(&self, sql: &str) -> usize {
+        diesel_async::RunQueryDsl::execute(diesel::sql_query(sql), &mut self.connection().await)
+            .await
+            .unwrap()
+    }
+
     /// A database of its own with no schema at all (for migration tests).
     pub async fn empty() -> Self {
         let server = server_url();
@@ -286,6 +294,15 @@ impl TestDb {
     /// A store on this test's database.
     pub fn store(&self) -> PgStore {
         PgStore::new(&self.config()).unwrap()
+    }
+
+    /// A store on this test's database reading a clock the test moves, standing at the
+    /// system's time now.
+    pub fn store_with_clock(&self) -> (PgStore, std::sync::Arc<ManualClock>) {
+        let clock = std::sync::Arc::new(ManualClock::starting_now());
+        let mut config = self.config();
+        config.clock = clock.clone();
+        (PgStore::new(&config).unwrap(), clock)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Authentication and scopes (docs/api.md, "Basics" and "Scopes").
 
-use chrono::{Duration, Utc};
+use chrono::Duration;
 use posture_domain::{Scope, console::Actor, ports::ApiKeyRepository};
 use posture_http::routes::{Access, ENDPOINTS};
 use reqwest::StatusCode;
@@ -163,10 +163,10 @@ async fn a_key_deleted_in_sql_by_an_operator_is_refused() {
 
 #[tokio::test]
 async fn an_expired_key_is_401_even_when_cached() {
-    let app = TestApp::start().await;
+    let app = TestApp::with_clock().await;
     app.key_cache_live().await;
     let (customer, _) = app.customer("A").await;
-    let expires = Utc::now() + Duration::milliseconds(500);
+    let expires = app.now() + Duration::hours(1);
     let (_, key) = app
         .key_expiring(customer, &[Scope::ReadIdentities], Some(expires))
         .await;
@@ -177,7 +177,13 @@ async fn an_expired_key_is_401_even_when_cached() {
         );
     }
     assert!(app.store.key_cache_stats().hits >= 1, "the key was cached");
-    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    app.clock().advance(std::time::Duration::from_secs(3599));
+    assert_eq!(
+        app.get("/api/v1/identities", &key).await.status(),
+        StatusCode::OK,
+        "a second before its expiry"
+    );
+    app.clock().advance(std::time::Duration::from_secs(2));
     assert_error(
         app.get("/api/v1/identities", &key).await,
         StatusCode::UNAUTHORIZED,

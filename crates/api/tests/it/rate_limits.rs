@@ -9,6 +9,7 @@ use std::{
 
 use posture_domain::{
     Scope,
+    clock::ManualClock,
     rate_limit::{InProcessRateLimiter, RateLimiter, RatePolicy, epoch_secs},
 };
 use posture_http::TrustedProxies;
@@ -108,7 +109,21 @@ async fn remaining_falls_by_one_per_request_and_the_limit_plus_one_is_429_with_r
 
 #[tokio::test]
 async fn requests_pass_again_once_the_window_resets() {
-    let app = TestApp::with_limiter(in_process(2, 2), TrustedProxies::default()).await;
+    let clock = Arc::new(ManualClock::starting_now());
+    let limiter = clock.clone();
+    let app = TestApp::with_limiter(
+        move || {
+            Arc::new(InProcessRateLimiter::with_clock(
+                RatePolicy {
+                    limit: 2,
+                    window_secs: 60,
+                },
+                limiter,
+            ))
+        },
+        TrustedProxies::default(),
+    )
+    .await;
     let (customer, _) = app.customer("A").await;
     let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
     let limited = loop {
@@ -118,7 +133,14 @@ async fn requests_pass_again_once_the_window_resets() {
         }
     };
     let retry_after = header(&limited, "retry-after");
-    tokio::time::sleep(Duration::from_secs(retry_after) + Duration::from_millis(200)).await;
+    assert!(retry_after <= 60, "{retry_after}");
+    clock.advance(Duration::from_secs(retry_after - 1));
+    assert_eq!(
+        app.get("/api/v1/tenants", &key).await.status(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "a second before the reset"
+    );
+    clock.advance(Duration::from_secs(1));
     assert_eq!(
         app.get("/api/v1/tenants", &key).await.status(),
         StatusCode::OK

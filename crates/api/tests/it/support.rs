@@ -9,6 +9,7 @@ use posture_api::server;
 use posture_domain::{
     CustomerScope, KeyId, Scope, ScopeSet,
     api_key::NewApiKey,
+    clock::{Clock, ManualClock},
     console::Actor,
     ports::ApiKeyRepository,
     rate_limit::{InProcessRateLimiter, RateLimiter, RatePolicy},
@@ -40,6 +41,8 @@ struct Options {
     docs: bool,
     /// The PostgreSQL server (a superuser's URL) when not `TEST_DATABASE_URL`'s.
     server: Option<String>,
+    /// The store's clock, when the test holds it (`None`: the system's).
+    clock: Option<Arc<ManualClock>>,
 }
 
 impl Default for Options {
@@ -59,6 +62,7 @@ impl Default for Options {
             console_sign_in_limit: Some(30),
             docs: true,
             server: None,
+            clock: None,
         }
     }
 }
@@ -71,6 +75,8 @@ pub struct TestApp {
     pub client: Client,
     /// The proxy between the server and PostgreSQL, when there is one.
     pub proxy: Option<FreezingProxy>,
+    /// The store's clock, when the test holds it ([`TestApp::with_clock`]).
+    clock: Option<Arc<ManualClock>>,
     handle: actix_web::dev::ServerHandle,
 }
 
@@ -206,6 +212,28 @@ impl TestApp {
         .await
     }
 
+    /// A server whose store reads a clock the test moves ([`TestApp::clock`]), starting at
+    /// the system's time.
+    pub async fn with_clock() -> Self {
+        Self::build(Options {
+            clock: Some(Arc::new(ManualClock::starting_now())),
+            ..Options::default()
+        })
+        .await
+    }
+
+    /// The clock of a server built [`TestApp::with_clock`].
+    pub fn clock(&self) -> &ManualClock {
+        self.clock
+            .as_deref()
+            .expect("built with TestApp::with_clock")
+    }
+
+    /// The time on the store's clock.
+    pub fn now(&self) -> chrono::DateTime<Utc> {
+        self.clock.as_deref().map_or_else(Utc::now, Clock::now)
+    }
+
     /// A server that reaches PostgreSQL through [`FreezingProxy`] (in `self.proxy`).
     pub async fn behind_freezing_proxy() -> Self {
         Self::build(Options {
@@ -229,6 +257,10 @@ impl TestApp {
             config.url = db.url_through(proxy.addr());
         }
         (config.statement_timeout, config.idle_in_transaction_timeout) = options.db_timeouts;
+        if let Some(clock) = &options.clock {
+            config.clock = clock.clone();
+        }
+        let clock = options.clock.clone();
         let store = PgStore::new(&config).unwrap();
         let limiter = options.limiter;
         let proxies = options.proxies.clone();
@@ -285,6 +317,7 @@ impl TestApp {
             base: format!("http://{addr}"),
             client: client(),
             proxy,
+            clock,
             handle,
         }
     }

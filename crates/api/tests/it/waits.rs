@@ -1,5 +1,6 @@
-//! Waiting, in tests, for what another process changed to reach a [`TestApp`]'s key cache
-//! (through `NOTIFY`).
+//! Waiting, in tests, for what happens off the request path: what another process changed
+//! reaching a [`TestApp`]'s key cache (through `NOTIFY`), a write the server spawned. Each
+//! wait polls for the event and has a bound; none stands in for a clock.
 
 use std::time::Duration;
 
@@ -42,5 +43,25 @@ impl TestApp {
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+}
+
+/// Waits for what the server does off the request path (a write it spawned): polls `probe`
+/// until it gives a value, failing after 5 seconds.
+pub async fn wait_for<T, F, Fut>(mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "what was awaited did not happen within 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }

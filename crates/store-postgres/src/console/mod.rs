@@ -113,7 +113,7 @@ impl ConsoleRepository for PgStore {
         pending: &PendingSignIn,
     ) -> Result<()> {
         let customer = scope.customer_id().as_uuid();
-        let now = Utc::now();
+        let now = self.clock.now();
         let mut conn = self.conn().await?;
         diesel::delete(
             console_sign_ins::table
@@ -154,7 +154,7 @@ impl ConsoleRepository for PgStore {
         scope: CustomerScope,
         binding_hash: [u8; 32],
     ) -> Result<Option<PendingSignIn>> {
-        let oldest = Utc::now() - lifetime(SIGN_IN_LIFETIME);
+        let oldest = self.clock.now() - lifetime(SIGN_IN_LIFETIME);
         let mut conn = self.conn().await?;
         let taken: Option<(String, String, String, DateTime<Utc>)> = diesel::delete(
             console_sign_ins::table
@@ -226,7 +226,7 @@ impl ConsoleRepository for PgStore {
         token_hash: [u8; 32],
         policy: SessionPolicy,
     ) -> Result<Option<ConsoleSession>> {
-        let now = Utc::now();
+        let now = self.clock.now();
         let customer = scope.customer_id();
         let mut conn = self.conn().await?;
         let found: Option<(String, String, String, DateTime<Utc>, DateTime<Utc>)> = diesel::update(

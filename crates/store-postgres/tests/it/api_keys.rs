@@ -2,7 +2,8 @@
 
 use chrono::{Duration, Utc};
 use posture_domain::{
-    Error, Scope, ScopeSet, api_key::NewApiKey, console::Actor, ports::ApiKeyRepository,
+    Error, Scope, ScopeSet, api_key::NewApiKey, clock::Clock as _, console::Actor,
+    ports::ApiKeyRepository,
 };
 use posture_test_support::{TestDb, fixtures::customer};
 
@@ -68,21 +69,26 @@ async fn a_revoked_key_fails_authentication_at_once() {
 #[tokio::test]
 async fn an_expired_key_fails_authentication() {
     let db = TestDb::new().await;
-    let store = db.store();
+    let (store, clock) = db.store_with_clock();
     let scope = customer(&store, "A").await;
-    let now = Utc::now();
+    let now = clock.now();
     let (key, secret) = NewApiKey::generate(
         scope.customer_id(),
         "short".into(),
         ScopeSet::all(),
-        Some(now + Duration::milliseconds(300)),
+        Some(now + Duration::days(30)),
         now,
     )
     .unwrap();
     store.insert_key(key, &Actor::Operator).await.unwrap();
     assert!(store.authenticate(&secret.hash()).await.unwrap().is_some());
-    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
-    assert!(store.authenticate(&secret.hash()).await.unwrap().is_none());
+    clock.advance(std::time::Duration::from_secs(30 * 86_400 - 1));
+    assert!(store.authenticate(&secret.hash()).await.unwrap().is_some());
+    clock.advance(std::time::Duration::from_secs(1));
+    assert!(
+        store.authenticate(&secret.hash()).await.unwrap().is_none(),
+        "at its expiry"
+    );
 }
 
 #[tokio::test]

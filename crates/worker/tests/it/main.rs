@@ -121,8 +121,10 @@ async fn a_worker_killed_mid_batch_loses_nothing() {
     wait_for_requests(&server, 8).await;
     first.kill().unwrap(); // SIGKILL: no chance to release its claims
     first.wait().unwrap();
-    // Its leases expire after 2 s; then another worker delivers the rest.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Its leases (2 s, on the database's clock) are held until they run out: none has yet,
+    // and ending them here stands for the wait; then another worker delivers the rest.
+    let leased = expire_leases(&db).await;
+    assert!(leased > 0, "the killed worker held leases");
     let second = worker(&db, &["--once"], &[]).wait_with_output().unwrap();
     assert!(second.status.success());
     let deliveries = store
@@ -281,4 +283,14 @@ async fn fetch(url: &str) -> String {
         .await
         .unwrap();
     String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Moves every lease of the database's deliveries into the past (what waiting for them to
+/// run out would do); returns how many there were.
+async fn expire_leases(db: &TestDb) -> usize {
+    db.execute(
+        "UPDATE webhook_deliveries SET lease_until = now() - interval '1 second' \
+         WHERE lease_until > now()",
+    )
+    .await
 }

@@ -121,54 +121,49 @@ async fn sign_out_ends_the_session_on_the_server_and_clears_the_cookie() {
 
 #[tokio::test]
 async fn sessions_end_when_idle_and_at_their_absolute_expiry() {
-    let app = TestApp::start().await;
+    let app = TestApp::with_clock().await;
     let (scope, _) = customer_with_console(&app, "Contoso").await;
     let alice = admin(&app, scope, "Alice").await;
     let hash = SessionToken::presented(&alice.token).unwrap().hash();
     let short_idle = SessionPolicy {
-        idle: Duration::from_secs(1),
+        idle: Duration::from_secs(60),
         absolute: Duration::from_secs(3600),
     };
-    assert!(
-        app.store
-            .live_session(scope, hash, short_idle)
-            .await
-            .unwrap()
-            .is_some()
-    );
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert!(
-        app.store
-            .live_session(scope, hash, short_idle)
-            .await
-            .unwrap()
-            .is_some(),
-        "use keeps a session alive"
-    );
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert!(
-        app.store
-            .live_session(scope, hash, short_idle)
-            .await
-            .unwrap()
-            .is_none(),
-        "idle"
-    );
+    let live = |hash, policy| {
+        let store = app.store.clone();
+        async move {
+            store
+                .live_session(scope, hash, policy)
+                .await
+                .unwrap()
+                .is_some()
+        }
+    };
+    assert!(live(hash, short_idle).await);
+    app.clock().advance(Duration::from_secs(59));
+    assert!(live(hash, short_idle).await, "use keeps a session alive");
+    app.clock().advance(Duration::from_secs(59));
+    assert!(live(hash, short_idle).await, "59 s after its last use");
+    app.clock().advance(Duration::from_secs(61));
+    assert!(!live(hash, short_idle).await, "idle for 61 s");
 
     let bob = admin(&app, scope, "Bob").await;
     let hash = SessionToken::presented(&bob.token).unwrap().hash();
-    diesel_async::RunQueryDsl::execute(
-        diesel::sql_query("UPDATE console_sessions SET expires_at = now() - interval '1 second' WHERE subject = 'sub-Bob'"),
-        &mut app.db.connection().await,
-    )
-    .await
-    .unwrap();
-    assert!(
-        app.store
-            .live_session(scope, hash, SessionPolicy::DEFAULT)
-            .await
-            .unwrap()
-            .is_none(),
-        "past its absolute expiry"
-    );
+    let in_use = SessionPolicy {
+        idle: Duration::from_secs(3600),
+        ..SessionPolicy::DEFAULT
+    };
+    // Used every 50 minutes, it lives to its absolute expiry (8 h after sign-in) and not a
+    // moment longer.
+    for _ in 0..9 {
+        app.clock().advance(Duration::from_secs(50 * 60));
+        assert!(
+            live(hash, in_use).await,
+            "in use, before its absolute expiry"
+        );
+    }
+    app.clock().advance(Duration::from_secs(29 * 60));
+    assert!(live(hash, in_use).await, "7 h 59 min after sign-in");
+    app.clock().advance(Duration::from_secs(2 * 60));
+    assert!(!live(hash, in_use).await, "past its absolute expiry");
 }

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
 use posture_domain::{
     CustomerScope,
     console::{AdminRule, ClientSecret, NewSession, SessionPolicy, SignedInUser},
@@ -78,7 +77,7 @@ pub async fn admin(app: &TestApp, scope: CustomerScope, name: &str) -> Admin {
         scope.customer_id(),
         &user,
         SessionPolicy::DEFAULT,
-        Utc::now(),
+        app.now(),
     )
     .unwrap();
     app.store.create_session(&session, None).await.unwrap();

@@ -5,7 +5,10 @@ use chrono::{DateTime, Duration, Utc};
 use posture_domain::{Scope, console::Actor, ports::ApiKeyRepository};
 use reqwest::StatusCode;
 
-use crate::support::{TestApp, assert_error};
+use crate::{
+    support::{TestApp, assert_error},
+    waits::wait_for,
+};
 
 fn time(value: &serde_json::Value) -> DateTime<Utc> {
     value.as_str().unwrap().parse().unwrap()
@@ -91,33 +94,42 @@ async fn each_key_sees_itself_and_its_own_customer_only() {
 
 #[tokio::test]
 async fn last_used_at_is_reported_once_recorded_and_written_at_most_once_a_minute() {
-    let app = TestApp::start().await;
+    let app = TestApp::with_clock().await;
+    // With the key cache live, every use after the first is served from the cache: those
+    // uses count too.
+    app.key_cache_live().await;
     let (customer, _) = app.customer("A").await;
     let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
-    let before = Utc::now() - Duration::seconds(1);
-    // The first use is recorded off the request path: poll until it shows.
-    let mut recorded = None;
-    for _ in 0..100 {
+    let first_use = app.now();
+    let last_used = || async {
         let body = app
             .get_json("/api/v1/keys/current", &key, StatusCode::OK)
             .await;
-        if !body["data"]["lastUsedAt"].is_null() {
-            recorded = Some(time(&body["data"]["lastUsedAt"]));
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let recorded = recorded.expect("lastUsedAt was never recorded");
-    assert!(recorded >= before && recorded <= Utc::now(), "{recorded}");
-    // More uses within the minute write nothing more.
+        (!body["data"]["lastUsedAt"].is_null()).then(|| time(&body["data"]["lastUsedAt"]))
+    };
+    // The first use is recorded off the request path: wait until it shows.
+    let started = app.store.key_touches_started();
+    assert_eq!(
+        wait_for(|| async { last_used().await.filter(|t| *t == first_use) }).await,
+        first_use
+    );
+    assert_eq!(app.store.key_touches_started(), started + 1);
+    // More uses within the minute decide no write (counted when decided, on the request).
+    app.clock().advance(std::time::Duration::from_secs(59));
     for _ in 0..5 {
         app.get("/api/v1/identities", &key).await;
     }
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let body = app
-        .get_json("/api/v1/keys/current", &key, StatusCode::OK)
-        .await;
-    assert_eq!(time(&body["data"]["lastUsedAt"]), recorded);
+    assert_eq!(app.store.key_touches_started(), started + 1);
+    assert_eq!(last_used().await, Some(first_use));
+    // A use a minute after the write is recorded.
+    app.clock().advance(std::time::Duration::from_secs(1));
+    let later = app.now();
+    app.get("/api/v1/identities", &key).await;
+    assert_eq!(app.store.key_touches_started(), started + 2);
+    assert_eq!(
+        wait_for(|| async { last_used().await.filter(|t| *t == later) }).await,
+        later
+    );
 }
 
 #[tokio::test]
@@ -141,7 +153,7 @@ async fn the_current_key_is_never_conditional() {
 
 #[tokio::test]
 async fn a_revoked_or_expired_key_cannot_describe_itself() {
-    let app = TestApp::start().await;
+    let app = TestApp::with_clock().await;
     let (customer, _) = app.customer("A").await;
     let (id, revoked) = app.key(customer, &[Scope::ReadIdentities]).await;
     app.get_json("/api/v1/keys/current", &revoked, StatusCode::OK)
@@ -154,12 +166,12 @@ async fn a_revoked_or_expired_key_cannot_describe_itself() {
         .key_expiring(
             customer,
             &[Scope::ReadIdentities],
-            Some(Utc::now() + Duration::milliseconds(300)),
+            Some(app.now() + Duration::minutes(5)),
         )
         .await;
     app.get_json("/api/v1/keys/current", &expired, StatusCode::OK)
         .await;
-    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    app.clock().advance(std::time::Duration::from_secs(301));
     for key in [revoked, expired, "svc_nonsense".to_owned()] {
         assert_error(
             app.get("/api/v1/keys/current", &key).await,
