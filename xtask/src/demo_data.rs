@@ -7,6 +7,8 @@
 
 use std::io::Write;
 
+use chrono::{Days, NaiveDate, Utc};
+
 use posture_domain::finding::{FindingType, Severity};
 use serde_json::{Value, json};
 
@@ -201,7 +203,7 @@ fn line(out: &mut dyn Write, record: &Value) -> std::io::Result<()> {
 /// Writes one customer's pass. `today` is the UTC date (`YYYY-MM-DD`) times are relative to.
 pub fn write_customer(
     spec: &CustomerSpec,
-    today: chrono_lite::Day,
+    today: NaiveDate,
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     let mut rng = Rng::new(spec.seed);
@@ -280,9 +282,11 @@ pub fn write_customer(
             _ => "suppressed",
         };
         // Yesterday or earlier: never in the future.
-        let detected = today
-            .minus_days(1 + rng.below(89) as u32)
-            .at(rng.below(24) as u32, rng.below(60) as u32);
+        let detected = at(
+            today - Days::new(1 + rng.below(89)),
+            rng.below(24) as u32,
+            rng.below(60) as u32,
+        );
         let mut record = json!({"type": "finding", "id": format!("f-{n:07}"),
             "findingType": finding_type, "severity": severity.as_str(), "status": status,
             "detectedAt": detected});
@@ -328,59 +332,24 @@ pub fn write_customer(
                 &json!({"type": "uprScore", "identityId": id, "cloudTenantId": tenant, "score": score,
                 "factors": {"privilegeTier": tier, "unusedPermission": (score - tier) / 2,
                             "exposure": score - tier - (score - tier) / 2},
-                "recordedAt": today.minus_days(day).at(0, 5)}),
+                "recordedAt": at(today - Days::new(u64::from(day)), 0, 5)}),
             )?;
         }
     }
     Ok(())
 }
 
-/// Just enough calendar arithmetic for relative dates, without a date dependency.
-pub mod chrono_lite {
-    /// A day as days since 1970-01-01.
-    #[derive(Clone, Copy, Debug)]
-    pub struct Day(pub i64);
+/// RFC 3339 of `day` at this hour and minute, UTC.
+fn at(day: NaiveDate, hour: u32, minute: u32) -> String {
+    day.and_hms_opt(hour, minute, 0)
+        .unwrap_or_default()
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
 
-    impl Day {
-        pub fn today() -> Self {
-            let secs = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
-            Day((secs / 86_400) as i64)
-        }
-
-        pub fn minus_days(self, days: u32) -> Self {
-            Day(self.0 - i64::from(days))
-        }
-
-        /// RFC 3339 at this hour and minute, UTC.
-        pub fn at(self, hour: u32, minute: u32) -> String {
-            // Civil-from-days (Howard Hinnant's algorithm).
-            let z = self.0 + 719_468;
-            let era = z.div_euclid(146_097);
-            let doe = z.rem_euclid(146_097);
-            let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-            let y = yoe + era * 400;
-            let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-            let mp = (5 * doy + 2) / 153;
-            let d = doy - (153 * mp + 2) / 5 + 1;
-            let m = if mp < 10 { mp + 3 } else { mp - 9 };
-            let y = if m <= 2 { y + 1 } else { y };
-            format!("{y:04}-{m:02}-{d:02}T{hour:02}:{minute:02}:00Z")
-        }
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::Day;
-
-        #[test]
-        fn days_render_as_utc_dates() {
-            assert_eq!(Day(0).at(0, 0), "1970-01-01T00:00:00Z");
-            assert_eq!(Day(20_779).at(6, 30), "2026-11-22T06:30:00Z");
-            assert_eq!(Day(11_016).at(23, 59), "2000-02-29T23:59:00Z");
-        }
-    }
+/// Today's UTC date, which demo data is written relative to.
+pub fn today() -> NaiveDate {
+    Utc::now().date_naive()
 }
 
 /// A pass of `findings` new findings (ids `{prefix}000000`...), severities in turn, over 100
@@ -423,6 +392,16 @@ pub fn write_new_findings_pass(
 mod tests {
     use super::*;
 
+    #[test]
+    fn days_render_as_utc_times() {
+        let day = |y, m, d| NaiveDate::from_ymd_opt(y, m, d).unwrap();
+        assert_eq!(at(day(1970, 1, 1), 0, 0), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            at(day(2000, 3, 1) - Days::new(1), 23, 59),
+            "2000-02-29T23:59:00Z"
+        );
+    }
+
     fn generate(seed: u64) -> String {
         let spec = CustomerSpec {
             name: "Contoso".into(),
@@ -433,7 +412,12 @@ mod tests {
             seed,
         };
         let mut out = Vec::new();
-        write_customer(&spec, chrono_lite::Day(20_000), &mut out).unwrap();
+        write_customer(
+            &spec,
+            NaiveDate::from_ymd_opt(2024, 10, 4).unwrap(),
+            &mut out,
+        )
+        .unwrap();
         String::from_utf8(out).unwrap()
     }
 

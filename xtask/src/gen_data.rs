@@ -5,7 +5,7 @@ use std::{io::BufWriter, path::PathBuf};
 use clap::Args;
 
 use crate::{
-    demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
+    demo_data::{CustomerSpec, write_customer},
     process::eprintln_status,
 };
 
@@ -53,7 +53,7 @@ pub fn specs(args: &GenDataArgs) -> Vec<CustomerSpec> {
 
 pub fn run(args: &GenDataArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out)?;
-    let today = Day::today();
+    let today = crate::demo_data::today();
     for (i, spec) in specs(args).iter().enumerate() {
         let path = args.out.join(format!("customer-{i:03}.jsonl"));
         let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create(&path)?);

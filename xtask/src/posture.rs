@@ -11,7 +11,7 @@ use anyhow::{Context as _, bail};
 use serde_json::Value;
 
 use crate::{
-    demo_data::{CustomerSpec, chrono_lite::Day, write_customer},
+    demo_data::{CustomerSpec, today, write_customer},
     files::project_root,
     process::{eprintln_status, output, run},
 };
@@ -75,7 +75,7 @@ pub fn ingest_demo_data(
     file: &Path,
 ) -> anyhow::Result<Value> {
     let mut out = BufWriter::new(std::fs::File::create(file)?);
-    write_customer(spec, Day::today(), &mut out)?;
+    write_customer(spec, today(), &mut out)?;
     std::io::Write::flush(&mut out)?;
     drop(out);
     let path = file.to_str().context("path")?;

@@ -143,7 +143,7 @@ pub struct WebhookArgs {
     #[arg(long, env = "POSTURE_WEBHOOK_ALLOW_PRIVATE")]
     pub webhook_allow_private: bool,
     /// Seconds a receiver has to answer (deliveries and test deliveries).
-    #[arg(long = "timeout-secs", env = "POSTURE_WEBHOOK_TIMEOUT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=120))]
+    #[arg(long = "timeout-secs", env = "POSTURE_WEBHOOK_TIMEOUT_SECS", default_value_t = posture_domain::delivery::DEFAULT_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=120))]
     pub timeout_secs: u64,
     /// Days the delivery log keeps finished deliveries (the worker deletes older ones; a
     /// recovery cannot reach further back).

@@ -194,7 +194,7 @@ impl From<Error> for ApiError {
             Error::Conflict(reason) => ApiError::Conflict(reason),
             Error::PreconditionFailed(reason) => ApiError::PreconditionFailed(reason),
             Error::Unavailable(cause) => {
-                if let Some(suppressed) = UNAVAILABLE_LOG.admit(millis_since_start()) {
+                if let Some(suppressed) = UNAVAILABLE_LOG.should_log(millis_since_start()) {
                     tracing::warn!(error = %cause, suppressed, "backing service unavailable");
                 }
                 ApiError::Unavailable
@@ -235,7 +235,7 @@ impl LogThrottle {
     }
 
     /// `Some(events left out since the last line)` when this event is to be logged.
-    fn admit(&self, now_ms: u64) -> Option<u64> {
+    fn should_log(&self, now_ms: u64) -> Option<u64> {
         let last = self.last.load(Ordering::Relaxed);
         if now_ms.saturating_sub(last) >= 1000
             && self
@@ -257,12 +257,12 @@ mod tests {
     #[test]
     fn a_storm_of_like_events_is_logged_once_a_second_with_the_count_left_out() {
         let throttle = LogThrottle::new();
-        assert_eq!(throttle.admit(1_000), Some(0));
+        assert_eq!(throttle.should_log(1_000), Some(0));
         for ms in 1_001..1_999 {
-            assert_eq!(throttle.admit(ms), None);
+            assert_eq!(throttle.should_log(ms), None);
         }
-        assert_eq!(throttle.admit(2_000), Some(998));
-        assert_eq!(throttle.admit(2_500), None);
-        assert_eq!(throttle.admit(9_000), Some(1));
+        assert_eq!(throttle.should_log(2_000), Some(998));
+        assert_eq!(throttle.should_log(2_500), None);
+        assert_eq!(throttle.should_log(9_000), Some(1));
     }
 }

@@ -5,7 +5,7 @@
 //! (half the slots, at least one), so no customer can take them all. A request that cannot
 //! get a slot within `wait` is answered 503 with `Retry-After` rather than queueing for
 //! ever. A slot is given back when the export ends, whatever ends it (the last line, the
-//! client going away, the stall bound of `routes/export.rs`).
+//! client going away, the stall bound of `routes/export/`).
 
 use std::{
     collections::HashMap,

@@ -214,7 +214,7 @@ async fn admit_key(req: &ServiceRequest, state: &ApiState, principal: Principal)
 }
 
 /// Authenticates and counts the request (see the module's rules).
-async fn admit(req: &ServiceRequest, state: &ApiState) -> Admission {
+async fn authenticate_and_count(req: &ServiceRequest, state: &ApiState) -> Admission {
     if routes::is_public(req.path()) {
         let counted = count(state, address_bucket(req, state)).await;
         let refusal = counted.over_limit();
@@ -262,7 +262,7 @@ pub(crate) async fn gate(
     let Some(state) = req.app_data::<web::Data<ApiState>>().cloned() else {
         return Ok(req.error_response(ApiError::Internal).map_into_right_body());
     };
-    let admission = admit(&req, &state).await;
+    let admission = authenticate_and_count(&req, &state).await;
     let mut response = match admission.refusal {
         Some(refusal) => req.error_response(refusal).map_into_right_body(),
         None if admission.not_modified => req

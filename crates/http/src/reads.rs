@@ -42,12 +42,12 @@ impl FromRequest for Reads {
     type Future = Ready<Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        std::future::ready(of(req))
+        std::future::ready(chosen_for(req))
     }
 }
 
 /// The reads of `req`, which the gate chose (it does for every authenticated request).
-pub(crate) fn of(req: &HttpRequest) -> Result<Reads, ApiError> {
+pub(crate) fn chosen_for(req: &HttpRequest) -> Result<Reads, ApiError> {
     req.extensions()
         .get::<Reads>()
         .cloned()

@@ -17,6 +17,7 @@ mod identities;
 mod ingest;
 mod key_cache;
 pub mod migrations;
+mod pool_health;
 mod recommendations;
 mod replicas;
 mod schema;
@@ -196,7 +197,7 @@ impl PoolRecipe {
         // connection is checked before reuse for a while (error.rs).
         manager_config.recycling_method = RecyclingMethod::CustomFunction(Box::new(|conn| {
             Box::pin(async move {
-                if crate::error::connections_suspect() {
+                if crate::pool_health::connections_suspect() {
                     use diesel_async::RunQueryDsl as _;
                     diesel::sql_query("SELECT 1").execute(conn).await?;
                 }

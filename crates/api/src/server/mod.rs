@@ -1,30 +1,34 @@
 //! `posture-api serve`: wires the PostgreSQL store into the HTTP API and runs it.
 
-use std::{net::TcpListener, path::Path, sync::Arc, time::Duration};
+use std::{net::TcpListener, sync::Arc, time::Duration};
 
 use actix_web::{HttpServer, dev::ServerHandle, web};
 use anyhow::Context as _;
-use posture_console::{ConsolePorts, ConsoleState};
+use posture_console::ConsoleState;
 use posture_delivery::ImmediateSender;
-use posture_domain::egress::EgressPolicy;
 use posture_domain::{
-    console::SessionPolicy,
     delivery::{TEST_CUSTOMER_RATE, TEST_RATE},
-    rate_limit::{InProcessRateLimiter, LimiterState, RateLimiter, RatePolicy},
+    rate_limit::RateLimiter,
     secrets::Keyring,
     webhook::TargetPolicy,
 };
 use posture_http::{ApiState, ExportSlots, MetricsRender, WebhookOps};
-use posture_oidc::OidcSignIn;
-use posture_redis::RedisRateLimiter;
 use posture_store_postgres::{PgStore, Replicas, migrations};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 
+mod console;
+mod limiters;
+mod observed;
 mod ports;
+mod replicas;
+mod tls;
 
+pub use console::{console_ports, console_state};
+pub use limiters::{limiter, limiter_with};
+pub use observed::metrics_render;
 pub use ports::{WorkerPools, ports};
+pub use tls::tls_config;
 
-use crate::config::{RateLimitArgs, SIGN_IN_WINDOW_SECS, ServeArgs};
+use crate::config::ServeArgs;
 
 /// How an API instance is wired, beyond its store and rate limiter.
 pub struct Wiring {
@@ -99,71 +103,6 @@ pub fn api_state(
     })
 }
 
-/// The rate limiter the settings ask for: shared through Redis when `REDIS_URL` is set,
-/// in this process otherwise. An unreachable Redis at start-up is not fatal: the limiter
-/// counts in-process until Redis answers.
-pub async fn limiter(limits: &RateLimitArgs) -> anyhow::Result<Arc<dyn RateLimiter>> {
-    limiter_with(limits.policy(), limits.redis_url.as_deref()).await
-}
-
-/// A limiter of `policy`: shared through Redis when `redis_url` is set.
-pub async fn limiter_with(
-    policy: RatePolicy,
-    redis_url: Option<&str>,
-) -> anyhow::Result<Arc<dyn RateLimiter>> {
-    match redis_url {
-        None => {
-            tracing::info!(
-                limit = policy.limit,
-                window_secs = policy.window_secs,
-                "rate limits counted in this process (REDIS_URL is not set): per instance"
-            );
-            Ok(Arc::new(InProcessRateLimiter::new(policy)))
-        }
-        Some(url) => {
-            let redis = RedisRateLimiter::new(url, policy).context("REDIS_URL")?;
-            match redis.ping().await {
-                Ok(()) => tracing::info!(
-                    limit = policy.limit,
-                    window_secs = policy.window_secs,
-                    "rate limits shared by every instance through Redis"
-                ),
-                Err(e) => {
-                    tracing::warn!(error = %e, "Redis is unreachable at start-up: counting per instance until it answers")
-                }
-            }
-            Ok(Arc::new(redis))
-        }
-    }
-}
-
-/// The rustls server configuration of a PEM certificate chain and key.
-pub fn tls_config(cert: &Path, key: &Path) -> anyhow::Result<rustls::ServerConfig> {
-    let certs = CertificateDer::pem_file_iter(cert)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .with_context(|| {
-            format!(
-                "reading the certificate chain {} (POSTURE_TLS_CERT)",
-                cert.display()
-            )
-        })?;
-    let key = PrivateKeyDer::from_pem_file(key).with_context(|| {
-        format!(
-            "reading the private key {} (POSTURE_TLS_KEY)",
-            key.display()
-        )
-    })?;
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_no_client_auth()
-    .with_single_cert(certs, key)
-    .context("the TLS certificate and key do not match")?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(config)
-}
-
 /// How a server runs.
 pub struct Serving {
     pub workers: usize,
@@ -225,130 +164,10 @@ pub fn start(listener: TcpListener, state: ApiState, serving: Serving) -> anyhow
     })
 }
 
-/// The metrics renderer: refreshes the gauges read on demand (pool, rate limiter), then
-/// renders every series of the installed recorder.
-pub fn metrics_render(
-    handle: posture_config::metrics::PrometheusHandle,
-    store: PgStore,
-    replicas: Option<Arc<Replicas>>,
-    limiter: Arc<dyn RateLimiter>,
-) -> MetricsRender {
-    Arc::new(move || {
-        for (index, replica) in replicas.iter().flat_map(|r| r.status()).enumerate() {
-            // Bounded by the configured replicas. Not answering counts as lagging forever.
-            let replica_label = (index + 1).to_string();
-            metrics::gauge!("posture_db_replica_usable", "replica" => replica_label.clone())
-                .set(if replica.usable { 1.0 } else { 0.0 });
-            metrics::gauge!("posture_db_replica_lag_seconds", "replica" => replica_label)
-                .set(replica.lag_seconds.unwrap_or(f64::INFINITY));
-        }
-        let pool = store.status();
-        metrics::gauge!("posture_db_pool_connections", "state" => "max").set(pool.max_size as f64);
-        metrics::gauge!("posture_db_pool_connections", "state" => "open").set(pool.size as f64);
-        metrics::gauge!("posture_db_pool_connections", "state" => "idle")
-            .set(pool.available as f64);
-        metrics::gauge!("posture_db_pool_waiting").set(pool.waiting as f64);
-        let keys = store.key_cache_stats();
-        metrics::counter!("posture_key_cache_lookups_total", "result" => "hit").absolute(keys.hits);
-        metrics::counter!("posture_key_cache_lookups_total", "result" => "miss")
-            .absolute(keys.misses);
-        metrics::counter!("posture_key_cache_lookups_total", "result" => "unknown")
-            .absolute(keys.unknown_hits);
-        metrics::gauge!("posture_key_cache_live").set(if keys.live { 1.0 } else { 0.0 });
-        let degraded = matches!(limiter.state(), LimiterState::Degraded { .. });
-        metrics::gauge!("posture_rate_limiter_degraded").set(if degraded { 1.0 } else { 0.0 });
-        handle.render()
-    })
-}
-
-/// The console's state: its ports on `store`, the relying party, the sign-in limiter.
-pub async fn console_state(
-    args: &ServeArgs,
-    store: &PgStore,
-    keyring: Arc<Keyring>,
-    request_limiter: Arc<dyn RateLimiter>,
-) -> anyhow::Result<ConsoleState> {
-    let sign_in_limiter = limiter_with(
-        RatePolicy {
-            limit: args.console.console_sign_in_limit,
-            window_secs: SIGN_IN_WINDOW_SECS,
-        },
-        args.limits.redis_url.as_deref(),
-    )
-    .await?;
-    Ok(ConsoleState {
-        ports: ConsolePorts {
-            keys: Arc::new(store.clone()),
-            console: Arc::new(store.clone()),
-            sign_in: Arc::new(
-                OidcSignIn::new(EgressPolicy {
-                    allow_private: false,
-                    allowed_networks: args.console.sso_allowed_networks.0.clone(),
-                })
-                .context("building the OpenID Connect client")?,
-            ),
-            sign_in_limiter,
-            request_limiter,
-        },
-        keyring,
-        sessions: SessionPolicy {
-            idle: Duration::from_secs(args.console.console_idle_minutes * 60),
-            absolute: Duration::from_secs(args.console.console_session_hours * 3600),
-        },
-        public_url: args
-            .console
-            .public_url(args.bind, args.tls_cert.is_some())
-            .map_err(|e| anyhow::anyhow!(e))?,
-        secure_cookies: args.console.console_secure_cookies,
-        trusted_proxies: args.limits.trusted_proxies.clone(),
-    })
-}
-
-/// The read replicas of `POSTURE_DATABASE_READ_URL` (pools like the primary's), their lag
-/// checks started; `None` without any.
-fn replicas(
-    args: &ServeArgs,
-    primary: &posture_store_postgres::PgConfig,
-) -> anyhow::Result<Option<Arc<Replicas>>> {
-    let urls = args.replicas.urls();
-    if urls.is_empty() {
-        return Ok(None);
-    }
-    let policy = args.replicas.policy();
-    let replicas = Arc::new(
-        Replicas::new(primary, &urls, policy.clone()).context("POSTURE_DATABASE_READ_URL")?,
-    );
-    replicas.start_checks();
-    tracing::info!(
-        replicas = urls.len(),
-        max_lag_ms = policy.max_lag.as_millis(),
-        check_ms = policy.check_every.as_millis(),
-        "the read routes use the read replicas that keep up"
-    );
-    Ok(Some(replicas))
-}
-
 /// Runs the API until SIGTERM or Ctrl-C.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let mut pg_config = args.database.pg_config();
-    pg_config.statement_timeout =
-        Some(Duration::from_millis(args.timeouts.db_statement_timeout_ms));
-    pg_config.idle_in_transaction_timeout = Some(Duration::from_millis(
-        args.timeouts.db_idle_in_transaction_timeout_ms,
-    ));
-    let store = PgStore::new(&pg_config).context("DATABASE_URL")?;
-    store
-        .ping()
-        .await
-        .context("cannot reach PostgreSQL at DATABASE_URL")?;
-    let replicas = replicas(&args, &pg_config)?;
-    let worker_replicas = replicas.clone();
-    let pending = migrations::pending(&args.database.database_url)
-        .await
-        .context("reading the applied migrations failed")?;
-    if !pending.is_empty() {
-        tracing::warn!(pending = ?pending, "database migrations are pending: run `posture-api migrate`");
-    }
+    let (store, pg_config) = open_store(&args).await?;
+    let replicas = replicas::replicas(&args, &pg_config)?;
     let listener = TcpListener::bind(args.bind)
         .with_context(|| format!("cannot listen on {} (POSTURE_BIND)", args.bind))?;
     let tls = match (&args.tls_cert, &args.tls_key) {
@@ -367,34 +186,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         replicas.clone(),
         limiter.clone(),
     );
-    let redis = args.limits.redis_url.as_deref();
-    let test_limiter = limiter_with(TEST_RATE, redis).await?;
-    let customer_test_limiter = limiter_with(TEST_CUSTOMER_RATE, redis).await?;
-    let customer_limiter = Some(limiter_with(args.limits.customer_policy(), redis).await?);
-    let state = api_state(
-        &store,
-        limiter,
-        Wiring {
-            trusted_proxies: args.limits.trusted_proxies.clone(),
-            keyring: args.secrets.keyring()?,
-            webhook_policy: args.webhooks.policy(),
-            webhook_timeout: args.webhooks.timeout(),
-            delivery_retention: args.webhooks.retention(),
-            test_limiter,
-            customer_test_limiter,
-            customer_limiter,
-            // Each export holds a connection for its whole stream: half the pool at most, so
-            // exports never starve the other routes.
-            concurrent_exports: (usize::from(args.database.db_pool_size) / 2)
-                .clamp(1, posture_http::DEFAULT_CONCURRENT_EXPORTS),
-            export_wait: Duration::from_secs(args.timeouts.export_wait_secs),
-            export_stall: Duration::from_secs(args.timeouts.export_stall_secs),
-            metrics: args.metrics_bind.is_none().then(|| render.clone()),
-            hsts: tls.is_some(),
-            docs: args.docs,
-            replicas,
-        },
-    )?;
+    let wiring = wiring(&args, &render, tls.is_some(), replicas.clone()).await?;
+    let state = api_state(&store, limiter, wiring)?;
     let console = match args.console.enabled {
         true => Some(
             console_state(
@@ -408,7 +201,6 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         false => None,
     };
     let https = tls.is_some();
-    let shutdown_timeout = Duration::from_secs(args.shutdown_timeout_secs);
     let running = start(
         listener,
         state,
@@ -416,17 +208,81 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             workers,
             worker_pools: Some(WorkerPools::split(
                 store.clone(),
-                worker_replicas,
+                replicas,
                 usize::from(args.database.db_pool_size),
                 workers,
             )),
-            shutdown_timeout,
+            shutdown_timeout: Duration::from_secs(args.shutdown_timeout_secs),
             tls,
             console,
         },
     )?;
     tracing::info!(addr = %running.local_addr, workers, https, "posture-api listening");
-    match args.metrics_bind {
+    run_until_stopped(running, args.metrics_bind, render).await
+}
+
+/// The store on `DATABASE_URL` with the API's session timeouts, reachable; warns when
+/// migrations are pending.
+async fn open_store(
+    args: &ServeArgs,
+) -> anyhow::Result<(PgStore, posture_store_postgres::PgConfig)> {
+    let mut pg_config = args.database.pg_config();
+    pg_config.statement_timeout =
+        Some(Duration::from_millis(args.timeouts.db_statement_timeout_ms));
+    pg_config.idle_in_transaction_timeout = Some(Duration::from_millis(
+        args.timeouts.db_idle_in_transaction_timeout_ms,
+    ));
+    let store = PgStore::new(&pg_config).context("DATABASE_URL")?;
+    store
+        .ping()
+        .await
+        .context("cannot reach PostgreSQL at DATABASE_URL")?;
+    let pending = migrations::pending(&args.database.database_url)
+        .await
+        .context("reading the applied migrations failed")?;
+    if !pending.is_empty() {
+        tracing::warn!(pending = ?pending, "database migrations are pending: run `posture-api migrate`");
+    }
+    Ok((store, pg_config))
+}
+
+/// The API's wiring from the settings: its limiters, webhook and export rules, metrics.
+async fn wiring(
+    args: &ServeArgs,
+    render: &MetricsRender,
+    https: bool,
+    replicas: Option<Arc<Replicas>>,
+) -> anyhow::Result<Wiring> {
+    let redis = args.limits.redis_url.as_deref();
+    Ok(Wiring {
+        trusted_proxies: args.limits.trusted_proxies.clone(),
+        keyring: args.secrets.keyring()?,
+        webhook_policy: args.webhooks.policy(),
+        webhook_timeout: args.webhooks.timeout(),
+        delivery_retention: args.webhooks.retention(),
+        test_limiter: limiter_with(TEST_RATE, redis).await?,
+        customer_test_limiter: limiter_with(TEST_CUSTOMER_RATE, redis).await?,
+        customer_limiter: Some(limiter_with(args.limits.customer_policy(), redis).await?),
+        // Each export holds a connection for its whole stream: half the pool at most, so
+        // exports never starve the other routes.
+        concurrent_exports: (usize::from(args.database.db_pool_size) / 2)
+            .clamp(1, posture_http::DEFAULT_CONCURRENT_EXPORTS),
+        export_wait: Duration::from_secs(args.timeouts.export_wait_secs),
+        export_stall: Duration::from_secs(args.timeouts.export_stall_secs),
+        metrics: args.metrics_bind.is_none().then(|| render.clone()),
+        hsts: https,
+        docs: args.docs,
+        replicas,
+    })
+}
+
+/// Serves until stopped, with `/metrics` on its own address when `metrics_bind` is set.
+async fn run_until_stopped(
+    running: Running,
+    metrics_bind: Option<std::net::SocketAddr>,
+    render: MetricsRender,
+) -> anyhow::Result<()> {
+    match metrics_bind {
         None => running.server.await.context("the HTTP server failed"),
         Some(bind) => {
             let metrics = HttpServer::new(move || posture_http::metrics_app(render.clone()))

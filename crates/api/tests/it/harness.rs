@@ -7,15 +7,13 @@ use std::{
 };
 
 use posture_api::server;
-use posture_console::{ConsolePorts, ConsoleState};
+use posture_console::ConsoleState;
 use posture_domain::secrets::Keyring;
 use posture_domain::{
     console::SessionPolicy,
-    egress::EgressPolicy,
     rate_limit::{InProcessRateLimiter, RateLimiter, RatePolicy},
 };
 use posture_http::{ApiState, TrustedProxies};
-use posture_oidc::OidcSignIn;
 use posture_store_postgres::PgStore;
 
 /// The key sealing webhook secrets in tests.
@@ -33,26 +31,17 @@ pub fn console_state(
     trusted_proxies: TrustedProxies,
 ) -> ConsoleState {
     ConsoleState {
-        ports: ConsolePorts {
-            keys: Arc::new(store.clone()),
-            console: Arc::new(store.clone()),
-            // Test providers listen on loopback: the operator's allow-list names it.
-            sign_in: Arc::new(
-                OidcSignIn::new(EgressPolicy {
-                    allow_private: false,
-                    allowed_networks: vec![
-                        "127.0.0.0/8".parse().unwrap(),
-                        "::1/128".parse().unwrap(),
-                    ],
-                })
-                .unwrap(),
-            ),
-            sign_in_limiter: Arc::new(InProcessRateLimiter::new(RatePolicy {
+        // Test providers listen on loopback: the operator's allow-list names it.
+        ports: server::console_ports(
+            store,
+            vec!["127.0.0.0/8".parse().unwrap(), "::1/128".parse().unwrap()],
+            Arc::new(InProcessRateLimiter::new(RatePolicy {
                 limit,
                 window_secs: 600,
             })),
             request_limiter,
-        },
+        )
+        .unwrap(),
         keyring: Arc::new(test_keyring()),
         sessions: SessionPolicy::DEFAULT,
         public_url: None,

@@ -59,7 +59,7 @@ fn tenant_of(req: &HttpRequest, declared: bool) -> LocalBoxFuture<'static, Tenan
     } else {
         Ok(take_declared::<TenantQuery>(req).and_then(|q| q.tenant))
     };
-    let reads = crate::reads::of(req);
+    let reads = crate::reads::chosen_for(req);
     let caller = Caller::extract(req).into_inner();
     Box::pin(async move {
         let param = param?;

@@ -3,9 +3,11 @@
 //!
 //! Each route is one [`Endpoint`], declared next to its handler: method, path (relative to
 //! `/api/v1`), required scope, its typed inputs (path parameters, query parts, body), handler,
-//! and what the contract says of it. Registration wraps every route in [`admit`]: the scope
-//! check, then the query parsed by the declared parts. Adding a route is adding an
-//! `Endpoint` to [`ENDPOINTS`]; `cargo xtask openapi` then shows the contract change.
+//! and what the contract says of it: how it answers conditional reads ([`Tagging`]) and
+//! where it reads ([`ReadsFrom`]). Registration wraps every route in
+//! [`check_scope_and_query`]: the scope check, then the query parsed by the declared parts.
+//! Adding a route is adding an `Endpoint` to [`ENDPOINTS`] beside its handler; `cargo xtask
+//! openapi` then shows the contract change.
 
 mod deliveries;
 mod export;
@@ -286,7 +288,7 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
             let route = (endpoint.handler)()
                 .method(endpoint.method.actix())
                 .wrap(from_fn(move |req, next| {
-                    admit(endpoint, names.clone(), req, next)
+                    check_scope_and_query(endpoint, names.clone(), req, next)
                 }));
             resource = resource.route(route);
         }
@@ -300,7 +302,7 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
 
 /// Per-route middleware built from the table: the caller must hold the route's scope, and
 /// the query string must be one the route declares (parsed here, once, for the handler).
-async fn admit(
+async fn check_scope_and_query(
     endpoint: &'static Endpoint,
     names: Rc<[String]>,
     req: ServiceRequest,

@@ -16,7 +16,7 @@ use crate::{
         export::drain,
         load::api,
     },
-    demo_data::{CustomerSpec, chrono_lite::Day, write_customer, write_new_findings_pass},
+    demo_data::{CustomerSpec, today, write_customer, write_new_findings_pass},
     files::scratch_dir,
     process::eprintln_status,
 };
@@ -94,7 +94,7 @@ pub(super) fn writes(
             };
             let path = scratch.join(format!("new-{seed}.jsonl"));
             let mut out = std::io::BufWriter::new(std::fs::File::create(&path)?);
-            write_customer(&spec, Day::today(), &mut out)?;
+            write_customer(&spec, today(), &mut out)?;
             std::io::Write::flush(&mut out)?;
             drop(out);
             let customer = api(

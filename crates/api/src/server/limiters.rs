@@ -1,0 +1,48 @@
+//! The rate limiters `serve` builds: shared through Redis when `REDIS_URL` is set, in this
+//! process otherwise.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use posture_domain::rate_limit::{InProcessRateLimiter, RateLimiter, RatePolicy};
+use posture_redis::RedisRateLimiter;
+
+use crate::config::RateLimitArgs;
+
+/// The rate limiter the settings ask for: shared through Redis when `REDIS_URL` is set,
+/// in this process otherwise. An unreachable Redis at start-up is not fatal: the limiter
+/// counts in-process until Redis answers.
+pub async fn limiter(limits: &RateLimitArgs) -> anyhow::Result<Arc<dyn RateLimiter>> {
+    limiter_with(limits.policy(), limits.redis_url.as_deref()).await
+}
+
+/// A limiter of `policy`: shared through Redis when `redis_url` is set.
+pub async fn limiter_with(
+    policy: RatePolicy,
+    redis_url: Option<&str>,
+) -> anyhow::Result<Arc<dyn RateLimiter>> {
+    match redis_url {
+        None => {
+            tracing::info!(
+                limit = policy.limit,
+                window_secs = policy.window_secs,
+                "rate limits counted in this process (REDIS_URL is not set): per instance"
+            );
+            Ok(Arc::new(InProcessRateLimiter::new(policy)))
+        }
+        Some(url) => {
+            let redis = RedisRateLimiter::new(url, policy).context("REDIS_URL")?;
+            match redis.ping().await {
+                Ok(()) => tracing::info!(
+                    limit = policy.limit,
+                    window_secs = policy.window_secs,
+                    "rate limits shared by every instance through Redis"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "Redis is unreachable at start-up: counting per instance until it answers")
+                }
+            }
+            Ok(Arc::new(redis))
+        }
+    }
+}
