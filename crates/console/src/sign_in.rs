@@ -11,7 +11,7 @@ use actix_web::{HttpRequest, HttpResponse, http::header, web};
 use chrono::Utc;
 use posture_domain::{
     CustomerId, CustomerScope,
-    console::{NewSession, random_token, same_secret, token_hash},
+    console::{NewSession, PendingSignIn, random_token, same_secret, token_hash},
     ports::SignInError,
     rate_limit::RateBucket,
 };
@@ -166,7 +166,40 @@ pub async fn callback(
     let customer = session::customer(&path)?;
     count_attempt(&req, &state).await?;
     let setup = session::setup(&state, customer).await?;
-    let query = query.into_inner();
+    let (code, returned_state) = provider_answer(query.into_inner())?;
+    let pending = pending_sign_in(&req, &state, customer, &returned_state).await?;
+    let secret = state
+        .keyring
+        .open_client_secret(&setup.sealed_secret, customer)?;
+    let user = state
+        .ports
+        .sign_in
+        .finish_sign_in(
+            &setup.sso,
+            &secret,
+            &callback_uri(&req, &state, customer),
+            &code,
+            &pending,
+        )
+        .await
+        .map_err(provider_error)?;
+    if !setup.sso.admins.admits(&user.subject, &user.claims) {
+        tracing::info!(customer = %customer, subject = %user.subject, "console: sign-in refused, not an admin");
+        return Err(ConsoleError::Forbidden {
+            title: "You are not an admin of this organisation".to_owned(),
+            detail: pages::not_admin_detail(&user.display_name, &setup.customer_name),
+        });
+    }
+    let new = NewSession::start(customer, &user, state.sessions, Utc::now())?;
+    let replaces = session::presented_token(&req, &state).map(|t| t.hash());
+    state.ports.console.create_session(&new, replaces).await?;
+    tracing::info!(customer = %customer, subject = %user.subject, "console: admin signed in");
+    Ok(signed_in(&req, &state, customer, &new))
+}
+
+/// The code and state of the provider's answer; an error the provider reports, or an answer
+/// that is not one, is a page in words (the error's text reduced to a token).
+fn provider_answer(query: CallbackQuery) -> Result<(String, String), ConsoleError> {
     let too_long = [&query.code, &query.state, &query.error]
         .into_iter()
         .flatten()
@@ -185,50 +218,45 @@ pub async fn callback(
              console's sign-in page."
         )));
     }
-    let (Some(code), Some(returned_state)) = (&query.code, &query.state) else {
-        return Err(expired_sign_in());
-    };
+    match (query.code, query.state) {
+        (Some(code), Some(state)) => Ok((code, state)),
+        _ => Err(expired_sign_in()),
+    }
+}
+
+/// The sign-in this browser started (its binding cookie), taken once, if the provider
+/// returned its state.
+async fn pending_sign_in(
+    req: &HttpRequest,
+    state: &ConsoleState,
+    customer: CustomerId,
+    returned_state: &str,
+) -> Result<PendingSignIn, ConsoleError> {
     let binding = req
-        .cookie(sign_in_cookie(session::secure(&req, &state)))
+        .cookie(sign_in_cookie(session::secure(req, state)))
         .map(|c| c.value().to_owned())
         .ok_or_else(expired_sign_in)?;
-    let scope = CustomerScope::for_sign_in(customer);
     let pending = state
         .ports
         .console
-        .take_sign_in(scope, token_hash(&binding))
+        .take_sign_in(CustomerScope::for_sign_in(customer), token_hash(&binding))
         .await?
         .ok_or_else(expired_sign_in)?;
     if !same_secret(&pending.state, returned_state) {
         return Err(expired_sign_in());
     }
-    let secret = state
-        .keyring
-        .open_client_secret(&setup.sealed_secret, customer)?;
-    let user = state
-        .ports
-        .sign_in
-        .finish_sign_in(
-            &setup.sso,
-            &secret,
-            &callback_uri(&req, &state, customer),
-            code,
-            &pending,
-        )
-        .await
-        .map_err(provider_error)?;
-    if !setup.sso.admins.admits(&user.subject, &user.claims) {
-        tracing::info!(customer = %customer, subject = %user.subject, "console: sign-in refused, not an admin");
-        return Err(ConsoleError::Forbidden {
-            title: "You are not an admin of this organisation".to_owned(),
-            detail: pages::not_admin_detail(&user.display_name, &setup.customer_name),
-        });
-    }
-    let new = NewSession::start(customer, &user, state.sessions, Utc::now())?;
-    let replaces = session::presented_token(&req, &state).map(|t| t.hash());
-    state.ports.console.create_session(&new, replaces).await?;
-    tracing::info!(customer = %customer, subject = %user.subject, "console: admin signed in");
-    let secure = session::secure(&req, &state);
+    Ok(pending)
+}
+
+/// The redirect to the keys page with the new session's cookie, the sign-in's cookie
+/// removed.
+fn signed_in(
+    req: &HttpRequest,
+    state: &ConsoleState,
+    customer: CustomerId,
+    new: &NewSession,
+) -> HttpResponse {
+    let secure = session::secure(req, state);
     let mut session_cookie = session::cookie(
         session_cookie(secure),
         new.token.expose(),
@@ -238,7 +266,7 @@ pub async fn callback(
     session_cookie.set_max_age(actix_web::cookie::time::Duration::seconds(
         state.sessions.absolute.as_secs() as i64,
     ));
-    Ok(HttpResponse::SeeOther()
+    HttpResponse::SeeOther()
         .insert_header((header::LOCATION, format!("{PREFIX}/{customer}/keys")))
         .cookie(session_cookie)
         .cookie(session::removal(
@@ -246,7 +274,7 @@ pub async fn callback(
             session::callback_path(customer),
             secure,
         ))
-        .finish())
+        .finish()
 }
 
 /// Ends the session here and in the database.

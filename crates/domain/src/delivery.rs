@@ -272,6 +272,37 @@ pub struct Delivery {
 }
 
 impl Delivery {
+    /// A delivery queued `now` and due at once, not yet attempted: of `event` to
+    /// `subscription` of `customer`, carrying `finding_ids` (chunk 0, no pass).
+    pub fn pending(
+        (customer_id, subscription_id): (CustomerId, WebhookId),
+        event_type: DeliveryEvent,
+        trigger: DeliveryTrigger,
+        finding_ids: Vec<FindingId>,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            id: DeliveryId::generate(),
+            customer_id,
+            subscription_id,
+            pass_id: None,
+            event_type,
+            chunk: 0,
+            finding_ids,
+            changes: Vec::new(),
+            status: DeliveryStatus::Pending,
+            trigger,
+            attempts: 0,
+            schedule_start: 0,
+            next_attempt_at: now,
+            created_at: now,
+            delivered_at: None,
+            last_attempt_at: None,
+            last_status_code: None,
+            last_error: None,
+        }
+    }
+
     /// Attempts made in the current schedule (what the retry policy counts).
     pub fn attempts_in_schedule(&self) -> u32 {
         self.attempts.saturating_sub(self.schedule_start)

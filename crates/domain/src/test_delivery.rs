@@ -5,9 +5,10 @@
 use chrono::{DateTime, Utc};
 
 use crate::{
-    delivery::{ChangedField, DeliveryEvent, FindingChange},
+    customer::CustomerScope,
+    delivery::{ChangedField, Delivery, DeliveryEvent, DeliveryTrigger, FindingChange},
     finding::{Finding, FindingStatus, FindingType, Severity},
-    ids::CloudTenantId,
+    ids::{CloudTenantId, WebhookId},
 };
 
 /// The finding a test delivery of a finding event type carries: marked as a sample in its
@@ -76,4 +77,26 @@ pub fn test_sample(
         ..sample_finding(severity, tenant, now)
     };
     (vec![finding], change.into_iter().collect())
+}
+
+/// A test delivery of `event` to subscription `subscription`, due `now`, and the findings it
+/// carries (samples about no real tenant: the nil tenant id says so).
+pub fn test_delivery(
+    scope: CustomerScope,
+    subscription: WebhookId,
+    event: DeliveryEvent,
+    now: DateTime<Utc>,
+) -> (Delivery, Vec<Finding>) {
+    let (findings, changes) = test_sample(event, CloudTenantId::from_uuid(uuid::Uuid::nil()), now);
+    let delivery = Delivery {
+        changes,
+        ..Delivery::pending(
+            (scope.customer_id(), subscription),
+            event,
+            DeliveryTrigger::Test,
+            findings.iter().map(|f| f.id.clone()).collect(),
+            now,
+        )
+    };
+    (delivery, findings)
 }

@@ -52,7 +52,29 @@ pub struct TargetPolicy {
 /// Returns the URL in normalised form. Host names are checked again at delivery, on the
 /// addresses they resolve to.
 pub fn validate_url(text: &str, policy: TargetPolicy) -> Result<String, Error> {
-    const FIELD: &str = "webhookUrl";
+    let url = parse_url(text, policy)?;
+    check_target(&url, policy)?;
+    // What is stored is the normalised form: check it too (the pattern keeps it within one
+    // character of the text, so this guards the database's bound, not the caller).
+    let normalised = url.to_string();
+    if normalised.chars().count() > MAX_STORED_URL_LEN {
+        return Err(Error::invalid(
+            FIELD,
+            format!(
+                "is {} characters once normalised (at most {MAX_STORED_URL_LEN})",
+                normalised.chars().count()
+            ),
+        ));
+    }
+    Ok(normalised)
+}
+
+const FIELD: &str = "webhookUrl";
+
+/// The URL of `text` if its form is one a receiver's may have: bounded, made of URL
+/// characters, absolute, https (http when private targets are allowed), without
+/// credentials, of the contract's shape.
+fn parse_url(text: &str, policy: TargetPolicy) -> Result<Url, Error> {
     if text.chars().count() > MAX_URL_LEN {
         return Err(Error::invalid(
             FIELD,
@@ -100,6 +122,13 @@ pub fn validate_url(text: &str, policy: TargetPolicy) -> Result<String, Error> {
     }
     fluent_uri::Uri::parse(text)
         .map_err(|e| Error::invalid(FIELD, format!("is not an absolute URI ({e})")))?;
+    Ok(url)
+}
+
+/// Whether the URL's port and host are ones posture may send to: 443 or an unprivileged
+/// port, and no loopback, private, link-local or otherwise non-public address literal or
+/// `localhost` name (both allowed when private targets are).
+fn check_target(url: &Url, policy: TargetPolicy) -> Result<(), Error> {
     let not_public = || {
         Error::invalid(
             FIELD,
@@ -116,29 +145,18 @@ pub fn validate_url(text: &str, policy: TargetPolicy) -> Result<String, Error> {
         ));
     }
     match url.host() {
-        None => return Err(Error::invalid(FIELD, "has no host")),
-        Some(_) if policy.allow_private => {}
-        Some(Host::Ipv4(ip)) if !egress::is_public(ip.into()) => return Err(not_public()),
-        Some(Host::Ipv6(ip)) if !egress::is_public(ip.into()) => return Err(not_public()),
+        None => Err(Error::invalid(FIELD, "has no host")),
+        Some(_) if policy.allow_private => Ok(()),
+        Some(Host::Ipv4(ip)) if !egress::is_public(ip.into()) => Err(not_public()),
+        Some(Host::Ipv6(ip)) if !egress::is_public(ip.into()) => Err(not_public()),
         Some(Host::Domain(domain)) => {
             let domain = domain.trim_end_matches('.').to_ascii_lowercase();
             if domain == "localhost" || domain.ends_with(".localhost") {
-                return Err(not_public());
+                Err(not_public())
+            } else {
+                Ok(())
             }
         }
-        Some(_) => {}
+        Some(_) => Ok(()),
     }
-    // What is stored is the normalised form: check it too (the pattern keeps it within one
-    // character of the text, so this guards the database's bound, not the caller).
-    let normalised = url.to_string();
-    if normalised.chars().count() > MAX_STORED_URL_LEN {
-        return Err(Error::invalid(
-            FIELD,
-            format!(
-                "is {} characters once normalised (at most {MAX_STORED_URL_LEN})",
-                normalised.chars().count()
-            ),
-        ));
-    }
-    Ok(normalised)
 }

@@ -155,8 +155,8 @@ impl IdentityRepository for PgStore {
                 |i| time_key(i.modified_at, i.id.as_str())
             }
         };
-        // The queries are pipelined on one connection; the total is summed from the
-        // per-pass totals unless it counts the rows modified since a time.
+        // The total is summed from the per-pass totals unless it counts the rows modified
+        // since a time.
         let rows = rows
             .limit(page.fetch())
             .offset(page.offset() as i64)
@@ -172,17 +172,16 @@ impl IdentityRepository for PgStore {
                     .map(|t| t.unwrap_or(0))
             }
         };
-        let reported = bound.reported(self, conn, customer);
-        let (rows, total, through) = futures_util::future::try_join3(rows, total, reported)
+        bound
+            .page(
+                (self, conn, customer),
+                page,
+                rows,
+                total,
+                Identity::try_from,
+                key,
+            )
             .await
-            .map_err(db_error)?;
-        let items = rows
-            .into_iter()
-            .map(Identity::try_from)
-            .collect::<Result<Vec<_>>>()?;
-        let mut page = page.page_of(items, total.max(0) as u64, key);
-        page.synced_through = through;
-        Ok(page)
     }
 
     async fn get_identity(&self, scope: CustomerScope, id: &IdentityId) -> Result<IdentityDetail> {

@@ -121,16 +121,15 @@ impl RecommendationRepository for PgStore {
             ))
             .load::<(RecommendationRow, IdentitySummaryRow)>(&mut &*conn);
         let total = total.get_result::<i64>(&mut &*conn);
-        let reported = bound.reported(self, conn, customer);
-        let (rows, total, through) = futures_util::future::try_join3(rows, total, reported)
+        bound
+            .page(
+                (self, conn, customer),
+                page,
+                rows,
+                total,
+                to_recommendation,
+                key,
+            )
             .await
-            .map_err(db_error)?;
-        let items = rows
-            .into_iter()
-            .map(to_recommendation)
-            .collect::<Result<Vec<_>>>()?;
-        let mut page = page.page_of(items, total.max(0) as u64, key);
-        page.synced_through = through;
-        Ok(page)
     }
 }

@@ -5,12 +5,12 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use posture_domain::{
-    PageRequest, Result,
+    Page, PageRequest, Result,
     page::{KeyPart, KeyReader, ListOrder, SortKey, Start},
 };
 use uuid::Uuid;
 
-use crate::{PgStore, schema::customers};
+use crate::{PgStore, error::db_error, schema::customers};
 
 /// The customer's newest committed pass (the bound of an order by modification); `None`
 /// before its first pass. From `store`'s data-version cache when it holds the customer: the
@@ -85,6 +85,27 @@ impl PassBound {
             PassBound::Known(through) => Ok(*through),
             PassBound::Reported => synced_through(store, conn, customer).await,
         }
+    }
+
+    /// A list's page: its rows and its total, queried together with the bound the page
+    /// reports (pipelined on one connection), the rows made items, sorted by `key`.
+    pub(crate) async fn page<R, T>(
+        &self,
+        (store, conn, customer): (&PgStore, &AsyncPgConnection, Uuid),
+        request: PageRequest,
+        rows: impl Future<Output = diesel::QueryResult<Vec<R>>>,
+        total: impl Future<Output = diesel::QueryResult<i64>>,
+        item: impl FnMut(R) -> Result<T>,
+        key: fn(&T) -> SortKey,
+    ) -> Result<Page<T>> {
+        let reported = self.reported(store, conn, customer);
+        let (rows, total, through) = futures_util::future::try_join3(rows, total, reported)
+            .await
+            .map_err(db_error)?;
+        let items = rows.into_iter().map(item).collect::<Result<Vec<_>>>()?;
+        let mut page = request.page_of(items, total.max(0) as u64, key);
+        page.synced_through = through;
+        Ok(page)
     }
 }
 

@@ -5,7 +5,7 @@ use anyhow::Context as _;
 use chrono::{DateTime, Utc};
 use posture_domain::{
     DeliveryId, WebhookId,
-    delivery::{Delivery, DeliveryStatus},
+    delivery::{Attempt, Delivery, DeliveryStatus},
     ports::DeliveryRepository,
 };
 use serde_json::{Value, json};
@@ -54,6 +54,7 @@ pub async fn run(command: DeliveriesCommand, json: bool) -> anyhow::Result<()> {
             subscription,
             limit,
         } => {
+            let scope = customer_scope(&customer)?;
             let subscription = subscription
                 .map(|s| {
                     s.parse::<WebhookId>().map_err(|_| {
@@ -61,7 +62,6 @@ pub async fn run(command: DeliveriesCommand, json: bool) -> anyhow::Result<()> {
                     })
                 })
                 .transpose()?;
-            let scope = customer_scope(&customer)?;
             let status = status
                 .map(|s| s.parse::<DeliveryStatus>().context("--status"))
                 .transpose()?;
@@ -69,30 +69,7 @@ pub async fn run(command: DeliveriesCommand, json: bool) -> anyhow::Result<()> {
                 .list_deliveries(scope, subscription, status, limit)
                 .await
                 .map_err(|e| fail("listing deliveries", e))?;
-            let data: Vec<Value> = deliveries.iter().map(to_json).collect();
-            emit(json, &json!({ "data": data }), || {
-                table(
-                    [
-                        "ID",
-                        "EVENT",
-                        "STATUS",
-                        "ATTEMPTS",
-                        "NEXT ATTEMPT",
-                        "LAST ERROR",
-                    ],
-                    &[3],
-                    deliveries.iter().map(|d| {
-                        [
-                            d.id.to_string(),
-                            d.event_type.to_string(),
-                            d.status.to_string(),
-                            d.attempts.to_string(),
-                            d.next_attempt().map_or_else(|| "-".to_owned(), time),
-                            d.last_error.clone().unwrap_or_else(|| "-".to_owned()),
-                        ]
-                    }),
-                )
-            })
+            list(&deliveries, json)
         }
         DeliveriesCommand::Show {
             database,
@@ -112,47 +89,7 @@ pub async fn run(command: DeliveriesCommand, json: bool) -> anyhow::Result<()> {
                 .attempts(scope, id)
                 .await
                 .map_err(|e| fail("reading the attempts", e))?;
-            let mut value = to_json(&delivery);
-            value["attemptLog"] = attempts
-                .iter()
-                .map(|a| {
-                    json!({
-                        "attempt": a.number,
-                        "at": a.started_at,
-                        "statusCode": a.status_code,
-                        "latencyMs": a.latency_ms,
-                        "error": a.error,
-                        "detail": a.detail,
-                        "responseExcerpt": a.response_excerpt,
-                    })
-                })
-                .collect();
-            emit(json, &value, || {
-                let summary = format!(
-                    "delivery {}  {}  {}  trigger {}  {} attempt(s)",
-                    delivery.id,
-                    delivery.event_type,
-                    delivery.status,
-                    delivery.trigger,
-                    delivery.attempts
-                );
-                let log = table(
-                    ["#", "AT", "LATENCY", "STATUS", "ERROR", "DETAIL"],
-                    &[0, 2],
-                    attempts.iter().map(|a| {
-                        [
-                            a.number.to_string(),
-                            time(a.started_at),
-                            format!("{} ms", a.latency_ms),
-                            a.status_code
-                                .map_or_else(|| "-".to_owned(), |s| s.to_string()),
-                            a.error.clone().unwrap_or_else(|| "ok".to_owned()),
-                            a.detail.clone().unwrap_or_else(|| "-".to_owned()),
-                        ]
-                    }),
-                );
-                format!("{summary}\n{log}")
-            })
+            show(&delivery, &attempts, json)
         }
         DeliveriesCommand::Retry {
             database,
@@ -173,4 +110,73 @@ pub async fn run(command: DeliveriesCommand, json: bool) -> anyhow::Result<()> {
             })
         }
     }
+}
+
+/// Prints deliveries: JSON `{data}`, or a table.
+fn list(deliveries: &[Delivery], json: bool) -> anyhow::Result<()> {
+    let data: Vec<Value> = deliveries.iter().map(to_json).collect();
+    emit(json, &json!({ "data": data }), || {
+        table(
+            [
+                "ID",
+                "EVENT",
+                "STATUS",
+                "ATTEMPTS",
+                "NEXT ATTEMPT",
+                "LAST ERROR",
+            ],
+            &[3],
+            deliveries.iter().map(|d| {
+                [
+                    d.id.to_string(),
+                    d.event_type.to_string(),
+                    d.status.to_string(),
+                    d.attempts.to_string(),
+                    d.next_attempt().map_or_else(|| "-".to_owned(), time),
+                    d.last_error.clone().unwrap_or_else(|| "-".to_owned()),
+                ]
+            }),
+        )
+    })
+}
+
+/// Prints a delivery with its attempt log: JSON, or a summary line and a table.
+fn show(delivery: &Delivery, attempts: &[Attempt], json: bool) -> anyhow::Result<()> {
+    let mut value = to_json(delivery);
+    value["attemptLog"] = attempts
+        .iter()
+        .map(|a| {
+            json!({
+                "attempt": a.number,
+                "at": a.started_at,
+                "statusCode": a.status_code,
+                "latencyMs": a.latency_ms,
+                "error": a.error,
+                "detail": a.detail,
+                "responseExcerpt": a.response_excerpt,
+            })
+        })
+        .collect();
+    emit(json, &value, || {
+        let summary = format!(
+            "delivery {}  {}  {}  trigger {}  {} attempt(s)",
+            delivery.id, delivery.event_type, delivery.status, delivery.trigger, delivery.attempts
+        );
+        let log = table(
+            ["#", "AT", "LATENCY", "STATUS", "ERROR", "DETAIL"],
+            &[0, 2],
+            attempts.iter().map(|a| {
+                [
+                    a.number.to_string(),
+                    time(a.started_at),
+                    format!("{} ms", a.latency_ms),
+                    a.status_code
+                        .map_or_else(|| "-".to_owned(), |s| s.to_string()),
+                    a.error.clone().unwrap_or_else(|| "ok".to_owned()),
+                    a.detail.clone().unwrap_or_else(|| "-".to_owned()),
+                ]
+            }),
+        );
+        format!("{summary}\n{log}")
+    })
 }

@@ -7,8 +7,8 @@
 
 use chrono::{TimeZone, Utc};
 use posture_domain::{
-    CustomerId, DeliveryId, FindingId, IdentityId, PassId, WebhookId,
-    delivery::{Delivery, DeliveryStatus, DeliveryTrigger},
+    CustomerId, FindingId, IdentityId, PassId, WebhookId,
+    delivery::{Delivery, DeliveryTrigger},
     finding::{Finding, FindingStatus, FindingType, Severity},
     identity::{IdentityKind, IdentitySummary},
     webhook::{EventType, WebhookType},
@@ -59,26 +59,15 @@ fn finding() -> Finding {
 }
 
 fn delivery() -> Delivery {
-    let now = Utc.with_ymd_and_hms(2026, 11, 22, 6, 0, 0).unwrap();
     Delivery {
-        id: DeliveryId::generate(),
-        customer_id: CustomerId::generate(),
-        subscription_id: WebhookId::generate(),
         pass_id: Some(PassId::generate()),
-        event_type: EventType::FindingCritical.into(),
-        chunk: 0,
-        finding_ids: vec!["f-1".parse().unwrap()],
-        changes: Vec::new(),
-        status: DeliveryStatus::Pending,
-        trigger: DeliveryTrigger::Event,
-        attempts: 0,
-        schedule_start: 0,
-        next_attempt_at: now,
-        created_at: now,
-        delivered_at: None,
-        last_attempt_at: None,
-        last_status_code: None,
-        last_error: None,
+        ..Delivery::pending(
+            (CustomerId::generate(), WebhookId::generate()),
+            EventType::FindingCritical.into(),
+            DeliveryTrigger::Event,
+            vec!["f-1".parse().unwrap()],
+            Utc.with_ymd_and_hms(2026, 11, 22, 6, 0, 0).unwrap(),
+        )
     }
 }
 

@@ -4,13 +4,13 @@
 use actix_web::{HttpResponse, web};
 use chrono::Utc;
 use posture_domain::{
-    CloudTenantId, DeliveryId, Error, Scope, WebhookId,
+    DeliveryId, Error, Scope, WebhookId,
     delivery::{
-        Delivery, DeliveryEvent, DeliveryStatus, DeliveryTarget, DeliveryTrigger, Outcome,
-        TEST_CUSTOMER_RATE, TEST_RATE,
+        Delivery, DeliveryEvent, DeliveryStatus, DeliveryTarget, Outcome, TEST_CUSTOMER_RATE,
+        TEST_RATE,
     },
     rate_limit::RateBucket,
-    test_delivery::test_sample,
+    test_delivery::test_delivery,
 };
 use posture_wire::{
     DataResponse, ListResponse,
@@ -285,29 +285,7 @@ async fn test_webhook(
         .sealed_secrets(scope, id)
         .await
         .map_err(not_found::<WebhookId>)?;
-    let now = Utc::now();
-    // A sample is about no real tenant: the nil id says so.
-    let (findings, changes) = test_sample(event, CloudTenantId::from_uuid(uuid::Uuid::nil()), now);
-    let delivery = Delivery {
-        id: DeliveryId::generate(),
-        customer_id: scope.customer_id(),
-        subscription_id: id,
-        pass_id: None,
-        event_type: event,
-        chunk: 0,
-        finding_ids: findings.iter().map(|f| f.id.clone()).collect(),
-        changes,
-        status: DeliveryStatus::Pending,
-        trigger: DeliveryTrigger::Test,
-        attempts: 0,
-        schedule_start: 0,
-        next_attempt_at: now,
-        created_at: now,
-        delivered_at: None,
-        last_attempt_at: None,
-        last_status_code: None,
-        last_error: None,
-    };
+    let (delivery, findings) = test_delivery(scope, id, event, Utc::now());
     let target = DeliveryTarget {
         url: subscription.webhook_url,
         webhook_type: subscription.webhook_type,
