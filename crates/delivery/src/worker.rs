@@ -210,7 +210,16 @@ impl Worker {
             ),
         };
         let attempts_made = delivery.attempts_in_schedule() + 1;
-        let (next, sent) = match &outcome {
+        let (next, sent) = self.next_step(&outcome, attempts_made);
+        observe(&delivery, &target, &attempt, sent, attempts_made);
+        self.record(&delivery, &attempt, next).await?;
+        Ok(sent)
+    }
+
+    /// What follows an attempt's outcome: delivered, gone, or another attempt when the
+    /// retry policy grants one after `attempts_made`, failed otherwise.
+    fn next_step(&self, outcome: &Outcome, attempts_made: u32) -> (NextStep, Sent) {
+        match outcome {
             Outcome::Delivered { .. } => (NextStep::Delivered, Sent::Delivered),
             Outcome::Gone => (NextStep::Gone, Sent::Gone),
             Outcome::Failed { retry_after, .. } => {
@@ -232,37 +241,7 @@ impl Worker {
                     None => (NextStep::Failed, Sent::Failed),
                 }
             }
-        };
-        let outcome = match sent {
-            Sent::Delivered => "delivered",
-            Sent::Retrying => "retrying",
-            Sent::Failed => "failed",
-            Sent::Gone => "gone",
-        };
-        // `receiver`: the subscription's type (generic, slack, teams), a closed set.
-        let receiver = target.webhook_type.as_str();
-        metrics::counter!("posture_webhook_attempts_total", "outcome" => outcome, "receiver" => receiver)
-            .increment(1);
-        metrics::histogram!("posture_webhook_attempt_duration_seconds", "receiver" => receiver)
-            .record(f64::from(attempt.latency_ms) / 1000.0);
-        tracing::info!(
-            delivery.id = %delivery.id,
-            customer.id = %delivery.customer_id,
-            subscription.id = %delivery.subscription_id,
-            event = delivery.event_type.as_str(),
-            // Numbered as the API's log numbers them (over every schedule); the retry
-            // policy counts the current schedule's.
-            attempt = delivery.attempts + 1,
-            attempt_in_schedule = attempts_made,
-            http.status = attempt.status_code,
-            latency_ms = attempt.latency_ms,
-            outcome = ?sent,
-            error = attempt.error.as_deref(),
-            detail = attempt.detail.as_deref(),
-            "webhook attempt"
-        );
-        self.record(&delivery, &attempt, next).await?;
-        Ok(sent)
+        }
     }
 
     /// Records an attempt. If the database refuses the record itself (not because it is
@@ -497,4 +476,42 @@ impl Worker {
         }
         tracing::info!(worker = %self.config.id, "posture-worker stopped");
     }
+}
+
+/// An attempt's metrics and its log line.
+fn observe(
+    delivery: &Delivery,
+    target: &DeliveryTarget,
+    attempt: &Attempt,
+    sent: Sent,
+    attempts_made: u32,
+) {
+    let outcome = match sent {
+        Sent::Delivered => "delivered",
+        Sent::Retrying => "retrying",
+        Sent::Failed => "failed",
+        Sent::Gone => "gone",
+    };
+    // `receiver`: the subscription's type (generic, slack, teams), a closed set.
+    let receiver = target.webhook_type.as_str();
+    metrics::counter!("posture_webhook_attempts_total", "outcome" => outcome, "receiver" => receiver)
+        .increment(1);
+    metrics::histogram!("posture_webhook_attempt_duration_seconds", "receiver" => receiver)
+        .record(f64::from(attempt.latency_ms) / 1000.0);
+    tracing::info!(
+        delivery.id = %delivery.id,
+        customer.id = %delivery.customer_id,
+        subscription.id = %delivery.subscription_id,
+        event = delivery.event_type.as_str(),
+        // Numbered as the API's log numbers them (over every schedule); the retry policy
+        // counts the current schedule's.
+        attempt = delivery.attempts + 1,
+        attempt_in_schedule = attempts_made,
+        http.status = attempt.status_code,
+        latency_ms = attempt.latency_ms,
+        outcome = ?sent,
+        error = attempt.error.as_deref(),
+        detail = attempt.detail.as_deref(),
+        "webhook attempt"
+    );
 }

@@ -178,64 +178,71 @@ impl Record {
                 identity_id: f.identity_id,
                 detected_at: f.detected_at,
             }),
-            Record::RoleRecommendation(r) => {
-                if r.current_roles.is_empty() {
-                    return Err(Error::invalid("currentRoles", "must not be empty"));
-                }
-                IngestItem::RoleRecommendation(RecommendationUpsert {
-                    id: r.id,
-                    cloud_tenant_id: r.cloud_tenant_id,
-                    identity_id: r.identity_id,
-                    current_roles: names("currentRoles", r.current_roles, MAX_NAME_LEN)?,
-                    recommended_role: RecommendedRole {
-                        name: text(
-                            "recommendedRole.name",
-                            r.recommended_role.name,
-                            MAX_NAME_LEN,
-                        )?,
-                        actions: names(
-                            "recommendedRole.actions",
-                            r.recommended_role.actions,
-                            MAX_SCOPE_LEN,
-                        )?,
-                    },
-                    removed_actions: names("removedActions", r.removed_actions, MAX_SCOPE_LEN)?,
-                })
-            }
-            Record::UprScore(u) => {
-                if u.score > MAX_SCORE {
-                    return Err(Error::invalid("score", format!("must be 0 to {MAX_SCORE}")));
-                }
-                if u.factors.len() > MAX_FACTORS {
-                    return Err(Error::invalid("factors", format!("at most {MAX_FACTORS}")));
-                }
-                for (name, points) in &u.factors {
-                    if name.is_empty()
-                        || name.len() > 64
-                        || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-                    {
-                        return Err(Error::invalid(
-                            "factors",
-                            format!("{name:?} is not a factor name (1 to 64 letters, digits, _)"),
-                        ));
-                    }
-                    if *points > MAX_SCORE {
-                        return Err(Error::invalid(
-                            "factors",
-                            format!("{name} must be 0 to {MAX_SCORE}"),
-                        ));
-                    }
-                }
-                IngestItem::UprScore(UprScoreUpsert {
-                    identity_id: u.identity_id,
-                    cloud_tenant_id: u.cloud_tenant_id,
-                    score: u.score,
-                    factors: u.factors,
-                    recorded_at: u.recorded_at,
-                })
-            }
+            Record::RoleRecommendation(r) => IngestItem::RoleRecommendation(recommendation(r)?),
+            Record::UprScore(u) => IngestItem::UprScore(upr_score(u)?),
         })
     }
+}
+
+/// A role recommendation: at least one current role, names and actions bounded.
+fn recommendation(r: RecommendationRecord) -> Result<RecommendationUpsert, Error> {
+    if r.current_roles.is_empty() {
+        return Err(Error::invalid("currentRoles", "must not be empty"));
+    }
+    Ok(RecommendationUpsert {
+        id: r.id,
+        cloud_tenant_id: r.cloud_tenant_id,
+        identity_id: r.identity_id,
+        current_roles: names("currentRoles", r.current_roles, MAX_NAME_LEN)?,
+        recommended_role: RecommendedRole {
+            name: text(
+                "recommendedRole.name",
+                r.recommended_role.name,
+                MAX_NAME_LEN,
+            )?,
+            actions: names(
+                "recommendedRole.actions",
+                r.recommended_role.actions,
+                MAX_SCOPE_LEN,
+            )?,
+        },
+        removed_actions: names("removedActions", r.removed_actions, MAX_SCOPE_LEN)?,
+    })
+}
+
+/// A UPR score: the score and each factor's points 0 to [`MAX_SCORE`], at most
+/// [`MAX_FACTORS`] factors named by 1 to 64 letters, digits and `_`.
+fn upr_score(u: UprScoreRecord) -> Result<UprScoreUpsert, Error> {
+    if u.score > MAX_SCORE {
+        return Err(Error::invalid("score", format!("must be 0 to {MAX_SCORE}")));
+    }
+    if u.factors.len() > MAX_FACTORS {
+        return Err(Error::invalid("factors", format!("at most {MAX_FACTORS}")));
+    }
+    for (name, points) in &u.factors {
+        if name.is_empty()
+            || name.len() > 64
+            || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            return Err(Error::invalid(
+                "factors",
+                format!("{name:?} is not a factor name (1 to 64 letters, digits, _)"),
+            ));
+        }
+        if *points > MAX_SCORE {
+            return Err(Error::invalid(
+                "factors",
+                format!("{name} must be 0 to {MAX_SCORE}"),
+            ));
+        }
+    }
+    Ok(UprScoreUpsert {
+        identity_id: u.identity_id,
+        cloud_tenant_id: u.cloud_tenant_id,
+        score: u.score,
+        factors: u.factors,
+        recorded_at: u.recorded_at,
+    })
 }
 
 /// A required string: not blank, at most `max` characters, no NUL (PostgreSQL text cannot

@@ -12,7 +12,7 @@ use diesel::{
     sql_types::{Array, Int2, Int4, Nullable, Text, Timestamptz, Uuid as SqlUuid},
 };
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use posture_domain::CustomerScope;
+use posture_domain::{CustomerScope, identity::IdentityUpsert};
 
 use super::{PassError, PassRun};
 
@@ -85,6 +85,17 @@ impl PassRun<'_> {
             return Ok(());
         }
         let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+        self.upsert_identities(&rows, &ids).await?;
+        self.mark_reassigned(&rows, &ids).await?;
+        self.replace_assignments(&rows, &ids).await
+    }
+
+    /// Inserts or updates the identities; `modified_at` moves only for one that changed.
+    async fn upsert_identities(
+        &mut self,
+        rows: &[IdentityUpsert],
+        ids: &[&str],
+    ) -> Result<(), PassError> {
         diesel::sql_query(
             "INSERT INTO identities (customer_id, id, cloud_tenant_id, kind, display_name, \
                                      principal_name, first_seen_at, last_seen_at, modified_at) \
@@ -104,7 +115,7 @@ impl PassRun<'_> {
         )
         .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
         .bind::<Timestamptz, _>(self.modified_at)
-        .bind::<Array<Text>, _>(&ids)
+        .bind::<Array<Text>, _>(ids)
         .bind::<Array<SqlUuid>, _>(
             rows.iter()
                 .map(|r| r.cloud_tenant_id.as_uuid())
@@ -124,9 +135,16 @@ impl PassRun<'_> {
         .bind::<Timestamptz, _>(self.modified_at)
         .execute(self.conn)
         .await?;
+        Ok(())
+    }
 
-        // Role assignments are served (the detail route): an identity whose assignments differ
-        // from the stored ones is modified too. Compared before they are replaced.
+    /// Role assignments are served (the detail route): an identity whose assignments differ
+    /// from the stored ones is modified too. Compared before they are replaced.
+    async fn mark_reassigned(
+        &mut self,
+        rows: &[IdentityUpsert],
+        ids: &[&str],
+    ) -> Result<(), PassError> {
         diesel::sql_query(
             "UPDATE identities i SET modified_at = $3 \
              FROM unnest($2::text[], $4::text[]) AS r(id, assignments) \
@@ -139,7 +157,7 @@ impl PassRun<'_> {
                    WHERE a.customer_id = $1 AND a.identity_id = r.id)",
         )
         .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
-        .bind::<Array<Text>, _>(&ids)
+        .bind::<Array<Text>, _>(ids)
         .bind::<Timestamptz, _>(self.modified_at)
         .bind::<Array<Text>, _>(
             rows.iter()
@@ -148,13 +166,20 @@ impl PassRun<'_> {
         )
         .execute(self.conn)
         .await?;
+        Ok(())
+    }
 
-        // Re-ingesting an identity replaces its role assignments.
+    /// Re-ingesting an identity replaces its role assignments.
+    async fn replace_assignments(
+        &mut self,
+        rows: &[IdentityUpsert],
+        ids: &[&str],
+    ) -> Result<(), PassError> {
         diesel::sql_query(
             "DELETE FROM role_assignments WHERE customer_id = $1 AND identity_id = ANY($2::text[])",
         )
         .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
-        .bind::<Array<Text>, _>(&ids)
+        .bind::<Array<Text>, _>(ids)
         .execute(self.conn)
         .await?;
         let assignments: Vec<(&str, i32, &posture_domain::identity::RoleAssignment)> = rows
