@@ -139,9 +139,11 @@ impl DeliveriesQuery {
 pub struct RecoverRequest {
     /// Requeue failed and cancelled deliveries queued at or after this time (within the
     /// log's retention).
+    #[schemars(example = &"2026-11-19T08:30:00Z")]
     pub since: DateTime<Utc>,
     /// ... and before this time (default: now).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(example = &"2026-11-20T08:30:00Z")]
     pub until: Option<DateTime<Utc>>,
 }
 

@@ -181,8 +181,6 @@ fn sorted(value: Value) -> Value {
     }
 }
 
-/// The canonical text of the document (rendered once per process, when the API's state is
-/// built).
 /// The fields of the document's schemas no example value is known for (a test keeps it
 /// empty: see `examples.rs`).
 pub fn fields_without_examples() -> Vec<String> {
@@ -190,6 +188,8 @@ pub fn fields_without_examples() -> Vec<String> {
     examples::add_to_document(&mut value)
 }
 
+/// The canonical text of the document (rendered once per process, when the API's state is
+/// built).
 pub fn render() -> String {
     // aide's model is plain data with string keys: serialising it cannot fail, and a
     // contract that silently became empty would be worse than stopping.
