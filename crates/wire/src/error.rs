@@ -113,6 +113,7 @@ pub struct ErrorResponse {
     pub error: ErrorCode,
     /// What was wrong, for a human; names the parameter, field or missing scope.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(example = &"limit: must be an integer from 1 to 500")]
     pub reason: Option<String>,
 }
 

@@ -11,12 +11,13 @@
 use chrono::{DateTime, Utc};
 use posture_domain::{
     CloudTenantId,
-    finding::{FindingStatus, Severity},
+    finding::{FindingStatus, FindingType, Severity},
+    identity::IdentityKind,
 };
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::findings::FindingResponse;
+use crate::{findings::FindingResponse, identities::IdentitySummaryResponse};
 
 /// The OCSF schema version the events follow.
 pub const OCSF_VERSION: &str = "1.5.0";
@@ -29,7 +30,7 @@ const CATEGORY_UID: u32 = 2;
 /// `GET /findings/export?format=ocsf`. The mapping from posture's finding is in
 /// docs/export.md.
 #[derive(Serialize, JsonSchema)]
-#[schemars(rename = "OcsfDetectionFinding")]
+#[schemars(rename = "OcsfDetectionFinding", example = sample(""))]
 pub struct DetectionFinding<'a> {
     activity_id: u8,
     activity_name: &'static str,
@@ -52,7 +53,7 @@ pub struct DetectionFinding<'a> {
 
 /// OCSF `finding_info`: the finding's id, title, type and times (epoch milliseconds).
 #[derive(Serialize, JsonSchema)]
-#[schemars(rename = "OcsfFindingInfo")]
+#[schemars(rename = "OcsfFindingInfo", example = sample("/finding_info"))]
 struct FindingInfo<'a> {
     uid: &'a str,
     title: &'a str,
@@ -75,7 +76,7 @@ enum ResourceUid<'a> {
 
 /// An OCSF resource: the identity the finding is about.
 #[derive(Serialize, JsonSchema)]
-#[schemars(rename = "OcsfResource")]
+#[schemars(rename = "OcsfResource", example = sample("/resources/0"))]
 struct Resource<'a> {
     #[schemars(with = "String")]
     uid: ResourceUid<'a>,
@@ -87,7 +88,7 @@ struct Resource<'a> {
 
 /// OCSF `metadata`: the schema version and the product that reported the finding.
 #[derive(Serialize, JsonSchema)]
-#[schemars(rename = "OcsfMetadata")]
+#[schemars(rename = "OcsfMetadata", example = sample("/metadata"))]
 struct Metadata {
     version: &'static str,
     product: Product,
@@ -95,11 +96,48 @@ struct Metadata {
 
 /// The OCSF product: posture, its vendor and version.
 #[derive(Serialize, JsonSchema)]
-#[schemars(rename = "OcsfProduct")]
+#[schemars(rename = "OcsfProduct", example = sample("/metadata/product"))]
 struct Product {
     name: &'static str,
     vendor_name: &'static str,
     version: &'static str,
+}
+
+/// A part (a JSON pointer) of the event of a sample finding: the contract's examples of the
+/// OCSF schemas are what this mapping makes, so they cannot drift from it.
+fn sample(part: &str) -> serde_json::Value {
+    let tenant: CloudTenantId = "8f6e2c1a-3b4d-4e5f-9a0b-1c2d3e4f5a6b"
+        .parse()
+        .expect("a valid tenant id");
+    let at = |text: &str| {
+        DateTime::parse_from_rfc3339(text)
+            .expect("a valid date")
+            .to_utc()
+    };
+    let finding = FindingResponse {
+        id: "f-7c1d9a".to_owned(),
+        cloud_tenant_id: tenant,
+        finding_type: FindingType::try_from("tier0_permanent_root".to_owned())
+            .expect("a catalogued type"),
+        severity: Severity::Critical,
+        status: FindingStatus::Open,
+        title: "Permanent assignment to a Tier 0 role".to_owned(),
+        description: Some(
+            "ada@contoso.com holds Global Administrator permanently, without PIM activation."
+                .to_owned(),
+        ),
+        identity: Some(IdentitySummaryResponse {
+            id: "9f8c2d4e-1b7a-4c3d-8e5f-6a7b8c9d0e1f".to_owned(),
+            display_name: "Ada Lovelace".to_owned(),
+            kind: IdentityKind::User,
+            cloud_tenant_id: tenant,
+        }),
+        detected_at: at("2026-11-18T05:12:00Z"),
+        updated_at: at("2026-11-18T05:12:00Z"),
+        modified_at: at("2026-11-18T05:12:00Z"),
+    };
+    let event = serde_json::to_value(DetectionFinding::new(&finding)).expect("an event serialises");
+    event.pointer(part).cloned().unwrap_or_default()
 }
 
 fn millis(t: DateTime<Utc>) -> i64 {

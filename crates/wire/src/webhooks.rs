@@ -84,6 +84,7 @@ pub struct CreatedWebhookResponse {
 pub struct CreateWebhookRequest {
     /// A label, 1 to 100 characters, not blank, without control characters.
     #[schemars(length(min = 1, max = MAX_NAME_LEN), pattern(NAME_PATTERN))]
+    #[schemars(example = &"SOC critical findings")]
     pub name: String,
     /// An absolute https URL without credentials, at most 2,048 characters (also once
     /// normalised), to a public address on port 443 (the default) or 1024 to 65535. ASCII
@@ -146,7 +147,7 @@ pub struct PatchWebhookRequest {
         deserialize_with = "patch_field",
         skip_serializing_if = "PatchField::is_absent"
     )]
-    #[schemars(schema_with = "name_schema")]
+    #[schemars(schema_with = "name_schema", example = &"SOC critical findings")]
     pub name: PatchField<String>,
     /// A new receiver URL (the same rules as at creation); pending deliveries go there.
     #[serde(
@@ -208,7 +209,7 @@ impl From<PatchWebhookRequest> for SubscriptionPatchRequest {
 pub struct RotateSecretRequest {
     /// How long the previous secret keeps signing deliveries next to the new one, in
     /// seconds: 0 (a leaked secret: switch at once) to 604800 (a week); default 86400.
-    #[schemars(range(max = MAX_GRACE_SECS))]
+    #[schemars(range(max = MAX_GRACE_SECS), example = 86_400)]
     #[serde(
         skip_serializing_if = "Option::is_none",
         deserialize_with = "whole_seconds"

@@ -3,109 +3,17 @@
 //! answered (`recorded.rs`). The rest are derived from the schemas themselves so they cannot
 //! drift from them: a component's example is built from its
 //! properties (a referenced component's own example, an enumeration's first value, a
-//! format's canonical value), with realistic values for posture's string and number fields
-//! from [`value_of`]. A string field without a rule there has no example, and a test fails
-//! naming it, so a new field gets a realistic value rather than `"string"`. Another test
-//! validates every example against its schema.
+//! format's canonical value, an integer's minimum), or is the one its wire type declares
+//! (`#[schemars(example = ...)]` on the type or the field: the OCSF event's are what the
+//! mapping makes of a sample finding). A string field with neither has no example, and a
+//! test fails naming it, so a new field gets a realistic value rather than `"string"`.
+//! Another test validates every example against its schema.
 
 use indexmap::IndexMap;
 use posture_domain::Scope;
 use serde_json::{Map, Value, json};
 
 use crate::error::ApiError;
-
-/// Values of posture's fields, by `Component.field` first, then by field name.
-fn value_of(component: &str, field: &str) -> Option<Value> {
-    let specific = match (component, field) {
-        ("CreateWebhookRequest" | "CreatedWebhookResponse" | "WebhookResponse", "name") => {
-            json!("SOC critical findings")
-        }
-        ("PatchWebhookRequest", "name") => json!("SOC critical findings"),
-        ("CurrentKeyResponse", "name") => json!("splunk-prod"),
-        ("KeyCustomer", "name") => json!("Contoso"),
-        ("OcsfProduct", "name") => json!("posture"),
-        ("IdentityResponse" | "IdentityDetailResponse" | "IdentitySummaryResponse", "id") => {
-            json!("9f8c2d4e-1b7a-4c3d-8e5f-6a7b8c9d0e1f")
-        }
-        ("FindingResponse" | "EventFinding", "id") => json!("f-7c1d9a"),
-        ("RoleRecommendationResponse", "id") => json!("r-31b8e2"),
-        ("OcsfFindingInfo", "uid") => json!("f-7c1d9a"),
-        ("OcsfResource", "uid") => json!("9f8c2d4e-1b7a-4c3d-8e5f-6a7b8c9d0e1f"),
-        ("OcsfResource", "type") => json!("user"),
-        ("OcsfResource", "name") => json!("Ada Lovelace"),
-        ("OcsfMetadata" | "OcsfProduct", "version") => json!("1.5.0"),
-        ("OcsfFindingInfo", "types") => json!("tier0_permanent_root"),
-        ("OcsfFindingInfo", "title") | ("FindingResponse" | "EventFinding", "title") => {
-            json!("Permanent assignment to a Tier 0 role")
-        }
-        ("OcsfFindingInfo", "desc") | ("FindingResponse" | "EventFinding", "description") => {
-            json!("ada@contoso.com holds Global Administrator permanently, without PIM activation.")
-        }
-        ("FindingChangeResponse", "from") => json!("open"),
-        ("FindingChangeResponse", "to") => json!("resolved"),
-        ("RemovesResponse", "roles") | ("RoleRecommendationResponse", "currentRoles") => {
-            json!("Global Administrator")
-        }
-        ("RemovesResponse" | "RecommendedRoleResponse", "actions") => {
-            json!("microsoft.directory/users/password/update")
-        }
-        _ => Value::Null,
-    };
-    if !specific.is_null() {
-        return Some(specific);
-    }
-    Some(match field {
-        "activity_name" => json!("Create"),
-        "category_name" => json!("Findings"),
-        "class_name" => json!("Detection Finding"),
-        "type_name" => json!("Detection Finding: Create"),
-        "message" => json!("Permanent assignment to a Tier 0 role"),
-        "severity" => json!("Critical"),
-        "status" => json!("New"),
-        "vendor_name" => json!("posture"),
-        "displayName" => json!("Ada Lovelace"),
-        "principalName" => json!("ada@contoso.com"),
-        "primaryDomain" => json!("contoso.onmicrosoft.com"),
-        "roleName" => json!("Global Administrator"),
-        "scope" => json!("/"),
-        "prefix" => json!("svc_k3jx2a"),
-        "signingSecret" => json!("whsec_cG9zdHVyZS13ZWJob29rLXRlc3QtdmVjdG9yLWtleSE="),
-        "webhookUrl" => json!("https://hooks.example.com/posture"),
-        "nextCursor" => json!("AQAAAAEH3pAbc-Q2x9"),
-        "findingIds" => json!("f-7c1d9a"),
-        "lastError" | "error" => json!("the receiver answered 503"),
-        "reason" => json!("limit: must be an integer from 1 to 500"),
-        "name" => json!("SOC critical findings"),
-        // Numbers.
-        "activity_id" => json!(1),
-        "category_uid" => json!(2),
-        "class_uid" => json!(2004),
-        "type_uid" => json!(200401),
-        "severity_id" => json!(5),
-        "status_id" => json!(1),
-        "time" | "created_time" | "first_seen_time" | "last_seen_time" | "modified_time" => {
-            json!(1_763_627_400_000_i64)
-        }
-        "attempts" => json!(2),
-        "findingCount" => json!(3),
-        "lastStatusCode" | "statusCode" => json!(503),
-        "latencyMs" => json!(184),
-        "gracePeriodSeconds" => json!(86_400),
-        "critical" => json!(4),
-        "high" => json!(17),
-        "medium" => json!(42),
-        "low" => json!(96),
-        "days" => json!(30),
-        "limit" => json!(100),
-        "offset" => json!(0),
-        "total" => json!(1342),
-        "meanScore" => json!(37),
-        "principalCount" => json!(159),
-        "requeued" => json!(12),
-        "score" => json!(82),
-        _ => return None,
-    })
-}
 
 /// The canonical value of a string format.
 fn formatted(format: &str) -> Option<Value> {
@@ -185,14 +93,11 @@ impl Builder<'_> {
             "string" => schema["format"]
                 .as_str()
                 .and_then(formatted)
-                .or_else(|| value_of(component, field))
                 .unwrap_or_else(|| {
                     self.missing.push(format!("{component}.{field}"));
                     Value::Null
                 }),
-            "integer" | "number" => value_of(component, field)
-                .or_else(|| schema.get("minimum").cloned())
-                .unwrap_or(json!(1)),
+            "integer" | "number" => schema.get("minimum").cloned().unwrap_or(json!(1)),
             "boolean" => json!(true),
             _ => Value::Null,
         }
