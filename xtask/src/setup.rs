@@ -53,6 +53,13 @@ pub const POSTGRES: Need = Need {
     present: || posture_test_support::servers::postgres_bin().is_some() && program("psql"),
     packages: &["postgresql"],
 };
+pub const LOCALES: Need = Need {
+    what: "localedef and the locale sources (a test runs PostgreSQL in German)",
+    present: || {
+        program("localedef") && std::path::Path::new("/usr/share/i18n/locales/de_DE").exists()
+    },
+    packages: &["locales"],
+};
 pub const REDIS: Need = Need {
     what: "redis-server and redis-cli",
     present: || program("redis-server") && program("redis-cli"),
@@ -134,7 +141,7 @@ pub const TASKS: &[&str] = &[
 pub fn needs(task: &str) -> Vec<&'static Need> {
     match task {
         "demo" | "schema" => vec![&POSTGRES],
-        "test" => vec![&POSTGRES, &REDIS, &PYTHON, &PGBOUNCER],
+        "test" => vec![&POSTGRES, &REDIS, &PYTHON, &PGBOUNCER, &LOCALES],
         "fuzz" => vec![&POSTGRES, &PYTHON],
         "clients" => vec![&POSTGRES, &PYTHON, &NODE, &CHROMIUM, &CURL],
         "console-e2e" => vec![&POSTGRES, &PYTHON, &NODE, &CHROMIUM],
@@ -144,7 +151,8 @@ pub fn needs(task: &str) -> Vec<&'static Need> {
         "vendor-docs" => vec![&NODE],
         // Everything `.ci/run` runs.
         "ci" => vec![
-            &POSTGRES, &REDIS, &PYTHON, &PGBOUNCER, &NODE, &CHROMIUM, &CURL, &PROMTOOL, &COMPOSE,
+            &POSTGRES, &REDIS, &PYTHON, &PGBOUNCER, &LOCALES, &NODE, &CHROMIUM, &CURL, &PROMTOOL,
+            &COMPOSE,
         ],
         _ => Vec::new(),
     }

@@ -11,13 +11,15 @@ fn unavailable(e: DieselError) -> Error {
 /// Server messages of errors that say "the server or the connection is going away, try
 /// again", not "this request is wrong": SQLSTATE class 08 (connection exception), 57P01–05
 /// (admin, crash or idle-session shutdown, cannot connect now, database dropped), 25P03 (an
-/// idle transaction ended) and 57014 at the statement timeout. diesel-async keeps only the
-/// message of a database error, not its SQLSTATE, so these are matched on PostgreSQL's
-/// (English) messages. A read replica cancels a query that conflicts with the WAL it
-/// replays (40001, "conflict with recovery"): that query may be retried too.
+/// idle transaction ended) and 57014 at the statement timeout. diesel-async (0.9) keeps the
+/// SQLSTATE of a handful of errors as a [`DatabaseErrorKind`] and drops it for every other
+/// (its error type is private, and diesel's `DatabaseErrorInformation` has no code), so
+/// these are matched on PostgreSQL's English messages, and every pooled connection asks for
+/// English ([`ENGLISH_MESSAGES`]). A read replica cancels a query that conflicts with the
+/// WAL it replays (40001, "conflict with recovery"), which arrives as
+/// `SerializationFailure`: that query may be retried too.
 const UNAVAILABLE_MESSAGES: &[&str] = &[
     "terminating connection",
-    "canceling statement due to conflict with recovery",
     "the database system is",
     "canceling statement due to statement timeout",
     "could not connect",
@@ -25,6 +27,28 @@ const UNAVAILABLE_MESSAGES: &[&str] = &[
     "server closed the connection",
     "no connection to the server",
 ];
+
+/// Run on every new pooled connection: PostgreSQL's messages in English, which
+/// [`UNAVAILABLE_MESSAGES`] needs, whatever the server's `lc_messages`. `lc_messages` is
+/// for superusers and for roles granted it (`GRANT SET ON PARAMETER lc_messages`,
+/// PostgreSQL 15+); for any other role this does nothing, and the start-up check
+/// ([`crate::PgStore::messages_not_in_english`]) warns if the server's language is
+/// another.
+pub(crate) const ENGLISH_MESSAGES: &str = "DO $$BEGIN SET lc_messages TO 'C'; \
+     EXCEPTION WHEN insufficient_privilege THEN NULL; END$$;";
+
+/// Whether an `lc_messages` value gives English messages: the C locale, an English one, or
+/// the empty value (the server's environment, which initdb sets from its own locale).
+pub(crate) fn is_english(lc_messages: &str) -> bool {
+    let value = lc_messages.trim();
+    value.is_empty()
+        || value.eq_ignore_ascii_case("C")
+        || value.eq_ignore_ascii_case("POSIX")
+        || value.starts_with("C.")
+        || value.starts_with("en_")
+        || value.starts_with("en.")
+        || value == "en"
+}
 
 /// Whether a database error says the connection or the server is going away.
 fn is_connection_failure(info: &dyn diesel::result::DatabaseErrorInformation) -> bool {
@@ -47,6 +71,11 @@ pub(crate) fn db_error(e: DieselError) -> Error {
             if is_connection_failure(info.as_ref()) =>
         {
             unavailable(e)
+        }
+        // 40001 by its SQLSTATE: a standby's conflict with recovery (or a serialization
+        // failure), which a retry may not meet.
+        DieselError::DatabaseError(DatabaseErrorKind::SerializationFailure, _) => {
+            Error::Unavailable(Box::new(e))
         }
         DieselError::BrokenTransactionManager => unavailable(e),
         other => Error::Internal(Box::new(other)),

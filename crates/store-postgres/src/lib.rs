@@ -108,9 +108,10 @@ impl PgConfig {
 }
 
 impl PgConfig {
-    /// The `SET` statements every new pooled connection runs.
+    /// The `SET` statements every new pooled connection runs: the timeouts, and server
+    /// messages in English where the role may choose them ([`error::ENGLISH_MESSAGES`]).
     fn session_settings(&self) -> String {
-        let mut sql = String::new();
+        let mut sql = String::from(error::ENGLISH_MESSAGES);
         for (name, value) in [
             ("statement_timeout", self.statement_timeout),
             (
@@ -306,6 +307,41 @@ impl PgStore {
             .await
             .map_err(db_error)?;
         Ok(())
+    }
+
+    /// The language of the server's messages on posture's connections (`lc_messages`) when
+    /// it is not English: connection failures are then not told from other errors (500
+    /// instead of 503). `None` when it is English, or the server's default. The binaries
+    /// warn at start-up with the fix (docs/operations.md).
+    pub async fn messages_not_in_english(&self) -> Result<Option<String>, Error> {
+        #[derive(diesel::QueryableByName)]
+        struct Setting {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            value: String,
+        }
+        let mut conn = self.conn().await?;
+        let setting: Setting = diesel::sql_query("SELECT current_setting('lc_messages') AS value")
+            .get_result(&mut conn)
+            .await
+            .map_err(db_error)?;
+        Ok((!error::is_english(&setting.value)).then_some(setting.value))
+    }
+
+    /// At start-up: warns, with the fix, when the server's messages are not in English on
+    /// posture's connections (see [`PgStore::messages_not_in_english`]).
+    pub async fn warn_unless_messages_in_english(&self) {
+        match self.messages_not_in_english().await {
+            Ok(None) => {}
+            Ok(Some(lc_messages)) => tracing::warn!(
+                lc_messages,
+                "PostgreSQL answers posture in another language than English and this role \
+                 may not change it: a lost connection or a statement timeout then answers 500 \
+                 instead of 503 with Retry-After. Fix: GRANT SET ON PARAMETER lc_messages TO \
+                 <posture's role> (PostgreSQL 15+), or ALTER ROLE <posture's role> SET \
+                 lc_messages = 'C' (see docs/operations.md)"
+            ),
+            Err(e) => tracing::warn!(error = %e, "reading lc_messages failed"),
+        }
     }
 
     /// The pool's usage; for a store whose HTTP workers have pools of their own

@@ -77,6 +77,37 @@ pub fn postgres_bin() -> Option<PathBuf> {
     versions.pop()
 }
 
+/// A locale compiled from the system's sources (`localedef`, which the C library ships) into
+/// `dir`, for a server started with `LOCPATH=dir`: a test of a server whose messages are in
+/// another language needs no locale installed system-wide. `name` is like `de_DE`; the
+/// locale is `<name>.UTF-8`.
+pub fn compile_locale(name: &str, dir: &Path) -> Result<String> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| ServerError(format!("creating {}: {e}", dir.display())))?;
+    let target = dir.join(format!("{name}.UTF-8"));
+    let output = Command::new("localedef")
+        .args(["-i", name, "-f", "UTF-8"])
+        .arg(&target)
+        .output()
+        .map_err(|e| {
+            ServerError(format!(
+                "localedef: {e} (Debian/Ubuntu: apt-get install -y libc-bin locales)"
+            ))
+        })?;
+    // localedef exits 1 for warnings while writing the locale; what counts is the locale.
+    if !target.join("LC_MESSAGES").exists() {
+        return Err(ServerError(format!(
+            "localedef -i {name} made no locale: {} (Debian/Ubuntu: apt-get install -y locales)",
+            String::from_utf8_lossy(&output.stderr)
+        )));
+    }
+    for path in [dir.to_path_buf(), target] {
+        let _ =
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755));
+    }
+    Ok(format!("{name}.UTF-8"))
+}
+
 /// A PostgreSQL cluster of our own.
 pub struct PostgresServer {
     dir: PathBuf,
@@ -84,6 +115,8 @@ pub struct PostgresServer {
     as_postgres: bool,
     port: u16,
     settings: String,
+    /// Environment of the server process (`LOCPATH` for a locale of its own).
+    env: Vec<(String, String)>,
     /// The URL of its `postgres` database.
     pub url: String,
 }
@@ -92,6 +125,11 @@ impl PostgresServer {
     /// A new cluster in `dir` (emptied first), with extra server settings
     /// (`-c name=value ...`), started.
     pub fn start(dir: &Path, settings: &str) -> Result<Self> {
+        Self::start_with_env(dir, settings, &[])
+    }
+
+    /// [`PostgresServer::start`] with variables added to the server's environment.
+    pub fn start_with_env(dir: &Path, settings: &str, env: &[(&str, &str)]) -> Result<Self> {
         let bin = postgres_bin().ok_or_else(|| {
             ServerError(
                 "PostgreSQL server binaries (initdb, pg_ctl) were not found. Install PostgreSQL \
@@ -100,7 +138,11 @@ impl PostgresServer {
                     .to_owned(),
             )
         })?;
-        let server = Self::prepare(dir, bin, settings)?;
+        let mut server = Self::prepare(dir, bin, settings)?;
+        server.env = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
         let data = dir.join("data");
         server.run(
             server.command("initdb").arg("-D").arg(&data).args([
@@ -162,6 +204,7 @@ impl PostgresServer {
             as_postgres,
             port,
             settings: settings.to_owned(),
+            env: Vec::new(),
             url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
         };
         if as_postgres {
@@ -172,13 +215,15 @@ impl PostgresServer {
 
     fn command(&self, program: &str) -> Command {
         let program = self.bin.join(program);
-        if self.as_postgres {
+        let mut command = if self.as_postgres {
             let mut command = Command::new("runuser");
             command.args(["-u", "postgres", "--"]).arg(program);
             command
         } else {
             Command::new(program)
-        }
+        };
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
+        command
     }
 
     fn run(&self, command: &mut Command, what: &str) -> Result<()> {

@@ -76,6 +76,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .ping()
         .await
         .context("cannot reach PostgreSQL at DATABASE_URL")?;
+    store.warn_unless_messages_in_english().await;
     let config = WorkerConfig {
         id: worker_id(),
         concurrency: cli.concurrency as usize,

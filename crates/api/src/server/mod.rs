@@ -237,6 +237,7 @@ async fn open_store(
         .ping()
         .await
         .context("cannot reach PostgreSQL at DATABASE_URL")?;
+    store.warn_unless_messages_in_english().await;
     let pending = migrations::pending(&args.database.database_url)
         .await
         .context("reading the applied migrations failed")?;

@@ -6,6 +6,7 @@
 mod api_keys;
 mod identities;
 mod ingest;
+mod messages;
 mod migrations;
 mod pools;
 mod privileges;
