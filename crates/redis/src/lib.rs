@@ -1,4 +1,4 @@
-//! posture's Redis adapters.
+//! posture's rate limiters: shared through Redis, and in this process.
 //!
 //! [`RedisRateLimiter`] counts requests of every `posture-api` instance together: one
 //! atomic Lua script per check increments the window's counter and sets its expiry (no
@@ -16,11 +16,12 @@ use async_trait::async_trait;
 use deadpool_redis::{Config, Pool, Runtime, redis::aio::MultiplexedConnection};
 use posture_domain::{
     Error, Result,
-    rate_limit::{
-        InProcessRateLimiter, LimiterState, RateBucket, RateDecision, RateLimiter, RatePolicy,
-        epoch_secs,
-    },
+    rate_limit::{LimiterState, RateBucket, RateDecision, RateLimiter, RatePolicy, epoch_secs},
 };
+
+mod in_process;
+
+pub use in_process::InProcessRateLimiter;
 
 /// Counts one request in the current window: returns {count, reset (epoch s), now (epoch s)}.
 const CHECK_SCRIPT: &str = r"

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use posture_domain::rate_limit::{InProcessRateLimiter, RateLimiter, RatePolicy};
+use posture_domain::rate_limit::{RateLimiter, RatePolicy};
+use posture_redis::InProcessRateLimiter;
 use posture_redis::RedisRateLimiter;
 
 use crate::config::RateLimitArgs;

@@ -7,14 +7,12 @@ mod probes;
 
 use std::sync::{Arc, LazyLock};
 
-use posture_domain::{
-    Scope,
-    rate_limit::{InProcessRateLimiter, RatePolicy},
-};
+use posture_domain::{Scope, rate_limit::RatePolicy};
 use posture_http::{
     TrustedProxies, openapi,
     routes::{Access, ENDPOINTS},
 };
+use posture_redis::InProcessRateLimiter;
 use reqwest::{Method, Response, StatusCode};
 use serde_json::{Value, json};
 

@@ -11,9 +11,10 @@ use posture_console::ConsoleState;
 use posture_domain::secrets::Keyring;
 use posture_domain::{
     console::SessionPolicy,
-    rate_limit::{InProcessRateLimiter, RateLimiter, RatePolicy},
+    rate_limit::{RateLimiter, RatePolicy},
 };
 use posture_http::{ApiState, TrustedProxies};
+use posture_redis::InProcessRateLimiter;
 use posture_store_postgres::PgStore;
 
 /// The key sealing webhook secrets in tests.

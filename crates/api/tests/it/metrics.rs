@@ -1,6 +1,7 @@
 //! `/metrics`: the Prometheus series of the API.
 
 use posture_domain::Scope;
+use posture_redis::InProcessRateLimiter;
 use reqwest::StatusCode;
 
 use crate::support::TestApp;
@@ -61,7 +62,7 @@ async fn metrics_expose_requests_latencies_rejections_and_the_pool() {
 async fn rate_limit_rejections_are_counted() {
     use std::sync::Arc;
 
-    use posture_domain::rate_limit::{InProcessRateLimiter, RateLimiter, RatePolicy};
+    use posture_domain::rate_limit::{RateLimiter, RatePolicy};
     let limiter = || -> Arc<dyn RateLimiter> {
         Arc::new(InProcessRateLimiter::new(RatePolicy {
             limit: 1,

@@ -9,6 +9,7 @@ use std::{
 use posture_domain::{
     Scope, ScopeSet, api_key::NewApiKey, console::Actor, ports::ApiKeyRepository,
 };
+use posture_redis::InProcessRateLimiter;
 use posture_store_postgres::{PgConfig, PgStore, migrations};
 use posture_test_support::{
     fixtures::{self, finding, identity},
@@ -221,7 +222,7 @@ async fn sigterm_lets_an_in_flight_request_finish_and_refuses_new_ones() {
 #[tokio::test]
 async fn https_serving_works_with_a_self_signed_certificate_and_sends_hsts() {
     use posture_api::server;
-    use posture_domain::rate_limit::{InProcessRateLimiter, RatePolicy};
+    use posture_domain::rate_limit::RatePolicy;
 
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
     let dir = std::env::temp_dir().join(format!("posture-tls-{}", uuid::Uuid::new_v4().simple()));
@@ -245,7 +246,7 @@ async fn https_serving_works_with_a_self_signed_certificate_and_sends_hsts() {
             webhook_policy: Default::default(),
             webhook_timeout: Duration::from_secs(2),
             delivery_retention: chrono::Duration::days(30),
-            test_limiter: Arc::new(posture_domain::rate_limit::InProcessRateLimiter::new(
+            test_limiter: Arc::new(posture_redis::InProcessRateLimiter::new(
                 posture_domain::delivery::TEST_RATE,
             )),
             customer_test_limiter: Arc::new(InProcessRateLimiter::new(

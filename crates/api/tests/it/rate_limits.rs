@@ -10,9 +10,10 @@ use std::{
 use posture_domain::{
     Scope,
     clock::ManualClock,
-    rate_limit::{InProcessRateLimiter, RateLimiter, RatePolicy, epoch_secs},
+    rate_limit::{RateLimiter, RatePolicy, epoch_secs},
 };
 use posture_http::TrustedProxies;
+use posture_redis::InProcessRateLimiter;
 use posture_redis::RedisRateLimiter;
 use posture_test_support::{TestDb, redis_url, servers::RedisServer};
 use reqwest::{Response, StatusCode};

@@ -12,10 +12,11 @@ use posture_domain::{
     clock::{Clock, ManualClock},
     console::Actor,
     ports::ApiKeyRepository,
-    rate_limit::{InProcessRateLimiter, RateLimiter, RatePolicy},
+    rate_limit::{RateLimiter, RatePolicy},
     webhook::TargetPolicy,
 };
 use posture_http::TrustedProxies;
+use posture_redis::InProcessRateLimiter;
 use posture_store_postgres::PgStore;
 use posture_test_support::{TestDb, fixtures, proxy::FreezingProxy};
 use reqwest::{Client, Response, StatusCode};

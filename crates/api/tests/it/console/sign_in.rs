@@ -184,7 +184,8 @@ async fn the_console_can_be_switched_off() {
 async fn console_pages_count_against_the_addresss_request_budget_but_assets_do_not() {
     use std::sync::Arc;
 
-    use posture_domain::rate_limit::{InProcessRateLimiter, RatePolicy};
+    use posture_domain::rate_limit::RatePolicy;
+    use posture_redis::InProcessRateLimiter;
 
     let app = TestApp::with_limiter(
         || {

@@ -4,11 +4,9 @@
 
 use std::{sync::Arc, time::Duration};
 
-use posture_domain::{
-    Scope,
-    rate_limit::{InProcessRateLimiter, RatePolicy},
-};
+use posture_domain::{Scope, rate_limit::RatePolicy};
 use posture_http::TrustedProxies;
+use posture_redis::InProcessRateLimiter;
 use posture_test_support::fixtures::finding;
 use reqwest::{Response, StatusCode};
 use serde_json::json;
