@@ -9,7 +9,6 @@ use posture_domain::{
     identity::{
         Identity, IdentityDetail, IdentityFilter, IdentityKind, IdentitySummary, RoleAssignment,
     },
-    page::{ListOrder, SortKey},
     ports::IdentityRepository,
 };
 use uuid::Uuid;
@@ -18,7 +17,7 @@ use crate::{
     PgStore,
     error::{corrupt, db_error},
     schema::{identities, identity_totals, role_assignments},
-    sync::{PassBound, after_key, by_modification, read_text_key, text_key, time_key},
+    sync::{PassBound, keyset_order},
     text::Parsed,
 };
 
@@ -132,29 +131,16 @@ impl IdentityRepository for PgStore {
             rows = rows.filter(identities::modified_at.gt(since));
             count = count.filter(identities::modified_at.gt(since));
         }
-        let key: fn(&Identity) -> SortKey = match page.order() {
-            ListOrder::Natural => {
-                rows = rows.order(identities::id);
-                if let Some(id) = after_key(&page, read_text_key)? {
-                    rows = rows.filter(identities::id.gt(id));
-                }
-                |i| text_key(i.id.as_str())
-            }
-            ListOrder::Modified { .. } => {
-                let Some(through) = bound.through() else {
-                    return Ok(page.page_of(Vec::new(), 0, |i| text_key(i.id.as_str())));
-                };
-                by_modification!(
-                    rows,
-                    identities,
-                    "(identities.modified_at, identities.id)",
-                    through,
-                    &page
-                );
-                count = count.filter(identities::modified_at.le(through));
-                |i| time_key(i.modified_at, i.id.as_str())
-            }
-        };
+        let key = keyset_order!(
+            rows,
+            count,
+            identities,
+            "(identities.modified_at, identities.id)",
+            &page,
+            bound,
+            |i: Identity| i.id.as_str(),
+            i.modified_at
+        );
         // The total is summed from the per-pass totals unless it counts the rows modified
         // since a time.
         let rows = rows

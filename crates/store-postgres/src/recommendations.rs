@@ -7,7 +7,6 @@ use diesel_async::RunQueryDsl;
 use posture_domain::{
     CloudTenantId, CustomerScope, Page, PageRequest, Result,
     identity::IdentitySummary,
-    page::{ListOrder, SortKey},
     ports::RecommendationRepository,
     recommendation::{RecommendationFilter, RecommendedRole, RoleRecommendation},
 };
@@ -18,7 +17,7 @@ use crate::{
     error::{corrupt, db_error},
     identities::IdentitySummaryRow,
     schema::{identities, role_recommendations},
-    sync::{PassBound, after_key, by_modification, read_text_key, text_key, time_key},
+    sync::{PassBound, keyset_order},
 };
 
 #[derive(Queryable, Selectable)]
@@ -89,29 +88,16 @@ impl RecommendationRepository for PgStore {
             rows = rows.filter(role_recommendations::modified_at.gt(since));
             total = total.filter(role_recommendations::modified_at.gt(since));
         }
-        let key: fn(&RoleRecommendation) -> SortKey = match page.order() {
-            ListOrder::Natural => {
-                rows = rows.order(role_recommendations::id);
-                if let Some(id) = after_key(&page, read_text_key)? {
-                    rows = rows.filter(role_recommendations::id.gt(id));
-                }
-                |r| text_key(r.id.as_str())
-            }
-            ListOrder::Modified { .. } => {
-                let Some(through) = bound.through() else {
-                    return Ok(page.page_of(Vec::new(), 0, |r| text_key(r.id.as_str())));
-                };
-                by_modification!(
-                    rows,
-                    role_recommendations,
-                    "(role_recommendations.modified_at, role_recommendations.id)",
-                    through,
-                    &page
-                );
-                total = total.filter(role_recommendations::modified_at.le(through));
-                |r| time_key(r.modified_at, r.id.as_str())
-            }
-        };
+        let key = keyset_order!(
+            rows,
+            total,
+            role_recommendations,
+            "(role_recommendations.modified_at, role_recommendations.id)",
+            &page,
+            bound,
+            |r: RoleRecommendation| r.id.as_str(),
+            r.modified_at
+        );
         let rows = rows
             .limit(page.fetch())
             .offset(page.offset() as i64)

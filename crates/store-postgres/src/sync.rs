@@ -128,6 +128,39 @@ macro_rules! by_modification {
 }
 pub(crate) use by_modification;
 
+/// The keyset order of a list of `$table` rows, as `$page` asks: by `id`, or by
+/// `(modified_at, id)` up to `$bound`'s pass (which narrows `$count` too), starting after the
+/// page's key. Evaluates to the function giving a row's key; returns an empty page from the
+/// enclosing function when the order by modification has no committed pass to stop at.
+/// `|r: Row| id, modified` name a row's id and modification time.
+macro_rules! keyset_order {
+    ($rows:ident, $count:ident, $table:ident, $columns:literal, $page:expr, $bound:expr,
+     |$row:ident: $ty:ty| $id:expr, $modified:expr) => {
+        match $page.order() {
+            posture_domain::page::ListOrder::Natural => {
+                $rows = $rows.order($table::id);
+                if let Some(id) = $crate::sync::after_key($page, $crate::sync::read_text_key)? {
+                    $rows = $rows.filter($table::id.gt(id));
+                }
+                (|$row: &$ty| $crate::sync::text_key($id))
+                    as fn(&$ty) -> posture_domain::page::SortKey
+            }
+            posture_domain::page::ListOrder::Modified { .. } => {
+                let Some(through) = $bound.through() else {
+                    return Ok(
+                        $page.page_of(Vec::new(), 0, |$row: &$ty| $crate::sync::text_key($id))
+                    );
+                };
+                $crate::sync::by_modification!($rows, $table, $columns, through, $page);
+                $count = $count.filter($table::modified_at.le(through));
+                (|$row: &$ty| $crate::sync::time_key($modified, $id))
+                    as fn(&$ty) -> posture_domain::page::SortKey
+            }
+        }
+    };
+}
+pub(crate) use keyset_order;
+
 /// The key a page starts after, read by `read` (which refuses a key of another shape).
 pub(crate) fn after_key<K>(
     page: &PageRequest,
