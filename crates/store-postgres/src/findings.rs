@@ -317,6 +317,60 @@ async fn modified_ids(
         .collect())
 }
 
+/// The keys of a page of findings (ids and sort keys, from the index), the total and the
+/// pass bound: the first half of [`FindingRepository::list_findings`]'s deferred join.
+async fn page_keys(
+    store: &PgStore,
+    conn: &AsyncPgConnection,
+    customer: Uuid,
+    filter: &FindingFilter,
+    page: &PageRequest,
+) -> Result<(Keyed, u64, Option<DateTime<Utc>>)> {
+    let natural_after = match page.order() {
+        ListOrder::Natural => after_key(page, read_natural_key)?,
+        ListOrder::Modified { .. } => None,
+    };
+    let modified_after = match page.order() {
+        ListOrder::Natural => None,
+        ListOrder::Modified { .. } => after_key(page, read_time_key)?,
+    };
+    // A deferred join: the page's ids and keys first (an index-only scan), pipelined with
+    // the total and the pass bound; then only those rows with their identity. The two
+    // statements may see different snapshots: the next page starts after the last key
+    // the index gave, and in the order by modification a row changed in between (now
+    // past the bound) is left for the next sync rather than served past `syncedThrough`.
+    Ok(match page.order() {
+        ListOrder::Natural => {
+            let ids = natural_ids(conn, customer, filter, page, natural_after);
+            let total = count_findings(conn, customer, filter, None);
+            let through = synced_through(store, conn, customer);
+            futures_util::future::try_join3(ids, total, through)
+                .await
+                .map_err(db_error)?
+        }
+        ListOrder::Modified { through } => {
+            let through = match through {
+                Some(through) => Some(through),
+                None => synced_through(store, conn, customer)
+                    .await
+                    .map_err(db_error)?,
+            };
+            match through {
+                // No pass has committed: nothing to sync yet.
+                None => (Vec::new(), 0, None),
+                Some(bound) => {
+                    let ids = modified_ids(conn, customer, filter, page, bound, modified_after);
+                    let total = count_findings(conn, customer, filter, Some(bound));
+                    let (ids, total) = futures_util::future::try_join(ids, total)
+                        .await
+                        .map_err(db_error)?;
+                    (ids, total, through)
+                }
+            }
+        }
+    })
+}
+
 #[async_trait]
 impl FindingRepository for PgStore {
     async fn list_findings(
@@ -326,52 +380,9 @@ impl FindingRepository for PgStore {
         page: PageRequest,
     ) -> Result<Page<Finding>> {
         let customer = scope.customer_id().as_uuid();
-        let natural_after = match page.order() {
-            ListOrder::Natural => after_key(&page, read_natural_key)?,
-            ListOrder::Modified { .. } => None,
-        };
-        let modified_after = match page.order() {
-            ListOrder::Natural => None,
-            ListOrder::Modified { .. } => after_key(&page, read_time_key)?,
-        };
         let conn = self.conn().await?;
         let conn = &*conn;
-        // A deferred join: the page's ids and keys first (an index-only scan), pipelined with
-        // the total and the pass bound; then only those rows with their identity. The two
-        // statements may see different snapshots: the next page starts after the last key
-        // the index gave, and in the order by modification a row changed in between (now
-        // past the bound) is left for the next sync rather than served past `syncedThrough`.
-        let (ids, total, through) = match page.order() {
-            ListOrder::Natural => {
-                let ids = natural_ids(conn, customer, filter, &page, natural_after);
-                let total = count_findings(conn, customer, filter, None);
-                let through = synced_through(self, conn, customer);
-                futures_util::future::try_join3(ids, total, through)
-                    .await
-                    .map_err(db_error)?
-            }
-            ListOrder::Modified { through } => {
-                let through = match through {
-                    Some(through) => Some(through),
-                    None => synced_through(self, conn, customer)
-                        .await
-                        .map_err(db_error)?,
-                };
-                match through {
-                    // No pass has committed: nothing to sync yet.
-                    None => (Vec::new(), 0, None),
-                    Some(bound) => {
-                        let ids =
-                            modified_ids(conn, customer, filter, &page, bound, modified_after);
-                        let total = count_findings(conn, customer, filter, Some(bound));
-                        let (ids, total) = futures_util::future::try_join(ids, total)
-                            .await
-                            .map_err(db_error)?;
-                        (ids, total, through)
-                    }
-                }
-            }
-        };
+        let (ids, total, through) = page_keys(self, conn, customer, filter, &page).await?;
         // The page and its next key, from the keys the index gave.
         let keyed = page.page_of(ids, total, |(_, key)| key.clone());
         let ids: Vec<String> = keyed.items.into_iter().map(|(id, _)| id).collect();
