@@ -4,14 +4,13 @@
 
 use std::{
     io::Write as _,
-    net::TcpListener,
     sync::{
         Arc, RwLock,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
 };
 
-use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 
 /// What the receiver knows and has seen.
 #[derive(Default)]
@@ -75,28 +74,13 @@ async fn hook(req: HttpRequest, body: web::Bytes, state: web::Data<Shared>) -> H
 
 /// Starts the receiver on a free loopback port; returns its hook URL.
 pub fn start(state: Shared) -> anyhow::Result<String> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let url = format!("http://{}/hook", listener.local_addr()?);
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .ok()?;
-        runtime.block_on(async move {
-            let state = web::Data::new(state);
-            let server = HttpServer::new(move || {
-                App::new()
-                    .app_data(state.clone())
-                    .route("/hook", web::post().to(hook))
-            })
-            .workers(1)
-            .disable_signals()
-            .listen(listener)
-            .ok()?
-            .run();
-            server.await.ok()
-        })
-    });
+    let (listener, url) = crate::receivers::loopback("/hook")?;
+    let state = web::Data::new(state);
+    crate::receivers::serve(listener, 1, move |routes| {
+        routes
+            .app_data(state.clone())
+            .route("/hook", web::post().to(hook));
+    })?;
     Ok(url)
 }
 

@@ -19,6 +19,7 @@ mod openapi;
 mod pgbouncer;
 mod posture;
 mod process;
+mod receivers;
 mod schema;
 mod servers;
 mod setup;

@@ -2,7 +2,6 @@
 //! workers' on the same queue.
 
 use std::{
-    net::TcpListener,
     path::Path,
     process::{Command, Stdio},
     sync::{
@@ -12,7 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use actix_web::{App, HttpResponse, HttpServer, web};
+use actix_web::{HttpResponse, web};
 use anyhow::Context as _;
 use serde_json::{Value, json};
 
@@ -24,35 +23,19 @@ pub(super) const NEW_FINDINGS: usize = 100_000;
 
 /// A receiver that answers 204 and counts.
 pub(super) fn counting_receiver(count: Arc<AtomicU64>) -> anyhow::Result<String> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let url = format!("http://{}/hook", listener.local_addr()?);
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .ok()?;
-        runtime.block_on(async move {
-            let count = web::Data::new(count);
-            HttpServer::new(move || {
-                App::new().app_data(count.clone()).route(
-                    "/hook",
-                    web::post().to(
-                        |_body: web::Bytes, count: web::Data<Arc<AtomicU64>>| async move {
-                            count.fetch_add(1, Ordering::Relaxed);
-                            HttpResponse::NoContent().finish()
-                        },
-                    ),
-                )
-            })
-            .workers(1)
-            .disable_signals()
-            .listen(listener)
-            .ok()?
-            .run()
-            .await
-            .ok()
-        })
-    });
+    let (listener, url) = crate::receivers::loopback("/hook")?;
+    let count = web::Data::new(count);
+    crate::receivers::serve(listener, 1, move |routes| {
+        routes.app_data(count.clone()).route(
+            "/hook",
+            web::post().to(
+                |_body: web::Bytes, count: web::Data<Arc<AtomicU64>>| async move {
+                    count.fetch_add(1, Ordering::Relaxed);
+                    HttpResponse::NoContent().finish()
+                },
+            ),
+        );
+    })?;
     Ok(url)
 }
 

@@ -9,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use sha2::{Digest as _, Sha256};
 
 /// How an endpoint answers.
@@ -52,27 +52,12 @@ impl Receiver {
     /// Serves on `listener` from a thread of its own; returns a handle that stops it.
     pub fn serve(&self, listener: TcpListener) -> anyhow::Result<actix_web::dev::ServerHandle> {
         let state = web::Data::new(self.clone());
-        let server = HttpServer::new(move || {
-            App::new()
+        crate::receivers::serve(listener, 2, move |routes| {
+            routes
                 .app_data(state.clone())
                 .app_data(web::PayloadConfig::new(4 * 1024 * 1024))
-                .route("/hook/{name}", web::post().to(hook))
+                .route("/hook/{name}", web::post().to(hook));
         })
-        .workers(2)
-        .disable_signals()
-        .shutdown_timeout(1)
-        .listen(listener)?
-        .run();
-        let handle = server.handle();
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .ok()?;
-            runtime.block_on(server).ok()
-        });
-        Ok(handle)
     }
 
     /// Sets how `name` answers.
