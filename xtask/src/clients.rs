@@ -24,13 +24,13 @@ use anyhow::{Context as _, bail};
 use base64::Engine as _;
 
 use crate::{
-    demo_data::CustomerSpec,
-    doc_examples::{self, run::Served},
-    files::{project_root, scratch_dir},
-    posture::{
+    binaries::{
         Guard, api_json, build_binaries, create_customer, every_scope, ingest_demo_data, issue_key,
         rand_bytes, wait_until_listening,
     },
+    demo_data::CustomerSpec,
+    doc_examples::{self, run::Served},
+    files::{project_root, scratch_dir},
     process::{eprintln_status, npm_ci, on_path, output, python_venv, run},
     servers::free_port,
 };

@@ -20,12 +20,12 @@ use anyhow::{Context as _, bail};
 use base64::Engine as _;
 
 use crate::{
-    demo_data::CustomerSpec,
-    files::{project_root, scratch_dir},
-    posture::{
+    binaries::{
         Guard, api_json, build_binaries, create_customer, ingest_demo_data, rand_bytes,
         wait_until_listening,
     },
+    demo_data::CustomerSpec,
+    files::{project_root, scratch_dir},
     process::{eprintln_status, npm_ci, on_path, python_venv},
     servers::free_port,
 };

@@ -20,12 +20,12 @@ use base64::Engine as _;
 use clap::Args;
 
 use crate::{
-    demo_data::CustomerSpec,
-    files::{project_root, scratch_dir},
-    posture::{
+    binaries::{
         Guard, api_json, build_binaries, create_customer, every_scope, ingest_demo_data, issue_key,
         rand_bytes, wait_until_listening,
     },
+    demo_data::CustomerSpec,
+    files::{project_root, scratch_dir},
     process::{eprintln_status, python_venv},
     servers::free_port,
 };

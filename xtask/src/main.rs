@@ -1,6 +1,7 @@
 //! `cargo xtask`: contributor tasks (see `cargo xtask --help`).
 
 mod bench;
+mod binaries;
 mod chaos;
 mod clients;
 mod console_e2e;
@@ -17,7 +18,6 @@ mod monitoring_check;
 mod notices;
 mod openapi;
 mod pgbouncer;
-mod posture;
 mod process;
 mod receivers;
 mod schema;

@@ -17,9 +17,9 @@ use posture_test_support::{
 use serde_json::Value;
 
 use crate::{
+    binaries::{api_json, rand_bytes, wait_until_listening},
     demo_data::write_new_findings_pass,
     files::scratch_dir,
-    posture::{api_json, rand_bytes, wait_until_listening},
     process::psql_value,
     servers::free_port,
 };

@@ -10,12 +10,12 @@
 
 mod cluster;
 mod deliveries;
-mod load;
 mod outages;
 mod receiver;
 mod report;
 mod restarts;
 pub mod soak;
+mod traffic;
 
 use std::{net::TcpListener, time::Instant};
 
@@ -23,7 +23,7 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use serde_json::json;
 
-use crate::{files::project_root, posture::build_binaries_as, process::eprintln_status};
+use crate::{binaries::build_binaries_as, files::project_root, process::eprintln_status};
 use cluster::{Cluster, Customer};
 use receiver::Receiver;
 use report::Report;

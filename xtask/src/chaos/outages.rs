@@ -12,8 +12,8 @@ use super::{
     Context, EVERY_EVENT,
     cluster::{Cluster, ROLE},
     deliveries::deliver_one_pass,
-    load::{Load, Sample, Summary, recovery_after},
     report::{Report, secs},
+    traffic::{Load, Sample, Summary, recovery_after},
 };
 
 /// Requests during an outage wait at most the pool's acquire timeout (5 s), plus slack.

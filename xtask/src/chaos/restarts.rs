@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use super::{
     block_on,
     cluster::{Cluster, Customer},
-    load::{Load, Sample, Summary},
     outages::wait_for,
     report::Report,
+    traffic::{Load, Sample, Summary},
 };
 
 /// How long after `keys revoke` returned each instance first answers 401 to the key.

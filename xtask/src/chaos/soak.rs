@@ -26,10 +26,10 @@ use serde_json::json;
 use super::{
     Context, EVERY_EVENT,
     cluster::{Cluster, ROLE},
-    load::{Load, PATHS, Sample, Spec, Summary},
     receiver::Receiver,
+    traffic::{Load, PATHS, Sample, Spec, Summary},
 };
-use crate::{files::project_root, posture::build_binaries_as, process::eprintln_status};
+use crate::{binaries::build_binaries_as, files::project_root, process::eprintln_status};
 
 #[derive(Args, Debug)]
 pub struct SoakArgs {
