@@ -25,7 +25,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Serve the HTTP API until SIGTERM or Ctrl-C.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Apply pending database migrations, then (with --runtime-role) set the runtime role's
     /// privileges. Run as the role that owns the schema.
     Migrate(MigrateArgs),
@@ -133,7 +133,7 @@ pub enum CustomersCommand {
 #[derive(Subcommand, Debug)]
 pub enum SsoCommand {
     /// Set (or replace) a customer's identity provider and who its admins are.
-    Set(SetSsoArgs),
+    Set(Box<SetSsoArgs>),
     /// Show a customer's identity provider settings (never the client secret).
     Show {
         #[command(flatten)]
@@ -141,6 +141,10 @@ pub enum SsoCommand {
         /// The customer's id.
         #[arg(long)]
         customer: String,
+        /// The console's public URL, as `serve` has it: the redirect URI to register is
+        /// printed in full.
+        #[arg(long = "public-url", env = "POSTURE_PUBLIC_URL", value_parser = crate::config::parse_public_url)]
+        public_url: Option<String>,
     },
     /// Remove a customer's identity provider: its console closes and every session ends.
     Clear {
@@ -173,7 +177,11 @@ pub struct SetSsoArgs {
         env = "POSTURE_SSO_CLIENT_SECRET",
         hide_env_values = true
     )]
-    pub client_secret: String,
+    pub client_secret: Option<String>,
+    /// The console's public URL, as `serve` has it: the redirect URI to register is
+    /// printed in full.
+    #[arg(long = "public-url", env = "POSTURE_PUBLIC_URL", value_parser = crate::config::parse_public_url)]
+    pub public_url: Option<String>,
     /// The ID token claim that names admins, e.g. groups or roles.
     #[arg(long = "admin-claim", requires = "admin_values")]
     pub admin_claim: Option<String>,

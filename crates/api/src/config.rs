@@ -209,7 +209,9 @@ impl ConsoleArgs {
 /// The window of the console's sign-in limit.
 pub const SIGN_IN_WINDOW_SECS: u32 = 600;
 
-fn parse_public_url(text: &str) -> Result<String, String> {
+/// A public URL as `POSTURE_PUBLIC_URL` takes it: http(s)://host[:port][/path], without a
+/// trailing slash.
+pub(crate) fn parse_public_url(text: &str) -> Result<String, String> {
     let (scheme, rest) = text
         .split_once("://")
         .ok_or_else(|| format!("{text:?}: expected http(s)://host[:port]"))?;

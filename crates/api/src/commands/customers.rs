@@ -13,8 +13,18 @@ use crate::{
     output::emit,
 };
 
-fn sso_json(sso: &SsoConfig) -> Value {
+/// The redirect URI to register at the provider: whole when the public URL is known.
+fn redirect_uri(sso: &SsoConfig, public_url: Option<&str>) -> String {
+    let path = format!("/console/{}/callback", sso.customer_id);
+    match public_url {
+        Some(base) => format!("{base}{path}"),
+        None => format!("<POSTURE_PUBLIC_URL>{path}"),
+    }
+}
+
+fn sso_json(sso: &SsoConfig, public_url: Option<&str>) -> Value {
     json!({
+        "redirectUri": public_url.map(|_| redirect_uri(sso, public_url)),
         "customerId": sso.customer_id.to_string(),
         "issuer": sso.issuer,
         "clientId": sso.client_id,
@@ -26,15 +36,20 @@ fn sso_json(sso: &SsoConfig) -> Value {
     })
 }
 
-fn sso_text(sso: &SsoConfig) -> String {
+fn sso_text(sso: &SsoConfig, public_url: Option<&str>) -> String {
+    let hint = if public_url.is_none() {
+        " (set POSTURE_PUBLIC_URL, as serve has it, to see it whole)"
+    } else {
+        ""
+    };
     format!(
-        "issuer:         {}\nclient id:      {}\nadmin claim:    {}\nadmin values:   {}\nadmin subjects: {}\nredirect URI:   <public URL>/console/{}/callback",
+        "issuer:         {}\nclient id:      {}\nadmin claim:    {}\nadmin values:   {}\nadmin subjects: {}\nredirect URI:   {}{hint}",
         sso.issuer,
         sso.client_id,
         sso.admins.claim.as_deref().unwrap_or("-"),
         sso.admins.values.join(", "),
         sso.admins.subjects.join(", "),
-        sso.customer_id
+        redirect_uri(sso, public_url)
     )
 }
 
@@ -54,8 +69,14 @@ async fn set_sso(args: SetSsoArgs, json: bool) -> anyhow::Result<()> {
     {
         anyhow::bail!("--client-id: 1 to 1024 bytes");
     }
-    let secret = ClientSecret::new(args.client_secret)
-        .map_err(|e| anyhow::anyhow!("--client-secret: {e}"))?;
+    let secret = args.client_secret.ok_or_else(|| {
+        anyhow::anyhow!(
+            "the client secret is missing: set POSTURE_SSO_CLIENT_SECRET (or pass \
+             --client-secret, which other users can see in ps)"
+        )
+    })?;
+    let secret = ClientSecret::new(secret)
+        .map_err(|e| anyhow::anyhow!("POSTURE_SSO_CLIENT_SECRET / --client-secret: {e}"))?;
     let sealed = args
         .secrets
         .keyring()?
@@ -70,21 +91,26 @@ async fn set_sso(args: SetSsoArgs, json: bool) -> anyhow::Result<()> {
             }
             other => fail("setting the identity provider", other),
         })?;
-    let mut value = sso_json(&change.sso);
+    let public_url = args.public_url.as_deref();
+    let mut value = sso_json(&change.sso, public_url);
     value["sessionsEnded"] = json!(change.sessions_ended);
     emit(json, &value, || {
         let ended = match change.sessions_ended {
             0 => String::new(),
             n => format!("\n{n} console session(s) ended: who can be an admin changed"),
         };
-        format!("{}{ended}", sso_text(&change.sso))
+        format!("{}{ended}", sso_text(&change.sso, public_url))
     })
 }
 
 async fn run_sso(command: SsoCommand, json: bool) -> anyhow::Result<()> {
     match command {
-        SsoCommand::Set(args) => set_sso(args, json).await,
-        SsoCommand::Show { database, customer } => {
+        SsoCommand::Set(args) => set_sso(*args, json).await,
+        SsoCommand::Show {
+            database,
+            customer,
+            public_url,
+        } => {
             let scope = customer_scope(&customer)?;
             let setup = store(&database)?
                 .console_setup(scope)
@@ -95,7 +121,10 @@ async fn run_sso(command: SsoCommand, json: bool) -> anyhow::Result<()> {
                         "customer {customer} has no identity provider (or does not exist)"
                     )
                 })?;
-            emit(json, &sso_json(&setup.sso), || sso_text(&setup.sso))
+            let public_url = public_url.as_deref();
+            emit(json, &sso_json(&setup.sso, public_url), || {
+                sso_text(&setup.sso, public_url)
+            })
         }
         SsoCommand::Clear { database, customer } => {
             let scope = customer_scope(&customer)?;

@@ -24,7 +24,7 @@ use crate::{
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let json = cli.json;
     match cli.command {
-        Command::Serve(args) => crate::server::serve(args).await,
+        Command::Serve(args) => crate::server::serve(*args).await,
         Command::Migrate(args) => {
             let url = &args.database.database_url;
             let applied = migrations::run_pending(url)

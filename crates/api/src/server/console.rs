@@ -25,6 +25,7 @@ pub async fn console_state(
     request_limiter: Arc<dyn RateLimiter>,
 ) -> anyhow::Result<ConsoleState> {
     let sign_in_limiter = limiter_with(
+        "console sign-ins per address",
         RatePolicy {
             limit: args.console.console_sign_in_limit,
             window_secs: SIGN_IN_WINDOW_SECS,

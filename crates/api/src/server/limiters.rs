@@ -14,20 +14,28 @@ use crate::config::RateLimitArgs;
 /// in this process otherwise. An unreachable Redis at start-up is not fatal: the limiter
 /// counts in-process until Redis answers.
 pub async fn limiter(limits: &RateLimitArgs) -> anyhow::Result<Arc<dyn RateLimiter>> {
-    limiter_with(limits.policy(), limits.redis_url.as_deref()).await
+    limiter_with(
+        "requests per key",
+        limits.policy(),
+        limits.redis_url.as_deref(),
+    )
+    .await
 }
 
-/// A limiter of `policy`: shared through Redis when `redis_url` is set.
+/// A limiter of `policy`: shared through Redis when `redis_url` is set. `what` names the
+/// limit in the start-up line (`requests per key`, `test deliveries per subscription`).
 pub async fn limiter_with(
+    what: &'static str,
     policy: RatePolicy,
     redis_url: Option<&str>,
 ) -> anyhow::Result<Arc<dyn RateLimiter>> {
     match redis_url {
         None => {
             tracing::info!(
-                limit = policy.limit,
+                limit = what,
+                max = policy.limit,
                 window_secs = policy.window_secs,
-                "rate limits counted in this process (REDIS_URL is not set): per instance"
+                "rate limit counted in this process (REDIS_URL is not set): per instance"
             );
             Ok(Arc::new(InProcessRateLimiter::new(policy)))
         }
@@ -35,12 +43,13 @@ pub async fn limiter_with(
             let redis = RedisRateLimiter::new(url, policy).context("REDIS_URL")?;
             match redis.ping().await {
                 Ok(()) => tracing::info!(
-                    limit = policy.limit,
+                    limit = what,
+                    max = policy.limit,
                     window_secs = policy.window_secs,
-                    "rate limits shared by every instance through Redis"
+                    "rate limit shared by every instance through Redis"
                 ),
                 Err(e) => {
-                    tracing::warn!(error = %e, "Redis is unreachable at start-up: counting per instance until it answers")
+                    tracing::warn!(limit = what, error = %e, "Redis is unreachable at start-up: counting per instance until it answers")
                 }
             }
             Ok(Arc::new(redis))

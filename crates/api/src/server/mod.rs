@@ -261,9 +261,21 @@ async fn wiring(
         webhook_policy: args.webhooks.policy(),
         webhook_timeout: args.webhooks.timeout(),
         delivery_retention: args.webhooks.retention(),
-        test_limiter: limiter_with(TEST_RATE, redis).await?,
-        customer_test_limiter: limiter_with(TEST_CUSTOMER_RATE, redis).await?,
-        customer_limiter: Some(limiter_with(args.limits.customer_policy(), redis).await?),
+        test_limiter: limiter_with("test deliveries per subscription", TEST_RATE, redis).await?,
+        customer_test_limiter: limiter_with(
+            "test deliveries per customer",
+            TEST_CUSTOMER_RATE,
+            redis,
+        )
+        .await?,
+        customer_limiter: Some(
+            limiter_with(
+                "requests per customer",
+                args.limits.customer_policy(),
+                redis,
+            )
+            .await?,
+        ),
         // Each export holds a connection for its whole stream: half the pool at most, so
         // exports never starve the other routes.
         concurrent_exports: (usize::from(args.database.db_pool_size) / 2)

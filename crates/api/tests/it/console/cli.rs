@@ -60,12 +60,21 @@ async fn sso_set_seals_the_client_secret_and_never_prints_it() {
     assert_eq!(set["adminValues"][0], "posture-admins");
     assert_eq!(set["adminSubjects"][0], "root");
     assert_eq!(set["redirectPath"], format!("/console/{id}/callback"));
+    assert!(
+        set["redirectUri"].is_null(),
+        "unknown without the public URL"
+    );
     let shown = json_of(&posture_api(
         &app,
         &["customers", "sso", "show", "--customer", &id],
-        &[],
+        &[("POSTURE_PUBLIC_URL", "https://posture.example.com/")],
     ));
     assert_eq!(shown["clientId"], "posture");
+    assert_eq!(
+        shown["redirectUri"],
+        format!("https://posture.example.com/console/{id}/callback"),
+        "the exact URI to register at the provider"
+    );
     for out in [&output.stdout, &output.stderr] {
         assert!(!String::from_utf8_lossy(out).contains(SECRET));
     }
@@ -266,4 +275,30 @@ async fn serve_reachable_from_elsewhere_needs_its_public_url_while_the_console_i
         stderr.contains("POSTURE_PUBLIC_URL is required"),
         "{stderr}"
     );
+}
+
+#[tokio::test]
+async fn sso_set_without_a_client_secret_names_the_variable_to_set() {
+    let app = TestApp::start().await;
+    let (_, id) = customer(&app, "Contoso").await;
+    let output = posture_api(
+        &app,
+        &[
+            "customers",
+            "sso",
+            "set",
+            "--customer",
+            &id,
+            "--issuer",
+            "https://login.contoso.example/v2.0",
+            "--client-id",
+            "posture",
+            "--admin-subject",
+            "root",
+        ],
+        &[],
+    );
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("POSTURE_SSO_CLIENT_SECRET"), "{stderr}");
 }
