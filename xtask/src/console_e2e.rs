@@ -107,6 +107,8 @@ pub fn run_console_e2e() -> anyhow::Result<()> {
 
     let mut sso_env = env.to_vec();
     sso_env.push(("POSTURE_SSO_CLIENT_SECRET", client_secret.as_str()));
+    // sso set asks the provider first, through the same rules as a sign-in.
+    sso_env.push(("POSTURE_SSO_ALLOWED_NETWORKS", "127.0.0.0/8"));
     let issuer = format!("http://127.0.0.1:{idp_port}");
     api_json(
         &bin,

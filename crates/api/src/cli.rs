@@ -182,6 +182,14 @@ pub struct SetSsoArgs {
     /// printed in full.
     #[arg(long = "public-url", env = "POSTURE_PUBLIC_URL", value_parser = crate::config::parse_public_url)]
     pub public_url: Option<String>,
+    /// Save without asking the issuer for its discovery document first (setting up before
+    /// the provider is reachable from here).
+    #[arg(long = "no-check")]
+    pub no_check: bool,
+    /// Networks where the provider may be reached besides public addresses, as `serve` has
+    /// them (the check goes through the same rules as a sign-in).
+    #[arg(long, env = "POSTURE_SSO_ALLOWED_NETWORKS", default_value = "", value_parser = crate::config::parse_networks)]
+    pub sso_allowed_networks: crate::config::Networks,
     /// The ID token claim that names admins, e.g. groups or roles.
     #[arg(long = "admin-claim", requires = "admin_values")]
     pub admin_claim: Option<String>,

@@ -170,7 +170,7 @@ pub struct ConsoleArgs {
 #[derive(Clone, Debug, Default)]
 pub struct Networks(pub Vec<ipnet::IpNet>);
 
-fn parse_networks(list: &str) -> Result<Networks, String> {
+pub(crate) fn parse_networks(list: &str) -> Result<Networks, String> {
     list.split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())

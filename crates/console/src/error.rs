@@ -27,9 +27,13 @@ pub enum ConsoleError {
     /// Too many requests from this address (the API's per-address budget).
     #[error("too many requests")]
     TooManyRequests { retry_after: u64 },
-    /// The database or the identity provider cannot be reached now.
+    /// The database cannot be reached now.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// The customer's identity provider (its host named to the user) cannot be reached or
+    /// answered nonsense.
+    #[error("identity provider {provider} unavailable: {cause}")]
+    ProviderUnavailable { provider: String, cause: String },
     /// A bug or a broken invariant: logged, shown as a generic page.
     #[error("internal error: {0}")]
     Internal(String),
@@ -59,7 +63,9 @@ impl ResponseError for ConsoleError {
             ConsoleError::TooManySignIns { .. } | ConsoleError::TooManyRequests { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }
-            ConsoleError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ConsoleError::Unavailable(_) | ConsoleError::ProviderUnavailable { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ConsoleError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -110,6 +116,18 @@ impl ResponseError for ConsoleError {
                     "posture cannot reach a service it needs right now. Try again in a \
                      moment."
                         .to_owned(),
+                )
+            }
+            ConsoleError::ProviderUnavailable { provider, cause } => {
+                tracing::warn!(provider = %provider, cause = %cause, "console: the identity provider failed");
+                response.insert_header((header::RETRY_AFTER, "5"));
+                (
+                    "Your identity provider cannot be reached".to_owned(),
+                    format!(
+                        "posture cannot reach your organisation's identity provider \
+                         ({provider}) right now, so you cannot sign in. Try again in a moment; \
+                         if it goes on, tell your posture operator."
+                    ),
                 )
             }
             ConsoleError::Internal(cause) => {

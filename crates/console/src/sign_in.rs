@@ -11,7 +11,7 @@ use actix_web::{HttpRequest, HttpResponse, http::header, web};
 use chrono::Utc;
 use posture_domain::{
     CustomerId, CustomerScope,
-    console::{NewSession, PendingSignIn, random_token, same_secret, token_hash},
+    console::{NewSession, PendingSignIn, SsoConfig, random_token, same_secret, token_hash},
     ports::SignInError,
     rate_limit::RateBucket,
 };
@@ -77,9 +77,13 @@ pub async fn sign_in_page(
 }
 
 /// The host of the issuer, for the sign-in button.
+/// The host (and port) of an issuer URL, to name the provider to people.
 fn url_host(issuer: &str) -> String {
-    let rest = issuer.split_once("://").map_or(issuer, |(_, rest)| rest);
-    rest.split('/').next().unwrap_or(rest).to_owned()
+    issuer
+        .parse::<actix_web::http::Uri>()
+        .ok()
+        .and_then(|uri| uri.authority().map(|a| a.as_str().to_owned()))
+        .unwrap_or_else(|| issuer.to_owned())
 }
 
 /// Starts a sign-in: to the identity provider.
@@ -97,7 +101,7 @@ pub async fn start(
         .sign_in
         .start_sign_in(&setup.sso, &redirect_uri)
         .await
-        .map_err(provider_error)?;
+        .map_err(|e| provider_error(&setup.sso, e))?;
     let binding = random_token(32)?;
     state
         .ports
@@ -124,12 +128,12 @@ pub async fn start(
         .finish())
 }
 
-fn provider_error(e: SignInError) -> ConsoleError {
+fn provider_error(sso: &SsoConfig, e: SignInError) -> ConsoleError {
     match e {
-        SignInError::Provider(cause) => {
-            tracing::warn!(cause = %cause, "console: the identity provider failed");
-            ConsoleError::Unavailable(format!("identity provider: {cause}"))
-        }
+        SignInError::Provider(cause) => ConsoleError::ProviderUnavailable {
+            provider: url_host(&sso.issuer),
+            cause,
+        },
         SignInError::Rejected(cause) => {
             tracing::warn!(cause = %cause, "console: a sign-in did not verify");
             ConsoleError::BadRequest(
@@ -182,7 +186,7 @@ pub async fn callback(
             &pending,
         )
         .await
-        .map_err(provider_error)?;
+        .map_err(|e| provider_error(&setup.sso, e))?;
     if !setup.sso.admins.admits(&user.subject, &user.claims) {
         tracing::info!(customer = %customer, subject = %user.subject, "console: sign-in refused, not an admin");
         return Err(ConsoleError::Forbidden {

@@ -152,12 +152,25 @@ impl OidcSignIn {
         Ok(Self { http, policy })
     }
 
-    fn http(&self, sso: &SsoConfig) -> Http<'_> {
+    fn http(&self, issuer: &str) -> Http<'_> {
         Http {
             client: &self.http,
             policy: &self.policy,
-            http: sso.issuer.starts_with("http://"),
+            http: issuer.starts_with("http://"),
         }
+    }
+
+    /// Whether `issuer` answers as an OpenID Connect provider: its discovery document is
+    /// fetched (through the same egress rules as a sign-in) and read. `customers sso set`
+    /// asks before saving, so a wrong issuer fails at set-up rather than at an admin's
+    /// first sign-in.
+    pub async fn check_issuer(&self, issuer: &str) -> Result<(), SignInError> {
+        let url = IssuerUrl::new(issuer.to_owned())
+            .map_err(|e| SignInError::Provider(format!("issuer URL: {e}")))?;
+        CoreProviderMetadata::discover_async(url, &self.http(issuer))
+            .await
+            .map_err(|e| SignInError::Provider(format!("discovery: {}", chain(&e))))?;
+        Ok(())
     }
 
     async fn relying_party(
@@ -168,7 +181,7 @@ impl OidcSignIn {
     ) -> Result<RelyingParty, SignInError> {
         let issuer = IssuerUrl::new(sso.issuer.clone())
             .map_err(|e| SignInError::Provider(format!("issuer URL: {e}")))?;
-        let metadata = CoreProviderMetadata::discover_async(issuer, &self.http(sso))
+        let metadata = CoreProviderMetadata::discover_async(issuer, &self.http(&sso.issuer))
             .await
             .map_err(|e| SignInError::Provider(format!("discovery: {}", chain(&e))))?;
         let redirect = RedirectUrl::new(redirect_uri.to_owned())
@@ -236,7 +249,7 @@ impl SignInProvider for OidcSignIn {
             .exchange_code(AuthorizationCode::new(code.to_owned()))
             .map_err(|e| SignInError::Provider(format!("token endpoint: {e}")))?
             .set_pkce_verifier(PkceCodeVerifier::new(pending.pkce_verifier.clone()))
-            .request_async(&self.http(sso))
+            .request_async(&self.http(&sso.issuer))
             .await
             .map_err(|e| SignInError::Rejected(format!("code exchange: {}", chain(&e))))?;
         let id_token = token

@@ -3,13 +3,16 @@
 use posture_domain::{
     Customer,
     console::{AdminRule, ClientSecret, SsoConfig, validate_issuer},
+    egress::EgressPolicy,
     ports::{ConsoleRepository, CustomerRepository},
 };
+use posture_oidc::OidcSignIn;
 use serde_json::{Value, json};
 
 use super::{customer_scope, fail, store};
 use crate::{
     cli::{CustomersCommand, SetSsoArgs, SsoCommand},
+    config::Networks,
     output::emit,
 };
 
@@ -53,6 +56,21 @@ fn sso_text(sso: &SsoConfig, public_url: Option<&str>) -> String {
     )
 }
 
+/// Asks the issuer for its discovery document, as a sign-in would, before anything is saved.
+async fn check_issuer(issuer: &str, networks: &Networks) -> anyhow::Result<()> {
+    let client = OidcSignIn::new(EgressPolicy {
+        allow_private: false,
+        allowed_networks: networks.0.clone(),
+    })
+    .map_err(|e| anyhow::anyhow!("building the OpenID Connect client: {e}"))?;
+    client.check_issuer(issuer).await.map_err(|e| {
+        anyhow::anyhow!(
+            "--issuer {issuer}: {e}. Nothing was saved. (A provider inside your network needs \
+             POSTURE_SSO_ALLOWED_NETWORKS, as serve does; --no-check saves without asking it.)"
+        )
+    })
+}
+
 async fn set_sso(args: SetSsoArgs, json: bool) -> anyhow::Result<()> {
     let scope = customer_scope(&args.customer)?;
     validate_issuer(&args.issuer).map_err(|e| anyhow::anyhow!("--issuer: {e}"))?;
@@ -77,6 +95,9 @@ async fn set_sso(args: SetSsoArgs, json: bool) -> anyhow::Result<()> {
     })?;
     let secret = ClientSecret::new(secret)
         .map_err(|e| anyhow::anyhow!("POSTURE_SSO_CLIENT_SECRET / --client-secret: {e}"))?;
+    if !args.no_check {
+        check_issuer(&args.issuer, &args.sso_allowed_networks).await?;
+    }
     let sealed = args
         .secrets
         .keyring()?

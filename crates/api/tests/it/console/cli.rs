@@ -25,25 +25,43 @@ fn posture_api(app: &TestApp, args: &[&str], env: &[(&str, &str)]) -> Output {
         .unwrap()
 }
 
+/// `customers sso set` for `customer` with client id `posture` and `rest` of the arguments.
+fn sso_set(
+    app: &TestApp,
+    customer: &str,
+    issuer: &str,
+    rest: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
+    let mut args = vec![
+        "customers",
+        "sso",
+        "set",
+        "--customer",
+        customer,
+        "--issuer",
+        issuer,
+        "--client-id",
+        "posture",
+    ];
+    args.extend_from_slice(rest);
+    posture_api(app, &args, env)
+}
+
 fn set_sso(app: &TestApp, customer: &str, issuer: &str) -> Output {
-    posture_api(
+    sso_set(
         app,
+        customer,
+        issuer,
         &[
-            "customers",
-            "sso",
-            "set",
-            "--customer",
-            customer,
-            "--issuer",
-            issuer,
-            "--client-id",
-            "posture",
             "--admin-claim",
             "groups",
             "--admin-value",
             "posture-admins",
             "--admin-subject",
             "root",
+            // These tests name providers that do not exist; the check is tested below.
+            "--no-check",
         ],
         &[("POSTURE_SSO_CLIENT_SECRET", SECRET)],
     )
@@ -107,19 +125,11 @@ async fn sso_set_refuses_a_plain_http_issuer_and_a_rule_naming_no_admin() {
     let insecure = set_sso(&app, &id, "http://login.contoso.example");
     assert!(!insecure.status.success());
     assert!(String::from_utf8_lossy(&insecure.stderr).contains("must be https"));
-    let nobody = posture_api(
+    let nobody = sso_set(
         &app,
-        &[
-            "customers",
-            "sso",
-            "set",
-            "--customer",
-            &id,
-            "--issuer",
-            "https://idp.example",
-            "--client-id",
-            "posture",
-        ],
+        &id,
+        "https://idp.example",
+        &[],
         &[("POSTURE_SSO_CLIENT_SECRET", SECRET)],
     );
     assert!(!nobody.status.success());
@@ -281,24 +291,59 @@ async fn serve_reachable_from_elsewhere_needs_its_public_url_while_the_console_i
 async fn sso_set_without_a_client_secret_names_the_variable_to_set() {
     let app = TestApp::start().await;
     let (_, id) = customer(&app, "Contoso").await;
-    let output = posture_api(
+    let output = sso_set(
         &app,
-        &[
-            "customers",
-            "sso",
-            "set",
-            "--customer",
-            &id,
-            "--issuer",
-            "https://login.contoso.example/v2.0",
-            "--client-id",
-            "posture",
-            "--admin-subject",
-            "root",
-        ],
+        &id,
+        "https://login.contoso.example/v2.0",
+        &["--admin-subject", "root"],
         &[],
     );
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("POSTURE_SSO_CLIENT_SECRET"), "{stderr}");
+}
+
+#[tokio::test]
+async fn sso_set_asks_the_issuer_first_and_saves_nothing_when_it_does_not_answer() {
+    let app = TestApp::start().await;
+    let (scope, id) = customer(&app, "Contoso").await;
+    let set = |issuer: &str, networks: &str| {
+        sso_set(
+            &app,
+            &id,
+            issuer,
+            &["--admin-subject", "root"],
+            &[
+                ("POSTURE_SSO_CLIENT_SECRET", SECRET),
+                ("POSTURE_SSO_ALLOWED_NETWORKS", networks),
+            ],
+        )
+    };
+    // Nothing answers there: the command fails naming the issuer, and nothing is saved.
+    let closed = format!(
+        "http://127.0.0.1:{}",
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    );
+    let refused = set(&closed, "127.0.0.0/8");
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains(&closed), "{stderr}");
+    assert!(stderr.contains("Nothing was saved"), "{stderr}");
+    assert!(app.store.console_setup(scope).await.unwrap().is_none());
+    // A provider inside the network is asked through the same rules as a sign-in: refused
+    // until its network is allowed, then saved.
+    let provider = super::provider::Provider::start().await;
+    let outside = set(&provider.issuer(), "");
+    assert!(
+        !outside.status.success(),
+        "a loopback provider without the allow-list"
+    );
+    assert!(app.store.console_setup(scope).await.unwrap().is_none());
+    let saved = json_of(&set(&provider.issuer(), "127.0.0.0/8"));
+    assert_eq!(saved["issuer"], provider.issuer());
+    assert!(app.store.console_setup(scope).await.unwrap().is_some());
 }

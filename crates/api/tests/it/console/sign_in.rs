@@ -132,12 +132,16 @@ async fn sign_in_attempts_are_rate_limited_per_address() {
     let (_, customer) = customer_with_console(&app, "Contoso").await;
     let start = format!("/console/{customer}/sign-in");
     for _ in 0..2 {
-        // The provider is unreachable: each attempt still counts.
-        html(
+        // The provider is unreachable: each attempt still counts, and the page names it.
+        let body = html(
             page(&app, &start, None).await,
             StatusCode::SERVICE_UNAVAILABLE,
         )
         .await;
+        assert!(
+            body.contains("identity provider (127.0.0.1:9)"),
+            "the page names the provider: {body}"
+        );
     }
     let refused = page(&app, &start, None).await;
     let retry_after: u64 = refused.headers()[header::RETRY_AFTER]
