@@ -225,3 +225,21 @@ def test_sign_in_rotates_the_session_and_sign_out_ends_it(browser):
                             "path": f"/console/{CUSTOMER}/"})
         browser.get(f"{CONSOLE}keys")
         assert browser.current_url == CONSOLE, "the server ended the session"
+
+
+def test_the_keys_page_fits_a_400_pixel_wide_screen(browser):
+    sign_in(browser, "alice")
+    issue_key(browser, "Narrow screen check", "read:upr", "30d")
+    browser.set_window_size(400, 860)
+    browser.get(f"{CONSOLE}keys")
+    wait(browser).until(lambda d: d.execute_script("return document.readyState") == "complete")
+    assert browser.find_elements(By.CSS_SELECTOR, "tr[data-key-id]"), "a key to list"
+    shot(browser, "11-keys-400px")
+    page_width = browser.execute_script("return document.documentElement.clientWidth")
+    content_width = browser.execute_script("return document.documentElement.scrollWidth")
+    assert content_width <= page_width, f"the page scrolls sideways: {content_width} > {page_width}"
+    # The table scrolls inside its card instead.
+    table = browser.find_element(By.CSS_SELECTOR, ".table-scroll")
+    assert browser.execute_script("return arguments[0].clientWidth", table) <= page_width
+    # Each scope says what it grants.
+    assert "reserved for provisioning" in browser.page_source

@@ -35,6 +35,7 @@ fn frame(title: &str, viewer: Option<&Viewer<'_>>, body: Markup) -> Markup {
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · posture" }
                 link rel="stylesheet" href={ (PREFIX) "/assets/console.css" };
+                link rel="icon" type="image/svg+xml" href={ (PREFIX) "/assets/favicon.svg" };
                 script src={ (PREFIX) "/assets/console.js" } defer {}
             }
             body {
@@ -184,10 +185,11 @@ fn issue_form(viewer: &Viewer<'_>, form: &IssueForm<'_>) -> Markup {
                 fieldset {
                     legend { "Scopes" }
                     @for scope in Scope::ALL {
-                        label.check {
+                        label.check.scope {
                             input type="checkbox" name="scope" value=(scope.as_str())
                                 checked[form.scopes.contains(scope)];
                             code { (scope.as_str()) }
+                            span.grants.muted[scope.is_reserved()] { (scope.grants()) }
                         }
                     }
                 }
@@ -221,7 +223,7 @@ pub fn keys(
                 @if keys.is_empty() {
                     p.muted { "No keys yet. Issue the first one below." }
                 } @else {
-                    table.keys {
+                    div.table-scroll { table.keys {
                         thead { tr {
                             th { "Name" } th { "Prefix" } th { "Scopes" } th { "Created by" }
                             th { "Created" } th { "Expires" } th { "Last used" } th { "Status" } th {}
@@ -254,7 +256,7 @@ pub fn keys(
                                 }
                             }
                         }
-                    }
+                    } }
                 }
             }
             (issue_form(viewer, form))

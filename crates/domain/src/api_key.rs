@@ -41,6 +41,25 @@ impl Scope {
     const fn bit(self) -> u8 {
         1 << (self as u8)
     }
+
+    /// What the scope lets a key do, for people choosing scopes (the console's form).
+    pub fn grants(self) -> &'static str {
+        match self {
+            Scope::ReadIdentities => "list and inspect identities and the connected tenants",
+            Scope::ReadFindings => "list, inspect and export findings",
+            Scope::ReadRoles => "list right-sized role recommendations",
+            Scope::ReadUpr => "read the risk roll-up, its principals and its trend",
+            Scope::ManageWebhooks => {
+                "create, change and delete webhook subscriptions and read their deliveries"
+            }
+            Scope::ProvisionScim => "reserved for provisioning: no route uses it yet",
+        }
+    }
+
+    /// Whether no route accepts it yet (it may be issued ahead of time).
+    pub fn is_reserved(self) -> bool {
+        matches!(self, Scope::ProvisionScim)
+    }
 }
 
 /// A non-empty set of scopes.
