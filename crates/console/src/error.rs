@@ -37,47 +37,35 @@ pub enum ConsoleError {
     /// A bug or a broken invariant: logged, shown as a generic page.
     #[error("internal error: {0}")]
     Internal(String),
+    /// An error of a customer's sign-in: its page keeps the organisation's name in the
+    /// header and links back to the sign-in page, so it is not a dead end.
+    #[error("{error}")]
+    OfSignIn {
+        customer_id: String,
+        customer_name: Option<String>,
+        error: Box<ConsoleError>,
+    },
 }
 
-impl From<Error> for ConsoleError {
-    fn from(e: Error) -> Self {
-        match e {
-            Error::NotFound => ConsoleError::NotFound,
-            Error::Invalid { reason, .. } => ConsoleError::BadRequest(reason),
-            Error::Conflict(reason) | Error::PreconditionFailed(reason) => {
-                ConsoleError::BadRequest(reason)
-            }
-            Error::Unavailable(cause) => ConsoleError::Unavailable(cause.to_string()),
-            Error::Internal(cause) => ConsoleError::Internal(cause.to_string()),
-        }
-    }
-}
-
-impl ResponseError for ConsoleError {
-    fn status_code(&self) -> StatusCode {
+impl ConsoleError {
+    /// This error, shown as part of `customer_id`'s sign-in.
+    pub fn of_sign_in(self, customer_id: String, customer_name: Option<String>) -> Self {
         match self {
-            ConsoleError::NotFound => StatusCode::NOT_FOUND,
-            ConsoleError::SignInRequired { .. } => StatusCode::SEE_OTHER,
-            ConsoleError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ConsoleError::Forbidden { .. } => StatusCode::FORBIDDEN,
-            ConsoleError::TooManySignIns { .. } | ConsoleError::TooManyRequests { .. } => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
-            ConsoleError::Unavailable(_) | ConsoleError::ProviderUnavailable { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            ConsoleError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            // A redirect is its own way back; a wrapped error keeps its first wrapping.
+            ConsoleError::SignInRequired { .. } | ConsoleError::OfSignIn { .. } => self,
+            error => ConsoleError::OfSignIn {
+                customer_id,
+                customer_name,
+                error: Box::new(error),
+            },
         }
     }
 
-    fn error_response(&self) -> HttpResponse {
-        let status = self.status_code();
-        let mut response = HttpResponse::build(status);
-        let (title, detail) = match self {
-            ConsoleError::SignInRequired { customer } => {
-                return response
-                    .insert_header((header::LOCATION, format!("{}/{customer}/", crate::PREFIX)))
-                    .finish();
+    /// The page's title and text, and the headers the answer needs.
+    fn describe(&self, response: &mut actix_web::HttpResponseBuilder) -> (String, String) {
+        match self {
+            ConsoleError::SignInRequired { .. } | ConsoleError::OfSignIn { .. } => {
+                (String::new(), String::new())
             }
             ConsoleError::NotFound => (
                 "Page not found".to_owned(),
@@ -139,9 +127,66 @@ impl ResponseError for ConsoleError {
                         .to_owned(),
                 )
             }
+        }
+    }
+}
+
+impl From<Error> for ConsoleError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::NotFound => ConsoleError::NotFound,
+            Error::Invalid { reason, .. } => ConsoleError::BadRequest(reason),
+            Error::Conflict(reason) | Error::PreconditionFailed(reason) => {
+                ConsoleError::BadRequest(reason)
+            }
+            Error::Unavailable(cause) => ConsoleError::Unavailable(cause.to_string()),
+            Error::Internal(cause) => ConsoleError::Internal(cause.to_string()),
+        }
+    }
+}
+
+impl ResponseError for ConsoleError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            ConsoleError::NotFound => StatusCode::NOT_FOUND,
+            ConsoleError::SignInRequired { .. } => StatusCode::SEE_OTHER,
+            ConsoleError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ConsoleError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ConsoleError::TooManySignIns { .. } | ConsoleError::TooManyRequests { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
+            ConsoleError::Unavailable(_) | ConsoleError::ProviderUnavailable { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            ConsoleError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ConsoleError::OfSignIn { error, .. } => error.status_code(),
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let status = self.status_code();
+        let mut response = HttpResponse::build(status);
+        let page = match self {
+            ConsoleError::SignInRequired { customer } => {
+                return response
+                    .insert_header((header::LOCATION, format!("{}/{customer}/", crate::PREFIX)))
+                    .finish();
+            }
+            ConsoleError::OfSignIn {
+                customer_id,
+                customer_name,
+                error,
+            } => {
+                let (title, detail) = error.describe(&mut response);
+                pages::sign_in_error_page(customer_id, customer_name.as_deref(), &title, &detail)
+            }
+            other => {
+                let (title, detail) = other.describe(&mut response);
+                pages::error_page(&title, &detail)
+            }
         };
         response
             .content_type("text/html; charset=utf-8")
-            .body(pages::error_page(&title, &detail).into_string())
+            .body(page.into_string())
     }
 }

@@ -106,6 +106,36 @@ pub fn error_page(title: &str, detail: &str) -> Markup {
     )
 }
 
+/// An error page of a customer's sign-in: the organisation's name in the header (when
+/// known) and a link back to its sign-in page.
+pub fn sign_in_error_page(
+    customer_id: &str,
+    customer_name: Option<&str>,
+    title: &str,
+    detail: &str,
+) -> Markup {
+    let viewer = customer_name.map(|name| Viewer {
+        customer_id,
+        customer_name: name,
+        admin: None,
+    });
+    frame(
+        title,
+        viewer.as_ref(),
+        html! {
+            section.card.error {
+                h1 { (title) }
+                p { (detail) }
+                p {
+                    a.button.primary id="back-to-sign-in" href={ (PREFIX) "/" (customer_id) "/" } {
+                        "Back to the sign-in page"
+                    }
+                }
+            }
+        },
+    )
+}
+
 /// The sign-in page of a customer.
 pub fn sign_in(viewer: &Viewer<'_>, issuer_host: &str, notice: Option<&str>) -> Markup {
     frame(

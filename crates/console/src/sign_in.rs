@@ -93,16 +93,20 @@ pub async fn start(
     path: web::Path<String>,
 ) -> Result<HttpResponse, ConsoleError> {
     let customer = session::customer(&path)?;
-    count_attempt(&req, &state).await?;
+    count_attempt(&req, &state)
+        .await
+        .map_err(|e| e.of_sign_in(customer.to_string(), None))?;
     let setup = session::setup(&state, customer).await?;
+    let of_sign_in =
+        |e: ConsoleError| e.of_sign_in(customer.to_string(), Some(setup.customer_name.clone()));
     let redirect_uri = callback_uri(&req, &state, customer);
     let started = state
         .ports
         .sign_in
         .start_sign_in(&setup.sso, &redirect_uri)
         .await
-        .map_err(|e| provider_error(&setup.sso, e))?;
-    let binding = random_token(32)?;
+        .map_err(|e| of_sign_in(provider_error(&setup.sso, e)))?;
+    let binding = random_token(32).map_err(|e| of_sign_in(e.into()))?;
     state
         .ports
         .console
@@ -111,7 +115,8 @@ pub async fn start(
             token_hash(&binding),
             &started.pending,
         )
-        .await?;
+        .await
+        .map_err(|e| of_sign_in(e.into()))?;
     let secure = session::secure(&req, &state);
     let mut binding_cookie = session::cookie(
         sign_in_cookie(secure),
@@ -168,13 +173,20 @@ pub async fn callback(
     query: web::Query<CallbackQuery>,
 ) -> Result<HttpResponse, ConsoleError> {
     let customer = session::customer(&path)?;
-    count_attempt(&req, &state).await?;
+    count_attempt(&req, &state)
+        .await
+        .map_err(|e| e.of_sign_in(customer.to_string(), None))?;
     let setup = session::setup(&state, customer).await?;
-    let (code, returned_state) = provider_answer(query.into_inner())?;
-    let pending = pending_sign_in(&req, &state, customer, &returned_state).await?;
+    let of_sign_in =
+        |e: ConsoleError| e.of_sign_in(customer.to_string(), Some(setup.customer_name.clone()));
+    let (code, returned_state) = provider_answer(query.into_inner()).map_err(of_sign_in)?;
+    let pending = pending_sign_in(&req, &state, customer, &returned_state)
+        .await
+        .map_err(of_sign_in)?;
     let secret = state
         .keyring
-        .open_client_secret(&setup.sealed_secret, customer)?;
+        .open_client_secret(&setup.sealed_secret, customer)
+        .map_err(|e| of_sign_in(e.into()))?;
     let user = state
         .ports
         .sign_in
@@ -186,13 +198,13 @@ pub async fn callback(
             &pending,
         )
         .await
-        .map_err(|e| provider_error(&setup.sso, e))?;
+        .map_err(|e| of_sign_in(provider_error(&setup.sso, e)))?;
     if !setup.sso.admins.admits(&user.subject, &user.claims) {
         tracing::info!(customer = %customer, subject = %user.subject, "console: sign-in refused, not an admin");
-        return Err(ConsoleError::Forbidden {
+        return Err(of_sign_in(ConsoleError::Forbidden {
             title: "You are not an admin of this organisation".to_owned(),
             detail: pages::not_admin_detail(&user.display_name, &setup.customer_name),
-        });
+        }));
     }
     let new = NewSession::start(customer, &user, state.sessions, Utc::now())?;
     let replaces = session::presented_token(&req, &state).map(|t| t.hash());

@@ -12,7 +12,6 @@ use posture_http::{
     TrustedProxies, openapi,
     routes::{Access, ENDPOINTS},
 };
-use posture_redis::InProcessRateLimiter;
 use reqwest::{Method, Response, StatusCode};
 use serde_json::{Value, json};
 
@@ -264,7 +263,7 @@ async fn every_operation_answers_as_the_contract_says() {
 #[tokio::test]
 async fn a_rate_limited_response_follows_the_contract() {
     let limiter = || -> Arc<dyn posture_domain::rate_limit::RateLimiter> {
-        Arc::new(InProcessRateLimiter::new(RatePolicy {
+        Arc::new(crate::harness::held_limiter(RatePolicy {
             limit: 1,
             window_secs: 900,
         }))

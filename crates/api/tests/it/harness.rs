@@ -10,6 +10,7 @@ use posture_api::server;
 use posture_console::ConsoleState;
 use posture_domain::secrets::Keyring;
 use posture_domain::{
+    clock::ManualClock,
     console::SessionPolicy,
     rate_limit::{RateLimiter, RatePolicy},
 };
@@ -36,7 +37,7 @@ pub fn console_state(
         ports: server::console_ports(
             store,
             vec!["127.0.0.0/8".parse().unwrap(), "::1/128".parse().unwrap()],
-            Arc::new(InProcessRateLimiter::new(RatePolicy {
+            Arc::new(held_limiter(RatePolicy {
                 limit,
                 window_secs: 600,
             })),
@@ -77,4 +78,10 @@ pub fn spawn_server(
         });
     });
     rx.recv().unwrap()
+}
+
+/// An in-process limiter on a clock nobody moves: a test's window never ends between its
+/// requests (a fixed window on the system clock may, at a minute's turn).
+pub fn held_limiter(policy: RatePolicy) -> InProcessRateLimiter {
+    InProcessRateLimiter::with_clock(policy, Arc::new(ManualClock::starting_now()))
 }

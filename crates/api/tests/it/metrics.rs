@@ -1,7 +1,6 @@
 //! `/metrics`: the Prometheus series of the API.
 
 use posture_domain::Scope;
-use posture_redis::InProcessRateLimiter;
 use reqwest::StatusCode;
 
 use crate::support::TestApp;
@@ -64,7 +63,7 @@ async fn rate_limit_rejections_are_counted() {
 
     use posture_domain::rate_limit::{RateLimiter, RatePolicy};
     let limiter = || -> Arc<dyn RateLimiter> {
-        Arc::new(InProcessRateLimiter::new(RatePolicy {
+        Arc::new(crate::harness::held_limiter(RatePolicy {
             limit: 1,
             window_secs: 900,
         }))

@@ -21,7 +21,12 @@ use reqwest::{Response, StatusCode};
 use crate::support::{TestApp, assert_error, client};
 
 fn in_process(limit: u32, window_secs: u32) -> impl FnOnce() -> Arc<dyn RateLimiter> {
-    move || Arc::new(InProcessRateLimiter::new(RatePolicy { limit, window_secs }))
+    move || {
+        Arc::new(crate::harness::held_limiter(RatePolicy {
+            limit,
+            window_secs,
+        }))
+    }
 }
 
 fn header(response: &Response, name: &str) -> u64 {

@@ -124,6 +124,12 @@ async fn a_callback_without_its_sign_in_cookie_or_with_a_wrong_state_is_refused(
         .unwrap();
     let body = html(denied, StatusCode::BAD_REQUEST).await;
     assert!(body.contains("did not sign you in (access_denied)"));
+    // Not a dead end: the organisation's name stays in the header and a link leads back.
+    assert!(body.contains("Contoso"), "the organisation's name: {body}");
+    assert!(
+        body.contains(&format!("href=\"/console/{customer}/\"")),
+        "a link back to the sign-in page: {body}"
+    );
 }
 
 #[tokio::test]
@@ -142,6 +148,7 @@ async fn sign_in_attempts_are_rate_limited_per_address() {
             body.contains("identity provider (127.0.0.1:9)"),
             "the page names the provider: {body}"
         );
+        assert!(body.contains(&format!("href=\"/console/{customer}/\"")));
     }
     let refused = page(&app, &start, None).await;
     let retry_after: u64 = refused.headers()[header::RETRY_AFTER]
@@ -189,11 +196,10 @@ async fn console_pages_count_against_the_addresss_request_budget_but_assets_do_n
     use std::sync::Arc;
 
     use posture_domain::rate_limit::RatePolicy;
-    use posture_redis::InProcessRateLimiter;
 
     let app = TestApp::with_limiter(
         || {
-            Arc::new(InProcessRateLimiter::new(RatePolicy {
+            Arc::new(crate::harness::held_limiter(RatePolicy {
                 limit: 3,
                 window_secs: 60,
             }))

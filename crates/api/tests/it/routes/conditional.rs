@@ -6,7 +6,6 @@ use std::{sync::Arc, time::Duration};
 
 use posture_domain::{Scope, rate_limit::RatePolicy};
 use posture_http::TrustedProxies;
-use posture_redis::InProcessRateLimiter;
 use posture_test_support::fixtures::finding;
 use reqwest::{Response, StatusCode};
 use serde_json::json;
@@ -89,7 +88,7 @@ async fn every_read_answers_a_weak_etag_and_304_while_it_matches() {
 #[tokio::test]
 async fn a_304_does_not_count_against_the_keys_quota() {
     let limiter = || {
-        Arc::new(InProcessRateLimiter::new(RatePolicy {
+        Arc::new(crate::harness::held_limiter(RatePolicy {
             limit: 3,
             window_secs: 900,
         })) as Arc<dyn posture_domain::rate_limit::RateLimiter>
