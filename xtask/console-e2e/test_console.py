@@ -225,6 +225,11 @@ def test_sign_in_rotates_the_session_and_sign_out_ends_it(browser):
                             "path": f"/console/{CUSTOMER}/"})
         browser.get(f"{CONSOLE}keys")
         assert browser.current_url == CONSOLE, "the server ended the session"
+    # The customer's audit log tells of both.
+    sign_in(browser, "alice")
+    browser.get(f"{CONSOLE}audit")
+    assert "Signed in" in browser.page_source and "Signed out" in browser.page_source
+    shot(browser, "12-audit-sign-in-and-out")
 
 
 def test_the_keys_page_fits_a_400_pixel_wide_screen(browser):

@@ -346,7 +346,7 @@ pub fn audit(viewer: &Viewer<'_>, events: &[AuditEvent]) -> Markup {
             h1 { "Audit log" }
             section.card {
                 @if events.is_empty() {
-                    p.muted { "Nothing yet: issued and revoked keys appear here." }
+                    p.muted { "Nothing yet: sign-ins, sign-outs, issued and revoked keys appear here." }
                 } @else {
                     table.audit {
                         thead { tr { th { "When" } th { "Who" } th { "What" } th { "Key or setting" } } }
@@ -365,6 +365,8 @@ pub fn audit(viewer: &Viewer<'_>, events: &[AuditEvent]) -> Markup {
                                         "key.revoked" => "Revoked",
                                         "sso.set" => "Sign-in settings changed",
                                         "sso.cleared" => "Sign-in removed",
+                                        "session.signed_in" => "Signed in",
+                                        "session.signed_out" => "Signed out",
                                         other => (other),
                                     } }
                                     td {

@@ -399,7 +399,8 @@ pub struct AuditEvent {
     pub actor_kind: String,
     pub actor_subject: String,
     pub actor_name: String,
-    /// `key.issued`, `key.revoked`; `sso.set`, `sso.cleared` (the sign-in settings).
+    /// `key.issued`, `key.revoked`; `sso.set`, `sso.cleared` (the sign-in settings);
+    /// `session.signed_in`, `session.signed_out` (an admin's session).
     pub action: String,
     /// The key, for a key's line.
     pub key: Option<AuditedKey>,

@@ -10,8 +10,8 @@ use diesel_async::{AsyncConnection as _, RunQueryDsl};
 use posture_domain::{
     CustomerScope, Result,
     console::{
-        AdminRule, AuditEvent, ConsoleSession, MAX_PENDING_SIGN_INS, NewSession, PendingSignIn,
-        SIGN_IN_LIFETIME, SessionPolicy, SsoConfig,
+        Actor, AdminRule, AuditEvent, ConsoleSession, MAX_PENDING_SIGN_INS, NewSession,
+        PendingSignIn, SIGN_IN_LIFETIME, SessionPolicy, SsoConfig,
     },
     ids::CustomerId,
     ports::{ConsoleRepository, ConsoleSetup, SsoChange},
@@ -19,6 +19,7 @@ use posture_domain::{
 };
 use uuid::Uuid;
 
+use self::settings::session_audit;
 use crate::{
     PgStore,
     api_keys::db_now,
@@ -214,7 +215,11 @@ impl ConsoleRepository for PgStore {
                 ))
                 .execute(conn)
                 .await?;
-            Ok::<_, diesel::result::Error>(())
+            let admin = Actor::Admin {
+                subject: session.subject.clone(),
+                name: session.display_name.clone(),
+            };
+            session_audit(conn, customer, &admin, "session.signed_in").await
         })
         .await
         .map_err(db_error)
@@ -255,18 +260,30 @@ impl ConsoleRepository for PgStore {
     }
 
     async fn end_session(&self, scope: CustomerScope, token_hash: [u8; 32]) -> Result<()> {
+        let customer = scope.customer_id().as_uuid();
         let mut conn = self.conn().await?;
-        diesel::update(
-            console_sessions::table
-                .filter(console_sessions::customer_id.eq(scope.customer_id().as_uuid()))
-                .filter(console_sessions::token_hash.eq(token_hash.as_slice()))
-                .filter(console_sessions::ended_at.is_null()),
-        )
-        .set(console_sessions::ended_at.eq(db_now()))
-        .execute(&mut conn)
+        conn.transaction(async |conn| {
+            let ended: Option<(String, String)> = diesel::update(
+                console_sessions::table
+                    .filter(console_sessions::customer_id.eq(customer))
+                    .filter(console_sessions::token_hash.eq(token_hash.as_slice()))
+                    .filter(console_sessions::ended_at.is_null()),
+            )
+            .set(console_sessions::ended_at.eq(db_now()))
+            .returning((console_sessions::subject, console_sessions::display_name))
+            .get_result(conn)
+            .await
+            .optional()?;
+            match ended {
+                Some((subject, name)) => {
+                    let admin = Actor::Admin { subject, name };
+                    session_audit(conn, customer, &admin, "session.signed_out").await
+                }
+                None => Ok(()),
+            }
+        })
         .await
-        .map_err(db_error)?;
-        Ok(())
+        .map_err(db_error)
     }
 
     async fn audit_log(&self, scope: CustomerScope, limit: u32) -> Result<Vec<AuditEvent>> {

@@ -36,14 +36,14 @@ async fn end_sessions(conn: &mut AsyncPgConnection, customer: Uuid) -> QueryResu
     .map(|n| n as u64)
 }
 
-/// A line of the customer's audit log about its sign-in settings, by the operator.
-async fn audit(
+/// A line of the customer's audit log that names no key.
+async fn audit_line(
     conn: &mut AsyncPgConnection,
     customer: Uuid,
+    by: &Actor,
     action: &str,
-    detail: String,
+    detail: Option<String>,
 ) -> QueryResult<()> {
-    let by = Actor::Operator;
     diesel::insert_into(console_audit::table)
         .values((
             console_audit::customer_id.eq(customer),
@@ -57,6 +57,27 @@ async fn audit(
         .execute(conn)
         .await
         .map(drop)
+}
+
+/// A line of the customer's audit log about its sign-in settings, by the operator.
+async fn audit(
+    conn: &mut AsyncPgConnection,
+    customer: Uuid,
+    action: &str,
+    detail: String,
+) -> QueryResult<()> {
+    audit_line(conn, customer, &Actor::Operator, action, Some(detail)).await
+}
+
+/// A line of the customer's audit log about an admin's session: `session.signed_in`,
+/// `session.signed_out`.
+pub(super) async fn session_audit(
+    conn: &mut AsyncPgConnection,
+    customer: Uuid,
+    admin: &Actor,
+    action: &str,
+) -> QueryResult<()> {
+    audit_line(conn, customer, admin, action, None).await
 }
 
 fn sessions_ended(n: u64) -> String {

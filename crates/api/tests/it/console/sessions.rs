@@ -117,6 +117,43 @@ async fn sign_out_ends_the_session_on_the_server_and_clears_the_cookie() {
     );
     let signed_out = html(page(&app, &location(&response), None).await, StatusCode::OK).await;
     assert!(signed_out.contains("You have signed out"));
+
+    // Both ends of the session are in the customer's audit log, by the admin; signing out
+    // again (an ended session) adds nothing.
+    post_form(&app, &path, &alice, &[("csrf", &alice.csrf)]).await;
+    let log = posture_domain::ports::ConsoleRepository::audit_log(&app.store, scope, 10)
+        .await
+        .unwrap();
+    let lines: Vec<(&str, &str, &str)> = log
+        .iter()
+        .filter(|e| e.action.starts_with("session."))
+        .map(|e| {
+            (
+                e.action.as_str(),
+                e.actor_kind.as_str(),
+                e.actor_name.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            ("session.signed_out", "admin", "Alice"),
+            ("session.signed_in", "admin", "Alice"),
+        ]
+    );
+    let audit_page = admin(&app, scope, "Bob").await;
+    let body = html(
+        page(
+            &app,
+            &format!("/console/{customer}/audit"),
+            Some(&audit_page),
+        )
+        .await,
+        StatusCode::OK,
+    )
+    .await;
+    assert!(body.contains("Signed in") && body.contains("Signed out"));
 }
 
 #[tokio::test]
