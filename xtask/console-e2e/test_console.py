@@ -248,3 +248,37 @@ def test_the_keys_page_fits_a_400_pixel_wide_screen(browser):
     assert browser.execute_script("return arguments[0].clientWidth", table) <= page_width
     # Each scope says what it grants.
     assert "reserved for provisioning" in browser.page_source
+
+
+def test_sending_the_issue_form_twice_issues_one_key(browser):
+    sign_in(browser, "alice")
+    browser.get(f"{CONSOLE}keys")
+    browser.find_element(By.ID, "name").send_keys("Sent twice")
+    browser.find_element(By.CSS_SELECTOR, "input[name=scope][value='read:roles']").click()
+    # What the browser sends, kept to send again as a reload of the result would.
+    fields = browser.execute_script(
+        "return Array.from(new FormData(document.querySelector('#issue form')).entries())")
+    click_and_load(browser, browser.find_element(By.ID, "issue-key"))
+    key = wait(browser).until(EC.presence_of_element_located((By.ID, "new-key"))).text.strip()
+    with open(ISSUED, "a", encoding="utf-8") as issued:
+        issued.write(key + "\n")
+    old = browser.find_element(By.TAG_NAME, "html")
+    browser.execute_script("""
+        const form = document.createElement('form');
+        form.method = 'post';
+        form.action = arguments[1];
+        for (const [name, value] of arguments[0]) {
+            const input = document.createElement('input');
+            input.type = 'hidden'; input.name = name; input.value = value;
+            form.appendChild(input);
+        }
+        document.body.appendChild(form);
+        form.submit();
+    """, fields, f"{CONSOLE}keys")
+    wait(browser).until(detached(old))
+    wait(browser).until(lambda d: d.execute_script("return document.readyState") == "complete")
+    assert "This form was already sent" in browser.page_source
+    assert key not in browser.page_source
+    rows = browser.find_elements(By.XPATH, "//tr[td[1][text()='Sent twice']]")
+    assert len(rows) == 1, "one key, not two"
+    shot(browser, "13-form-sent-twice")

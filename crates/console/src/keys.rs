@@ -48,13 +48,16 @@ pub async fn list(
     Ok(pages::html_page(pages::keys(
         &signed.viewer(),
         &keys,
-        &IssueForm::EMPTY,
+        &IssueForm::fresh(),
         notice.as_deref(),
     )))
 }
 
 /// What the issue form asked for.
 struct Request {
+    /// The form's one-time token: the id the key gets (absent or malformed: the form is
+    /// not one posture rendered).
+    key_id: Option<KeyId>,
     name: String,
     scopes: Vec<Scope>,
     expires: String,
@@ -75,6 +78,7 @@ fn read_issue_form(fields: &[(String, String)]) -> Request {
         .collect();
     scopes.dedup();
     Request {
+        key_id: value("key_id").parse().ok(),
         name: value("name").trim().to_owned(),
         scopes,
         expires: value("expires"),
@@ -83,6 +87,9 @@ fn read_issue_form(fields: &[(String, String)]) -> Request {
 
 /// Why an issue form cannot be issued, in words.
 fn refusal(request: &Request) -> Option<String> {
+    if request.key_id.is_none() {
+        return Some("This form is out of date: fill it in again.".to_owned());
+    }
     if request.name.is_empty() {
         return Some("Give the key a name, so you can tell it apart later.".to_owned());
     }
@@ -116,6 +123,7 @@ pub async fn issue(
     if let Some(error) = refusal(&request) {
         let keys = keys_of(&state, &signed).await?;
         let form = IssueForm {
+            key_id: request.key_id.unwrap_or_else(KeyId::generate).to_string(),
             name: &request.name,
             scopes: &request.scopes,
             expires: &request.expires,
@@ -126,30 +134,70 @@ pub async fn issue(
             .content_type("text/html; charset=utf-8")
             .body(page));
     }
+    let key_id = request.key_id.unwrap_or_else(KeyId::generate);
+    if let Some(page) = already_issued(&state, &signed, key_id).await? {
+        return Ok(page);
+    }
     let now = Utc::now();
     let days = EXPIRY_CHOICES
         .iter()
         .find(|(v, ..)| *v == request.expires)
         .and_then(|(_, _, days)| *days);
     let expires_at = days.map(|d| now + Duration::days(d));
-    let (new_key, secret) = NewApiKey::generate(
+    let (mut new_key, secret) = NewApiKey::generate(
         signed.customer,
         request.name,
         request.scopes.iter().copied().collect(),
         expires_at,
         now,
     )?;
-    let key = state
+    new_key.id = key_id;
+    let key = match state
         .ports
         .keys
         .insert_key(new_key, &signed.session.actor())
-        .await?;
+        .await
+    {
+        Ok(key) => key,
+        // The same form posted twice at once: the other post issued it.
+        Err(e @ posture_domain::Error::Conflict(_)) => {
+            return match already_issued(&state, &signed, key_id).await? {
+                Some(page) => Ok(page),
+                None => Err(e.into()),
+            };
+        }
+        Err(e) => return Err(e.into()),
+    };
     tracing::info!(customer = %signed.customer, key.id = %key.id, subject = %signed.session.subject, "console: key issued");
     Ok(pages::html_page(pages::issued(
         &signed.viewer(),
         &key,
         secret.expose(),
     )))
+}
+
+/// The keys page saying so, when the form's key was issued already (a reload of the page
+/// that showed it, or a second click): the key is never shown again, nor issued twice.
+async fn already_issued(
+    state: &ConsoleState,
+    signed: &Signed,
+    key_id: KeyId,
+) -> Result<Option<HttpResponse>, ConsoleError> {
+    let keys = keys_of(state, signed).await?;
+    let Some(key) = keys.iter().find(|k| k.id == key_id) else {
+        return Ok(None);
+    };
+    let notice = format!(
+        "This form was already sent: it issued “{}”, listed below. Its secret was shown \
+         once and cannot be shown again; if it was lost, revoke the key and issue a new one.",
+        key.name
+    );
+    Ok(Some(pages::html_page(pages::keys(
+        &signed.viewer(),
+        &keys,
+        &IssueForm::fresh(),
+        Some(&notice),
+    ))))
 }
 
 async fn key_of(

@@ -184,6 +184,9 @@ pub const EXPIRY_CHOICES: &[(&str, &str, Option<i64>)] = &[
 
 /// The form that issues a key, with the values to show again after a mistake.
 pub struct IssueForm<'a> {
+    /// The id the key will have: the form's one-time token, so that posting the same form
+    /// twice (a reload of the page that shows the key) cannot issue a second key.
+    pub key_id: String,
     pub name: &'a str,
     pub scopes: &'a [Scope],
     pub expires: &'a str,
@@ -191,12 +194,16 @@ pub struct IssueForm<'a> {
 }
 
 impl IssueForm<'_> {
-    pub const EMPTY: IssueForm<'static> = IssueForm {
-        name: "",
-        scopes: &[],
-        expires: "90d",
-        error: None,
-    };
+    /// An empty form for a new key.
+    pub fn fresh() -> IssueForm<'static> {
+        IssueForm {
+            key_id: posture_domain::KeyId::generate().to_string(),
+            name: "",
+            scopes: &[],
+            expires: "90d",
+            error: None,
+        }
+    }
 }
 
 fn issue_form(viewer: &Viewer<'_>, form: &IssueForm<'_>) -> Markup {
@@ -209,6 +216,7 @@ fn issue_form(viewer: &Viewer<'_>, form: &IssueForm<'_>) -> Markup {
             }
             form method="post" action={ (PREFIX) "/" (viewer.customer_id) "/keys" } {
                 input type="hidden" name="csrf" value=(csrf);
+                input type="hidden" name="key_id" value=(form.key_id);
                 label for="name" { "Name" }
                 input id="name" name="name" type="text" required maxlength="100" value=(form.name)
                     placeholder="e.g. SIEM connector (production)";

@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use crate::{
     PgStore,
-    error::{corrupt, db_error, is_foreign_key_violation},
+    error::{corrupt, db_error, is_foreign_key_violation, is_unique_violation},
     schema::{api_keys, console_audit, customers},
 };
 
@@ -163,6 +163,11 @@ impl ApiKeyRepository for PgStore {
             Ok(Ok(row)) => row.try_into(),
             Ok(Err(refused)) => Err(refused),
             Err(e) if is_foreign_key_violation(&e) => Err(Error::NotFound),
+            // The key's id is taken: the same issue form sent twice (the console's id is the
+            // form's one-time token).
+            Err(e) if is_unique_violation(&e) => Err(Error::Conflict(
+                "a key with this id was issued already".to_owned(),
+            )),
             Err(e) => Err(db_error(e)),
         }
     }

@@ -82,6 +82,14 @@ pub(crate) fn db_error(e: DieselError) -> Error {
     }
 }
 
+/// Whether the error is a unique violation (of any constraint).
+pub(crate) fn is_unique_violation(e: &DieselError) -> bool {
+    matches!(
+        e,
+        DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, _)
+    )
+}
+
 /// Whether the error is a foreign-key violation (of any constraint).
 pub(crate) fn is_foreign_key_violation(e: &DieselError) -> bool {
     matches!(

@@ -1,6 +1,6 @@
 //! The API keys settings: issue (shown once), revoke, the audit log, customer isolation.
 
-use posture_domain::{Scope, console::Actor, ports::ApiKeyRepository};
+use posture_domain::{KeyId, Scope, console::Actor, ports::ApiKeyRepository};
 use reqwest::StatusCode;
 
 use super::support::{admin, customer_with_console, html, location, page, post_form, shown_key};
@@ -12,18 +12,15 @@ async fn an_admin_issues_a_key_that_is_shown_once_and_works_on_the_api() {
     let (scope, customer) = customer_with_console(&app, "Contoso").await;
     let alice = admin(&app, scope, "Alice Admin").await;
     let path = format!("/console/{customer}/keys");
-    let response = post_form(
-        &app,
-        &path,
-        &alice,
-        &[
-            ("csrf", &alice.csrf),
-            ("name", "SIEM connector"),
-            ("scope", "read:findings"),
-            ("expires", "30d"),
-        ],
-    )
-    .await;
+    let form_id = KeyId::generate().to_string();
+    let form = [
+        ("csrf", alice.csrf.as_str()),
+        ("key_id", form_id.as_str()),
+        ("name", "SIEM connector"),
+        ("scope", "read:findings"),
+        ("expires", "30d"),
+    ];
+    let response = post_form(&app, &path, &alice, &form).await;
     assert_eq!(response.headers()["cache-control"], "no-store");
     let issued = html(response, StatusCode::OK).await;
     assert!(issued.contains("will not be shown again"));
@@ -57,6 +54,26 @@ async fn an_admin_issues_a_key_that_is_shown_once_and_works_on_the_api() {
             "{later} names the key by prefix"
         );
     }
+
+    // The same form sent again (a reload of the page that showed the key) issues nothing
+    // and shows nothing secret: it says the key was issued.
+    let again = html(post_form(&app, &path, &alice, &form).await, StatusCode::OK).await;
+    assert!(again.contains("This form was already sent"), "{again}");
+    assert!(!again.contains(&key));
+    assert_eq!(app.store.list_keys(scope).await.unwrap().len(), 1);
+    // A form posture did not render (no one-time id) is refused in words.
+    let stale: Vec<_> = form
+        .iter()
+        .filter(|(k, _)| *k != "key_id")
+        .copied()
+        .collect();
+    let body = html(
+        post_form(&app, &path, &alice, &stale).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    assert!(body.contains("out of date"));
+    assert_eq!(app.store.list_keys(scope).await.unwrap().len(), 1);
 }
 
 #[tokio::test]
@@ -128,8 +145,9 @@ async fn an_issue_form_without_a_name_or_scope_is_refused_in_words() {
             "when the key expires",
         ),
     ];
+    let form_id = KeyId::generate().to_string();
     for (fields, reason) in cases {
-        let mut form = vec![("csrf", alice.csrf.as_str())];
+        let mut form = vec![("csrf", alice.csrf.as_str()), ("key_id", form_id.as_str())];
         form.extend_from_slice(fields);
         let body = html(
             post_form(&app, &path, &alice, &form).await,

@@ -333,6 +333,7 @@ async fn a_providers_claims_are_cleaned_and_a_broken_subject_is_refused() {
             &signed,
             &[
                 ("csrf", &csrf),
+                ("key_id", &posture_domain::KeyId::generate().to_string()),
                 ("name", "k"),
                 ("scope", "read:findings"),
                 ("expires", "never"),
