@@ -166,7 +166,7 @@ impl ApiKeyRepository for PgStore {
             // The key's id is taken: the same issue form sent twice (the console's id is the
             // form's one-time token).
             Err(e) if is_unique_violation(&e) => Err(Error::Conflict(
-                "a key with this id was issued already".to_owned(),
+                "this form was already used: fill it in again".to_owned(),
             )),
             Err(e) => Err(db_error(e)),
         }
