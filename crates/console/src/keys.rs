@@ -6,7 +6,7 @@
 //! form, sent with `Cache-Control: no-store`; it is never logged.
 
 use actix_web::{HttpRequest, HttpResponse, web};
-use chrono::{Duration, Utc};
+use chrono::{DateTime, Duration, NaiveDate, NaiveTime, Utc};
 use posture_domain::{
     ApiKey, KeyId, Scope,
     api_key::{MAX_KEY_NAME_LEN, NewApiKey},
@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use crate::{
     ConsoleError, ConsoleState, PREFIX,
-    pages::{self, EXPIRY_CHOICES, IssueForm},
+    pages::{self, EXPIRES_ON_A_DATE, EXPIRY_CHOICES, IssueForm},
     session::{self, Signed},
 };
 
@@ -61,6 +61,7 @@ struct Request {
     name: String,
     scopes: Vec<Scope>,
     expires: String,
+    expires_on: String,
 }
 
 fn read_issue_form(fields: &[(String, String)]) -> Request {
@@ -82,6 +83,7 @@ fn read_issue_form(fields: &[(String, String)]) -> Request {
         name: value("name").trim().to_owned(),
         scopes,
         expires: value("expires"),
+        expires_on: value("expires_on").trim().to_owned(),
     }
 }
 
@@ -104,10 +106,31 @@ fn refusal(request: &Request) -> Option<String> {
     if request.scopes.is_empty() {
         return Some("Choose at least one scope: a key holds one or more.".to_owned());
     }
-    if !EXPIRY_CHOICES.iter().any(|(v, ..)| *v == request.expires) {
-        return Some("Choose when the key expires.".to_owned());
+    expiry(request, Utc::now()).err()
+}
+
+/// Longest a key may be issued for on a date, in days.
+const MAX_EXPIRY_DAYS: i64 = 5 * 366;
+
+/// When the key the form asks for stops working (`None`: never), or why the form's choice
+/// cannot be used.
+fn expiry(request: &Request, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>, String> {
+    if request.expires == EXPIRES_ON_A_DATE {
+        let day = NaiveDate::parse_from_str(&request.expires_on, "%Y-%m-%d")
+            .map_err(|_| "Give the expiry date as a date (YYYY-MM-DD).".to_owned())?;
+        let at = day.and_time(NaiveTime::MIN).and_utc();
+        if at <= now {
+            return Err("The expiry date must be after today.".to_owned());
+        }
+        if at > now + Duration::days(MAX_EXPIRY_DAYS) {
+            return Err("A key may be issued for at most 5 years.".to_owned());
+        }
+        return Ok(Some(at));
     }
-    None
+    match EXPIRY_CHOICES.iter().find(|(v, ..)| *v == request.expires) {
+        Some((_, _, days)) => Ok(days.map(|d| now + Duration::days(d))),
+        None => Err("Choose when the key expires.".to_owned()),
+    }
 }
 
 /// `POST keys`: issues a key and shows it once.
@@ -127,6 +150,7 @@ pub async fn issue(
             name: &request.name,
             scopes: &request.scopes,
             expires: &request.expires,
+            expires_on: &request.expires_on,
             error: Some(&error),
         };
         let page = pages::keys(&signed.viewer(), &keys, &form, None).into_string();
@@ -139,11 +163,7 @@ pub async fn issue(
         return Ok(page);
     }
     let now = Utc::now();
-    let days = EXPIRY_CHOICES
-        .iter()
-        .find(|(v, ..)| *v == request.expires)
-        .and_then(|(_, _, days)| *days);
-    let expires_at = days.map(|d| now + Duration::days(d));
+    let expires_at = expiry(&request, now).map_err(ConsoleError::BadRequest)?;
     let (mut new_key, secret) = NewApiKey::generate(
         signed.customer,
         request.name,

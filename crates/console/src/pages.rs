@@ -182,6 +182,9 @@ pub const EXPIRY_CHOICES: &[(&str, &str, Option<i64>)] = &[
     ("365d", "In 1 year", Some(365)),
 ];
 
+/// The expiry choice that takes the form's date (`expires_on`).
+pub const EXPIRES_ON_A_DATE: &str = "date";
+
 /// The form that issues a key, with the values to show again after a mistake.
 pub struct IssueForm<'a> {
     /// The id the key will have: the form's one-time token, so that posting the same form
@@ -190,6 +193,8 @@ pub struct IssueForm<'a> {
     pub name: &'a str,
     pub scopes: &'a [Scope],
     pub expires: &'a str,
+    /// The date of the `date` choice, as sent (`YYYY-MM-DD`).
+    pub expires_on: &'a str,
     pub error: Option<&'a str>,
 }
 
@@ -201,6 +206,7 @@ impl IssueForm<'_> {
             name: "",
             scopes: &[],
             expires: "90d",
+            expires_on: "",
             error: None,
         }
     }
@@ -236,7 +242,12 @@ fn issue_form(viewer: &Viewer<'_>, form: &IssueForm<'_>) -> Markup {
                     @for (value, text, _) in EXPIRY_CHOICES {
                         option value=(value) selected[*value == form.expires] { (text) }
                     }
+                    option value=(EXPIRES_ON_A_DATE) selected[form.expires == EXPIRES_ON_A_DATE] {
+                        "On the date below"
+                    }
                 }
+                label for="expires-on" { "Expiry date " span.muted { "(with “On the date below”; the key stops working at 00:00 UTC that day)" } }
+                input id="expires-on" name="expires_on" type="date" value=(form.expires_on);
                 button.primary type="submit" id="issue-key" { "Issue key" }
             }
         }

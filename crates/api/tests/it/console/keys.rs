@@ -290,3 +290,56 @@ async fn operator_revocations_are_audited_as_the_operator() {
     assert_eq!(log[0].actor_name, "posture operator");
     assert_eq!(log[0].key.as_ref().unwrap().id, key_id);
 }
+
+#[tokio::test]
+async fn a_key_may_expire_on_a_date_the_admin_chooses() {
+    let app = TestApp::start().await;
+    let (scope, customer) = customer_with_console(&app, "Contoso").await;
+    let alice = admin(&app, scope, "Alice").await;
+    let path = format!("/console/{customer}/keys");
+    let form_id = KeyId::generate().to_string();
+    let day = (chrono::Utc::now() + chrono::Duration::days(45)).date_naive();
+    let day_text = day.format("%Y-%m-%d").to_string();
+    let yesterday = (chrono::Utc::now() - chrono::Duration::days(1))
+        .date_naive()
+        .format("%Y-%m-%d")
+        .to_string();
+    let form = |on: &str| {
+        [
+            ("csrf", alice.csrf.clone()),
+            ("key_id", form_id.clone()),
+            ("name", "Quarterly audit".to_owned()),
+            ("scope", "read:findings".to_owned()),
+            ("expires", "date".to_owned()),
+            ("expires_on", on.to_owned()),
+        ]
+    };
+    for (on, reason) in [
+        (yesterday.as_str(), "after today"),
+        ("31/12/2027", "YYYY-MM-DD"),
+        ("2999-01-01", "at most 5 years"),
+    ] {
+        let fields = form(on);
+        let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let body = html(
+            post_form(&app, &path, &alice, &fields).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+        .await;
+        assert!(body.contains(reason), "{on}: no {reason:?}");
+    }
+    assert!(app.store.list_keys(scope).await.unwrap().is_empty());
+    let fields = form(&day_text);
+    let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    html(
+        post_form(&app, &path, &alice, &fields).await,
+        StatusCode::OK,
+    )
+    .await;
+    let keys = app.store.list_keys(scope).await.unwrap();
+    assert_eq!(
+        keys[0].expires_at,
+        Some(day.and_time(chrono::NaiveTime::MIN).and_utc()),
+        "the key stops working at 00:00 UTC of the chosen day"
+    );
+}
