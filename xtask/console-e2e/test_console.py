@@ -204,6 +204,10 @@ def test_a_user_who_is_not_an_admin_gets_a_clear_403_page(browser):
     assert "You are not an admin of this organisation" in browser.page_source
     assert "Bob Builder" in browser.page_source
     shot(browser, "09-not-an-admin")
+    # Not a dead end: the organisation's name stays in the header, a link leads back.
+    assert "Contoso Group" in browser.find_element(By.CSS_SELECTOR, "header.top").text
+    back = browser.find_element(By.ID, "back-to-sign-in")
+    assert back.get_attribute("href") == CONSOLE
     assert not [c for c in browser.get_cookies() if c["name"] == "posture_session"]
     browser.get(f"{CONSOLE}keys")
     assert browser.current_url == CONSOLE, "no session: back to the sign-in page"
