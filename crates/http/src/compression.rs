@@ -171,7 +171,10 @@ mod tests {
         let headers = response
             .headers()
             .iter()
-            .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_owned()))
+            .map(|(k, v)| {
+                let text = v.to_str().unwrap_or_else(|e| panic!("header {k}: {e}"));
+                (k.to_string(), text.to_owned())
+            })
             .collect();
         let body = test::read_body(response).await.to_vec();
         (status, headers, body)

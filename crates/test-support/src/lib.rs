@@ -21,6 +21,7 @@ pub mod pgbouncer;
 pub mod proxy;
 pub mod servers;
 pub mod standard_webhooks;
+pub mod waits;
 
 use std::{fmt::Write as _, path::Path};
 

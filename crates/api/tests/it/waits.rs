@@ -35,33 +35,22 @@ impl TestApp {
 
     /// Waits until the server serves keys from its cache (its `LISTEN` connection is up).
     pub async fn key_cache_live(&self) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !self.store.key_cache_stats().live {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the key cache never went live"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let store = &self.store;
+        posture_test_support::waits::wait_for(
+            "the key cache going live",
+            Duration::from_secs(10),
+            || async move { store.key_cache_stats().live.then_some(()) },
+        )
+        .await;
     }
 }
 
 /// Waits for what the server does off the request path (a write it spawned): polls `probe`
 /// until it gives a value, failing after 5 seconds.
-pub async fn wait_for<T, F, Fut>(mut probe: F) -> T
+pub async fn wait_for<T, F, Fut>(probe: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "what was awaited did not happen within 5 s"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    posture_test_support::waits::wait_for("what was awaited", Duration::from_secs(5), probe).await
 }

@@ -49,14 +49,13 @@ async fn worker_stores_share_the_instance_key_cache_and_see_a_revocation_at_once
     let misses = store.key_cache_stats().misses;
     assert!(misses >= 1, "worker a's lookup went to the database");
     // The cache is served once its LISTEN connection has answered a check.
-    let started = std::time::Instant::now();
-    while !store.key_cache_stats().live {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(10),
-            "the key cache never went live"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let shared = &store;
+    posture_test_support::waits::wait_for(
+        "the key cache going live",
+        std::time::Duration::from_secs(10),
+        || async move { shared.key_cache_stats().live.then_some(()) },
+    )
+    .await;
     assert!(a.authenticate(&hash).await.unwrap().is_some());
     assert!(b.authenticate(&hash).await.unwrap().is_some());
     assert_eq!(

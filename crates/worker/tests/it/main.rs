@@ -192,21 +192,21 @@ async fn a_new_pass_wakes_an_idle_worker_through_listen_notify() {
     // A poll interval far longer than the test: only a notification can wake it.
     let mut idle = worker(&db, &[], &[("POSTURE_WORKER_POLL_SECS", "300")]);
     // Queue only once it listens (its LISTEN is its connection's last statement).
-    let listening = Instant::now();
-    while db
-        .execute(
-            "SELECT 1 FROM pg_stat_activity \
-             WHERE datname = current_database() AND query LIKE 'LISTEN %'",
-        )
-        .await
-        == 0
-    {
-        assert!(
-            listening.elapsed() < Duration::from_secs(10),
-            "the worker never listened"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let db_ref = &db;
+    posture_test_support::waits::wait_for(
+        "the worker's LISTEN",
+        Duration::from_secs(10),
+        || async move {
+            let listening = db_ref
+                .execute(
+                    "SELECT 1 FROM pg_stat_activity \
+                 WHERE datname = current_database() AND query LIKE 'LISTEN %'",
+                )
+                .await;
+            (listening > 0).then_some(())
+        },
+    )
+    .await;
     let queued = Instant::now();
     critical_findings(&store, scope, &tenant, 10).await;
     wait_for_requests(&server, 1).await;
