@@ -4,6 +4,10 @@ console-e2e`, which starts PostgreSQL, the provider and posture-api and sets:
 
   POSTURE_URL       the served posture-api, e.g. http://127.0.0.1:41234
   CUSTOMER_ID       the customer whose console the provider signs in to
+  PROVIDER_NAME     what its sign-in button calls the provider (sso set --display-name)
+  SECOND_CUSTOMER_ID, SECOND_PROVIDER_NAME
+                    a second customer, whose console signs in with a provider of another
+                    make (PyPI oidc-provider-mock: a form with one button per user)
   SCREENSHOTS       where each page's screenshot goes
   ISSUED_KEYS_FILE  where the keys shown by the console are written (xtask then checks that
                     no log line of posture-api holds any of them)
@@ -28,10 +32,12 @@ CUSTOMER = os.environ["CUSTOMER_ID"]
 SHOTS = os.environ["SCREENSHOTS"]
 ISSUED = os.environ["ISSUED_KEYS_FILE"]
 CONSOLE = f"{BASE}/console/{CUSTOMER}/"
+PROVIDER_NAME = os.environ["PROVIDER_NAME"]
+SECOND_CONSOLE = f"{BASE}/console/{os.environ['SECOND_CUSTOMER_ID']}/"
+SECOND_PROVIDER_NAME = os.environ["SECOND_PROVIDER_NAME"]
 
 
-@pytest.fixture
-def browser():
+def new_browser():
     options = Options()
     options.binary_location = os.environ.get("CHROMIUM", "/usr/bin/chromium")
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
@@ -40,6 +46,20 @@ def browser():
     service = Service(os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver"))
     driver = webdriver.Chrome(service=service, options=options)
     driver.set_page_load_timeout(30)
+    return driver
+
+
+@pytest.fixture
+def browser():
+    driver = new_browser()
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture
+def second_browser():
+    """Another browser: another admin's laptop."""
+    driver = new_browser()
     yield driver
     driver.quit()
 
@@ -129,6 +149,8 @@ def issue_key(driver, name, scope, expires):
 
 
 def test_an_admin_issues_a_key_uses_it_and_revokes_it(browser):
+    browser.get(CONSOLE)
+    assert browser.find_element(By.ID, "sign-in").text == f"Sign in with {PROVIDER_NAME}"
     sign_in(browser, "alice", screenshot="01-sign-in")
     assert browser.current_url == f"{CONSOLE}keys"
     assert "Contoso Group" in browser.page_source and "Alice Admin" in browser.page_source
@@ -286,3 +308,69 @@ def test_sending_the_issue_form_twice_issues_one_key(browser):
     rows = browser.find_elements(By.XPATH, "//tr[td[1][text()='Sent twice']]")
     assert len(rows) == 1, "one key, not two"
     shot(browser, "13-form-sent-twice")
+
+
+def test_an_admin_signs_out_every_other_session(browser, second_browser):
+    sign_in(second_browser, "alice")  # the laptop left at the office
+    sign_in(browser, "alice")
+    click_and_load(browser, browser.find_element(By.LINK_TEXT, "Sessions"))
+    assert browser.current_url == f"{CONSOLE}sessions"
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-session-id]")
+    assert len(rows) >= 2, "this session and the other browser's"
+    assert "This session" in rows[0].text, "newest first: the one just signed in"
+    assert session_cookie(second_browser)["value"] not in browser.page_source
+    shot(browser, "14-sessions")
+    click_and_load(browser, browser.find_element(By.ID, "end-others"))
+    assert "were ended" in browser.page_source or "was ended" in browser.page_source
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-session-id]")
+    assert len(rows) == 1 and "This session" in rows[0].text
+    assert not browser.find_elements(By.ID, "end-others")
+    shot(browser, "15-signed-out-everywhere-else")
+    # The other browser is signed out at once; this one is not.
+    second_browser.get(f"{CONSOLE}keys")
+    assert second_browser.current_url == CONSOLE
+    browser.get(f"{CONSOLE}keys")
+    assert browser.current_url == f"{CONSOLE}keys"
+    browser.get(f"{CONSOLE}audit")
+    audit = browser.find_element(By.CSS_SELECTOR, "table.audit").text
+    assert "Ended sessions" in audit and "other session" in audit
+
+
+def sign_in_with_the_second_provider(driver, button):
+    """From the second customer's sign-in page through oidc-provider-mock's form."""
+    driver.get(SECOND_CONSOLE)
+    sign_in_button = driver.find_element(By.ID, "sign-in")
+    assert sign_in_button.text == f"Sign in with {SECOND_PROVIDER_NAME}"
+    click_and_load(driver, sign_in_button)
+    assert not on_posture(driver), "at the provider's form"
+    click_and_load(driver, driver.find_element(By.CSS_SELECTOR, button))
+    wait(driver).until(on_posture)
+
+
+def test_a_provider_of_another_make_signs_admins_in_and_others_not(browser):
+    browser.get(SECOND_CONSOLE)
+    shot(browser, "16-second-provider-sign-in")
+    sign_in_with_the_second_provider(
+        browser, "button[name=sub][value='dana@fabrikam.example']")
+    assert browser.current_url == f"{SECOND_CONSOLE}keys"
+    header = browser.find_element(By.CSS_SELECTOR, "header.top").text
+    assert "Fabrikam" in header and "Dana Fabrikam" in header
+    shot(browser, "17-second-provider-keys")
+    click_and_load(browser, browser.find_element(By.CSS_SELECTOR, "form.signout button"))
+    assert "You have signed out" in browser.page_source
+
+    # Not an admin there: refused, with the way back.
+    sign_in_with_the_second_provider(
+        browser, "button[name=sub][value='erin@fabrikam.example']")
+    assert http_status(browser) == 403
+    assert "Erin Fabrikam" in browser.page_source
+    assert browser.find_element(By.ID, "back-to-sign-in").get_attribute("href") == SECOND_CONSOLE
+
+    # Denied at the provider: the provider's error in words, and the way back.
+    sign_in_with_the_second_provider(browser, "button[name=action][value=deny]")
+    assert http_status(browser) == 400
+    assert "did not sign you in (access_denied)" in browser.page_source
+    assert "Fabrikam" in browser.find_element(By.CSS_SELECTOR, "header.top").text
+    shot(browser, "18-second-provider-denied")
+    click_and_load(browser, browser.find_element(By.ID, "back-to-sign-in"))
+    assert browser.current_url == SECOND_CONSOLE

@@ -4,7 +4,8 @@
 //! Starts a throwaway PostgreSQL, migrates, loads one customer of demo data, starts
 //! node-oidc-provider (`xtask/console-e2e/idp.mjs`, installed with `npm ci` into
 //! `target/console-e2e/`) with an admin and a non-admin user, points the customer's console
-//! at it with the real `posture-api customers sso set`, serves posture-api, and runs the
+//! at it with the real `posture-api customers sso set`, and a second customer's at a second
+//! provider of another make (PyPI `oidc-provider-mock`), serves posture-api, and runs the
 //! pytest + Selenium suite (`xtask/console-e2e/test_console.py`, installed into
 //! `target/console-e2e-venv/`) in headless Chromium (Debian `chromium`, `chromium-driver`).
 //! Screenshots of every page land in `target/console-e2e/screenshots/`. Fails when a test
@@ -31,7 +32,70 @@ use crate::{
 };
 
 /// What the suite runs with, pinned.
-const PYTHON_PACKAGES: &[&str] = &["selenium==4.50.0", "pytest==8.4.2"];
+/// `oidc-provider-mock` is the second identity provider: another implementation than
+/// node-oidc-provider, with its own pages, as a customer's provider would be.
+const PYTHON_PACKAGES: &[&str] = &[
+    "selenium==4.50.0",
+    "pytest==8.4.2",
+    "oidc-provider-mock==0.3.4",
+];
+
+/// What the console's sign-in buttons call the two providers (`sso set --display-name`).
+const PROVIDER_NAME: &str = "Contoso ID";
+const SECOND_PROVIDER_NAME: &str = "Fabrikam ID (oidc-provider-mock)";
+
+/// Sets a customer's identity provider with the real `posture-api customers sso set`, which
+/// asks the provider for its discovery document first (through the same rules as a
+/// sign-in: the providers run on loopback, so their network is allowed).
+fn set_sso(
+    bin: &Path,
+    env: &[(&str, &str)],
+    client_secret: &str,
+    (customer, issuer, display_name): (&str, &str, &str),
+) -> anyhow::Result<()> {
+    let mut sso_env = env.to_vec();
+    sso_env.push(("POSTURE_SSO_CLIENT_SECRET", client_secret));
+    sso_env.push(("POSTURE_SSO_ALLOWED_NETWORKS", "127.0.0.0/8"));
+    api_json(
+        bin,
+        &sso_env,
+        &[
+            "customers",
+            "sso",
+            "set",
+            "--customer",
+            customer,
+            "--issuer",
+            issuer,
+            "--client-id",
+            "posture",
+            "--display-name",
+            display_name,
+            "--admin-claim",
+            "groups",
+            "--admin-value",
+            "posture-admins",
+        ],
+    )?;
+    Ok(())
+}
+
+/// oidc-provider-mock on `port`, with an admin (Dana) and a non-admin (Erin) of Fabrikam a
+/// click away on its form.
+fn second_provider(venv: &Path, port: u16, log: &Path) -> anyhow::Result<Command> {
+    let mut mock = Command::new(venv.join("bin").join("oidc-provider-mock"));
+    mock.args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args([
+            "--user-claims",
+            r#"{"sub": "dana@fabrikam.example", "name": "Dana Fabrikam", "groups": ["posture-admins"]}"#,
+            "--user-claims",
+            r#"{"sub": "erin@fabrikam.example", "name": "Erin Fabrikam", "groups": ["staff"]}"#,
+        ])
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(log)?)
+        .stderr(std::fs::File::create(log.with_extension("err.log"))?);
+    Ok(mock)
+}
 
 /// The suite's Python environment, created when missing or when the pins change.
 fn venv(root: &Path) -> anyhow::Result<std::path::PathBuf> {
@@ -105,29 +169,28 @@ pub fn run_console_e2e() -> anyhow::Result<()> {
     ];
     wait_until_listening(&format!("127.0.0.1:{idp_port}"))?;
 
-    let mut sso_env = env.to_vec();
-    sso_env.push(("POSTURE_SSO_CLIENT_SECRET", client_secret.as_str()));
-    // sso set asks the provider first, through the same rules as a sign-in.
-    sso_env.push(("POSTURE_SSO_ALLOWED_NETWORKS", "127.0.0.0/8"));
     let issuer = format!("http://127.0.0.1:{idp_port}");
-    api_json(
+    set_sso(
         &bin,
-        &sso_env,
-        &[
-            "customers",
-            "sso",
-            "set",
-            "--customer",
-            &customer,
-            "--issuer",
-            &issuer,
-            "--client-id",
-            "posture",
-            "--admin-claim",
-            "groups",
-            "--admin-value",
-            "posture-admins",
-        ],
+        &env,
+        &client_secret,
+        (&customer, &issuer, PROVIDER_NAME),
+    )?;
+
+    let second_port = free_port()?;
+    children.push(
+        second_provider(&venv, second_port, &target.join("oidc-provider-mock.log"))?
+            .spawn()
+            .context("starting oidc-provider-mock")?,
+    );
+    wait_until_listening(&format!("127.0.0.1:{second_port}"))?;
+    let second_customer = create_customer(&bin, &env, "Fabrikam")?;
+    let second_issuer = format!("http://127.0.0.1:{second_port}");
+    set_sso(
+        &bin,
+        &env,
+        &client_secret,
+        (&second_customer, &second_issuer, SECOND_PROVIDER_NAME),
     )?;
 
     let api_log = target.join("posture-api.log");
@@ -162,6 +225,9 @@ pub fn run_console_e2e() -> anyhow::Result<()> {
         )
         .env("POSTURE_URL", &public_url)
         .env("CUSTOMER_ID", &customer)
+        .env("PROVIDER_NAME", PROVIDER_NAME)
+        .env("SECOND_CUSTOMER_ID", &second_customer)
+        .env("SECOND_PROVIDER_NAME", SECOND_PROVIDER_NAME)
         .env("SCREENSHOTS", &screenshots)
         .env("ISSUED_KEYS_FILE", &issued)
         .status()

@@ -171,6 +171,10 @@ pub struct SetSsoArgs {
     /// The client id posture was registered with at the provider.
     #[arg(long = "client-id")]
     pub client_id: String,
+    /// What the console's sign-in button calls the provider ("Sign in with Contoso Entra
+    /// ID"); without it, the issuer's host. Like every setting, set again on each `sso set`.
+    #[arg(long = "display-name")]
+    pub display_name: Option<String>,
     /// The client's secret (prefer the environment variable: arguments show in `ps`).
     #[arg(
         long = "client-secret",

@@ -16,22 +16,65 @@ use serde::Deserialize;
 use crate::{
     ConsoleError, ConsoleState, PREFIX,
     pages::{self, EXPIRES_ON_A_DATE, EXPIRY_CHOICES, IssueForm},
+    paging::{PAGE_SIZE, Paged},
     session::{self, Signed},
 };
-
-/// Audit events shown on the audit page (the newest).
-const AUDIT_PAGE: u32 = 200;
 
 #[derive(Deserialize)]
 pub struct ListQuery {
     revoked: Option<String>,
+    /// The page starts after this key (the last of the page before).
+    before: Option<String>,
 }
 
-async fn keys_of(state: &ConsoleState, signed: &Signed) -> Result<Vec<ApiKey>, ConsoleError> {
-    Ok(state.ports.keys.list_keys(signed.session.scope()).await?)
+/// A page link that names no row of this customer (malformed, or another customer's).
+fn stale_page_link() -> ConsoleError {
+    ConsoleError::BadRequest(
+        "This page link is out of date or was changed: open the list again from the menu."
+            .to_owned(),
+    )
 }
 
-/// `GET keys`: the customer's keys and the issue form.
+/// The page of the customer's keys after `before` (the newest without).
+async fn keys_page(
+    state: &ConsoleState,
+    signed: &Signed,
+    before: Option<&str>,
+) -> Result<Paged<ApiKey>, ConsoleError> {
+    let before = before
+        .map(|b| b.parse::<KeyId>().map_err(|_| stale_page_link()))
+        .transpose()?;
+    let rows = state
+        .ports
+        .keys
+        .list_keys_page(signed.session.scope(), before, PAGE_SIZE + 1)
+        .await
+        .map_err(|e| match e {
+            posture_domain::Error::NotFound => stale_page_link(),
+            other => other.into(),
+        })?;
+    Ok(Paged::of(rows, before.is_some(), |k| k.id.to_string()))
+}
+
+/// The customer's key `id`, if it has one.
+async fn find_key(
+    state: &ConsoleState,
+    signed: &Signed,
+    id: KeyId,
+) -> Result<Option<ApiKey>, ConsoleError> {
+    match state
+        .ports
+        .keys
+        .current_key(signed.session.scope(), id)
+        .await
+    {
+        Ok(found) => Ok(Some(found.key)),
+        Err(posture_domain::Error::NotFound) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `GET keys`: the customer's keys (newest first, a page at a time) and the issue form.
 pub async fn list(
     req: HttpRequest,
     state: web::Data<ConsoleState>,
@@ -39,15 +82,17 @@ pub async fn list(
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ConsoleError> {
     let signed = session::require(&req, &state, &path).await?;
-    let keys = keys_of(&state, &signed).await?;
-    let notice = query.revoked.as_ref().and_then(|id| {
-        keys.iter()
-            .find(|k| k.id.to_string() == *id && k.revoked_at.is_some())
-            .map(|k| format!("Key “{}” was revoked. It no longer works.", k.name))
-    });
+    let page = keys_page(&state, &signed, query.before.as_deref()).await?;
+    let revoked = match query.revoked.as_deref().map(str::parse::<KeyId>) {
+        Some(Ok(id)) => find_key(&state, &signed, id).await?,
+        _ => None,
+    };
+    let notice = revoked
+        .filter(|k| k.revoked_at.is_some())
+        .map(|k| format!("Key “{}” was revoked. It no longer works.", k.name));
     Ok(pages::html_page(pages::keys(
         &signed.viewer(),
-        &keys,
+        &page,
         &IssueForm::fresh(),
         notice.as_deref(),
     )))
@@ -144,7 +189,7 @@ pub async fn issue(
     let fields = session::checked_form(&body, &signed)?;
     let request = read_issue_form(&fields);
     if let Some(error) = refusal(&request) {
-        let keys = keys_of(&state, &signed).await?;
+        let keys = keys_page(&state, &signed, None).await?;
         let form = IssueForm {
             key_id: request.key_id.unwrap_or_else(KeyId::generate).to_string(),
             name: &request.name,
@@ -203,10 +248,10 @@ async fn already_issued(
     signed: &Signed,
     key_id: KeyId,
 ) -> Result<Option<HttpResponse>, ConsoleError> {
-    let keys = keys_of(state, signed).await?;
-    let Some(key) = keys.iter().find(|k| k.id == key_id) else {
+    let Some(key) = find_key(state, signed, key_id).await? else {
         return Ok(None);
     };
+    let keys = keys_page(state, signed, None).await?;
     let notice = format!(
         "This form was already sent: it issued “{}”, listed below. Its secret was shown \
          once and cannot be shown again; if it was lost, revoke the key and issue a new one.",
@@ -226,10 +271,8 @@ async fn key_of(
     key_path: &str,
 ) -> Result<ApiKey, ConsoleError> {
     let id: KeyId = key_path.parse().map_err(|_| ConsoleError::NotFound)?;
-    keys_of(state, signed)
+    find_key(state, signed, id)
         .await?
-        .into_iter()
-        .find(|k| k.id == id)
         .ok_or(ConsoleError::NotFound)
 }
 
@@ -279,17 +322,35 @@ pub async fn revoke(
     )))
 }
 
-/// `GET audit`: who issued and revoked which key.
+#[derive(Deserialize)]
+pub struct AuditQuery {
+    /// The page starts after this line (the last of the page before).
+    before: Option<String>,
+}
+
+/// `GET audit`: who signed in and out, issued and revoked which key (newest first, a page
+/// at a time).
 pub async fn audit(
     req: HttpRequest,
     state: web::Data<ConsoleState>,
     path: web::Path<String>,
+    query: web::Query<AuditQuery>,
 ) -> Result<HttpResponse, ConsoleError> {
     let signed = session::require(&req, &state, &path).await?;
+    let before = query
+        .before
+        .as_deref()
+        .map(|b| b.parse::<uuid::Uuid>().map_err(|_| stale_page_link()))
+        .transpose()?;
     let events = state
         .ports
         .console
-        .audit_log(signed.session.scope(), AUDIT_PAGE)
-        .await?;
-    Ok(pages::html_page(pages::audit(&signed.viewer(), &events)))
+        .audit_log(signed.session.scope(), before, PAGE_SIZE + 1)
+        .await
+        .map_err(|e| match e {
+            posture_domain::Error::NotFound => stale_page_link(),
+            other => other.into(),
+        })?;
+    let page = Paged::of(events, before.is_some(), |e| e.id.to_string());
+    Ok(pages::html_page(pages::audit(&signed.viewer(), &page)))
 }

@@ -1,6 +1,7 @@
 //! The customer console (docs/console.md): server-rendered pages under `/console/` where a
 //! customer's admins, signed in with their own OpenID Connect provider, issue and revoke
-//! their organisation's API keys and read the audit log of who did so.
+//! their organisation's API keys, read the audit log of who did so, and see and end
+//! their organisation's console sessions.
 //!
 //! No bearer keys here: a signed-in admin holds a session cookie (HttpOnly, SameSite=Lax,
 //! Secure over TLS, scoped to the customer's path), every form carries the session's CSRF
@@ -14,7 +15,9 @@ mod assets;
 mod error;
 mod keys;
 mod pages;
+mod paging;
 mod session;
+mod sessions;
 mod sign_in;
 mod throttle;
 
@@ -87,6 +90,9 @@ pub const ROUTES: &[&str] = &[
     "/{customer}/keys",
     "/{customer}/keys/{key}/revoke",
     "/{customer}/audit",
+    "/{customer}/sessions",
+    "/{customer}/sessions/end-others",
+    "/{customer}/sessions/{session}/end",
 ];
 
 /// Mounts the console under [`PREFIX`].
@@ -131,6 +137,15 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ConsoleState) {
                 web::post().to(keys::revoke),
             )
             .route("/{customer}/audit", web::get().to(keys::audit))
+            .route("/{customer}/sessions", web::get().to(sessions::list))
+            .route(
+                "/{customer}/sessions/end-others",
+                web::post().to(sessions::end_others),
+            )
+            .route(
+                "/{customer}/sessions/{session}/end",
+                web::post().to(sessions::end_one),
+            )
             .default_service(web::to(pages::not_found)),
     );
 }

@@ -4,9 +4,12 @@
 use actix_web::HttpResponse;
 use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, html};
-use posture_domain::{ApiKey, Scope, console::AuditEvent};
+use posture_domain::{
+    ApiKey, Scope,
+    console::{AuditEvent, SessionSummary},
+};
 
-use crate::{ConsoleError, PREFIX};
+use crate::{ConsoleError, PREFIX, paging::Paged};
 
 /// Largest form body the console accepts.
 pub const MAX_FORM_BYTES: usize = 16 * 1024;
@@ -47,6 +50,7 @@ fn frame(title: &str, viewer: Option<&Viewer<'_>>, body: Markup) -> Markup {
                             nav {
                                 a href={ (PREFIX) "/" (viewer.customer_id) "/keys" } { "API keys" }
                                 a href={ (PREFIX) "/" (viewer.customer_id) "/audit" } { "Audit log" }
+                                a href={ (PREFIX) "/" (viewer.customer_id) "/sessions" } { "Sessions" }
                             }
                             form.signout method="post" action={ (PREFIX) "/" (viewer.customer_id) "/sign-out" } {
                                 span.who { (name) }
@@ -70,6 +74,23 @@ fn maybe_time(t: Option<DateTime<Utc>>, none: &str) -> Markup {
     match t {
         Some(t) => time(t),
         None => html! { span.muted { (none) } },
+    }
+}
+
+/// The links under a paged list: to its newest rows (from a later page) and to the next,
+/// older ones.
+fn pager<T>(page: &Paged<T>, list: &str, what: &str) -> Markup {
+    html! {
+        @if page.later || page.older.is_some() {
+            nav.pager aria-label={ "Pages of " (what) } {
+                @if page.later {
+                    a.button href=(list) id="newest" { "Newest " (what) }
+                }
+                @if let Some(older) = &page.older {
+                    a.button href={ (list) "?before=" (older) } id="older" { "Older " (what) " →" }
+                }
+            }
+        }
     }
 }
 
@@ -137,7 +158,7 @@ pub fn sign_in_error_page(
 }
 
 /// The sign-in page of a customer.
-pub fn sign_in(viewer: &Viewer<'_>, issuer_host: &str, notice: Option<&str>) -> Markup {
+pub fn sign_in(viewer: &Viewer<'_>, provider: &str, notice: Option<&str>) -> Markup {
     frame(
         "Sign in",
         Some(viewer),
@@ -149,7 +170,7 @@ pub fn sign_in(viewer: &Viewer<'_>, issuer_host: &str, notice: Option<&str>) -> 
                 }
                 p { "Manage your organisation's posture API keys. You sign in with your organisation's identity provider; only its admins can issue and revoke keys." }
                 a.button.primary id="sign-in" href={ (PREFIX) "/" (viewer.customer_id) "/sign-in" } {
-                    "Sign in with " (issuer_host)
+                    "Sign in with " (provider)
                 }
             }
         },
@@ -254,14 +275,16 @@ fn issue_form(viewer: &Viewer<'_>, form: &IssueForm<'_>) -> Markup {
     }
 }
 
-/// The API keys settings: the customer's keys and the issue form.
+/// The API keys settings: a page of the customer's keys and the issue form.
 pub fn keys(
     viewer: &Viewer<'_>,
-    keys: &[ApiKey],
+    page: &Paged<ApiKey>,
     form: &IssueForm<'_>,
     notice: Option<&str>,
 ) -> Markup {
     let now = Utc::now();
+    let keys = &page.rows;
+    let list = format!("{PREFIX}/{}/keys", viewer.customer_id);
     frame(
         "API keys",
         Some(viewer),
@@ -269,7 +292,7 @@ pub fn keys(
             h1 { "API keys" }
             @if let Some(notice) = notice { p.notice role="status" { (notice) } }
             section.card {
-                @if keys.is_empty() {
+                @if keys.is_empty() && !page.later {
                     p.muted { "No keys yet. Issue the first one below." }
                 } @else {
                     div.table-scroll { table.keys {
@@ -278,7 +301,7 @@ pub fn keys(
                             th { "Created" } th { "Expires" } th { "Last used" } th { "Status" } th {}
                         } }
                         tbody {
-                            @for key in keys.iter().rev() {
+                            @for key in keys {
                                 @let expired = key.expires_at.is_some_and(|e| e <= now);
                                 tr data-key-id=(key.id.to_string()) {
                                     td { (key.name) }
@@ -307,6 +330,7 @@ pub fn keys(
                         }
                     } }
                 }
+                (pager(page, &list, "keys"))
             }
             (issue_form(viewer, form))
         },
@@ -356,18 +380,20 @@ pub fn confirm_revoke(viewer: &Viewer<'_>, key: &ApiKey) -> Markup {
     )
 }
 
-/// The audit log.
-pub fn audit(viewer: &Viewer<'_>, events: &[AuditEvent]) -> Markup {
+/// A page of the audit log.
+pub fn audit(viewer: &Viewer<'_>, page: &Paged<AuditEvent>) -> Markup {
+    let events = &page.rows;
+    let list = format!("{PREFIX}/{}/audit", viewer.customer_id);
     frame(
         "Audit log",
         Some(viewer),
         html! {
             h1 { "Audit log" }
             section.card {
-                @if events.is_empty() {
+                @if events.is_empty() && !page.later {
                     p.muted { "Nothing yet: sign-ins, sign-outs, issued and revoked keys appear here." }
                 } @else {
-                    table.audit {
+                    div.table-scroll { table.audit {
                         thead { tr { th { "When" } th { "Who" } th { "What" } th { "Key or setting" } } }
                         tbody {
                             @for event in events {
@@ -386,6 +412,7 @@ pub fn audit(viewer: &Viewer<'_>, events: &[AuditEvent]) -> Markup {
                                         "sso.cleared" => "Sign-in removed",
                                         "session.signed_in" => "Signed in",
                                         "session.signed_out" => "Signed out",
+                                        "session.ended" => "Ended sessions",
                                         other => (other),
                                     } }
                                     td {
@@ -398,6 +425,58 @@ pub fn audit(viewer: &Viewer<'_>, events: &[AuditEvent]) -> Markup {
                                     }
                                 }
                             }
+                        }
+                    } }
+                }
+                (pager(page, &list, "entries"))
+            }
+        },
+    )
+}
+
+/// The customer's live sessions, each but the viewer's own with a button that ends it.
+pub fn sessions(viewer: &Viewer<'_>, sessions: &[SessionSummary], notice: Option<&str>) -> Markup {
+    let csrf = viewer.admin.map_or("", |(_, csrf)| csrf);
+    let base = format!("{PREFIX}/{}/sessions", viewer.customer_id);
+    let others = sessions.iter().filter(|s| !s.current).count();
+    frame(
+        "Sessions",
+        Some(viewer),
+        html! {
+            h1 { "Sessions" }
+            @if let Some(notice) = notice { p.notice role="status" { (notice) } }
+            section.card {
+                p { "Everyone signed in to this console now. Ending a session signs its browser out at once; the admin can sign in again if your identity provider still lets them (remove them there first)." }
+                div.table-scroll { table.sessions {
+                    thead { tr {
+                        th { "Admin" } th { "Signed in" } th { "Last active" } th { "Ends at the latest" } th {}
+                    } }
+                    tbody {
+                        @for session in sessions {
+                            tr data-session-id=(session.id.to_string()) {
+                                td { (session.display_name) br; span.muted { (session.subject) } }
+                                td { (time(session.created_at)) }
+                                td { (time(session.last_seen_at)) }
+                                td { (time(session.expires_at)) }
+                                td {
+                                    @if session.current {
+                                        span.badge.active { "This session" }
+                                    } @else {
+                                        form.inline method="post" action={ (base) "/" (session.id.to_string()) "/end" } {
+                                            input type="hidden" name="csrf" value=(csrf);
+                                            button.danger type="submit" { "Sign out" }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                } }
+                @if others > 0 {
+                    form method="post" action={ (base) "/end-others" } {
+                        input type="hidden" name="csrf" value=(csrf);
+                        button.danger type="submit" id="end-others" {
+                            "Sign out everywhere else (" (others) ")"
                         }
                     }
                 }

@@ -11,7 +11,9 @@ use actix_web::{HttpRequest, HttpResponse, http::header, web};
 use chrono::Utc;
 use posture_domain::{
     CustomerId, CustomerScope,
-    console::{NewSession, PendingSignIn, SsoConfig, random_token, same_secret, token_hash},
+    console::{
+        NewSession, PendingSignIn, SsoConfig, issuer_host, random_token, same_secret, token_hash,
+    },
     ports::SignInError,
     rate_limit::RateBucket,
 };
@@ -65,7 +67,7 @@ pub async fn sign_in_page(
     if session::current(&req, &state, customer).await?.is_some() {
         return Ok(session::redirect(format!("{PREFIX}/{customer}/keys")));
     }
-    let host = url_host(&setup.sso.issuer);
+    let provider = setup.sso.provider_name();
     let customer_text = customer.to_string();
     let viewer = Viewer {
         customer_id: &customer_text,
@@ -73,17 +75,7 @@ pub async fn sign_in_page(
         admin: None,
     };
     let notice = query.signed_out.as_ref().map(|_| "You have signed out.");
-    Ok(pages::html_page(pages::sign_in(&viewer, &host, notice)))
-}
-
-/// The host of the issuer, for the sign-in button.
-/// The host (and port) of an issuer URL, to name the provider to people.
-fn url_host(issuer: &str) -> String {
-    issuer
-        .parse::<actix_web::http::Uri>()
-        .ok()
-        .and_then(|uri| uri.authority().map(|a| a.as_str().to_owned()))
-        .unwrap_or_else(|| issuer.to_owned())
+    Ok(pages::html_page(pages::sign_in(&viewer, &provider, notice)))
 }
 
 /// Starts a sign-in: to the identity provider.
@@ -136,7 +128,10 @@ pub async fn start(
 fn provider_error(sso: &SsoConfig, e: SignInError) -> ConsoleError {
     match e {
         SignInError::Provider(cause) => ConsoleError::ProviderUnavailable {
-            provider: url_host(&sso.issuer),
+            provider: match &sso.display_name {
+                Some(name) => format!("{name}, at {}", issuer_host(&sso.issuer)),
+                None => issuer_host(&sso.issuer),
+            },
             cause,
         },
         SignInError::Rejected(cause) => {

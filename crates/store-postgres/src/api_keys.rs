@@ -184,6 +184,40 @@ impl ApiKeyRepository for PgStore {
         rows.into_iter().map(ApiKey::try_from).collect()
     }
 
+    async fn list_keys_page(
+        &self,
+        scope: CustomerScope,
+        before: Option<KeyId>,
+        limit: u32,
+    ) -> Result<Vec<ApiKey>> {
+        let customer = scope.customer_id().as_uuid();
+        let mut conn = self.conn().await?;
+        let mut query = api_keys::table
+            .filter(api_keys::customer_id.eq(customer))
+            .order((api_keys::created_at.desc(), api_keys::id.desc()))
+            .limit(i64::from(limit))
+            .select(ApiKeyRow::as_select())
+            .into_boxed();
+        if let Some(before) = before {
+            let (created_at, id): (DateTime<Utc>, Uuid) = api_keys::table
+                .filter(api_keys::customer_id.eq(customer))
+                .filter(api_keys::id.eq(before.as_uuid()))
+                .select((api_keys::created_at, api_keys::id))
+                .first(&mut conn)
+                .await
+                .optional()
+                .map_err(db_error)?
+                .ok_or(Error::NotFound)?;
+            query = query.filter(
+                api_keys::created_at
+                    .lt(created_at)
+                    .or(api_keys::created_at.eq(created_at).and(api_keys::id.lt(id))),
+            );
+        }
+        let rows: Vec<ApiKeyRow> = query.load(&mut conn).await.map_err(db_error)?;
+        rows.into_iter().map(ApiKey::try_from).collect()
+    }
+
     async fn current_key(&self, scope: CustomerScope, id: KeyId) -> Result<CurrentKey> {
         let mut conn = self.conn().await?;
         let (row, customer_name): (ApiKeyRow, String) = api_keys::table

@@ -235,6 +235,7 @@ diesel::table! {
         admin_values -> Array<Text>,
         admin_subjects -> Array<Text>,
         updated_at -> Timestamptz,
+        display_name -> Nullable<Text>,
     }
 }
 
@@ -250,7 +251,7 @@ diesel::table! {
 }
 
 diesel::table! {
-    console_sessions (customer_id, token_hash) {
+    console_sessions (customer_id, id) {
         customer_id -> Uuid,
         token_hash -> Bytea,
         subject -> Text,
@@ -260,6 +261,7 @@ diesel::table! {
         last_seen_at -> Timestamptz,
         expires_at -> Timestamptz,
         ended_at -> Nullable<Timestamptz>,
+        id -> Uuid,
     }
 }
 

@@ -2,7 +2,9 @@
 
 use posture_domain::{
     Customer,
-    console::{AdminRule, ClientSecret, SsoConfig, validate_issuer},
+    console::{
+        AdminRule, ClientSecret, SsoConfig, SsoSettings, validate_display_name, validate_issuer,
+    },
     egress::EgressPolicy,
     ports::{ConsoleRepository, CustomerRepository},
 };
@@ -31,6 +33,8 @@ fn sso_json(sso: &SsoConfig, public_url: Option<&str>) -> Value {
         "customerId": sso.customer_id.to_string(),
         "issuer": sso.issuer,
         "clientId": sso.client_id,
+        "displayName": sso.display_name,
+        "providerName": sso.provider_name(),
         "adminClaim": sso.admins.claim,
         "adminValues": sso.admins.values,
         "adminSubjects": sso.admins.subjects,
@@ -46,9 +50,10 @@ fn sso_text(sso: &SsoConfig, public_url: Option<&str>) -> String {
         ""
     };
     format!(
-        "issuer:         {}\nclient id:      {}\nadmin claim:    {}\nadmin values:   {}\nadmin subjects: {}\nredirect URI:   {}{hint}",
+        "issuer:         {}\nclient id:      {}\nsign-in button: Sign in with {}\nadmin claim:    {}\nadmin values:   {}\nadmin subjects: {}\nredirect URI:   {}{hint}",
         sso.issuer,
         sso.client_id,
+        sso.provider_name(),
         sso.admins.claim.as_deref().unwrap_or("-"),
         sso.admins.values.join(", "),
         sso.admins.subjects.join(", "),
@@ -87,6 +92,9 @@ async fn set_sso(args: SetSsoArgs, json: bool) -> anyhow::Result<()> {
     {
         anyhow::bail!("--client-id: 1 to 1024 bytes");
     }
+    if let Some(name) = &args.display_name {
+        validate_display_name(name).map_err(|e| anyhow::anyhow!("--display-name: {e}"))?;
+    }
     let secret = args.client_secret.ok_or_else(|| {
         anyhow::anyhow!(
             "the client secret is missing: set POSTURE_SSO_CLIENT_SECRET (or pass \
@@ -103,8 +111,14 @@ async fn set_sso(args: SetSsoArgs, json: bool) -> anyhow::Result<()> {
         .keyring()?
         .seal_client_secret(&secret, scope.customer_id())
         .map_err(|e| fail("sealing the client secret", e))?;
+    let settings = SsoSettings {
+        issuer: args.issuer.clone(),
+        client_id: args.client_id,
+        display_name: args.display_name.map(|n| n.trim().to_owned()),
+        admins,
+    };
     let change = store(&args.database)?
-        .set_sso(scope, &args.issuer, &args.client_id, sealed, &admins)
+        .set_sso(scope, &settings, sealed)
         .await
         .map_err(|e| match e {
             posture_domain::Error::NotFound => {

@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use crate::{
     api_key::{ApiKey, CurrentKey, KeyHash, NewApiKey, Principal},
     console::{
-        Actor, AdminRule, AuditEvent, ClientSecret, ConsoleSession, NewSession, PendingSignIn,
-        SessionPolicy, SignInStart, SignedInUser, SsoConfig,
+        Actor, AuditEvent, ClientSecret, ConsoleSession, NewSession, PendingSignIn, SessionPolicy,
+        SessionSummary, SessionsToEnd, SignInStart, SignedInUser, SsoConfig, SsoSettings,
     },
     customer::{Customer, CustomerScope},
     error::Result,
@@ -164,6 +164,14 @@ pub trait ApiKeyRepository: Send + Sync {
     /// `NotFound` if the customer does not exist.
     async fn insert_key(&self, key: NewApiKey, by: &Actor) -> Result<ApiKey>;
     async fn list_keys(&self, scope: CustomerScope) -> Result<Vec<ApiKey>>;
+    /// A page of the customer's keys, newest first: the `limit` keys issued before the key
+    /// `before` (from the newest without). `NotFound` when the customer has no key `before`.
+    async fn list_keys_page(
+        &self,
+        scope: CustomerScope,
+        before: Option<KeyId>,
+        limit: u32,
+    ) -> Result<Vec<ApiKey>>;
     /// The key `id` of the customer, with the customer's name: what a caller learns of the
     /// key it presented. `NotFound` when the customer has no such key.
     async fn current_key(&self, scope: CustomerScope, id: KeyId) -> Result<CurrentKey>;
@@ -227,10 +235,8 @@ pub trait ConsoleRepository: Send + Sync {
     async fn set_sso(
         &self,
         scope: CustomerScope,
-        issuer: &str,
-        client_id: &str,
+        settings: &SsoSettings,
         sealed_secret: SealedSecret,
-        admins: &AdminRule,
     ) -> Result<SsoChange>;
     /// The customer's console setup; `None` when the customer does not exist or has no
     /// identity provider (the console does not tell the two apart).
@@ -266,8 +272,34 @@ pub trait ConsoleRepository: Send + Sync {
     ) -> Result<Option<ConsoleSession>>;
     /// Ends a session (sign-out).
     async fn end_session(&self, scope: CustomerScope, token_hash: [u8; 32]) -> Result<()>;
-    /// The customer's audit log, newest first.
-    async fn audit_log(&self, scope: CustomerScope, limit: u32) -> Result<Vec<AuditEvent>>;
+    /// The customer's live sessions (newest first, at most
+    /// [`crate::console::MAX_LISTED_SESSIONS`]), the
+    /// one with `current` (a token hash) marked.
+    async fn live_sessions(
+        &self,
+        scope: CustomerScope,
+        policy: SessionPolicy,
+        current: [u8; 32],
+    ) -> Result<Vec<SessionSummary>>;
+    /// Ends live sessions (live by `policy`) other than `own` (the token hash of the
+    /// session of `by`), written to the customer's audit log when any ended; how many ended.
+    async fn end_sessions(
+        &self,
+        scope: CustomerScope,
+        own: [u8; 32],
+        which: SessionsToEnd,
+        policy: SessionPolicy,
+        by: &Actor,
+    ) -> Result<u64>;
+    /// A page of the customer's audit log, newest first: the `limit` lines older than the
+    /// line `before` (from its first line without). `NotFound` when the customer has no
+    /// line `before`.
+    async fn audit_log(
+        &self,
+        scope: CustomerScope,
+        before: Option<uuid::Uuid>,
+        limit: u32,
+    ) -> Result<Vec<AuditEvent>>;
     /// Every customer's client secret sealed with another key than `current_key_id` (one
     /// row per customer with a console; operator command `secrets reseal`).
     async fn client_secrets_sealed_with_other_keys(

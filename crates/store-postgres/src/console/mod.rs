@@ -10,8 +10,9 @@ use diesel_async::{AsyncConnection as _, RunQueryDsl};
 use posture_domain::{
     CustomerScope, Result,
     console::{
-        Actor, AdminRule, AuditEvent, ConsoleSession, MAX_PENDING_SIGN_INS, NewSession,
-        PendingSignIn, SIGN_IN_LIFETIME, SessionPolicy, SsoConfig,
+        Actor, AdminRule, AuditEvent, ConsoleSession, MAX_LISTED_SESSIONS, MAX_PENDING_SIGN_INS,
+        NewSession, PendingSignIn, SIGN_IN_LIFETIME, SessionPolicy, SessionSummary, SessionsToEnd,
+        SsoConfig, SsoSettings,
     },
     ids::CustomerId,
     ports::{ConsoleRepository, ConsoleSetup, SsoChange},
@@ -40,6 +41,7 @@ struct SsoRow {
     admin_values: Vec<String>,
     admin_subjects: Vec<String>,
     updated_at: DateTime<Utc>,
+    display_name: Option<String>,
 }
 
 impl SsoRow {
@@ -53,6 +55,7 @@ impl SsoRow {
             customer_id: CustomerId::from_uuid(self.customer_id),
             issuer: self.issuer,
             client_id: self.client_id,
+            display_name: self.display_name,
             admins: AdminRule {
                 claim: self.admin_claim,
                 values: self.admin_values,
@@ -73,13 +76,11 @@ impl ConsoleRepository for PgStore {
     async fn set_sso(
         &self,
         scope: CustomerScope,
-        issuer: &str,
-        client_id: &str,
+        settings: &SsoSettings,
         sealed_secret: SealedSecret,
-        admins: &AdminRule,
     ) -> Result<SsoChange> {
         let mut conn = self.conn().await?;
-        settings::set(&mut conn, scope, issuer, client_id, sealed_secret, admins).await
+        settings::set(&mut conn, scope, settings, sealed_secret).await
     }
 
     async fn console_setup(&self, scope: CustomerScope) -> Result<Option<ConsoleSetup>> {
@@ -286,9 +287,82 @@ impl ConsoleRepository for PgStore {
         .map_err(db_error)
     }
 
-    async fn audit_log(&self, scope: CustomerScope, limit: u32) -> Result<Vec<AuditEvent>> {
+    async fn live_sessions(
+        &self,
+        scope: CustomerScope,
+        policy: SessionPolicy,
+        current: [u8; 32],
+    ) -> Result<Vec<SessionSummary>> {
+        let now = self.clock.now();
         let mut conn = self.conn().await?;
-        settings::audit_log(&mut conn, scope, limit).await
+        type Row = (
+            Uuid,
+            Vec<u8>,
+            String,
+            String,
+            DateTime<Utc>,
+            DateTime<Utc>,
+            DateTime<Utc>,
+        );
+        let rows: Vec<Row> = console_sessions::table
+            .filter(console_sessions::customer_id.eq(scope.customer_id().as_uuid()))
+            .filter(console_sessions::ended_at.is_null())
+            .filter(console_sessions::expires_at.gt(now))
+            .filter(console_sessions::last_seen_at.gt(now - lifetime(policy.idle)))
+            .order((console_sessions::created_at.desc(), console_sessions::id))
+            .limit(i64::from(MAX_LISTED_SESSIONS))
+            .select((
+                console_sessions::id,
+                console_sessions::token_hash,
+                console_sessions::subject,
+                console_sessions::display_name,
+                console_sessions::created_at,
+                console_sessions::last_seen_at,
+                console_sessions::expires_at,
+            ))
+            .load(&mut conn)
+            .await
+            .map_err(db_error)?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(id, hash, subject, display_name, created_at, last_seen_at, expires_at)| {
+                    SessionSummary {
+                        id,
+                        current: hash == current,
+                        subject,
+                        display_name,
+                        created_at,
+                        last_seen_at,
+                        expires_at,
+                    }
+                },
+            )
+            .collect())
+    }
+
+    async fn end_sessions(
+        &self,
+        scope: CustomerScope,
+        own: [u8; 32],
+        which: SessionsToEnd,
+        policy: SessionPolicy,
+        by: &Actor,
+    ) -> Result<u64> {
+        let now = self.clock.now();
+        let live = (now, now - lifetime(policy.idle));
+        let mut conn = self.conn().await?;
+        settings::end_sessions_of_others(&mut conn, scope, (own, which), live, by).await
+    }
+
+    async fn audit_log(
+        &self,
+        scope: CustomerScope,
+        before: Option<Uuid>,
+        limit: u32,
+    ) -> Result<Vec<AuditEvent>> {
+        let mut conn = self.conn().await?;
+        settings::audit_log(&mut conn, scope, before, limit).await
     }
 
     async fn client_secrets_sealed_with_other_keys(

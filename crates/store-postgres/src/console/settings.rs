@@ -10,7 +10,7 @@ use diesel::prelude::*;
 use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl};
 use posture_domain::{
     CustomerScope, KeyId, Result,
-    console::{Actor, AdminRule, AuditEvent, AuditedKey},
+    console::{Actor, AuditEvent, AuditedKey, SessionsToEnd, SsoSettings},
     ports::SsoChange,
     secrets::SealedSecret,
 };
@@ -92,15 +92,15 @@ fn sessions_ended(n: u64) -> String {
 pub(super) async fn set(
     conn: &mut AsyncPgConnection,
     scope: CustomerScope,
-    issuer: &str,
-    client_id: &str,
+    new: &SsoSettings,
     sealed_secret: SealedSecret,
-    admins: &AdminRule,
 ) -> Result<SsoChange> {
     let customer = scope.customer_id().as_uuid();
+    let (issuer, admins) = (new.issuer.as_str(), &new.admins);
     let settings = (
         console_sso::issuer.eq(issuer),
-        console_sso::client_id.eq(client_id),
+        console_sso::client_id.eq(&new.client_id),
+        console_sso::display_name.eq(&new.display_name),
         console_sso::secret_key_id.eq(&sealed_secret.key_id),
         console_sso::secret_nonce.eq(&sealed_secret.nonce),
         console_sso::secret_ciphertext.eq(&sealed_secret.ciphertext),
@@ -175,13 +175,64 @@ pub(super) async fn clear(
     .map_err(db_error)
 }
 
-/// The customer's audit log, newest first.
+/// Ends sessions other than `own` (live at `now`: not ended, not expired, used after
+/// `idle_since`) and
+/// says so in the audit log, in one transaction.
+pub(super) async fn end_sessions_of_others(
+    conn: &mut AsyncPgConnection,
+    scope: CustomerScope,
+    (own, which): ([u8; 32], SessionsToEnd),
+    (now, idle_since): (DateTime<Utc>, DateTime<Utc>),
+    by: &Actor,
+) -> Result<u64> {
+    let customer = scope.customer_id().as_uuid();
+    conn.transaction(async |conn| {
+        let live = console_sessions::table
+            .filter(console_sessions::customer_id.eq(customer))
+            .filter(console_sessions::ended_at.is_null())
+            .filter(console_sessions::expires_at.gt(now))
+            .filter(console_sessions::last_seen_at.gt(idle_since))
+            .filter(console_sessions::token_hash.ne(own.as_slice()));
+        let ended: Vec<(String, String)> = match which {
+            SessionsToEnd::One(id) => {
+                diesel::update(live.filter(console_sessions::id.eq(id)))
+                    .set(console_sessions::ended_at.eq(now))
+                    .returning((console_sessions::subject, console_sessions::display_name))
+                    .get_results(conn)
+                    .await?
+            }
+            SessionsToEnd::AllOthers => {
+                diesel::update(live)
+                    .set(console_sessions::ended_at.eq(now))
+                    .returning((console_sessions::subject, console_sessions::display_name))
+                    .get_results(conn)
+                    .await?
+            }
+        };
+        let detail = match (which, ended.as_slice()) {
+            (_, []) => return Ok(0),
+            (SessionsToEnd::One(_), [(subject, name)]) => {
+                format!("ended the session of {name} ({subject})")
+            }
+            (_, [_]) => "ended 1 other session".to_owned(),
+            (_, all) => format!("ended {} other sessions", all.len()),
+        };
+        audit_line(conn, customer, by, "session.ended", Some(detail)).await?;
+        Ok::<_, diesel::result::Error>(ended.len() as u64)
+    })
+    .await
+    .map_err(db_error)
+}
+
+/// A page of the customer's audit log, newest first, older than the line `before`.
 pub(super) async fn audit_log(
     conn: &mut AsyncPgConnection,
     scope: CustomerScope,
+    before: Option<Uuid>,
     limit: u32,
 ) -> Result<Vec<AuditEvent>> {
     type AuditRow = (
+        Uuid,
         DateTime<Utc>,
         String,
         String,
@@ -192,11 +243,13 @@ pub(super) async fn audit_log(
         Option<String>,
         Option<String>,
     );
-    let rows: Vec<AuditRow> = console_audit::table
-        .filter(console_audit::customer_id.eq(scope.customer_id().as_uuid()))
+    let customer = scope.customer_id().as_uuid();
+    let mut query = console_audit::table
+        .filter(console_audit::customer_id.eq(customer))
         .order((console_audit::at.desc(), console_audit::id.desc()))
         .limit(i64::from(limit))
         .select((
+            console_audit::id,
             console_audit::at,
             console_audit::actor_kind,
             console_audit::actor_subject,
@@ -207,14 +260,39 @@ pub(super) async fn audit_log(
             console_audit::key_prefix,
             console_audit::detail,
         ))
-        .load(conn)
-        .await
-        .map_err(db_error)?;
+        .into_boxed();
+    if let Some(before) = before {
+        let at: DateTime<Utc> = console_audit::table
+            .find((customer, before))
+            .select(console_audit::at)
+            .first(conn)
+            .await
+            .optional()
+            .map_err(db_error)?
+            .ok_or(posture_domain::Error::NotFound)?;
+        query = query.filter(
+            console_audit::at
+                .lt(at)
+                .or(console_audit::at.eq(at).and(console_audit::id.lt(before))),
+        );
+    }
+    let rows: Vec<AuditRow> = query.load(conn).await.map_err(db_error)?;
     Ok(rows
         .into_iter()
         .map(
-            |(at, actor_kind, actor_subject, actor_name, action, id, name, prefix, detail)| {
-                let key = match (id, name, prefix) {
+            |(
+                id,
+                at,
+                actor_kind,
+                actor_subject,
+                actor_name,
+                action,
+                key_id,
+                name,
+                prefix,
+                detail,
+            )| {
+                let key = match (key_id, name, prefix) {
                     (Some(id), Some(name), Some(prefix)) => Some(AuditedKey {
                         id: KeyId::from_uuid(id),
                         name,
@@ -223,6 +301,7 @@ pub(super) async fn audit_log(
                     _ => None,
                 };
                 AuditEvent {
+                    id,
                     at,
                     actor_kind,
                     actor_subject,

@@ -157,7 +157,7 @@ async fn operator_issuance_and_revocation_from_the_cli_are_in_the_customers_audi
     assert_eq!(issued["createdBy"], "posture operator");
     let key_id = issued["id"].as_str().unwrap();
     json_of(&posture_api(&app, &["keys", "revoke", key_id], &[]));
-    let log = app.store.audit_log(scope, 10).await.unwrap();
+    let log = app.store.audit_log(scope, None, 10).await.unwrap();
     let actions: Vec<(&str, &str)> = log
         .iter()
         .map(|e| (e.action.as_str(), e.actor_kind.as_str()))
@@ -232,7 +232,7 @@ async fn changing_who_can_be_an_admin_ends_the_sessions_and_both_commands_are_au
     );
     assert!(!signed_in(&bob).await);
 
-    let log = app.store.audit_log(scope, 10).await.unwrap();
+    let log = app.store.audit_log(scope, None, 10).await.unwrap();
     let lines: Vec<(&str, &str)> = log
         .iter()
         .map(|e| (e.action.as_str(), e.detail.as_deref().unwrap_or("")))
@@ -350,4 +350,62 @@ async fn sso_set_asks_the_issuer_first_and_saves_nothing_when_it_does_not_answer
     let saved = json_of(&set(&provider.issuer(), "127.0.0.0/8"));
     assert_eq!(saved["issuer"], provider.issuer());
     assert!(app.store.console_setup(scope).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn the_sign_in_button_names_the_provider_as_the_operator_chose() {
+    let app = TestApp::start().await;
+    let (_, id) = customer(&app, "Contoso").await;
+    let set = |rest: &[&str]| {
+        let mut args = vec!["--admin-subject", "root", "--no-check"];
+        args.extend_from_slice(rest);
+        sso_set(
+            &app,
+            &id,
+            "https://login.microsoftonline.example:8443/contoso/v2.0",
+            &args,
+            &[("POSTURE_SSO_CLIENT_SECRET", SECRET)],
+        )
+    };
+    let sign_in_page = || async {
+        let response = super::support::page(&app, &format!("/console/{id}/"), None).await;
+        super::support::html(response, reqwest::StatusCode::OK).await
+    };
+    // Without a display name: the issuer's host and port.
+    let plain = json_of(&set(&[]));
+    assert!(plain["displayName"].is_null());
+    assert_eq!(plain["providerName"], "login.microsoftonline.example:8443");
+    assert!(
+        sign_in_page()
+            .await
+            .contains("Sign in with login.microsoftonline.example:8443")
+    );
+    // With one, trimmed.
+    let named = json_of(&set(&["--display-name", "  Contoso Entra ID "]));
+    assert_eq!(named["displayName"], "Contoso Entra ID");
+    assert!(
+        sign_in_page()
+            .await
+            .contains("Sign in with Contoso Entra ID")
+    );
+    // Blank, control characters or too long: refused in words, nothing changed.
+    let long = "x".repeat(101);
+    for bad in ["   ", "Contoso\u{7}Entra", long.as_str()] {
+        let refused = set(&["--display-name", bad]);
+        assert!(!refused.status.success());
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains("--display-name"), "{stderr}");
+    }
+    assert!(
+        sign_in_page()
+            .await
+            .contains("Sign in with Contoso Entra ID")
+    );
+    // The name is HTML-escaped like everything else on the page.
+    json_of(&set(&["--display-name", "<b>Contoso</b>"]));
+    let page = sign_in_page().await;
+    assert!(
+        page.contains("Sign in with &lt;b&gt;Contoso&lt;/b&gt;"),
+        "{page}"
+    );
 }

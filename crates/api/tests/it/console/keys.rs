@@ -235,7 +235,7 @@ async fn revoking_in_the_console_ends_the_key_on_the_api_at_once_and_is_audited(
 
     // Twice is harmless and recorded once.
     post_form(&app, &path, &alice, &[("csrf", &alice.csrf)]).await;
-    let log = posture_domain::ports::ConsoleRepository::audit_log(&app.store, scope, 10)
+    let log = posture_domain::ports::ConsoleRepository::audit_log(&app.store, scope, None, 10)
         .await
         .unwrap();
     let actions: Vec<&str> = log.iter().map(|e| e.action.as_str()).collect();
@@ -283,7 +283,7 @@ async fn operator_revocations_are_audited_as_the_operator() {
         .await
         .unwrap();
     assert!(revoked_now);
-    let log = posture_domain::ports::ConsoleRepository::audit_log(&app.store, scope, 10)
+    let log = posture_domain::ports::ConsoleRepository::audit_log(&app.store, scope, None, 10)
         .await
         .unwrap();
     assert_eq!(log[0].action, "key.revoked");

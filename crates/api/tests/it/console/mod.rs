@@ -4,6 +4,7 @@
 
 mod cli;
 mod keys;
+mod paging;
 mod provider;
 mod sessions;
 mod sign_in;

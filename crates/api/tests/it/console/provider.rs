@@ -392,6 +392,7 @@ async fn a_discovery_document_cannot_send_posture_where_the_operator_did_not_all
         customer_id: posture_domain::CustomerId::from_uuid(uuid::Uuid::now_v7()),
         issuer: issuer.clone(),
         client_id: "posture".into(),
+        display_name: None,
         admins: AdminRule {
             claim: Some("groups".into()),
             values: vec!["admins".into()],

@@ -121,7 +121,7 @@ async fn sign_out_ends_the_session_on_the_server_and_clears_the_cookie() {
     // Both ends of the session are in the customer's audit log, by the admin; signing out
     // again (an ended session) adds nothing.
     post_form(&app, &path, &alice, &[("csrf", &alice.csrf)]).await;
-    let log = posture_domain::ports::ConsoleRepository::audit_log(&app.store, scope, 10)
+    let log = posture_domain::ports::ConsoleRepository::audit_log(&app.store, scope, None, 10)
         .await
         .unwrap();
     let lines: Vec<(&str, &str, &str)> = log
@@ -203,4 +203,151 @@ async fn sessions_end_when_idle_and_at_their_absolute_expiry() {
     assert!(live(hash, in_use).await, "7 h 59 min after sign-in");
     app.clock().advance(Duration::from_secs(2 * 60));
     assert!(!live(hash, in_use).await, "past its absolute expiry");
+}
+
+/// The ids of the sessions a sessions page lists, in order.
+fn listed_sessions(body: &str) -> Vec<String> {
+    body.match_indices("data-session-id=\"")
+        .map(|(i, m)| body[i + m.len()..i + m.len() + 36].to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_admin_sees_who_is_signed_in_and_ends_other_sessions() {
+    let app = TestApp::start().await;
+    let (scope, customer) = customer_with_console(&app, "Contoso").await;
+    let (other, _) = customer_with_console(&app, "Fabrikam").await;
+    let mallory = admin(&app, other, "Mallory").await;
+    let alice = admin(&app, scope, "Alice").await;
+    let bob = admin(&app, scope, "Bob").await;
+    let carol = admin(&app, scope, "Carol").await;
+    let sessions = format!("/console/{customer}/sessions");
+    let signed_in_to = |who: &Admin, customer: String| {
+        let path = format!("/console/{customer}/keys");
+        let cookie = who.cookie();
+        let app = &app;
+        async move {
+            let response = super::support::browser()
+                .get(app.url(&path))
+                .header(header::COOKIE, cookie)
+                .send()
+                .await
+                .unwrap();
+            response.status() == StatusCode::OK
+        }
+    };
+    let signed_in = |who: &Admin| signed_in_to(who, customer.clone());
+
+    let body = html(page(&app, &sessions, Some(&alice)).await, StatusCode::OK).await;
+    let ids = listed_sessions(&body);
+    assert_eq!(ids.len(), 3, "Alice, Bob and Carol; not Fabrikam's Mallory");
+    for text in [
+        "Alice",
+        "sub-Bob",
+        "Carol",
+        "This session",
+        "Sign out everywhere else (2)",
+    ] {
+        assert!(body.contains(text), "the sessions page lacks {text:?}");
+    }
+    assert!(!body.contains("Mallory"));
+    assert!(
+        !body.contains(&alice.token) && !body.contains(&bob.token),
+        "a page never shows a session's token"
+    );
+    // Newest first: Carol, Bob, Alice; Alice's own row has no button.
+    let row = |id: &str| {
+        let start = body.find(&format!("data-session-id=\"{id}\"")).unwrap();
+        body[start..start + body[start..].find("</tr>").unwrap()].to_owned()
+    };
+    let (bob_id, alice_id) = (&ids[1], &ids[2]);
+    assert!(row(&ids[0]).contains("sub-Carol") && row(bob_id).contains("sub-Bob"));
+    assert!(row(alice_id).contains("This session") && !row(alice_id).contains("<form"));
+
+    // A form without its CSRF token ends nothing.
+    let end_bob = format!("{sessions}/{bob_id}/end");
+    let refused = post_form(&app, &end_bob, &alice, &[]).await;
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    assert!(signed_in(&bob).await);
+
+    let ended = post_form(&app, &end_bob, &alice, &[("csrf", &alice.csrf)]).await;
+    assert_eq!(location(&ended), format!("{sessions}?ended=1"));
+    assert!(
+        !signed_in(&bob).await,
+        "Bob's browser is signed out at once"
+    );
+    assert!(signed_in(&carol).await && signed_in(&alice).await);
+    let notice = html(
+        page(&app, &location(&ended), Some(&alice)).await,
+        StatusCode::OK,
+    )
+    .await;
+    assert!(notice.contains("1 session was ended"));
+
+    // Alice's own session is not ended this way (that is signing out), nor is another
+    // customer's, whatever id the form names.
+    let mallory_id = {
+        let body = html(
+            page(
+                &app,
+                &format!("/console/{}/sessions", other.customer_id()),
+                Some(&mallory),
+            )
+            .await,
+            StatusCode::OK,
+        )
+        .await;
+        listed_sessions(&body).remove(0)
+    };
+    for id in [alice_id, &mallory_id] {
+        let response = post_form(
+            &app,
+            &format!("{sessions}/{id}/end"),
+            &alice,
+            &[("csrf", &alice.csrf)],
+        )
+        .await;
+        assert_eq!(location(&response), format!("{sessions}?ended=0"));
+    }
+    assert!(signed_in(&alice).await);
+    assert!(signed_in_to(&mallory, other.customer_id().to_string()).await);
+    let malformed = post_form(
+        &app,
+        &format!("{sessions}/not-a-session/end"),
+        &alice,
+        &[("csrf", &alice.csrf)],
+    )
+    .await;
+    assert_eq!(malformed.status(), StatusCode::NOT_FOUND);
+
+    // Everywhere else: Carol (and any other), never Alice.
+    let everywhere = post_form(
+        &app,
+        &format!("{sessions}/end-others"),
+        &alice,
+        &[("csrf", &alice.csrf)],
+    )
+    .await;
+    assert_eq!(location(&everywhere), format!("{sessions}?ended=1"));
+    assert!(!signed_in(&carol).await && signed_in(&alice).await);
+    let body = html(page(&app, &sessions, Some(&alice)).await, StatusCode::OK).await;
+    assert_eq!(listed_sessions(&body), std::slice::from_ref(alice_id));
+    assert!(!body.contains("Sign out everywhere else"));
+
+    // Both are in the audit log, by Alice, naming whose session ended.
+    let log = posture_domain::ports::ConsoleRepository::audit_log(&app.store, scope, None, 10)
+        .await
+        .unwrap();
+    let ended: Vec<(&str, &str)> = log
+        .iter()
+        .filter(|e| e.action == "session.ended")
+        .map(|e| (e.actor_name.as_str(), e.detail.as_deref().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        ended,
+        [
+            ("Alice", "ended 1 other session"),
+            ("Alice", "ended the session of Bob (sub-Bob)"),
+        ]
+    );
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use posture_domain::{
     CustomerScope,
-    console::{AdminRule, ClientSecret, NewSession, SessionPolicy, SignedInUser},
+    console::{AdminRule, ClientSecret, NewSession, SessionPolicy, SignedInUser, SsoSettings},
     ports::ConsoleRepository,
 };
 use reqwest::{Client, Response, StatusCode, header};
@@ -34,10 +34,13 @@ pub async fn configure_sso(app: &TestApp, scope: CustomerScope, issuer: &str) {
         values: vec!["posture-admins".into()],
         subjects: vec![],
     };
-    app.store
-        .set_sso(scope, issuer, "posture", sealed, &admins)
-        .await
-        .unwrap();
+    let settings = SsoSettings {
+        issuer: issuer.to_owned(),
+        client_id: "posture".to_owned(),
+        display_name: None,
+        admins,
+    };
+    app.store.set_sso(scope, &settings, sealed).await.unwrap();
 }
 
 /// A customer (and its id, as console paths name it).

@@ -16,6 +16,13 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+mod sso;
+
+pub use sso::{
+    AdminRule, MAX_ADMIN_ENTRIES, MAX_DISPLAY_NAME_CHARS, SsoConfig, SsoSettings, issuer_host,
+    validate_display_name, validate_issuer,
+};
+
 use crate::{
     customer::CustomerScope,
     error::Error,
@@ -24,8 +31,6 @@ use crate::{
 
 /// Longest issuer URL, client id or claim value accepted in a configuration.
 pub const MAX_SSO_FIELD_LEN: usize = 1024;
-/// Most admin values or subjects in one rule.
-pub const MAX_ADMIN_ENTRIES: usize = 100;
 /// How long a sign-in may take between the redirect and the callback.
 pub const SIGN_IN_LIFETIME: Duration = Duration::from_secs(600);
 /// Most sign-ins of one customer waiting for their callback; older ones go first.
@@ -73,111 +78,6 @@ impl ClientSecret {
 impl fmt::Debug for ClientSecret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("ClientSecret(<redacted>)")
-    }
-}
-
-/// Who among the provider's users is an admin of the customer.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct AdminRule {
-    /// A claim of the ID token (e.g. `groups`, `roles`) ...
-    pub claim: Option<String>,
-    /// ... holding one of these values (the claim may be a string or an array of strings).
-    pub values: Vec<String>,
-    /// Subjects (`sub`) who are admins whatever their claims.
-    pub subjects: Vec<String>,
-}
-
-impl AdminRule {
-    /// Checks the rule admits someone and its entries are bounded.
-    pub fn validate(&self) -> Result<(), Error> {
-        if self.values.is_empty() && self.subjects.is_empty() {
-            return Err(Error::invalid(
-                "admins",
-                "name the admins: an admin claim with its values, or admin subjects",
-            ));
-        }
-        if self.claim.is_some() == self.values.is_empty() {
-            return Err(Error::invalid(
-                "adminClaim",
-                "an admin claim needs at least one admin value, and values need a claim",
-            ));
-        }
-        if self.values.len() > MAX_ADMIN_ENTRIES || self.subjects.len() > MAX_ADMIN_ENTRIES {
-            return Err(Error::invalid(
-                "admins",
-                format!(
-                    "at most {MAX_ADMIN_ENTRIES} admin values and {MAX_ADMIN_ENTRIES} subjects"
-                ),
-            ));
-        }
-        let fields = self.claim.iter().chain(&self.values).chain(&self.subjects);
-        for field in fields {
-            if field.is_empty() || field.len() > MAX_SSO_FIELD_LEN {
-                return Err(Error::invalid(
-                    "admins",
-                    format!(
-                        "admin claims, values and subjects have 1 to {MAX_SSO_FIELD_LEN} bytes"
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether the user with this subject and these ID token claims is an admin.
-    pub fn admits(&self, subject: &str, claims: &serde_json::Map<String, Value>) -> bool {
-        if self.subjects.iter().any(|s| s == subject) {
-            return true;
-        }
-        let Some(claim) = &self.claim else {
-            return false;
-        };
-        let held = |v: &Value| {
-            v.as_str()
-                .is_some_and(|v| self.values.iter().any(|a| a == v))
-        };
-        match claims.get(claim) {
-            Some(Value::Array(items)) => items.iter().any(held),
-            Some(value) => held(value),
-            None => false,
-        }
-    }
-}
-
-/// A customer's identity provider, as the operator configured it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SsoConfig {
-    pub customer_id: CustomerId,
-    /// The issuer URL (discovery is `<issuer>/.well-known/openid-configuration`).
-    pub issuer: String,
-    pub client_id: String,
-    pub admins: AdminRule,
-    pub updated_at: DateTime<Utc>,
-}
-
-/// Checks an issuer URL: `https`, or `http` on a loopback address (a development
-/// provider); no query or fragment (OpenID Connect Discovery 1.0, section 2).
-pub fn validate_issuer(issuer: &str) -> Result<(), Error> {
-    let invalid = |reason: &str| Err(Error::invalid("issuer", reason.to_owned()));
-    if issuer.len() > MAX_SSO_FIELD_LEN {
-        return invalid("too long");
-    }
-    let Ok(url) = url::Url::parse(issuer) else {
-        return invalid("not a URL");
-    };
-    if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() {
-        return invalid("an issuer has no query, fragment or credentials");
-    }
-    let loopback = match url.host() {
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        Some(url::Host::Domain(name)) => name == "localhost",
-        None => false,
-    };
-    match url.scheme() {
-        "https" => Ok(()),
-        "http" if loopback => Ok(()),
-        _ => invalid("must be https (http only on a loopback address, for development)"),
     }
 }
 
@@ -312,6 +212,33 @@ pub struct ConsoleSession {
     pub expires_at: DateTime<Utc>,
 }
 
+/// One of a customer's live console sessions, as the sessions page lists them: never its
+/// token (nor the token's hash), only an id for ending it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionSummary {
+    pub id: uuid::Uuid,
+    pub subject: String,
+    pub display_name: String,
+    pub created_at: DateTime<Utc>,
+    pub last_seen_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    /// Whether it is the session of the request that lists them.
+    pub current: bool,
+}
+
+/// Which of a customer's other sessions an admin ends (never the admin's own: that is
+/// signing out).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionsToEnd {
+    /// The session with this id.
+    One(uuid::Uuid),
+    /// Every other live session ("sign out everywhere else").
+    AllOthers,
+}
+
+/// Live sessions a sessions page lists at most (the newest).
+pub const MAX_LISTED_SESSIONS: u32 = 200;
+
 impl fmt::Debug for ConsoleSession {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ConsoleSession")
@@ -395,12 +322,15 @@ impl Actor {
 /// One line of a customer's audit log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AuditEvent {
+    /// Its id: where the next page of the log starts.
+    pub id: uuid::Uuid,
     pub at: DateTime<Utc>,
     pub actor_kind: String,
     pub actor_subject: String,
     pub actor_name: String,
     /// `key.issued`, `key.revoked`; `sso.set`, `sso.cleared` (the sign-in settings);
-    /// `session.signed_in`, `session.signed_out` (an admin's session).
+    /// `session.signed_in`, `session.signed_out` (an admin's session); `session.ended` (an
+    /// admin ended other admins' sessions).
     pub action: String,
     /// The key, for a key's line.
     pub key: Option<AuditedKey>,
@@ -419,55 +349,6 @@ pub struct AuditedKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    fn claims(value: Value) -> serde_json::Map<String, Value> {
-        value.as_object().cloned().unwrap()
-    }
-
-    fn rule() -> AdminRule {
-        AdminRule {
-            claim: Some("groups".into()),
-            values: vec!["posture-admins".into()],
-            subjects: vec!["root-subject".into()],
-        }
-    }
-
-    #[test]
-    fn an_admin_holds_an_admin_value_in_the_claim_array() {
-        let c = claims(json!({"groups": ["staff", "posture-admins"]}));
-        assert!(rule().admits("alice", &c));
-    }
-
-    #[test]
-    fn a_string_claim_is_one_value() {
-        assert!(rule().admits("alice", &claims(json!({"groups": "posture-admins"}))));
-    }
-
-    #[test]
-    fn a_user_without_the_value_is_not_an_admin() {
-        assert!(!rule().admits("bob", &claims(json!({"groups": ["staff"]}))));
-        assert!(!rule().admits("bob", &claims(json!({}))));
-        assert!(!rule().admits("bob", &claims(json!({"groups": [{"v": "posture-admins"}]}))));
-        assert!(!rule().admits("bob", &claims(json!({"roles": ["posture-admins"]}))));
-    }
-
-    #[test]
-    fn a_listed_subject_is_an_admin_without_the_claim() {
-        assert!(rule().admits("root-subject", &claims(json!({}))));
-    }
-
-    #[test]
-    fn a_rule_must_name_someone() {
-        assert!(AdminRule::default().validate().is_err());
-        let values_without_claim = AdminRule {
-            claim: None,
-            values: vec!["x".into()],
-            subjects: vec![],
-        };
-        assert!(values_without_claim.validate().is_err());
-        assert!(rule().validate().is_ok());
-    }
 
     #[test]
     fn session_tokens_are_32_random_bytes_and_hashes_differ() {
@@ -478,16 +359,6 @@ mod tests {
         assert!(SessionToken::presented(a.expose()).is_some());
         assert!(SessionToken::presented("short").is_none());
         assert!(!format!("{a:?}").contains(a.expose()));
-    }
-
-    #[test]
-    fn issuers_are_https_or_loopback_http() {
-        assert!(validate_issuer("https://login.example.com/tenant/v2.0").is_ok());
-        assert!(validate_issuer("http://127.0.0.1:9000").is_ok());
-        assert!(validate_issuer("http://localhost:9000/").is_ok());
-        assert!(validate_issuer("http://idp.example.com").is_err());
-        assert!(validate_issuer("https://idp.example.com/?a=b").is_err());
-        assert!(validate_issuer("not a url").is_err());
     }
 
     #[test]
