@@ -105,6 +105,7 @@ pub fn run_clients() -> anyhow::Result<()> {
     for (customer_name, key_name) in [
         ("PYTHON_SYNC_CUSTOMER", "PYTHON_SYNC_KEY"),
         ("PYTHON_WORKED_CUSTOMER", "PYTHON_WORKED_KEY"),
+        ("PYTHON_EVENTS_CUSTOMER", "PYTHON_EVENTS_KEY"),
         ("TS_SYNC_CUSTOMER", "TS_SYNC_KEY"),
     ] {
         let id = create_customer(&bin, &env, customer_name)?;

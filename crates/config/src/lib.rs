@@ -149,9 +149,18 @@ pub struct WebhookArgs {
     /// recovery cannot reach further back).
     #[arg(long, env = "POSTURE_DELIVERY_RETENTION_DAYS", default_value_t = posture_domain::delivery::DEFAULT_RETENTION_DAYS, value_parser = clap::value_parser!(u32).range(1..=3650))]
     pub delivery_retention_days: u32,
+    /// Days the events feed (`GET /api/v1/events`) keeps events (the worker deletes older
+    /// ones).
+    #[arg(long, env = "POSTURE_EVENT_RETENTION_DAYS", default_value_t = posture_domain::event::DEFAULT_EVENT_RETENTION_DAYS, value_parser = clap::value_parser!(u32).range(1..=3650))]
+    pub event_retention_days: u32,
 }
 
 impl WebhookArgs {
+    /// How long the events feed keeps events.
+    pub fn event_retention(&self) -> chrono::Duration {
+        chrono::Duration::days(i64::from(self.event_retention_days))
+    }
+
     pub fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.timeout_secs)
     }

@@ -17,7 +17,7 @@ use posture_domain::{
     delivery::{
         Attempt, ClaimedDelivery, Delivery, DeliveryTarget, NextStep, Outcome, RetryPolicy,
     },
-    ports::{DeliveryRepository, FindingRepository, PassStatistics},
+    ports::{DeliveryRepository, EventRepository, FindingRepository, PassStatistics},
     secrets::Keyring,
 };
 use ring::rand::{SecureRandom, SystemRandom};
@@ -61,6 +61,8 @@ pub struct Worker {
     random: SystemRandom,
     /// Where the ingest gauges come from (`None`: not exported).
     passes: Option<Arc<dyn PassStatistics>>,
+    /// The events feed and how long it keeps events (`None`: not swept by this worker).
+    events: Option<(Arc<dyn EventRepository>, chrono::Duration)>,
     /// When the queue and ingest gauges were last refreshed.
     gauges_at: std::sync::Mutex<Option<std::time::Instant>>,
     /// When the delivery log was last swept.
@@ -114,6 +116,7 @@ impl Worker {
             config,
             random: SystemRandom::new(),
             passes: None,
+            events: None,
             gauges_at: std::sync::Mutex::default(),
             swept_at: std::sync::Mutex::default(),
         })
@@ -122,6 +125,16 @@ impl Worker {
     /// Exports the ingest gauges too (`posture_ingest_*`: the passes of every customer in
     /// the last hour), read from `passes` with the queue's.
     #[must_use]
+    /// Sweeps the events feed too: events older than `retention` are deleted.
+    pub fn with_events(
+        mut self,
+        events: Arc<dyn EventRepository>,
+        retention: chrono::Duration,
+    ) -> Self {
+        self.events = Some((events, retention));
+        self
+    }
+
     pub fn with_pass_statistics(mut self, passes: Arc<dyn PassStatistics>) -> Self {
         self.passes = Some(passes);
         self

@@ -256,6 +256,9 @@ pub struct Delivery {
     /// For a lifecycle event: how each finding changed, in the order of `finding_ids`
     /// (empty otherwise).
     pub changes: Vec<FindingChange>,
+    /// The events it announces, in the order of `finding_ids` (empty for a test, and for a
+    /// delivery queued before the events feed existed).
+    pub event_ids: Vec<crate::ids::EventId>,
     pub status: DeliveryStatus,
     pub trigger: DeliveryTrigger,
     /// Every attempt made, over every schedule.
@@ -290,6 +293,7 @@ impl Delivery {
             chunk: 0,
             finding_ids,
             changes: Vec::new(),
+            event_ids: Vec::new(),
             status: DeliveryStatus::Pending,
             trigger,
             attempts: 0,

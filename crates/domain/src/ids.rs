@@ -79,6 +79,11 @@ uuid_id!(
     DeliveryId,
     "id"
 );
+uuid_id!(
+    /// One finding event of the events feed (also named by the deliveries announcing it).
+    EventId,
+    "id"
+);
 
 /// A connected cloud directory tenant's id: a GUID, shown lowercase and hyphenated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]

@@ -107,7 +107,10 @@ pub struct PassCounts {
     pub new_findings: u64,
     pub role_recommendations: u64,
     pub upr_scores: u64,
-    /// Webhook deliveries queued for the new findings.
+    /// Events recorded for the events feed: new findings, and known findings resolved,
+    /// reopened or changed in severity.
+    pub events: u64,
+    /// Webhook deliveries queued for the events.
     pub deliveries: u64,
     /// Fields posture does not know, over every record (ignored: a newer analyzer's).
     pub unknown_fields: u64,

@@ -17,6 +17,7 @@ pub mod customer;
 pub mod delivery;
 pub mod egress;
 pub mod error;
+pub mod event;
 pub mod finding;
 pub mod identity;
 pub mod ids;
@@ -47,7 +48,7 @@ pub use api_key::{ApiKey, ApiKeySecret, KeyHash, Principal, Scope, ScopeSet};
 pub use customer::{Customer, CustomerScope};
 pub use error::{Error, Result};
 pub use ids::{
-    CloudTenantId, CustomerId, DeliveryId, FindingId, IdentityId, KeyId, PassId, RecommendationId,
-    WebhookId,
+    CloudTenantId, CustomerId, DeliveryId, EventId, FindingId, IdentityId, KeyId, PassId,
+    RecommendationId, WebhookId,
 };
 pub use page::{Page, PageRequest};

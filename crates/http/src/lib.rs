@@ -12,6 +12,7 @@ mod compression;
 mod conditional;
 mod docs_page;
 mod error;
+pub mod event_waits;
 pub mod export_slots;
 mod gate;
 mod health;

@@ -3,7 +3,10 @@
 use std::{sync::Arc, time::Duration};
 
 use posture_domain::{
-    ports::{ApiKeyRepository, DeliveryRepository, DirectSender, StoreHealth, WebhookRepository},
+    ports::{
+        ApiKeyRepository, DeliveryRepository, DirectSender, EventRepository, StoreHealth,
+        WebhookRepository,
+    },
     rate_limit::RateLimiter,
     secrets::Keyring,
     webhook::TargetPolicy,
@@ -28,6 +31,8 @@ pub struct Ports {
     pub webhooks: Arc<dyn WebhookRepository>,
     /// The delivery log of subscriptions.
     pub deliveries: Arc<dyn DeliveryRepository>,
+    /// The events feed.
+    pub events: Arc<dyn EventRepository>,
     pub health: Arc<dyn StoreHealth>,
     pub limiter: Arc<dyn RateLimiter>,
 }
@@ -47,6 +52,8 @@ pub struct ApiState {
     pub webhook_policy: TargetPolicy,
     /// Test deliveries and the delivery log's retention.
     pub webhook_ops: WebhookOps,
+    /// Requests waiting on the events feed.
+    pub event_waits: crate::event_waits::EventWaits,
     /// Bounds the exports streaming at once (each holds a database connection), fairly.
     pub exports: Arc<ExportSlots>,
     /// An export whose client takes nothing for this long is ended.

@@ -134,6 +134,7 @@ macro_rules! findings_with_identity {
             ))
     };
 }
+pub(crate) use findings_with_identity;
 
 /// `meta.total` of a list: summed from the per-pass totals, or, for the rows modified since a
 /// time (which the totals do not know), counted over the modification index (index-only).

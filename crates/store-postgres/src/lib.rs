@@ -11,6 +11,7 @@ mod console;
 mod customers;
 mod deliveries;
 mod error;
+mod events;
 mod export;
 mod findings;
 mod identities;

@@ -53,6 +53,7 @@ GRANT UPDATE (version) ON customer_data_versions TO {role};
 GRANT EXECUTE ON FUNCTION posture_analyze(text) TO {role};
 -- Delivery ids of the fan-out (migration 000011).
 GRANT EXECUTE ON FUNCTION posture_uuid_v7() TO {role};
+GRANT EXECUTE ON FUNCTION posture_event_id(timestamptz, bigint) TO {role};
 
 -- Webhook subscriptions: created, changed, paused and disabled, their secrets rotated and
 -- resealed; never deleted (a deleted subscription is deactivated).
@@ -74,3 +75,6 @@ GRANT INSERT, DELETE ON console_sso, console_sign_ins, console_sessions TO {role
 GRANT UPDATE (issuer, client_id, secret_key_id, secret_nonce, secret_ciphertext, admin_claim,
     admin_values, admin_subjects, updated_at, display_name) ON console_sso TO {role};
 GRANT UPDATE (last_seen_at, ended_at) ON console_sessions TO {role};
+
+-- The events feed: written by passes, read by the API, the oldest deleted by workers.
+GRANT INSERT, DELETE ON finding_events TO {role};

@@ -205,6 +205,7 @@ diesel::table! {
         schedule_start -> Integer,
         last_attempt_at -> Nullable<Timestamptz>,
         last_status_code -> Nullable<SmallInt>,
+        event_ids -> Nullable<Array<Uuid>>,
     }
 }
 
@@ -288,6 +289,19 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    finding_events (customer_id, id) {
+        customer_id -> Uuid,
+        id -> Uuid,
+        seq -> BigInt,
+        event_type -> Text,
+        pass_id -> Uuid,
+        finding_id -> Text,
+        change -> Nullable<Jsonb>,
+        created_at -> Timestamptz,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     customers,
     tenants,
@@ -309,4 +323,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     console_sessions,
     console_audit,
     customer_data_versions,
+    finding_events,
 );

@@ -10,6 +10,7 @@ pub mod cef;
 pub mod deliveries;
 pub mod envelope;
 pub mod error;
+pub mod events;
 pub mod findings;
 pub mod identities;
 pub mod keys;

@@ -15,6 +15,7 @@ use posture_domain::{
     finding::{FindingStatus, FindingType, MAX_FINDING_TYPE_LEN, Severity},
     page::{DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET},
     upr::{DEFAULT_TREND_DAYS, MAX_SCORE, MAX_TREND_DAYS},
+    webhook::EventType,
 };
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer, de::Error as _};
@@ -151,7 +152,21 @@ impl IntegerRule for ScoreRule {
     const MAX: u64 = MAX_SCORE as u64;
 }
 
+/// `wait` of the events feed: seconds to wait for the next events, 0 (the default: answer
+/// at once) to 30 (larger is clamped to 30, never refused).
+#[derive(Debug)]
+pub struct WaitRule;
+
+impl IntegerRule for WaitRule {
+    const NAME: &'static str = "Wait";
+    const MIN: u64 = 0;
+    const MAX: u64 = u64::MAX;
+    const DEFAULT: Option<u64> = Some(0);
+    const CLAMPED_TO: Option<u64> = Some(posture_domain::event::MAX_WAIT.as_secs());
+}
+
 pub type Limit = Integer<LimitRule>;
+pub type Wait = Integer<WaitRule>;
 pub type Offset = Integer<OffsetRule>;
 pub type TrendDays = Integer<TrendDaysRule>;
 pub type Score = Integer<ScoreRule>;
@@ -220,7 +235,7 @@ macro_rules! closed_set_item {
     )+};
 }
 
-closed_set_item!(Severity, FindingStatus);
+closed_set_item!(Severity, FindingStatus, EventType);
 
 impl ListItem for FindingType {
     const NAME: &'static str = "findingType";

@@ -291,6 +291,12 @@ pub struct FindingEventData {
 #[derive(Clone, Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EventFinding {
+    /// The event of the feed (`GET /events/{id}`) this finding stands for here: after
+    /// missed deliveries, read `GET /events?after=` the last one you received. Absent from
+    /// a test, and from deliveries queued before the feed existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::uuid")]
+    pub event_id: Option<String>,
     #[serde(flatten)]
     pub finding: crate::findings::FindingResponse,
     /// In a lifecycle event (`finding_resolved`, `finding_reopened`,
@@ -324,6 +330,13 @@ impl FindingEventBody {
             .map(ToString::to_string)
             .zip(&delivery.changes)
             .collect();
+        // So do `event_ids`.
+        let events: std::collections::HashMap<String, String> = delivery
+            .finding_ids
+            .iter()
+            .map(ToString::to_string)
+            .zip(delivery.event_ids.iter().map(ToString::to_string))
+            .collect();
         Self {
             id: delivery.id.to_string(),
             event_type: delivery.event_type,
@@ -334,6 +347,7 @@ impl FindingEventBody {
                 findings: findings
                     .into_iter()
                     .map(|finding| EventFinding {
+                        event_id: events.get(&finding.id).cloned(),
                         change: changes.get(&finding.id).map(|c| FindingChangeResponse {
                             field: c.field,
                             from: c.from.clone(),

@@ -99,6 +99,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config,
         )
         .context("the webhook HTTP client cannot be built")?
+        .with_events(store.clone(), cli.webhooks.event_retention())
         .with_pass_statistics(store),
     );
     if let (Some(bind), false) = (cli.metrics_bind, cli.once) {

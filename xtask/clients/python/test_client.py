@@ -14,6 +14,7 @@ from uuid import UUID
 import pytest
 
 from posture_client import AuthenticatedClient
+from posture_client.api.events import get_event, list_events
 from posture_client.api.findings import export_findings, get_finding, list_findings
 from posture_client.api.identities import list_identities
 from posture_client.api.keys import get_current_key
@@ -86,6 +87,28 @@ def test_a_cursor_loop_reads_every_finding_once():
             break
     assert total and len(seen) == total
     assert len(set(seen)) == total, "a finding came twice"
+
+
+def test_the_events_feed_parses_into_typed_events_and_reads_on_by_id():
+    response = list_events.sync_detailed(client=client(), limit=5)
+    assert response.status_code == 200, response.content
+    page = response.parsed
+    assert len(page.data) == 5 and page.meta.has_more is True
+    first = page.data[0]
+    assert isinstance(first.type_, EventType)
+    assert isinstance(first.finding, FindingResponse)
+    assert isinstance(first.created_at, datetime.datetime)
+    assert page.meta.next_cursor == str(page.data[-1].id)
+    ids = [e.id for e in page.data]
+    more = list_events.sync_detailed(client=client(), limit=5, after=page.meta.next_cursor)
+    ids.extend(e.id for e in more.parsed.data)
+    assert ids == sorted(ids) and len(set(ids)) == len(ids), "oldest first, each once"
+    one = get_event.sync_detailed(first.id, client=client())
+    assert one.status_code == 200 and one.parsed.data.finding.id == first.finding.id
+    unknown = list_events.sync_detailed(client=client(), after=str(UUID(int=1)))
+    assert unknown.status_code == 400
+    assert isinstance(unknown.parsed, ErrorResponse)
+    assert unknown.parsed.error == "invalid_request"
 
 
 def test_a_finding_by_id_and_an_unknown_one():

@@ -1,6 +1,7 @@
 """Keeping in sync through the generated client, with the loop docs/api.md shows (its
 `sync_loop.py` block, imported as it is written there) and with the worked `requests` loop
-(its `worked_loop.py` block), while analyzer passes commit during the walk.
+(its `worked_loop.py` block), while analyzer passes commit during the walk; and the
+events feed followed with its `events_loop.py` block.
 
 Run by `cargo xtask clients`, which writes the documentation's blocks next to the
 generated client and passes the customer, its key, and the way to commit a pass
@@ -10,6 +11,7 @@ generated client and passes the customer, its key, and the way to commit a pass
 import json
 import os
 import subprocess
+import threading
 import uuid
 
 import requests
@@ -18,6 +20,7 @@ from posture_client import AuthenticatedClient
 from posture_client.api.findings import list_findings
 from posture_client.models import ListFindingsOrder
 
+import events_loop
 import sync_loop
 import worked_loop
 
@@ -124,3 +127,35 @@ def test_the_worked_requests_loop_syncs_then_finds_nothing_then_is_answered_304(
     forwarded = []
     worked_loop.sync(session, forward=forwarded.append)
     assert [f["id"] for f in forwarded] == ["w-00"]
+
+
+def test_the_documented_events_loop_follows_the_feed_and_resumes_without_repeating(tmp_path,
+                                                                                monkeypatch):
+    customer = Customer("PYTHON_EVENTS_CUSTOMER", "PYTHON_EVENTS_KEY")
+    monkeypatch.setattr(events_loop, "CURSOR", tmp_path / "posture-events.cursor")
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {customer.key}"
+    handled = []
+
+    def handle(event):
+        handled.append((event["type"], event["finding"]["id"], event["id"]))
+
+    customer.ingest([customer.finding(f"e-{i}") for i in range(3)])
+    events_loop.follow(session, handle, rounds=1, wait=0)
+    assert [(t, f) for t, f, _ in handled] == [("finding_high", f"e-{i}") for i in range(3)]
+
+    # Waiting: a pass commits while the request waits, and answers it.
+    resolve = threading.Timer(0.5, customer.ingest, args=([
+        customer.finding("e-0", status="resolved"), customer.finding("e-1"),
+        customer.finding("e-2")],))
+    resolve.start()
+    events_loop.follow(session, handle, rounds=1, wait=30)
+    resolve.join()
+    assert [(t, f) for t, f, _ in handled[3:]] == [("finding_resolved", "e-0")]
+
+    # A restart resumes from the file: nothing is handled twice, nothing is new.
+    events_loop.follow(session, handle, rounds=1, wait=1)
+    assert len(handled) == 4
+    ids = [i for _, _, i in handled]
+    assert len(set(ids)) == 4 and ids == sorted(ids), "ids sort in the feed's order"
+    assert (tmp_path / "posture-events.cursor").read_text() == ids[-1]

@@ -14,6 +14,7 @@ import type { components, paths } from "./posture.js";
 
 type Severity = components["schemas"]["Severity"];
 type Finding = components["schemas"]["FindingResponse"];
+type FeedEvent = components["schemas"]["EventResponse"];
 
 const baseUrl = process.env.POSTURE_URL ?? "";
 
@@ -77,6 +78,29 @@ test("a cursor loop reads every finding once", async () => {
   assert.ok(total > 0);
   assert.equal(seen.length, total);
   assert.equal(new Set(seen).size, total);
+});
+
+test("the events feed reads on by event id, oldest first, with typed events", async () => {
+  const first = await client().GET("/api/v1/events", { params: { query: { limit: 5 } } });
+  assert.equal(first.response.status, 200);
+  assert.ok(first.data);
+  assert.equal(first.data.data.length, 5);
+  assert.equal(first.data.meta.hasMore, true);
+  const cursor = first.data.meta.nextCursor;
+  assert.ok(cursor);
+  assert.equal(cursor, first.data.data.at(-1)?.id);
+  const next = await client().GET("/api/v1/events", {
+    params: { query: { limit: 5, after: cursor } },
+  });
+  assert.ok(next.data);
+  const ids = [...first.data.data, ...next.data.data].map((e: FeedEvent) => e.id);
+  assert.deepEqual(ids, [...ids].sort(), "oldest first: ids sort in the feed's order");
+  assert.equal(new Set(ids).size, ids.length);
+  const event = first.data.data[0];
+  assert.ok(event);
+  assert.ok(event.type.startsWith("finding_"));
+  const one = await client().GET("/api/v1/events/{id}", { params: { path: { id: event.id } } });
+  assert.equal(one.data?.data.finding.id, event.finding.id);
 });
 
 test("a finding by id, and 404 with the error body for an unknown one", async () => {

@@ -174,6 +174,7 @@ pub async fn run(args: IngestArgs, json: bool) -> anyhow::Result<()> {
         "newFindings": c.new_findings,
         "roleRecommendations": c.role_recommendations,
         "uprScores": c.upr_scores,
+        "events": c.events,
         "deliveriesQueued": c.deliveries,
         "unknownFields": c.unknown_fields,
         "unknownFieldNames": summary.unknown_field_names,
@@ -191,7 +192,7 @@ pub async fn run(args: IngestArgs, json: bool) -> anyhow::Result<()> {
     emit(json, &value, || {
         format!(
             "pass {} committed in {seconds:.1} s: {} tenants, {} identities, {} findings ({} new), \
-             {} role recommendations, {} UPR scores; {} webhook deliveries queued",
+             {} role recommendations, {} UPR scores; {} events, {} webhook deliveries queued",
             summary.pass_id,
             c.tenants,
             c.identities,
@@ -199,6 +200,7 @@ pub async fn run(args: IngestArgs, json: bool) -> anyhow::Result<()> {
             c.new_findings,
             c.role_recommendations,
             c.upr_scores,
+            c.events,
             c.deliveries
         )
     })

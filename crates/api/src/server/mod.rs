@@ -12,6 +12,7 @@ use posture_domain::{
     secrets::Keyring,
     webhook::TargetPolicy,
 };
+use posture_http::event_waits::EventWaits;
 use posture_http::{ApiState, ExportSlots, MetricsRender, WebhookOps};
 use posture_store_postgres::{PgStore, Replicas, migrations};
 
@@ -90,6 +91,10 @@ pub fn api_state(
             customer_test_limiter: wiring.customer_test_limiter,
             retention: wiring.delivery_retention,
         },
+        event_waits: EventWaits::new(
+            Arc::new(store.clone()),
+            posture_http::event_waits::DEFAULT_MAX_WAITING,
+        ),
         exports: Arc::new(ExportSlots::new(
             wiring.concurrent_exports,
             wiring.export_wait,
@@ -201,6 +206,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         false => None,
     };
     let https = tls.is_some();
+    let waits = state.event_waits.clone();
     let running = start(
         listener,
         state,
@@ -218,6 +224,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         },
     )?;
     tracing::info!(addr = %running.local_addr, workers, https, "posture-api listening");
+    // actix-web stops on the same signals and waits for the requests in flight: those
+    // waiting on the events feed answer at once instead of holding the shutdown.
+    tokio::spawn(async move {
+        stop_signal().await;
+        waits.stop_waiting();
+    });
     run_until_stopped(running, args.metrics_bind, render).await
 }
 
@@ -287,6 +299,22 @@ async fn wiring(
         docs: args.docs,
         replicas,
     })
+}
+
+/// SIGTERM or Ctrl-C (SIGINT), whichever comes first.
+async fn stop_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = terminate => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
 }
 
 /// Serves until stopped, with `/metrics` on its own address when `metrics_bind` is set.

@@ -54,6 +54,7 @@ fn assemble(
         replicas,
         webhooks: store.clone(),
         deliveries: store.clone(),
+        events: store.clone(),
         health: store,
         limiter,
     }

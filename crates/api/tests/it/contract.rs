@@ -172,11 +172,25 @@ async fn every_operation_answers_as_the_contract_says() {
         .unwrap();
     let delivery = tested["data"]["deliveryId"].as_str().unwrap().to_owned();
 
+    // An event to read: f1's, of the customer's one pass.
+    let events: Value = app
+        .client
+        .get(app.url("/api/v1/events"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let event = events["data"][0]["id"].as_str().unwrap().to_owned();
+
     let fixtures = Fixtures {
         identity: "u1".to_owned(),
         finding: "f1".to_owned(),
         webhook: webhook.clone(),
         delivery,
+        event,
         tenant,
     };
 

@@ -79,6 +79,8 @@ pub struct TestApp {
     /// The store's clock, when the test holds it ([`TestApp::with_clock`]).
     clock: Option<Arc<ManualClock>>,
     handle: actix_web::dev::ServerHandle,
+    /// The server's requests waiting on the events feed.
+    pub event_waits: posture_http::event_waits::EventWaits,
 }
 
 /// The process-wide metrics recorder (installed once; every test server renders it).
@@ -296,6 +298,7 @@ impl TestApp {
             },
         )
         .unwrap();
+        let event_waits = state.event_waits.clone();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let (handle, addr) = spawn_server(
             listener,
@@ -320,6 +323,7 @@ impl TestApp {
             proxy,
             clock,
             handle,
+            event_waits,
         }
     }
 

@@ -74,6 +74,7 @@ impl Worker {
                 "delivery log swept"
             );
         }
+        self.sweep_events().await?;
         let now = Utc::now();
         for (customer, subscription) in self
             .deliveries
@@ -107,6 +108,31 @@ impl Worker {
             );
         }
         Ok(deleted)
+    }
+
+    /// Deletes the events older than their retention, in batches.
+    async fn sweep_events(&self) -> Result<()> {
+        let Some((events, retention)) = &self.events else {
+            return Ok(());
+        };
+        let cutoff = Utc::now() - *retention;
+        let mut deleted = 0;
+        loop {
+            let batch = events.purge_events(cutoff, SWEEP_BATCH).await?;
+            deleted += batch;
+            if batch < u64::from(SWEEP_BATCH) {
+                break;
+            }
+        }
+        if deleted > 0 {
+            metrics::counter!("posture_events_expired_total").increment(deleted);
+            tracing::info!(
+                deleted,
+                retention_days = retention.num_days(),
+                "events feed swept"
+            );
+        }
+        Ok(())
     }
 
     /// Sweeps the delivery log when [`SWEEP_EVERY`] has passed since the last sweep.

@@ -17,9 +17,10 @@ use crate::{
     },
     customer::{Customer, CustomerScope},
     error::Result,
+    event::{EventFilter, EventPage, FindingEvent},
     finding::{Finding, FindingFilter},
     identity::{Identity, IdentityDetail, IdentityFilter},
-    ids::{CloudTenantId, CustomerId, FindingId, IdentityId, KeyId},
+    ids::{CloudTenantId, CustomerId, EventId, FindingId, IdentityId, KeyId},
     ingest::{IngestError, ParsedLine, PassSummary, RecentPasses},
     page::{Page, PageRequest},
     recommendation::{RecommendationFilter, RoleRecommendation},
@@ -345,6 +346,35 @@ pub trait SignInProvider: Send + Sync {
         code: &str,
         pending: &PendingSignIn,
     ) -> std::result::Result<SignedInUser, SignInError>;
+}
+
+/// The events feed (docs/api.md, "Events").
+#[async_trait]
+pub trait EventRepository: Send + Sync {
+    /// The customer's events matching `filter`, oldest first. `NotFound` when `filter.after`
+    /// names no event of the customer (or one past retention).
+    async fn list_events(&self, scope: CustomerScope, filter: &EventFilter) -> Result<EventPage>;
+    /// One event of the customer; `NotFound` otherwise.
+    async fn get_event(&self, scope: CustomerScope, id: EventId) -> Result<FindingEvent>;
+    /// Deletes events created before `cutoff`, at most `batch` of them; how many.
+    async fn purge_events(&self, cutoff: chrono::DateTime<chrono::Utc>, batch: u32) -> Result<u64>;
+}
+
+/// Word that a customer's data changed (a pass committed): what a waiting feed request
+/// waits for instead of asking the database again and again.
+#[async_trait]
+pub trait DataChanges: Send + Sync {
+    /// A subscription to changes of `customer`'s data, from now on: take it before reading,
+    /// then wait on it when the read found nothing new.
+    fn subscribe(&self, customer: CustomerId) -> Box<dyn DataChangeSubscription>;
+}
+
+/// Changes of one customer's data, from the moment of subscribing.
+#[async_trait]
+pub trait DataChangeSubscription: Send {
+    /// Returns when the customer's data may have changed since the subscription was taken
+    /// or `changed` last returned (spurious wake-ups are allowed; a missed change is not).
+    async fn changed(&mut self);
 }
 
 /// Readiness of the store.

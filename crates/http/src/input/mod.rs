@@ -19,7 +19,9 @@ mod query;
 
 pub use body::{Body, Json, all_optional};
 pub use list::{ListQuery, TenantFilter};
-pub use path::{DELIVERY_ID, EXTERNAL_ID, Id, PathParam, Resource, WEBHOOK_ID, not_found};
+pub use path::{
+    DELIVERY_ID, EVENT_ID, EXTERNAL_ID, Id, PathParam, Resource, WEBHOOK_ID, not_found,
+};
 pub use query::{Input, QueryParamDoc, QueryPart, part, query_generator};
 
 #[cfg(test)]

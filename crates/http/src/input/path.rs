@@ -51,6 +51,13 @@ pub static WEBHOOK_ID: PathParam = PathParam {
     schema: uuid_schema,
 };
 
+/// The id of an event of the feed: a UUID posture made.
+pub static EVENT_ID: PathParam = PathParam {
+    name: ID,
+    description: "The event's id.",
+    schema: uuid_schema,
+};
+
 /// The id of a delivery of a webhook subscription (`{deliveryId}`).
 pub static DELIVERY_ID: PathParam = PathParam {
     name: "deliveryId",
@@ -76,6 +83,10 @@ impl Resource for IdentityId {
 
 impl Resource for WebhookId {
     const NOT_FOUND: &'static str = "webhook subscription not found";
+}
+
+impl Resource for posture_domain::EventId {
+    const NOT_FOUND: &'static str = "event not found";
 }
 
 impl Resource for DeliveryId {

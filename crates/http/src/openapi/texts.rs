@@ -31,6 +31,10 @@ pub(super) fn tag_description(tag: &str) -> Option<&'static str> {
         "webhooks" => {
             "Signed webhook subscriptions, their delivery log, redelivery, testing and secret rotation."
         }
+        "events" => {
+            "The finding events of every analyzer pass, in commit order: read on by event id, or \
+             wait for the next ones."
+        }
         "keys" => "The calling API key, described to its holder.",
         "contract" => "This document.",
         _ => return None,

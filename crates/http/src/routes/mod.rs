@@ -10,6 +10,7 @@
 //! openapi` then shows the contract change.
 
 mod deliveries;
+mod events;
 mod export;
 mod findings;
 mod identities;
@@ -61,6 +62,8 @@ pub static ENDPOINTS: &[&Endpoint] = &[
     &deliveries::RECOVER,
     &deliveries::TEST,
     &webhooks::DELETE,
+    &events::LIST,
+    &events::GET,
     &keys::CURRENT,
     &openapi_json::GET,
 ];

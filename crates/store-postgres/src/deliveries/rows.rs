@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use posture_domain::{
-    CustomerId, DeliveryId, Error, PassId, Result, WebhookId,
+    CustomerId, DeliveryId, Error, EventId, PassId, Result, WebhookId,
     delivery::{Attempt, Delivery},
 };
 use uuid::Uuid;
@@ -17,7 +17,7 @@ use crate::{
 pub(crate) const DELIVERY_COLUMNS: &str = "d.customer_id, d.id, d.subscription_id, d.pass_id, \
      d.event_type, d.chunk, d.finding_ids, d.status, d.trigger, d.attempts, d.schedule_start, \
      d.next_attempt_at, d.created_at, d.delivered_at, d.last_attempt_at, d.last_status_code, \
-     d.last_error, d.changes";
+     d.last_error, d.changes, d.event_ids";
 
 #[derive(QueryableByName, Queryable, Selectable)]
 #[diesel(table_name = webhook_deliveries, check_for_backend(diesel::pg::Pg))]
@@ -40,6 +40,7 @@ pub(crate) struct DeliveryRow {
     last_status_code: Option<i16>,
     last_error: Option<String>,
     changes: Option<serde_json::Value>,
+    event_ids: Option<Vec<Uuid>>,
 }
 
 impl TryFrom<DeliveryRow> for Delivery {
@@ -67,6 +68,12 @@ impl TryFrom<DeliveryRow> for Delivery {
                     serde_json::from_value(changes).map_err(|e| corrupt("finding changes", e))?
                 }
             },
+            event_ids: row
+                .event_ids
+                .unwrap_or_default()
+                .into_iter()
+                .map(EventId::from_uuid)
+                .collect(),
             status: row
                 .status
                 .parse()

@@ -147,9 +147,6 @@ struct PassRun<'c> {
     /// `modified_at` of every row it changes, and the `updated_at` / `last_seen_at` of every
     /// row it reports, so that a row's `updatedAt` is never earlier than its `modifiedAt`.
     modified_at: DateTime<Utc>,
-    /// A subscription of the customer listens to lifecycle events: the pass notes how known
-    /// findings change (in `pass_finding_changes`, dropped at commit).
-    track_changes: bool,
     state: PassState,
     counts: PassCounts,
     /// Names of the fields no record type knows, as the summary lists them.
@@ -173,7 +170,6 @@ impl<'c> PassRun<'c> {
             pass_id,
             started_at,
             modified_at: started_at,
-            track_changes: false,
             state: PassState::default(),
             counts: PassCounts::default(),
             unknown_field_names: std::collections::BTreeSet::new(),
@@ -189,9 +185,8 @@ impl<'c> PassRun<'c> {
         items: &mut (dyn Iterator<Item = Result<ParsedLine, IngestError>> + Send),
     ) -> Result<PassSummary, PassError> {
         self.lock_customer().await?;
-        self.track_changes =
-            crate::deliveries::track_lifecycle(self.conn, self.scope.customer_id().as_uuid())
-                .await?;
+        // The pass notes how known findings change: its lifecycle events come from it.
+        crate::deliveries::track_changes(self.conn).await?;
         self.state = PassState::new(tenant_ids(self.conn, self.scope).await?);
         for line in items {
             let ParsedLine {
@@ -343,21 +338,10 @@ impl<'c> PassRun<'c> {
             .await?;
         self.counts.new_findings = new_findings as u64;
         let fan_out_started = std::time::Instant::now();
-        if new_findings > 0 {
-            let queued =
-                crate::deliveries::fan_out(self.conn, customer, self.pass_id, self.modified_at)
-                    .await?;
-            self.counts.deliveries = queued as u64;
-        }
-        if self.track_changes {
-            let queued = crate::deliveries::fan_out_changes(
-                self.conn,
-                customer,
-                self.pass_id,
-                self.modified_at,
-            )
-            .await?;
-            self.counts.deliveries += queued as u64;
+        let pass = (customer, self.pass_id, self.modified_at);
+        self.counts.events = crate::deliveries::record_events(self.conn, pass).await? as u64;
+        if self.counts.events > 0 {
+            self.counts.deliveries = crate::deliveries::fan_out(self.conn, pass).await? as u64;
         }
         let fan_out = fan_out_started.elapsed();
         let finished_at = Utc::now();

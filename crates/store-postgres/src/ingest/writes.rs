@@ -231,24 +231,20 @@ impl PassRun<'_> {
             return Ok(());
         }
         // `detected_at` keeps the earliest detection known; `first_pass_id` is never updated.
-        // With a lifecycle subscription, the same statement notes each finding whose status
-        // or severity changed (all parts of a statement see the rows as they were before it).
-        let upsert = if self.track_changes {
-            format!(
-                "WITH old AS (SELECT id, severity, status FROM findings \
-                              WHERE customer_id = $1 AND id = ANY($4::text[])), \
-                      up AS ({UPSERT_FINDINGS} RETURNING id, severity, status) \
-                 INSERT INTO pass_finding_changes (id, field, from_value, to_value) \
-                 SELECT up.id, 'status', old.status, up.status FROM up JOIN old ON old.id = up.id \
-                 WHERE old.status <> up.status \
-                 UNION ALL \
-                 SELECT up.id, 'severity', old.severity, up.severity \
-                 FROM up JOIN old ON old.id = up.id WHERE old.severity <> up.severity \
-                 ON CONFLICT (id, field) DO UPDATE SET to_value = EXCLUDED.to_value"
-            )
-        } else {
-            UPSERT_FINDINGS.to_owned()
-        };
+        // The same statement notes each finding whose status or severity changed (all parts
+        // of a statement see the rows as they were before it): the pass's lifecycle events.
+        let upsert = format!(
+            "WITH old AS (SELECT id, severity, status FROM findings \
+                          WHERE customer_id = $1 AND id = ANY($4::text[])), \
+                  up AS ({UPSERT_FINDINGS} RETURNING id, severity, status) \
+             INSERT INTO pass_finding_changes (id, field, from_value, to_value) \
+             SELECT up.id, 'status', old.status, up.status FROM up JOIN old ON old.id = up.id \
+             WHERE old.status <> up.status \
+             UNION ALL \
+             SELECT up.id, 'severity', old.severity, up.severity \
+             FROM up JOIN old ON old.id = up.id WHERE old.severity <> up.severity \
+             ON CONFLICT (id, field) DO UPDATE SET to_value = EXCLUDED.to_value"
+        );
         diesel::sql_query(upsert)
             .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
             .bind::<Timestamptz, _>(self.modified_at)

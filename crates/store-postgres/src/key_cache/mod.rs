@@ -43,6 +43,9 @@ pub(crate) const CHANNEL: &str = "posture_keys";
 pub const APPLICATION_NAME: &str = "posture key cache";
 /// Longest an entry is served without reading the database again.
 const MAX_AGE: Duration = Duration::from_secs(60);
+/// Notifications of changed data held for waiting requests that have not looked yet (one
+/// that falls further behind re-reads, as after any change).
+const CHANGES_BUFFER: usize = 1024;
 /// Entries kept at most; the cache starts over when full.
 const MAX_ENTRIES: usize = 10_000;
 /// How long a key found unknown is answered from memory.
@@ -151,6 +154,9 @@ pub(crate) struct KeyCache {
     misses: AtomicU64,
     /// Customers' data versions, served under the same rule as the keys.
     versions: versions::DataVersions,
+    /// Word of changed data to waiting feed requests: `Some(customer)`, or `None` when any
+    /// customer's may have changed unheard (the `LISTEN` connection restarted).
+    changes: tokio::sync::broadcast::Sender<Option<uuid::Uuid>>,
 }
 
 impl Default for KeyCache {
@@ -166,6 +172,7 @@ impl Default for KeyCache {
             unknown_hits: AtomicU64::default(),
             misses: AtomicU64::default(),
             versions: versions::DataVersions::default(),
+            changes: tokio::sync::broadcast::channel(CHANGES_BUFFER).0,
         }
     }
 }
@@ -328,10 +335,13 @@ impl KeyCache {
 
     /// A notification on `posture_data`: that customer's data changed.
     fn data_changed(&self, payload: &str) {
-        match payload.parse::<uuid::Uuid>() {
-            Ok(customer) => self.versions.forget(customer),
-            Err(_) => self.versions.clear(),
+        let customer = payload.parse::<uuid::Uuid>().ok();
+        match customer {
+            Some(customer) => self.versions.forget(customer),
+            None => self.versions.clear(),
         }
+        // Nobody waiting is no error.
+        let _ = self.changes.send(customer);
     }
 
     /// The `LISTEN` connection (re)started, or ended: nothing cached so far can be trusted.
@@ -340,6 +350,7 @@ impl KeyCache {
         self.versions.clear();
         if live {
             self.confirm(Instant::now());
+            let _ = self.changes.send(None);
         } else {
             self.fresh_until.store(0, Ordering::Release);
         }
@@ -359,6 +370,7 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
+mod changes;
 mod listen;
 #[cfg(test)]
 mod tests;

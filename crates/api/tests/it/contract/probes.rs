@@ -32,6 +32,7 @@ pub struct Fixtures {
     pub finding: String,
     pub webhook: String,
     pub delivery: String,
+    pub event: String,
     pub tenant: String,
 }
 
@@ -43,6 +44,7 @@ impl Fixtures {
             "findings" => &self.finding,
             "webhooks" => &self.webhook,
             "deliveries" => &self.delivery,
+            "events" => &self.event,
             other => panic!("no fixture for a path parameter under /{other}: add one"),
         }
     }
@@ -325,6 +327,7 @@ fn paths_are_filled_from_the_collection_before_each_parameter() {
         finding: "f1".into(),
         webhook: "w".into(),
         delivery: "d".into(),
+        event: "e".into(),
         tenant: "t".into(),
     };
     let template = "/api/v1/webhooks/{id}/deliveries/{deliveryId}";

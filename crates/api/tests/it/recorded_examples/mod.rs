@@ -154,6 +154,19 @@ impl Recorder {
             StatusCode::OK,
         )
         .await;
+        let events = self
+            .call(
+                "listEvents",
+                Method::GET,
+                "/events?type=finding_critical,finding_resolved&limit=2",
+                None,
+                StatusCode::OK,
+            )
+            .await;
+        let event = events["data"][1]["id"].as_str().unwrap().to_owned();
+        let path = format!("/events/{event}");
+        self.call("getEvent", Method::GET, &path, None, StatusCode::OK)
+            .await;
     }
 
     /// What a consumer does to its subscriptions: redeliver, recover, test, rotate, edit.

@@ -135,7 +135,8 @@ async fn every_list_route_has_the_envelope_and_clamps_limit() {
     let app = TestApp::start().await;
     let (a, _) = app.customer("A").await;
     let key = app.key_with_every_scope(a).await;
-    for endpoint in read_routes().filter(|e| takes(e, "limit")) {
+    // The lists paged by offset (the events feed is paged by event only: its own test).
+    for endpoint in read_routes().filter(|e| takes(e, "offset")) {
         let path = endpoint.full_path();
         let body = app
             .get_json(&format!("{path}?limit=501&offset=0"), &key, StatusCode::OK)

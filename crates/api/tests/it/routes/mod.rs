@@ -3,6 +3,7 @@
 mod bounds;
 mod conditional;
 mod cursors;
+mod events;
 mod every_route;
 mod export;
 mod export_limits;

@@ -3,6 +3,7 @@
 //! receivers on loopback and a real worker.
 
 mod edit;
+mod events_feed;
 mod log;
 mod recovery;
 mod rotation;

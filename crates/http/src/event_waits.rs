@@ -1,0 +1,177 @@
+//! Requests waiting on the events feed (`GET /events?wait=`): bounded per key and per
+//! instance, woken by word of their customer's changed data (never by polling the
+//! database), and let go at once when the server begins to shut down.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use posture_domain::{KeyId, ports::DataChanges};
+use tokio::sync::watch;
+
+use crate::error::ApiError;
+
+/// Requests of one key waiting at once, at most (more: 429).
+pub const MAX_WAITING_PER_KEY: usize = 4;
+/// Requests waiting at once on one instance, at most by default (more: 503).
+pub const DEFAULT_MAX_WAITING: usize = 1000;
+
+/// What waiting requests share.
+#[derive(Clone)]
+pub struct EventWaits {
+    pub changes: Arc<dyn DataChanges>,
+    slots: Arc<Slots>,
+    stopping: Arc<watch::Sender<bool>>,
+}
+
+struct Slots {
+    max: usize,
+    waiting: Mutex<HashMap<KeyId, usize>>,
+}
+
+/// A waiting request's place; given back when dropped.
+pub struct WaitSlot {
+    slots: Arc<Slots>,
+    key: KeyId,
+}
+
+impl Drop for WaitSlot {
+    fn drop(&mut self) {
+        let mut waiting = self.slots.lock();
+        if let Some(n) = waiting.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                waiting.remove(&self.key);
+            }
+        }
+        publish(&waiting);
+    }
+}
+
+/// `posture_event_waiters`: the requests of this instance waiting for events now.
+fn publish(waiting: &HashMap<KeyId, usize>) {
+    metrics::gauge!("posture_event_waiters").set(waiting.values().sum::<usize>() as f64);
+}
+
+impl Slots {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<KeyId, usize>> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl EventWaits {
+    /// At most `max` requests waiting at once on this instance.
+    pub fn new(changes: Arc<dyn DataChanges>, max: usize) -> Self {
+        Self {
+            changes,
+            slots: Arc::new(Slots {
+                max,
+                waiting: Mutex::default(),
+            }),
+            stopping: Arc::new(watch::channel(false).0),
+        }
+    }
+
+    /// A place for a request of `key` to wait, or why there is none: the key has
+    /// [`MAX_WAITING_PER_KEY`] waiting already (429), or the instance its maximum (503).
+    pub fn take(&self, key: KeyId) -> Result<WaitSlot, ApiError> {
+        let mut waiting = self.slots.lock();
+        let total: usize = waiting.values().sum();
+        let of_key = waiting.get(&key).copied().unwrap_or(0);
+        if of_key >= MAX_WAITING_PER_KEY {
+            return Err(ApiError::OperationLimited {
+                what: "this key has 4 requests waiting for events already",
+                retry_after: 1,
+            });
+        }
+        if total >= self.slots.max {
+            return Err(ApiError::Busy("every place for a waiting request is taken"));
+        }
+        *waiting.entry(key).or_insert(0) += 1;
+        publish(&waiting);
+        Ok(WaitSlot {
+            slots: Arc::clone(&self.slots),
+            key,
+        })
+    }
+
+    /// Requests waiting now.
+    pub fn waiting(&self) -> usize {
+        self.slots.lock().values().sum()
+    }
+
+    /// The server is shutting down: every waiting request answers now (with what it has),
+    /// and new ones do not wait.
+    pub fn stop_waiting(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Resolves when the server begins to shut down.
+    pub async fn stopped(&self) {
+        let mut stopping = self.stopping.subscribe();
+        // The sender lives as long as `self`: `wait_for` ends only when it says so.
+        let _ = stopping.wait_for(|stop| *stop).await;
+    }
+
+    /// Whether the server is shutting down.
+    pub fn is_stopping(&self) -> bool {
+        *self.stopping.borrow()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoChanges;
+
+    impl DataChanges for NoChanges {
+        fn subscribe(
+            &self,
+            _: posture_domain::CustomerId,
+        ) -> Box<dyn posture_domain::ports::DataChangeSubscription> {
+            unreachable!("not waited on here")
+        }
+    }
+
+    #[test]
+    fn places_are_bounded_per_key_and_per_instance_and_given_back() {
+        let waits = EventWaits::new(Arc::new(NoChanges), 6);
+        let (a, b) = (KeyId::generate(), KeyId::generate());
+        let of_a: Vec<WaitSlot> = (0..MAX_WAITING_PER_KEY)
+            .map(|_| waits.take(a).unwrap())
+            .collect();
+        assert!(matches!(
+            waits.take(a),
+            Err(ApiError::OperationLimited { retry_after: 1, .. })
+        ));
+        let of_b: Vec<WaitSlot> = (0..2).map(|_| waits.take(b).unwrap()).collect();
+        assert!(
+            matches!(waits.take(b), Err(ApiError::Busy(_))),
+            "the instance is full"
+        );
+        assert_eq!(waits.waiting(), 6);
+        drop(of_a);
+        assert_eq!(waits.waiting(), 2);
+        assert!(waits.take(b).is_ok(), "places come back");
+        drop(of_b);
+        assert_eq!(waits.waiting(), 0);
+    }
+
+    #[tokio::test]
+    async fn stopping_lets_every_waiter_go() {
+        let waits = EventWaits::new(Arc::new(NoChanges), 6);
+        assert!(!waits.is_stopping());
+        let waiter = tokio::spawn({
+            let waits = waits.clone();
+            async move { waits.stopped().await }
+        });
+        waits.stop_waiting();
+        waiter.await.unwrap();
+        assert!(waits.is_stopping());
+        waits.stopped().await;
+    }
+}

@@ -1,0 +1,158 @@
+//! `GET /events` and `GET /events/{id}`: the events feed (docs/api.md, "Events").
+//!
+//! With `wait`, a request that finds nothing after `after` takes a waiting place (bounded
+//! per key and per instance), subscribes to word of its customer's changed data *before*
+//! reading again (so a pass committing in between is not missed), and answers as soon as
+//! a read finds events, at the end of the wait, or when the server begins to shut down.
+
+use std::time::Duration;
+
+use actix_web::{HttpRequest, HttpResponse, http::header, web};
+use posture_domain::{EventId, Scope, event::EventFilter};
+use posture_wire::{
+    DataResponse,
+    events::{EventListMeta, EventListResponse, EventResponse, EventsQuery},
+};
+
+use super::{Access, Endpoint, Success};
+use crate::{
+    auth::Caller,
+    error::ApiError,
+    input::{EVENT_ID, Id, Input, not_found, part},
+    state::ApiState,
+};
+
+pub static LIST: Endpoint = Endpoint {
+    path: "/events",
+    access: Access::Scope(Scope::ReadFindings),
+    operation_id: "listEvents",
+    tag: "events",
+    summary: "List finding events",
+    description: "The customer's finding events, oldest first: each new finding \
+                  (`finding_critical` ... `finding_low`) and each known finding resolved, \
+                  reopened or changed in severity, as the analyzer passes committed them, \
+                  whether or not any webhook subscription exists. The same events webhook \
+                  deliveries announce (by `eventId`): after missed deliveries, read on \
+                  `after` the last one received. Kept for the retention period (30 days by \
+                  default). With `wait`, a request finding nothing new is answered as soon as \
+                  an event exists, or empty at the end of the wait.",
+    query: &[part::<EventsQuery>()],
+    success: Success::json::<EventListResponse>(200, "A page of events."),
+    success_headers: &["Link"],
+    errors: &[400, 429, 503],
+    handler: || web::route().to(list_events),
+    ..Endpoint::DEFAULT
+};
+
+pub static GET: Endpoint = Endpoint {
+    path: "/events/{id}",
+    access: Access::Scope(Scope::ReadFindings),
+    operation_id: "getEvent",
+    tag: "events",
+    summary: "Get a finding event",
+    description: "One event of the customer (an id of another customer, or past retention, \
+                  is 404).",
+    path_params: &[&EVENT_ID],
+    success: Success::json::<DataResponse<EventResponse>>(200, "The event."),
+    errors: &[400, 404],
+    handler: || web::route().to(get_event),
+    ..Endpoint::DEFAULT
+};
+
+async fn list_events(
+    req: HttpRequest,
+    caller: Caller,
+    Input(query): Input<EventsQuery>,
+    state: web::Data<ApiState>,
+) -> Result<HttpResponse, ApiError> {
+    let unknown_after = || {
+        ApiError::invalid(
+            "after: no event of yours has this id (or it is older than the retention period): \
+             start again with createdSince",
+        )
+    };
+    let after = match &query.after {
+        None => None,
+        Some(after) => Some(after.event_id().ok_or_else(unknown_after)?),
+    };
+    let filter = EventFilter {
+        types: query.event_type.0.clone(),
+        created_since: query.created_since.map(|t| t.0),
+        after,
+        limit: query.limit(),
+    };
+    let events = &state.ports.events;
+    let read = || async {
+        events
+            .list_events(caller.scope(), &filter)
+            .await
+            .map_err(|e| match e {
+                posture_domain::Error::NotFound => unknown_after(),
+                other => other.into(),
+            })
+    };
+    let mut page = read().await?;
+    let wait = Duration::from_secs(query.wait_secs());
+    let waits = &state.event_waits;
+    if page.events.is_empty() && !wait.is_zero() && !waits.is_stopping() {
+        let _slot = waits.take(caller.key_id())?;
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut changes = waits.changes.subscribe(caller.scope().customer_id());
+        // Read once more after subscribing: a pass may have committed in between.
+        page = read().await?;
+        while page.events.is_empty() {
+            tokio::select! {
+                () = changes.changed() => {}
+                () = tokio::time::sleep_until(deadline) => break,
+                () = waits.stopped() => break,
+            }
+            page = read().await?;
+        }
+    }
+    let next_cursor = page
+        .events
+        .last()
+        .map(|e| e.id)
+        .or(filter.after)
+        .map(|id: EventId| id.to_string());
+    let mut response = HttpResponse::Ok();
+    if let (true, Some(cursor)) = (page.has_more, &next_cursor) {
+        response.insert_header((header::LINK, next_link(&req, cursor)));
+    }
+    Ok(response.json(EventListResponse {
+        data: page.events.into_iter().map(EventResponse::from).collect(),
+        meta: EventListMeta {
+            limit: filter.limit,
+            next_cursor,
+            has_more: page.has_more,
+        },
+    }))
+}
+
+/// `Link: <...>; rel="next"`: this request with `after` set to `cursor` (and no `wait`,
+/// which a next page needs not).
+fn next_link(req: &HttpRequest, cursor: &str) -> String {
+    let kept = form_urlencoded::parse(req.query_string().as_bytes())
+        .filter(|(k, _)| k != "after" && k != "wait");
+    let query: String = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(kept)
+        .append_pair("after", cursor)
+        .finish();
+    format!("<{}?{query}>; rel=\"next\"", req.path())
+}
+
+async fn get_event(
+    caller: Caller,
+    Id(id): Id<EventId>,
+    state: web::Data<ApiState>,
+) -> Result<HttpResponse, ApiError> {
+    let event = state
+        .ports
+        .events
+        .get_event(caller.scope(), id)
+        .await
+        .map_err(not_found::<EventId>)?;
+    Ok(HttpResponse::Ok().json(DataResponse {
+        data: EventResponse::from(event),
+    }))
+}
