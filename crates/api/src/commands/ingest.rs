@@ -163,23 +163,7 @@ pub async fn run(args: IngestArgs, json: bool) -> anyhow::Result<()> {
         }
     })?;
     let c = &summary.counts;
-    let value = json!({
-        "id": summary.pass_id.to_string(),
-        "customerId": scope.customer_id().to_string(),
-        "startedAt": summary.started_at,
-        "finishedAt": summary.finished_at,
-        "tenants": c.tenants,
-        "identities": c.identities,
-        "findings": c.findings,
-        "newFindings": c.new_findings,
-        "roleRecommendations": c.role_recommendations,
-        "uprScores": c.upr_scores,
-        "events": c.events,
-        "deliveriesQueued": c.deliveries,
-        "unknownFields": c.unknown_fields,
-        "unknownFieldNames": summary.unknown_field_names,
-        "fanOutMs": summary.fan_out.as_millis() as u64,
-    });
+    let value = summary_json(&summary, scope.customer_id());
     if c.unknown_fields > 0 {
         warn(&format!(
             "{} fields posture does not know were ignored ({}); the analyzer may be newer than \
@@ -203,6 +187,31 @@ pub async fn run(args: IngestArgs, json: bool) -> anyhow::Result<()> {
             c.events,
             c.deliveries
         )
+    })
+}
+
+/// The pass's summary as `--json` prints it.
+fn summary_json(
+    summary: &posture_domain::ingest::PassSummary,
+    customer: posture_domain::CustomerId,
+) -> serde_json::Value {
+    let c = &summary.counts;
+    json!({
+        "id": summary.pass_id.to_string(),
+        "customerId": customer.to_string(),
+        "startedAt": summary.started_at,
+        "finishedAt": summary.finished_at,
+        "tenants": c.tenants,
+        "identities": c.identities,
+        "findings": c.findings,
+        "newFindings": c.new_findings,
+        "roleRecommendations": c.role_recommendations,
+        "uprScores": c.upr_scores,
+        "events": c.events,
+        "deliveriesQueued": c.deliveries,
+        "unknownFields": c.unknown_fields,
+        "unknownFieldNames": summary.unknown_field_names,
+        "fanOutMs": summary.fan_out.as_millis() as u64,
     })
 }
 

@@ -224,6 +224,42 @@ pub(super) async fn end_sessions_of_others(
     .map_err(db_error)
 }
 
+/// A line of the audit log as read.
+type AuditRow = (
+    Uuid,
+    DateTime<Utc>,
+    String,
+    String,
+    String,
+    String,
+    Option<Uuid>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+fn to_audit_event(row: AuditRow) -> AuditEvent {
+    let (id, at, actor_kind, actor_subject, actor_name, action, key_id, name, prefix, detail) = row;
+    let key = match (key_id, name, prefix) {
+        (Some(id), Some(name), Some(prefix)) => Some(AuditedKey {
+            id: KeyId::from_uuid(id),
+            name,
+            prefix,
+        }),
+        _ => None,
+    };
+    AuditEvent {
+        id,
+        at,
+        actor_kind,
+        actor_subject,
+        actor_name,
+        action,
+        key,
+        detail,
+    }
+}
+
 /// A page of the customer's audit log, newest first, older than the line `before`.
 pub(super) async fn audit_log(
     conn: &mut AsyncPgConnection,
@@ -231,18 +267,6 @@ pub(super) async fn audit_log(
     before: Option<Uuid>,
     limit: u32,
 ) -> Result<Vec<AuditEvent>> {
-    type AuditRow = (
-        Uuid,
-        DateTime<Utc>,
-        String,
-        String,
-        String,
-        String,
-        Option<Uuid>,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-    );
     let customer = scope.customer_id().as_uuid();
     let mut query = console_audit::table
         .filter(console_audit::customer_id.eq(customer))
@@ -277,40 +301,5 @@ pub(super) async fn audit_log(
         );
     }
     let rows: Vec<AuditRow> = query.load(conn).await.map_err(db_error)?;
-    Ok(rows
-        .into_iter()
-        .map(
-            |(
-                id,
-                at,
-                actor_kind,
-                actor_subject,
-                actor_name,
-                action,
-                key_id,
-                name,
-                prefix,
-                detail,
-            )| {
-                let key = match (key_id, name, prefix) {
-                    (Some(id), Some(name), Some(prefix)) => Some(AuditedKey {
-                        id: KeyId::from_uuid(id),
-                        name,
-                        prefix,
-                    }),
-                    _ => None,
-                };
-                AuditEvent {
-                    id,
-                    at,
-                    actor_kind,
-                    actor_subject,
-                    actor_name,
-                    action,
-                    key,
-                    detail,
-                }
-            },
-        )
-        .collect())
+    Ok(rows.into_iter().map(to_audit_event).collect())
 }
