@@ -6,13 +6,15 @@
 -- An event's id: a UUID of version 7 whose time is its pass's and whose next 40 bits are its
 -- number (then 34 random bits), so that a customer's event ids sort in the feed's order: the
 -- last event a consumer saw is the greatest id it holds, whichever deliveries brought them.
+-- The random bits only keep ids apart across customers (every read is scoped to one, and an
+-- id grants nothing): random() is enough, and an eighth of the cost of gen_random_uuid() in
+-- a pass recording 200,000 events.
 CREATE FUNCTION posture_event_id(at timestamptz, seq bigint) RETURNS uuid
     LANGUAGE sql VOLATILE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT (lpad(to_hex(((floor(extract(epoch FROM at) * 1000)::bigint)::bit(48)
-                         || B'0111' || (seq >> 28)::bit(12))::bit(64)::bigint), 16, '0')
-         || lpad(to_hex((B'10' || (seq & 268435455)::bit(28)
-                         || ('x' || substr(md5(gen_random_uuid()::text), 1, 9))::bit(34)
-                        )::bit(64)::bigint), 16, '0'))::uuid
+    SELECT (lpad(to_hex((floor(extract(epoch FROM at) * 1000)::bigint << 16)
+                        | 28672 | ((seq >> 28) & 4095)), 16, '0')
+         || lpad(to_hex((-9223372036854775808)::bigint | ((seq & 268435455) << 34)
+                        | floor(random() * 17179869184)::bigint), 16, '0'))::uuid
 $$;
 
 CREATE TABLE finding_events (
@@ -34,9 +36,8 @@ CREATE TABLE finding_events (
     PRIMARY KEY (customer_id, id),
     UNIQUE (customer_id, seq)
 );
--- The fan-out reads a pass's events; `createdSince` finds where to start; the workers'
--- retention sweep deletes the oldest events of every customer.
-CREATE INDEX finding_events_pass_idx ON finding_events (customer_id, pass_id);
+-- `createdSince` finds where to start (the fan-out reads a pass's events by number); the
+-- workers' retention sweep deletes the oldest events of every customer.
 CREATE INDEX finding_events_age_idx ON finding_events (customer_id, created_at);
 CREATE INDEX finding_events_retention_idx ON finding_events (created_at);
 

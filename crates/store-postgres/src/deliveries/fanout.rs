@@ -33,11 +33,10 @@ pub(crate) async fn track_changes(conn: &mut AsyncPgConnection) -> QueryResult<(
 pub(crate) async fn record_events(
     conn: &mut AsyncPgConnection,
     (customer, pass, at): (Uuid, PassId, DateTime<Utc>),
+    last: i64,
 ) -> QueryResult<usize> {
     diesel::sql_query(
-        "WITH last AS (SELECT coalesce(max(seq), 0) AS seq FROM finding_events \
-                       WHERE customer_id = $1), \
-              happened AS ( \
+        "WITH happened AS ( \
                   SELECT 'finding_' || severity AS event_type, id, NULL::jsonb AS change \
                   FROM findings WHERE customer_id = $1 AND first_pass_id = $2 \
                   UNION ALL \
@@ -52,19 +51,32 @@ pub(crate) async fn record_events(
          INSERT INTO finding_events (customer_id, id, seq, event_type, pass_id, finding_id, \
                                      change, created_at) \
          SELECT $1, posture_event_id($3, n.seq), n.seq, n.event_type, $2, n.id, n.change, $3 \
-         FROM (SELECT last.seq + row_number() OVER (ORDER BY h.event_type, h.id) AS seq, \
+         FROM (SELECT $4 + row_number() OVER (ORDER BY h.event_type, h.id) AS seq, \
                       h.event_type, h.id, h.change \
-               FROM happened h, last WHERE h.event_type IS NOT NULL) n",
+               FROM happened h WHERE h.event_type IS NOT NULL) n",
     )
     .bind::<SqlUuid, _>(customer)
     .bind::<SqlUuid, _>(pass.as_uuid())
     .bind::<Timestamptz, _>(at)
+    .bind::<BigInt, _>(last)
     .execute(conn)
     .await
 }
 
-/// Queues one delivery per chunk of the pass's events ([`CHUNK_SIZE`] of one type, by
-/// finding id) and active subscription listening to its type, created `at` the pass's time
+/// The number of the customer's last event (0 before the first): a pass's events are
+/// numbered after it.
+pub(crate) async fn last_event(conn: &mut AsyncPgConnection, customer: Uuid) -> QueryResult<i64> {
+    use crate::schema::finding_events;
+    finding_events::table
+        .filter(finding_events::customer_id.eq(customer))
+        .select(diesel::dsl::max(finding_events::seq))
+        .first::<Option<i64>>(conn)
+        .await
+        .map(|last| last.unwrap_or(0))
+}
+
+/// Queues one delivery per chunk of the pass's events (those numbered after `after`;
+/// [`CHUNK_SIZE`] of one type, by finding id) and active subscription listening to its type, created `at` the pass's time
 /// (the `modifiedAt` of what they carry). Idempotent. Returns how many were queued.
 ///
 /// The subscriptions are read `FOR SHARE` until the pass commits: a deactivation that
@@ -74,13 +86,14 @@ pub(crate) async fn record_events(
 pub(crate) async fn fan_out(
     conn: &mut AsyncPgConnection,
     (customer, pass, at): (Uuid, PassId, DateTime<Utc>),
+    after: i64,
 ) -> QueryResult<usize> {
     let queued = diesel::sql_query(
         "WITH numbered AS ( \
              SELECT event_type, finding_id, change, id, \
                     (row_number() OVER (PARTITION BY event_type ORDER BY finding_id) - 1) / $4 \
                         AS chunk \
-             FROM finding_events WHERE customer_id = $1 AND pass_id = $2), \
+             FROM finding_events WHERE customer_id = $1 AND seq > $5), \
          chunks AS ( \
              SELECT event_type, chunk::int AS chunk, \
                     array_agg(finding_id ORDER BY finding_id) AS ids, \
@@ -103,6 +116,7 @@ pub(crate) async fn fan_out(
     .bind::<SqlUuid, _>(pass.as_uuid())
     .bind::<Timestamptz, _>(at)
     .bind::<BigInt, _>(i64::try_from(CHUNK_SIZE).unwrap_or(i64::MAX))
+    .bind::<BigInt, _>(after)
     .execute(&mut *conn)
     .await?;
     if queued > 0 {

@@ -32,7 +32,7 @@ mod fanout;
 mod log;
 mod rows;
 
-pub(crate) use fanout::{fan_out, record_events, track_changes};
+pub(crate) use fanout::{fan_out, last_event, record_events, track_changes};
 
 pub(crate) use rows::DELIVERY_COLUMNS;
 use rows::DeliveryRow;

@@ -8,6 +8,7 @@
 //! `meta.total` are recomputed at the end. Any error rolls the whole pass back. After the
 //! commit, stale planner statistics for the customer are refreshed ([`statistics`]).
 
+mod changes;
 mod recent;
 mod statistics;
 mod writes;
@@ -339,9 +340,11 @@ impl<'c> PassRun<'c> {
         self.counts.new_findings = new_findings as u64;
         let fan_out_started = std::time::Instant::now();
         let pass = (customer, self.pass_id, self.modified_at);
-        self.counts.events = crate::deliveries::record_events(self.conn, pass).await? as u64;
+        let last = crate::deliveries::last_event(self.conn, customer).await?;
+        self.counts.events = crate::deliveries::record_events(self.conn, pass, last).await? as u64;
         if self.counts.events > 0 {
-            self.counts.deliveries = crate::deliveries::fan_out(self.conn, pass).await? as u64;
+            self.counts.deliveries =
+                crate::deliveries::fan_out(self.conn, pass, last).await? as u64;
         }
         let fan_out = fan_out_started.elapsed();
         let finished_at = Utc::now();
