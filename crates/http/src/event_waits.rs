@@ -21,6 +21,8 @@ pub const DEFAULT_MAX_WAITING: usize = 1000;
 #[derive(Clone)]
 pub struct EventWaits {
     pub changes: Arc<dyn DataChanges>,
+    /// Longest a request waits (its `wait` is clamped to it).
+    max_wait: std::time::Duration,
     slots: Arc<Slots>,
     stopping: Arc<watch::Sender<bool>>,
 }
@@ -67,12 +69,24 @@ impl EventWaits {
     pub fn new(changes: Arc<dyn DataChanges>, max: usize) -> Self {
         Self {
             changes,
+            max_wait: posture_domain::event::MAX_WAIT,
             slots: Arc::new(Slots {
                 max,
                 waiting: Mutex::default(),
             }),
             stopping: Arc::new(watch::channel(false).0),
         }
+    }
+
+    /// Waiting at most `max_wait` (`POSTURE_EVENT_MAX_WAIT_SECS`, below the contract's 30 s).
+    pub fn with_max_wait(mut self, max_wait: std::time::Duration) -> Self {
+        self.max_wait = max_wait.min(posture_domain::event::MAX_WAIT);
+        self
+    }
+
+    /// How long a request asking `wait` waits at most.
+    pub fn wait_for(&self, wait: std::time::Duration) -> std::time::Duration {
+        wait.min(self.max_wait)
     }
 
     /// A place for a request of `key` to wait, or why there is none: the key has
@@ -159,6 +173,27 @@ mod tests {
         assert!(waits.take(b).is_ok(), "places come back");
         drop(of_b);
         assert_eq!(waits.waiting(), 0);
+    }
+
+    #[test]
+    fn a_wait_is_clamped_to_the_instances_longest() {
+        use std::time::Duration;
+        let waits = EventWaits::new(Arc::new(NoChanges), 6);
+        assert_eq!(
+            waits.wait_for(Duration::from_secs(99)),
+            Duration::from_secs(30)
+        );
+        let short = waits.with_max_wait(Duration::from_secs(1));
+        assert_eq!(
+            short.wait_for(Duration::from_secs(20)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(short.wait_for(Duration::ZERO), Duration::ZERO);
+        let long = EventWaits::new(Arc::new(NoChanges), 6).with_max_wait(Duration::from_secs(90));
+        assert_eq!(
+            long.wait_for(Duration::from_secs(60)),
+            Duration::from_secs(30)
+        );
     }
 
     #[tokio::test]

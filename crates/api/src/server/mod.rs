@@ -192,7 +192,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         limiter.clone(),
     );
     let wiring = wiring(&args, &render, tls.is_some(), replicas.clone()).await?;
-    let state = api_state(&store, limiter, wiring)?;
+    let mut state = api_state(&store, limiter, wiring)?;
+    state.event_waits = state
+        .event_waits
+        .with_max_wait(Duration::from_secs(args.event_max_wait_secs));
     let console = match args.console.enabled {
         true => Some(
             console_state(

@@ -92,8 +92,8 @@ async fn list_events(
             })
     };
     let mut page = read().await?;
-    let wait = Duration::from_secs(query.wait_secs());
     let waits = &state.event_waits;
+    let wait = waits.wait_for(Duration::from_secs(query.wait_secs()));
     if page.events.is_empty() && !wait.is_zero() && !waits.is_stopping() {
         let _slot = waits.take(caller.key_id())?;
         let deadline = tokio::time::Instant::now() + wait;
