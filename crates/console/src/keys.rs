@@ -35,6 +35,14 @@ fn stale_page_link() -> ConsoleError {
     )
 }
 
+/// A page's read failing: its link names no row of the customer, or as usual.
+fn page_error(e: posture_domain::Error) -> ConsoleError {
+    match e {
+        posture_domain::Error::NotFound => stale_page_link(),
+        other => other.into(),
+    }
+}
+
 /// The page of the customer's keys after `before` (the newest without).
 async fn keys_page(
     state: &ConsoleState,
@@ -49,10 +57,7 @@ async fn keys_page(
         .keys
         .list_keys_page(signed.session.scope(), before, PAGE_SIZE + 1)
         .await
-        .map_err(|e| match e {
-            posture_domain::Error::NotFound => stale_page_link(),
-            other => other.into(),
-        })?;
+        .map_err(page_error)?;
     Ok(Paged::of(rows, before.is_some(), |k| k.id.to_string()))
 }
 
@@ -347,10 +352,7 @@ pub async fn audit(
         .console
         .audit_log(signed.session.scope(), before, PAGE_SIZE + 1)
         .await
-        .map_err(|e| match e {
-            posture_domain::Error::NotFound => stale_page_link(),
-            other => other.into(),
-        })?;
+        .map_err(page_error)?;
     let page = Paged::of(events, before.is_some(), |e| e.id.to_string());
     Ok(pages::html_page(pages::audit(&signed.viewer(), &page)))
 }

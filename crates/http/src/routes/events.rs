@@ -18,7 +18,7 @@ use super::{Access, Endpoint, Success};
 use crate::{
     auth::Caller,
     error::ApiError,
-    input::{EVENT_ID, Id, Input, not_found, part},
+    input::{EVENT_ID, Id, Input, canonical_query, not_found, part},
     state::ApiState,
 };
 
@@ -129,16 +129,13 @@ async fn list_events(
     }))
 }
 
-/// `Link: <...>; rel="next"`: this request with `after` set to `cursor` (and no `wait`,
-/// which a next page needs not).
+/// `Link: <...>; rel="next"`: this request's other parameters (canonical, without `wait`,
+/// which a next page needs not) and `after` set to `cursor`.
 fn next_link(req: &HttpRequest, cursor: &str) -> String {
-    let kept = form_urlencoded::parse(req.query_string().as_bytes())
-        .filter(|(k, _)| k != "after" && k != "wait");
-    let query: String = form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(kept)
-        .append_pair("after", cursor)
-        .finish();
-    format!("<{}?{query}>; rel=\"next\"", req.path())
+    let mut query =
+        form_urlencoded::Serializer::new(canonical_query(req.query_string(), &["after", "wait"]));
+    query.append_pair("after", cursor);
+    format!("<{}?{}>; rel=\"next\"", req.path(), query.finish())
 }
 
 async fn get_event(
