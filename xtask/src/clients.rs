@@ -41,6 +41,8 @@ const PYTHON_PACKAGES: &[&str] = &[
     "pytest==8.4.2",
     // The worked loop of docs/api.md uses requests alone.
     "requests==2.32.5",
+    // Its events stream uses an SSE library we did not write (httpx comes with the client).
+    "httpx-sse==0.4.3",
 ];
 
 /// Requests a key may make per minute in this run: low, so the suites can reach 429.
@@ -106,6 +108,7 @@ pub fn run_clients() -> anyhow::Result<()> {
         ("PYTHON_SYNC_CUSTOMER", "PYTHON_SYNC_KEY"),
         ("PYTHON_WORKED_CUSTOMER", "PYTHON_WORKED_KEY"),
         ("PYTHON_EVENTS_CUSTOMER", "PYTHON_EVENTS_KEY"),
+        ("PYTHON_STREAM_CUSTOMER", "PYTHON_STREAM_KEY"),
         ("TS_SYNC_CUSTOMER", "TS_SYNC_KEY"),
     ] {
         let id = create_customer(&bin, &env, customer_name)?;
@@ -125,6 +128,9 @@ pub fn run_clients() -> anyhow::Result<()> {
         .env("POSTURE_BIND", &bind)
         .env("POSTURE_RATE_LIMIT", RATE_LIMIT)
         .env("POSTURE_WEBHOOK_ALLOW_PRIVATE", "true")
+        // Streams of the events feed end after 2 s, so the documented examples that follow
+        // one (curl, events_stream.py) end, and reconnect, within the suite's time.
+        .env("POSTURE_EVENT_STREAM_SECS", "2")
         .env("POSTURE_LOG", "info")
         .stdin(Stdio::null())
         .stderr(std::fs::File::create(&api_log)?);

@@ -99,6 +99,7 @@ pub fn run_fuzz(args: &FuzzArgs) -> anyhow::Result<()> {
         // A waiting request on the events feed answers within 1 s (the fuzzer's requests
         // time out after 10 s, and a wait of 30 s per generated case would take hours).
         .env("POSTURE_EVENT_MAX_WAIT_SECS", "1")
+        .env("POSTURE_EVENT_STREAM_SECS", "1")
         .env("POSTURE_LOG", "warn")
         .stdin(Stdio::null())
         .stderr(std::fs::File::create(&log)?);

@@ -264,4 +264,8 @@ pub struct ServeArgs {
     /// seconds. Lower it when a proxy in front of posture ends idle requests sooner.
     #[arg(long, env = "POSTURE_EVENT_MAX_WAIT_SECS", default_value_t = posture_domain::event::MAX_WAIT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=30))]
     pub event_max_wait_secs: u64,
+    /// Longest a stream of the events feed (`Accept: text/event-stream`) lasts before it
+    /// ends and its client reconnects with `Last-Event-ID`: 1 to 3600 seconds.
+    #[arg(long, env = "POSTURE_EVENT_STREAM_SECS", default_value_t = posture_http::event_waits::DEFAULT_STREAM_FOR.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub event_stream_secs: u64,
 }

@@ -41,6 +41,7 @@ impl Access {
 }
 
 /// The authenticated caller of a request.
+#[derive(Clone)]
 pub struct Caller(Principal);
 
 impl Caller {

@@ -1,5 +1,5 @@
-//! Requests waiting on the events feed (`GET /events?wait=`): bounded per key and per
-//! instance, woken by word of their customer's changed data (never by polling the
+//! Requests waiting on the events feed (`GET /events?wait=`, and streams of it): bounded per
+//! key and per instance, woken by word of their customer's changed data (never by polling the
 //! database), and let go at once when the server begins to shut down.
 
 use std::{
@@ -16,6 +16,15 @@ use crate::error::ApiError;
 pub const MAX_WAITING_PER_KEY: usize = 4;
 /// Requests waiting at once on one instance, at most by default (more: 503).
 pub const DEFAULT_MAX_WAITING: usize = 1000;
+/// How long a stream (`Accept: text/event-stream`) lasts by default before it ends and its
+/// client reconnects with `Last-Event-ID` (`POSTURE_EVENT_STREAM_SECS`).
+pub const DEFAULT_STREAM_FOR: std::time::Duration = std::time::Duration::from_secs(600);
+/// A quiet stream sends a comment after this long without a message, so that proxies and
+/// clients see it alive (and a reader that left is noticed).
+pub const DEFAULT_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(15);
+/// How long a stream's message may wait for its reader before the stream ends: a reader that
+/// stops reading holds neither a place nor more than one message of memory.
+pub const DEFAULT_SLOW_READER: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What waiting requests share.
 #[derive(Clone)]
@@ -23,6 +32,12 @@ pub struct EventWaits {
     pub changes: Arc<dyn DataChanges>,
     /// Longest a request waits (its `wait` is clamped to it).
     max_wait: std::time::Duration,
+    /// Longest a stream lasts.
+    stream_for: std::time::Duration,
+    /// A quiet stream sends a comment after this long without a message.
+    heartbeat: std::time::Duration,
+    /// A stream whose reader takes longer than this to accept a message ends.
+    slow_reader: std::time::Duration,
     slots: Arc<Slots>,
     stopping: Arc<watch::Sender<bool>>,
 }
@@ -70,6 +85,9 @@ impl EventWaits {
         Self {
             changes,
             max_wait: posture_domain::event::MAX_WAIT,
+            stream_for: DEFAULT_STREAM_FOR,
+            heartbeat: DEFAULT_HEARTBEAT,
+            slow_reader: DEFAULT_SLOW_READER,
             slots: Arc::new(Slots {
                 max,
                 waiting: Mutex::default(),
@@ -82,6 +100,40 @@ impl EventWaits {
     pub fn with_max_wait(mut self, max_wait: std::time::Duration) -> Self {
         self.max_wait = max_wait.min(posture_domain::event::MAX_WAIT);
         self
+    }
+
+    /// Streams last at most `stream_for` (`POSTURE_EVENT_STREAM_SECS`).
+    pub fn with_stream_for(mut self, stream_for: std::time::Duration) -> Self {
+        self.stream_for = stream_for;
+        self
+    }
+
+    /// How long a stream lasts at most.
+    pub fn stream_for(&self) -> std::time::Duration {
+        self.stream_for
+    }
+
+    /// Quiet streams send a comment every `heartbeat` (tests shorten it).
+    pub fn with_heartbeat(mut self, heartbeat: std::time::Duration) -> Self {
+        self.heartbeat = heartbeat;
+        self
+    }
+
+    /// How long a stream stays quiet before it sends a comment.
+    pub fn heartbeat(&self) -> std::time::Duration {
+        self.heartbeat
+    }
+
+    /// Streams whose reader takes longer than `slow_reader` to accept a message end (tests
+    /// shorten it).
+    pub fn with_slow_reader(mut self, slow_reader: std::time::Duration) -> Self {
+        self.slow_reader = slow_reader;
+        self
+    }
+
+    /// How long a message may wait for its reader before the stream gives up on it.
+    pub fn slow_reader(&self) -> std::time::Duration {
+        self.slow_reader
     }
 
     /// How long a request asking `wait` waits at most.
@@ -97,7 +149,7 @@ impl EventWaits {
         let of_key = waiting.get(&key).copied().unwrap_or(0);
         if of_key >= MAX_WAITING_PER_KEY {
             return Err(ApiError::OperationLimited {
-                what: "this key has 4 requests waiting for events already",
+                what: "this key has 4 requests waiting for events (or streams of them) already",
                 retry_after: 1,
             });
         }

@@ -1,7 +1,8 @@
 """Keeping in sync through the generated client, with the loop docs/api.md shows (its
 `sync_loop.py` block, imported as it is written there) and with the worked `requests` loop
 (its `worked_loop.py` block), while analyzer passes commit during the walk; and the
-events feed followed with its `events_loop.py` block.
+events feed followed with its `events_loop.py` block, and streamed with its `events_stream.py`
+block (httpx-sse).
 
 Run by `cargo xtask clients`, which writes the documentation's blocks next to the
 generated client and passes the customer, its key, and the way to commit a pass
@@ -14,6 +15,7 @@ import subprocess
 import threading
 import uuid
 
+import httpx
 import requests
 
 from posture_client import AuthenticatedClient
@@ -21,6 +23,7 @@ from posture_client.api.findings import list_findings
 from posture_client.models import ListFindingsOrder
 
 import events_loop
+import events_stream
 import sync_loop
 import worked_loop
 
@@ -158,4 +161,32 @@ def test_the_documented_events_loop_follows_the_feed_and_resumes_without_repeati
     assert len(handled) == 4
     ids = [i for _, _, i in handled]
     assert len(set(ids)) == 4 and ids == sorted(ids), "ids sort in the feed's order"
+    assert (tmp_path / "posture-events.cursor").read_text() == ids[-1]
+
+
+def test_the_documented_stream_reconnects_across_stream_periods_without_repeating(tmp_path,
+                                                                                 monkeypatch):
+    customer = Customer("PYTHON_STREAM_CUSTOMER", "PYTHON_STREAM_KEY")
+    monkeypatch.setattr(events_stream, "CURSOR", tmp_path / "posture-events.cursor")
+    handled = []
+
+    def handle(event):
+        handled.append((event["type"], event["finding"]["id"], event["id"]))
+
+    customer.ingest([customer.finding(f"s-{i}") for i in range(3)])
+    # Streams last 2 s on the suite's instance: a pass commits during the first, which
+    # sends its event as it commits; the second resumes with Last-Event-ID.
+    resolve = threading.Timer(0.5, customer.ingest, args=([
+        customer.finding("s-0", status="resolved"), customer.finding("s-1"),
+        customer.finding("s-2")],))
+    resolve.start()
+    with httpx.Client(headers={"Authorization": f"Bearer {customer.key}"}) as client:
+        events_stream.stream(client, handle, streams=1)
+        resolve.join()
+        events_stream.stream(client, handle, streams=2)
+    assert [(t, f) for t, f, _ in handled] == [
+        ("finding_high", "s-0"), ("finding_high", "s-1"), ("finding_high", "s-2"),
+        ("finding_resolved", "s-0")]
+    ids = [i for _, _, i in handled]
+    assert ids == sorted(set(ids)), "each event once, in the feed's order"
     assert (tmp_path / "posture-events.cursor").read_text() == ids[-1]

@@ -25,7 +25,7 @@ function env(name: string): string {
 }
 
 function client(keyVariable = "TS_KEY") {
-  return createClient<paths>({
+  return createClient<paths, "application/json">({
     baseUrl,
     headers: { Authorization: `Bearer ${env(keyVariable)}` },
   });
@@ -160,7 +160,7 @@ test("a webhook is created, listed and deleted", async () => {
 });
 
 test("an unknown key is 401", async () => {
-  const bogus = createClient<paths>({
+  const bogus = createClient<paths, "application/json">({
     baseUrl,
     headers: { Authorization: `Bearer svc_${"a".repeat(40)}` },
   });

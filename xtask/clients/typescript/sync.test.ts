@@ -41,7 +41,7 @@ function ingest(records: object[]): void {
   passes += 1;
 }
 
-const client = createClient<paths>({
+const client = createClient<paths, "application/json">({
   baseUrl: env("POSTURE_URL"),
   headers: { Authorization: `Bearer ${env("TS_SYNC_KEY")}` },
 });

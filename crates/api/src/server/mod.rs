@@ -195,7 +195,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut state = api_state(&store, limiter, wiring)?;
     state.event_waits = state
         .event_waits
-        .with_max_wait(Duration::from_secs(args.event_max_wait_secs));
+        .with_max_wait(Duration::from_secs(args.event_max_wait_secs))
+        .with_stream_for(Duration::from_secs(args.event_stream_secs));
     let console = match args.console.enabled {
         true => Some(
             console_state(

@@ -15,7 +15,7 @@ use posture_domain::{
     rate_limit::{RateLimiter, RatePolicy},
     webhook::TargetPolicy,
 };
-use posture_http::TrustedProxies;
+use posture_http::{TrustedProxies, event_waits::EventWaits};
 use posture_redis::InProcessRateLimiter;
 use posture_store_postgres::PgStore;
 use posture_test_support::{TestDb, fixtures, proxy::FreezingProxy};
@@ -44,6 +44,9 @@ struct Options {
     server: Option<String>,
     /// The store's clock, when the test holds it (`None`: the system's).
     clock: Option<Arc<ManualClock>>,
+    /// The events feed's waiting places and streams, as the test sets them (`None`: as
+    /// `serve` sets them by default).
+    event_waits: Option<fn(EventWaits) -> EventWaits>,
 }
 
 impl Default for Options {
@@ -64,6 +67,7 @@ impl Default for Options {
             docs: true,
             server: None,
             clock: None,
+            event_waits: None,
         }
     }
 }
@@ -80,7 +84,7 @@ pub struct TestApp {
     clock: Option<Arc<ManualClock>>,
     handle: actix_web::dev::ServerHandle,
     /// The server's requests waiting on the events feed.
-    pub event_waits: posture_http::event_waits::EventWaits,
+    pub event_waits: EventWaits,
 }
 
 /// The process-wide metrics recorder (installed once; every test server renders it).
@@ -237,6 +241,16 @@ impl TestApp {
         self.clock.as_deref().map_or_else(Utc::now, Clock::now)
     }
 
+    /// A server whose events feed waits and streams are as `set` makes them (a stream
+    /// period, a heartbeat, a slow reader's bound).
+    pub async fn with_event_waits(set: fn(EventWaits) -> EventWaits) -> Self {
+        Self::build(Options {
+            event_waits: Some(set),
+            ..Options::default()
+        })
+        .await
+    }
+
     /// A server that reaches PostgreSQL through [`FreezingProxy`] (in `self.proxy`).
     pub async fn behind_freezing_proxy() -> Self {
         Self::build(Options {
@@ -267,7 +281,7 @@ impl TestApp {
         let store = PgStore::new(&config).unwrap();
         let limiter = options.limiter;
         let proxies = options.proxies.clone();
-        let state = server::api_state(
+        let mut state = server::api_state(
             &store,
             limiter.clone(),
             server::Wiring {
@@ -298,6 +312,9 @@ impl TestApp {
             },
         )
         .unwrap();
+        if let Some(set) = options.event_waits {
+            state.event_waits = set(state.event_waits.clone());
+        }
         let event_waits = state.event_waits.clone();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let (handle, addr) = spawn_server(

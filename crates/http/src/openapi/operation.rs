@@ -132,6 +132,16 @@ fn parameters(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Vec<Refer
             ));
         }
     }
+    for h in endpoint.request_headers {
+        let schema = (h.schema)(generator);
+        parameters.push(parameter(
+            ParamIn::Header,
+            h.name,
+            Some(h.description.to_owned()),
+            false,
+            schema,
+        ));
+    }
     if endpoint.is_conditional() {
         parameters.push(parameter(
             ParamIn::Header,

@@ -108,6 +108,14 @@ pub fn schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
     generator.subschema_for::<T>()
 }
 
+/// A request header a route reads beyond the conditional ones (which `tagging` and
+/// `if_match` declare), as the contract states it.
+pub struct RequestHeader {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub schema: SchemaFn,
+}
+
 /// What a route answers when it succeeds.
 pub enum Success {
     /// A JSON body.
@@ -153,6 +161,8 @@ pub struct Endpoint {
     pub path_params: &'static [&'static PathParam],
     /// The parts of the query string: every parameter the route accepts (any other is 400).
     pub query: &'static [QueryPart],
+    /// Request headers it reads (beyond authentication and the conditional headers).
+    pub request_headers: &'static [&'static RequestHeader],
     /// The JSON body it takes, if any.
     pub body: Option<Body>,
     pub success: Success,
@@ -185,6 +195,7 @@ impl Endpoint {
         description: "",
         path_params: &[],
         query: &[],
+        request_headers: &[],
         body: None,
         success: Success::NoContent { description: "" },
         errors: &[],

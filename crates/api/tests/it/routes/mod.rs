@@ -4,6 +4,7 @@ mod bounds;
 mod conditional;
 mod cursors;
 mod events;
+mod events_stream;
 mod every_route;
 mod export;
 mod export_limits;

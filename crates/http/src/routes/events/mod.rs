@@ -4,17 +4,24 @@
 //! per key and per instance), subscribes to word of its customer's changed data *before*
 //! reading again (so a pass committing in between is not missed), and answers as soon as
 //! a read finds events, at the end of the wait, or when the server begins to shut down.
+//! With `Accept: text/event-stream` the same route streams the feed instead ([`stream`]).
+
+mod stream;
 
 use std::time::Duration;
 
 use actix_web::{HttpRequest, HttpResponse, http::header, web};
-use posture_domain::{EventId, Scope, event::EventFilter};
+use posture_domain::{
+    EventId, Scope,
+    event::{EventFilter, EventPage},
+    ports::EventRepository,
+};
 use posture_wire::{
     DataResponse,
     events::{EventListMeta, EventListResponse, EventResponse, EventsQuery},
 };
 
-use super::{Access, Endpoint, Success};
+use super::{Access, Endpoint, Success, schema};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -35,9 +42,21 @@ pub static LIST: Endpoint = Endpoint {
                   deliveries announce (by `eventId`): after missed deliveries, read on \
                   `after` the last one received. Kept for the retention period (30 days by \
                   default). With `wait`, a request finding nothing new is answered as soon as \
-                  an event exists, or empty at the end of the wait.",
+                  an event exists, or empty at the end of the wait. With `Accept: \
+                  text/event-stream`, a stream of Server-Sent Events instead: every event \
+                  after `after` (or `Last-Event-ID`) as it is committed, one per message \
+                  (`id:` the event's id, `data:` the event as JSON).",
     query: &[part::<EventsQuery>()],
-    success: Success::json::<EventListResponse>(200, "A page of events."),
+    request_headers: &[&stream::LAST_EVENT_ID],
+    success: Success::Media {
+        status: 200,
+        description: "A page of events; or, asked for with `Accept: text/event-stream`, the \
+                      stream of them.",
+        content: &[
+            ("application/json", schema::<EventListResponse>),
+            ("text/event-stream", stream::schema),
+        ],
+    },
     success_headers: &["Link"],
     errors: &[400, 429, 503],
     handler: || web::route().to(list_events),
@@ -65,12 +84,6 @@ async fn list_events(
     Input(query): Input<EventsQuery>,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    let unknown_after = || {
-        ApiError::invalid(
-            "after: no event of yours has this id (or it is older than the retention period): \
-             start again with createdSince",
-        )
-    };
     let after = match &query.after {
         None => None,
         Some(after) => Some(after.event_id().ok_or_else(unknown_after)?),
@@ -81,16 +94,10 @@ async fn list_events(
         after,
         limit: query.limit(),
     };
-    let events = &state.ports.events;
-    let read = || async {
-        events
-            .list_events(caller.scope(), &filter)
-            .await
-            .map_err(|e| match e {
-                posture_domain::Error::NotFound => unknown_after(),
-                other => other.into(),
-            })
-    };
+    if stream::wanted(&req) {
+        return stream::open(&req, &caller, filter, state).await;
+    }
+    let read = || read_page(state.ports.events.as_ref(), &caller, &filter);
     let mut page = read().await?;
     let waits = &state.event_waits;
     let wait = waits.wait_for(Duration::from_secs(query.wait_secs()));
@@ -127,6 +134,29 @@ async fn list_events(
             has_more: page.has_more,
         },
     }))
+}
+
+/// `after` names no event of the caller's (another customer's, or one past retention).
+fn unknown_after() -> ApiError {
+    ApiError::invalid(
+        "after: no event of yours has this id (or it is older than the retention period): \
+         start again with createdSince",
+    )
+}
+
+/// The page `filter` asks for.
+async fn read_page(
+    events: &dyn EventRepository,
+    caller: &Caller,
+    filter: &EventFilter,
+) -> Result<EventPage, ApiError> {
+    events
+        .list_events(caller.scope(), filter)
+        .await
+        .map_err(|e| match e {
+            posture_domain::Error::NotFound => unknown_after(),
+            other => other.into(),
+        })
 }
 
 /// `Link: <...>; rel="next"`: this request's other parameters (canonical, without `wait`,
