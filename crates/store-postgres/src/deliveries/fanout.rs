@@ -67,11 +67,14 @@ pub(crate) async fn record_events(
 /// numbered after it.
 pub(crate) async fn last_event(conn: &mut AsyncPgConnection, customer: Uuid) -> QueryResult<i64> {
     use crate::schema::finding_events;
+    // The greatest id is the last event (ids sort as events are numbered).
     finding_events::table
         .filter(finding_events::customer_id.eq(customer))
-        .select(diesel::dsl::max(finding_events::seq))
-        .first::<Option<i64>>(conn)
+        .order(finding_events::id.desc())
+        .select(finding_events::seq)
+        .first::<i64>(conn)
         .await
+        .optional()
         .map(|last| last.unwrap_or(0))
 }
 
@@ -93,7 +96,8 @@ pub(crate) async fn fan_out(
              SELECT event_type, finding_id, change, id, \
                     (row_number() OVER (PARTITION BY event_type ORDER BY finding_id) - 1) / $4 \
                         AS chunk \
-             FROM finding_events WHERE customer_id = $1 AND seq > $5), \
+             FROM finding_events \
+             WHERE customer_id = $1 AND id >= posture_event_floor($3) AND seq > $5), \
          chunks AS ( \
              SELECT event_type, chunk::int AS chunk, \
                     array_agg(finding_id ORDER BY finding_id) AS ids, \

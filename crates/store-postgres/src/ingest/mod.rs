@@ -149,6 +149,10 @@ struct PassRun<'c> {
     /// row it reports, so that a row's `updatedAt` is never earlier than its `modifiedAt`.
     modified_at: DateTime<Utc>,
     state: PassState,
+    /// Whether the customer had findings when the pass began: without any, no finding can
+    /// change, and the pass does not look for changes (a first pass of 200,000 findings
+    /// would otherwise probe for each of them in a table it is filling).
+    had_findings: bool,
     counts: PassCounts,
     /// Names of the fields no record type knows, as the summary lists them.
     unknown_field_names: std::collections::BTreeSet<String>,
@@ -172,6 +176,7 @@ impl<'c> PassRun<'c> {
             started_at,
             modified_at: started_at,
             state: PassState::default(),
+            had_findings: true,
             counts: PassCounts::default(),
             unknown_field_names: std::collections::BTreeSet::new(),
             identities: Batch::new(),
@@ -188,6 +193,11 @@ impl<'c> PassRun<'c> {
         self.lock_customer().await?;
         // The pass notes how known findings change: its lifecycle events come from it.
         crate::deliveries::track_changes(self.conn).await?;
+        self.had_findings = diesel::select(diesel::dsl::exists(
+            findings::table.filter(findings::customer_id.eq(self.scope.customer_id().as_uuid())),
+        ))
+        .get_result(self.conn)
+        .await?;
         self.state = PassState::new(tenant_ids(self.conn, self.scope).await?);
         for line in items {
             let ParsedLine {

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 mod api_keys;
+mod events;
 mod identities;
 mod ingest;
 mod messages;

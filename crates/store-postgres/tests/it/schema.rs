@@ -36,10 +36,6 @@ const CROSS_CUSTOMER_INDEXES: &[(&str, &str)] = &[
         "the worker claims the due deliveries of every customer",
     ),
     (
-        "finding_events_retention_idx",
-        "the worker's retention sweep deletes the oldest events of every customer",
-    ),
-    (
         "webhook_deliveries_retention_idx",
         "the worker's retention sweep deletes the oldest finished deliveries of every customer",
     ),
