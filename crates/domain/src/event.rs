@@ -43,7 +43,7 @@ pub struct FindingEvent {
 }
 
 /// Which events a feed request reads.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct EventFilter {
     /// Only these types (empty: every type).
     pub types: Vec<EventType>,

@@ -29,7 +29,7 @@ use posture_domain::{Error, Scope};
 use posture_wire::{ErrorCode, ErrorResponse};
 
 /// An error answered to an API caller.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum ApiError {
     /// 400 with the reason naming the parameter.
     InvalidRequest(String),

@@ -30,6 +30,8 @@ pub const DEFAULT_SLOW_READER: std::time::Duration = std::time::Duration::from_s
 #[derive(Clone)]
 pub struct EventWaits {
     pub changes: Arc<dyn DataChanges>,
+    /// The reads woken requests share.
+    pub reads: crate::shared_reads::SharedReads,
     /// Longest a request waits (its `wait` is clamped to it).
     max_wait: std::time::Duration,
     /// Longest a stream lasts.
@@ -84,6 +86,7 @@ impl EventWaits {
     pub fn new(changes: Arc<dyn DataChanges>, max: usize) -> Self {
         Self {
             changes,
+            reads: crate::shared_reads::SharedReads::default(),
             max_wait: posture_domain::event::MAX_WAIT,
             stream_for: DEFAULT_STREAM_FOR,
             heartbeat: DEFAULT_HEARTBEAT,

@@ -25,6 +25,7 @@ mod properties;
 pub mod readiness;
 mod reads;
 pub mod routes;
+pub mod shared_reads;
 mod state;
 mod telemetry;
 

@@ -373,8 +373,9 @@ pub trait DataChanges: Send + Sync {
 #[async_trait]
 pub trait DataChangeSubscription: Send {
     /// Returns when the customer's data may have changed since the subscription was taken
-    /// or `changed` last returned (spurious wake-ups are allowed; a missed change is not).
-    async fn changed(&mut self);
+    /// or `changed` last returned (spurious wake-ups are allowed; a missed change is not),
+    /// with the instant the change was heard: a read begun at or after it sees the change.
+    async fn changed(&mut self) -> std::time::Instant;
 }
 
 /// Readiness of the store.

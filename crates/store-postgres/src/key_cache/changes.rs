@@ -4,7 +4,10 @@
 //! timer. While that connection is down, notifications may be missed: waiters then look
 //! again every [`UNHEARD_EVERY`].
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use async_trait::async_trait;
 use posture_domain::{
@@ -19,24 +22,45 @@ use crate::PgStore;
 /// How often a waiter looks again while the `LISTEN` connection is down.
 const UNHEARD_EVERY: Duration = Duration::from_secs(1);
 
+/// A notification as the waiters hear it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Heard {
+    /// Whose data changed; `None` when any customer's may have changed unheard (the
+    /// `LISTEN` connection restarted).
+    customer: Option<uuid::Uuid>,
+    /// When it arrived: the commit it announces is visible to any read begun since.
+    at: Instant,
+}
+
+impl Heard {
+    pub(crate) fn now(customer: Option<uuid::Uuid>) -> Self {
+        Self {
+            customer,
+            at: Instant::now(),
+        }
+    }
+}
+
 struct Subscription {
     customer: uuid::Uuid,
-    changes: Receiver<Option<uuid::Uuid>>,
+    changes: Receiver<Heard>,
     cache: Arc<KeyCache>,
 }
 
 #[async_trait]
 impl DataChangeSubscription for Subscription {
-    async fn changed(&mut self) {
+    async fn changed(&mut self) -> Instant {
         loop {
             let heard = tokio::time::timeout(UNHEARD_EVERY, self.changes.recv()).await;
             match heard {
-                Ok(Ok(Some(customer))) if customer != self.customer => continue,
-                // Ours, anyone's, or more than the buffer: look.
-                Ok(Ok(_) | Err(RecvError::Lagged(_))) => return,
+                Ok(Ok(heard)) if heard.customer.is_some_and(|c| c != self.customer) => continue,
+                // Ours, or anyone's: look.
+                Ok(Ok(heard)) => return heard.at,
+                // More than the buffer, unheard: look, with a read begun from now.
+                Ok(Err(RecvError::Lagged(_))) => return Instant::now(),
                 // The cache (and its sender) outlives every request.
-                Ok(Err(RecvError::Closed)) => return,
-                Err(_) if !self.cache.is_live() => return,
+                Ok(Err(RecvError::Closed)) => return Instant::now(),
+                Err(_) if !self.cache.is_live() => return Instant::now(),
                 Err(_) => continue,
             }
         }

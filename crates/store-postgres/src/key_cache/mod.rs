@@ -154,9 +154,8 @@ pub(crate) struct KeyCache {
     misses: AtomicU64,
     /// Customers' data versions, served under the same rule as the keys.
     versions: versions::DataVersions,
-    /// Word of changed data to waiting feed requests: `Some(customer)`, or `None` when any
-    /// customer's may have changed unheard (the `LISTEN` connection restarted).
-    changes: tokio::sync::broadcast::Sender<Option<uuid::Uuid>>,
+    /// Word of changed data to waiting feed requests.
+    changes: tokio::sync::broadcast::Sender<changes::Heard>,
 }
 
 impl Default for KeyCache {
@@ -341,7 +340,7 @@ impl KeyCache {
             None => self.versions.clear(),
         }
         // Nobody waiting is no error.
-        let _ = self.changes.send(customer);
+        let _ = self.changes.send(changes::Heard::now(customer));
     }
 
     /// The `LISTEN` connection (re)started, or ended: nothing cached so far can be trusted.
@@ -350,7 +349,7 @@ impl KeyCache {
         self.versions.clear();
         if live {
             self.confirm(Instant::now());
-            let _ = self.changes.send(None);
+            let _ = self.changes.send(changes::Heard::now(None));
         } else {
             self.fresh_until.store(0, Ordering::Release);
         }

@@ -108,12 +108,12 @@ async fn list_events(
         // Read once more after subscribing: a pass may have committed in between.
         page = read().await?;
         while page.events.is_empty() {
-            tokio::select! {
-                () = changes.changed() => {}
+            let heard = tokio::select! {
+                heard = changes.changed() => heard,
                 () = tokio::time::sleep_until(deadline) => break,
                 () = waits.stopped() => break,
-            }
-            page = read().await?;
+            };
+            page = woken_read(&state, &caller, &filter, heard).await?;
         }
     }
     let next_cursor = page
@@ -153,10 +153,37 @@ async fn read_page(
     events
         .list_events(caller.scope(), filter)
         .await
-        .map_err(|e| match e {
-            posture_domain::Error::NotFound => unknown_after(),
-            other => other.into(),
-        })
+        .map_err(read_error)
+}
+
+/// The page `filter` names for a request woken by word of changed data heard at `woken`:
+/// shared with the other requests the same change woke that read the same page.
+async fn woken_read(
+    state: &ApiState,
+    caller: &Caller,
+    filter: &EventFilter,
+    woken: std::time::Instant,
+) -> Result<EventPage, ApiError> {
+    let page = state
+        .event_waits
+        .reads
+        .read(
+            state.ports.events.clone(),
+            caller.scope(),
+            filter,
+            woken,
+            read_error,
+        )
+        .await?;
+    Ok(std::sync::Arc::unwrap_or_clone(page))
+}
+
+/// What a failed read of the feed answers.
+fn read_error(e: posture_domain::Error) -> ApiError {
+    match e {
+        posture_domain::Error::NotFound => unknown_after(),
+        other => other.into(),
+    }
 }
 
 /// `Link: <...>; rel="next"`: this request's other parameters (canonical, without `wait`,

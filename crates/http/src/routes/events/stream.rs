@@ -32,7 +32,7 @@ use posture_wire::events::EventResponse;
 use schemars::{Schema, SchemaGenerator};
 use tokio::{sync::mpsc, time::Instant};
 
-use super::read_page;
+use super::{read_page, woken_read};
 use crate::{
     auth::{Caller, presented_key},
     error::ApiError,
@@ -198,27 +198,29 @@ impl Stream {
                 self.filter.after = Some(event.id);
                 self.send(message(EventResponse::from(event))).await?;
             }
-            if caught_up {
-                self.wait_for_news(deadline).await?;
+            page = if caught_up {
+                let heard = self.wait_for_news(deadline).await?;
+                woken_read(&self.state, &self.caller, &self.filter, heard).await
             } else if self.state.event_waits.is_stopping() {
                 return Err(End::Shutdown);
             } else if Instant::now() >= deadline {
                 return Err(End::Period);
+            } else {
+                read_page(self.state.ports.events.as_ref(), &self.caller, &self.filter).await
             }
-            page = read_page(self.state.ports.events.as_ref(), &self.caller, &self.filter)
-                .await
-                .map_err(|_| End::Read)?;
+            .map_err(|_| End::Read)?;
         }
     }
 
-    /// Returns when the customer's data may have changed (and the key is still valid), or
-    /// why the stream ends; sends a comment after the heartbeat period without a message.
-    async fn wait_for_news(&mut self, deadline: Instant) -> Result<(), End> {
+    /// Returns when the customer's data may have changed (and the key is still valid), with
+    /// the instant the change was heard, or why the stream ends; sends a comment after the
+    /// heartbeat period without a message.
+    async fn wait_for_news(&mut self, deadline: Instant) -> Result<std::time::Instant, End> {
         let mut quiet_since = Instant::now();
         loop {
             let news = tokio::select! {
-                () = self.changes.changed() => true,
-                () = tokio::time::sleep(KEY_CHECK) => false,
+                heard = self.changes.changed() => Some(heard),
+                () = tokio::time::sleep(KEY_CHECK) => None,
                 () = tokio::time::sleep_until(deadline) => return Err(End::Period),
                 () = self.state.event_waits.stopped() => return Err(End::Shutdown),
                 () = self.sender.closed() => return Err(End::Reader),
@@ -226,8 +228,8 @@ impl Stream {
             if !self.key_is_valid().await {
                 return Err(End::Key);
             }
-            if news {
-                return Ok(());
+            if let Some(heard) = news {
+                return Ok(heard);
             }
             if quiet_since.elapsed() >= self.state.event_waits.heartbeat() {
                 self.send(Bytes::from_static(b": keep-alive\n\n")).await?;
