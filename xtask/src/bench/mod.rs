@@ -13,6 +13,7 @@ mod compression;
 mod cpu;
 mod deliveries;
 mod delivery_log;
+mod events;
 mod export;
 mod http;
 mod limiter;
@@ -68,6 +69,10 @@ pub struct BenchArgs {
     /// same data.
     #[arg(long)]
     compression_only: bool,
+    /// Measure only the events feed (`events.rs`: consumers waiting for a commit, the feed
+    /// read at depth in 1M and 10M events), on a database of its own.
+    #[arg(long)]
+    events_only: bool,
     /// The two sizes of `--scale`, in findings, smaller first.
     #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
     scale_sizes: Vec<usize>,
@@ -117,6 +122,21 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
             args.pool_size,
             &mut figures,
         )?;
+        return finish(&figures);
+    }
+    if args.events_only {
+        let postgres = crate::servers::postgres("bench-postgres", PG_SETTINGS)?;
+        load::api(&bin, &postgres.url, &["migrate"])?;
+        let server = http::Server::start(&bin, &postgres.url, None, args.pool_size)?;
+        let mut figures = Vec::new();
+        events::run(
+            &bin,
+            &server,
+            &postgres.url,
+            Duration::from_secs(args.seconds),
+            &mut figures,
+        )?;
+        drop(server);
         return finish(&figures);
     }
 
@@ -235,6 +255,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         duration,
         &mut figures,
     )?;
+    events::run(&bin, &server, &postgres.url, duration, &mut figures)?;
     drop(server);
 
     let shared = http::Server::start(&bin, &postgres.url, Some(&redis.url()), args.pool_size)?;
