@@ -367,3 +367,61 @@ async fn a_reader_that_stops_reading_holds_no_place() {
     .await;
     drop(connection);
 }
+
+#[tokio::test]
+async fn a_key_revoked_while_its_stream_catches_up_ends_it_before_the_backlog() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    let app = TestApp::start().await;
+    let (a, tenant) = app.customer("A").await;
+    let (id, key) = app.key(a, &[Scope::ReadFindings]).await;
+    let backlog = 30_000;
+    let mut records = vec![fixtures::identity("u1", &tenant, "Ada")];
+    records.extend(
+        (0..backlog).map(|i| fixtures::finding(&format!("f{i:05}"), &tenant, "high", "open", "u1")),
+    );
+    app.ingest(a, &records).await;
+
+    // A reader with a small window: the stream waits on it page after page.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let address = app.base.trim_start_matches("http://").parse().unwrap();
+    let mut connection = socket.connect(address).await.unwrap();
+    connection
+        .write_all(
+            format!(
+                "GET /api/v1/events?limit=500 HTTP/1.1\r\nHost: posture\r\n\
+                 Authorization: Bearer {key}\r\nAccept: text/event-stream\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    let read = connection.read(&mut buffer).await.unwrap();
+    received.extend_from_slice(&buffer[..read]);
+    assert!(received.starts_with(b"HTTP/1.1 200"));
+
+    app.store
+        .revoke_key(None, id, &Actor::Operator)
+        .await
+        .unwrap();
+    // Read all it sends: it ends (the chunked body's last chunk) long before the backlog.
+    let ended = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let read = connection.read(&mut buffer).await.unwrap();
+            received.extend_from_slice(&buffer[..read]);
+            if read == 0 || received.ends_with(b"0\r\n\r\n") {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream ended");
+    let events = received.windows(4).filter(|w| w == b"id: ").count();
+    assert!(
+        events < backlog / 2,
+        "{events} of {backlog} events sent after the key was revoked"
+    );
+}

@@ -205,6 +205,9 @@ impl Stream {
                 return Err(End::Shutdown);
             } else if Instant::now() >= deadline {
                 return Err(End::Period);
+            } else if !self.key_is_valid().await {
+                // Catching up on many pages: the key is checked before each, as when quiet.
+                return Err(End::Key);
             } else {
                 read_page(self.state.ports.events.as_ref(), &self.caller, &self.filter).await
             }
