@@ -127,6 +127,30 @@ async fn every_event_of_every_pass_is_in_the_feed_in_commit_order() {
         )
         .await;
     assert_eq!(self::ids(&rest), ids[2..]);
+    // Last-Event-ID (an SSE client's reconnection) reads on the same way, instead of `after`.
+    let resumed: Value = app
+        .client
+        .get(app.url(&format!("/api/v1/events?after={}", ids[4])))
+        .bearer_auth(&key)
+        .header("last-event-id", &ids[1])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(self::ids(&resumed), ids[2..]);
+    for bad in ["not-an-id", "{}", &uuid::Uuid::now_v7().to_string()] {
+        let response = app
+            .client
+            .get(app.url("/api/v1/events"))
+            .bearer_auth(&key)
+            .header("last-event-id", bad)
+            .send()
+            .await
+            .unwrap();
+        assert_error(response, StatusCode::BAD_REQUEST, "invalid_request").await;
+    }
     let response = app.get("/api/v1/events?limit=2", &key).await;
     let link = response.headers()["link"].to_str().unwrap().to_owned();
     let first: Value = response.json().await.unwrap();

@@ -21,7 +21,7 @@ use posture_wire::{
     events::{EventListMeta, EventListResponse, EventResponse, EventsQuery},
 };
 
-use super::{Access, Endpoint, Success, schema};
+use super::{Access, Endpoint, RequestHeader, Success, schema};
 use crate::{
     auth::Caller,
     error::ApiError,
@@ -47,7 +47,7 @@ pub static LIST: Endpoint = Endpoint {
                   after `after` (or `Last-Event-ID`) as it is committed, one per message \
                   (`id:` the event's id, `data:` the event as JSON).",
     query: &[part::<EventsQuery>()],
-    request_headers: &[&stream::LAST_EVENT_ID],
+    request_headers: &[&LAST_EVENT_ID],
     success: Success::Media {
         status: 200,
         description: "A page of events; or, asked for with `Accept: text/event-stream`, the \
@@ -78,15 +78,45 @@ pub static GET: Endpoint = Endpoint {
     ..Endpoint::DEFAULT
 };
 
+/// The `Last-Event-ID` request header, as the contract states it: cursor-shaped (an empty
+/// value is no value), what it names is the feed's to say.
+static LAST_EVENT_ID: RequestHeader = RequestHeader {
+    name: "Last-Event-ID",
+    description: "The id of the last event received, which an SSE client sends when it \
+                  reconnects: the feed goes on after it, as `after` would (and instead of \
+                  `after`). An id that is no event of yours is 400; empty, it is ignored.",
+    schema: last_event_id_schema,
+};
+
+fn last_event_id_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "maxLength": 64, "pattern": "^[A-Za-z0-9_-]*$"})
+}
+
+/// `Last-Event-ID`, if sent and not empty: the event it names, or why it names none.
+fn last_event_id(req: &HttpRequest) -> Result<Option<EventId>, ApiError> {
+    let Some(value) = req.headers().get("last-event-id") else {
+        return Ok(None);
+    };
+    let refused =
+        || ApiError::invalid("Last-Event-ID: not an event id (send the `id` of an event received)");
+    let id = value.to_str().map_err(|_| refused())?.trim();
+    if id.is_empty() {
+        // A client that received no event yet may send it empty: read from `after`.
+        return Ok(None);
+    }
+    id.parse().map(Some).map_err(|_| refused())
+}
+
 async fn list_events(
     req: HttpRequest,
     caller: Caller,
     Input(query): Input<EventsQuery>,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    let after = match &query.after {
-        None => None,
-        Some(after) => Some(after.event_id().ok_or_else(unknown_after)?),
+    let after = match (last_event_id(&req)?, &query.after) {
+        (Some(last), _) => Some(last),
+        (None, None) => None,
+        (None, Some(after)) => Some(after.event_id().ok_or_else(unknown_after)?),
     };
     let filter = EventFilter {
         types: query.event_type.0.clone(),
@@ -209,4 +239,36 @@ async fn get_event(
     Ok(HttpResponse::Ok().json(DataResponse {
         data: EventResponse::from(event),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::test::TestRequest;
+
+    use super::*;
+
+    #[test]
+    fn last_event_id_names_an_event_or_is_refused_in_words() {
+        let id = uuid::Uuid::now_v7().to_string();
+        let with = |value: &str| {
+            TestRequest::default()
+                .insert_header(("Last-Event-ID", value))
+                .to_http_request()
+        };
+        assert_eq!(
+            last_event_id(&with(&id)).unwrap().map(|e| e.to_string()),
+            Some(id.clone())
+        );
+        assert_eq!(last_event_id(&with("")).unwrap(), None);
+        assert_eq!(
+            last_event_id(&TestRequest::default().to_http_request()).unwrap(),
+            None
+        );
+        for bad in ["42", "not-an-id", &"f".repeat(4000)] {
+            assert!(
+                matches!(last_event_id(&with(bad)), Err(ApiError::InvalidRequest(_))),
+                "{bad}"
+            );
+        }
+    }
 }

@@ -3,7 +3,7 @@
 //! long-poll.
 //!
 //! A stream sends every event after `after` (or after `Last-Event-ID`, which a reconnecting
-//! client sends and which wins), then each new one as its pass commits: one message per
+//! client sends and which wins: `mod.rs` reads it for both answers), then each new one as its pass commits: one message per
 //! event, `id:` its id and `data:` the event as `GET /events/{id}` shows it. It takes one
 //! waiting place of its key and instance for its whole life (the bounds of long-polls), is
 //! counted once against the rate limit, and reads the database only when word of its
@@ -24,7 +24,7 @@ use actix_web::{
     web::{self, Bytes},
 };
 use posture_domain::{
-    EventId, KeyHash,
+    KeyHash,
     event::{EventFilter, EventPage},
     ports::DataChangeSubscription,
 };
@@ -37,23 +37,8 @@ use crate::{
     auth::{Caller, presented_key},
     error::ApiError,
     event_waits::WaitSlot,
-    routes::RequestHeader,
     state::ApiState,
 };
-
-/// The `Last-Event-ID` request header, as the contract states it.
-pub(super) static LAST_EVENT_ID: RequestHeader = RequestHeader {
-    name: "Last-Event-ID",
-    description: "With `Accept: text/event-stream`: the id of the last event received (an \
-                  SSE client sends it when it reconnects). The stream goes on after it, as \
-                  `after` would (and instead of `after`). An id that is no event of yours is \
-                  400.",
-    schema: last_event_id_schema,
-};
-
-fn last_event_id_schema(_: &mut SchemaGenerator) -> Schema {
-    schemars::json_schema!({"type": "string", "format": "uuid"})
-}
 
 /// The schema of the stream's body (for the contract).
 pub(super) fn schema(_: &mut SchemaGenerator) -> Schema {
@@ -81,32 +66,14 @@ pub(super) fn wanted(req: &HttpRequest) -> bool {
     })
 }
 
-/// `Last-Event-ID`, if sent: the event it names, or why it names none.
-fn last_event_id(req: &HttpRequest) -> Result<Option<EventId>, ApiError> {
-    let Some(value) = req.headers().get("last-event-id") else {
-        return Ok(None);
-    };
-    let refused =
-        || ApiError::invalid("Last-Event-ID: not an event id (send the `id` of an event received)");
-    let id = value.to_str().map_err(|_| refused())?.trim();
-    if id.is_empty() {
-        // An SSE client that received no event yet may send it empty: start from `after`.
-        return Ok(None);
-    }
-    id.parse().map(Some).map_err(|_| refused())
-}
-
 /// Answers with the stream: its place taken and its first page read before the answer, so
 /// that a bound reached, or an unknown `after`, is an error status rather than a stream.
 pub(super) async fn open(
     req: &HttpRequest,
     caller: &Caller,
-    mut filter: EventFilter,
+    filter: EventFilter,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    if let Some(last) = last_event_id(req)? {
-        filter.after = Some(last);
-    }
     let waits = &state.event_waits;
     if waits.is_stopping() {
         return Err(ApiError::Busy("the server is shutting down"));
@@ -291,30 +258,5 @@ mod tests {
             assert_eq!(self::wanted(&req), wanted, "{accept}");
         }
         assert!(!wanted(&TestRequest::default().to_http_request()));
-    }
-
-    #[test]
-    fn last_event_id_names_an_event_or_is_refused_in_words() {
-        let id = uuid::Uuid::now_v7().to_string();
-        let with = |value: &str| {
-            TestRequest::default()
-                .insert_header(("Last-Event-ID", value))
-                .to_http_request()
-        };
-        assert_eq!(
-            last_event_id(&with(&id)).unwrap().map(|e| e.to_string()),
-            Some(id.clone())
-        );
-        assert_eq!(last_event_id(&with("")).unwrap(), None);
-        assert_eq!(
-            last_event_id(&TestRequest::default().to_http_request()).unwrap(),
-            None
-        );
-        for bad in ["42", "not-an-id", &"f".repeat(4000)] {
-            assert!(
-                matches!(last_event_id(&with(bad)), Err(ApiError::InvalidRequest(_))),
-                "{bad}"
-            );
-        }
     }
 }
