@@ -7,8 +7,8 @@
 //!   bench's own) to the event in its hands: p50, p99, max; and the API's resident memory
 //!   idle and with the 1,000 waiting;
 //! * the feed read by cursor (`limit=500`) at the start and deep into a customer's 1,000,000
-//!   events, then 10,000,000 (the events written by SQL, over 1,000 real findings): events
-//!   per second, and how flat it stays from 1M to 10M.
+//!   events, then 10,000,000 (`--event-sizes`; the events written by SQL, over 1,000 real
+//!   findings): events per second, and how flat it stays from the one to the other.
 
 use std::{
     path::Path,
@@ -57,9 +57,13 @@ pub fn run(
     bin: &Path,
     server: &Server,
     database_url: &str,
+    sizes: &[i64],
     duration: Duration,
     figures: &mut Vec<Figure>,
 ) -> anyhow::Result<()> {
+    let &[smaller, larger] = sizes else {
+        bail!("--event-sizes takes two sizes, smaller first");
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -104,7 +108,7 @@ pub fn run(
 
     let deep = Customer::create(bin, database_url, &dir, "events-bench-depth", 1)?;
     let mut rates = Vec::new();
-    for total in [1_000_000_i64, 10_000_000] {
+    for total in [smaller, larger] {
         eprintln_status(&format!("events feed: writing events up to {total}"));
         deep.fill_events(database_url, total)?;
         let rate = read_rate_at_depth(server, database_url, &deep, total, duration, figures)?;
@@ -112,12 +116,16 @@ pub fn run(
     }
     figures.push(
         Figure::measure(
-            "events feed read at depth 9,900,000 of 10M vs depth 990,000 of 1M",
+            format!("events feed read 99 % deep in {larger} events vs in {smaller}"),
             rates[1],
             "events/s",
             false,
         )
-        .against(rates[0], "the same read at depth in 1M events", Some(0.9)),
+        .against(
+            rates[0],
+            format!("the same read 99 % deep in {smaller} events"),
+            Some(0.9),
+        ),
     );
     Ok(())
 }
@@ -457,7 +465,6 @@ fn read_rate_at_depth(
         ),
     )?;
     let key = &customer.keys[0];
-    let millions = total / 1_000_000;
     // Warm-up: the pages read at depth in memory, the statements prepared.
     wrk(
         &format!("{}/api/v1/events?limit=500&after={cursor}", server.base),
@@ -479,7 +486,7 @@ fn read_rate_at_depth(
         let load = wrk(&format!("{}{path}", server.base), key, 16, duration)?;
         let rate = load.requests_per_second * 500.0;
         figures.push(Figure::measure(
-            format!("events feed read, {millions}M events, {label} (limit=500, 16 conn)"),
+            format!("events feed read, {total} events, {label} (limit=500, 16 conn)"),
             rate,
             "events/s",
             false,

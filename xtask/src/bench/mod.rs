@@ -73,6 +73,9 @@ pub struct BenchArgs {
     /// read at depth in 1M and 10M events), on a database of its own.
     #[arg(long)]
     events_only: bool,
+    /// The two sizes of the events feed read at depth, in events, smaller first.
+    #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
+    event_sizes: Vec<i64>,
     /// The two sizes of `--scale`, in findings, smaller first.
     #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
     scale_sizes: Vec<usize>,
@@ -133,6 +136,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
             &bin,
             &server,
             &postgres.url,
+            &args.event_sizes,
             Duration::from_secs(args.seconds),
             &mut figures,
         )?;
@@ -255,7 +259,14 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         duration,
         &mut figures,
     )?;
-    events::run(&bin, &server, &postgres.url, duration, &mut figures)?;
+    events::run(
+        &bin,
+        &server,
+        &postgres.url,
+        &args.event_sizes,
+        duration,
+        &mut figures,
+    )?;
     drop(server);
 
     let shared = http::Server::start(&bin, &postgres.url, Some(&redis.url()), args.pool_size)?;
