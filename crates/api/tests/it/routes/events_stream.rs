@@ -9,6 +9,7 @@ use posture_domain::{Scope, console::Actor, ports::ApiKeyRepository as _};
 use posture_test_support::{fixtures, waits::wait_for};
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::support::{TestApp, assert_error};
 
@@ -320,23 +321,21 @@ async fn a_stream_ends_after_its_period_and_a_quiet_one_says_it_is_alive() {
     assert_eq!(app.event_waits.waiting(), 0);
 }
 
-#[tokio::test]
-async fn a_reader_that_stops_reading_holds_no_place() {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-
-    let app =
-        TestApp::with_event_waits(|waits| waits.with_slow_reader(Duration::from_secs(1))).await;
+/// A customer with `backlog` new findings, hence `backlog` events, and a key of it.
+async fn with_backlog(app: &TestApp, backlog: usize) -> (posture_domain::KeyId, String) {
     let (a, tenant) = app.customer("A").await;
-    let (_, key) = app.key(a, &[Scope::ReadFindings]).await;
-    // About six megabytes of events: more than the connection's buffers hold (the
-    // server's send buffer grows to 4 MB by default on Linux).
+    let key = app.key(a, &[Scope::ReadFindings]).await;
     let mut records = vec![fixtures::identity("u1", &tenant, "Ada")];
     records.extend(
-        (0..12_000).map(|i| fixtures::finding(&format!("f{i:05}"), &tenant, "high", "open", "u1")),
+        (0..backlog).map(|i| fixtures::finding(&format!("f{i:05}"), &tenant, "high", "open", "u1")),
     );
     app.ingest(a, &records).await;
+    key
+}
 
-    // A client with a small receive window that reads the head, then nothing more.
+/// A stream of `query` read by a client with a 4 KiB receive window, past its head (200):
+/// the server waits on it once the connection's buffers are full.
+async fn small_window_stream(app: &TestApp, query: &str, key: &str) -> tokio::net::TcpStream {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let address = app.base.trim_start_matches("http://").parse().unwrap();
@@ -344,8 +343,8 @@ async fn a_reader_that_stops_reading_holds_no_place() {
     connection
         .write_all(
             format!(
-                "GET /api/v1/events HTTP/1.1\r\nHost: posture\r\nAuthorization: Bearer {key}\r\n\
-                 Accept: text/event-stream\r\n\r\n"
+                "GET /api/v1/events{query} HTTP/1.1\r\nHost: posture\r\n\
+                 Authorization: Bearer {key}\r\nAccept: text/event-stream\r\n\r\n"
             )
             .as_bytes(),
         )
@@ -358,6 +357,18 @@ async fn a_reader_that_stops_reading_holds_no_place() {
         "{}",
         String::from_utf8_lossy(&head[..read])
     );
+    connection
+}
+
+#[tokio::test]
+async fn a_reader_that_stops_reading_holds_no_place() {
+    let app =
+        TestApp::with_event_waits(|waits| waits.with_slow_reader(Duration::from_secs(1))).await;
+    // About six megabytes of events: more than the connection's buffers hold (the
+    // server's send buffer grows to 4 MB by default on Linux).
+    let (_, key) = with_backlog(&app, 12_000).await;
+    // A client that reads the head, then nothing more.
+    let connection = small_window_stream(&app, "", &key).await;
     assert_eq!(app.event_waits.waiting(), 1);
     wait_for(
         "the stream given up on its slow reader",
@@ -370,44 +381,19 @@ async fn a_reader_that_stops_reading_holds_no_place() {
 
 #[tokio::test]
 async fn a_key_revoked_while_its_stream_catches_up_ends_it_before_the_backlog() {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-
     let app = TestApp::start().await;
-    let (a, tenant) = app.customer("A").await;
-    let (id, key) = app.key(a, &[Scope::ReadFindings]).await;
     let backlog = 30_000;
-    let mut records = vec![fixtures::identity("u1", &tenant, "Ada")];
-    records.extend(
-        (0..backlog).map(|i| fixtures::finding(&format!("f{i:05}"), &tenant, "high", "open", "u1")),
-    );
-    app.ingest(a, &records).await;
-
-    // A reader with a small window: the stream waits on it page after page.
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let address = app.base.trim_start_matches("http://").parse().unwrap();
-    let mut connection = socket.connect(address).await.unwrap();
-    connection
-        .write_all(
-            format!(
-                "GET /api/v1/events?limit=500 HTTP/1.1\r\nHost: posture\r\n\
-                 Authorization: Bearer {key}\r\nAccept: text/event-stream\r\n\r\n"
-            )
-            .as_bytes(),
-        )
-        .await
-        .unwrap();
-    let mut received = Vec::new();
-    let mut buffer = [0u8; 4096];
-    let read = connection.read(&mut buffer).await.unwrap();
-    received.extend_from_slice(&buffer[..read]);
-    assert!(received.starts_with(b"HTTP/1.1 200"));
+    let (id, key) = with_backlog(&app, backlog).await;
+    // The stream waits on its reader page after page.
+    let mut connection = small_window_stream(&app, "?limit=500", &key).await;
 
     app.store
         .revoke_key(None, id, &Actor::Operator)
         .await
         .unwrap();
     // Read all it sends: it ends (the chunked body's last chunk) long before the backlog.
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
     let ended = tokio::time::timeout(Duration::from_secs(20), async {
         loop {
             let read = connection.read(&mut buffer).await.unwrap();

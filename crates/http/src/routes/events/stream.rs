@@ -129,8 +129,8 @@ enum End {
     Key,
     /// Its reader left, or took too long to accept a message.
     Reader,
-    /// A read failed (the database, or `after` past retention): the client's reconnection
-    /// gets the error status.
+    /// A read failed (the database, `after` past retention, an event not serialisable): the
+    /// client's reconnection gets the error status.
     Read,
 }
 
@@ -163,7 +163,11 @@ impl Stream {
             let caught_up = !page.has_more;
             for event in std::mem::take(&mut page.events) {
                 self.filter.after = Some(event.id);
-                self.send(message(EventResponse::from(event))).await?;
+                let message = message(EventResponse::from(event)).map_err(|e| {
+                    tracing::error!(error = %e, "an event could not be written as a message");
+                    End::Read
+                })?;
+                self.send(message).await?;
             }
             page = if caught_up {
                 let heard = self.wait_for_news(deadline).await?;
@@ -227,11 +231,10 @@ impl Stream {
 }
 
 /// One event as an SSE message.
-fn message(event: EventResponse) -> Bytes {
-    let id = event.id.clone();
+fn message(event: EventResponse) -> serde_json::Result<Bytes> {
     // One line: serde_json escapes every newline inside strings.
-    let data = serde_json::to_string(&event).unwrap_or_default();
-    Bytes::from(format!("id: {id}\ndata: {data}\n\n"))
+    let data = serde_json::to_string(&event)?;
+    Ok(Bytes::from(format!("id: {}\ndata: {data}\n\n", event.id)))
 }
 
 #[cfg(test)]
