@@ -3,7 +3,9 @@
 //! crates `posture-api` is built from (`posture-worker`'s are a subset, checked here), fails
 //! on a license outside `about.toml`'s accepted list, and renders `about.hbs`; the npm
 //! packages of the vendored API reference page follow (`xtask/docs-page/notices.md`, written
-//! by `cargo xtask vendor-docs`). `--check` fails when the committed file differs.
+//! by `cargo xtask vendor-docs`). The customers' CLI ships apart from the service, with its
+//! own notices: crates/cli/THIRD-PARTY-NOTICES.md, rendered the same way for `posture-cli`.
+//! `--check` fails when a committed file differs.
 //!
 //! cargo-about runs offline: it reads the license files in the crates' sources and asks no
 //! outside service (and no advisory database is consulted here: this machine cannot reach
@@ -20,6 +22,7 @@ use crate::{
 
 const CARGO_ABOUT: &str = "0.9.3";
 const NOTICES: &str = "THIRD-PARTY-NOTICES.md";
+const CLI_NOTICES: &str = "crates/cli/THIRD-PARTY-NOTICES.md";
 
 /// cargo-about of the pinned version, installed into `target/tools` when missing.
 fn cargo_about() -> anyhow::Result<PathBuf> {
@@ -77,31 +80,38 @@ fn render() -> anyhow::Result<String> {
             outside.join(", ")
         );
     }
-    let about = cargo_about()?;
-    let crates = output(
-        Command::new(about)
-            .current_dir(&root)
-            .args(["generate", "--locked", "--offline", "--fail"])
-            .args(["-m", "crates/api/Cargo.toml", "about.hbs"]),
-    )
-    .context("cargo-about: a crate's license is not in about.toml's accepted list, or unknown")?;
+    let crates = crate_notices("crates/api/Cargo.toml")?;
     let npm = std::fs::read_to_string(root.join("xtask/docs-page/notices.md"))
         .context("xtask/docs-page/notices.md (cargo xtask vendor-docs writes it)")?;
     Ok(format!("{}\n\n{}", crates.trim_end(), npm.trim_end()) + "\n")
 }
 
+/// cargo-about's rendering of the crates one manifest's package is built from.
+fn crate_notices(manifest: &str) -> anyhow::Result<String> {
+    let about = cargo_about()?;
+    output(
+        Command::new(about)
+            .current_dir(project_root())
+            .args(["generate", "--locked", "--offline", "--fail"])
+            .args(["-m", manifest, "about.hbs"]),
+    )
+    .context("cargo-about: a crate's license is not in about.toml's accepted list, or unknown")
+}
+
 pub fn run(check: bool) -> anyhow::Result<()> {
-    let path = project_root().join(NOTICES);
-    let expected = render()?;
-    if check {
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
-        if committed != expected {
-            bail!("{NOTICES} is stale: run `cargo xtask notices` and commit it");
+    let cli = crate_notices("crates/cli/Cargo.toml")?.trim_end().to_owned() + "\n";
+    for (name, expected) in [(NOTICES, render()?), (CLI_NOTICES, cli)] {
+        let path = project_root().join(name);
+        if check {
+            let committed = std::fs::read_to_string(&path).unwrap_or_default();
+            if committed != expected {
+                bail!("{name} is stale: run `cargo xtask notices` and commit it");
+            }
+            eprintln_status(&format!("{name} is current"));
+            continue;
         }
-        eprintln_status(&format!("{NOTICES} is current"));
-        return Ok(());
+        std::fs::write(&path, expected)?;
+        eprintln_status(&format!("wrote {name}"));
     }
-    std::fs::write(&path, expected)?;
-    eprintln_status(&format!("wrote {NOTICES}"));
     Ok(())
 }

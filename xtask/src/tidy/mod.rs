@@ -45,8 +45,15 @@ const ADAPTERS: &[&str] = &[
     "posture-oidc",
 ];
 
-/// The shipped crates that send HTTP: the guarded client and its two users.
-const HTTP_CLIENTS: &[&str] = &["posture-egress", "posture-delivery", "posture-oidc"];
+/// The shipped crates that send HTTP: the guarded client and its two users, and the
+/// customers' CLI, which runs on the customer's machine and speaks only to the posture URL
+/// and the receiver its user names (no address an outsider chooses, so nothing to guard).
+const HTTP_CLIENTS: &[&str] = &[
+    "posture-egress",
+    "posture-delivery",
+    "posture-oidc",
+    "posture-cli",
+];
 
 /// Runs every rule; fails listing every breach.
 pub fn run() -> anyhow::Result<()> {
@@ -369,8 +376,8 @@ fn layering() -> anyhow::Result<Vec<String>> {
             && graph.direct(member).contains("reqwest")
         {
             found.push(format!(
-                "{member} depends on reqwest: only posture-egress (the guarded client) and \
-                 its users posture-delivery and posture-oidc send HTTP"
+                "{member} depends on reqwest: only posture-egress (the guarded client), its \
+                 users posture-delivery and posture-oidc, and the customers' posture-cli send HTTP"
             ));
         }
     }

@@ -9,6 +9,7 @@ mod cli;
 mod compression;
 mod console;
 mod contract;
+mod customer_cli;
 mod defaults;
 mod docs_page;
 mod errors;
