@@ -16,17 +16,18 @@ use crate::{
     process::{eprintln_status, output, run},
 };
 
-/// Builds `posture-api` and `posture-worker` (debug); returns their directory.
+/// Builds `posture-api`, `posture-worker` and the customers' `posture` (debug); returns their
+/// directory.
 pub fn build_binaries() -> anyhow::Result<PathBuf> {
     build_binaries_as(false)
 }
 
-/// Builds `posture-api` and `posture-worker`, optimised when `release`; returns their
-/// directory.
+/// Builds `posture-api`, `posture-worker` and the customers' `posture`, optimised when
+/// `release`; returns their directory.
 pub fn build_binaries_as(release: bool) -> anyhow::Result<PathBuf> {
     let profile = if release { "release" } else { "debug" };
     eprintln_status(&format!(
-        "building posture-api and posture-worker ({profile})"
+        "building posture-api, posture-worker and posture ({profile})"
     ));
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo.current_dir(project_root()).args([
@@ -36,6 +37,8 @@ pub fn build_binaries_as(release: bool) -> anyhow::Result<PathBuf> {
         "posture-api",
         "-p",
         "posture-worker",
+        "-p",
+        "posture-cli",
     ]);
     if release {
         cargo.arg("--release");

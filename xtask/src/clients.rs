@@ -339,6 +339,8 @@ fn documentation(
     }
     env.push(("CUSTOMER".to_owned(), customer.to_owned()));
     env.push(("WEBHOOK".to_owned(), webhook));
+    // The customers' CLI (docs/cli.md) reads the service's address from the environment.
+    env.push(("POSTURE_URL".to_owned(), base.to_owned()));
     let served = Served {
         base: base.to_owned(),
         env,

@@ -186,10 +186,15 @@ pub(crate) mod tests {
         found
     }
 
-    /// The environment variables the binaries read: every `env = "NAME"` of a clap argument.
-    fn variables_in_code() -> std::collections::BTreeSet<String> {
+    /// The environment variables the binaries read: every `env = "NAME"` of a clap argument,
+    /// in the service's crates (`customers: false`) or in the customers' CLI (`true`).
+    fn variables_in_code(customers: bool) -> std::collections::BTreeSet<String> {
         let mut names = std::collections::BTreeSet::new();
+        let cli = project_root().join("crates/cli");
         for file in files(&project_root().join("crates"), &[".rs"]) {
+            if file.starts_with(&cli) != customers {
+                continue;
+            }
             let text = std::fs::read_to_string(&file).unwrap();
             for (at, _) in text.match_indices("env = \"") {
                 let rest = &text[at + "env = \"".len()..];
@@ -209,8 +214,16 @@ pub(crate) mod tests {
 
     #[test]
     fn the_configuration_reference_lists_exactly_the_variables_the_binaries_read() {
-        let code = variables_in_code();
+        let code = variables_in_code(false);
         assert!(code.contains("DATABASE_URL") && code.contains("POSTURE_SECRET_KEY"));
+        // The customers' CLI is documented apart, for customers.
+        let cli_doc = std::fs::read_to_string(project_root().join("docs/cli.md")).unwrap();
+        let cli_code = variables_in_code(true);
+        assert!(cli_code.contains("POSTURE_LISTEN_SECRET"));
+        assert!(
+            cli_code.is_subset(&variables_named(&cli_doc)),
+            "docs/cli.md names every variable of {cli_code:?}"
+        );
         let doc = std::fs::read_to_string(project_root().join("docs/operations.md")).unwrap();
         let start = doc.find("## Configuration reference").unwrap();
         let end = start + doc[start..].find("\n## ").unwrap();
@@ -231,7 +244,8 @@ pub(crate) mod tests {
 
     #[test]
     fn docs_and_deployment_files_name_only_variables_the_binaries_read() {
-        let mut code = variables_in_code();
+        let mut code = variables_in_code(false);
+        code.extend(variables_in_code(true));
         code.extend(CONSUMER_VARIABLES.iter().map(|v| (*v).to_owned()));
         let root = project_root();
         let mut paths = files(&root.join("docs"), &[".md"]);

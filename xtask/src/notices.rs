@@ -99,7 +99,10 @@ fn crate_notices(manifest: &str) -> anyhow::Result<String> {
 }
 
 pub fn run(check: bool) -> anyhow::Result<()> {
-    let cli = crate_notices("crates/cli/Cargo.toml")?.trim_end().to_owned() + "\n";
+    let cli = crate_notices("crates/cli/Cargo.toml")?
+        .trim_end()
+        .to_owned()
+        + "\n";
     for (name, expected) in [(NOTICES, render()?), (CLI_NOTICES, cli)] {
         let path = project_root().join(name);
         if check {

@@ -284,3 +284,59 @@ async fn a_refused_cursor_restarts_the_list_and_a_key_without_scopes_says_so_in_
          `posture whoami` shows what the service knows of a key)"
     );
 }
+
+/// The SQL block of docs/cli.md marked for this test.
+fn documented_queries() -> String {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/cli.md"),
+    )
+    .unwrap();
+    let marker = "<!-- doc-check: test the_documented_queries_run_on_a_synced_file -->\n```sql\n";
+    let start = doc.find(marker).expect("the marked block") + marker.len();
+    doc[start..start + doc[start..].find("```").unwrap()].to_owned()
+}
+
+#[tokio::test]
+async fn the_documented_queries_run_on_a_synced_file() {
+    let app = TestApp::start().await;
+    let (customer, t) = app.customer("A").await;
+    let key = app.key_with_every_scope(customer).await;
+    app.ingest(
+        customer,
+        &[
+            identity("u1", &t, "Ada"),
+            identity("u2", &t, "Grace"),
+            finding("f1", &t, "critical", "open", "u1"),
+            finding("f2", &t, "high", "open", "u1"),
+            finding("f3", &t, "high", "open", "u2"),
+            finding("f4", &t, "low", "resolved", "u2"),
+        ],
+    )
+    .await;
+    let db = TempDb::new("docs");
+    let (api, _) = cli(&app, &key);
+    sync(&api, db.0.clone(), &Quiet, &SyncOptions::default())
+        .await
+        .unwrap();
+    let conn = rusqlite::Connection::open(&db.0).unwrap();
+    let mut results: Vec<Vec<(String, i64)>> = Vec::new();
+    for statement in documented_queries().split(';').map(str::trim) {
+        if statement.is_empty() {
+            continue;
+        }
+        let mut prepared = conn.prepare(statement).unwrap();
+        let rows = prepared
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>());
+        // CREATE INDEX returns no columns; the queries return (name, count).
+        results.push(rows.unwrap_or_default());
+    }
+    assert_eq!(
+        results,
+        [
+            vec![],
+            vec![("high".into(), 2), ("critical".into(), 1)],
+            vec![("Ada".into(), 2), ("Grace".into(), 1)],
+        ]
+    );
+}
