@@ -7,6 +7,8 @@ use reqwest::{Response, StatusCode, header::HeaderMap};
 use serde::Deserialize;
 use url::Url;
 
+use crate::body::{BodyError, MAX_ERROR, MAX_JSON, read_limited, read_prefix};
+
 /// What the CLI tells its user while it waits (the progress bar or stderr shows it).
 pub type Notices = Arc<dyn Fn(&str) + Send + Sync>;
 
@@ -252,16 +254,22 @@ impl Api {
         loop {
             let response = self.get(path, query, HeaderMap::new()).await?;
             let headers = response.headers().clone();
-            match response.bytes().await {
+            match read_limited(response, MAX_JSON).await {
                 Ok(body) => {
                     let value = serde_json::from_slice(&body)
                         .map_err(|e| ApiError::Unexpected(format!("{path}: {e}")))?;
                     return Ok((value, headers));
                 }
-                Err(e) => {
+                Err(BodyError::Network(e)) => {
                     attempt += 1;
                     self.network_failure(&self.target.api_url(path), attempt, &e)
                         .await?;
+                }
+                Err(BodyError::TooLarge) => {
+                    return Err(ApiError::Unexpected(format!(
+                        "{path}: an answer over {} MiB (is POSTURE_URL the service?)",
+                        MAX_JSON >> 20
+                    )));
                 }
             }
         }
@@ -379,8 +387,8 @@ async fn refusal(response: Response) -> ApiError {
         .unwrap_or("(none)")
         .to_owned();
     // An error body is small; a proxy's HTML page need not be read whole.
-    let body = response.bytes().await.unwrap_or_default();
-    let reason = serde_json::from_slice::<ErrorBody>(&body[..body.len().min(64 * 1024)])
+    let body = read_prefix(response, MAX_ERROR).await;
+    let reason = serde_json::from_slice::<ErrorBody>(&body)
         .ok()
         .and_then(|b| b.reason)
         .map(|r| {

@@ -3,6 +3,7 @@
 //! key from the environment; docs/cli.md is its manual.
 
 pub mod args;
+pub mod body;
 pub mod client;
 pub mod commands;
 pub mod export;

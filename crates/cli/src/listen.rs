@@ -11,7 +11,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use url::Url;
 
-use crate::client::{Api, ApiError, Retries, describe};
+use crate::{
+    body::{BodyError, MAX_JSON, read_limited},
+    client::{Api, ApiError, Retries, describe},
+};
 
 /// The longest a long-poll waits for an event (the API's own bound).
 const WAIT_SECS: &str = "30";
@@ -123,10 +126,21 @@ pub async fn listen(
             (None, None) => {}
         }
         let response = api.get("events", &query, Default::default()).await?;
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| ApiError::Unexpected(format!("events: {}", describe(&e))))?;
+        let body = match read_limited(response, MAX_JSON).await {
+            Ok(body) => body,
+            // A cut answer: asked again from the same place.
+            Err(BodyError::Network(e)) => {
+                (api.notices())(&format!(
+                    "the events feed was cut ({}); asking again in 1 s",
+                    describe(&e)
+                ));
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                continue;
+            }
+            Err(BodyError::TooLarge) => {
+                return Err(ApiError::Unexpected("events: an answer too large".into()).into());
+            }
+        };
         let feed: Feed<'_> = serde_json::from_slice(&body)
             .map_err(|e| ApiError::Unexpected(format!("events: {e}")))?;
         for raw in feed.data {

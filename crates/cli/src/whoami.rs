@@ -26,6 +26,7 @@ pub struct Customer {
 }
 
 /// The answer: the key as read, the document as sent, and the service's clock.
+#[derive(Debug)]
 pub struct Whoami {
     pub key: KeyInfo,
     pub raw: Value,

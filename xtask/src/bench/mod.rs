@@ -9,6 +9,7 @@
 //! `sync.rs` measures keeping in sync (a deep cursor page, a sync loop after a steady-state
 //! pass that changed 1% of the largest customer's findings).
 
+mod cli;
 mod compression;
 mod cpu;
 mod deliveries;
@@ -69,6 +70,10 @@ pub struct BenchArgs {
     /// same data.
     #[arg(long)]
     compression_only: bool,
+    /// Measure only the customers' CLI (`cli.rs`: `posture sync` of the largest customer into
+    /// SQLite, first and after a pass changing 1%), on the same data.
+    #[arg(long)]
+    cli_only: bool,
     /// Measure only the events feed (`events.rs`: consumers waiting for a commit, the feed
     /// read at depth in 1M and 10M events), on a database of its own.
     #[arg(long)]
@@ -111,6 +116,8 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
                 "posture-api",
                 "-p",
                 "posture-worker",
+                "-p",
+                "posture-cli",
             ]),
     )?;
     let bin_dir: PathBuf = project_root().join("target").join("release");
@@ -169,6 +176,16 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         drop(server);
         return finish(&figures);
     }
+    let ingest = sync::Ingest {
+        bin: &bin,
+        database_url: &postgres.url,
+        data_dir: &data.out,
+    };
+    if args.cli_only {
+        cli::run(&server, &ingest, &loaded.largest, &mut figures)?;
+        drop(server);
+        return finish(&figures);
+    }
     let peer = match peer::find() {
         // PostgREST's pool as posture's (4 unless --pool-size says otherwise).
         Some(postgrest) => Some(peer::Peer::start(
@@ -199,11 +216,6 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         sql::totals(&postgres.url, &loaded, connections, duration, &mut figures)?;
     }
     drop(peer);
-    let ingest = sync::Ingest {
-        bin: &bin,
-        database_url: &postgres.url,
-        data_dir: &data.out,
-    };
     sync::run(
         &server,
         &ingest,
@@ -212,6 +224,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         duration,
         &mut figures,
     )?;
+    cli::run(&server, &ingest, &loaded.largest, &mut figures)?;
     let in_process = http::cheap_route(&server, &loaded, "in-process", 16, duration, &mut figures)?;
     let most = args.connections.iter().max().copied().unwrap_or(16);
     figures.push(

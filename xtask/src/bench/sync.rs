@@ -58,10 +58,14 @@ fn read_all(base: &str, query: &str, key: &str) -> anyhow::Result<(usize, usize,
     }
 }
 
-/// The customer's ingest file with the title of one finding in [`CHANGE_EVERY`] changed.
-fn changed_pass(data_dir: &Path) -> anyhow::Result<(std::path::PathBuf, usize)> {
+/// The customer's ingest file with the title of one finding in [`CHANGE_EVERY`] changed
+/// (marked with `mark`, so that each pass made with another mark changes them again).
+pub(super) fn changed_pass(
+    data_dir: &Path,
+    mark: &str,
+) -> anyhow::Result<(std::path::PathBuf, usize)> {
     let source = data_dir.join("customer-000.jsonl");
-    let target = data_dir.join("customer-000-changed.jsonl");
+    let target = data_dir.join(format!("customer-000-{mark}.jsonl"));
     let reader = BufReader::new(std::fs::File::open(&source)?);
     let mut out = std::io::BufWriter::new(std::fs::File::create(&target)?);
     let (mut findings, mut changed) = (0, 0);
@@ -71,7 +75,7 @@ fn changed_pass(data_dir: &Path) -> anyhow::Result<(std::path::PathBuf, usize)> 
         if record["type"] == "finding" {
             if findings % CHANGE_EVERY == 0 {
                 let title = record["title"].as_str().unwrap_or_default().to_owned();
-                record["title"] = Value::from(format!("{title} (changed)"));
+                record["title"] = Value::from(format!("{title} ({mark})"));
                 changed += 1;
             }
             findings += 1;
@@ -88,6 +92,25 @@ pub struct Ingest<'a> {
     pub bin: &'a Path,
     pub database_url: &'a str,
     pub data_dir: &'a Path,
+}
+
+impl Ingest<'_> {
+    /// Runs a pass of the largest customer changing 1% of its findings; returns how many it
+    /// changed and the seconds it took.
+    pub fn changed_pass(&self, largest: &Customer, mark: &str) -> anyhow::Result<(usize, f64)> {
+        let (file, changed) = changed_pass(self.data_dir, mark)?;
+        let started = Instant::now();
+        output(
+            Command::new(self.bin)
+                .args(["ingest", "--customer", &largest.id])
+                .arg(&file)
+                .env("DATABASE_URL", self.database_url)
+                .env("POSTURE_LOG", "warn"),
+        )?;
+        let seconds = started.elapsed().as_secs_f64();
+        std::fs::remove_file(&file)?;
+        Ok((changed, seconds))
+    }
 }
 
 pub fn run(
@@ -151,17 +174,7 @@ pub fn run(
             .as_str()
             .context("no syncedThrough")?
             .to_owned();
-    let (file, changed) = changed_pass(ingest.data_dir)?;
-    let started = Instant::now();
-    output(
-        Command::new(ingest.bin)
-            .args(["ingest", "--customer", &largest.id])
-            .arg(&file)
-            .env("DATABASE_URL", ingest.database_url)
-            .env("POSTURE_LOG", "warn"),
-    )?;
-    let pass_seconds = started.elapsed().as_secs_f64();
-    std::fs::remove_file(&file)?;
+    let (changed, pass_seconds) = ingest.changed_pass(largest, "changed")?;
     figures.push(Figure::measure(
         format!(
             "ingest: a steady-state pass of the 200k-row customer ({} findings, {changed} \

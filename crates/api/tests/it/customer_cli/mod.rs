@@ -1,6 +1,7 @@
 //! `posture`, the customers' CLI, driven as a library against a served instance: its sync
 //! into SQLite, its export and its forwarding of the events feed.
 
+mod errors;
 mod export;
 mod listen;
 mod sync;
@@ -18,6 +19,11 @@ use crate::support::TestApp;
 
 /// The CLI's client of `app` with `key`; what it says while it waits is kept.
 fn cli(app: &TestApp, key: &str) -> (Api, Arc<Mutex<Vec<String>>>) {
+    cli_at(&app.base, key)
+}
+
+/// The CLI's client of the service at `base`, retrying 4 times with short waits.
+fn cli_at(base: &str, key: &str) -> (Api, Arc<Mutex<Vec<String>>>) {
     let said = Arc::new(Mutex::new(Vec::new()));
     let kept = said.clone();
     let retries = Retries {
@@ -25,7 +31,7 @@ fn cli(app: &TestApp, key: &str) -> (Api, Arc<Mutex<Vec<String>>>) {
         max_wait: Duration::from_millis(200),
         attempts: 4,
     };
-    let target = Target::new(Some(&app.base), Some(key)).unwrap();
+    let target = Target::new(Some(base), Some(key)).unwrap();
     let api = Api::new(
         target,
         retries,
