@@ -1,6 +1,9 @@
 //! `posture sync`: exactly once while passes commit, resumable, equal to the server.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, AtomicU64, Ordering},
+};
 
 use posture_cli::{
     mirror::{Mirror, Resource},
@@ -11,7 +14,7 @@ use posture_domain::Scope;
 use posture_test_support::fixtures::{finding, identity, recommendation};
 use serde_json::{Value, json};
 
-use super::{TempDb, cli, server_rows};
+use super::{TempDb, cli, cli_at, server_rows};
 use crate::support::TestApp;
 
 fn pages(page_size: u32) -> SyncOptions {
@@ -339,4 +342,127 @@ async fn the_documented_queries_run_on_a_synced_file() {
             vec![("Ada".into(), 2), ("Grace".into(), 1)],
         ]
     );
+}
+
+/// A TCP relay to the service whose connections can be cut: while cut, every connection
+/// (open or new) is dropped, as when the network goes away.
+struct Relay {
+    base: String,
+    cut: Arc<AtomicBool>,
+    accepting: tokio::task::JoinHandle<()>,
+}
+
+impl Relay {
+    async fn to(app: &TestApp) -> Self {
+        let upstream = app.base.trim_start_matches("http://").to_owned();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let cut = Arc::new(AtomicBool::new(false));
+        let flag = cut.clone();
+        let accepting = tokio::spawn(async move {
+            let mut open = tokio::task::JoinSet::new();
+            let mut watch = tokio::time::interval(std::time::Duration::from_millis(5));
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        let Ok((mut client, _)) = accepted else { continue };
+                        if flag.load(Ordering::SeqCst) {
+                            continue; // dropped: the connection is reset
+                        }
+                        let upstream = upstream.clone();
+                        open.spawn(async move {
+                            let mut server = tokio::net::TcpStream::connect(upstream).await.unwrap();
+                            let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                        });
+                    }
+                    _ = watch.tick() => {
+                        if flag.load(Ordering::SeqCst) {
+                            open.abort_all();
+                        }
+                    }
+                }
+            }
+        });
+        Self {
+            base,
+            cut,
+            accepting,
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.accepting.abort();
+    }
+}
+
+/// Cuts the relay once `after` rows were read.
+struct CutAfter {
+    rows: AtomicU64,
+    after: u64,
+    cut: Arc<AtomicBool>,
+}
+
+impl Progress for CutAfter {
+    fn begin(&self, _: &str, _: u64) {}
+    fn advance(&self, rows: u64) {
+        if self.rows.fetch_add(rows, Ordering::SeqCst) + rows >= self.after {
+            self.cut.store(true, Ordering::SeqCst);
+        }
+    }
+    fn end(&self) {}
+    fn say(&self, _: &str) {}
+}
+
+#[tokio::test]
+async fn a_sync_cut_off_by_the_network_goes_on_from_the_last_page_written() {
+    let app = TestApp::start().await;
+    let (customer, t) = app.customer("A").await;
+    let key = app.key_with_every_scope(customer).await;
+    let mut records = vec![identity("u1", &t, "Ada")];
+    for i in 0..400 {
+        records.push(finding(&format!("f{i:04}"), &t, "medium", "open", "u1"));
+    }
+    app.ingest(customer, &records).await;
+    let relay = Relay::to(&app).await;
+    let db = TempDb::new("cut");
+    let (api, said) = cli_at(&relay.base, &key);
+    let cutter = CutAfter {
+        rows: AtomicU64::new(0),
+        after: 150,
+        cut: relay.cut.clone(),
+    };
+    let err = sync(&api, db.0.clone(), &cutter, &pages(50))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("could not reach http://127.0.0.1:")
+            && err.to_string().contains("after 4 attempts"),
+        "{err}"
+    );
+    assert_eq!(
+        said.lock().unwrap().len(),
+        3,
+        "each retry said: {:?}",
+        said.lock().unwrap()
+    );
+    let written = Mirror::open(&db.0)
+        .unwrap()
+        .rows(Resource::Findings)
+        .unwrap()
+        .len() as u64;
+    assert!(
+        (150..400).contains(&written),
+        "{written} written before the cut"
+    );
+    // The network is back: the same command goes on from the last page written.
+    relay.cut.store(false, Ordering::SeqCst);
+    let resumed = sync(&api, db.0.clone(), &Quiet, &pages(50)).await.unwrap();
+    assert_eq!(
+        (resumed.lists[0].new, resumed.lists[0].changed),
+        (400 - written, 0)
+    );
+    assert_mirror_is_the_server(&app, &key, &db).await;
 }
