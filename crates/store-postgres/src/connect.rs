@@ -28,23 +28,27 @@ impl Connector {
     /// roots. A value posture does not support is an error here, at start-up.
     pub(crate) fn new(url: &str) -> Result<Self, Error> {
         let invalid = |reason: String| Error::invalid("DATABASE_URL", reason);
-        let Ok(mut parsed) = url::Url::parse(url) else {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             // A key=value connection string: tokio-postgres reads it as it is (no TLS).
             return Ok(Self {
                 url: url.to_owned(),
                 tls: None,
             });
-        };
+        }
+        // The query is read here, not by a URL parser: a URL listing several hosts
+        // (`postgres://h1:5432,h2:5432/db?target_session_attrs=read-write`, for a failover
+        // pair) is no URL to `url::Url` (its port would be `5432,h2:5432`), but tokio-postgres
+        // reads it. The other parameters are kept byte for byte (re-encoding them would turn
+        // a space written `%20` in `options=-c%20search_path=x` into `+`, which
+        // tokio-postgres keeps).
+        let (base, raw_query) = url.split_once('?').unwrap_or((url, ""));
         let mut mode = None;
         let mut root_cert = None;
-        // The other parameters are kept byte for byte (re-encoding them would turn a space
-        // written `%20` in `options=-c%20search_path=x` into `+`, which tokio-postgres keeps).
         let mut kept: Vec<String> = Vec::new();
-        let raw_query = parsed.query().unwrap_or("").to_owned();
         for (raw, (key, value)) in raw_query
             .split('&')
             .filter(|p| !p.is_empty())
-            .zip(parsed.query_pairs())
+            .zip(url::form_urlencoded::parse(raw_query.as_bytes()))
         {
             match &*key {
                 "sslmode" => mode = Some(value.into_owned()),
@@ -78,7 +82,6 @@ impl Connector {
             "sslmode={}",
             if verify { "require" } else { "disable" }
         ));
-        parsed.set_query(Some(&kept.join("&")));
         let tls = if verify {
             let roots = roots(root_cert.as_deref())?;
             let config = ClientConfig::builder_with_provider(Arc::new(
@@ -93,7 +96,7 @@ impl Connector {
             None
         };
         Ok(Self {
-            url: parsed.into(),
+            url: format!("{base}?{}", kept.join("&")),
             tls,
         })
     }
@@ -184,6 +187,29 @@ mod tests {
         assert_eq!(
             kept_url("postgres://db/p?options=-c%20search_path%3Dposture&sslmode=disable"),
             "postgres://db/p?options=-c%20search_path%3Dposture&sslmode=disable"
+        );
+    }
+
+    #[test]
+    fn a_url_listing_several_hosts_keeps_its_hosts_and_its_tls() {
+        let url = "postgres://u:p@db1:5432,db2:5433/posture?target_session_attrs=read-write&sslmode=verify-full";
+        let connector = Connector::new(url).unwrap();
+        assert_eq!(
+            connector.url,
+            "postgres://u:p@db1:5432,db2:5433/posture?target_session_attrs=read-write&sslmode=require"
+        );
+        assert!(connector.tls.is_some(), "TLS is kept for every host");
+        // tokio-postgres reads it: both hosts, and the session attribute.
+        let config: tokio_postgres::Config = connector.url.parse().unwrap();
+        assert_eq!(config.get_hosts().len(), 2);
+        assert_eq!(config.get_ports(), [5432, 5433]);
+        assert_eq!(
+            config.get_target_session_attrs(),
+            tokio_postgres::config::TargetSessionAttrs::ReadWrite
+        );
+        assert_eq!(
+            kept_url("postgresql://db1,db2/p"),
+            "postgresql://db1,db2/p?sslmode=disable"
         );
     }
 

@@ -256,14 +256,36 @@ impl PostgresServer {
 
     /// Stops it, as an outage would (in-flight connections are cut).
     pub fn stop(&self) {
+        self.pg_ctl_stop("fast");
+    }
+
+    fn pg_ctl_stop(&self, mode: &str) {
         let _ = self
             .command("pg_ctl")
             .arg("-D")
             .arg(self.dir.join("data"))
-            .args(["-m", "fast", "-w", "stop"])
+            .args(["-m", mode, "-w", "stop"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
+    }
+
+    /// Stops it as a crash would: `pg_ctl stop -m immediate` (no checkpoint, connections cut,
+    /// what a `kill -9` of the postmaster leaves to a standby).
+    pub fn crash(&self) {
+        self.pg_ctl_stop("immediate");
+    }
+
+    /// Promotes a standby to primary (`pg_ctl promote`, waiting until it accepts writes).
+    pub fn promote(&self) -> Result<()> {
+        self.run(
+            self.command("pg_ctl")
+                .arg("-D")
+                .arg(self.dir.join("data"))
+                .args(["-w", "promote"])
+                .stdout(Stdio::null()),
+            "pg_ctl promote",
+        )
     }
 
     /// Starts it (again), on the same port and data.

@@ -13,6 +13,7 @@ mod customer_cli;
 mod defaults;
 mod docs_page;
 mod errors;
+mod failover;
 mod harness;
 mod metrics;
 mod migrate;

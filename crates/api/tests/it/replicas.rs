@@ -24,7 +24,7 @@ async fn execute(url: &str, sql: &str) {
 }
 
 /// Waits until the standby has replayed everything the primary wrote so far.
-async fn wait_for_replay(primary: &str, standby: &str) {
+pub(crate) async fn wait_for_replay(primary: &str, standby: &str) {
     #[derive(diesel::QueryableByName)]
     struct Lsn {
         #[diesel(sql_type = diesel::sql_types::Text)]
@@ -56,6 +56,19 @@ async fn wait_for_replay(primary: &str, standby: &str) {
         assert!(Instant::now() < deadline, "the standby did not catch up");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// POSTs a webhook subscription (a write) to the server at `base`.
+pub(crate) async fn create_subscription(http: &Client, base: &str, key: &str) -> reqwest::Response {
+    http.post(format!("{base}/api/v1/webhooks"))
+        .bearer_auth(key)
+        .json(
+            &json!({"name": "SIEM", "webhookUrl": "https://hooks.example.com/posture",
+                      "webhookType": "generic", "eventTypes": ["finding_high"]}),
+        )
+        .send()
+        .await
+        .unwrap()
 }
 
 /// The value of one series of the server's `/metrics` (`None`: not exported).
@@ -184,16 +197,7 @@ async fn reads_come_from_a_replica_that_keeps_up_and_from_the_primary_once_it_la
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let created = http
-        .post(format!("{}/api/v1/webhooks", api.base))
-        .bearer_auth(&key)
-        .json(
-            &json!({"name": "SIEM", "webhookUrl": "https://hooks.example.com/posture",
-                      "webhookType": "generic", "eventTypes": ["finding_high"]}),
-        )
-        .send()
-        .await
-        .unwrap();
+    let created = create_subscription(&http, &api.base, &key).await;
     assert_eq!(created.status(), StatusCode::CREATED);
     let created: Value = created.json().await.unwrap();
     let id = created["data"]["id"].as_str().unwrap();
