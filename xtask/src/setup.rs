@@ -115,6 +115,11 @@ pub const COMPOSE: Need = Need {
     },
     packages: &["docker-compose"],
 };
+pub const PATRONI: Need = Need {
+    what: "Patroni and etcd (the failover scenarios of chaos)",
+    present: || program("patroni") && program("patronictl") && program("etcd"),
+    packages: &["patroni", "etcd-server"],
+};
 pub const WRK: Need = Need {
     what: "wrk (pgbench comes with PostgreSQL)",
     present: || program("wrk") && program("pgbench"),
@@ -145,7 +150,8 @@ pub fn needs(task: &str) -> Vec<&'static Need> {
         "fuzz" => vec![&POSTGRES, &PYTHON],
         "clients" => vec![&POSTGRES, &PYTHON, &NODE, &CHROMIUM, &CURL],
         "console-e2e" => vec![&POSTGRES, &PYTHON, &NODE, &CHROMIUM],
-        "chaos" | "soak" => vec![&POSTGRES, &REDIS],
+        "chaos" => vec![&POSTGRES, &REDIS, &PATRONI],
+        "soak" => vec![&POSTGRES, &REDIS],
         "bench" => vec![&POSTGRES, &REDIS, &WRK, &CURL],
         "validate" => vec![&PYTHON, &PROMTOOL, &COMPOSE],
         "vendor-docs" => vec![&NODE],

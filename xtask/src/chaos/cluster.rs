@@ -50,6 +50,9 @@ pub struct Cluster {
     customers: std::sync::atomic::AtomicU64,
     /// `POSTURE_RATE_LIMIT`, `POSTURE_RATE_WINDOW_SECS`.
     rate_limit: (String, String),
+    /// The members of a replicated cluster (`127.0.0.1:p1,127.0.0.1:p2,...`) every process
+    /// connects to instead of `postgres` (the failover scenarios).
+    hosts: Option<String>,
 }
 
 /// A customer with one tenant and a key holding every scope.
@@ -68,6 +71,22 @@ impl Cluster {
 
     /// With `limit` requests per key (or client address) per `window_secs`.
     pub fn with_rate_limit(bin: PathBuf, limit: u32, window_secs: u32) -> anyhow::Result<Self> {
+        Self::build(bin, limit, window_secs, None)
+    }
+
+    /// On the members of a replicated cluster (`127.0.0.1:p1,...`): every process names them
+    /// all in its `DATABASE_URL` with `target_session_attrs=read-write`, and so follows the
+    /// primary (the failover scenarios).
+    pub fn on_hosts(bin: PathBuf, hosts: &str) -> anyhow::Result<Self> {
+        Self::build(bin, 10_000_000, 900, Some(hosts.to_owned()))
+    }
+
+    fn build(
+        bin: PathBuf,
+        limit: u32,
+        window_secs: u32,
+        hosts: Option<String>,
+    ) -> anyhow::Result<Self> {
         let postgres = crate::servers::postgres("chaos-postgres", "-c max_connections=60")?;
         let redis = crate::servers::redis()?;
         let proxy = FreezingProxy::start(([127, 0, 0, 1], postgres.port()).into())?;
@@ -92,16 +111,14 @@ impl Cluster {
             worker_metrics: Vec::new(),
             customers: std::sync::atomic::AtomicU64::new(0),
             rate_limit: (limit.to_string(), window_secs.to_string()),
+            hosts,
         };
         // As in production: an owner role migrates (and nothing else); the api, the worker
         // and the operator commands run as the runtime role it grants, never a superuser.
         cluster.psql(&format!("CREATE ROLE {OWNER} LOGIN"))?;
         cluster.psql(&format!("CREATE ROLE {ROLE} LOGIN"))?;
         cluster.psql(&format!("ALTER DATABASE postgres OWNER TO {OWNER}"))?;
-        let owner_url = format!(
-            "postgres://{OWNER}@127.0.0.1:{}/postgres",
-            cluster.postgres.port()
-        );
+        let owner_url = cluster.url_as(OWNER, &format!("127.0.0.1:{}", cluster.postgres.port()));
         api_json(
             &cluster.bin,
             &[("DATABASE_URL", &owner_url)],
@@ -125,14 +142,24 @@ impl Cluster {
         self.binds.iter().map(|b| format!("http://{b}")).collect()
     }
 
-    /// posture's database URL; instance 1 goes through the proxy.
+    /// posture's database URL; instance 1 goes through the proxy (but on hosts).
     fn database_url(&self, instance: usize) -> String {
         let host = if instance == 1 {
             self.proxy.addr().to_string()
         } else {
             format!("127.0.0.1:{}", self.postgres.port())
         };
-        format!("postgres://{ROLE}@{host}/postgres")
+        self.url_as(ROLE, &host)
+    }
+
+    /// The URL of the database as `role`, on `host` or on the cluster's members.
+    fn url_as(&self, role: &str, host: &str) -> String {
+        match &self.hosts {
+            Some(hosts) => {
+                format!("postgres://{role}@{hosts}/postgres?target_session_attrs=read-write")
+            }
+            None => format!("postgres://{role}@{host}/postgres"),
+        }
     }
 
     fn log(&self, name: &str) -> anyhow::Result<Stdio> {
@@ -266,12 +293,37 @@ impl Cluster {
 
     /// The first value `sql` returns (run as the superuser).
     pub fn psql(&self, sql: &str) -> anyhow::Result<String> {
-        psql_value(&self.postgres.url, sql)
+        let host = format!("127.0.0.1:{}", self.postgres.port());
+        psql_value(&self.url_as("postgres", &host), sql)
     }
 
     /// A number `sql` returns.
     pub fn count(&self, sql: &str) -> anyhow::Result<i64> {
         Ok(self.psql(sql)?.parse()?)
+    }
+
+    /// What an ingest of `customer` left: its findings and its passes (0 after one that
+    /// failed whole).
+    pub fn rows_left(&self, customer: &Customer) -> anyhow::Result<i64> {
+        self.count(&format!(
+            "SELECT (SELECT count(*) FROM findings WHERE customer_id = '{0}') + \
+             (SELECT count(*) FROM analyzer_passes WHERE customer_id = '{0}')",
+            customer.id
+        ))
+    }
+
+    /// Runs `posture-api ingest` of `file` for `customer` again; returns whether it
+    /// succeeded and the customer's findings after.
+    pub fn ingest_again(&self, customer: &Customer, file: &str) -> anyhow::Result<(bool, i64)> {
+        let ok = self
+            .spawn_cli(&["ingest", "--customer", &customer.id, file])?
+            .wait()?
+            .success();
+        let findings = self.count(&format!(
+            "SELECT count(*) FROM findings WHERE customer_id = '{}'",
+            customer.id
+        ))?;
+        Ok((ok, findings))
     }
 
     /// A new customer with a tenant of its own and a key holding every scope.

@@ -10,7 +10,9 @@
 
 mod cluster;
 mod deliveries;
+mod failover;
 mod outages;
+mod patroni;
 mod receiver;
 mod report;
 mod restarts;
@@ -37,14 +39,20 @@ const SCENARIOS: &[&str] = &[
     "redis",
     "listen",
     "sigterm",
+    "failover",
+    "switchover",
+    "failover-sync",
 ];
 
 #[derive(Args, Debug)]
 pub struct ChaosArgs {
     /// Run only these scenarios (comma-separated): workers, receivers, postgres,
-    /// connections, redis, listen, sigterm.
+    /// connections, redis, listen, sigterm, failover, switchover, failover-sync.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Runs of each failover scenario (each on a new Patroni cluster, about a minute).
+    #[arg(long, default_value_t = 1)]
+    failover_runs: usize,
     /// Run optimised binaries (`cargo build --release`), as deployed.
     #[arg(long)]
     release: bool,
@@ -85,10 +93,33 @@ impl Context {
         url: &str,
         events: &[&str],
     ) -> anyhow::Result<String> {
+        self.subscribe_through(&self.api, customer, name, url, events)
+    }
+
+    /// As [`Context::subscribe`], through the API at `api` (another deployment's).
+    pub fn subscribe_on(
+        &self,
+        api: &str,
+        customer: &Customer,
+        name: &str,
+        events: &[&str],
+    ) -> anyhow::Result<String> {
+        let url = format!("{}/hook/{name}", self.hook_base);
+        self.subscribe_through(api, customer, name, &url, events)
+    }
+
+    fn subscribe_through(
+        &self,
+        api: &str,
+        customer: &Customer,
+        name: &str,
+        url: &str,
+        events: &[&str],
+    ) -> anyhow::Result<String> {
         let body = json!({"name": name, "webhookUrl": url, "webhookType": "generic", "eventTypes": events});
         let created = block_on(async {
             let response = reqwest::Client::new()
-                .post(format!("{}/api/v1/webhooks", self.api))
+                .post(format!("{api}/api/v1/webhooks"))
                 .bearer_auth(&customer.key)
                 .json(&body)
                 .send()
@@ -154,6 +185,21 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
             "connections" => outages::connections_exhausted(&mut cluster, &mut report),
             "redis" => outages::redis_down(&mut cluster, &mut report),
             "listen" => restarts::listen_lost(&mut cluster, &mut report),
+            "failover" | "switchover" | "failover-sync" => {
+                let (loss, synchronous) = match name {
+                    "failover" => (failover::Loss::Killed, false),
+                    "switchover" => (failover::Loss::Switchover, false),
+                    _ => (failover::Loss::Killed, true),
+                };
+                (0..args.failover_runs).try_for_each(|run| {
+                    let how = failover::How {
+                        loss,
+                        synchronous,
+                        run,
+                    };
+                    failover::run(&cluster.bin, &cx, how, scenario_label(name), &mut report)
+                })
+            }
             _ => restarts::api_sigterm(&mut cluster, &mut report),
         };
         if let Err(e) = outcome {

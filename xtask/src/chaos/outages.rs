@@ -138,20 +138,9 @@ pub fn postgres_down(
         "true",
         ingest_failed,
     );
-    let left = cluster.count(&format!(
-        "SELECT (SELECT count(*) FROM findings WHERE customer_id = '{0}') + \
-         (SELECT count(*) FROM analyzer_passes WHERE customer_id = '{0}')",
-        ingesting.id
-    ))?;
+    let left = cluster.rows_left(&ingesting)?;
     report.check(S, "rows it left behind", left, "0", left == 0);
-    let rerun = cluster
-        .spawn_cli(&["ingest", "--customer", &ingesting.id, &file])?
-        .wait()?
-        .success();
-    let findings = cluster.count(&format!(
-        "SELECT count(*) FROM findings WHERE customer_id = '{}'",
-        ingesting.id
-    ))?;
+    let (rerun, findings) = cluster.ingest_again(&ingesting, &file)?;
     report.check(
         S,
         "the same ingest run again: findings",
