@@ -1,8 +1,10 @@
 //! Rate limiting: a fixed window per bucket (an API key, or a client address for requests
-//! without a valid key).
+//! without a valid key), each bucket's windows starting at a phase of its own.
 //!
-//! Window `n` of a policy covers `[n * window, (n + 1) * window)` in epoch seconds; its
-//! reset time is `(n + 1) * window`. Every request counts (429s included). The limiters are
+//! Window `n` of a bucket whose phase is `p` covers `[n * window - p, (n + 1) * window - p)`
+//! in epoch seconds; its reset time is `(n + 1) * window - p`. The phase (`0 <= p < window`)
+//! comes from a hash of the bucket's name, so every instance agrees on it without sharing
+//! anything, and the keys told `Retry-After` do not all come back in the same second. Every request counts (429s included). The limiters are
 //! adapters of `posture-redis`: counters shared between instances in Redis, and counters in
 //! this process (one instance, or the fallback while Redis is unreachable).
 
@@ -32,11 +34,29 @@ impl RatePolicy {
         window_secs: 900,
     };
 
-    /// The index of the window containing `now` (epoch seconds) and its reset time.
+    /// The index of the window containing `now` (epoch seconds) and its reset time, for
+    /// windows starting at multiples of the window length (phase 0).
     pub fn window(&self, now: u64) -> (u64, u64) {
         let window = u64::from(self.window_secs.max(1));
         let index = now / window;
         (index, (index + 1) * window)
+    }
+
+    /// Where `bucket`'s windows start, in seconds after the multiples of the window length:
+    /// from SHA-256 of its name, so the same on every instance and spread evenly.
+    pub fn phase(&self, bucket: &RateBucket) -> u64 {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(bucket.to_string().as_bytes());
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&digest[..8]);
+        u64::from_be_bytes(first) % u64::from(self.window_secs.max(1))
+    }
+
+    /// The index of `bucket`'s window containing `now` (epoch seconds) and its reset time.
+    pub fn window_of(&self, bucket: &RateBucket, now: u64) -> (u64, u64) {
+        let phase = self.phase(bucket);
+        let (index, reset) = self.window(now + phase);
+        (index, reset - phase)
     }
 
     /// The decision for the `count`-th request of a window resetting at `reset_at`.
@@ -167,6 +187,36 @@ mod tests {
         assert_eq!(POLICY.window(0), (0, 60));
         assert_eq!(POLICY.window(59), (0, 60));
         assert_eq!(POLICY.window(60), (1, 120));
+    }
+
+    #[test]
+    fn each_bucket_has_windows_of_its_own_phase_the_same_everywhere() {
+        let policy = RatePolicy {
+            limit: 3,
+            window_secs: 900,
+        };
+        let buckets: Vec<RateBucket> = (0..1000)
+            .map(|i| RateBucket::Address(format!("192.0.2.{i}")))
+            .collect();
+        let phases: Vec<u64> = buckets.iter().map(|b| policy.phase(b)).collect();
+        assert!(phases.iter().all(|&p| p < 900));
+        // Spread: 1,000 buckets over 900 seconds; no second holds more than a handful.
+        let mut per_second = [0u32; 900];
+        for &p in &phases {
+            per_second[p as usize] += 1;
+        }
+        assert!(
+            per_second.iter().max().copied().unwrap_or(0) <= 8,
+            "{per_second:?}"
+        );
+        // Deterministic (every instance computes the same), and a window is window long.
+        let b = &buckets[7];
+        assert_eq!(policy.phase(b), policy.phase(&b.clone()));
+        let now = 1_800_000_000;
+        let (index, reset) = policy.window_of(b, now);
+        assert!(reset > now && reset <= now + 900);
+        assert_eq!(policy.window_of(b, reset - 1), (index, reset));
+        assert_eq!(policy.window_of(b, reset), (index + 1, reset + 900));
     }
 
     #[test]

@@ -14,8 +14,9 @@ use posture_domain::{
     rate_limit::{LimiterState, RateBucket, RateDecision, RateLimiter, RatePolicy},
 };
 
-/// Counters in this process. Memory is bounded: entries of past windows are dropped when a
-/// new window starts; within a window at most [`InProcessRateLimiter::MAX_ADDRESSES`]
+/// Counters in this process. Each bucket's count belongs to its current window (windows have
+/// a phase per bucket: [`RatePolicy::window_of`]); a count of a past window reads as zero
+/// and is started afresh. Memory is bounded: at most [`InProcessRateLimiter::MAX_ADDRESSES`]
 /// address buckets are kept, the least recently used going first (an address that comes
 /// back starts from zero), and key buckets are never dropped to make room for addresses
 /// (there are only as many as valid keys; past [`InProcessRateLimiter::MAX_KEYS`] the least
@@ -30,23 +31,32 @@ pub struct InProcessRateLimiter {
 /// Counts per bucket with least-recently-used eviction.
 #[derive(Default)]
 struct Lru {
-    /// Bucket → (count, tick of its last use).
-    counts: HashMap<RateBucket, (u64, u64)>,
+    /// Bucket → (its window's index, count, tick of its last use).
+    counts: HashMap<RateBucket, (u64, u64, u64)>,
     /// Tick → bucket, oldest first.
     by_use: BTreeMap<u64, RateBucket>,
 }
 
 impl Lru {
-    fn get(&self, bucket: &RateBucket) -> u64 {
-        self.counts.get(bucket).map_or(0, |(count, _)| *count)
+    /// The count of `bucket` in its window `window`.
+    fn get(&self, bucket: &RateBucket, window: u64) -> u64 {
+        match self.counts.get(bucket) {
+            Some((at, count, _)) if *at == window => *count,
+            _ => 0,
+        }
     }
 
-    /// Adds one to `bucket` at `tick`, evicting the least recently used past `capacity`.
-    fn increment(&mut self, bucket: &RateBucket, tick: u64, capacity: usize) -> u64 {
+    /// Adds one to `bucket` in its window `window` at `tick`, evicting the least recently
+    /// used past `capacity`.
+    fn increment(&mut self, bucket: &RateBucket, window: u64, tick: u64, capacity: usize) -> u64 {
         let count = match self.counts.get_mut(bucket) {
-            Some((count, last)) => {
+            Some((at, count, last)) => {
                 self.by_use.remove(last);
                 *last = tick;
+                if *at != window {
+                    *at = window;
+                    *count = 0;
+                }
                 *count += 1;
                 *count
             }
@@ -57,37 +67,20 @@ impl Lru {
                     };
                     self.counts.remove(&oldest);
                 }
-                self.counts.insert(bucket.clone(), (1, tick));
+                self.counts.insert(bucket.clone(), (window, 1, tick));
                 1
             }
         };
         self.by_use.insert(tick, bucket.clone());
         count
     }
-
-    fn clear(&mut self) {
-        self.counts.clear();
-        self.by_use.clear();
-    }
 }
 
 #[derive(Default)]
 struct Counters {
-    window: u64,
     tick: u64,
     keys: Lru,
     addresses: Lru,
-}
-
-impl Counters {
-    /// Starts window `window` afresh if it is a new one.
-    fn enter(&mut self, window: u64) {
-        if self.window != window {
-            self.window = window;
-            self.keys.clear();
-            self.addresses.clear();
-        }
-    }
 }
 
 impl InProcessRateLimiter {
@@ -126,35 +119,35 @@ impl InProcessRateLimiter {
 
     /// Counts one request of `bucket` at `now` (epoch seconds).
     pub fn check_at(&self, bucket: &RateBucket, now: u64) -> RateDecision {
-        let (window, reset_at) = self.policy.window(now);
+        let (window, reset_at) = self.policy.window_of(bucket, now);
         let mut counters = self.counters();
-        counters.enter(window);
         counters.tick += 1;
         let tick = counters.tick;
         // Keys and customers are bounded by the data (known ids), addresses and the like
         // by the least recently used going first.
         let count = match bucket {
             RateBucket::Key(_) | RateBucket::Customer(_) | RateBucket::CustomerWebhookTests(_) => {
-                counters.keys.increment(bucket, tick, Self::MAX_KEYS)
+                counters
+                    .keys
+                    .increment(bucket, window, tick, Self::MAX_KEYS)
             }
             RateBucket::Address(_) | RateBucket::SignIn(_) | RateBucket::WebhookTest(_) => counters
                 .addresses
-                .increment(bucket, tick, Self::MAX_ADDRESSES),
+                .increment(bucket, window, tick, Self::MAX_ADDRESSES),
         };
         self.policy.decide(count, reset_at, now)
     }
 
     /// The state of `bucket` at `now`, without counting a request.
     pub fn peek_at(&self, bucket: &RateBucket, now: u64) -> RateDecision {
-        let (window, reset_at) = self.policy.window(now);
-        let mut counters = self.counters();
-        counters.enter(window);
+        let (window, reset_at) = self.policy.window_of(bucket, now);
+        let counters = self.counters();
         let count = match bucket {
             RateBucket::Key(_) | RateBucket::Customer(_) | RateBucket::CustomerWebhookTests(_) => {
-                counters.keys.get(bucket)
+                counters.keys.get(bucket, window)
             }
             RateBucket::Address(_) | RateBucket::SignIn(_) | RateBucket::WebhookTest(_) => {
-                counters.addresses.get(bucket)
+                counters.addresses.get(bucket, window)
             }
         };
         self.policy.peeked(count, reset_at, now)
@@ -191,16 +184,22 @@ mod tests {
     fn the_request_after_the_limit_is_refused_until_the_window_resets() {
         let limiter = InProcessRateLimiter::new(POLICY);
         let key = RateBucket::Key(KeyId::generate());
+        // The first second of this key's window (its phase decides where windows start).
+        let (_, start) = POLICY.window_of(&key, 1_000_000);
         let remaining: Vec<u32> = (0..3)
-            .map(|_| limiter.check_at(&key, 10).remaining)
+            .map(|_| limiter.check_at(&key, start).remaining)
             .collect();
         assert_eq!(remaining, vec![2, 1, 0]);
-        let refused = limiter.check_at(&key, 10);
+        let refused = limiter.check_at(&key, start + 10);
         assert!(!refused.allowed);
         assert_eq!(refused.retry_after, 50);
-        assert_eq!(refused.reset_at, 60);
+        assert_eq!(refused.reset_at, start + 60);
         assert!(
-            limiter.check_at(&key, 60).allowed,
+            !limiter.check_at(&key, start + 59).allowed,
+            "refused to the window's last second"
+        );
+        assert!(
+            limiter.check_at(&key, start + 60).allowed,
             "a new window starts afresh"
         );
     }
@@ -210,24 +209,26 @@ mod tests {
         let limiter = InProcessRateLimiter::new(POLICY);
         let a = RateBucket::Key(KeyId::generate());
         let b = RateBucket::Address("192.0.2.1".into());
+        let (_, start) = POLICY.window_of(&a, 1_000_000);
         for _ in 0..3 {
-            limiter.check_at(&a, 5);
+            limiter.check_at(&a, start);
         }
-        assert!(!limiter.check_at(&a, 5).allowed);
-        assert_eq!(limiter.check_at(&b, 5).remaining, 2);
+        assert!(!limiter.check_at(&a, start).allowed);
+        assert_eq!(limiter.check_at(&b, start).remaining, 2);
     }
 
     #[test]
     fn budget_is_read_without_counting() {
         let limiter = InProcessRateLimiter::new(POLICY);
         let address = RateBucket::Address("192.0.2.1".into());
+        let (_, start) = POLICY.window_of(&address, 1_000_000);
         for _ in 0..3 {
-            assert!(limiter.peek_at(&address, 5).allowed);
-            limiter.check_at(&address, 5);
+            assert!(limiter.peek_at(&address, start).allowed);
+            limiter.check_at(&address, start);
         }
-        assert!(!limiter.peek_at(&address, 5).allowed);
+        assert!(!limiter.peek_at(&address, start).allowed);
         assert!(
-            limiter.peek_at(&address, 60).allowed,
+            limiter.peek_at(&address, start + 60).allowed,
             "a new window has budget"
         );
     }
@@ -250,15 +251,20 @@ mod tests {
             counters.addresses.counts.len(),
             InProcessRateLimiter::MAX_ADDRESSES
         );
-        assert_eq!(counters.keys.get(&key), 1, "the key bucket was kept");
+        let window = |b: &RateBucket| POLICY.window_of(b, 5).0;
         assert_eq!(
-            counters.addresses.get(&busy),
+            counters.keys.get(&key, window(&key)),
+            1,
+            "the key bucket was kept"
+        );
+        assert_eq!(
+            counters.addresses.get(&busy, window(&busy)),
             101,
             "the busy address was kept"
         );
-        assert_eq!(
-            counters.addresses.get(&RateBucket::Address("a0".into())),
-            0,
+        let a0 = RateBucket::Address("a0".into());
+        assert!(
+            !counters.addresses.counts.contains_key(&a0),
             "the least recently used address went"
         );
     }
@@ -269,13 +275,16 @@ mod tests {
         let a = RateBucket::Address("a".into());
         let b = RateBucket::Address("b".into());
         let c = RateBucket::Address("c".into());
-        lru.increment(&a, 1, 2);
-        lru.increment(&b, 2, 2);
-        lru.increment(&a, 3, 2);
-        lru.increment(&c, 4, 2);
-        assert_eq!(lru.get(&a), 2, "used last but one: kept");
-        assert_eq!(lru.get(&b), 0, "least recently used: evicted");
-        assert_eq!(lru.get(&c), 1);
+        lru.increment(&a, 0, 1, 2);
+        lru.increment(&b, 0, 2, 2);
+        lru.increment(&a, 0, 3, 2);
+        lru.increment(&c, 0, 4, 2);
+        assert_eq!(lru.get(&a, 0), 2, "used last but one: kept");
+        assert_eq!(lru.get(&b, 0), 0, "least recently used: evicted");
+        assert_eq!(lru.get(&c, 0), 1);
         assert_eq!(lru.by_use.len(), 2);
+        // A count of a past window reads as zero and starts afresh.
+        assert_eq!(lru.get(&a, 1), 0);
+        assert_eq!(lru.increment(&a, 1, 5, 2), 1);
     }
 }

@@ -23,13 +23,15 @@ mod in_process;
 
 pub use in_process::InProcessRateLimiter;
 
-/// Counts one request in the current window: returns {count, reset (epoch s), now (epoch s)}.
+/// Counts one request in the bucket's current window (ARGV: the window's length, the
+/// bucket's phase): returns {count, reset (epoch s), now (epoch s)}.
 const CHECK_SCRIPT: &str = r"
 local time = redis.call('TIME')
 local now = tonumber(time[1])
 local window = tonumber(ARGV[1])
-local index = math.floor(now / window)
-local reset = (index + 1) * window
+local phase = tonumber(ARGV[2])
+local index = math.floor((now + phase) / window)
+local reset = (index + 1) * window - phase
 local key = KEYS[1] .. ':' .. index
 local count = redis.call('INCR', key)
 if count == 1 then
@@ -38,14 +40,15 @@ end
 return {count, reset, now}
 ";
 
-/// The count of the current window, without counting: returns {count, reset, now}.
+/// The count of the bucket's current window, without counting: returns {count, reset, now}.
 const PEEK_SCRIPT: &str = r"
 local time = redis.call('TIME')
 local now = tonumber(time[1])
 local window = tonumber(ARGV[1])
-local index = math.floor(now / window)
+local phase = tonumber(ARGV[2])
+local index = math.floor((now + phase) / window)
 local count = redis.call('GET', KEYS[1] .. ':' .. index)
-return {tonumber(count or '0'), (index + 1) * window, now}
+return {tonumber(count or '0'), (index + 1) * window - phase, now}
 ";
 
 /// How long a check may wait for Redis before the in-process limiter answers.
@@ -156,6 +159,7 @@ impl RedisRateLimiter {
             .script
             .key(bucket_key(bucket))
             .arg(self.policy.window_secs.max(1))
+            .arg(self.policy.phase(bucket))
             .invoke_async(&mut conn)
             .await
             .map_err(RedisFailure::Script)?;
@@ -171,6 +175,7 @@ impl RedisRateLimiter {
             .peek_script
             .key(bucket_key(bucket))
             .arg(self.policy.window_secs.max(1))
+            .arg(self.policy.phase(bucket))
             .invoke_async(&mut conn)
             .await
             .map_err(RedisFailure::Script)?;

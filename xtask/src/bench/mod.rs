@@ -70,6 +70,10 @@ pub struct BenchArgs {
     /// same data.
     #[arg(long)]
     compression_only: bool,
+    /// Measure only how rate-limit resets spread (`limiter.rs`: 1,000 throttled keys on a
+    /// simulated clock, aligned windows against posture's), in a second, without data.
+    #[arg(long)]
+    resets_only: bool,
     /// Measure only the customers' CLI (`cli.rs`: `posture sync` of the largest customer into
     /// SQLite, first and after a pass changing 1%), on the same data.
     #[arg(long)]
@@ -102,6 +106,11 @@ fn require(program: &str, package: &str) -> anyhow::Result<()> {
 pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
     // Once, for every HTTP client of the run (reqwest is built without a default provider).
     let _ = rustls::crypto::ring::default_provider().install_default();
+    if args.resets_only {
+        let mut figures = Vec::new();
+        limiter::reset_spread(&mut figures);
+        return finish(&figures);
+    }
     require("wrk", "wrk")?;
     require("pgbench", "postgresql-contrib")?;
     eprintln_status("building release binaries");
@@ -308,6 +317,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         .against(in_process.requests_per_second, "in-process limiter", None),
     );
     limiter::redis_check_latency(&redis.url(), 16, &mut figures)?;
+    limiter::reset_spread(&mut figures);
     drop(redis);
     drop(postgres);
     finish(&figures)

@@ -334,9 +334,9 @@ impl ApiProcess {
             )
             .env("REDIS_URL", redis)
             .env("POSTURE_RATE_LIMIT", limit.to_string())
-            // Windows are fixed and aligned to the epoch: one that turned over mid-test would
-            // restart the counts (it happened once at 23:45:00 with 15 minutes). A day's
-            // window turns over only at midnight UTC.
+            // Windows are fixed: one that turned over mid-test would restart the counts (it
+            // happened once with 15 minutes). A day's window turns over once a day, at a
+            // moment of each key's own.
             .env("POSTURE_RATE_WINDOW_SECS", "86400")
             .env("POSTURE_WORKERS", "1")
             .env("POSTURE_LOG", "warn")
