@@ -182,8 +182,18 @@ impl Cluster {
     }
 
     pub fn start_api(&mut self, i: usize) -> anyhow::Result<()> {
-        let child = self
-            .command("posture-api", i)
+        let mut command = self.command("posture-api", i);
+        if let Some(hosts) = &self.hosts {
+            // Every member as a read replica too: through a failover one of them becomes
+            // the primary (lag 0: still usable), the lost one stops answering (skipped), and
+            // a former primary comes back as a replica.
+            let replicas: Vec<String> = hosts
+                .split(',')
+                .map(|host| format!("postgres://{ROLE}@{host}/postgres"))
+                .collect();
+            command.env("POSTURE_DATABASE_READ_URL", replicas.join(","));
+        }
+        let child = command
             .arg("serve")
             .env("POSTURE_BIND", &self.binds[i])
             .env("REDIS_URL", self.redis.url())
