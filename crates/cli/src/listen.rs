@@ -146,7 +146,7 @@ pub async fn listen(
         for raw in feed.data {
             let head: EventHead = serde_json::from_str(raw.get())
                 .map_err(|e| ListenError::Malformed(e.to_string()))?;
-            let outcome = forward(&local, options, &head, raw.get().as_bytes(), api).await;
+            let outcome = forward(&local, options, &head, raw.get().as_bytes(), api).await?;
             forwarded(&outcome);
             after = Some(head.id);
         }
@@ -160,7 +160,7 @@ async fn forward(
     head: &EventHead,
     body: &[u8],
     api: &Api,
-) -> Forwarded {
+) -> Result<Forwarded, ListenError> {
     let mut attempts = 0;
     loop {
         attempts += 1;
@@ -171,7 +171,7 @@ async fn forward(
             timestamp,
             body,
         )
-        .unwrap_or_default();
+        .ok_or(ListenError::BadSecret)?;
         let started = Instant::now();
         let sent = local
             .post(options.forward_to.clone())
@@ -190,14 +190,14 @@ async fn forward(
             .await;
         match sent {
             Ok(response) => {
-                return Forwarded {
+                return Ok(Forwarded {
                     event: head.id.clone(),
                     event_type: head.event_type.clone(),
                     finding: head.finding.as_ref().map(|f| f.id.clone()),
                     status: response.status().as_u16(),
                     millis: started.elapsed().as_millis() as u64,
                     attempts,
-                };
+                });
             }
             Err(e) => {
                 let wait = options

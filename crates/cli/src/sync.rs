@@ -1,7 +1,7 @@
 //! `posture sync`: the loop of docs/api.md "Keeping in sync", into a [`Mirror`].
 //!
-//! Pages are read while the previous ones are written: a thread owns the SQLite connection
-//! and writes each page with the cursor that follows it. Stopping at any moment (Ctrl-C, a
+//! Pages are read while the previous ones are written: a blocking task owns the SQLite
+//! connection and writes each page with the cursor that follows it. Stopping at any moment (Ctrl-C, a
 //! network cut that outlasts the retries, a kill) loses at most the pages not yet written;
 //! the next run starts after the last one that was.
 
@@ -120,14 +120,12 @@ pub async fn sync(
     if lists.is_empty() {
         return Err(SyncError::NothingToRead);
     }
-    let mirror = open(into, &key, api.target().base.as_str()).await?;
+    let mut mirror = open(into, &key, api.target().base.as_str()).await?;
     let mut reports = Vec::new();
-    let mut mirror = Some(mirror);
     for resource in lists {
-        let taken = mirror.take().ok_or(SyncError::NothingToRead)?;
         let read = (&page_size[..], options.stop.clone());
-        let (back, report) = sync_list(api, taken, resource, progress, read).await?;
-        mirror = Some(back);
+        let (back, report) = sync_list(api, mirror, resource, progress, read).await?;
+        mirror = back;
         reports.push(report);
     }
     Ok(SyncReport {

@@ -73,10 +73,12 @@ fn write_loop(bases: Vec<String>, key: String, stop: Arc<AtomicBool>, writes: Ar
         return;
     };
     runtime.block_on(async move {
-        let http = reqwest::Client::builder()
+        let Ok(http) = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
             .build()
-            .unwrap_or_default();
+        else {
+            return;
+        };
         let mut turn = 0usize;
         while !stop.load(Ordering::Relaxed) {
             let base = &bases[turn % bases.len()];
