@@ -170,7 +170,8 @@ impl Default for Retries {
 }
 
 impl Retries {
-    fn wait(&self, attempt: u32) -> Duration {
+    /// The wait after the `attempt`-th failure in a row (0 for the first).
+    pub fn wait(&self, attempt: u32) -> Duration {
         self.first_wait
             .saturating_mul(1 << attempt.min(16))
             .min(self.max_wait)
@@ -224,7 +225,9 @@ impl Api {
         &self.notices
     }
 
-    /// GET an API path with a query, retried as [`Api::send`] says; a 2xx answer.
+    /// GET an API path with a query until it is answered: waits out 429s (`Retry-After`),
+    /// retries 502, 503, 504 and network failures with growing waits, and says so through
+    /// the notices; a 2xx answer, or the refusal in words.
     pub async fn get(
         &self,
         path: &str,
@@ -235,64 +238,19 @@ impl Api {
         if !query.is_empty() {
             url.query_pairs_mut().extend_pairs(query);
         }
-        self.send(|| {
-            self.http
+        let mut attempt = 0;
+        loop {
+            let sent = self
+                .http
                 .get(url.clone())
                 .headers(headers.clone())
                 .bearer_auth(&self.target.key)
-        })
-        .await
-    }
-
-    /// GET a JSON document (retrying, like [`Api::get`], also when its body is cut).
-    pub async fn get_json<T: serde::de::DeserializeOwned>(
-        &self,
-        path: &str,
-        query: &[(&str, &str)],
-    ) -> Result<(T, HeaderMap), ApiError> {
-        let mut attempt = 0;
-        loop {
-            let response = self.get(path, query, HeaderMap::new()).await?;
-            let headers = response.headers().clone();
-            match read_limited(response, MAX_JSON).await {
-                Ok(body) => {
-                    let value = serde_json::from_slice(&body)
-                        .map_err(|e| ApiError::Unexpected(format!("{path}: {e}")))?;
-                    return Ok((value, headers));
-                }
-                Err(BodyError::Network(e)) => {
-                    attempt += 1;
-                    self.network_failure(&self.target.api_url(path), attempt, &e)
-                        .await?;
-                }
-                Err(BodyError::TooLarge) => {
-                    return Err(ApiError::Unexpected(format!(
-                        "{path}: an answer over {} MiB (is POSTURE_URL the service?)",
-                        MAX_JSON >> 20
-                    )));
-                }
-            }
-        }
-    }
-
-    /// Sends a request until it is answered: waits out 429s (`Retry-After`), retries 502,
-    /// 503, 504 and network failures with growing waits, and says so through the notices.
-    pub async fn send(
-        &self,
-        request: impl Fn() -> reqwest::RequestBuilder,
-    ) -> Result<Response, ApiError> {
-        let mut attempt = 0;
-        loop {
-            let built = request();
-            let url = built
-                .try_clone()
-                .and_then(|b| b.build().ok())
-                .map(|r| r.url().clone());
-            let response = match built.send().await {
+                .send()
+                .await;
+            let response = match sent {
                 Ok(response) => response,
                 Err(e) => {
                     attempt += 1;
-                    let url = url.unwrap_or_else(|| self.target.base.clone());
                     self.network_failure(&url, attempt, &e).await?;
                     continue;
                 }
@@ -334,6 +292,37 @@ impl Api {
                     tokio::time::sleep(wait).await;
                 }
                 _ => return Err(refusal(response).await),
+            }
+        }
+    }
+
+    /// GET a JSON document (retrying, like [`Api::get`], also when its body is cut).
+    pub async fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> Result<(T, HeaderMap), ApiError> {
+        let mut attempt = 0;
+        loop {
+            let response = self.get(path, query, HeaderMap::new()).await?;
+            let headers = response.headers().clone();
+            match read_limited(response, MAX_JSON).await {
+                Ok(body) => {
+                    let value = serde_json::from_slice(&body)
+                        .map_err(|e| ApiError::Unexpected(format!("{path}: {e}")))?;
+                    return Ok((value, headers));
+                }
+                Err(BodyError::Network(e)) => {
+                    attempt += 1;
+                    self.network_failure(&self.target.api_url(path), attempt, &e)
+                        .await?;
+                }
+                Err(BodyError::TooLarge) => {
+                    return Err(ApiError::Unexpected(format!(
+                        "{path}: an answer over {} MiB (is POSTURE_URL the service?)",
+                        MAX_JSON >> 20
+                    )));
+                }
             }
         }
     }

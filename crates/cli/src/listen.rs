@@ -200,11 +200,7 @@ async fn forward(
                 });
             }
             Err(e) => {
-                let wait = options
-                    .receiver_retries
-                    .first_wait
-                    .saturating_mul(1 << (attempts - 1).min(16))
-                    .min(options.receiver_retries.max_wait);
+                let wait = options.receiver_retries.wait(attempts - 1);
                 (api.notices())(&format!(
                     "{} is not answering ({}); retrying event {} in {} s",
                     options.forward_to,

@@ -137,18 +137,28 @@ async fn a_sync_while_passes_commit_writes_each_change_once_and_ends_equal_to_th
     assert_mirror_is_the_server(&app, &key, &db).await;
 }
 
-/// Stops the sync (as Ctrl-C does) once `after` rows were read.
-struct StopAfter {
+/// Does `then` (stop the sync as Ctrl-C does, cut its network) once `after` rows were read.
+struct AfterRows<F: Fn() + Send + Sync> {
     rows: AtomicU64,
     after: u64,
-    stop: tokio::sync::watch::Sender<bool>,
+    then: F,
 }
 
-impl Progress for StopAfter {
+impl<F: Fn() + Send + Sync> AfterRows<F> {
+    fn new(after: u64, then: F) -> Self {
+        Self {
+            rows: AtomicU64::new(0),
+            after,
+            then,
+        }
+    }
+}
+
+impl<F: Fn() + Send + Sync> Progress for AfterRows<F> {
     fn begin(&self, _: &str, _: u64) {}
     fn advance(&self, rows: u64) {
         if self.rows.fetch_add(rows, Ordering::SeqCst) + rows >= self.after {
-            let _ = self.stop.send(true);
+            (self.then)();
         }
     }
     fn end(&self) {}
@@ -168,11 +178,9 @@ async fn a_sync_stopped_midway_goes_on_from_the_last_page_written() {
     let db = TempDb::new("resume");
     let (api, _) = cli(&app, &key);
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let stopper = StopAfter {
-        rows: AtomicU64::new(0),
-        after: 250,
-        stop,
-    };
+    let stopper = AfterRows::new(250, move || {
+        let _ = stop.send(true);
+    });
     let options = SyncOptions {
         page_size: 50,
         stop: stopped,
@@ -397,24 +405,6 @@ impl Drop for Relay {
     }
 }
 
-/// Cuts the relay once `after` rows were read.
-struct CutAfter {
-    rows: AtomicU64,
-    after: u64,
-    cut: Arc<AtomicBool>,
-}
-
-impl Progress for CutAfter {
-    fn begin(&self, _: &str, _: u64) {}
-    fn advance(&self, rows: u64) {
-        if self.rows.fetch_add(rows, Ordering::SeqCst) + rows >= self.after {
-            self.cut.store(true, Ordering::SeqCst);
-        }
-    }
-    fn end(&self) {}
-    fn say(&self, _: &str) {}
-}
-
 #[tokio::test]
 async fn a_sync_cut_off_by_the_network_goes_on_from_the_last_page_written() {
     let app = TestApp::start().await;
@@ -428,11 +418,8 @@ async fn a_sync_cut_off_by_the_network_goes_on_from_the_last_page_written() {
     let relay = Relay::to(&app).await;
     let db = TempDb::new("cut");
     let (api, said) = cli_at(&relay.base, &key);
-    let cutter = CutAfter {
-        rows: AtomicU64::new(0),
-        after: 150,
-        cut: relay.cut.clone(),
-    };
+    let cut = relay.cut.clone();
+    let cutter = AfterRows::new(150, move || cut.store(true, Ordering::SeqCst));
     let err = sync(&api, db.0.clone(), &cutter, &pages(50))
         .await
         .unwrap_err();
