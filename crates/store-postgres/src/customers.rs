@@ -5,17 +5,11 @@ use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use posture_domain::{
-    Customer, CustomerId, CustomerScope, Error, Result,
-    customer::MAX_CUSTOMER_NAME_LEN,
-    ports::{CustomerRepository, DataVersionRepository},
+    Customer, CustomerId, Error, Result, customer::MAX_CUSTOMER_NAME_LEN, ports::CustomerRepository,
 };
 use uuid::Uuid;
 
-use crate::{
-    PgStore,
-    error::db_error,
-    schema::{customer_data_versions, customers},
-};
+use crate::{PgStore, error::db_error, schema::customers};
 
 #[derive(Queryable, Selectable, Insertable)]
 #[diesel(table_name = customers, check_for_backend(diesel::pg::Pg))]
@@ -69,38 +63,5 @@ impl CustomerRepository for PgStore {
             .await
             .map_err(db_error)?;
         Ok(rows.into_iter().map(Customer::from).collect())
-    }
-}
-
-#[async_trait]
-impl DataVersionRepository for PgStore {
-    async fn data_version(&self, scope: CustomerScope) -> Result<u64> {
-        let customer = scope.customer_id().as_uuid();
-        if let Some(version) = self.key_cache.data_version(customer) {
-            return Ok(version);
-        }
-        let generation = self.key_cache.data_generation();
-        let mut conn = self.conn().await?;
-        // With the pass bound, which the lists report: cached together (key_cache/versions.rs).
-        let row: Option<(Option<i64>, Option<DateTime<Utc>>)> = customers::table
-            .left_join(
-                customer_data_versions::table
-                    .on(customer_data_versions::customer_id.eq(customers::id)),
-            )
-            .filter(customers::id.eq(customer))
-            .select((
-                customer_data_versions::version.nullable(),
-                customers::synced_through,
-            ))
-            .get_result(&mut conn)
-            .await
-            .optional()
-            .map_err(db_error)?;
-        let (version, synced_through) = row.unwrap_or_default();
-        // No version row: nothing has changed since the customer was created.
-        let version = version.unwrap_or(0).max(0) as u64;
-        self.key_cache
-            .insert_data_version(customer, version, synced_through, generation);
-        Ok(version)
     }
 }

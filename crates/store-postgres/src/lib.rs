@@ -9,6 +9,7 @@ mod api_keys;
 mod connect;
 mod console;
 mod customers;
+mod data_versions;
 mod deliveries;
 mod error;
 mod events;
@@ -51,7 +52,7 @@ use posture_domain::{Error, KeyId, clock::Clock};
 
 use crate::error::db_error;
 pub use crate::{
-    key_cache::{APPLICATION_NAME as KEY_CACHE_APPLICATION_NAME, KeyCacheStats},
+    key_cache::{APPLICATION_NAME as KEY_CACHE_APPLICATION_NAME, KeyCacheStats, VersionLookups},
     replicas::{ReplicaPolicy, ReplicaStatus, Replicas},
 };
 
@@ -166,6 +167,8 @@ pub struct PgStore {
     worker_pools: Arc<Mutex<Vec<Pool<AsyncPgConnection>>>>,
     key_touches: Arc<KeyTouches>,
     key_cache: Arc<key_cache::KeyCache>,
+    /// Set on a read replica's store: its primary, whose data versions it may take.
+    replica: Option<Arc<data_versions::ReplicaLink>>,
     /// For the dedicated `LISTEN` connections (workers, the key cache).
     listen: connect::Connector,
     listener: Arc<deliveries::Listener>,
@@ -267,6 +270,7 @@ impl PgStore {
             worker_pools: Arc::default(),
             key_touches: Arc::default(),
             key_cache: Arc::default(),
+            replica: None,
             listen,
             listener: Arc::default(),
             max_active_keys: config.max_active_keys,

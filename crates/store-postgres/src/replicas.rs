@@ -24,7 +24,11 @@ use std::{
 
 use posture_domain::Error;
 
-use crate::{PgConfig, PgStore, error::db_error};
+use crate::{
+    PgConfig, PgStore,
+    data_versions::{ReplayState, WAL_POSITION},
+    error::db_error,
+};
 
 /// How the replicas are used.
 #[derive(Clone, Debug)]
@@ -55,6 +59,8 @@ pub struct ReplicaStatus {
 
 struct Replica {
     store: PgStore,
+    /// What the store's data versions know of its replay (the check records it).
+    replay: Arc<ReplayState>,
     usable: AtomicBool,
     /// `f64::to_bits` of the lag in seconds; `NO_LAG_MEASURED` when unknown.
     lag_bits: AtomicU64,
@@ -80,17 +86,26 @@ impl fmt::Debug for Replicas {
 }
 
 impl Replicas {
-    /// Pools on each of `urls`, with the settings of `base` (pool size, timeouts). Nothing
-    /// connects yet; every replica is unusable until [`Replicas::start_checks`] measures it.
-    pub fn new(base: &PgConfig, urls: &[String], policy: ReplicaPolicy) -> Result<Self, Error> {
+    /// Pools on each of `urls`, with the settings of `base` (pool size, timeouts), whose
+    /// data versions come from `primary`'s cache once replayed (`data_versions.rs`).
+    /// Nothing connects yet; every replica is unusable until [`Replicas::start_checks`]
+    /// measures it.
+    pub fn new(
+        primary: &PgStore,
+        base: &PgConfig,
+        urls: &[String],
+        policy: ReplicaPolicy,
+    ) -> Result<Self, Error> {
         let replicas = urls
             .iter()
             .map(|url| {
                 let mut config = base.clone();
                 config.url.clone_from(url);
                 config.listen_url = None;
+                let replay = Arc::new(ReplayState::default());
                 Ok(Replica {
-                    store: PgStore::new(&config)?,
+                    store: PgStore::new(&config)?.replica_of(primary, replay.clone()),
+                    replay,
                     usable: AtomicBool::new(false),
                     lag_bits: AtomicU64::new(NO_LAG_MEASURED),
                 })
@@ -172,7 +187,10 @@ impl Replicas {
         // A replica that does not answer within the interval is as good as lagging.
         let timeout = self.policy.check_every.max(Duration::from_millis(500));
         let lag = match tokio::time::timeout(timeout, replay_lag(&replica.store)).await {
-            Ok(Ok(lag)) => Some(lag),
+            Ok(Ok((lag, position))) => {
+                replica.replay.replayed(position);
+                Some(lag)
+            }
             Ok(Err(_)) | Err(_) => None,
         };
         let usable = lag.is_some_and(|lag| lag <= self.policy.max_lag.as_secs_f64());
@@ -200,29 +218,32 @@ fn log_change(index: usize, usable: bool, replica: &Replica, policy: &ReplicaPol
     }
 }
 
-/// The replay lag of the node behind `store`, in seconds (see the module's rule).
-async fn replay_lag(store: &PgStore) -> Result<f64, Error> {
+/// The replay lag of the node behind `store`, in seconds (see the module's rule), and the
+/// WAL position it has replayed ([`WAL_POSITION`]).
+async fn replay_lag(store: &PgStore) -> Result<(f64, u64), Error> {
     // Scoped here: its `load` would shadow the atomics' elsewhere in this module.
     use diesel_async::RunQueryDsl as _;
     #[derive(diesel::QueryableByName)]
     struct Lag {
         #[diesel(sql_type = diesel::sql_types::Double)]
         seconds: f64,
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        position: i64,
     }
     let mut conn = store.conn().await?;
-    let lag: Lag = diesel::sql_query(
+    let lag: Lag = diesel::sql_query(format!(
         "SELECT CASE \
            WHEN NOT pg_is_in_recovery() THEN 0 \
            WHEN EXISTS (SELECT 1 FROM pg_stat_wal_receiver) \
                 AND pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 \
            ELSE coalesce(extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp()), \
                          'Infinity') \
-         END::float8 AS seconds",
-    )
+         END::float8 AS seconds, {WAL_POSITION} AS position"
+    ))
     .get_result(&mut conn)
     .await
     .map_err(db_error)?;
-    Ok(lag.seconds.max(0.0))
+    Ok((lag.seconds.max(0.0), lag.position.max(0) as u64))
 }
 
 #[cfg(test)]
@@ -232,7 +253,8 @@ mod tests {
     fn replicas(usable: &[bool]) -> Replicas {
         let base = PgConfig::new("postgres://posture@127.0.0.1:1/posture");
         let urls = vec![base.url.clone(); usable.len()];
-        let replicas = Replicas::new(&base, &urls, ReplicaPolicy::default()).unwrap();
+        let primary = PgStore::new(&base).unwrap();
+        let replicas = Replicas::new(&primary, &base, &urls, ReplicaPolicy::default()).unwrap();
         for (replica, usable) in replicas.replicas.iter().zip(usable) {
             replica.usable.store(*usable, Ordering::Relaxed);
         }
@@ -265,6 +287,7 @@ mod tests {
     async fn replicas_start_unusable_until_measured() {
         let base = PgConfig::new("postgres://posture@127.0.0.1:1/posture");
         let replicas = Replicas::new(
+            &PgStore::new(&base).unwrap(),
             &base,
             std::slice::from_ref(&base.url),
             ReplicaPolicy::default(),

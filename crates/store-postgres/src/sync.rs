@@ -22,7 +22,7 @@ pub(crate) async fn synced_through(
     conn: &AsyncPgConnection,
     customer: Uuid,
 ) -> diesel::QueryResult<Option<DateTime<Utc>>> {
-    match store.key_cache.synced_through(customer) {
+    match store.cached_synced_through(customer) {
         Some(through) => Ok(through),
         None => read_synced_through(conn, customer).await,
     }

@@ -78,6 +78,14 @@ pub struct BenchArgs {
     /// SQLite, first and after a pass changing 1%), on the same data.
     #[arg(long)]
     cli_only: bool,
+    /// Measure only the read routes with their CPU per request (`http.rs`), on the same
+    /// data: the overhead figures of docs/performance.md, at each `--connections`.
+    #[arg(long)]
+    reads_only: bool,
+    /// Measure only the read replica (`scale_out.rs`: one instance on the primary, one
+    /// reading a streaming replica), on the same data.
+    #[arg(long)]
+    replicas_only: bool,
     /// Measure only the events feed (`events.rs`: consumers waiting for a commit, the feed
     /// read at depth in 1M and 10M events), on a database of its own.
     #[arg(long)]
@@ -195,6 +203,35 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         drop(server);
         return finish(&figures);
     }
+    if args.replicas_only {
+        scale_out::read_replica(
+            &bin,
+            &postgres,
+            &server,
+            args.pool_size,
+            &loaded,
+            duration,
+            &mut figures,
+        )?;
+        drop(server);
+        return finish(&figures);
+    }
+    if args.reads_only {
+        for &connections in &args.connections {
+            http::read_routes(
+                &server,
+                None,
+                &postgres.url,
+                postmaster,
+                &loaded,
+                connections,
+                duration,
+                &mut figures,
+            )?;
+        }
+        drop(server);
+        return finish(&figures);
+    }
     let peer = match peer::find() {
         // PostgREST's pool as posture's (4 unless --pool-size says otherwise).
         Some(postgrest) => Some(peer::Peer::start(
@@ -247,7 +284,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
     );
     export::run(&server, &postgres.url, &loaded.largest, &mut figures)?;
     compression::run(&server, postmaster, &loaded, duration, &mut figures)?;
-    let one_instance = scale_out::api_instances(
+    scale_out::api_instances(
         &bin,
         &server,
         &postgres.url,
@@ -259,9 +296,9 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
     scale_out::read_replica(
         &bin,
         &postgres,
+        &server,
         args.pool_size,
         &loaded,
-        one_instance,
         duration,
         &mut figures,
     )?;

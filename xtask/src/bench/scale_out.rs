@@ -66,7 +66,7 @@ pub fn api_instances(
     loaded: &Loaded,
     duration: Duration,
     figures: &mut Vec<Figure>,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<()> {
     let key = &loaded.small.key;
     let connections = CONNECTIONS;
     let second = Server::start(bin, database_url, None, pool_size)?;
@@ -103,7 +103,7 @@ pub fn api_instances(
         "ms",
         true,
     ));
-    Ok(one.requests_per_second)
+    Ok(())
 }
 
 /// The read-replica settings of the measured instance.
@@ -112,14 +112,15 @@ const REPLICA_CHECK: Duration = Duration::from_millis(100);
 
 /// One API instance whose reads go to a streaming replica of the database (a hot standby
 /// on the same machine, made with `pg_basebackup`): the small-customer list with
-/// [`CONNECTIONS`], next to one instance on the primary; then how long after the replica's
+/// [`CONNECTIONS`], against `on_primary` (an instance reading the primary) measured just
+/// before and just after it, with the standby running; then how long after the replica's
 /// replay stops the reads are back on the primary.
 pub fn read_replica(
     bin: &Path,
     primary: &PostgresServer,
+    on_primary: &Server,
     pool_size: Option<u32>,
     loaded: &Loaded,
-    one_instance: f64,
     duration: Duration,
     figures: &mut Vec<Figure>,
 ) -> anyhow::Result<()> {
@@ -147,7 +148,13 @@ pub fn read_replica(
     wait_for_usable(&server.base, true)?;
     let key = &loaded.small.key;
     wrk_together(&[&server.base], key, CONNECTIONS, Duration::from_secs(3))?;
-    let on_replica = wrk_together(&[&server.base], key, CONNECTIONS, duration)?;
+    // Mirrored: primary, replica, replica, primary (a drift of the machine favours neither).
+    let primary_first = wrk_together(&[&on_primary.base], key, CONNECTIONS, duration)?;
+    let replica_first = wrk_together(&[&server.base], key, CONNECTIONS, duration)?;
+    let replica_second = wrk_together(&[&server.base], key, CONNECTIONS, duration)?;
+    let primary_second = wrk_together(&[&on_primary.base], key, CONNECTIONS, duration)?;
+    let on_replica = Load::mean(&replica_first, &replica_second);
+    let one_instance = Load::mean(&primary_first, &primary_second).requests_per_second;
     anyhow::ensure!(
         replica_usable(&server.base)?,
         "the replica was skipped during the measured run"

@@ -172,7 +172,7 @@ pub fn start(listener: TcpListener, state: ApiState, serving: Serving) -> anyhow
 /// Runs the API until SIGTERM or Ctrl-C.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let (store, pg_config) = open_store(&args).await?;
-    let replicas = replicas::replicas(&args, &pg_config)?;
+    let replicas = replicas::replicas(&args, &store, &pg_config)?;
     let listener = TcpListener::bind(args.bind)
         .with_context(|| format!("cannot listen on {} (POSTURE_BIND)", args.bind))?;
     let tls = match (&args.tls_cert, &args.tls_key) {

@@ -37,6 +37,12 @@ pub fn metrics_render(
         metrics::counter!("posture_key_cache_lookups_total", "result" => "unknown")
             .absolute(keys.unknown_hits);
         metrics::gauge!("posture_key_cache_live").set(if keys.live { 1.0 } else { 0.0 });
+        for (reader, lookups) in ["primary", "replica"].into_iter().zip(keys.versions) {
+            metrics::counter!("posture_data_version_lookups_total", "reader" => reader, "result" => "hit")
+                .absolute(lookups.hits);
+            metrics::counter!("posture_data_version_lookups_total", "reader" => reader, "result" => "miss")
+                .absolute(lookups.misses);
+        }
         let degraded = matches!(limiter.state(), LimiterState::Degraded { .. });
         metrics::gauge!("posture_rate_limiter_degraded").set(if degraded { 1.0 } else { 0.0 });
         handle.render()

@@ -20,7 +20,10 @@ pub(super) fn for_worker(
         Some(replicas) => Some(replica_reads(
             replicas
                 .stores()
-                .map(|replica| replica.for_worker(pools.connections).map(|s| reads(&s)))
+                .map(|replica| {
+                    let replica = replica.for_worker(pools.connections)?;
+                    Ok(reads(&replica.with_primary(&store)))
+                })
                 .collect::<Result<_, _>>()?,
             replicas.clone(),
         )),

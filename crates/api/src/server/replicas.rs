@@ -11,7 +11,8 @@ use crate::config::ServeArgs;
 /// checks started; `None` without any.
 pub(super) fn replicas(
     args: &ServeArgs,
-    primary: &posture_store_postgres::PgConfig,
+    primary: &posture_store_postgres::PgStore,
+    config: &posture_store_postgres::PgConfig,
 ) -> anyhow::Result<Option<Arc<Replicas>>> {
     let urls = args.replicas.urls();
     if urls.is_empty() {
@@ -19,7 +20,8 @@ pub(super) fn replicas(
     }
     let policy = args.replicas.policy();
     let replicas = Arc::new(
-        Replicas::new(primary, &urls, policy.clone()).context("POSTURE_DATABASE_READ_URL")?,
+        Replicas::new(primary, config, &urls, policy.clone())
+            .context("POSTURE_DATABASE_READ_URL")?,
     );
     replicas.start_checks();
     tracing::info!(

@@ -303,3 +303,142 @@ async fn a_replica_that_does_not_answer_is_skipped_and_the_primary_serves() {
         .unwrap();
     assert_eq!(ready.status(), StatusCode::OK);
 }
+
+/// The replica's data-version lookups so far: answered from memory, read from its database.
+async fn replica_lookups(http: &Client, base: &str) -> (f64, f64) {
+    let series = |result: &str| {
+        format!("posture_data_version_lookups_total{{reader=\"replica\",result=\"{result}\"}}")
+    };
+    (
+        metric(http, base, &series("hit")).await.unwrap_or(0.0),
+        metric(http, base, &series("miss")).await.unwrap_or(0.0),
+    )
+}
+
+#[tokio::test]
+async fn a_replica_takes_the_primarys_data_versions_once_it_has_replayed_them() {
+    let dir = std::env::temp_dir().join(format!(
+        "posture-replica-versions-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    let primary = PostgresServer::start(&dir.join("primary"), "").unwrap();
+    let standby = primary.start_standby(&dir.join("standby")).unwrap();
+    let app = TestApp::on_server(&primary.url).await;
+    let (customer, tenant) = app.customer("A").await;
+    app.ingest(customer, &findings(&tenant, 3)).await;
+    let (_, key) = app.key(customer, &[Scope::ReadFindings]).await;
+    let standby_addr = ([127, 0, 0, 1], standby.port()).into();
+    let api = ApiProcess::spawn_with(
+        &app.db,
+        &redis_url(),
+        10_000,
+        &[
+            (
+                "POSTURE_DATABASE_READ_URL",
+                app.db.url_through(standby_addr).as_str(),
+            ),
+            (
+                "POSTURE_REPLICA_MAX_LAG_MS",
+                &MAX_LAG.as_millis().to_string(),
+            ),
+            (
+                "POSTURE_REPLICA_CHECK_MS",
+                &CHECK_EVERY.as_millis().to_string(),
+            ),
+        ],
+    );
+    let http = crate::support::client();
+    let list = |tag: Option<&str>| {
+        let request = http
+            .get(format!("{}/api/v1/findings", api.base))
+            .bearer_auth(&key);
+        match tag {
+            Some(tag) => request.header("If-None-Match", tag),
+            None => request,
+        }
+        .send()
+    };
+    wait_for_usable(&http, &api.base, true).await;
+    wait_for_replay(&primary.url, &standby.url).await;
+    let first = list(None).await.unwrap();
+    let tag = first.headers()["etag"].to_str().unwrap().to_owned();
+
+    // The replica's first lookup reads its database and has the primary read the version
+    // in the background; once the replica's lag check has seen it replay that far, the
+    // replica answers the tag from memory.
+    posture_test_support::waits::wait_for(
+        "a replica's version lookup answered from memory",
+        Duration::from_secs(10),
+        || async {
+            let before = replica_lookups(&http, &api.base).await.0;
+            let response = list(Some(&tag)).await.unwrap();
+            assert_eq!(response.status(), StatusCode::NOT_MODIFIED);
+            (replica_lookups(&http, &api.base).await.0 > before).then_some(())
+        },
+    )
+    .await;
+    let (hits, misses) = replica_lookups(&http, &api.base).await;
+    for _ in 0..20 {
+        let response = list(Some(&tag)).await.unwrap();
+        assert_eq!(response.status(), StatusCode::NOT_MODIFIED);
+        assert_eq!(response.headers()["etag"].to_str().unwrap(), tag);
+    }
+    assert_eq!(
+        replica_lookups(&http, &api.base).await,
+        (hits + 20.0, misses),
+        "every conditional read of a caught-up replica answered without reading its database"
+    );
+
+    // A pass the replica has not replayed: the primary's new version is not the replica's
+    // to give, so it reads its own (the tag of the rows it still shows).
+    execute(&standby.url, "SELECT pg_wal_replay_pause()").await;
+    app.ingest(customer, &findings(&tenant, 4)).await;
+    let old_tag = async || {
+        let response = list(Some(&tag)).await.unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::NOT_MODIFIED,
+            "the paused replica still shows the old rows, with their tag"
+        );
+    };
+    posture_test_support::waits::wait_for(
+        "the pass's notification forgetting the replica's version",
+        Duration::from_secs(5),
+        || async {
+            let (hits, _) = replica_lookups(&http, &api.base).await;
+            old_tag().await;
+            (replica_lookups(&http, &api.base).await.0 == hits).then_some(())
+        },
+    )
+    .await;
+    // Each miss has had the primary read its new version by now; still not the replica's.
+    let (hits, misses) = replica_lookups(&http, &api.base).await;
+    for _ in 0..10 {
+        old_tag().await;
+    }
+    assert_eq!(
+        replica_lookups(&http, &api.base).await,
+        (hits, misses + 10.0)
+    );
+    let stale: Value = list(None).await.unwrap().json().await.unwrap();
+    assert_eq!(stale["data"].as_array().unwrap().len(), 3, "{stale}");
+
+    // Replaying again, it takes the new version: the new tag, with the new rows.
+    execute(&standby.url, "SELECT pg_wal_replay_resume()").await;
+    wait_for_replay(&primary.url, &standby.url).await;
+    let fresh = posture_test_support::waits::wait_for(
+        "the replica answering the new version from memory",
+        Duration::from_secs(10),
+        || async {
+            let (hits, _) = replica_lookups(&http, &api.base).await;
+            let response = list(Some(&tag)).await.unwrap();
+            let (after, _) = replica_lookups(&http, &api.base).await;
+            (after > hits).then_some(response)
+        },
+    )
+    .await;
+    assert_eq!(fresh.status(), StatusCode::OK);
+    assert_ne!(fresh.headers()["etag"].to_str().unwrap(), tag);
+    let body: Value = fresh.json().await.unwrap();
+    assert_eq!(body["data"].as_array().unwrap().len(), 4, "{body}");
+}

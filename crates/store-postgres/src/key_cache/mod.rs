@@ -85,6 +85,8 @@ pub struct KeyCacheStats {
     pub misses: u64,
     /// Whether entries are being served (the `LISTEN` connection is up).
     pub live: bool,
+    /// Data-version lookups of the primary (`[0]`) and of the read replicas (`[1]`).
+    pub versions: [VersionLookups; 2],
 }
 
 /// Hashes remembered for `ttl`, at most [`MAX_REMEMBERED`], oldest first.
@@ -294,21 +296,25 @@ impl KeyCache {
         self.fresh_until.fetch_max(until, Ordering::AcqRel);
     }
 
-    /// A customer's cached data version, while the cache may be served.
-    pub(crate) fn data_version(&self, customer: uuid::Uuid) -> Option<u64> {
-        self.is_live()
-            .then(|| self.versions.get(customer))
-            .flatten()
+    /// A customer's cached data version, while the cache may be served and `reader` has the
+    /// data it describes.
+    pub(crate) fn data_version(&self, customer: uuid::Uuid, reader: Reader) -> Option<u64> {
+        if !self.is_live() {
+            self.versions.count_miss(reader);
+            return None;
+        }
+        self.versions.get(customer, reader)
     }
 
-    /// A customer's cached pass bound, while the cache may be served (read with its data
-    /// version: see `versions.rs`).
+    /// A customer's cached pass bound, under the rule of [`KeyCache::data_version`] (read
+    /// with its data version: see `versions.rs`).
     pub(crate) fn synced_through(
         &self,
         customer: uuid::Uuid,
+        reader: Reader,
     ) -> Option<Option<chrono::DateTime<chrono::Utc>>> {
         self.is_live()
-            .then(|| self.versions.synced_through(customer))
+            .then(|| self.versions.synced_through(customer, reader))
             .flatten()
     }
 
@@ -317,19 +323,22 @@ impl KeyCache {
         self.versions.generation()
     }
 
-    /// Caches a version and pass bound read from the database (see
+    /// Caches a version and pass bound read from the primary (see
     /// [`versions::DataVersions::insert`]).
     pub(crate) fn insert_data_version(
         &self,
         customer: uuid::Uuid,
-        version: u64,
-        synced_through: Option<chrono::DateTime<chrono::Utc>>,
+        read: ReadVersion,
         generation: u64,
     ) {
         if self.is_live() {
-            self.versions
-                .insert(customer, version, synced_through, generation);
+            self.versions.insert(customer, read, generation);
         }
+    }
+
+    /// Whether the versions may be served now (the `LISTEN` connection is current).
+    pub(crate) fn versions_live(&self) -> bool {
+        self.is_live()
     }
 
     /// A notification on `posture_data`: that customer's data changed.
@@ -361,6 +370,7 @@ impl KeyCache {
             unknown_hits: self.unknown_hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             live: self.is_live(),
+            versions: self.versions.lookups(),
         }
     }
 }
@@ -375,4 +385,5 @@ mod listen;
 mod tests;
 mod versions;
 
-pub(crate) use versions::DATA_CHANNEL;
+pub use versions::VersionLookups;
+pub(crate) use versions::{DATA_CHANNEL, ReadVersion, Reader};

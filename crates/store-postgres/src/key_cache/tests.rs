@@ -48,7 +48,8 @@ fn a_cached_key_is_served_until_an_invalidation() {
             hits: 1,
             unknown_hits: 0,
             misses: 0,
-            live: true
+            live: true,
+            versions: Default::default(),
         }
     );
 }

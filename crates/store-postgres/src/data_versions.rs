@@ -1,0 +1,201 @@
+//! Customers' data versions (the `ETag` of conditional reads) and pass bounds, from the
+//! primary's cache (`key_cache/versions.rs`) or read from the database.
+//!
+//! A read replica answers from the primary's cache too, for the versions whose WAL position
+//! it has replayed (as last measured: by its lag check, or by its own last version read). On
+//! a miss it reads its own database, as it always did, and asks the primary for the version
+//! in the background, so that its next requests find it: a replica's request never waits
+//! for the primary.
+
+use std::{
+    collections::HashSet,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use posture_domain::{CustomerScope, Result, ports::DataVersionRepository};
+use uuid::Uuid;
+
+use crate::{
+    PgStore,
+    error::db_error,
+    key_cache::{KeyCache, ReadVersion, Reader},
+    schema::{customer_data_versions, customers},
+};
+
+/// The node's WAL position as a number: on the primary, its insert position (at or past
+/// the commit record of every transaction a statement's snapshot sees, even with
+/// `synchronous_commit = off`); on a standby, the position it has replayed.
+pub(crate) const WAL_POSITION: &str = "(coalesce(CASE WHEN pg_is_in_recovery() \
+     THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END, '0/0') \
+     - '0/0'::pg_lsn)::int8";
+
+/// Customers whose version a replica's background reads of the primary fetch at once, at
+/// most (more misses meanwhile read the replica alone).
+const MAX_FILLING: usize = 256;
+
+/// What a replica's store shares with its lag check.
+#[derive(Default)]
+pub(crate) struct ReplayState {
+    /// The primary's WAL position this replica has replayed, as last read (0: never read).
+    replayed: AtomicU64,
+    /// Customers whose version is being read from the primary.
+    filling: Mutex<HashSet<Uuid>>,
+}
+
+impl ReplayState {
+    /// Records the position the replica has replayed, as just read. (A store, not a
+    /// maximum: a reading older than another only makes the replica take fewer versions.)
+    pub(crate) fn replayed(&self, position: u64) {
+        self.replayed.store(position, Ordering::Release);
+    }
+
+    /// The position last recorded.
+    fn position(&self) -> u64 {
+        AtomicU64::load(&self.replayed, Ordering::Acquire)
+    }
+}
+
+/// A replica's store: its primary (for the cache and to fill it) and its replay state.
+#[derive(Clone)]
+pub(crate) struct ReplicaLink {
+    pub(crate) primary: PgStore,
+    pub(crate) state: Arc<ReplayState>,
+}
+
+impl PgStore {
+    /// A store on the replica behind `self`'s pool whose versions come from `primary`'s
+    /// cache, the position it has replayed recorded in `state`.
+    pub(crate) fn replica_of(self, primary: &PgStore, state: Arc<ReplayState>) -> Self {
+        Self {
+            replica: Some(Arc::new(ReplicaLink {
+                primary: primary.clone(),
+                state,
+            })),
+            ..self
+        }
+    }
+
+    /// The same replica's store, filling the cache through `primary` (an HTTP worker's own
+    /// store of the primary, [`PgStore::for_worker`]); a store of the primary is returned
+    /// as it is.
+    pub fn with_primary(&self, primary: &PgStore) -> Self {
+        match &self.replica {
+            Some(link) => self.clone().replica_of(primary, link.state.clone()),
+            None => self.clone(),
+        }
+    }
+
+    /// The cache of the versions this store serves, and who it is to that cache.
+    pub(crate) fn version_cache(&self) -> (&KeyCache, Reader) {
+        match &self.replica {
+            None => (&self.key_cache, Reader::Primary),
+            Some(link) => (
+                &link.primary.key_cache,
+                Reader::Replica {
+                    replayed: link.state.position(),
+                },
+            ),
+        }
+    }
+
+    /// The customer's cached pass bound, if this store may take it (see
+    /// [`PgStore::version_cache`]).
+    pub(crate) fn cached_synced_through(&self, customer: Uuid) -> Option<Option<DateTime<Utc>>> {
+        let (cache, reader) = self.version_cache();
+        cache.synced_through(customer, reader)
+    }
+
+    /// Reads the customer's version into the primary's cache, in the background, unless a
+    /// read is already under way or the cache is not served.
+    fn fill_later(link: &ReplicaLink, customer: Uuid) {
+        if !link.primary.key_cache.versions_live() {
+            return;
+        }
+        {
+            let mut filling = link
+                .state
+                .filling
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if filling.len() >= MAX_FILLING || !filling.insert(customer) {
+                return;
+            }
+        }
+        let link = link.clone();
+        tokio::spawn(async move {
+            if let Err(e) = link.primary.read_and_cache(customer).await {
+                tracing::debug!(error = %e, "reading a data version from the primary failed");
+            }
+            link.state
+                .filling
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .remove(&customer);
+        });
+    }
+
+    /// Reads the customer's version on this store's node and caches it (the primary's).
+    async fn read_and_cache(&self, customer: Uuid) -> Result<u64> {
+        let generation = self.key_cache.data_generation();
+        let mut conn = self.conn().await?;
+        let read = read_version(&mut conn, customer).await.map_err(db_error)?;
+        self.key_cache
+            .insert_data_version(customer, read, generation);
+        Ok(read.version)
+    }
+}
+
+/// The customer's version and pass bound on the node of `conn`, with the node's
+/// [`WAL_POSITION`] read in the same statement.
+async fn read_version(conn: &mut AsyncPgConnection, customer: Uuid) -> QueryResult<ReadVersion> {
+    // With the pass bound, which the lists report: cached together (key_cache/versions.rs).
+    let row: Option<(Option<i64>, Option<DateTime<Utc>>, i64)> = customers::table
+        .left_join(
+            customer_data_versions::table.on(customer_data_versions::customer_id.eq(customers::id)),
+        )
+        .filter(customers::id.eq(customer))
+        .select((
+            customer_data_versions::version.nullable(),
+            customers::synced_through,
+            diesel::dsl::sql::<diesel::sql_types::BigInt>(WAL_POSITION),
+        ))
+        .get_result(conn)
+        .await
+        .optional()?;
+    let (version, synced_through, position) = row.unwrap_or((None, None, 0));
+    Ok(ReadVersion {
+        // No version row: nothing has changed since the customer was created.
+        version: version.unwrap_or(0).max(0) as u64,
+        synced_through,
+        // No customer (a key outlives nothing; kept for safety): nothing to wait for.
+        position: position.max(0) as u64,
+    })
+}
+
+#[async_trait]
+impl DataVersionRepository for PgStore {
+    async fn data_version(&self, scope: CustomerScope) -> Result<u64> {
+        let customer = scope.customer_id().as_uuid();
+        let (cache, reader) = self.version_cache();
+        if let Some(version) = cache.data_version(customer, reader) {
+            return Ok(version);
+        }
+        match &self.replica {
+            None => self.read_and_cache(customer).await,
+            Some(link) => {
+                Self::fill_later(link, customer);
+                let mut conn = self.conn().await?;
+                let read = read_version(&mut conn, customer).await.map_err(db_error)?;
+                link.state.replayed(read.position);
+                Ok(read.version)
+            }
+        }
+    }
+}
