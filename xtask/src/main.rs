@@ -96,6 +96,9 @@ enum Task {
     /// Refresh the API reference page's script vendored into posture-api (npm, from
     /// xtask/docs-page/package-lock.json).
     VendorDocs,
+    /// The database client's floor of `bench` (run by it from a release build).
+    #[command(hide = true)]
+    BenchFloor(bench::FloorArgs),
 }
 
 fn main() -> ExitCode {
@@ -129,6 +132,7 @@ impl Task {
             | Task::Setup { .. }
             | Task::Notices { .. } => "",
             Task::VendorDocs => "vendor-docs",
+            Task::BenchFloor(_) => "",
         }
     }
 
@@ -151,6 +155,7 @@ impl Task {
             }),
             Task::Notices { check } => notices::run(check),
             Task::VendorDocs => vendor_docs::run(),
+            Task::BenchFloor(args) => bench::run_floor(&args),
         }
     }
 }

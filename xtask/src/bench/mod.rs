@@ -16,6 +16,7 @@ mod deliveries;
 mod delivery_log;
 mod events;
 mod export;
+mod floor;
 mod http;
 mod limiter;
 mod load;
@@ -39,6 +40,7 @@ use crate::{
     process::{eprintln_status, on_path, run},
 };
 
+pub use floor::{FloorArgs, run_client as run_floor};
 pub use report::Figure;
 
 #[derive(Args, Debug)]
@@ -135,6 +137,9 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
                 "posture-worker",
                 "-p",
                 "posture-cli",
+                // The database client's floor (floor.rs) is measured optimised.
+                "-p",
+                "xtask",
             ]),
     )?;
     let bin_dir: PathBuf = project_root().join("target").join("release");
@@ -229,6 +234,15 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
                 &mut figures,
             )?;
         }
+        floor::run(
+            &bin_dir,
+            &server,
+            &postgres.url,
+            postmaster,
+            &loaded,
+            duration,
+            &mut figures,
+        )?;
         drop(server);
         return finish(&figures);
     }
@@ -262,6 +276,15 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         sql::totals(&postgres.url, &loaded, connections, duration, &mut figures)?;
     }
     drop(peer);
+    floor::run(
+        &bin_dir,
+        &server,
+        &postgres.url,
+        postmaster,
+        &loaded,
+        duration,
+        &mut figures,
+    )?;
     sync::run(
         &server,
         &ingest,

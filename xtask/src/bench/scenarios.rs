@@ -46,6 +46,8 @@ pub struct Scenario {
     pub peer: Option<PeerRequest>,
     /// p99 target at 16 connections.
     pub p99_target: Option<f64>,
+    /// Most `posture-api` CPU per request, as a share of PostgreSQL's for the same requests.
+    pub cpu_target: Option<f64>,
 }
 
 pub fn scenarios(loaded: &Loaded, detail_id: &str) -> Vec<Scenario> {
@@ -85,6 +87,7 @@ pub fn scenarios(loaded: &Loaded, detail_id: &str) -> Vec<Scenario> {
         ],
         peer: peer_list(0),
         p99_target: Some(25.0),
+        cpu_target: Some(0.4),
     }];
     for offset in [0, 10_000] {
         list.push(Scenario {
@@ -104,6 +107,7 @@ pub fn scenarios(loaded: &Loaded, detail_id: &str) -> Vec<Scenario> {
             ],
             peer: peer_list(offset),
             p99_target: None,
+            cpu_target: None,
         });
     }
     list.push(Scenario {
@@ -124,6 +128,7 @@ pub fn scenarios(loaded: &Loaded, detail_id: &str) -> Vec<Scenario> {
             peer::IDENTITY_FIELDS
         )),
         p99_target: None,
+        cpu_target: None,
     });
     list.push(Scenario {
         name: "GET /findings/{id}, 200k-row customer".into(),
@@ -143,6 +148,7 @@ pub fn scenarios(loaded: &Loaded, detail_id: &str) -> Vec<Scenario> {
             headers: vec!["Accept: application/vnd.pgrst.object+json".into()],
         }),
         p99_target: Some(25.0),
+        cpu_target: Some(1.0),
     });
     list
 }
