@@ -109,39 +109,71 @@ fn findings(tenant: &str, count: usize) -> Vec<Value> {
     records
 }
 
+/// A cluster of the test's own and a hot standby of it, a customer with 3 findings, and
+/// `posture-api serve` reading the standby ([`MAX_LAG`], checked every [`CHECK_EVERY`]).
+struct WithReplica {
+    primary: PostgresServer,
+    standby: PostgresServer,
+    app: TestApp,
+    customer: posture_domain::CustomerScope,
+    tenant: String,
+    api: ApiProcess,
+}
+
+impl WithReplica {
+    async fn start() -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("posture-replica-{}", uuid::Uuid::new_v4().simple()));
+        let primary = PostgresServer::start(&dir.join("primary"), "").unwrap();
+        let standby = primary.start_standby(&dir.join("standby")).unwrap();
+        let app = TestApp::on_server(&primary.url).await;
+        let (customer, tenant) = app.customer("A").await;
+        app.ingest(customer, &findings(&tenant, 3)).await;
+        let standby_addr = ([127, 0, 0, 1], standby.port()).into();
+        let api = ApiProcess::spawn_with(
+            &app.db,
+            &redis_url(),
+            10_000,
+            &[
+                (
+                    "POSTURE_DATABASE_READ_URL",
+                    app.db.url_through(standby_addr).as_str(),
+                ),
+                (
+                    "POSTURE_REPLICA_MAX_LAG_MS",
+                    &MAX_LAG.as_millis().to_string(),
+                ),
+                (
+                    "POSTURE_REPLICA_CHECK_MS",
+                    &CHECK_EVERY.as_millis().to_string(),
+                ),
+            ],
+        );
+        Self {
+            primary,
+            standby,
+            app,
+            customer,
+            tenant,
+            api,
+        }
+    }
+}
+
 #[tokio::test]
 async fn reads_come_from_a_replica_that_keeps_up_and_from_the_primary_once_it_lags() {
-    let dir =
-        std::env::temp_dir().join(format!("posture-replica-{}", uuid::Uuid::new_v4().simple()));
-    let primary = PostgresServer::start(&dir.join("primary"), "").unwrap();
-    let standby = primary.start_standby(&dir.join("standby")).unwrap();
-    let app = TestApp::on_server(&primary.url).await;
-    let (customer, tenant) = app.customer("A").await;
-    app.ingest(customer, &findings(&tenant, 3)).await;
+    let WithReplica {
+        primary,
+        standby,
+        app,
+        customer,
+        tenant,
+        api,
+    } = WithReplica::start().await;
     let (_, key) = app
         .key(customer, &[Scope::ReadFindings, Scope::ManageWebhooks])
         .await;
     let (revoked_id, revoked) = app.key(customer, &[Scope::ReadFindings]).await;
-    let standby_addr = ([127, 0, 0, 1], standby.port()).into();
-    let api = ApiProcess::spawn_with(
-        &app.db,
-        &redis_url(),
-        10_000,
-        &[
-            (
-                "POSTURE_DATABASE_READ_URL",
-                app.db.url_through(standby_addr).as_str(),
-            ),
-            (
-                "POSTURE_REPLICA_MAX_LAG_MS",
-                &MAX_LAG.as_millis().to_string(),
-            ),
-            (
-                "POSTURE_REPLICA_CHECK_MS",
-                &CHECK_EVERY.as_millis().to_string(),
-            ),
-        ],
-    );
     let http = crate::support::client();
     let get = |key: &str, path: &str| {
         http.get(format!("{}/api/v1{path}", api.base))
@@ -317,36 +349,15 @@ async fn replica_lookups(http: &Client, base: &str) -> (f64, f64) {
 
 #[tokio::test]
 async fn a_replica_takes_the_primarys_data_versions_once_it_has_replayed_them() {
-    let dir = std::env::temp_dir().join(format!(
-        "posture-replica-versions-{}",
-        uuid::Uuid::new_v4().simple()
-    ));
-    let primary = PostgresServer::start(&dir.join("primary"), "").unwrap();
-    let standby = primary.start_standby(&dir.join("standby")).unwrap();
-    let app = TestApp::on_server(&primary.url).await;
-    let (customer, tenant) = app.customer("A").await;
-    app.ingest(customer, &findings(&tenant, 3)).await;
+    let WithReplica {
+        primary,
+        standby,
+        app,
+        customer,
+        tenant,
+        api,
+    } = WithReplica::start().await;
     let (_, key) = app.key(customer, &[Scope::ReadFindings]).await;
-    let standby_addr = ([127, 0, 0, 1], standby.port()).into();
-    let api = ApiProcess::spawn_with(
-        &app.db,
-        &redis_url(),
-        10_000,
-        &[
-            (
-                "POSTURE_DATABASE_READ_URL",
-                app.db.url_through(standby_addr).as_str(),
-            ),
-            (
-                "POSTURE_REPLICA_MAX_LAG_MS",
-                &MAX_LAG.as_millis().to_string(),
-            ),
-            (
-                "POSTURE_REPLICA_CHECK_MS",
-                &CHECK_EVERY.as_millis().to_string(),
-            ),
-        ],
-    );
     let http = crate::support::client();
     let list = |tag: Option<&str>| {
         let request = http
