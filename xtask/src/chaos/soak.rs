@@ -325,12 +325,18 @@ fn write_report(
     traffic: &Summary,
     (passes, passes_failed, (pending, delivered, failed)): (u32, u32, (i64, i64, i64)),
 ) -> anyhow::Result<()> {
+    let reasons: String = traffic
+        .why_no_response
+        .iter()
+        .map(|(why, count)| format!("- without a response ×{count}: {why}\n"))
+        .collect();
     let mut table = format!(
-        "Soak of {minutes} min ({} binaries): {} requests, statuses {:?}, {} without a response; {passes} passes ({passes_failed} failed), deliveries {delivered} delivered, {pending} pending, {failed} failed\n\n| measure | min | max | first third | last third | fitted trend | bound | |\n|---|---|---|---|---|---|---|---|\n",
+        "Soak of {minutes} min ({} binaries): {} requests, statuses {:?}, {} without a response; {passes} passes ({passes_failed} failed), deliveries {delivered} delivered, {pending} pending, {failed} failed\n\n{reasons}{}| measure | min | max | first third | last third | fitted trend | bound | |\n|---|---|---|---|---|---|---|---|\n",
         if release { "release" } else { "debug" },
         traffic.requests,
         traffic.statuses,
-        traffic.no_response
+        traffic.no_response,
+        if reasons.is_empty() { "" } else { "\n" },
     );
     let server_errors: usize = traffic.statuses.range(500..).map(|(_, n)| n).sum();
     let mut failures = usize::from(
@@ -369,7 +375,8 @@ fn write_report(
     std::fs::create_dir_all(&dir)?;
     std::fs::write(dir.join("report.md"), &table)?;
     let report = json!({"minutes": minutes, "release": release, "seconds": seconds, "requests": traffic.requests,
-        "statuses": traffic.statuses, "noResponse": traffic.no_response, "passes": passes,
+        "statuses": traffic.statuses, "noResponse": traffic.no_response,
+        "withoutResponse": traffic.why_no_response, "passes": passes,
         "passesFailed": passes_failed, "deliveries": {"delivered": delivered, "pending": pending, "failed": failed},
         "series": rows, "failures": failures});
     std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&report)?)?;

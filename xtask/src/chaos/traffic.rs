@@ -15,6 +15,8 @@ pub struct Sample {
     /// When it was sent, from the start of the load.
     pub sent: Duration,
     pub instance: usize,
+    /// The path requested.
+    pub path: &'static str,
     /// The status, or `None` when no response came (connection refused or reset, timeout).
     pub status: Option<u16>,
     pub latency: Duration,
@@ -128,6 +130,7 @@ impl Load {
                                 samples.push(Sample {
                                     sent,
                                     instance,
+                                    path,
                                     status,
                                     latency: started.elapsed().saturating_sub(sent),
                                     retry_after,
@@ -181,7 +184,12 @@ pub struct Summary {
     pub max_latency: Duration,
     /// Responses per status.
     pub statuses: std::collections::BTreeMap<u16, usize>,
+    /// The requests without a response, by path and error (the first few distinct ones).
+    pub why_no_response: std::collections::BTreeMap<String, usize>,
 }
+
+/// Distinct reasons for no response kept in a [`Summary`].
+const MAX_REASONS: usize = 10;
 
 impl Summary {
     pub fn of<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Self {
@@ -201,7 +209,25 @@ impl Summary {
                     }
                 }
                 Some(_) => s.other_errors += 1,
-                None => s.no_response += 1,
+                None => {
+                    s.no_response += 1;
+                    let why = format!(
+                        "GET {} (instance {}, {} ms, head {}): {}",
+                        sample.path,
+                        sample.instance,
+                        sample.latency.as_millis(),
+                        if sample.began {
+                            "received"
+                        } else {
+                            "not received"
+                        },
+                        sample.error.as_deref().unwrap_or("no error recorded")
+                    );
+                    if s.why_no_response.len() < MAX_REASONS || s.why_no_response.contains_key(&why)
+                    {
+                        *s.why_no_response.entry(why).or_default() += 1;
+                    }
+                }
             }
         }
         s
