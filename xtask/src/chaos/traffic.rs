@@ -85,6 +85,9 @@ impl Load {
             runtime.block_on(async move {
                 let client = reqwest::Client::builder()
                     .timeout(Duration::from_secs(20))
+                    // Under posture's 5 s keep-alive (docs/api.md, "Connections"): a task
+                    // pausing 5 s between requests raced the server's close.
+                    .pool_idle_timeout(Duration::from_secs(4))
                     .build()
                     .unwrap_or_default();
                 let mut handles = Vec::new();
