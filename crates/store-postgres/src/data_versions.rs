@@ -115,7 +115,7 @@ impl PgStore {
     /// Reads the customer's version into the primary's cache, in the background, unless a
     /// read is already under way or the cache is not served.
     fn fill_later(link: &ReplicaLink, customer: Uuid) {
-        if !link.primary.key_cache.versions_live() {
+        if !link.primary.key_cache.is_live() {
             return;
         }
         {

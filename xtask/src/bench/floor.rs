@@ -27,7 +27,7 @@ use tokio_postgres::{
 
 use super::{
     Figure,
-    cpu::{CpuSample, process_seconds},
+    cpu::CpuSample,
     http::{Server, wrk},
     load::Loaded,
 };
@@ -89,10 +89,10 @@ pub fn run(
         CONCURRENCY as u32,
         Duration::from_secs(1),
     )?;
-    let before = process_seconds(server.pid())?;
+    let before = CpuSample::take(server.pid(), postmaster)?;
     let load = wrk(&url, &loaded.small.key, CONCURRENCY as u32, duration)?;
     let requests = load.requests_per_second * duration.as_secs_f64();
-    let http = (process_seconds(server.pid())? - before) * 1e6 / requests.max(1.0);
+    let (http, _) = CpuSample::take(server.pid(), postmaster)?.per_request_since(&before, requests);
     figures.push(Figure::measure(
         format!(
             "floor: posture-api CPU per request of GET /healthz (HTTP alone), {CONCURRENCY} conn"

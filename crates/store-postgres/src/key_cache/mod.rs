@@ -283,8 +283,9 @@ impl KeyCache {
         unknown.clear();
     }
 
-    /// Whether entries may be served: the `LISTEN` connection answered recently enough.
-    fn is_live(&self) -> bool {
+    /// Whether entries (keys and data versions) may be served: the `LISTEN` connection
+    /// answered recently enough.
+    pub(crate) fn is_live(&self) -> bool {
         let until = self.fresh_until.load(Ordering::Acquire);
         until != 0 && micros(self.started.elapsed()) < until
     }
@@ -334,11 +335,6 @@ impl KeyCache {
         if self.is_live() {
             self.versions.insert(customer, read, generation);
         }
-    }
-
-    /// Whether the versions may be served now (the `LISTEN` connection is current).
-    pub(crate) fn versions_live(&self) -> bool {
-        self.is_live()
     }
 
     /// A notification on `posture_data`: that customer's data changed.
