@@ -20,7 +20,7 @@ use crate::{
     identities::IdentitySummaryRow,
     schema::{finding_totals, findings, identities},
     sync::{after_key, after_time_key, read_time_key, synced_through, time_key},
-    text::Parsed,
+    text::{At, Parsed},
 };
 
 #[derive(Queryable, Selectable)]
@@ -33,8 +33,11 @@ pub(crate) struct FindingRow {
     status: Parsed<FindingStatus>,
     title: String,
     description: Option<String>,
+    #[diesel(deserialize_as = At)]
     detected_at: DateTime<Utc>,
+    #[diesel(deserialize_as = At)]
     updated_at: DateTime<Utc>,
+    #[diesel(deserialize_as = At)]
     modified_at: DateTime<Utc>,
 }
 
@@ -194,9 +197,31 @@ pub(crate) fn total_query(
     query
 }
 
-/// A page's row ids with their sort keys, as the index gave them (the key of the page's last
-/// row is where the next page starts, whatever the row holds when it is read).
-type Keyed = Vec<(String, SortKey)>;
+/// A page's row ids with what their sort keys are made of, as the index gave them (the key
+/// of the page's last row is where the next page starts, whatever the row holds when it is
+/// read). Only that one key is ever built.
+type Keyed = Vec<(String, RowKey)>;
+
+/// The parts of a row's sort key besides its id.
+#[derive(Clone, Copy)]
+enum RowKey {
+    /// The list's own order: severity rank, then detection (newest first).
+    Natural(i16, DateTime<Utc>),
+    /// The order by modification.
+    Modified(DateTime<Utc>),
+}
+
+/// The sort key of a row of [`Keyed`].
+fn sort_key((id, key): &(String, RowKey)) -> SortKey {
+    match *key {
+        RowKey::Natural(rank, detected_at) => SortKey(vec![
+            KeyPart::Int(i64::from(rank)),
+            KeyPart::Time(detected_at),
+            KeyPart::Text(id.clone()),
+        ]),
+        RowKey::Modified(at) => time_key(at, id.as_str()),
+    }
+}
 
 /// The ids of a page in the list's own order. After a key, the rows that follow it are three
 /// ranges of the list index (same severity and detection, later id; same severity, older
@@ -259,18 +284,11 @@ async fn natural_ids(
 /// What the natural order compares, read with the id (from the list index, index-only).
 const NATURAL_KEY: (findings::id, findings::severity_rank, findings::detected_at) =
     (findings::id, findings::severity_rank, findings::detected_at);
-type NaturalKey = (String, i16, DateTime<Utc>);
+type NaturalKey = (String, i16, At);
 
 fn natural_keys(rows: Vec<NaturalKey>) -> Keyed {
     rows.into_iter()
-        .map(|(id, rank, detected_at)| {
-            let key = SortKey(vec![
-                KeyPart::Int(i64::from(rank)),
-                KeyPart::Time(detected_at),
-                KeyPart::Text(id.clone()),
-            ]);
-            (id, key)
-        })
+        .map(|(id, rank, detected_at)| (id, RowKey::Natural(rank, detected_at.into())))
         .collect()
 }
 
@@ -308,13 +326,10 @@ async fn modified_ids(
             ));
         }
     }
-    let rows = query.load::<(String, DateTime<Utc>)>(&mut &*conn).await?;
+    let rows = query.load::<(String, At)>(&mut &*conn).await?;
     Ok(rows
         .into_iter()
-        .map(|(id, at)| {
-            let key = time_key(at, id.as_str());
-            (id, key)
-        })
+        .map(|(id, at)| (id, RowKey::Modified(at.into())))
         .collect())
 }
 
@@ -385,7 +400,7 @@ impl FindingRepository for PgStore {
         let conn = &*conn;
         let (ids, total, through) = page_keys(self, conn, customer, filter, &page).await?;
         // The page and its next key, from the keys the index gave.
-        let keyed = page.page_of(ids, total, |(_, key)| key.clone());
+        let keyed = page.page_of(ids, total, sort_key);
         let ids: Vec<String> = keyed.items.into_iter().map(|(id, _)| id).collect();
         let rows = if ids.is_empty() {
             Vec::new()
