@@ -34,10 +34,10 @@ use super::{
 use crate::process::output;
 
 /// Concurrent requests, as the read routes' runs at 16 connections.
-const CONCURRENCY: usize = 16;
+pub(super) const CONCURRENCY: usize = 16;
 /// posture-api's HTTP workers on 2 cores, and the connections of each (pool 4 / 2 workers).
-const WORKERS: usize = 2;
-const CONNECTIONS_PER_WORKER: usize = 2;
+pub(super) const WORKERS: usize = 2;
+pub(super) const CONNECTIONS_PER_WORKER: usize = 2;
 
 /// The small-customer list's statements as posture sends them (the server's statement log):
 /// the page's ids with their sort keys, pipelined with the total; then the rows.
@@ -51,6 +51,17 @@ const ROWS: &str = "SELECT f.id, f.cloud_tenant_id, f.finding_type, f.severity, 
     i.kind, i.cloud_tenant_id FROM findings f LEFT JOIN identities i \
     ON i.customer_id = f.customer_id AND i.id = f.identity_id \
     WHERE f.customer_id = $1::text::uuid AND f.id = ANY($2)";
+
+/// The same page in one statement: the deferred join inside PostgreSQL (not what posture
+/// sends; measured beside it, docs/performance.md).
+const LIST_ONE: &str = "SELECT f.id, f.cloud_tenant_id, f.finding_type, f.severity, f.status, \
+    f.title, f.description, f.detected_at, f.updated_at, f.modified_at, i.id, i.display_name, \
+    i.kind, i.cloud_tenant_id FROM findings f LEFT JOIN identities i \
+    ON i.customer_id = f.customer_id AND i.id = f.identity_id \
+    WHERE f.customer_id = $1::text::uuid AND f.id IN (SELECT id FROM findings \
+    WHERE customer_id = $1::text::uuid AND severity_rank = ANY($2) AND status = ANY($3) \
+    ORDER BY severity_rank, detected_at DESC, id LIMIT 101 OFFSET 0) \
+    ORDER BY f.severity_rank, f.detected_at DESC, f.id";
 
 const DETAIL: &str = "SELECT f.id, f.cloud_tenant_id, f.finding_type, f.severity, f.status, \
     f.title, f.description, f.detected_at, f.updated_at, f.modified_at, i.id, i.display_name, \
@@ -116,7 +127,7 @@ pub fn run(
             Some(detail_id.as_str()),
         ),
     ] {
-        let client = |seconds: u64, json: bool| -> anyhow::Result<(f64, f64)> {
+        let client = |seconds: u64| -> anyhow::Result<(f64, f64)> {
             let mut command = Command::new(bin_dir.join("xtask"));
             command
                 .args(["bench-floor", "--url", database_url])
@@ -131,18 +142,14 @@ pub fn run(
             if let Some(finding) = finding {
                 command.args(["--finding", finding]);
             }
-            if json {
-                command.arg("--json");
-            }
             let text = output(&mut command)?;
             let measured: serde_json::Value = serde_json::from_str(text.trim())
                 .with_context(|| format!("the floor's client printed {text:?}"))?;
             let value = |field: &str| measured[field].as_f64().context("the floor's figures");
             Ok((value("client_us")?, value("database_us")?))
         };
-        client(1, false)?;
-        let (alone, database) = client(duration.as_secs(), false)?;
-        let (with_json, database_json) = client(duration.as_secs(), true)?;
+        client(1)?;
+        let (alone, database) = client(duration.as_secs())?;
         figures.push(
             Figure::measure(
                 format!("floor: database client alone (tokio-postgres), {name}: CPU per request"),
@@ -152,20 +159,16 @@ pub fn run(
             )
             .against(database, "PostgreSQL's CPU for the same statements", None),
         );
-        figures.push(
-            Figure::measure(
-                format!("floor: HTTP alone + database client + the rows' JSON, {name}"),
-                http + with_json,
-                "µs",
-                true,
-            )
-            .against(
-                database_json,
-                "PostgreSQL's CPU for the same statements",
-                None,
-            ),
-        );
     }
+    super::floor_server::run(
+        bin_dir,
+        database_url,
+        postmaster,
+        loaded,
+        &detail_id,
+        duration,
+        figures,
+    )?;
     Ok(())
 }
 
@@ -196,9 +199,10 @@ pub struct FloorArgs {
     finding: Option<String>,
     #[arg(long, default_value_t = 6)]
     seconds: u64,
-    /// Also write the rows as the API's JSON.
+    /// Serve the routes' work over HTTP on this port instead (`floor_server.rs`), until
+    /// stopped.
     #[arg(long)]
-    json: bool,
+    serve: Option<u16>,
 }
 
 pub fn run_client(args: &FloorArgs) -> anyhow::Result<()> {
@@ -211,13 +215,15 @@ pub fn run_client(args: &FloorArgs) -> anyhow::Result<()> {
                 .context("--work detail needs --finding")?,
         ),
     };
+    if let Some(port) = args.serve {
+        return super::floor_server::serve(&args.url, &args.customer, port);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let (client, database) = runtime.block_on(drive(
         &args.url,
         &request,
-        args.json,
         Duration::from_secs(args.seconds),
         args.postmaster,
     ))?;
@@ -227,24 +233,27 @@ pub fn run_client(args: &FloorArgs) -> anyhow::Result<()> {
 }
 
 #[derive(Clone)]
-enum Request {
+pub(super) enum Request {
     /// The customer's id.
     List(String),
+    /// The customer's id: its list in one statement ([`LIST_ONE`]).
+    ListInOne(String),
     /// The customer's id and a finding's.
     Detail(String, String),
 }
 
 /// One connection with the statements prepared.
-struct Prepared {
+pub(super) struct Prepared {
     client: Client,
     ids: Statement,
     total: Statement,
     rows: Statement,
+    list_one: Statement,
     detail: Statement,
 }
 
 impl Prepared {
-    async fn connect(url: &str) -> anyhow::Result<Self> {
+    pub(super) async fn connect(url: &str) -> anyhow::Result<Self> {
         let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
         // On the runtime that opened it, as posture-api's worker pools keep theirs.
         tokio::task::spawn_local(async move {
@@ -254,13 +263,19 @@ impl Prepared {
             ids: client.prepare(LIST_IDS).await?,
             total: client.prepare(LIST_TOTAL).await?,
             rows: client.prepare(ROWS).await?,
+            list_one: client.prepare(LIST_ONE).await?,
             detail: client.prepare(DETAIL).await?,
             client,
         })
     }
 
-    /// One request's statements, every column decoded (and written as JSON with `json`).
-    async fn request(&self, work: &Request, json: bool) -> anyhow::Result<()> {
+    /// One request's statements, every column decoded.
+    async fn request(&self, work: &Request) -> anyhow::Result<()> {
+        decode(&self.rows_of(work).await?)
+    }
+
+    /// The rows of one request's statements (a list's: its page of 100).
+    pub(super) async fn rows_of(&self, work: &Request) -> anyhow::Result<Vec<tokio_postgres::Row>> {
         let ranks: &[i16] = &[1, 2];
         let severities: &[&str] = &["critical", "high"];
         let statuses: &[&str] = &["open"];
@@ -282,31 +297,31 @@ impl Prepared {
                     page.push(id);
                 }
                 page.truncate(100);
-                let rows = self.client.query(&self.rows, &[customer, &page]).await?;
-                decode(&rows, json)
+                Ok(self.client.query(&self.rows, &[customer, &page]).await?)
+            }
+            Request::ListInOne(customer) => {
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+                    [customer, &ranks, &statuses];
+                let total_params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+                    [customer, &severities, &statuses];
+                let rows = self.client.query(&self.list_one, &params);
+                let total = self.client.query_one(&self.total, &total_params);
+                let (mut rows, total) = futures_util::future::try_join(rows, total).await?;
+                let _: Option<i64> = total.try_get(0)?;
+                rows.truncate(100);
+                Ok(rows)
             }
             Request::Detail(customer, id) => {
                 let rows = self.client.query(&self.detail, &[customer, id]).await?;
                 anyhow::ensure!(rows.len() == 1, "the finding was not found");
-                decode(&rows, json)
+                Ok(rows)
             }
         }
     }
 }
 
-/// Every column of the rows, as owned values, the text ones checked as UTF-8; with `json`,
-/// the rows are read as borrowed columns instead and written as the API's JSON objects.
-fn decode(rows: &[tokio_postgres::Row], json: bool) -> anyhow::Result<()> {
-    if json {
-        let findings = rows
-            .iter()
-            .map(Finding::read)
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut body = Vec::with_capacity(256 + findings.len() * 640);
-        serde_json::to_writer(&mut body, &Page { data: &findings })?;
-        std::hint::black_box(body);
-        return Ok(());
-    }
+/// Every column of the rows, as owned values, the text ones checked as UTF-8.
+fn decode(rows: &[tokio_postgres::Row]) -> anyhow::Result<()> {
     const TEXT: [usize; 8] = [0, 2, 3, 4, 5, 6, 10, 11];
     for row in rows {
         for column in 0..row.len() {
@@ -320,112 +335,11 @@ fn decode(rows: &[tokio_postgres::Row], json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A uuid column, as its 16 bytes.
-struct Id(uuid::Uuid);
-
-impl<'a> FromSql<'a> for Id {
-    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
-        Ok(Id(uuid::Uuid::from_slice(raw)?))
-    }
-
-    fn accepts(ty: &Type) -> bool {
-        *ty == Type::UUID
-    }
-}
-
-/// A `timestamptz` column (microseconds since 2000-01-01 UTC).
-struct Time(chrono::DateTime<chrono::Utc>);
-
-impl<'a> FromSql<'a> for Time {
-    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
-        let micros = i64::from_be_bytes(raw.try_into()?);
-        let epoch = chrono::DateTime::from_timestamp(946_684_800, 0).ok_or("epoch")?;
-        Ok(Time(epoch + chrono::TimeDelta::microseconds(micros)))
-    }
-
-    fn accepts(ty: &Type) -> bool {
-        *ty == Type::TIMESTAMPTZ
-    }
-}
-
-impl serde::Serialize for Time {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        // posture's own writer of RFC 3339 (without chrono's `Display`).
-        posture_wire::time::serialize(&self.0, serializer)
-    }
-}
-
-impl serde::Serialize for Id {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(&self.0.hyphenated())
-    }
-}
-
-/// A list's body, as the API's `{data}` (its `meta` is a few bytes).
-#[derive(serde::Serialize)]
-struct Page<'a> {
-    data: &'a [Finding<'a>],
-}
-
-/// A finding as the API writes it, its text borrowed from the row.
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Finding<'a> {
-    id: &'a str,
-    cloud_tenant_id: Id,
-    finding_type: &'a str,
-    severity: &'a str,
-    status: &'a str,
-    title: &'a str,
-    description: Option<&'a str>,
-    identity: Option<Identity<'a>>,
-    detected_at: Time,
-    updated_at: Time,
-    modified_at: Time,
-}
-
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Identity<'a> {
-    id: &'a str,
-    display_name: &'a str,
-    kind: &'a str,
-    cloud_tenant_id: Id,
-}
-
-impl<'a> Finding<'a> {
-    fn read(row: &'a tokio_postgres::Row) -> Result<Self, tokio_postgres::Error> {
-        let identity = match row.try_get::<_, Option<&str>>(10)? {
-            None => None,
-            Some(id) => Some(Identity {
-                id,
-                display_name: row.try_get(11)?,
-                kind: row.try_get(12)?,
-                cloud_tenant_id: row.try_get(13)?,
-            }),
-        };
-        Ok(Finding {
-            id: row.try_get(0)?,
-            cloud_tenant_id: row.try_get(1)?,
-            finding_type: row.try_get(2)?,
-            severity: row.try_get(3)?,
-            status: row.try_get(4)?,
-            title: row.try_get(5)?,
-            description: row.try_get(6)?,
-            identity,
-            detected_at: row.try_get(7)?,
-            updated_at: row.try_get(8)?,
-            modified_at: row.try_get(9)?,
-        })
-    }
-}
-
 /// Runs `work` for `duration` on [`WORKERS`] threads with a current-thread runtime each;
 /// returns the client's and the cluster's CPU per request, in µs.
 async fn drive(
     url: &str,
     work: &Request,
-    json: bool,
     duration: Duration,
     postmaster: u32,
 ) -> anyhow::Result<(f64, f64)> {
@@ -462,7 +376,7 @@ async fn drive(
                         tokio::task::spawn_local(async move {
                             while !stop.load(Ordering::Relaxed) {
                                 // Held for the request, as a pooled connection is.
-                                connection.lock().await.request(&work, json).await?;
+                                connection.lock().await.request(&work).await?;
                                 done.fetch_add(1, Ordering::Relaxed);
                             }
                             anyhow::Ok(())

@@ -17,6 +17,7 @@ mod delivery_log;
 mod events;
 mod export;
 mod floor;
+mod floor_server;
 mod http;
 mod limiter;
 mod load;

@@ -1,0 +1,332 @@
+//! The floor under a whole request (docs/performance.md, "The targets, and the floor under
+//! them"): a server of posture-api's own parts and nothing else. actix-web with posture's
+//! two workers, each holding two tokio-postgres connections opened on its own thread (as
+//! posture-api's worker pools do) and lent to one request at a time; `GET /findings` runs
+//! the small-customer list's statements as posture sends them (the page's ids pipelined
+//! with the total, then the rows; `GET /findings-in-one`: the same page in one statement,
+//! the deferred join inside PostgreSQL) and `GET /findings/{id}` the detail's; the rows are
+//! written as the API's JSON from the row's own buffers. No key check, rate limit, data
+//! version, middleware, diesel or domain types. Measured under wrk like the API, it is
+//! what any server of these parts spends on this machine, kernel and wake-ups included
+//! (which the client's floor alone, driven from inside, does not pay).
+
+use std::{cell::RefCell, net::TcpStream, path::Path, process::Command, rc::Rc, time::Duration};
+
+use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use anyhow::Context as _;
+use tokio_postgres::types::{FromSql, Type};
+
+use super::{
+    Figure,
+    cpu::CpuSample,
+    floor::{CONCURRENCY, CONNECTIONS_PER_WORKER, Prepared, Request, WORKERS},
+    http::wrk,
+    load::Loaded,
+};
+
+/// Runs the server (from the release build of xtask in `bin_dir`) and measures both routes
+/// under wrk, each beside PostgreSQL's CPU for the same requests.
+pub fn run(
+    bin_dir: &Path,
+    database_url: &str,
+    postmaster: u32,
+    loaded: &Loaded,
+    detail_id: &str,
+    duration: Duration,
+    figures: &mut Vec<Figure>,
+) -> anyhow::Result<()> {
+    for (name, customer, path) in [
+        (
+            "the small-customer list (its 3 statements, 100 rows as JSON)",
+            &loaded.small,
+            "/findings".to_owned(),
+        ),
+        (
+            "the same list in one statement (the deferred join inside PostgreSQL)",
+            &loaded.small,
+            "/findings-in-one".to_owned(),
+        ),
+        (
+            "GET /findings/{id} (its statement, the row as JSON)",
+            &loaded.largest,
+            format!("/findings/{detail_id}"),
+        ),
+    ] {
+        let port = crate::servers::free_port()?;
+        let server = Running(
+            Command::new(bin_dir.join("xtask"))
+                .args(["bench-floor", "--url", database_url])
+                .args(["--postmaster", &postmaster.to_string()])
+                .args(["--customer", &customer.id, "--finding", detail_id])
+                .args(["--work", "list", "--serve", &port.to_string()])
+                .spawn()
+                .context("starting the floor's server")?,
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "the floor's server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let url = format!("http://127.0.0.1:{port}{path}");
+        wrk(
+            &url,
+            &customer.key,
+            CONCURRENCY as u32,
+            Duration::from_secs(1),
+        )?;
+        let before = CpuSample::take(server.0.id(), postmaster)?;
+        let load = wrk(&url, &customer.key, CONCURRENCY as u32, duration)?;
+        let requests = load.requests_per_second * duration.as_secs_f64();
+        let (cpu, database) =
+            CpuSample::take(server.0.id(), postmaster)?.per_request_since(&before, requests);
+        figures.push(
+            Figure::measure(
+                format!(
+                    "floor: a server of posture-api's parts alone, {name}: CPU per request, \
+                     {CONCURRENCY} conn"
+                ),
+                cpu,
+                "µs",
+                true,
+            )
+            .against(database, "PostgreSQL's CPU for the same requests", None),
+        );
+        figures.push(Figure::measure(
+            format!("floor: a server of posture-api's parts alone, {name}: throughput"),
+            load.requests_per_second,
+            "req/s",
+            false,
+        ));
+    }
+    Ok(())
+}
+
+/// A child process, stopped when dropped.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // Already gone is as good as stopped.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `bench-floor --serve`: serves `GET /findings` (the customer's list) and
+/// `GET /findings/{id}` on 127.0.0.1:`port` until stopped.
+pub fn serve(url: &str, customer: &str, port: u16) -> anyhow::Result<()> {
+    let (url, customer) = (url.to_owned(), customer.to_owned());
+    actix_web::rt::System::new().block_on(async move {
+        HttpServer::new(move || {
+            // Made on each worker's thread: its connections are its own.
+            let pool = Rc::new(Pool {
+                url: url.clone(),
+                customer: customer.clone(),
+                opened: tokio::sync::OnceCell::new(),
+                idle: RefCell::new(Vec::new()),
+                lent: tokio::sync::Semaphore::new(CONNECTIONS_PER_WORKER),
+            });
+            App::new()
+                .app_data(pool)
+                .route("/findings", web::get().to(list))
+                .route("/findings-in-one", web::get().to(list_in_one))
+                .route("/findings/{id}", web::get().to(detail))
+        })
+        .workers(WORKERS)
+        .bind(("127.0.0.1", port))?
+        .run()
+        .await
+    })?;
+    Ok(())
+}
+
+/// A worker's connections, lent to one request at a time.
+struct Pool {
+    url: String,
+    customer: String,
+    opened: tokio::sync::OnceCell<()>,
+    idle: RefCell<Vec<Prepared>>,
+    lent: tokio::sync::Semaphore,
+}
+
+impl Pool {
+    /// The rows of `work` on a connection of this worker's, written as JSON.
+    async fn body(&self, work: &Request, one: bool) -> anyhow::Result<Vec<u8>> {
+        self.opened
+            .get_or_try_init(|| async {
+                for _ in 0..CONNECTIONS_PER_WORKER {
+                    let connection = Prepared::connect(&self.url).await?;
+                    self.idle.borrow_mut().push(connection);
+                }
+                anyhow::Ok(())
+            })
+            .await?;
+        let _permit = self.lent.acquire().await?;
+        let connection = self.idle.borrow_mut().pop().context("a lent connection")?;
+        let rows = connection.rows_of(work).await;
+        self.idle.borrow_mut().push(connection);
+        json(&rows?, one)
+    }
+}
+
+async fn list(request: HttpRequest) -> HttpResponse {
+    let Some(pool) = request.app_data::<Rc<Pool>>() else {
+        return HttpResponse::InternalServerError().finish();
+    };
+    respond(
+        pool.body(&Request::List(pool.customer.clone()), false)
+            .await,
+    )
+}
+
+async fn list_in_one(request: HttpRequest) -> HttpResponse {
+    let Some(pool) = request.app_data::<Rc<Pool>>() else {
+        return HttpResponse::InternalServerError().finish();
+    };
+    respond(
+        pool.body(&Request::ListInOne(pool.customer.clone()), false)
+            .await,
+    )
+}
+
+async fn detail(request: HttpRequest, id: web::Path<String>) -> HttpResponse {
+    let Some(pool) = request.app_data::<Rc<Pool>>() else {
+        return HttpResponse::InternalServerError().finish();
+    };
+    let work = Request::Detail(pool.customer.clone(), id.into_inner());
+    respond(pool.body(&work, true).await)
+}
+
+fn respond(body: anyhow::Result<Vec<u8>>) -> HttpResponse {
+    match body {
+        Ok(body) => HttpResponse::Ok()
+            .content_type("application/json")
+            .body(body),
+        Err(e) => HttpResponse::InternalServerError().body(format!("{e:#}")),
+    }
+}
+
+/// The rows as the API's body: `{"data": [...]}`, or `{"data": {...}}` for `one`.
+fn json(rows: &[tokio_postgres::Row], one: bool) -> anyhow::Result<Vec<u8>> {
+    let findings = rows
+        .iter()
+        .map(Finding::read)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut body = Vec::with_capacity(256 + findings.len() * 640);
+    if one {
+        let finding = findings.first().context("the finding was not found")?;
+        serde_json::to_writer(&mut body, &One { data: finding })?;
+    } else {
+        serde_json::to_writer(&mut body, &Page { data: &findings })?;
+    }
+    Ok(body)
+}
+
+/// A detail's body.
+#[derive(serde::Serialize)]
+struct One<'a> {
+    data: &'a Finding<'a>,
+}
+
+/// A uuid column, as its 16 bytes.
+struct Id(uuid::Uuid);
+
+impl<'a> FromSql<'a> for Id {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(Id(uuid::Uuid::from_slice(raw)?))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::UUID
+    }
+}
+
+/// A `timestamptz` column (microseconds since 2000-01-01 UTC).
+struct Time(chrono::DateTime<chrono::Utc>);
+
+impl<'a> FromSql<'a> for Time {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        let micros = i64::from_be_bytes(raw.try_into()?);
+        let epoch = chrono::DateTime::from_timestamp(946_684_800, 0).ok_or("epoch")?;
+        Ok(Time(epoch + chrono::TimeDelta::microseconds(micros)))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::TIMESTAMPTZ
+    }
+}
+
+impl serde::Serialize for Time {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // posture's own writer of RFC 3339 (without chrono's `Display`).
+        posture_wire::time::serialize(&self.0, serializer)
+    }
+}
+
+impl serde::Serialize for Id {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&self.0.hyphenated())
+    }
+}
+
+/// A list's body, as the API's `{data}` (its `meta` is a few bytes).
+#[derive(serde::Serialize)]
+struct Page<'a> {
+    data: &'a [Finding<'a>],
+}
+
+/// A finding as the API writes it, its text borrowed from the row.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Finding<'a> {
+    id: &'a str,
+    cloud_tenant_id: Id,
+    finding_type: &'a str,
+    severity: &'a str,
+    status: &'a str,
+    title: &'a str,
+    description: Option<&'a str>,
+    identity: Option<Identity<'a>>,
+    detected_at: Time,
+    updated_at: Time,
+    modified_at: Time,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Identity<'a> {
+    id: &'a str,
+    display_name: &'a str,
+    kind: &'a str,
+    cloud_tenant_id: Id,
+}
+
+impl<'a> Finding<'a> {
+    fn read(row: &'a tokio_postgres::Row) -> Result<Self, tokio_postgres::Error> {
+        let identity = match row.try_get::<_, Option<&str>>(10)? {
+            None => None,
+            Some(id) => Some(Identity {
+                id,
+                display_name: row.try_get(11)?,
+                kind: row.try_get(12)?,
+                cloud_tenant_id: row.try_get(13)?,
+            }),
+        };
+        Ok(Finding {
+            id: row.try_get(0)?,
+            cloud_tenant_id: row.try_get(1)?,
+            finding_type: row.try_get(2)?,
+            severity: row.try_get(3)?,
+            status: row.try_get(4)?,
+            title: row.try_get(5)?,
+            description: row.try_get(6)?,
+            identity,
+            detected_at: row.try_get(7)?,
+            updated_at: row.try_get(8)?,
+            modified_at: row.try_get(9)?,
+        })
+    }
+}
