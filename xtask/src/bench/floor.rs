@@ -160,15 +160,6 @@ pub fn run(
             .against(database, "PostgreSQL's CPU for the same statements", None),
         );
     }
-    super::floor_server::run(
-        bin_dir,
-        database_url,
-        postmaster,
-        loaded,
-        &detail_id,
-        duration,
-        figures,
-    )?;
     Ok(())
 }
 
@@ -186,23 +177,23 @@ pub enum Work {
 #[derive(Args, Debug)]
 pub struct FloorArgs {
     #[arg(long)]
-    url: String,
+    pub(super) url: String,
     /// The cluster's postmaster, whose CPU is measured with the client's.
     #[arg(long)]
-    postmaster: u32,
+    pub(super) postmaster: u32,
     #[arg(long, value_enum)]
-    work: Work,
+    pub(super) work: Work,
     #[arg(long)]
-    customer: String,
+    pub(super) customer: String,
     /// The finding of `--work detail`.
     #[arg(long)]
-    finding: Option<String>,
+    pub(super) finding: Option<String>,
     #[arg(long, default_value_t = 6)]
-    seconds: u64,
+    pub(super) seconds: u64,
     /// Serve the routes' work over HTTP on this port instead (`floor_server.rs`), until
     /// stopped.
     #[arg(long)]
-    serve: Option<u16>,
+    pub(super) serve: Option<u16>,
 }
 
 pub fn run_client(args: &FloorArgs) -> anyhow::Result<()> {
@@ -215,9 +206,6 @@ pub fn run_client(args: &FloorArgs) -> anyhow::Result<()> {
                 .context("--work detail needs --finding")?,
         ),
     };
-    if let Some(port) = args.serve {
-        return super::floor_server::serve(&args.url, &args.customer, port);
-    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

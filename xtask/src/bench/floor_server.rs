@@ -31,10 +31,11 @@ pub fn run(
     database_url: &str,
     postmaster: u32,
     loaded: &Loaded,
-    detail_id: &str,
     duration: Duration,
     figures: &mut Vec<Figure>,
 ) -> anyhow::Result<()> {
+    let detail_id = super::http::detail_id(database_url, loaded)?;
+    let detail_id = detail_id.as_str();
     for (name, customer, path) in [
         (
             "the small-customer list (its 3 statements, 100 rows as JSON)",

@@ -41,7 +41,7 @@ use crate::{
     process::{eprintln_status, on_path, run},
 };
 
-pub use floor::{FloorArgs, run_client as run_floor};
+pub use floor::FloorArgs;
 pub use report::Figure;
 
 #[derive(Args, Debug)]
@@ -244,6 +244,14 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
             duration,
             &mut figures,
         )?;
+        floor_server::run(
+            &bin_dir,
+            &postgres.url,
+            postmaster,
+            &loaded,
+            duration,
+            &mut figures,
+        )?;
         drop(server);
         return finish(&figures);
     }
@@ -280,6 +288,14 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
     floor::run(
         &bin_dir,
         &server,
+        &postgres.url,
+        postmaster,
+        &loaded,
+        duration,
+        &mut figures,
+    )?;
+    floor_server::run(
+        &bin_dir,
         &postgres.url,
         postmaster,
         &loaded,
@@ -390,4 +406,13 @@ fn finish(figures: &[Figure]) -> anyhow::Result<()> {
     report::print(figures);
     eprintln_status(&format!("figures written to {}", path.display()));
     Ok(())
+}
+
+/// `cargo xtask bench-floor` (hidden, run by the bench from the release build): the
+/// database client's floor, or with `--serve` the floor's server.
+pub fn run_floor(args: &FloorArgs) -> anyhow::Result<()> {
+    match args.serve {
+        Some(port) => floor_server::serve(&args.url, &args.customer, port),
+        None => floor::run_client(args),
+    }
 }
