@@ -287,5 +287,11 @@ pub(crate) async fn gate(
     if let Some(decision) = &counted.decision {
         set_headers(response.headers_mut(), &counted.bucket, decision);
     }
+    // Nothing of the API is cached on the way, unless a route says otherwise (a stream).
+    if !response.headers().contains_key(header::CACHE_CONTROL) {
+        response
+            .headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
     Ok(response)
 }

@@ -68,20 +68,22 @@ pub(crate) async fn metrics(state: web::Data<ApiState>) -> HttpResponse {
     }
 }
 
-/// Adds `Strict-Transport-Security` to every response when serving TLS.
-pub(crate) async fn hsts(
-    req: actix_web::dev::ServiceRequest,
-    next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
-) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
-    let enabled = req
-        .app_data::<web::Data<ApiState>>()
-        .is_some_and(|s| s.hsts);
-    let mut response = next.call(req).await?;
-    if enabled {
-        response.headers_mut().insert(
-            actix_web::http::header::STRICT_TRANSPORT_SECURITY,
-            actix_web::http::header::HeaderValue::from_static("max-age=31536000"),
+/// The headers every response of the application carries (set by the outermost middleware,
+/// [`crate::telemetry::telemetry`], so that one layer does it for all):
+/// `X-Content-Type-Options: nosniff`, unless the response set its own, and, when serving
+/// TLS (`hsts`), `Strict-Transport-Security`.
+pub(crate) fn security_headers(headers: &mut actix_web::http::header::HeaderMap, hsts: bool) {
+    use actix_web::http::header::{self, HeaderValue};
+    if !headers.contains_key(header::X_CONTENT_TYPE_OPTIONS) {
+        headers.insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
         );
     }
-    Ok(response)
+    if hsts {
+        headers.insert(
+            header::STRICT_TRANSPORT_SECURITY,
+            HeaderValue::from_static("max-age=31536000"),
+        );
+    }
 }

@@ -72,8 +72,7 @@ pub fn app(
         .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
         .wrap(ErrorHandlers::new().default_handler(json_errors::ensure_json))
         .wrap(from_fn(compression::compress))
-        .wrap(from_fn(health::hsts))
-        .wrap(DefaultHeaders::new().add((header::X_CONTENT_TYPE_OPTIONS, "nosniff")))
+        // Also sets the headers of every response (`health::security_headers`).
         .wrap(from_fn(telemetry::telemetry))
         .service(web::resource("/healthz").route(web::get().to(health::healthz)))
         .service(web::resource("/readyz").route(web::get().to(health::readyz)))
@@ -90,8 +89,8 @@ pub fn app(
         )
         .service(
             web::scope(routes::PREFIX)
+                // Also `Cache-Control: no-store` on what the scope answers.
                 .wrap(from_fn(gate::gate))
-                .wrap(DefaultHeaders::new().add((header::CACHE_CONTROL, "no-store")))
                 .configure(routes::register)
                 .default_service(web::to(not_found)),
         )

@@ -1,4 +1,6 @@
-//! Request ids and the access log: one event per request.
+//! Request ids and the access log: one event per request. The same outermost layer sets
+//! the headers every response carries (`health::security_headers`): one layer rather than
+//! one each, as each layer costs every request.
 //!
 //! The request id is taken from `X-Request-Id` when it is a short token of safe characters,
 //! otherwise generated; it is echoed in the response and carried by a span that wraps the
@@ -102,6 +104,9 @@ pub(crate) async fn telemetry(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
+    let hsts = req
+        .app_data::<actix_web::web::Data<crate::state::ApiState>>()
+        .is_some_and(|state| state.hsts);
     let id = incoming_id(&req).unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
     req.extensions_mut().insert(RequestId(id.clone()));
     let span = tracing::info_span!(
@@ -117,6 +122,7 @@ pub(crate) async fn telemetry(
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
+    crate::health::security_headers(response.headers_mut(), hsts);
     let request = response.request();
     let route = request
         .match_pattern()
