@@ -4,8 +4,10 @@
 //! diesel-async, on two current-thread runtimes as in posture-api's two HTTP workers, each
 //! task holding a connection for its request as a pooled one is held, the statements
 //! prepared, every column of every row decoded into an owned value (the text checked as
-//! UTF-8) and nothing else: no HTTP, no JSON, no domain types. An API built on these parts
-//! spends at least the sum; the targets are judged against it.
+//! UTF-8) and nothing else: no HTTP, no JSON, no domain types. The two apart show where a
+//! request's CPU goes; their sum is under what a server of these parts spends (it leaves out
+//! the wake-ups of a server waiting on PostgreSQL), so the targets are judged against the
+//! whole server of `floor_server.rs`, which uses this client's statements.
 
 use std::{
     io::Write as _,
