@@ -141,7 +141,7 @@ pub fn wait_until_listening(bind: &str) -> anyhow::Result<()> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while std::net::TcpStream::connect(bind).is_err() {
         if std::time::Instant::now() > deadline {
-            bail!("posture-api did not start listening on {bind}");
+            bail!("nothing started listening on {bind} in 30 s");
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }

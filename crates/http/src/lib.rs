@@ -67,13 +67,16 @@ pub fn app(
         InitError = (),
     >,
 > {
+    let hsts = state.hsts;
     App::new()
         .app_data(state)
         .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
         .wrap(ErrorHandlers::new().default_handler(json_errors::ensure_json))
         .wrap(from_fn(compression::compress))
         // Also sets the headers of every response (`health::security_headers`).
-        .wrap(from_fn(telemetry::telemetry))
+        .wrap(from_fn(move |req, next| {
+            telemetry::telemetry(hsts, req, next)
+        }))
         .service(web::resource("/healthz").route(web::get().to(health::healthz)))
         .service(web::resource("/readyz").route(web::get().to(health::readyz)))
         .service(web::resource("/metrics").route(web::get().to(health::metrics)))

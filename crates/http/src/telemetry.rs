@@ -100,13 +100,13 @@ fn record(method: &'static str, route: String, status: u16, seconds: f64) {
     });
 }
 
+/// `hsts`: whether responses carry `Strict-Transport-Security` (serving TLS), read once
+/// when the application is built.
 pub(crate) async fn telemetry(
+    hsts: bool,
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
-    let hsts = req
-        .app_data::<actix_web::web::Data<crate::state::ApiState>>()
-        .is_some_and(|state| state.hsts);
     let id = incoming_id(&req).unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
     req.extensions_mut().insert(RequestId(id.clone()));
     let span = tracing::info_span!(

@@ -266,19 +266,9 @@ impl Prepared {
 
     /// The rows of one request's statements (a list's: its page of 100).
     pub(super) async fn rows_of(&self, work: &Request) -> anyhow::Result<Vec<tokio_postgres::Row>> {
-        let ranks: &[i16] = &[1, 2];
-        let severities: &[&str] = &["critical", "high"];
-        let statuses: &[&str] = &["open"];
         match work {
             Request::List(customer) => {
-                let ids_params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
-                    [customer, &ranks, &statuses];
-                let total_params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
-                    [customer, &severities, &statuses];
-                let ids = self.client.query(&self.ids, &ids_params);
-                let total = self.client.query_one(&self.total, &total_params);
-                let (ids, total) = futures_util::future::try_join(ids, total).await?;
-                let _: Option<i64> = total.try_get(0)?;
+                let ids = self.with_total(&self.ids, customer).await?;
                 let mut page = Vec::with_capacity(ids.len());
                 for row in &ids {
                     let id: String = row.try_get(0)?;
@@ -290,14 +280,7 @@ impl Prepared {
                 Ok(self.client.query(&self.rows, &[customer, &page]).await?)
             }
             Request::ListInOne(customer) => {
-                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
-                    [customer, &ranks, &statuses];
-                let total_params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
-                    [customer, &severities, &statuses];
-                let rows = self.client.query(&self.list_one, &params);
-                let total = self.client.query_one(&self.total, &total_params);
-                let (mut rows, total) = futures_util::future::try_join(rows, total).await?;
-                let _: Option<i64> = total.try_get(0)?;
+                let mut rows = self.with_total(&self.list_one, customer).await?;
                 rows.truncate(100);
                 Ok(rows)
             }
@@ -307,6 +290,26 @@ impl Prepared {
                 Ok(rows)
             }
         }
+    }
+
+    /// A list's `statement` (critical and high, open) pipelined with its total, as posture
+    /// sends them; the statement's rows.
+    async fn with_total(
+        &self,
+        statement: &Statement,
+        customer: &String,
+    ) -> anyhow::Result<Vec<tokio_postgres::Row>> {
+        let ranks: &[i16] = &[1, 2];
+        let severities: &[&str] = &["critical", "high"];
+        let statuses: &[&str] = &["open"];
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [customer, &ranks, &statuses];
+        let total_params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] =
+            [customer, &severities, &statuses];
+        let rows = self.client.query(statement, &params);
+        let total = self.client.query_one(&self.total, &total_params);
+        let (rows, total) = futures_util::future::try_join(rows, total).await?;
+        let _: Option<i64> = total.try_get(0)?;
+        Ok(rows)
     }
 }
 

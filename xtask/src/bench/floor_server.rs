@@ -10,9 +10,9 @@
 //! what any server of these parts spends on this machine, kernel and wake-ups included
 //! (which the client's floor alone, driven from inside, does not pay).
 
-use std::{cell::RefCell, net::TcpStream, path::Path, process::Command, rc::Rc, time::Duration};
+use std::{cell::RefCell, path::Path, process::Command, time::Duration};
 
-use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
+use actix_web::{App, HttpResponse, HttpServer, web};
 use anyhow::Context as _;
 use tokio_postgres::types::{FromSql, Type};
 
@@ -23,6 +23,7 @@ use super::{
     http::wrk,
     load::Loaded,
 };
+use crate::binaries::{Guard, wait_until_listening};
 
 /// Runs the server (from the release build of xtask in `bin_dir`) and measures both routes
 /// under wrk, each beside PostgreSQL's CPU for the same requests.
@@ -53,24 +54,19 @@ pub fn run(
             format!("/findings/{detail_id}"),
         ),
     ] {
+        // A server of the customer's (its `--customer`), stopped after its route's run.
         let port = crate::servers::free_port()?;
-        let server = Running(
+        let server = Guard(vec![
             Command::new(bin_dir.join("xtask"))
                 .args(["bench-floor", "--url", database_url])
                 .args(["--postmaster", &postmaster.to_string()])
-                .args(["--customer", &customer.id, "--finding", detail_id])
+                .args(["--customer", &customer.id])
                 .args(["--work", "list", "--serve", &port.to_string()])
                 .spawn()
                 .context("starting the floor's server")?,
-        );
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            anyhow::ensure!(
-                std::time::Instant::now() < deadline,
-                "the floor's server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        ]);
+        wait_until_listening(&format!("127.0.0.1:{port}"))?;
+        let pid = server.0[0].id();
         let url = format!("http://127.0.0.1:{port}{path}");
         wrk(
             &url,
@@ -78,11 +74,11 @@ pub fn run(
             CONCURRENCY as u32,
             Duration::from_secs(1),
         )?;
-        let before = CpuSample::take(server.0.id(), postmaster)?;
+        let before = CpuSample::take(pid, postmaster)?;
         let load = wrk(&url, &customer.key, CONCURRENCY as u32, duration)?;
         let requests = load.requests_per_second * duration.as_secs_f64();
         let (cpu, database) =
-            CpuSample::take(server.0.id(), postmaster)?.per_request_since(&before, requests);
+            CpuSample::take(pid, postmaster)?.per_request_since(&before, requests);
         figures.push(
             Figure::measure(
                 format!(
@@ -105,17 +101,6 @@ pub fn run(
     Ok(())
 }
 
-/// A child process, stopped when dropped.
-struct Running(std::process::Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        // Already gone is as good as stopped.
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `bench-floor --serve`: serves `GET /findings` (the customer's list) and
 /// `GET /findings/{id}` on 127.0.0.1:`port` until stopped.
 pub fn serve(url: &str, customer: &str, port: u16) -> anyhow::Result<()> {
@@ -123,7 +108,7 @@ pub fn serve(url: &str, customer: &str, port: u16) -> anyhow::Result<()> {
     actix_web::rt::System::new().block_on(async move {
         HttpServer::new(move || {
             // Made on each worker's thread: its connections are its own.
-            let pool = Rc::new(Pool {
+            let pool = web::Data::new(Pool {
                 url: url.clone(),
                 customer: customer.clone(),
                 opened: tokio::sync::OnceCell::new(),
@@ -137,6 +122,8 @@ pub fn serve(url: &str, customer: &str, port: u16) -> anyhow::Result<()> {
                 .route("/findings/{id}", web::get().to(detail))
         })
         .workers(WORKERS)
+        // Stopped by the bench once wrk is done: nothing to wait for.
+        .shutdown_timeout(1)
         .bind(("127.0.0.1", port))?
         .run()
         .await
@@ -173,30 +160,21 @@ impl Pool {
     }
 }
 
-async fn list(request: HttpRequest) -> HttpResponse {
-    let Some(pool) = request.app_data::<Rc<Pool>>() else {
-        return HttpResponse::InternalServerError().finish();
-    };
+async fn list(pool: web::Data<Pool>) -> HttpResponse {
     respond(
         pool.body(&Request::List(pool.customer.clone()), false)
             .await,
     )
 }
 
-async fn list_in_one(request: HttpRequest) -> HttpResponse {
-    let Some(pool) = request.app_data::<Rc<Pool>>() else {
-        return HttpResponse::InternalServerError().finish();
-    };
+async fn list_in_one(pool: web::Data<Pool>) -> HttpResponse {
     respond(
         pool.body(&Request::ListInOne(pool.customer.clone()), false)
             .await,
     )
 }
 
-async fn detail(request: HttpRequest, id: web::Path<String>) -> HttpResponse {
-    let Some(pool) = request.app_data::<Rc<Pool>>() else {
-        return HttpResponse::InternalServerError().finish();
-    };
+async fn detail(pool: web::Data<Pool>, id: web::Path<String>) -> HttpResponse {
     let work = Request::Detail(pool.customer.clone(), id.into_inner());
     respond(pool.body(&work, true).await)
 }

@@ -235,17 +235,9 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
                 &mut figures,
             )?;
         }
-        floor::run(
+        floors(
             &bin_dir,
             &server,
-            &postgres.url,
-            postmaster,
-            &loaded,
-            duration,
-            &mut figures,
-        )?;
-        floor_server::run(
-            &bin_dir,
             &postgres.url,
             postmaster,
             &loaded,
@@ -285,17 +277,9 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         sql::totals(&postgres.url, &loaded, connections, duration, &mut figures)?;
     }
     drop(peer);
-    floor::run(
+    floors(
         &bin_dir,
         &server,
-        &postgres.url,
-        postmaster,
-        &loaded,
-        duration,
-        &mut figures,
-    )?;
-    floor_server::run(
-        &bin_dir,
         &postgres.url,
         postmaster,
         &loaded,
@@ -406,6 +390,29 @@ fn finish(figures: &[Figure]) -> anyhow::Result<()> {
     report::print(figures);
     eprintln_status(&format!("figures written to {}", path.display()));
     Ok(())
+}
+
+/// The floors under the CPU per request: the parts apart (`floor.rs`), then a whole server
+/// of them (`floor_server.rs`).
+fn floors(
+    bin_dir: &std::path::Path,
+    server: &http::Server,
+    database_url: &str,
+    postmaster: u32,
+    loaded: &load::Loaded,
+    duration: Duration,
+    figures: &mut Vec<Figure>,
+) -> anyhow::Result<()> {
+    floor::run(
+        bin_dir,
+        server,
+        database_url,
+        postmaster,
+        loaded,
+        duration,
+        figures,
+    )?;
+    floor_server::run(bin_dir, database_url, postmaster, loaded, duration, figures)
 }
 
 /// `cargo xtask bench-floor` (hidden, run by the bench from the release build): the
