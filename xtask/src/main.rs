@@ -3,6 +3,7 @@
 mod bench;
 mod binaries;
 mod chaos;
+mod citus;
 mod clients;
 mod console_e2e;
 mod demo;
@@ -42,7 +43,13 @@ struct Cli {
 enum Task {
     /// Run every test against throwaway PostgreSQL and Redis (or TEST_DATABASE_URL /
     /// TEST_REDIS_URL). Arguments after `--` go to `cargo test`.
+    ///
+    /// `--citus`: the integration suites of the store, the API and the worker against a
+    /// Citus cluster on loopback instead (a coordinator and two workers; Citus is built
+    /// from CITUS_SOURCE when it is not installed).
     Test {
+        #[arg(long)]
+        citus: bool,
         #[arg(last = true)]
         args: Vec<String>,
     },
@@ -117,7 +124,8 @@ impl Task {
     /// The name [`setup::needs`] knows the task by.
     fn name(&self) -> &'static str {
         match self {
-            Task::Test { .. } => "test",
+            Task::Test { citus: false, .. } => "test",
+            Task::Test { citus: true, .. } => "citus",
             Task::Fuzz(_) => "fuzz",
             Task::ConsoleE2e => "console-e2e",
             Task::Clients => "clients",
@@ -138,7 +146,8 @@ impl Task {
 
     fn run(self) -> anyhow::Result<()> {
         match self {
-            Task::Test { args } => test::run(&args),
+            Task::Test { citus: false, args } => test::run(&args),
+            Task::Test { citus: true, args } => test::run_citus(&args),
             Task::Openapi { check } => openapi::run(check),
             Task::Schema { check } => schema::run(check),
             Task::Tidy => tidy::run(),

@@ -25,6 +25,31 @@ pub fn postgres(
     Ok(server)
 }
 
+/// A throwaway Citus cluster in `target/xtask/<name>`: a coordinator and `workers` worker
+/// nodes (installing Citus first when it is missing: `citus.rs`).
+pub fn citus(
+    name: &str,
+    workers: usize,
+    settings: &str,
+) -> anyhow::Result<posture_test_support::citus::CitusCluster> {
+    crate::citus::ensure()?;
+    let started = std::time::Instant::now();
+    let cluster =
+        posture_test_support::citus::CitusCluster::start(&scratch_dir(name)?, workers, settings)?;
+    eprintln_status(&format!(
+        "Citus on 127.0.0.1: coordinator {}, workers {} (started in {:.1} s)",
+        cluster.coordinator.port(),
+        cluster
+            .workers
+            .iter()
+            .map(|w| w.port().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(cluster)
+}
+
 /// A throwaway Redis.
 pub fn redis() -> anyhow::Result<posture_test_support::servers::RedisServer> {
     let server = posture_test_support::servers::RedisServer::start()?;

@@ -120,6 +120,40 @@ pub const PATRONI: Need = Need {
     present: || program("patroni") && program("patronictl") && program("etcd"),
     packages: &["patroni", "etcd-server"],
 };
+/// Whether a C header is installed (in /usr/include, or its multiarch directory).
+fn header(name: &str) -> bool {
+    let root = std::path::Path::new("/usr/include");
+    root.join(name).exists()
+        || std::fs::read_dir(root).is_ok_and(|dirs| {
+            dirs.filter_map(Result::ok)
+                .any(|dir| dir.path().join(name).exists())
+        })
+}
+
+/// What building Citus from its source takes (`citus.rs`), unless Citus is installed.
+pub const CITUS_BUILD: Need = Need {
+    what: "the Citus extension, or what building it takes (PostgreSQL's server headers, a C \
+           compiler, make, the headers of curl, lz4, zstd and Kerberos)",
+    present: || {
+        posture_test_support::citus::installed()
+            || (program("cc")
+                && program("make")
+                && posture_test_support::servers::postgres_bin()
+                    .is_some_and(|bin| bin.join("pg_config").is_file())
+                && ["curl/curl.h", "lz4.h", "zstd.h", "krb5.h"]
+                    .iter()
+                    .all(|h| header(h)))
+    },
+    packages: &[
+        "postgresql-server-dev-all",
+        "gcc",
+        "make",
+        "libcurl4-openssl-dev",
+        "liblz4-dev",
+        "libzstd-dev",
+        "libkrb5-dev",
+    ],
+};
 pub const WRK: Need = Need {
     what: "wrk (pgbench comes with PostgreSQL)",
     present: || program("wrk") && program("pgbench"),
@@ -131,6 +165,7 @@ pub const TASKS: &[&str] = &[
     "ci",
     "demo",
     "test",
+    "citus",
     "fuzz",
     "clients",
     "console-e2e",
@@ -147,6 +182,8 @@ pub fn needs(task: &str) -> Vec<&'static Need> {
     match task {
         "demo" | "schema" => vec![&POSTGRES],
         "test" => vec![&POSTGRES, &REDIS, &PYTHON, &PGBOUNCER, &LOCALES],
+        // `test --citus`, `chaos --citus`, `bench --citus`: Citus is then built (citus.rs).
+        "citus" => vec![&POSTGRES, &REDIS, &PYTHON, &CITUS_BUILD],
         "fuzz" => vec![&POSTGRES, &PYTHON],
         "clients" => vec![&POSTGRES, &PYTHON, &NODE, &CHROMIUM, &CURL],
         "console-e2e" => vec![&POSTGRES, &PYTHON, &NODE, &CHROMIUM],
@@ -157,15 +194,24 @@ pub fn needs(task: &str) -> Vec<&'static Need> {
         "vendor-docs" => vec![&NODE],
         // Everything `.ci/run` runs.
         "ci" => vec![
-            &POSTGRES, &REDIS, &PYTHON, &PGBOUNCER, &LOCALES, &NODE, &CHROMIUM, &CURL, &PROMTOOL,
+            &POSTGRES,
+            &REDIS,
+            &PYTHON,
+            &PGBOUNCER,
+            &LOCALES,
+            &NODE,
+            &CHROMIUM,
+            &CURL,
+            &PROMTOOL,
             &COMPOSE,
+            &CITUS_BUILD,
         ],
         _ => Vec::new(),
     }
 }
 
 /// How this process may run `apt-get install`: as root, through `sudo -n`, or not at all.
-fn installer() -> Option<Vec<&'static str>> {
+pub fn installer() -> Option<Vec<&'static str>> {
     if !program("apt-get") {
         return None;
     }

@@ -12,7 +12,7 @@ use std::process::Command;
 use crate::{
     files::project_root,
     process::{eprintln_status, python_venv},
-    servers::{postgres, redis},
+    servers::{citus, postgres, redis},
 };
 
 /// What the tests' receivers verify deliveries with, pinned.
@@ -60,6 +60,51 @@ pub fn run(extra: &[String]) -> anyhow::Result<()> {
     ));
     if !status.success() {
         anyhow::bail!("tests failed");
+    }
+    Ok(())
+}
+
+/// The crates whose integration suites (`tests/it`) run on Citus: everything that talks to
+/// the database through the store.
+const CITUS_SUITES: &[&str] = &[
+    "posture-store-postgres",
+    "posture-api",
+    "posture-worker",
+    "posture-delivery",
+];
+
+/// `cargo xtask test --citus`: the integration suites against a coordinator and two workers
+/// on loopback (`TEST_CITUS_WORKERS`), with Redis. Tests about one PostgreSQL node only (a
+/// streaming standby, a promotion) say so and pass without running.
+pub fn run_citus(extra: &[String]) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let venv = project_root().join("target").join("test-venv");
+    python_venv(&venv, PYTHON_PACKAGES)?;
+    let cluster = citus("test-citus", 2, "")?;
+    let redis = redis()?;
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.current_dir(project_root()).arg("test");
+    for suite in CITUS_SUITES {
+        command.args(["-p", suite]);
+    }
+    command
+        .args(["--test", "it"])
+        .args(extra)
+        .env("TEST_DATABASE_URL", &cluster.coordinator.url)
+        .env("TEST_CITUS_WORKERS", cluster.workers_variable())
+        .env("TEST_REDIS_URL", redis.url());
+    if std::env::var_os("TEST_PYTHON").is_none() {
+        command.env("TEST_PYTHON", venv.join("bin").join("python"));
+    }
+    let status = command.status()?;
+    drop(redis);
+    drop(cluster);
+    eprintln_status(&format!(
+        "tests on Citus finished in {:.0} s",
+        started.elapsed().as_secs_f64()
+    ));
+    if !status.success() {
+        anyhow::bail!("tests on Citus failed");
     }
     Ok(())
 }

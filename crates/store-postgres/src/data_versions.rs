@@ -26,7 +26,6 @@ use crate::{
     PgStore,
     error::db_error,
     key_cache::{KeyCache, ReadVersion, Reader},
-    schema::{customer_data_versions, customers},
 };
 
 /// The node's WAL position as a number: on the primary, its insert position (at or past
@@ -35,6 +34,31 @@ use crate::{
 pub(crate) const WAL_POSITION: &str = "(coalesce(CASE WHEN pg_is_in_recovery() \
      THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END, '0/0') \
      - '0/0'::pg_lsn)::int8";
+
+/// Tells the serving processes that these customers' data changed, when the caller's
+/// transaction commits (`NOTIFY posture_data`).
+///
+/// The data-version triggers of `tenants` and `webhook_subscriptions` notify too, but on
+/// Citus they run on the worker node that holds the row, and a notification there never
+/// reaches the `LISTEN` on the coordinator: every change of posture's to those tables calls
+/// this as well, on the coordinator. On one node both arrive in one transaction, and
+/// PostgreSQL delivers the same notification once.
+pub(crate) async fn notify_data_changed(
+    conn: &mut AsyncPgConnection,
+    customers: &[Uuid],
+) -> QueryResult<()> {
+    if customers.is_empty() {
+        return Ok(());
+    }
+    diesel::sql_query(format!(
+        "SELECT pg_notify('{}', c::text) FROM unnest($1::uuid[]) AS c",
+        crate::key_cache::DATA_CHANNEL
+    ))
+    .bind::<diesel::sql_types::Array<diesel::sql_types::Uuid>, _>(customers)
+    .execute(conn)
+    .await
+    .map(drop)
+}
 
 /// Customers whose version a replica's background reads of the primary fetch at once, at
 /// most (more misses meanwhile read the replica alone).
@@ -156,25 +180,41 @@ impl PgStore {
 /// [`WAL_POSITION`] read in the same statement.
 async fn read_version(conn: &mut AsyncPgConnection, customer: Uuid) -> QueryResult<ReadVersion> {
     // With the pass bound, which the lists report: cached together (key_cache/versions.rs).
-    let row: Option<(Option<i64>, Option<DateTime<Utc>>, i64)> = customers::table
-        .left_join(
-            customer_data_versions::table.on(customer_data_versions::customer_id.eq(customers::id)),
-        )
-        .filter(customers::id.eq(customer))
-        .select((
-            customer_data_versions::version.nullable(),
-            customers::synced_through,
-            diesel::dsl::sql::<diesel::sql_types::BigInt>(WAL_POSITION),
-        ))
-        .get_result(conn)
-        .await
-        .optional()?;
-    let (version, synced_through, position) = row.unwrap_or((None, None, 0));
+    // Both rows are the customer's (on Citus colocated: one node answers the statement).
+    #[derive(QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
+        version: Option<i64>,
+        #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>)]
+        synced_through: Option<DateTime<Utc>>,
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        position: i64,
+    }
+    let Row {
+        version,
+        synced_through,
+        position,
+    } = diesel::sql_query(format!(
+        "SELECT v.version, s.synced_through, {WAL_POSITION} AS position \
+         FROM customer_sync s \
+         LEFT JOIN customer_data_versions v ON v.customer_id = s.customer_id \
+         WHERE s.customer_id = $1"
+    ))
+    .bind::<diesel::sql_types::Uuid, _>(customer)
+    .get_result(conn)
+    .await
+    .optional()?
+    // No row: no pass and no change yet (a version comes with the customer's row of
+    // customer_sync: bump_data_version makes it), and nothing to wait for.
+    .unwrap_or(Row {
+        version: None,
+        synced_through: None,
+        position: 0,
+    });
     Ok(ReadVersion {
         // No version row: nothing has changed since the customer was created.
         version: version.unwrap_or(0).max(0) as u64,
         synced_through,
-        // No customer (a key outlives nothing; kept for safety): nothing to wait for.
         position: position.max(0) as u64,
     })
 }

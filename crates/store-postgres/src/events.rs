@@ -6,10 +6,7 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use diesel::{
-    prelude::*,
-    sql_types::{BigInt, Timestamptz},
-};
+use diesel::{prelude::*, sql_types::Timestamptz};
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use posture_domain::{
     CustomerScope, Error, EventId, PassId, Result,
@@ -167,25 +164,6 @@ impl EventRepository for PgStore {
     }
 
     async fn purge_events(&self, cutoff: DateTime<Utc>, batch: u32) -> Result<u64> {
-        let mut conn = self.conn().await?;
-        // Customer by customer along the primary key (an id's prefix is its time): the
-        // events of the milliseconds before the cutoff's. No row locks (events are never
-        // updated, and the runtime role may not): two workers sweeping at once pick the same
-        // rows, and the second deletes what is left of them.
-        let deleted = diesel::sql_query(
-            "DELETE FROM finding_events e USING ( \
-                 SELECT old.customer_id, old.id FROM customers c CROSS JOIN LATERAL ( \
-                     SELECT customer_id, id FROM finding_events \
-                     WHERE customer_id = c.id AND id < posture_event_floor($1) \
-                     ORDER BY id LIMIT $2) old \
-                 LIMIT $2) old \
-             WHERE e.customer_id = old.customer_id AND e.id = old.id",
-        )
-        .bind::<Timestamptz, _>(cutoff)
-        .bind::<BigInt, _>(i64::from(batch))
-        .execute(&mut conn)
-        .await
-        .map_err(db_error)?;
-        Ok(deleted as u64)
+        self.sweep_events(cutoff, batch).await
     }
 }

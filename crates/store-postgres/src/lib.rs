@@ -23,6 +23,8 @@ mod pool_health;
 mod recommendations;
 mod replicas;
 mod schema;
+pub mod spanning;
+mod sweeps;
 mod sync;
 mod tenants;
 mod text;
@@ -52,6 +54,7 @@ use posture_domain::{Error, KeyId, clock::Clock};
 
 use crate::error::db_error;
 pub use crate::{
+    ingest::planned_rows,
     key_cache::{APPLICATION_NAME as KEY_CACHE_APPLICATION_NAME, KeyCacheStats, VersionLookups},
     replicas::{ReplicaPolicy, ReplicaStatus, Replicas},
 };
@@ -175,6 +178,8 @@ pub struct PgStore {
     /// Most keys a customer may hold at once ([`PgConfig::max_active_keys`]).
     max_active_keys: u32,
     clock: Arc<dyn Clock>,
+    /// Whether the database is a Citus coordinator, once asked (`spanning.rs`).
+    citus: Arc<tokio::sync::OnceCell<bool>>,
 }
 
 impl fmt::Debug for PgStore {
@@ -275,6 +280,7 @@ impl PgStore {
             listener: Arc::default(),
             max_active_keys: config.max_active_keys,
             clock: config.clock.clone(),
+            citus: Arc::default(),
         })
     }
 

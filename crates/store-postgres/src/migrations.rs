@@ -36,21 +36,59 @@ async fn with_connection<T: Send + 'static>(
 }
 
 /// Applies the pending migrations; returns the versions applied.
+///
+/// On a Citus coordinator (a database with the `citus` extension) the schema is then
+/// distributed by customer (`posture_distribute()`, migration 17: idempotent, so a schema
+/// distributed already is left as it is); on PostgreSQL without Citus nothing else happens.
 pub async fn run_pending(url: &str) -> Result<Vec<String>, Error> {
     with_connection(url, |conn| {
         diesel::sql_query(format!("SELECT pg_advisory_lock({MIGRATION_LOCK})"))
             .execute(conn)
             .map_err(Error::internal)?;
-        let applied = conn
-            .run_pending_migrations(MIGRATIONS)
-            .map(|versions| versions.iter().map(ToString::to_string).collect())
-            .map_err(Error::Internal);
+        let applied = migrate_locked(conn);
         diesel::sql_query(format!("SELECT pg_advisory_unlock({MIGRATION_LOCK})"))
             .execute(conn)
             .map_err(Error::internal)?;
         applied
     })
     .await
+}
+
+/// [`run_pending`] under the migration lock.
+fn migrate_locked(conn: &mut SyncPg) -> Result<Vec<String>, Error> {
+    let citus = has_citus(conn)?;
+    if citus {
+        // A migration that adds a trigger to a distributed table (posture's touch only their
+        // own row or the customer's colocated rows: docs/operations.md).
+        diesel::sql_query("SET citus.enable_unsafe_triggers = on")
+            .execute(conn)
+            .map_err(Error::internal)?;
+    }
+    let applied = conn
+        .run_pending_migrations(MIGRATIONS)
+        .map(|versions| versions.iter().map(ToString::to_string).collect())
+        .map_err(Error::Internal)?;
+    if citus {
+        diesel::sql_query("SELECT posture_distribute()")
+            .execute(conn)
+            .map_err(Error::internal)?;
+    }
+    Ok(applied)
+}
+
+/// Whether the database is a Citus coordinator (has the `citus` extension).
+fn has_citus(conn: &mut SyncPg) -> Result<bool, Error> {
+    #[derive(diesel::QueryableByName)]
+    struct Citus {
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        present: bool,
+    }
+    let found: Citus = diesel::sql_query(
+        "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS present",
+    )
+    .get_result(conn)
+    .map_err(Error::internal)?;
+    Ok(found.present)
 }
 
 /// The names of the migrations not yet applied (empty when the schema is current).

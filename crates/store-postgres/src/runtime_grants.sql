@@ -14,9 +14,9 @@ REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM {role};
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM {role};
 REVOKE ALL ON SCHEMA public FROM {role};
 GRANT USAGE ON SCHEMA public TO {role};
--- TEMPORARY: a pass's fan-out collects the changed findings in a temporary table.
 DO $$ BEGIN
-    EXECUTE format('GRANT CONNECT, TEMPORARY ON DATABASE %I TO {role}', current_database());
+    EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM {role}', current_database());
+    EXECUTE format('GRANT CONNECT ON DATABASE %I TO {role}', current_database());
 END $$;
 
 -- Reads: every table of the schema (readiness reads the migration table).
@@ -25,15 +25,20 @@ GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role};
 -- Customers and keys (operator commands, the console): created, never deleted; a key is
 -- revoked and its last use recorded, nothing else changes.
 GRANT INSERT ON customers, api_keys, console_audit TO {role};
+-- Written by the previous release's passes during a rollout (this one uses customer_sync);
+-- goes with the column in a later release.
 GRANT UPDATE (synced_through) ON customers TO {role};
 GRANT UPDATE (revoked_at, last_used_at) ON api_keys TO {role};
 
--- Tenants: connected and renamed.
-GRANT INSERT ON tenants TO {role};
+-- Tenants: connected (and registered to their customer, for good) and renamed.
+GRANT INSERT ON tenants, cloud_tenant_owners TO {role};
 GRANT UPDATE (display_name, primary_domain) ON tenants TO {role};
 
 -- An analyzer pass (ingest): appends the pass, upserts the data, replaces a customer's
 -- totals and an identity's role assignments.
+-- A pass locks its customer's row of customer_sync and records its bound there.
+GRANT INSERT ON customer_sync TO {role};
+GRANT UPDATE (synced_through) ON customer_sync TO {role};
 GRANT INSERT ON analyzer_passes, identities, findings, role_recommendations, upr_scores,
     upr_latest, role_assignments, finding_totals, identity_totals TO {role};
 GRANT DELETE ON role_assignments, finding_totals, identity_totals TO {role};
@@ -51,6 +56,8 @@ GRANT INSERT ON customer_data_versions TO {role};
 GRANT UPDATE (version) ON customer_data_versions TO {role};
 -- Planner statistics after a pass, through the owner's function (migration 000009).
 GRANT EXECUTE ON FUNCTION posture_analyze(text) TO {role};
+-- ... of one customer, on the node of its shard with Citus (migration 000017).
+GRANT EXECUTE ON FUNCTION posture_analyze(uuid, text) TO {role};
 -- Delivery ids of the fan-out (migration 000011).
 GRANT EXECUTE ON FUNCTION posture_uuid_v7() TO {role};
 GRANT EXECUTE ON FUNCTION posture_event_id(timestamptz, bigint) TO {role};

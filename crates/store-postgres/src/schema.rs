@@ -302,6 +302,21 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    cloud_tenant_owners (cloud_tenant_id) {
+        cloud_tenant_id -> Uuid,
+        customer_id -> Uuid,
+        connected_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    customer_sync (customer_id) {
+        customer_id -> Uuid,
+        synced_through -> Nullable<Timestamptz>,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     customers,
     tenants,
@@ -324,4 +339,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     console_audit,
     customer_data_versions,
     finding_events,
+    cloud_tenant_owners,
+    customer_sync,
 );

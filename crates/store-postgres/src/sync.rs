@@ -10,7 +10,7 @@ use posture_domain::{
 };
 use uuid::Uuid;
 
-use crate::{PgStore, error::db_error, schema::customers};
+use crate::{PgStore, error::db_error, schema::customer_sync};
 
 /// The customer's newest committed pass (the bound of an order by modification); `None`
 /// before its first pass. From `store`'s data-version cache when it holds the customer: the
@@ -33,9 +33,9 @@ pub(crate) async fn read_synced_through(
     conn: &AsyncPgConnection,
     customer: Uuid,
 ) -> diesel::QueryResult<Option<DateTime<Utc>>> {
-    customers::table
+    customer_sync::table
         .find(customer)
-        .select(customers::synced_through)
+        .select(customer_sync::synced_through)
         .get_result(&mut &*conn)
         .await
         .optional()

@@ -6,7 +6,7 @@ use diesel::{
     prelude::*,
     sql_types::{Nullable, Text},
 };
-use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use posture_domain::{
     CloudTenantId, CustomerScope, Error, Page, PageRequest, Result,
     page::SortKey,
@@ -18,7 +18,7 @@ use uuid::Uuid;
 use crate::{
     PgStore,
     error::{db_error, is_foreign_key_violation},
-    schema::tenants,
+    schema::{cloud_tenant_owners, tenants},
     sync::{after_key, read_text_key, text_key},
 };
 
@@ -43,29 +43,58 @@ impl From<TenantRow> for Tenant {
 }
 
 /// Connects a tenant to the customer, or refreshes its names if it is connected already.
-/// `Ok(None)` when the tenant is connected to another customer (the row is untouched).
+/// `Ok(None)` when the tenant is connected to another customer (nothing is written).
+///
+/// A cloud tenant belongs to the first customer that connects it: `cloud_tenant_owners`
+/// says whose it is (on Citus distributed by the cloud tenant, since the rule spans
+/// customers; it is written only when a tenant is connected for the first time). Call it in
+/// a transaction.
 pub(crate) async fn upsert_tenant(
     conn: &mut AsyncPgConnection,
     scope: CustomerScope,
     tenant: &NewTenant,
 ) -> QueryResult<Option<Tenant>> {
-    // The WHERE of DO UPDATE leaves another customer's row alone and returns nothing.
-    diesel::sql_query(
+    let customer = scope.customer_id().as_uuid();
+    let id = tenant.cloud_tenant_id.as_uuid();
+    let owner = || {
+        cloud_tenant_owners::table
+            .find(id)
+            .select(cloud_tenant_owners::customer_id)
+    };
+    let owner = match owner().first::<Uuid>(conn).await.optional()? {
+        Some(owner) => owner,
+        None => {
+            // A customer connecting the same tenant at the same time waits here for this
+            // one's transaction, then finds it taken; a missing customer fails the key.
+            diesel::insert_into(cloud_tenant_owners::table)
+                .values((
+                    cloud_tenant_owners::cloud_tenant_id.eq(id),
+                    cloud_tenant_owners::customer_id.eq(customer),
+                ))
+                .on_conflict_do_nothing()
+                .execute(conn)
+                .await?;
+            owner().first::<Uuid>(conn).await?
+        }
+    };
+    if owner != customer {
+        return Ok(None);
+    }
+    let row = diesel::sql_query(
         "INSERT INTO tenants (customer_id, cloud_tenant_id, display_name, primary_domain) \
          VALUES ($1, $2, $3, $4) \
-         ON CONFLICT (cloud_tenant_id) DO UPDATE \
+         ON CONFLICT (customer_id, cloud_tenant_id) DO UPDATE \
             SET display_name = EXCLUDED.display_name, primary_domain = EXCLUDED.primary_domain \
-            WHERE tenants.customer_id = EXCLUDED.customer_id \
          RETURNING cloud_tenant_id, display_name, primary_domain, connected_at",
     )
-    .bind::<diesel::sql_types::Uuid, _>(scope.customer_id().as_uuid())
-    .bind::<diesel::sql_types::Uuid, _>(tenant.cloud_tenant_id.as_uuid())
+    .bind::<diesel::sql_types::Uuid, _>(customer)
+    .bind::<diesel::sql_types::Uuid, _>(id)
     .bind::<Text, _>(&tenant.display_name)
     .bind::<Nullable<Text>, _>(&tenant.primary_domain)
     .get_result::<TenantRow>(conn)
-    .await
-    .optional()
-    .map(|row| row.map(Tenant::from))
+    .await?;
+    crate::data_versions::notify_data_changed(conn, &[customer]).await?;
+    Ok(Some(Tenant::from(row)))
 }
 
 /// The ids of the customer's connected tenants.
@@ -85,7 +114,10 @@ pub(crate) async fn tenant_ids(
 impl TenantRepository for PgStore {
     async fn connect_tenant(&self, scope: CustomerScope, tenant: NewTenant) -> Result<Tenant> {
         let mut conn = self.conn().await?;
-        match upsert_tenant(&mut conn, scope, &tenant).await {
+        let connected = conn
+            .transaction(async |conn| upsert_tenant(conn, scope, &tenant).await)
+            .await;
+        match connected {
             Ok(Some(tenant)) => Ok(tenant),
             Ok(None) => Err(Error::Conflict(format!(
                 "tenant {} is connected to another customer",

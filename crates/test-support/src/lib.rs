@@ -15,6 +15,7 @@
 
 pub mod catalog;
 pub mod cef;
+pub mod citus;
 pub mod fixtures;
 pub mod logs;
 pub mod pgbouncer;
@@ -118,13 +119,17 @@ async fn execute(conn: &mut AsyncPgConnection, sql: &str) {
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
-/// Creates the migrated template once per server (and per migration set).
-async fn ensure_template(conn: &mut AsyncPgConnection, server: &str, template: &str) {
+/// Creates the migrated template once per server (and per migration set). On Citus
+/// (`nodes` has workers) the template exists on every node under one name: made with the
+/// extension, migrated through the coordinator (which distributes the schema), then closed
+/// to connections on every node so that each node can copy its part.
+async fn ensure_template(conn: &mut AsyncPgConnection, nodes: &[String], template: &str) {
     #[derive(diesel::QueryableByName)]
     struct Exists {
         #[diesel(sql_type = diesel::sql_types::Bool)]
         exists: bool,
     }
+    let server = &nodes[0];
     execute(conn, &format!("SELECT pg_advisory_lock({TEMPLATE_LOCK})")).await;
     let found: Exists =
         diesel::sql_query("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1) AS exists")
@@ -135,30 +140,88 @@ async fn ensure_template(conn: &mut AsyncPgConnection, server: &str, template: &
     if !found.exists {
         // Build under a temporary name, then rename: a half-built template is never used.
         let building = format!("{template}_building");
-        execute(conn, &format!("DROP DATABASE IF EXISTS {building}")).await;
-        execute(conn, &format!("CREATE DATABASE {building}")).await;
+        for node in nodes {
+            let mut admin = admin_connection(node).await;
+            execute(
+                &mut admin,
+                &format!("DROP DATABASE IF EXISTS {building} WITH (FORCE)"),
+            )
+            .await;
+            // Roles belong to the node, not to a database: made on each.
+            execute(
+                &mut admin,
+                &format!(
+                    "DO $$ BEGIN CREATE ROLE {RUNTIME_ROLE} LOGIN PASSWORD '{RUNTIME_ROLE}'; \
+                     EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+                ),
+            )
+            .await;
+        }
+        if nodes.len() > 1 {
+            // Every statement the runtime role runs through the coordinator must reach one
+            // shard, but those posture marks as spanning customers (`spanning.rs`): Citus
+            // refuses the others, so a per-customer statement that spans shards fails its
+            // test.
+            execute(
+                conn,
+                &format!(
+                    "ALTER ROLE {RUNTIME_ROLE} SET citus.multi_task_query_log_level = 'error'"
+                ),
+            )
+            .await;
+            citus::create_database(nodes, &building, with_database).await;
+        } else {
+            execute(conn, &format!("CREATE DATABASE {building}")).await;
+        }
         let url = with_database(server, &building);
         migrations::run_pending(&url)
             .await
             .unwrap_or_else(|e| panic!("migrating the test template failed: {e:?}"));
-        execute(
-            conn,
-            &format!(
-                "DO $$ BEGIN CREATE ROLE {RUNTIME_ROLE} LOGIN PASSWORD '{RUNTIME_ROLE}'; \
-                 EXCEPTION WHEN duplicate_object THEN NULL; END $$"
-            ),
-        )
-        .await;
         migrations::grant_runtime(&url, &RUNTIME_ROLE.parse().unwrap())
             .await
             .unwrap_or_else(|e| panic!("granting the test runtime role failed: {e:?}"));
-        execute(
-            conn,
-            &format!("ALTER DATABASE {building} RENAME TO {template}"),
-        )
-        .await;
+        for node in nodes {
+            let mut admin = admin_connection(node).await;
+            if nodes.len() > 1 {
+                // Citus keeps connections to its databases (its daemon, cached connections
+                // between nodes): a database can be renamed or copied only without them.
+                close_database(&mut admin, &building).await;
+            }
+            execute(
+                &mut admin,
+                &format!("ALTER DATABASE {building} RENAME TO {template}"),
+            )
+            .await;
+        }
     }
     execute(conn, &format!("SELECT pg_advisory_unlock({TEMPLATE_LOCK})")).await;
+}
+
+/// Refuses new connections to `database` and ends the ones it has.
+async fn close_database(admin: &mut AsyncPgConnection, database: &str) {
+    execute(
+        admin,
+        &format!("ALTER DATABASE {database} WITH ALLOW_CONNECTIONS false"),
+    )
+    .await;
+    execute(
+        admin,
+        &format!(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = '{database}' AND pid <> pg_backend_pid()"
+        ),
+    )
+    .await;
+}
+
+/// The nodes a test database is made on: `server`, and on Citus (when `server` is the
+/// suite's server) the workers of `TEST_CITUS_WORKERS` after it.
+fn nodes_of(server: &str) -> Vec<String> {
+    let mut nodes = vec![server.to_owned()];
+    if std::env::var("TEST_DATABASE_URL").is_ok_and(|suite| suite == server) {
+        nodes.extend(citus::test_workers().unwrap_or_default());
+    }
+    nodes
 }
 
 /// The role the stores of [`TestDb::store`] connect as: the privileges of
@@ -170,8 +233,9 @@ pub const RUNTIME_ROLE: &str = "posture_test_runtime";
 pub struct TestDb {
     name: String,
     url: String,
-    /// The URL of the server's `postgres` database, as a superuser.
-    server: String,
+    /// The URLs of the `postgres` database of each node the database is on, as a
+    /// superuser: the server's, and on Citus the coordinator's, then the workers'.
+    nodes: Vec<String>,
 }
 
 impl TestDb {
@@ -183,20 +247,20 @@ impl TestDb {
     /// their own cluster (a primary with a standby).
     pub async fn on(server: &str) -> Self {
         let template = template_name();
+        let nodes = nodes_of(server);
         let mut conn = admin_connection(server).await;
-        ensure_template(&mut conn, server, &template).await;
+        ensure_template(&mut conn, &nodes, &template).await;
         let name = format!("posture_test_{}", uuid::Uuid::new_v4().simple());
-        execute(
-            &mut conn,
-            &format!("CREATE DATABASE {name} TEMPLATE {template}"),
-        )
-        .await;
-        let url = with_database(server, &name);
-        Self {
-            name,
-            url,
-            server: server.to_owned(),
+        for node in &nodes {
+            let mut admin = admin_connection(node).await;
+            execute(
+                &mut admin,
+                &format!("CREATE DATABASE {name} TEMPLATE {template}"),
+            )
+            .await;
         }
+        let url = with_database(server, &name);
+        Self { name, url, nodes }
     }
 
     /// The URL of this test's database, as the role that owns its tables (for fixtures
@@ -250,7 +314,11 @@ impl TestDb {
         let name = format!("posture_test_{}", uuid::Uuid::new_v4().simple());
         execute(&mut conn, &format!("CREATE DATABASE {name}")).await;
         let url = with_database(&server, &name);
-        Self { name, url, server }
+        Self {
+            name,
+            url,
+            nodes: vec![server],
+        }
     }
 
     /// Rows per table of customer data, to show that a failed operation changed nothing.
@@ -310,19 +378,21 @@ impl TestDb {
 impl Drop for TestDb {
     fn drop(&mut self) {
         let name = std::mem::take(&mut self.name);
-        let server = std::mem::take(&mut self.server);
+        let nodes = std::mem::take(&mut self.nodes);
         // Drop needs async I/O; do it on a runtime of its own, whatever runtime we are in.
         let dropped = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
             runtime.block_on(async move {
-                let mut conn = admin_connection(&server).await;
-                diesel::sql_query(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                    .execute(&mut conn)
-                    .await
-                    .map(|_| ())
-                    .map_err(std::io::Error::other)
+                for node in &nodes {
+                    let mut conn = admin_connection(node).await;
+                    diesel::sql_query(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .execute(&mut conn)
+                        .await
+                        .map_err(std::io::Error::other)?;
+                }
+                Ok::<_, std::io::Error>(())
             })
         })
         .join();

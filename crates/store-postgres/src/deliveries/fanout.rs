@@ -6,61 +6,63 @@
 use chrono::{DateTime, Utc};
 use diesel::{
     prelude::*,
-    sql_types::{BigInt, Timestamptz, Uuid as SqlUuid},
+    sql_types::{Array, BigInt, Text, Timestamptz, Uuid as SqlUuid},
 };
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
 use posture_domain::{PassId, delivery::CHUNK_SIZE};
 use uuid::Uuid;
 
-/// Notes, for the rest of the pass, how known findings change (in `pass_finding_changes`,
-/// dropped when the pass's transaction ends): the lifecycle events come from it.
-pub(crate) async fn track_changes(conn: &mut AsyncPgConnection) -> QueryResult<()> {
-    diesel::sql_query(
-        "CREATE TEMP TABLE IF NOT EXISTS pass_finding_changes ( \
-             id text NOT NULL, field text NOT NULL, from_value text NOT NULL, \
-             to_value text NOT NULL, PRIMARY KEY (id, field)) ON COMMIT DROP",
-    )
-    .execute(conn)
-    .await
-    .map(drop)
-}
-
 /// Records the pass's events, numbered after the customer's last (the pass holds the
-/// customer's lock, so numbers follow commit order; ids sort as the numbers do): its new findings (`finding_<severity>`)
-/// and its finding changes (`finding_resolved`: status became resolved; `finding_reopened`:
-/// became open again; `finding_severity_changed`), by type and then finding id. Returns how
-/// many.
+/// customer's lock, so numbers follow commit order; ids sort as the numbers do): its new
+/// findings (`finding_<severity>`), then its lifecycle events (`lifecycle`, as `(event
+/// type, finding id, change)` in their order), each by type and then finding id (every new
+/// finding's type sorts before every lifecycle type). Returns how many.
+///
+/// Two statements, each naming only the customer's rows: on Citus each runs on the
+/// customer's node (the first reads and writes there; the second sends the few changes).
 pub(crate) async fn record_events(
     conn: &mut AsyncPgConnection,
     (customer, pass, at): (Uuid, PassId, DateTime<Utc>),
     last: i64,
+    lifecycle: &[(&str, &str, String)],
 ) -> QueryResult<usize> {
-    diesel::sql_query(
-        "WITH happened AS ( \
-                  SELECT 'finding_' || severity AS event_type, id, NULL::jsonb AS change \
-                  FROM findings WHERE customer_id = $1 AND first_pass_id = $2 \
-                  UNION ALL \
-                  SELECT CASE WHEN field = 'status' AND to_value = 'resolved' \
-                                   THEN 'finding_resolved' \
-                              WHEN field = 'status' AND to_value = 'open' \
-                                   THEN 'finding_reopened' \
-                              WHEN field = 'severity' THEN 'finding_severity_changed' END, \
-                         id, jsonb_build_object('field', field, 'from', from_value, \
-                                                'to', to_value) \
-                  FROM pass_finding_changes WHERE from_value <> to_value) \
-         INSERT INTO finding_events (customer_id, id, seq, event_type, pass_id, finding_id, \
+    let new = diesel::sql_query(
+        "INSERT INTO finding_events (customer_id, id, seq, event_type, pass_id, finding_id, \
                                      change, created_at) \
-         SELECT $1, posture_event_id($3, n.seq), n.seq, n.event_type, $2, n.id, n.change, $3 \
-         FROM (SELECT $4 + row_number() OVER (ORDER BY h.event_type, h.id) AS seq, \
-                      h.event_type, h.id, h.change \
-               FROM happened h WHERE h.event_type IS NOT NULL) n",
+         SELECT n.customer_id, posture_event_id($3, $4 + n.rank), $4 + n.rank, n.event_type, \
+                $2, n.id, NULL, $3 \
+         FROM (SELECT customer_id, 'finding_' || severity AS event_type, id, \
+                      row_number() OVER (PARTITION BY customer_id \
+                                         ORDER BY 'finding_' || severity, id) AS rank \
+               FROM findings WHERE customer_id = $1 AND first_pass_id = $2) n",
     )
     .bind::<SqlUuid, _>(customer)
     .bind::<SqlUuid, _>(pass.as_uuid())
     .bind::<Timestamptz, _>(at)
     .bind::<BigInt, _>(last)
+    .execute(&mut *conn)
+    .await?;
+    if lifecycle.is_empty() {
+        return Ok(new);
+    }
+    let changed = diesel::sql_query(
+        "INSERT INTO finding_events (customer_id, id, seq, event_type, pass_id, finding_id, \
+                                     change, created_at) \
+         SELECT $1, posture_event_id($3, $4 + c.n), $4 + c.n, c.event_type, $2, c.id, \
+                c.change::jsonb, $3 \
+         FROM unnest($5::text[], $6::text[], $7::text[]) WITH ORDINALITY \
+              AS c(event_type, id, change, n)",
+    )
+    .bind::<SqlUuid, _>(customer)
+    .bind::<SqlUuid, _>(pass.as_uuid())
+    .bind::<Timestamptz, _>(at)
+    .bind::<BigInt, _>(last + new as i64)
+    .bind::<Array<Text>, _>(lifecycle.iter().map(|e| e.0).collect::<Vec<_>>())
+    .bind::<Array<Text>, _>(lifecycle.iter().map(|e| e.1).collect::<Vec<_>>())
+    .bind::<Array<Text>, _>(lifecycle.iter().map(|e| e.2.as_str()).collect::<Vec<_>>())
     .execute(conn)
-    .await
+    .await?;
+    Ok(new + changed)
 }
 
 /// The number of the customer's last event (0 before the first): a pass's events are

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use diesel::{
     prelude::*,
-    sql_types::{BigInt, Integer, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid},
+    sql_types::{Integer, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid},
 };
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use posture_domain::{
@@ -345,28 +345,5 @@ impl PgStore {
         })
         .await
         .map_err(db_error)?
-    }
-
-    pub(crate) async fn purge(&self, cutoff: DateTime<Utc>, batch: u32) -> Result<u64> {
-        let mut conn = self.conn().await?;
-        // Foreign keys are checked at the end of the statement: the attempts go with their
-        // deliveries in one statement.
-        let deleted = diesel::sql_query(
-            "WITH old AS ( \
-                 SELECT customer_id, id FROM webhook_deliveries \
-                 WHERE status <> 'pending' AND created_at < $1 \
-                 ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED), \
-             attempts AS ( \
-                 DELETE FROM webhook_attempts a USING old \
-                 WHERE a.customer_id = old.customer_id AND a.delivery_id = old.id) \
-             DELETE FROM webhook_deliveries d USING old \
-             WHERE d.customer_id = old.customer_id AND d.id = old.id",
-        )
-        .bind::<Timestamptz, _>(cutoff)
-        .bind::<BigInt, _>(i64::from(batch))
-        .execute(&mut conn)
-        .await
-        .map_err(db_error)?;
-        Ok(deleted as u64)
     }
 }

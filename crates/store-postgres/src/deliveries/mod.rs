@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use diesel::{
     QueryableByName,
     prelude::*,
-    sql_types::{Array, Bool, Bytea, Integer, Nullable, Text, Timestamptz, Uuid as SqlUuid},
+    sql_types::{Array, Bool, Integer, Nullable, Text, Timestamptz, Uuid as SqlUuid},
 };
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use futures_util::StreamExt as _;
@@ -26,40 +26,18 @@ use crate::{
     PgStore,
     error::{corrupt, db_error},
     schema::webhook_deliveries,
+    spanning::{Spanning, across_customers},
 };
 
+mod claims;
 mod fanout;
 mod log;
 mod rows;
 
-pub(crate) use fanout::{fan_out, last_event, record_events, track_changes};
+pub(crate) use fanout::{fan_out, last_event, record_events};
 
 pub(crate) use rows::DELIVERY_COLUMNS;
 use rows::DeliveryRow;
-
-#[derive(QueryableByName)]
-struct ClaimRow {
-    #[diesel(embed)]
-    delivery: DeliveryRow,
-    #[diesel(sql_type = Nullable<Bytea>)]
-    body: Option<Vec<u8>>,
-    #[diesel(sql_type = Text)]
-    webhook_url: String,
-    #[diesel(sql_type = Text)]
-    webhook_type: String,
-    #[diesel(sql_type = Text)]
-    secret_key_id: String,
-    #[diesel(sql_type = Bytea)]
-    secret_nonce: Vec<u8>,
-    #[diesel(sql_type = Bytea)]
-    secret_ciphertext: Vec<u8>,
-    #[diesel(sql_type = Nullable<Text>)]
-    previous_key_id: Option<String>,
-    #[diesel(sql_type = Nullable<Bytea>)]
-    previous_nonce: Option<Vec<u8>>,
-    #[diesel(sql_type = Nullable<Bytea>)]
-    previous_ciphertext: Option<Vec<u8>>,
-}
 
 /// The dedicated connection that `LISTEN`s for queued deliveries.
 #[derive(Default)]
@@ -117,45 +95,11 @@ impl DeliveryRepository for PgStore {
         lease: Duration,
     ) -> Result<Vec<ClaimedDelivery>> {
         let mut conn = self.conn().await?;
-        // Deliveries whose subscription was deactivated (a pass's fan-out can commit just
-        // after a deactivation cancelled what it could see) are cancelled when met, and
-        // never take a place in the batch: the limit applies to deliverable rows only.
-        diesel::sql_query(
-            "UPDATE webhook_deliveries d SET status = 'cancelled', lease_until = NULL, leased_by = NULL \
-             FROM webhook_subscriptions s \
-             WHERE d.status = 'pending' AND d.next_attempt_at <= now() \
-               AND s.customer_id = d.customer_id AND s.id = d.subscription_id \
-               AND (NOT s.active OR s.disabled_at IS NOT NULL)",
-        )
-        .execute(&mut conn)
-        .await
-        .map_err(db_error)?;
-        let rows: Vec<ClaimRow> = diesel::sql_query(format!(
-            "WITH due AS ( \
-                 SELECT d.customer_id, d.id FROM webhook_deliveries d \
-                 JOIN webhook_subscriptions s \
-                   ON s.customer_id = d.customer_id AND s.id = d.subscription_id AND s.active \
-                  AND s.paused_at IS NULL AND s.disabled_at IS NULL \
-                 WHERE d.status = 'pending' AND d.next_attempt_at <= now() \
-                   AND (d.lease_until IS NULL OR d.lease_until < now()) \
-                 ORDER BY d.next_attempt_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED) \
-             UPDATE webhook_deliveries d \
-                SET lease_until = now() + make_interval(secs => $3), leased_by = $1 \
-             FROM due, webhook_subscriptions s \
-             WHERE d.customer_id = due.customer_id AND d.id = due.id \
-               AND s.customer_id = d.customer_id AND s.id = d.subscription_id \
-             RETURNING {DELIVERY_COLUMNS}, d.body, s.webhook_url, s.webhook_type, \
-                       s.secret_key_id, s.secret_nonce, s.secret_ciphertext, \
-                       {overlap} s.previous_secret_key_id END AS previous_key_id, \
-                       {overlap} s.previous_secret_nonce END AS previous_nonce, \
-                       {overlap} s.previous_secret_ciphertext END AS previous_ciphertext",
-            overlap = "CASE WHEN s.previous_secret_expires_at > now() THEN"
-        ))
-        .bind::<Text, _>(worker)
-        .bind::<diesel::sql_types::BigInt, _>(i64::from(limit))
-        .bind::<diesel::sql_types::Double, _>(lease.as_secs_f64())
-        .load(&mut conn)
-        .await
+        let rows = if self.on_citus(&mut conn).await.map_err(db_error)? {
+            claims::claim_per_customer(&mut conn, worker, limit, lease).await
+        } else {
+            claims::claim(&mut conn, worker, limit, lease).await
+        }
         .map_err(db_error)?;
         rows.into_iter()
             .map(|row| {
@@ -315,14 +259,19 @@ impl DeliveryRepository for PgStore {
             oldest_due_secs: i64,
         }
         let mut conn = self.conn().await?;
-        let depth: Depth = diesel::sql_query(
-            "SELECT count(*) AS pending, count(*) FILTER (WHERE next_attempt_at <= now()) AS due, \
-                    coalesce(extract(epoch FROM now() - min(next_attempt_at) \
-                             FILTER (WHERE next_attempt_at <= now())), 0)::int8 \
-                        AS oldest_due_secs \
-             FROM webhook_deliveries WHERE status = 'pending'",
-        )
-        .get_result(&mut conn)
+        let depth: Depth = across_customers(&mut conn, Spanning::QueueDepth, |conn| {
+            Box::pin(
+                diesel::sql_query(
+                    "SELECT count(*) AS pending, \
+                            count(*) FILTER (WHERE next_attempt_at <= now()) AS due, \
+                            coalesce(extract(epoch FROM now() - min(next_attempt_at) \
+                                     FILTER (WHERE next_attempt_at <= now())), 0)::int8 \
+                                AS oldest_due_secs \
+                     FROM webhook_deliveries WHERE status = 'pending'",
+                )
+                .get_result(conn),
+            )
+        })
         .await
         .map_err(db_error)?;
         Ok(QueueDepth {

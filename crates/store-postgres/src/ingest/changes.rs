@@ -11,8 +11,10 @@ use posture_domain::finding::FindingUpsert;
 use super::{PassError, PassRun};
 
 impl PassRun<'_> {
-    /// Notes in `pass_finding_changes` each finding of `rows` whose status or severity the
-    /// upsert is about to change (the first `from` of the pass is kept).
+    /// Notes each finding of `rows` whose status or severity the upsert is about to change
+    /// (the first `from` of the pass is kept), for the pass's lifecycle events. Kept in
+    /// memory: the pass's statements then name only the customer's tables (on Citus, the
+    /// shards of one node).
     pub(super) async fn note_finding_changes(
         &mut self,
         rows: &[FindingUpsert],
@@ -46,32 +48,58 @@ impl PassRun<'_> {
         }
         let reported: std::collections::HashMap<&str, &FindingUpsert> =
             rows.iter().map(|r| (r.id.as_str(), r)).collect();
-        let mut changes: Vec<(&str, &str, &str, &str)> = Vec::new();
-        for old in &known {
+        for old in known {
             let Some(new) = reported.get(old.id.as_str()) else {
                 continue;
             };
-            if old.status != new.status.as_str() {
-                changes.push((&old.id, "status", &old.status, new.status.as_str()));
-            }
-            if old.severity != new.severity.as_str() {
-                changes.push((&old.id, "severity", &old.severity, new.severity.as_str()));
+            let severity = new.severity.as_str();
+            let status = new.status.as_str();
+            let fields = [
+                ("status", old.status, status),
+                ("severity", old.severity, severity),
+            ];
+            for (field, from, to) in fields {
+                if from != to {
+                    // A finding given twice in the pass keeps the first `from`.
+                    self.changes
+                        .entry((old.id.clone(), field))
+                        .and_modify(|change: &mut (String, String)| change.1 = to.to_owned())
+                        .or_insert((from, to.to_owned()));
+                }
             }
         }
-        if changes.is_empty() {
-            return Ok(());
-        }
-        diesel::sql_query(
-            "INSERT INTO pass_finding_changes (id, field, from_value, to_value) \
-             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) \
-             ON CONFLICT (id, field) DO UPDATE SET to_value = EXCLUDED.to_value",
-        )
-        .bind::<Array<Text>, _>(changes.iter().map(|c| c.0).collect::<Vec<_>>())
-        .bind::<Array<Text>, _>(changes.iter().map(|c| c.1).collect::<Vec<_>>())
-        .bind::<Array<Text>, _>(changes.iter().map(|c| c.2).collect::<Vec<_>>())
-        .bind::<Array<Text>, _>(changes.iter().map(|c| c.3).collect::<Vec<_>>())
-        .execute(self.conn)
-        .await?;
         Ok(())
     }
+}
+
+/// The lifecycle event of a change of `field` to `to`: `finding_resolved` (status became
+/// resolved), `finding_reopened` (became open again), `finding_severity_changed`; none for
+/// other changes (a finding suppressed).
+pub(super) fn lifecycle_event(field: &str, to: &str) -> Option<&'static str> {
+    match (field, to) {
+        ("status", "resolved") => Some("finding_resolved"),
+        ("status", "open") => Some("finding_reopened"),
+        ("severity", _) => Some("finding_severity_changed"),
+        _ => None,
+    }
+}
+
+/// The changes a pass noted, per finding and field: `(from, to)`.
+pub(super) type NotedChanges = std::collections::BTreeMap<(String, &'static str), (String, String)>;
+
+/// The lifecycle events of `changes`, as `(event type, finding id, change)`, in the order
+/// the pass numbers its events (by type, then finding id); a change back to where the
+/// finding started is none.
+pub(super) fn lifecycle_events(changes: &NotedChanges) -> Vec<(&'static str, &str, String)> {
+    let mut events: Vec<(&'static str, &str, String)> = changes
+        .iter()
+        .filter(|(_, (from, to))| from != to)
+        .filter_map(|((id, field), (from, to))| {
+            let event = lifecycle_event(field, to)?;
+            let change = serde_json::json!({"field": field, "from": from, "to": to});
+            Some((event, id.as_str(), change.to_string()))
+        })
+        .collect();
+    events.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    events
 }

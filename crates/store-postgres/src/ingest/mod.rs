@@ -13,6 +13,8 @@ mod recent;
 mod statistics;
 mod writes;
 
+pub use statistics::planned_rows;
+
 use std::{collections::HashMap, hash::Hash};
 
 use async_trait::async_trait;
@@ -35,7 +37,7 @@ use posture_domain::{
 use crate::{
     PgStore,
     error::db_error,
-    schema::{analyzer_passes, customers, findings},
+    schema::{analyzer_passes, customer_sync, findings},
     tenants::{tenant_ids, upsert_tenant},
 };
 
@@ -160,6 +162,8 @@ struct PassRun<'c> {
     findings: Batch<FindingId, FindingUpsert>,
     recommendations: Batch<RecommendationId, RecommendationUpsert>,
     upr_scores: Batch<(IdentityId, NaiveDate), UprScoreUpsert>,
+    /// How the pass changes findings the customer had (its lifecycle events).
+    changes: changes::NotedChanges,
 }
 
 impl<'c> PassRun<'c> {
@@ -183,6 +187,7 @@ impl<'c> PassRun<'c> {
             findings: Batch::new(),
             recommendations: Batch::new(),
             upr_scores: Batch::new(),
+            changes: changes::NotedChanges::new(),
         }
     }
 
@@ -191,8 +196,6 @@ impl<'c> PassRun<'c> {
         items: &mut (dyn Iterator<Item = Result<ParsedLine, IngestError>> + Send),
     ) -> Result<PassSummary, PassError> {
         self.lock_customer().await?;
-        // The pass notes how known findings change: its lifecycle events come from it.
-        crate::deliveries::track_changes(self.conn).await?;
         self.had_findings = diesel::select(diesel::dsl::exists(
             findings::table.filter(findings::customer_id.eq(self.scope.customer_id().as_uuid())),
         ))
@@ -225,30 +228,49 @@ impl<'c> PassRun<'c> {
 
     /// Serialises passes of one customer and takes the pass's `modified_at`: later than the
     /// last committed pass's (whose lock this one waited for), so it never goes backwards;
-    /// a missing customer fails the pass.
+    /// a missing customer fails the pass. The lock is the customer's row of `customer_sync`,
+    /// colocated with its data (on Citus, `customers` is on every node: locking a row there
+    /// would reach them all).
     async fn lock_customer(&mut self) -> Result<(), PassError> {
         let customer = self.scope.customer_id();
-        let locked: Option<PassClock> = diesel::sql_query(
-            "SELECT greatest(clock_timestamp(), \
-                             coalesce(synced_through + interval '1 microsecond', '-infinity')) \
-                    AS modified_at \
-             FROM customers WHERE id = $1 FOR UPDATE",
-        )
-        .bind::<diesel::sql_types::Uuid, _>(customer.as_uuid())
-        .get_result(self.conn)
-        .await
-        .optional()?;
-        match locked {
-            Some(clock) => {
-                self.modified_at = clock.modified_at;
-                Ok(())
-            }
-            None => Err(IngestError::Store(Error::invalid(
+        let lock = || {
+            diesel::sql_query(
+                "SELECT greatest(clock_timestamp(), \
+                                 coalesce(synced_through + interval '1 microsecond', \
+                                          '-infinity')) AS modified_at \
+                 FROM customer_sync WHERE customer_id = $1 FOR UPDATE",
+            )
+            .bind::<diesel::sql_types::Uuid, _>(customer.as_uuid())
+        };
+        let mut locked: Option<PassClock> = lock().get_result(self.conn).await.optional()?;
+        if locked.is_none() {
+            // The customer's first pass: its row is made (a missing customer fails the
+            // foreign key), then locked.
+            let made = diesel::insert_into(customer_sync::table)
+                .values(customer_sync::customer_id.eq(customer.as_uuid()))
+                .on_conflict_do_nothing()
+                .execute(self.conn)
+                .await;
+            match made {
+                Err(e) if crate::error::is_foreign_key_violation(&e) => {
+                    return Err(IngestError::Store(Error::invalid(
+                        "customer",
+                        format!("no customer with id {customer}"),
+                    ))
+                    .into());
+                }
+                made => made?,
+            };
+            locked = lock().get_result(self.conn).await.optional()?;
+        }
+        let clock = locked.ok_or_else(|| {
+            IngestError::Store(Error::invalid(
                 "customer",
                 format!("no customer with id {customer}"),
             ))
-            .into()),
-        }
+        })?;
+        self.modified_at = clock.modified_at;
+        Ok(())
     }
 
     async fn accept(&mut self, line: u64, item: IngestItem) -> Result<(), PassError> {
@@ -351,7 +373,9 @@ impl<'c> PassRun<'c> {
         let fan_out_started = std::time::Instant::now();
         let pass = (customer, self.pass_id, self.modified_at);
         let last = crate::deliveries::last_event(self.conn, customer).await?;
-        self.counts.events = crate::deliveries::record_events(self.conn, pass, last).await? as u64;
+        let lifecycle = changes::lifecycle_events(&self.changes);
+        self.counts.events =
+            crate::deliveries::record_events(self.conn, pass, last, &lifecycle).await? as u64;
         if self.counts.events > 0 {
             self.counts.deliveries =
                 crate::deliveries::fan_out(self.conn, pass, last).await? as u64;
@@ -375,8 +399,8 @@ impl<'c> PassRun<'c> {
             ))
             .execute(self.conn)
             .await?;
-        diesel::update(customers::table.find(customer))
-            .set(customers::synced_through.eq(self.modified_at))
+        diesel::update(customer_sync::table.find(customer))
+            .set(customer_sync::synced_through.eq(self.modified_at))
             .execute(self.conn)
             .await?;
         // What the read routes show has changed: their ETags change with the version.

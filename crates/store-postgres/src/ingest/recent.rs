@@ -5,7 +5,11 @@ use diesel::{QueryableByName, sql_types};
 use diesel_async::RunQueryDsl;
 use posture_domain::{Error, ingest::RecentPasses, ports::PassStatistics};
 
-use crate::{PgStore, error::db_error};
+use crate::{
+    PgStore,
+    error::db_error,
+    spanning::{Spanning, across_customers},
+};
 
 #[async_trait]
 impl PassStatistics for PgStore {
@@ -25,21 +29,29 @@ impl PassStatistics for PgStore {
         }
         let mut conn = self.conn().await?;
         // Both read `analyzer_passes_finished_idx`: a range of the last window, and its end.
-        let recent: Recent = diesel::sql_query(
-            "SELECT count(*) AS count, \
-                    coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds), 0)::float8 \
-                        AS median, \
-                    coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY seconds), 0)::float8 \
-                        AS p99, \
-                    coalesce(max(seconds), 0)::float8 AS longest, \
-                    (SELECT extract(epoch FROM now() - max(finished_at)) FROM analyzer_passes) \
-                        ::float8 AS since_last \
-             FROM (SELECT extract(epoch FROM finished_at - started_at) AS seconds \
-                   FROM analyzer_passes \
-                   WHERE finished_at > now() - make_interval(secs => $1)) passes",
-        )
-        .bind::<sql_types::Double, _>(window.as_secs_f64())
-        .get_result(&mut conn)
+        // The passes are gathered first (on Citus from every node), then summed up.
+        let recent: Recent = across_customers(&mut conn, Spanning::RecentPasses, |conn| {
+            Box::pin(
+                diesel::sql_query(
+                    "WITH passes AS MATERIALIZED ( \
+                         SELECT extract(epoch FROM finished_at - started_at) AS seconds \
+                         FROM analyzer_passes \
+                         WHERE finished_at > now() - make_interval(secs => $1)), \
+                     last AS MATERIALIZED (SELECT max(finished_at) AS at FROM analyzer_passes) \
+                     SELECT count(*) AS count, \
+                            coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds), 0) \
+                                ::float8 AS median, \
+                            coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY seconds), 0) \
+                                ::float8 AS p99, \
+                            coalesce(max(seconds), 0)::float8 AS longest, \
+                            (SELECT extract(epoch FROM now() - at) FROM last)::float8 \
+                                AS since_last \
+                     FROM passes",
+                )
+                .bind::<sql_types::Double, _>(window.as_secs_f64())
+                .get_result(conn),
+            )
+        })
         .await
         .map_err(db_error)?;
         Ok(RecentPasses {

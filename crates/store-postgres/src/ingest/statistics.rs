@@ -76,9 +76,18 @@ async fn estimate(
     ))
     .get_result(conn)
     .await?;
-    Ok(explained.plan[0]["Plan"]["Plan Rows"]
+    Ok(planned_rows(&explained.plan).unwrap_or(f64::MAX))
+}
+
+/// The rows a plan of `EXPLAIN (FORMAT JSON)` expects; on Citus, those the plan of the
+/// customer's shard expects (the coordinator's own node only gathers what it sends back).
+pub fn planned_rows(plan: &serde_json::Value) -> Option<f64> {
+    let top = &plan[0]["Plan"];
+    // Citus nests the task's own EXPLAIN output (an array of one plan) in an array.
+    let remote = &top["Distributed Query"]["Job"]["Tasks"][0]["Remote Plan"][0][0]["Plan"];
+    remote["Plan Rows"]
         .as_f64()
-        .unwrap_or(f64::MAX))
+        .or_else(|| top["Plan Rows"].as_f64())
 }
 
 async fn refresh_table(
@@ -97,8 +106,10 @@ async fn refresh_table(
     let estimated = estimate(conn, table, scope).await?;
     if is_stale(estimated, actual) {
         let started = std::time::Instant::now();
-        // Through the owner's function: the runtime role may not ANALYZE (migration 000009).
-        diesel::sql_query("SELECT posture_analyze($1)")
+        // Through the owner's function: the runtime role may not ANALYZE (migrations 000009,
+        // 000017: on Citus it runs on the node of the customer's shard, and analyzes it).
+        diesel::sql_query("SELECT posture_analyze($1, $2)")
+            .bind::<diesel::sql_types::Uuid, _>(scope.customer_id().as_uuid())
             .bind::<diesel::sql_types::Text, _>(table.name)
             .execute(conn)
             .await?;
@@ -134,6 +145,19 @@ pub(super) async fn refresh_after_pass(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rows_planned_are_the_shards_on_citus() {
+        let local = serde_json::json!([{"Plan": {"Node Type": "Index Only Scan", "Plan Rows": 7}}]);
+        assert_eq!(planned_rows(&local), Some(7.0));
+        let citus = serde_json::json!([{"Plan": {
+            "Node Type": "Custom Scan", "Plan Rows": 0,
+            "Distributed Query": {"Job": {"Tasks": [{"Remote Plan": [[{"Plan": {
+                "Node Type": "Index Only Scan", "Plan Rows": 12000
+            }}]]}]}}
+        }}]);
+        assert_eq!(planned_rows(&citus), Some(12000.0));
+    }
 
     #[test]
     fn an_estimate_ten_times_below_the_count_is_stale() {

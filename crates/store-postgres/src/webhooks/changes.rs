@@ -15,7 +15,12 @@ use posture_domain::{
 use uuid::Uuid;
 
 use super::{SubscriptionRow, secrets::changed};
-use crate::{PgStore, error::db_error, schema::webhook_subscriptions};
+use crate::{
+    PgStore,
+    error::db_error,
+    schema::webhook_subscriptions,
+    spanning::{Spanning, across_customers},
+};
 
 /// The columns of a [`SubscriptionRow`], for `RETURNING`.
 pub(super) const RETURNED: &str = "id, name, webhook_url, webhook_type, event_types, active, \
@@ -82,6 +87,7 @@ impl PgStore {
                     // Held deliveries are due: wake the workers when this commits.
                     crate::notify_workers(conn).await?;
                 }
+                crate::data_versions::notify_data_changed(conn, &[customer]).await?;
                 Ok::<_, diesel::result::Error>(Ok(row))
             })
             .await
@@ -106,22 +112,31 @@ pub(crate) async fn disable_failing(
     failing_before: DateTime<Utc>,
 ) -> Result<Vec<(CustomerId, WebhookId)>> {
     let mut conn = store.conn().await?;
-    let rows: Vec<Disabled> = diesel::sql_query(
-        "WITH disabled AS ( \
-             UPDATE webhook_subscriptions SET disabled_at = now(), disabled_reason = 'failing' \
-             WHERE active AND disabled_at IS NULL AND paused_at IS NULL \
-               AND failing_since < $1 \
-             RETURNING customer_id, id), \
-         cancelled AS ( \
-             UPDATE webhook_deliveries d SET status = 'cancelled', lease_until = NULL, \
-                    leased_by = NULL \
-             FROM disabled \
-             WHERE d.customer_id = disabled.customer_id AND d.subscription_id = disabled.id \
-               AND d.status = 'pending') \
-         SELECT customer_id, id FROM disabled",
-    )
-    .bind::<Timestamptz, _>(failing_before)
-    .load(&mut conn)
+    let rows: Vec<Disabled> = across_customers(&mut conn, Spanning::DisableFailing, |conn| {
+        Box::pin(async move {
+            let rows: Vec<Disabled> = diesel::sql_query(
+                "WITH disabled AS ( \
+                     UPDATE webhook_subscriptions \
+                        SET disabled_at = now(), disabled_reason = 'failing' \
+                     WHERE active AND disabled_at IS NULL AND paused_at IS NULL \
+                       AND failing_since < $1 \
+                     RETURNING customer_id, id), \
+                 cancelled AS ( \
+                     UPDATE webhook_deliveries d SET status = 'cancelled', lease_until = NULL, \
+                            leased_by = NULL \
+                     FROM disabled \
+                     WHERE d.customer_id = disabled.customer_id \
+                       AND d.subscription_id = disabled.id AND d.status = 'pending') \
+                 SELECT customer_id, id FROM disabled",
+            )
+            .bind::<Timestamptz, _>(failing_before)
+            .load(conn)
+            .await?;
+            let customers: Vec<Uuid> = rows.iter().map(|r| r.customer_id).collect();
+            crate::data_versions::notify_data_changed(conn, &customers).await?;
+            Ok(rows)
+        })
+    })
     .await
     .map_err(db_error)?;
     Ok(rows
@@ -142,26 +157,33 @@ pub(crate) async fn expire_holds_and_secrets(
     held_before: DateTime<Utc>,
 ) -> Result<(u64, u64)> {
     let mut conn = store.conn().await?;
-    let cancelled = diesel::sql_query(
-        "UPDATE webhook_deliveries d SET status = 'cancelled', \
-                last_error = 'held too long while the subscription was paused' \
-         FROM webhook_subscriptions s \
-         WHERE s.customer_id = d.customer_id AND s.id = d.subscription_id \
-           AND s.paused_at IS NOT NULL AND d.status = 'pending' \
-           AND greatest(d.created_at, s.paused_at) < $1",
-    )
-    .bind::<Timestamptz, _>(held_before)
-    .execute(&mut conn)
+    across_customers(&mut conn, Spanning::ExpireHolds, |conn| {
+        Box::pin(async move {
+            let cancelled = diesel::sql_query(
+                "UPDATE webhook_deliveries d SET status = 'cancelled', \
+                        last_error = 'held too long while the subscription was paused' \
+                 FROM webhook_subscriptions s \
+                 WHERE s.customer_id = d.customer_id AND s.id = d.subscription_id \
+                   AND s.paused_at IS NOT NULL AND d.status = 'pending' \
+                   AND greatest(d.created_at, s.paused_at) < $1",
+            )
+            .bind::<Timestamptz, _>(held_before)
+            .execute(conn)
+            .await?;
+            let forgotten: Vec<Disabled> = diesel::sql_query(
+                "UPDATE webhook_subscriptions SET previous_secret_key_id = NULL, \
+                        previous_secret_nonce = NULL, previous_secret_ciphertext = NULL, \
+                        previous_secret_expires_at = NULL \
+                 WHERE previous_secret_expires_at <= now() \
+                 RETURNING customer_id, id",
+            )
+            .load(conn)
+            .await?;
+            let customers: Vec<Uuid> = forgotten.iter().map(|r| r.customer_id).collect();
+            crate::data_versions::notify_data_changed(conn, &customers).await?;
+            Ok((cancelled as u64, forgotten.len() as u64))
+        })
+    })
     .await
-    .map_err(db_error)?;
-    let forgotten = diesel::sql_query(
-        "UPDATE webhook_subscriptions SET previous_secret_key_id = NULL, \
-                previous_secret_nonce = NULL, previous_secret_ciphertext = NULL, \
-                previous_secret_expires_at = NULL \
-         WHERE previous_secret_expires_at <= now()",
-    )
-    .execute(&mut conn)
-    .await
-    .map_err(db_error)?;
-    Ok((cancelled as u64, forgotten as u64))
+    .map_err(db_error)
 }

@@ -116,6 +116,7 @@ pub(crate) async fn deactivate(
     ))
     .execute(conn)
     .await?;
+    crate::data_versions::notify_data_changed(conn, &[customer]).await?;
     Ok(row)
 }
 
@@ -145,11 +146,17 @@ impl WebhookRepository for PgStore {
         let mut conn = self.conn().await?;
         let created = conn
             .transaction(async |conn| {
-                // Lock the customer so concurrent creates cannot pass the quota together.
+                // Concurrent creates of the customer cannot pass the quota together: they
+                // take turns under a lock of the transaction (on the coordinator with Citus,
+                // where every statement of posture starts; a lock of the customer's row
+                // would reach every node, and wait for a running pass).
+                diesel::sql_query("SELECT pg_advisory_xact_lock(hashtextextended($1::text, 1001))")
+                    .bind::<diesel::sql_types::Uuid, _>(customer)
+                    .execute(conn)
+                    .await?;
                 customers::table
                     .find(customer)
                     .select(customers::id)
-                    .for_update()
                     .get_result::<Uuid>(conn)
                     .await?;
                 let active: i64 = webhook_subscriptions::table
@@ -181,6 +188,7 @@ impl WebhookRepository for PgStore {
                     .returning(SubscriptionRow::as_returning())
                     .get_result::<SubscriptionRow>(conn)
                     .await?;
+                crate::data_versions::notify_data_changed(conn, &[customer]).await?;
                 Ok(row)
             })
             .await;

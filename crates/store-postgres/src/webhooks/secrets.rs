@@ -17,7 +17,12 @@ use posture_domain::{
 use uuid::Uuid;
 
 use super::SubscriptionRow;
-use crate::{PgStore, error::db_error, schema::webhook_subscriptions};
+use crate::{
+    PgStore,
+    error::db_error,
+    schema::webhook_subscriptions,
+    spanning::{Spanning, across_customers},
+};
 
 type SealedColumns = (String, Vec<u8>, Vec<u8>);
 
@@ -136,6 +141,7 @@ impl PgStore {
                 .bind::<Nullable<Timestamptz>, _>(previous_expires_at)
                 .get_result(conn)
                 .await?;
+                crate::data_versions::notify_data_changed(conn, &[customer]).await?;
                 Ok::<_, diesel::result::Error>(Ok(row))
             })
             .await
@@ -204,19 +210,24 @@ impl SecretRotationRepository for PgStore {
             .map(|(c, i)| (Some(c.as_uuid()), Some(i.as_uuid())))
             .unwrap_or_default();
         let mut conn = self.conn().await?;
-        let rows: Vec<StoredRow> = diesel::sql_query(format!(
+        let statement = format!(
             "SELECT customer_id, id, {key_id} AS key_id, {nonce} AS nonce, \
                     {ciphertext} AS ciphertext \
              FROM webhook_subscriptions \
              WHERE {key_id} IS NOT NULL AND {key_id} <> $1 \
                AND ($2::uuid IS NULL OR (customer_id, id) > ($2, $3)) \
              ORDER BY customer_id, id LIMIT $4"
-        ))
-        .bind::<Text, _>(current_key_id)
-        .bind::<Nullable<SqlUuid>, _>(after_customer)
-        .bind::<Nullable<SqlUuid>, _>(after_id)
-        .bind::<Integer, _>(i32::try_from(limit).unwrap_or(i32::MAX))
-        .load(&mut conn)
+        );
+        let rows: Vec<StoredRow> = across_customers(&mut conn, Spanning::Reseal, |conn| {
+            Box::pin(
+                diesel::sql_query(statement)
+                    .bind::<Text, _>(current_key_id)
+                    .bind::<Nullable<SqlUuid>, _>(after_customer)
+                    .bind::<Nullable<SqlUuid>, _>(after_id)
+                    .bind::<Integer, _>(i32::try_from(limit).unwrap_or(i32::MAX))
+                    .load(conn),
+            )
+        })
         .await
         .map_err(db_error)?;
         Ok(rows

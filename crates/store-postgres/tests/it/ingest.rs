@@ -238,13 +238,37 @@ async fn recent_passes_count_every_customers_passes_within_the_window_and_time_t
             .await
             .unwrap();
     }
-    // One of them finished two hours ago: outside the hour.
-    diesel::sql_query(
-        "UPDATE analyzer_passes SET started_at = started_at - interval '2 hours', \
-                finished_at = finished_at - interval '2 hours' \
-         WHERE id = (SELECT id FROM analyzer_passes ORDER BY finished_at LIMIT 1)",
+    // One of them finished two hours ago: outside the hour (found first, then moved by its
+    // key, as Citus updates one row of a distributed table).
+    #[derive(diesel::QueryableByName)]
+    struct First {
+        #[diesel(sql_type = diesel::sql_types::Uuid)]
+        customer_id: uuid::Uuid,
+        #[diesel(sql_type = diesel::sql_types::Uuid)]
+        id: uuid::Uuid,
+        #[diesel(sql_type = diesel::sql_types::Timestamptz)]
+        started_at: chrono::DateTime<chrono::Utc>,
+        #[diesel(sql_type = diesel::sql_types::Timestamptz)]
+        finished_at: chrono::DateTime<chrono::Utc>,
+    }
+    let mut owner = db.connection().await;
+    let first: First = diesel::sql_query(
+        "SELECT customer_id, id, started_at - interval '2 hours' AS started_at, \
+                finished_at - interval '2 hours' AS finished_at \
+         FROM analyzer_passes ORDER BY finished_at LIMIT 1",
     )
-    .execute(&mut db.connection().await)
+    .get_result(&mut owner)
+    .await
+    .unwrap();
+    diesel::sql_query(
+        "UPDATE analyzer_passes SET started_at = $3, finished_at = $4 \
+         WHERE customer_id = $1 AND id = $2",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(first.customer_id)
+    .bind::<diesel::sql_types::Uuid, _>(first.id)
+    .bind::<diesel::sql_types::Timestamptz, _>(first.started_at)
+    .bind::<diesel::sql_types::Timestamptz, _>(first.finished_at)
+    .execute(&mut owner)
     .await
     .unwrap();
     let recent = store

@@ -23,13 +23,18 @@ const GLOBAL_TABLES: &[(&str, &str)] = &[
         "api_keys",
         "a key is found by its hash before its customer is known; its id is global",
     ),
+    (
+        "cloud_tenant_owners",
+        "a cloud tenant is connected to one customer only, whichever customer asks",
+    ),
 ];
 
 /// Indexes of customer tables that deliberately do not lead with `customer_id`.
 const CROSS_CUSTOMER_INDEXES: &[(&str, &str)] = &[
     (
         "tenants_cloud_tenant_id_key",
-        "a cloud tenant is connected to one customer only",
+        "a cloud tenant is connected to one customer only (on one node; on Citus the \
+         rule is cloud_tenant_owners', and this index is dropped)",
     ),
     (
         "webhook_deliveries_due_idx",
@@ -140,48 +145,95 @@ async fn every_customer_table_is_keyed_and_indexed_by_customer_first() {
     assert_eq!(violations_of(&mut conn).await, Vec::<String>::new());
 }
 
+/// Where Citus keeps each table after `posture-api migrate`: `h` (distributed by hash),
+/// `n` (a reference table), with its distribution column and colocation group; none for a
+/// table Citus does not manage.
+#[derive(diesel::QueryableByName, Debug)]
+struct Placement {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    table_name: String,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    method: Option<String>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+    column: Option<String>,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Integer>)]
+    colocation: Option<i32>,
+}
+
 #[tokio::test]
-async fn docs_scaling_distributes_every_customer_table_and_references_the_global_ones() {
+async fn migrate_distributes_every_customer_table_by_customer_on_citus_and_nothing_without() {
     let db = TestDb::new().await;
     let mut conn = db.connection().await;
-    let doc = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../docs/scaling.md"
-    ))
-    .unwrap();
-    let named = |prefix: &str| -> Vec<String> {
-        doc.match_indices(prefix)
-            .map(|(at, _)| {
-                let rest = &doc[at + prefix.len()..];
-                rest[..rest.find('\'').unwrap()].to_owned()
-            })
-            .collect()
-    };
-    let start = doc.find("FROM unnest(ARRAY[").unwrap();
-    let list = &doc[start..start + doc[start..].find("])").unwrap()];
-    let mut distributed: Vec<String> = named("create_distributed_table('");
-    distributed.extend(list.split('\'').skip(1).step_by(2).map(str::to_owned));
-    distributed.retain(|t| t != "t");
-    distributed.sort();
-    let mut customer_tables: Vec<String> = catalog::tables(&mut conn)
+    let customer_tables: Vec<String> = catalog::tables(&mut conn)
         .await
         .iter()
         .filter(|t| is_customer_table(t))
         .map(|t| t.name.clone())
         .collect();
-    customer_tables.sort();
+    assert!(customer_tables.len() >= 20, "{customer_tables:?}");
+    if !posture_test_support::citus::on_citus() {
+        // PostgreSQL without Citus: the distribution does nothing, and says so by running.
+        diesel_async::RunQueryDsl::execute(
+            diesel::sql_query("SELECT posture_distribute()"),
+            &mut conn,
+        )
+        .await
+        .unwrap();
+        let tables = catalog::tables(&mut conn).await;
+        assert!(tables.iter().any(|t| t.name == "findings"));
+        return;
+    }
+    let placements: Vec<Placement> = diesel_async::RunQueryDsl::load(
+        diesel::sql_query(
+            "SELECT c.relname::text AS table_name, p.partmethod::text AS method, \
+                    column_to_column_name(p.logicalrelid, p.partkey) AS column, \
+                    p.colocationid AS colocation \
+             FROM pg_class c LEFT JOIN pg_dist_partition p ON p.logicalrelid = c.oid \
+             WHERE c.relnamespace = 'public'::regnamespace AND c.relkind = 'r' \
+               AND (p.logicalrelid IS NOT NULL OR c.relname IN ('api_keys', 'customers'))",
+        ),
+        &mut conn,
+    )
+    .await
+    .unwrap();
+    let of = |name: &str| placements.iter().find(|p| p.table_name == name);
+    let tenants = of("tenants").expect("tenants");
+    for table in &customer_tables {
+        let p = of(table).unwrap_or_else(|| panic!("{table} is not distributed"));
+        assert_eq!(
+            (p.method.as_deref(), p.column.as_deref(), p.colocation),
+            (Some("h"), Some("customer_id"), tenants.colocation),
+            "{table} is distributed by customer, colocated with tenants"
+        );
+    }
+    assert_eq!(of("customers").and_then(|p| p.method.as_deref()), Some("n"));
+    let owners = of("cloud_tenant_owners").expect("cloud_tenant_owners");
     assert_eq!(
-        distributed, customer_tables,
-        "docs/scaling.md distributes every customer table"
+        (owners.method.as_deref(), owners.column.as_deref()),
+        (Some("h"), Some("cloud_tenant_id"))
     );
-    let mut references = named("create_reference_table('");
-    references.sort();
-    let mut global: Vec<String> = GLOBAL_TABLES.iter().map(|(t, _)| (*t).to_owned()).collect();
-    global.sort();
+    assert_ne!(owners.colocation, tenants.colocation);
     assert_eq!(
-        references, global,
-        "docs/scaling.md makes the global tables reference tables"
+        of("api_keys").and_then(|p| p.method.clone()),
+        None,
+        "api_keys stays a plain table of the coordinator"
     );
+    // Again: nothing left to do, nothing changes.
+    posture_store_postgres::migrations::run_pending(db.url())
+        .await
+        .unwrap();
+    let again: Vec<Placement> = diesel_async::RunQueryDsl::load(
+        diesel::sql_query(
+            "SELECT c.relname::text AS table_name, p.partmethod::text AS method, \
+                    column_to_column_name(p.logicalrelid, p.partkey) AS column, \
+                    p.colocationid AS colocation \
+             FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid",
+        ),
+        &mut conn,
+    )
+    .await
+    .unwrap();
+    assert_eq!(again.len(), placements.len() - 1, "{again:?}");
 }
 
 #[tokio::test]

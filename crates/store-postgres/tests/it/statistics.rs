@@ -41,7 +41,7 @@ async fn estimated_findings(conn: &mut AsyncPgConnection, scope: CustomerScope) 
     .get_result(conn)
     .await
     .unwrap();
-    explained.plan[0]["Plan"]["Plan Rows"].as_f64().unwrap()
+    posture_store_postgres::planned_rows(&explained.plan).unwrap()
 }
 
 #[derive(QueryableByName)]
@@ -50,8 +50,16 @@ struct Analyzed {
     analyze_count: i64,
 }
 
+/// How often `findings` was analyzed; on Citus, its shards on every node.
 async fn manual_analyzes(conn: &mut AsyncPgConnection) -> i64 {
-    diesel::sql_query("SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'findings'")
+    let sql = if posture_test_support::citus::on_citus() {
+        "SELECT coalesce(sum(result::int8), 0)::int8 AS analyze_count \
+         FROM run_command_on_shards('findings', \
+             $$SELECT analyze_count FROM pg_stat_user_tables WHERE relid = '%s'::regclass$$)"
+    } else {
+        "SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'findings'"
+    };
+    diesel::sql_query(sql)
         .get_result::<Analyzed>(conn)
         .await
         .unwrap()

@@ -1,0 +1,151 @@
+//! Claiming due deliveries: `FOR UPDATE SKIP LOCKED` and a lease, so that any number of
+//! workers share the queue without sending one delivery twice at once.
+//!
+//! On one PostgreSQL node a claim is one statement over every customer's due deliveries
+//! (after cancelling those of deactivated subscriptions). Citus runs `FOR UPDATE` only in a
+//! statement that reaches one shard, so there the worker first asks which customers have
+//! deliveries due, oldest first (a statement across customers, without locks), then claims
+//! customer by customer, each claim on that customer's node.
+
+use std::time::Duration;
+
+use diesel::{
+    QueryResult, QueryableByName,
+    sql_types::{BigInt, Bytea, Double, Nullable, Text, Uuid as SqlUuid},
+};
+use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use uuid::Uuid;
+
+use super::rows::{DELIVERY_COLUMNS, DeliveryRow};
+use crate::spanning::{Spanning, across_customers};
+
+#[derive(QueryableByName)]
+pub(super) struct ClaimRow {
+    #[diesel(embed)]
+    pub(super) delivery: DeliveryRow,
+    #[diesel(sql_type = Nullable<Bytea>)]
+    pub(super) body: Option<Vec<u8>>,
+    #[diesel(sql_type = Text)]
+    pub(super) webhook_url: String,
+    #[diesel(sql_type = Text)]
+    pub(super) webhook_type: String,
+    #[diesel(sql_type = Text)]
+    pub(super) secret_key_id: String,
+    #[diesel(sql_type = Bytea)]
+    pub(super) secret_nonce: Vec<u8>,
+    #[diesel(sql_type = Bytea)]
+    pub(super) secret_ciphertext: Vec<u8>,
+    #[diesel(sql_type = Nullable<Text>)]
+    pub(super) previous_key_id: Option<String>,
+    #[diesel(sql_type = Nullable<Bytea>)]
+    pub(super) previous_nonce: Option<Vec<u8>>,
+    #[diesel(sql_type = Nullable<Bytea>)]
+    pub(super) previous_ciphertext: Option<Vec<u8>>,
+}
+
+/// Deliveries whose subscription was deactivated (a pass's fan-out can commit just after a
+/// deactivation cancelled what it could see) are cancelled when met, and never take a place
+/// in the batch: the limit applies to deliverable rows only. `{customer}` narrows it to one
+/// customer.
+fn cancel_orphans(customer: &str) -> String {
+    format!(
+        "UPDATE webhook_deliveries d \
+            SET status = 'cancelled', lease_until = NULL, leased_by = NULL \
+         FROM webhook_subscriptions s \
+         WHERE d.status = 'pending' AND d.next_attempt_at <= now() \
+           AND s.customer_id = d.customer_id AND s.id = d.subscription_id \
+           AND (NOT s.active OR s.disabled_at IS NOT NULL) {customer}"
+    )
+}
+
+/// The claim: the oldest due deliveries that no lease holds, leased to `$1` for `$3`
+/// seconds, at most `$2`; with what sending them takes. `{customer}` narrows it to one
+/// customer.
+fn claim_statement(customer: &str) -> String {
+    let overlap = "CASE WHEN s.previous_secret_expires_at > now() THEN";
+    format!(
+        "WITH due AS ( \
+             SELECT d.customer_id, d.id FROM webhook_deliveries d \
+             JOIN webhook_subscriptions s \
+               ON s.customer_id = d.customer_id AND s.id = d.subscription_id AND s.active \
+              AND s.paused_at IS NULL AND s.disabled_at IS NULL \
+             WHERE d.status = 'pending' AND d.next_attempt_at <= now() \
+               AND (d.lease_until IS NULL OR d.lease_until < now()) {customer} \
+             ORDER BY d.next_attempt_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED) \
+         UPDATE webhook_deliveries d \
+            SET lease_until = now() + make_interval(secs => $3), leased_by = $1 \
+         FROM due, webhook_subscriptions s \
+         WHERE d.customer_id = due.customer_id AND d.id = due.id \
+           AND s.customer_id = d.customer_id AND s.id = d.subscription_id {customer} \
+         RETURNING {DELIVERY_COLUMNS}, d.body, s.webhook_url, s.webhook_type, \
+                   s.secret_key_id, s.secret_nonce, s.secret_ciphertext, \
+                   {overlap} s.previous_secret_key_id END AS previous_key_id, \
+                   {overlap} s.previous_secret_nonce END AS previous_nonce, \
+                   {overlap} s.previous_secret_ciphertext END AS previous_ciphertext"
+    )
+}
+
+/// One PostgreSQL node: every customer's due deliveries in one statement.
+pub(super) async fn claim(
+    conn: &mut AsyncPgConnection,
+    worker: &str,
+    limit: u32,
+    lease: Duration,
+) -> QueryResult<Vec<ClaimRow>> {
+    diesel::sql_query(cancel_orphans("")).execute(conn).await?;
+    diesel::sql_query(claim_statement(""))
+        .bind::<Text, _>(worker)
+        .bind::<BigInt, _>(i64::from(limit))
+        .bind::<Double, _>(lease.as_secs_f64())
+        .load(conn)
+        .await
+}
+
+/// Citus: the customers with deliveries due, oldest first, then a claim on each customer's
+/// node until `limit` are claimed.
+pub(super) async fn claim_per_customer(
+    conn: &mut AsyncPgConnection,
+    worker: &str,
+    limit: u32,
+    lease: Duration,
+) -> QueryResult<Vec<ClaimRow>> {
+    #[derive(QueryableByName)]
+    struct Due {
+        #[diesel(sql_type = SqlUuid)]
+        customer_id: Uuid,
+    }
+    let due: Vec<Due> = across_customers(conn, Spanning::DueCustomers, |conn| {
+        Box::pin(
+            diesel::sql_query(
+                "SELECT customer_id FROM webhook_deliveries \
+                 WHERE status = 'pending' AND next_attempt_at <= now() \
+                   AND (lease_until IS NULL OR lease_until < now()) \
+                 GROUP BY customer_id ORDER BY min(next_attempt_at) LIMIT $1",
+            )
+            .bind::<BigInt, _>(i64::from(limit))
+            .load(conn),
+        )
+    })
+    .await?;
+    let one = "AND d.customer_id = $4";
+    let mut claimed: Vec<ClaimRow> = Vec::new();
+    for Due { customer_id } in due {
+        let left = i64::from(limit) - claimed.len() as i64;
+        if left <= 0 {
+            break;
+        }
+        diesel::sql_query(cancel_orphans("AND d.customer_id = $1"))
+            .bind::<SqlUuid, _>(customer_id)
+            .execute(conn)
+            .await?;
+        let rows: Vec<ClaimRow> = diesel::sql_query(claim_statement(one))
+            .bind::<Text, _>(worker)
+            .bind::<BigInt, _>(left)
+            .bind::<Double, _>(lease.as_secs_f64())
+            .bind::<SqlUuid, _>(customer_id)
+            .load(conn)
+            .await?;
+        claimed.extend(rows);
+    }
+    Ok(claimed)
+}

@@ -1,0 +1,117 @@
+//! The statements that deliberately read or write rows of many customers: the worker's
+//! claims, sweeps and gauges, and the operator's re-sealing of secrets. Every other
+//! statement of posture names one customer, and on Citus runs on the one node that holds
+//! that customer's shards; these run on every node (multi-shard).
+//!
+//! Each runs through [`across_customers`], which tells Citus so for its transaction
+//! (`citus.multi_task_query_log_level` off): an operator may set that level to `error` or
+//! `warning` for posture's runtime role and so hear of any other statement that spans
+//! shards (the test suite on Citus does: docs/operations.md, "Running on Citus"). On
+//! PostgreSQL without Citus the setting is an inert placeholder.
+
+use diesel::QueryResult;
+use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use futures_util::future::BoxFuture;
+
+/// Why a statement spans customers: each of posture's cross-customer statements, listed
+/// with its reason in docs/operations.md (a test compares the two).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spanning {
+    /// The worker finds the customers with deliveries due.
+    DueCustomers,
+    /// The worker cancels due deliveries whose subscription was deactivated meanwhile.
+    OrphanedDeliveries,
+    /// The worker's queue gauges.
+    QueueDepth,
+    /// The worker's ingest gauges: the passes of every customer finished lately.
+    RecentPasses,
+    /// The worker's retention sweep of finished deliveries.
+    DeliveryRetention,
+    /// The worker's retention sweep of the events feed.
+    EventRetention,
+    /// The worker disables subscriptions whose every attempt failed for days.
+    DisableFailing,
+    /// The worker ends expired pauses and previous signing secrets.
+    ExpireHolds,
+    /// `posture-api secrets reseal`: every sealed secret, re-sealed under the new key.
+    Reseal,
+}
+
+impl Spanning {
+    /// Every one of them.
+    pub const ALL: [Spanning; 9] = [
+        Spanning::DueCustomers,
+        Spanning::OrphanedDeliveries,
+        Spanning::QueueDepth,
+        Spanning::RecentPasses,
+        Spanning::DeliveryRetention,
+        Spanning::EventRetention,
+        Spanning::DisableFailing,
+        Spanning::ExpireHolds,
+        Spanning::Reseal,
+    ];
+
+    /// What it does, as docs/operations.md lists it.
+    pub fn what(self) -> &'static str {
+        match self {
+            Spanning::DueCustomers => "the worker's claim: which customers have deliveries due",
+            Spanning::OrphanedDeliveries => {
+                "the worker's claim: cancelling due deliveries of deactivated subscriptions"
+            }
+            Spanning::QueueDepth => "the worker's queue gauges",
+            Spanning::RecentPasses => "the worker's ingest gauges (passes finished lately)",
+            Spanning::DeliveryRetention => "the worker's retention sweep of finished deliveries",
+            Spanning::EventRetention => "the worker's retention sweep of the events feed",
+            Spanning::DisableFailing => "the worker disabling subscriptions failing for days",
+            Spanning::ExpireHolds => {
+                "the worker ending expired pauses and previous signing secrets"
+            }
+            Spanning::Reseal => "`posture-api secrets reseal`, every customer's secrets",
+        }
+    }
+}
+
+/// Runs `f`, statements that span customers for the reason `why`, in a transaction that
+/// lets Citus run them on every node.
+pub(crate) async fn across_customers<T, F>(
+    conn: &mut AsyncPgConnection,
+    why: Spanning,
+    f: F,
+) -> QueryResult<T>
+where
+    T: Send,
+    F: for<'c> FnOnce(&'c mut AsyncPgConnection) -> BoxFuture<'c, QueryResult<T>> + Send,
+{
+    tracing::trace!(?why, "a statement across customers");
+    conn.transaction(async |conn| {
+        diesel::sql_query("SET LOCAL citus.multi_task_query_log_level TO off")
+            .execute(conn)
+            .await?;
+        f(conn).await
+    })
+    .await
+}
+
+impl crate::PgStore {
+    /// Whether the database is a Citus coordinator (has the `citus` extension): asked once.
+    /// The worker's claims take another path there ([`crate::deliveries`]).
+    pub(crate) async fn on_citus(&self, conn: &mut AsyncPgConnection) -> QueryResult<bool> {
+        #[derive(diesel::QueryableByName)]
+        struct Citus {
+            #[diesel(sql_type = diesel::sql_types::Bool)]
+            present: bool,
+        }
+        self.citus
+            .get_or_try_init(|| async {
+                diesel::sql_query(
+                    "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') \
+                     AS present",
+                )
+                .get_result::<Citus>(conn)
+                .await
+                .map(|c| c.present)
+            })
+            .await
+            .copied()
+    }
+}
