@@ -80,6 +80,10 @@ pub fn run_citus(extra: &[String]) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let venv = project_root().join("target").join("test-venv");
     python_venv(&venv, PYTHON_PACKAGES)?;
+    let pgbouncer = match std::env::var_os("TEST_PGBOUNCER") {
+        Some(_) => None,
+        None => Some(crate::pgbouncer::ensure()?),
+    };
     let cluster = citus("test-citus", 2, "")?;
     let redis = redis()?;
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
@@ -95,6 +99,9 @@ pub fn run_citus(extra: &[String]) -> anyhow::Result<()> {
         .env("TEST_REDIS_URL", redis.url());
     if std::env::var_os("TEST_PYTHON").is_none() {
         command.env("TEST_PYTHON", venv.join("bin").join("python"));
+    }
+    if let Some(pgbouncer) = &pgbouncer {
+        command.env("TEST_PGBOUNCER", pgbouncer);
     }
     let status = command.status()?;
     drop(redis);

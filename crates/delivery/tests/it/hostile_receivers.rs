@@ -39,7 +39,7 @@ async fn every_answer_of_a_receiver_is_recorded_as_a_counted_attempt() {
         // Three drains, the first one due: one POST, one counted attempt (it was one POST
         // per lease expiry, attempts unchanged, while the record failed on the NUL).
         for _ in 0..3 {
-            setup.worker(true).drain().await.unwrap();
+            setup.worker_retrying_late(true).drain().await.unwrap();
         }
         assert_eq!(
             server.received_requests().await.unwrap().len(),
@@ -106,7 +106,7 @@ async fn a_closed_port_and_a_name_that_does_not_resolve_read_alike_to_the_custom
             .one_delivery_to(customer, &tenant, url, severity)
             .await;
     }
-    setup.worker(true).drain().await.unwrap();
+    setup.worker_retrying_late(true).drain().await.unwrap();
     let deliveries = setup.deliveries(customer).await;
     assert_eq!(deliveries.len(), 2);
     let mut details = Vec::new();

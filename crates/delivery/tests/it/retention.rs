@@ -41,10 +41,14 @@ async fn the_sweep_deletes_finished_deliveries_past_the_retention_and_keeps_the_
         .await;
     // Age everything: the two delivered, and the pending one (not yet sent).
     let mut conn = setup.db.connection().await;
-    diesel::sql_query("UPDATE webhook_deliveries SET created_at = created_at - interval '31 days'")
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    // In UTC wall time: Citus refuses a time zone dependent sum of a column in an UPDATE.
+    diesel::sql_query(
+        "UPDATE webhook_deliveries \
+         SET created_at = (created_at AT TIME ZONE 'UTC' - interval '31 days') AT TIME ZONE 'UTC'",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
 
     assert_eq!(worker.sweep().await.unwrap(), 2, "the two delivered ones");
     let left = setup.deliveries(customer).await;
@@ -74,10 +78,14 @@ async fn deliveries_within_the_retention_are_kept() {
     let worker = setup.worker(true);
     assert_eq!(worker.drain().await.unwrap(), 1);
     let mut conn = setup.db.connection().await;
-    diesel::sql_query("UPDATE webhook_deliveries SET created_at = created_at - interval '29 days'")
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    // In UTC wall time: Citus refuses a time zone dependent sum of a column in an UPDATE.
+    diesel::sql_query(
+        "UPDATE webhook_deliveries \
+         SET created_at = (created_at AT TIME ZONE 'UTC' - interval '29 days') AT TIME ZONE 'UTC'",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
     assert_eq!(worker.sweep().await.unwrap(), 0);
     assert_eq!(setup.deliveries(customer).await.len(), 1);
 }

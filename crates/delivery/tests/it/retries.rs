@@ -125,7 +125,7 @@ async fn a_receiver_that_never_answers_is_recorded_as_a_timeout_and_retried() {
         .one_delivery_to(customer, &tenant, &hook_url(&server), "low")
         .await;
     let started = Utc::now();
-    assert_eq!(setup.worker(true).drain().await.unwrap(), 1);
+    assert_eq!(setup.worker_retrying_late(true).drain().await.unwrap(), 1);
     let delivery = &setup.deliveries(customer).await[0];
     assert_eq!(delivery.status, DeliveryStatus::Pending, "to be retried");
     assert_eq!(delivery.attempts, 1);
@@ -198,7 +198,7 @@ async fn redirects_are_not_followed() {
     setup
         .one_delivery_to(customer, &tenant, &hook_url(&redirecting), "high")
         .await;
-    setup.worker(true).drain().await.unwrap();
+    setup.worker_retrying_late(true).drain().await.unwrap();
     assert!(
         target.received_requests().await.unwrap().is_empty(),
         "the redirect target is never called"
@@ -226,7 +226,7 @@ async fn the_response_excerpt_is_kept_to_1_kib() {
     setup
         .one_delivery_to(customer, &tenant, &hook_url(&server), "high")
         .await;
-    setup.worker(true).drain().await.unwrap();
+    setup.worker_retrying_late(true).drain().await.unwrap();
     let delivery = &setup.deliveries(customer).await[0];
     let attempts = setup.store.attempts(customer, delivery.id).await.unwrap();
     assert_eq!(

@@ -21,7 +21,7 @@ async fn a_url_resolving_to_loopback_is_refused_when_private_targets_are_not_all
     setup
         .pass(customer, &[finding("c1", &tenant, "critical")])
         .await;
-    assert_eq!(setup.worker(false).drain().await.unwrap(), 1);
+    assert_eq!(setup.worker_retrying_late(false).drain().await.unwrap(), 1);
     assert!(
         server.received_requests().await.unwrap().is_empty(),
         "nothing reached the loopback receiver"
@@ -63,7 +63,7 @@ async fn literal_private_addresses_and_plain_http_are_refused() {
     setup
         .pass(customer, &[finding("c1", &tenant, "critical")])
         .await;
-    assert_eq!(setup.worker(false).drain().await.unwrap(), 2);
+    assert_eq!(setup.worker_retrying_late(false).drain().await.unwrap(), 2);
     assert!(server.received_requests().await.unwrap().is_empty());
     for delivery in setup.deliveries(customer).await {
         let attempts = setup.store.attempts(customer, delivery.id).await.unwrap();

@@ -100,6 +100,17 @@ impl Setup {
     }
 
     pub fn worker_with(&self, allow_private: bool, id: &str) -> Arc<Worker> {
+        self.worker_retrying(allow_private, id, Duration::from_millis(100))
+    }
+
+    /// A worker whose first retry comes a minute after a failure: a test that drains the
+    /// queue sees each delivery attempted once, however long its drains take (on Citus a
+    /// claim costs more round trips than on one node).
+    pub fn worker_retrying_late(&self, allow_private: bool) -> Arc<Worker> {
+        self.worker_retrying(allow_private, "w1", Duration::from_secs(60))
+    }
+
+    fn worker_retrying(&self, allow_private: bool, id: &str, base: Duration) -> Arc<Worker> {
         let store = Arc::new(self.store.clone());
         Arc::new(
             Worker::new(
@@ -112,7 +123,7 @@ impl Setup {
                     lease: Duration::from_secs(5),
                     poll_interval: Duration::from_millis(100),
                     retry: RetryPolicy {
-                        base: Duration::from_millis(100),
+                        base,
                         max_attempts: 4,
                     },
                     timeout: Duration::from_secs(1),

@@ -62,10 +62,14 @@ fn cancel_orphans(customer: &str) -> String {
 /// seconds, at most `$2`; with what sending them takes. `{customer}` narrows it to one
 /// customer.
 fn claim_statement(customer: &str) -> String {
-    let overlap = "CASE WHEN s.previous_secret_expires_at > now() THEN";
+    // Whether the previous secret still signs is decided with the claim, not in RETURNING
+    // (Citus allows no function there but immutable ones).
+    let overlap = "CASE WHEN due.overlap THEN";
     format!(
         "WITH due AS ( \
-             SELECT d.customer_id, d.id FROM webhook_deliveries d \
+             SELECT d.customer_id, d.id, \
+                    coalesce(s.previous_secret_expires_at > now(), false) AS overlap \
+             FROM webhook_deliveries d \
              JOIN webhook_subscriptions s \
                ON s.customer_id = d.customer_id AND s.id = d.subscription_id AND s.active \
               AND s.paused_at IS NULL AND s.disabled_at IS NULL \

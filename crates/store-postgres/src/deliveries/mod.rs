@@ -223,28 +223,28 @@ impl DeliveryRepository for PgStore {
         if deliveries.is_empty() {
             return Ok(());
         }
+        // Customer by customer: each statement runs on that customer's node with Citus.
+        let mut by_customer: std::collections::BTreeMap<uuid::Uuid, Vec<uuid::Uuid>> =
+            std::collections::BTreeMap::new();
+        for delivery in deliveries {
+            by_customer
+                .entry(delivery.customer_id.as_uuid())
+                .or_default()
+                .push(delivery.id.as_uuid());
+        }
         let mut conn = self.conn().await?;
-        diesel::sql_query(
-            "UPDATE webhook_deliveries d SET lease_until = NULL, leased_by = NULL \
-             FROM unnest($2::uuid[], $3::uuid[]) AS r(customer_id, id) \
-             WHERE d.customer_id = r.customer_id AND d.id = r.id AND d.leased_by = $1",
-        )
-        .bind::<Text, _>(worker)
-        .bind::<Array<SqlUuid>, _>(
-            deliveries
-                .iter()
-                .map(|d| d.customer_id.as_uuid())
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<SqlUuid>, _>(
-            deliveries
-                .iter()
-                .map(|d| d.id.as_uuid())
-                .collect::<Vec<_>>(),
-        )
-        .execute(&mut conn)
-        .await
-        .map_err(db_error)?;
+        for (customer, ids) in by_customer {
+            diesel::sql_query(
+                "UPDATE webhook_deliveries SET lease_until = NULL, leased_by = NULL \
+                 WHERE customer_id = $2 AND id = ANY($3) AND leased_by = $1",
+            )
+            .bind::<Text, _>(worker)
+            .bind::<SqlUuid, _>(customer)
+            .bind::<Array<SqlUuid>, _>(ids)
+            .execute(&mut conn)
+            .await
+            .map_err(db_error)?;
+        }
         Ok(())
     }
 
