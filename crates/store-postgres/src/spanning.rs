@@ -35,11 +35,13 @@ pub enum Spanning {
     ExpireHolds,
     /// `posture-api secrets reseal`: every sealed secret, re-sealed under the new key.
     Reseal,
+    /// `posture-api deliveries retry`: the customer of a delivery named by its id alone.
+    DeliveryById,
 }
 
 impl Spanning {
     /// Every one of them.
-    pub const ALL: [Spanning; 9] = [
+    pub const ALL: [Spanning; 10] = [
         Spanning::DueCustomers,
         Spanning::OrphanedDeliveries,
         Spanning::QueueDepth,
@@ -49,6 +51,7 @@ impl Spanning {
         Spanning::DisableFailing,
         Spanning::ExpireHolds,
         Spanning::Reseal,
+        Spanning::DeliveryById,
     ];
 
     /// What it does, as docs/operations.md lists it.
@@ -67,6 +70,9 @@ impl Spanning {
                 "the worker ending expired pauses and previous signing secrets"
             }
             Spanning::Reseal => "`posture-api secrets reseal`, every customer's secrets",
+            Spanning::DeliveryById => {
+                "`posture-api deliveries retry`: the customer of a delivery named by its id"
+            }
         }
     }
 }
@@ -113,5 +119,33 @@ impl crate::PgStore {
             })
             .await
             .copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn docs_list_every_statement_across_customers() {
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/operations.md"
+        ))
+        .expect("docs/operations.md");
+        let section = doc
+            .split("<!-- spanning:begin -->")
+            .nth(1)
+            .and_then(|rest| rest.split("<!-- spanning:end -->").next())
+            .expect("the list of statements across customers in docs/operations.md");
+        let listed = section.lines().filter(|l| l.starts_with("| ")).count() - 1;
+        assert_eq!(listed, Spanning::ALL.len(), "one row each:\n{section}");
+        for why in Spanning::ALL {
+            assert!(
+                section.contains(why.what()),
+                "docs/operations.md does not list {why:?}: {}",
+                why.what()
+            );
+        }
     }
 }

@@ -370,13 +370,21 @@ impl ConsoleRepository for PgStore {
         current_key_id: &str,
     ) -> Result<Vec<(CustomerId, SealedSecret)>> {
         let mut conn = self.conn().await?;
-        let rows: Vec<SsoRow> = console_sso::table
-            .filter(console_sso::secret_key_id.ne(current_key_id))
-            .order(console_sso::customer_id)
-            .select(SsoRow::as_select())
-            .load(&mut conn)
-            .await
-            .map_err(db_error)?;
+        let rows: Vec<SsoRow> = crate::spanning::across_customers(
+            &mut conn,
+            crate::spanning::Spanning::Reseal,
+            |conn| {
+                Box::pin(
+                    console_sso::table
+                        .filter(console_sso::secret_key_id.ne(current_key_id))
+                        .order(console_sso::customer_id)
+                        .select(SsoRow::as_select())
+                        .load(conn),
+                )
+            },
+        )
+        .await
+        .map_err(db_error)?;
         Ok(rows
             .into_iter()
             .map(|row| {

@@ -24,6 +24,7 @@ use crate::{
     },
     error::db_error,
     schema::{webhook_deliveries, webhook_subscriptions},
+    spanning::{Spanning, across_customers},
     sync::after_key,
 };
 
@@ -53,26 +54,33 @@ fn log_key(delivery: &Delivery) -> SortKey {
 }
 
 /// Makes one delivery that is not pending pending again, due now, on a fresh schedule. The
-/// subscription must be active; `customer`/`subscription` scope the statement when given
-/// (operators retry by id alone).
+/// subscription must be active; `customer`/`subscription` scope the statement when given.
+/// An operator retries by id alone: the delivery's customer is found first (a statement
+/// across customers), so that the change itself names its customer (on Citus, it runs on
+/// that customer's node).
 pub(crate) async fn requeue_one(
     conn: &mut AsyncPgConnection,
     customer: Option<Uuid>,
     subscription: Option<Uuid>,
     id: DeliveryId,
 ) -> Result<Delivery> {
+    let scoped = customer.is_some();
+    let customer = match customer {
+        Some(customer) => customer,
+        None => customer_of(conn, id).await?.ok_or(Error::NotFound)?,
+    };
     let row: Option<DeliveryRow> = diesel::sql_query(format!(
         "UPDATE webhook_deliveries d SET status = 'pending', trigger = 'redelivery', \
                 schedule_start = d.attempts, next_attempt_at = now(), lease_until = NULL, \
                 leased_by = NULL \
          FROM webhook_subscriptions s \
-         WHERE d.id = $1 AND ($2::uuid IS NULL OR d.customer_id = $2) \
+         WHERE d.customer_id = $2 AND d.id = $1 \
            AND ($3::uuid IS NULL OR d.subscription_id = $3) AND d.status <> 'pending' \
-           AND s.active AND s.customer_id = d.customer_id AND s.id = d.subscription_id \
+           AND s.customer_id = $2 AND s.active AND s.id = d.subscription_id \
          RETURNING {DELIVERY_COLUMNS}"
     ))
     .bind::<SqlUuid, _>(id.as_uuid())
-    .bind::<Nullable<SqlUuid>, _>(customer)
+    .bind::<SqlUuid, _>(customer)
     .bind::<Nullable<SqlUuid>, _>(subscription)
     .get_result(&mut *conn)
     .await
@@ -88,11 +96,10 @@ pub(crate) async fn requeue_one(
                 .eq(webhook_deliveries::customer_id)
                 .and(webhook_subscriptions::id.eq(webhook_deliveries::subscription_id))),
         )
+        .filter(webhook_deliveries::customer_id.eq(customer))
+        .filter(webhook_subscriptions::customer_id.eq(customer))
         .filter(webhook_deliveries::id.eq(id.as_uuid()))
         .into_boxed();
-    if let Some(customer) = customer {
-        query = query.filter(webhook_deliveries::customer_id.eq(customer));
-    }
     if let Some(subscription) = subscription {
         query = query.filter(webhook_deliveries::subscription_id.eq(subscription));
     }
@@ -105,7 +112,7 @@ pub(crate) async fn requeue_one(
     match found {
         // A scoped caller does not learn of another subscription's or customer's delivery.
         None => Err(Error::NotFound),
-        Some((_, false)) if customer.is_some() => Err(Error::NotFound),
+        Some((_, false)) if scoped => Err(Error::NotFound),
         Some((_, false)) => Err(Error::Conflict(
             "the delivery's subscription is deactivated".into(),
         )),
@@ -116,6 +123,22 @@ pub(crate) async fn requeue_one(
              for its outcome"
         ))),
     }
+}
+
+/// The customer of a delivery known by its id alone (an operator's command).
+async fn customer_of(conn: &mut AsyncPgConnection, id: DeliveryId) -> Result<Option<Uuid>> {
+    across_customers(conn, Spanning::DeliveryById, |conn| {
+        Box::pin(async move {
+            webhook_deliveries::table
+                .filter(webhook_deliveries::id.eq(id.as_uuid()))
+                .select(webhook_deliveries::customer_id)
+                .first::<Uuid>(conn)
+                .await
+                .optional()
+        })
+    })
+    .await
+    .map_err(db_error)
 }
 
 impl PgStore {
@@ -261,13 +284,16 @@ impl PgStore {
                            AND created_at >= $3 AND created_at < $4) \
                      UPDATE webhook_deliveries d SET status = 'pending', trigger = 'recovery', \
                             schedule_start = d.attempts, lease_until = NULL, leased_by = NULL, \
-                            next_attempt_at = now() + make_interval(secs => requeue.n / 1000.0) \
+                            next_attempt_at = to_timestamp($5 + requeue.n / 1000.0) \
                      FROM requeue WHERE d.customer_id = $1 AND d.id = requeue.id",
             )
             .bind::<SqlUuid, _>(customer)
             .bind::<SqlUuid, _>(subscription)
             .bind::<Timestamptz, _>(since)
             .bind::<Timestamptz, _>(until)
+            // Now, as seconds: Citus refuses a time zone dependent sum of a column in an
+            // UPDATE, and to_timestamp of a number is none.
+            .bind::<diesel::sql_types::Double, _>(now_seconds(self.clock.now()))
             .execute(conn)
             .await?;
             if requeued > 0 {
@@ -346,4 +372,9 @@ impl PgStore {
         .await
         .map_err(db_error)?
     }
+}
+
+/// `at` as seconds since the Unix epoch (with its microseconds).
+fn now_seconds(at: DateTime<Utc>) -> f64 {
+    at.timestamp_micros() as f64 / 1_000_000.0
 }

@@ -95,12 +95,14 @@ impl DeliveryRepository for PgStore {
         lease: Duration,
     ) -> Result<Vec<ClaimedDelivery>> {
         let mut conn = self.conn().await?;
-        let rows = if self.on_citus(&mut conn).await.map_err(db_error)? {
+        let mut rows = if self.on_citus(&mut conn).await.map_err(db_error)? {
             claims::claim_per_customer(&mut conn, worker, limit, lease).await
         } else {
             claims::claim(&mut conn, worker, limit, lease).await
         }
         .map_err(db_error)?;
+        // Oldest due first, as claimed (RETURNING keeps no order).
+        rows.sort_by_key(|row| row.delivery.due_at());
         rows.into_iter()
             .map(|row| {
                 Ok(ClaimedDelivery {

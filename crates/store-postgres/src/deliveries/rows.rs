@@ -43,6 +43,13 @@ pub(crate) struct DeliveryRow {
     event_ids: Option<Vec<Uuid>>,
 }
 
+impl DeliveryRow {
+    /// When it is due: claims hand deliveries on oldest due first.
+    pub(crate) fn due_at(&self) -> DateTime<Utc> {
+        self.next_attempt_at
+    }
+}
+
 impl TryFrom<DeliveryRow> for Delivery {
     type Error = Error;
 

@@ -63,7 +63,7 @@ impl PgStore {
                         webhook_url = COALESCE($4, webhook_url), \
                         event_types = COALESCE($5, event_types), \
                         paused_at = CASE WHEN $6 IS NULL THEN paused_at WHEN $6 THEN NULL \
-                                         WHEN disabled_at IS NULL THEN COALESCE(paused_at, now()) \
+                                         WHEN disabled_at IS NULL THEN COALESCE(paused_at, $7) \
                                          ELSE paused_at END, \
                         disabled_at = CASE WHEN $6 THEN NULL ELSE disabled_at END, \
                         disabled_reason = CASE WHEN $6 THEN NULL ELSE disabled_reason END, \
@@ -81,6 +81,9 @@ impl PgStore {
                         .map(|types| types.iter().map(|e| e.as_str()).collect::<Vec<_>>()),
                 )
                 .bind::<Nullable<Bool>, _>(patch.active)
+                // The time from the store's clock: Citus evaluates no function but immutable
+                // ones inside a CASE of an UPDATE.
+                .bind::<Timestamptz, _>(self.clock.now())
                 .get_result(conn)
                 .await?;
                 if patch.active == Some(true) {

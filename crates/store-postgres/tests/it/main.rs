@@ -9,6 +9,7 @@ mod identities;
 mod ingest;
 mod messages;
 mod migrations;
+mod notifications;
 mod pools;
 mod privileges;
 mod schema;
