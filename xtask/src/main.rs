@@ -130,6 +130,7 @@ impl Task {
             Task::ConsoleE2e => "console-e2e",
             Task::Clients => "clients",
             Task::Demo(_) => "demo",
+            Task::Bench(args) if args.citus => "bench-citus",
             Task::Bench(_) => "bench",
             Task::Chaos(_) => "chaos",
             Task::Soak(_) => "soak",

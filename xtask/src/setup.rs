@@ -172,6 +172,7 @@ pub const TASKS: &[&str] = &[
     "chaos",
     "soak",
     "bench",
+    "bench-citus",
     "schema",
     "validate",
     "vendor-docs",
@@ -187,9 +188,10 @@ pub fn needs(task: &str) -> Vec<&'static Need> {
         "fuzz" => vec![&POSTGRES, &PYTHON],
         "clients" => vec![&POSTGRES, &PYTHON, &NODE, &CHROMIUM, &CURL],
         "console-e2e" => vec![&POSTGRES, &PYTHON, &NODE, &CHROMIUM],
-        "chaos" => vec![&POSTGRES, &REDIS, &PATRONI],
+        "chaos" => vec![&POSTGRES, &REDIS, &PATRONI, &CITUS_BUILD],
         "soak" => vec![&POSTGRES, &REDIS],
         "bench" => vec![&POSTGRES, &REDIS, &WRK, &CURL],
+        "bench-citus" => vec![&POSTGRES, &REDIS, &WRK, &CURL, &CITUS_BUILD],
         "validate" => vec![&PYTHON, &PROMTOOL, &COMPOSE],
         "vendor-docs" => vec![&NODE],
         // Everything `.ci/run` runs.
@@ -328,7 +330,7 @@ mod tests {
         let ci: Vec<&str> = needs("ci").iter().map(|n| n.what).collect();
         // Those CI does not run: the benchmark, chaos (its failover scenarios need Patroni;
         // soak, which CI runs, needs the rest) and refreshing the vendored page.
-        let not_in_ci = ["ci", "bench", "vendor-docs", "chaos"];
+        let not_in_ci = ["ci", "bench", "bench-citus", "vendor-docs", "chaos"];
         for task in TASKS.iter().filter(|t| !not_in_ci.contains(t)) {
             for need in needs(task) {
                 assert!(

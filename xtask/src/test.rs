@@ -64,18 +64,13 @@ pub fn run(extra: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The crates whose integration suites (`tests/it`) run on Citus: everything that talks to
-/// the database through the store.
-const CITUS_SUITES: &[&str] = &[
-    "posture-store-postgres",
-    "posture-api",
-    "posture-worker",
-    "posture-delivery",
-];
+/// Tests at once on Citus: they wait on three servers more than they use the CPU.
+const CITUS_TEST_THREADS: &str = "4";
 
-/// `cargo xtask test --citus`: the integration suites against a coordinator and two workers
-/// on loopback (`TEST_CITUS_WORKERS`), with Redis. Tests about one PostgreSQL node only (a
-/// streaming standby, a promotion) say so and pass without running.
+/// `cargo xtask test --citus`: the integration suites (every crate's `tests/it`) against a
+/// coordinator and two workers on loopback (`TEST_CITUS_WORKERS`), with Redis and
+/// PgBouncer. Tests about one PostgreSQL node only (a streaming standby, a promotion) say
+/// so and pass without running.
 pub fn run_citus(extra: &[String]) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let venv = project_root().join("target").join("test-venv");
@@ -87,13 +82,17 @@ pub fn run_citus(extra: &[String]) -> anyhow::Result<()> {
     let cluster = citus("test-citus", 2, "")?;
     let redis = redis()?;
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    command.current_dir(project_root()).arg("test");
-    for suite in CITUS_SUITES {
-        command.args(["-p", suite]);
+    // Every crate's `tests/it` (the store's, the API's, the worker's, the delivery's and the
+    // limiter's): the workspace as a whole, so nothing is built again for the run.
+    command
+        .current_dir(project_root())
+        .args(["test", "--workspace", "--test", "it"])
+        .args(extra);
+    if !extra.iter().any(|a| a == "--") {
+        command.arg("--");
     }
     command
-        .args(["--test", "it"])
-        .args(extra)
+        .args(["--test-threads", CITUS_TEST_THREADS])
         .env("TEST_DATABASE_URL", &cluster.coordinator.url)
         .env("TEST_CITUS_WORKERS", cluster.workers_variable())
         .env("TEST_REDIS_URL", redis.url());

@@ -14,12 +14,13 @@ use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 
 use crate::servers::{PostgresServer, ServerError, postgres_bin};
 
-/// The settings every node of a test cluster starts with. Eight shards per table (the
-/// default is 32) keep each test's database small to clone; the rules are the same. Each
+/// The settings every node of a test cluster starts with. Four shards per table (the
+/// default is 32), two on each of two workers, keep each test's database small to clone;
+/// the rules are the same. Each
 /// database with the extension has a maintenance daemon of its own (a background worker),
 /// and tests run many databases at once.
 pub const NODE_SETTINGS: &str = "-c shared_preload_libraries=citus \
-                                 -c max_prepared_transactions=200 -c citus.shard_count=8 \
+                                 -c max_prepared_transactions=200 -c citus.shard_count=4 \
                                  -c max_worker_processes=100";
 
 /// Whether the Citus extension is installed for the PostgreSQL whose binaries tests use.

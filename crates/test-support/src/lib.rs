@@ -251,14 +251,16 @@ impl TestDb {
         let mut conn = admin_connection(server).await;
         ensure_template(&mut conn, &nodes, &template).await;
         let name = format!("posture_test_{}", uuid::Uuid::new_v4().simple());
-        for node in &nodes {
+        // On every node at once (on Citus each copies its own part of the template).
+        futures_util::future::join_all(nodes.iter().map(|node| async {
             let mut admin = admin_connection(node).await;
             execute(
                 &mut admin,
                 &format!("CREATE DATABASE {name} TEMPLATE {template}"),
             )
             .await;
-        }
+        }))
+        .await;
         let url = with_database(server, &name);
         Self { name, url, nodes }
     }
@@ -385,14 +387,15 @@ impl Drop for TestDb {
                 .enable_all()
                 .build()?;
             runtime.block_on(async move {
-                for node in &nodes {
+                let dropped = futures_util::future::join_all(nodes.iter().map(|node| async {
                     let mut conn = admin_connection(node).await;
                     diesel::sql_query(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
                         .execute(&mut conn)
                         .await
-                        .map_err(std::io::Error::other)?;
-                }
-                Ok::<_, std::io::Error>(())
+                        .map_err(std::io::Error::other)
+                }))
+                .await;
+                dropped.into_iter().try_for_each(|d| d.map(drop))
             })
         })
         .join();

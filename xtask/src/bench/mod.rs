@@ -9,6 +9,7 @@
 //! `sync.rs` measures keeping in sync (a deep cursor page, a sync loop after a steady-state
 //! pass that changed 1% of the largest customer's findings).
 
+mod citus;
 mod cli;
 mod compression;
 mod cpu;
@@ -89,6 +90,11 @@ pub struct BenchArgs {
     /// reading a streaming replica), on the same data.
     #[arg(long)]
     replicas_only: bool,
+    /// Measure posture on Citus against one node (`citus.rs`: the small customer's list,
+    /// the detail, a pass of 200,000 findings and its fan-out; the time to distribute the
+    /// single-node data in place; the spread over the nodes), on the same data.
+    #[arg(long)]
+    pub citus: bool,
     /// Measure only the events feed (`events.rs`: consumers waiting for a commit, the feed
     /// read at depth in 1M and 10M events), on a database of its own.
     #[arg(long)]
@@ -185,6 +191,17 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         identities: 500,
         upr_days: 0,
     };
+    if args.citus {
+        let mut figures = Vec::new();
+        citus::run(
+            &bin,
+            &data,
+            args.pool_size,
+            Duration::from_secs(args.seconds),
+            &mut figures,
+        )?;
+        return finish(&figures);
+    }
     let postgres = crate::servers::postgres("bench-postgres", PG_SETTINGS)?;
     let mut figures = Vec::new();
     let loaded = load::load(&bin, &postgres.url, &data, &mut figures)?;

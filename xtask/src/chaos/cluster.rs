@@ -35,7 +35,10 @@ const SCOPES: &[&str] = &[
 
 pub struct Cluster {
     pub bin: PathBuf,
+    /// PostgreSQL; on Citus the coordinator.
     pub postgres: PostgresServer,
+    /// On Citus, the worker nodes (empty on one node).
+    pub citus_workers: Vec<PostgresServer>,
     pub redis: RedisServer,
     /// Between the second API instance and PostgreSQL.
     pub proxy: FreezingProxy,
@@ -71,14 +74,19 @@ impl Cluster {
 
     /// With `limit` requests per key (or client address) per `window_secs`.
     pub fn with_rate_limit(bin: PathBuf, limit: u32, window_secs: u32) -> anyhow::Result<Self> {
-        Self::build(bin, limit, window_secs, None)
+        Self::build(bin, limit, window_secs, None, 0)
+    }
+
+    /// On a Citus coordinator and `workers` worker nodes (the Citus scenarios).
+    pub fn on_citus(bin: PathBuf, workers: usize) -> anyhow::Result<Self> {
+        Self::build(bin, 10_000_000, 900, None, workers)
     }
 
     /// On the members of a replicated cluster (`127.0.0.1:p1,...`): every process names them
     /// all in its `DATABASE_URL` with `target_session_attrs=read-write`, and so follows the
     /// primary (the failover scenarios).
     pub fn on_hosts(bin: PathBuf, hosts: &str) -> anyhow::Result<Self> {
-        Self::build(bin, 10_000_000, 900, Some(hosts.to_owned()))
+        Self::build(bin, 10_000_000, 900, Some(hosts.to_owned()), 0)
     }
 
     fn build(
@@ -86,8 +94,14 @@ impl Cluster {
         limit: u32,
         window_secs: u32,
         hosts: Option<String>,
+        citus_workers: usize,
     ) -> anyhow::Result<Self> {
-        let postgres = crate::servers::postgres("chaos-postgres", "-c max_connections=60")?;
+        let (postgres, workers) = if citus_workers == 0 {
+            let single = crate::servers::postgres("chaos-postgres", "-c max_connections=60")?;
+            (single, Vec::new())
+        } else {
+            super::citus::start_nodes(citus_workers)?
+        };
         let redis = crate::servers::redis()?;
         let proxy = FreezingProxy::start(([127, 0, 0, 1], postgres.port()).into())?;
         let logs = scratch_dir("chaos-logs")?;
@@ -101,6 +115,7 @@ impl Cluster {
         let mut cluster = Self {
             bin,
             postgres,
+            citus_workers: workers,
             redis,
             proxy,
             secret_key: base64::engine::general_purpose::STANDARD.encode(rand_bytes()?),
@@ -115,9 +130,16 @@ impl Cluster {
         };
         // As in production: an owner role migrates (and nothing else); the api, the worker
         // and the operator commands run as the runtime role it grants, never a superuser.
+        // On Citus the coordinator creates the roles on every node.
         cluster.psql(&format!("CREATE ROLE {OWNER} LOGIN"))?;
         cluster.psql(&format!("CREATE ROLE {ROLE} LOGIN"))?;
         cluster.psql(&format!("ALTER DATABASE postgres OWNER TO {OWNER}"))?;
+        for worker in &cluster.citus_workers {
+            psql_value(
+                &worker.url,
+                &format!("ALTER DATABASE postgres OWNER TO {OWNER}"),
+            )?;
+        }
         let owner_url = cluster.url_as(OWNER, &format!("127.0.0.1:{}", cluster.postgres.port()));
         api_json(
             &cluster.bin,

@@ -4,10 +4,12 @@
 //! Starts a throwaway PostgreSQL (60 connections) and Redis, two `posture-api` instances
 //! sharing the Redis (the second reaches PostgreSQL through a proxy that can freeze a
 //! connection) and two `posture-worker`s with short retry, lease and timeout settings, and
-//! a webhook receiver of its own. Then runs each scenario in turn, prints a table and
+//! a webhook receiver of its own. The failover scenarios start Patroni clusters, and the
+//! Citus ones a coordinator and workers, of their own. Then runs each scenario in turn, prints a table and
 //! writes `target/chaos/report.{md,json}`; fails when a promise was broken. Processes' logs
 //! are in `target/xtask/chaos-logs/`.
 
+mod citus;
 mod cluster;
 mod deliveries;
 mod failover;
@@ -42,12 +44,15 @@ const SCENARIOS: &[&str] = &[
     "failover",
     "switchover",
     "failover-sync",
+    "citus-node",
+    "citus-rebalance",
 ];
 
 #[derive(Args, Debug)]
 pub struct ChaosArgs {
     /// Run only these scenarios (comma-separated): workers, receivers, postgres,
-    /// connections, redis, listen, sigterm, failover, switchover, failover-sync.
+    /// connections, redis, listen, sigterm, failover, switchover, failover-sync,
+    /// citus-node, citus-rebalance.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Runs of each failover scenario (each on a new Patroni cluster, about a minute).
@@ -200,6 +205,8 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
                     failover::run(&cluster.bin, &cx, how, scenario_label(name), &mut report)
                 })
             }
+            "citus-node" => citus::node_lost(&cluster.bin, &cx, &mut report),
+            "citus-rebalance" => citus::rebalance(&cluster.bin, &cx, &mut report),
             _ => restarts::api_sigterm(&mut cluster, &mut report),
         };
         if let Err(e) = outcome {

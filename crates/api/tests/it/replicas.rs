@@ -162,6 +162,11 @@ impl WithReplica {
 
 #[tokio::test]
 async fn reads_come_from_a_replica_that_keeps_up_and_from_the_primary_once_it_lags() {
+    if posture_test_support::citus::single_node_only(
+        "a streaming standby of one PostgreSQL node (on Citus: docs/operations.md, \"Running on Citus\", read replicas)",
+    ) {
+        return;
+    }
     let WithReplica {
         primary,
         standby,
@@ -282,6 +287,11 @@ async fn reads_come_from_a_replica_that_keeps_up_and_from_the_primary_once_it_la
 
 #[tokio::test]
 async fn a_replica_that_does_not_answer_is_skipped_and_the_primary_serves() {
+    if posture_test_support::citus::single_node_only(
+        "a streaming standby of one PostgreSQL node (on Citus: docs/operations.md, \"Running on Citus\", read replicas)",
+    ) {
+        return;
+    }
     let app = TestApp::start().await;
     let (customer, tenant) = app.customer("A").await;
     app.ingest(customer, &findings(&tenant, 2)).await;
@@ -349,6 +359,11 @@ async fn replica_lookups(http: &Client, base: &str) -> (f64, f64) {
 
 #[tokio::test]
 async fn a_replica_takes_the_primarys_data_versions_once_it_has_replayed_them() {
+    if posture_test_support::citus::single_node_only(
+        "a streaming standby of one PostgreSQL node (on Citus: docs/operations.md, \"Running on Citus\", read replicas)",
+    ) {
+        return;
+    }
     let WithReplica {
         primary,
         standby,

@@ -3,9 +3,9 @@
 //!
 //! On one PostgreSQL node a claim is one statement over every customer's due deliveries
 //! (after cancelling those of deactivated subscriptions). Citus runs `FOR UPDATE` only in a
-//! statement that reaches one shard, so there the worker first asks which customers have
-//! deliveries due, oldest first (a statement across customers, without locks), then claims
-//! customer by customer, each claim on that customer's node.
+//! statement that reaches one shard, so there the worker first asks every shard which
+//! customers have deliveries due, oldest first (without locks), then claims customer by
+//! customer, each claim on that customer's node.
 
 use std::time::Duration;
 
@@ -107,49 +107,94 @@ pub(super) async fn claim(
 
 /// Citus: the customers with deliveries due, oldest first, then a claim on each customer's
 /// node until `limit` are claimed.
+///
+/// The customers come from each shard on its own (`run_command_on_shards`, which reports a
+/// shard it cannot reach instead of failing): while a worker node is down, its customers'
+/// deliveries wait and every other customer's go on. A customer whose claim fails (its node
+/// went away meanwhile) is skipped until the next claim.
 pub(super) async fn claim_per_customer(
     conn: &mut AsyncPgConnection,
     worker: &str,
     limit: u32,
     lease: Duration,
 ) -> QueryResult<Vec<ClaimRow>> {
-    #[derive(QueryableByName)]
-    struct Due {
-        #[diesel(sql_type = SqlUuid)]
-        customer_id: Uuid,
-    }
-    let due: Vec<Due> = across_customers(conn, Spanning::DueCustomers, |conn| {
-        Box::pin(
-            diesel::sql_query(
-                "SELECT customer_id FROM webhook_deliveries \
-                 WHERE status = 'pending' AND next_attempt_at <= now() \
-                   AND (lease_until IS NULL OR lease_until < now()) \
-                 GROUP BY customer_id ORDER BY min(next_attempt_at) LIMIT $1",
-            )
-            .bind::<BigInt, _>(i64::from(limit))
-            .load(conn),
-        )
-    })
-    .await?;
+    let due = due_customers(conn, limit).await?;
     let one = "AND d.customer_id = $4";
     let mut claimed: Vec<ClaimRow> = Vec::new();
-    for Due { customer_id } in due {
+    let mut failure = None;
+    for customer_id in due {
         let left = i64::from(limit) - claimed.len() as i64;
         if left <= 0 {
             break;
         }
-        diesel::sql_query(cancel_orphans("AND d.customer_id = $1"))
-            .bind::<SqlUuid, _>(customer_id)
-            .execute(conn)
-            .await?;
-        let rows: Vec<ClaimRow> = diesel::sql_query(claim_statement(one))
-            .bind::<Text, _>(worker)
-            .bind::<BigInt, _>(left)
-            .bind::<Double, _>(lease.as_secs_f64())
-            .bind::<SqlUuid, _>(customer_id)
-            .load(conn)
-            .await?;
-        claimed.extend(rows);
+        let rows = async {
+            diesel::sql_query(cancel_orphans("AND d.customer_id = $1"))
+                .bind::<SqlUuid, _>(customer_id)
+                .execute(conn)
+                .await?;
+            diesel::sql_query(claim_statement(one))
+                .bind::<Text, _>(worker)
+                .bind::<BigInt, _>(left)
+                .bind::<Double, _>(lease.as_secs_f64())
+                .bind::<SqlUuid, _>(customer_id)
+                .load::<ClaimRow>(conn)
+                .await
+        }
+        .await;
+        match rows {
+            Ok(rows) => claimed.extend(rows),
+            Err(e) => {
+                tracing::warn!(customer.id = %customer_id, error = %e, "claiming a customer's deliveries failed; its deliveries wait for the next claim");
+                failure = Some(e);
+            }
+        }
     }
-    Ok(claimed)
+    match failure {
+        Some(e) if claimed.is_empty() => Err(e),
+        _ => Ok(claimed),
+    }
+}
+
+/// The customers with deliveries due, oldest due first, at most `limit`: each shard's
+/// answer, from every shard that answers.
+async fn due_customers(conn: &mut AsyncPgConnection, limit: u32) -> QueryResult<Vec<Uuid>> {
+    #[derive(QueryableByName)]
+    struct ShardAnswer {
+        #[diesel(sql_type = Nullable<Text>)]
+        result: Option<String>,
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        success: bool,
+    }
+    // `%s` is each shard's name; the answer is JSON text: [[customer, due epoch], ...].
+    let per_shard = format!(
+        "SELECT coalesce(json_agg(json_build_array(customer_id, \
+                                                   extract(epoch FROM due))), ''[]'')::text \
+         FROM (SELECT customer_id, min(next_attempt_at) AS due FROM %s \
+               WHERE status = ''pending'' AND next_attempt_at <= now() \
+                 AND (lease_until IS NULL OR lease_until < now()) \
+               GROUP BY customer_id ORDER BY 2 LIMIT {limit}) due"
+    );
+    let answers: Vec<ShardAnswer> = across_customers(conn, Spanning::DueCustomers, |conn| {
+        Box::pin(
+            diesel::sql_query(format!(
+                "SELECT result, success \
+                 FROM run_command_on_shards('webhook_deliveries', '{per_shard}')"
+            ))
+            .load(conn),
+        )
+    })
+    .await?;
+    let mut due: Vec<(f64, Uuid)> = Vec::new();
+    for answer in answers {
+        let Some(text) = answer.result.filter(|_| answer.success) else {
+            tracing::warn!("a shard of the outbox did not answer: its customers' deliveries wait");
+            continue;
+        };
+        let pairs: Vec<(Uuid, f64)> = serde_json::from_str(&text)
+            .map_err(|e| diesel::result::Error::DeserializationError(Box::new(e)))?;
+        due.extend(pairs.into_iter().map(|(customer, at)| (at, customer)));
+    }
+    due.sort_by(|a, b| a.0.total_cmp(&b.0));
+    due.truncate(limit as usize);
+    Ok(due.into_iter().map(|(_, customer)| customer).collect())
 }

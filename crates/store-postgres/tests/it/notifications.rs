@@ -136,12 +136,15 @@ async fn every_change_to_subscriptions_and_tenants_notifies_the_listening_proces
     .await;
 
     // The worker disables a subscription that failed for days.
-    db.execute(&format!(
-        "UPDATE webhook_subscriptions SET failing_since = '2020-01-01T00:00:00Z' \
+    TestDb::execute(
+        &db,
+        &format!(
+            "UPDATE webhook_subscriptions SET failing_since = '2020-01-01T00:00:00Z' \
          WHERE customer_id = '{}' AND id = '{}'",
-        scope.customer_id().as_uuid(),
-        id.as_uuid()
-    ))
+            scope.customer_id().as_uuid(),
+            id.as_uuid()
+        ),
+    )
     .await;
     let disabled = store.disable_failing(chrono::Utc::now()).await.unwrap();
     assert_eq!(disabled, vec![(scope.customer_id(), id)]);

@@ -283,3 +283,36 @@ async fn schema_rs_is_what_the_migrations_make() {
          `cargo xtask schema` and commit the result"
     );
 }
+
+/// On Citus the suite runs the runtime role with `citus.multi_task_query_log_level =
+/// error`: a statement that would run on more than one shard fails, so every test of a
+/// per-customer route proves its statements reach one node; the statements posture marks
+/// as spanning customers (`spanning.rs`, listed in docs/operations.md) are let through.
+#[tokio::test]
+async fn a_statement_across_customers_is_refused_on_citus_unless_posture_marks_it() {
+    use posture_domain::ports::DeliveryRepository;
+    let db = TestDb::new().await;
+    let store = db.store();
+    let mut runtime =
+        <diesel_async::AsyncPgConnection as diesel_async::AsyncConnection>::establish(
+            &db.runtime_url(),
+        )
+        .await
+        .unwrap();
+    let across = diesel_async::RunQueryDsl::execute(
+        diesel::sql_query("SELECT count(*) FROM findings"),
+        &mut runtime,
+    )
+    .await;
+    if posture_test_support::citus::on_citus() {
+        let error = across
+            .expect_err("a count over every shard is refused")
+            .to_string();
+        assert!(error.contains("multi-task query"), "{error}");
+    } else {
+        across.unwrap();
+    }
+    // A marked one (the worker's queue gauges) runs on both.
+    let depth = store.queue_depth().await.unwrap();
+    assert_eq!((depth.pending, depth.due), (0, 0));
+}

@@ -117,8 +117,10 @@ impl Ops {
                     concurrency,
                     lease: Duration::from_secs(5),
                     poll_interval: Duration::from_millis(100),
+                    // A failed delivery's retry is a minute away: a drain attempts each
+                    // delivery once, however long it takes (on Citus, under load).
                     retry: RetryPolicy {
-                        base: Duration::from_millis(100),
+                        base: Duration::from_secs(60),
                         max_attempts,
                     },
                     timeout: Duration::from_secs(2),
