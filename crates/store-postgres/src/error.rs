@@ -17,7 +17,9 @@ fn unavailable(e: DieselError) -> Error {
 /// these are matched on PostgreSQL's English messages, and every pooled connection asks for
 /// English ([`ENGLISH_MESSAGES`]). A read replica cancels a query that conflicts with the
 /// WAL it replays (40001, "conflict with recovery"), which arrives as
-/// `SerializationFailure`: that query may be retried too.
+/// `SerializationFailure`: that query may be retried too. On Citus a worker node that does not
+/// answer the coordinator is the same kind of fault, for the customers whose shards it
+/// holds: the coordinator reports it in its own words (the last two).
 const UNAVAILABLE_MESSAGES: &[&str] = &[
     "terminating connection",
     "the database system is",
@@ -26,6 +28,8 @@ const UNAVAILABLE_MESSAGES: &[&str] = &[
     "connection to server",
     "server closed the connection",
     "no connection to the server",
+    "connection to the remote node",
+    "could not establish any connections to the node",
 ];
 
 /// Run on every new pooled connection: PostgreSQL's messages in English, which
@@ -102,4 +106,61 @@ pub(crate) fn is_foreign_key_violation(e: &DieselError) -> bool {
 /// should make this impossible, so it is an internal error.
 pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> Error {
     Error::internal(format!("unexpected {what} in the database: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Message(&'static str);
+
+    impl diesel::result::DatabaseErrorInformation for Message {
+        fn message(&self) -> &str {
+            self.0
+        }
+        fn details(&self) -> Option<&str> {
+            None
+        }
+        fn hint(&self) -> Option<&str> {
+            None
+        }
+        fn table_name(&self) -> Option<&str> {
+            None
+        }
+        fn column_name(&self) -> Option<&str> {
+            None
+        }
+        fn constraint_name(&self) -> Option<&str> {
+            None
+        }
+        fn statement_position(&self) -> Option<i32> {
+            None
+        }
+    }
+
+    fn mapped(message: &'static str) -> Error {
+        db_error(DieselError::DatabaseError(
+            DatabaseErrorKind::Unknown,
+            Box::new(Message(message)),
+        ))
+    }
+
+    #[test]
+    fn a_citus_worker_node_that_does_not_answer_is_unavailable_not_internal() {
+        for message in [
+            "connection to the remote node posture@10.0.0.7:5432 failed with the following \
+             error: Connection refused",
+            "could not establish any connections to the node 10.0.0.7:5432 after 5000 ms",
+            "terminating connection due to administrator command",
+        ] {
+            assert!(
+                matches!(mapped(message), Error::Unavailable(_)),
+                "{message}"
+            );
+        }
+        assert!(matches!(
+            mapped("relation \"findings\" does not exist"),
+            Error::Internal(_)
+        ));
+    }
 }

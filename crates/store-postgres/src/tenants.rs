@@ -47,8 +47,8 @@ impl From<TenantRow> for Tenant {
 ///
 /// A cloud tenant belongs to the first customer that connects it: `cloud_tenant_owners`
 /// says whose it is (on Citus distributed by the cloud tenant, since the rule spans
-/// customers; it is written only when a tenant is connected for the first time). Call it in
-/// a transaction.
+/// customers); it is read and written only when the customer connects the tenant for the
+/// first time. Call it in a transaction.
 pub(crate) async fn upsert_tenant(
     conn: &mut AsyncPgConnection,
     scope: CustomerScope,
@@ -56,28 +56,15 @@ pub(crate) async fn upsert_tenant(
 ) -> QueryResult<Option<Tenant>> {
     let customer = scope.customer_id().as_uuid();
     let id = tenant.cloud_tenant_id.as_uuid();
-    let owner = || {
-        cloud_tenant_owners::table
-            .find(id)
-            .select(cloud_tenant_owners::customer_id)
-    };
-    let owner = match owner().first::<Uuid>(conn).await.optional()? {
-        Some(owner) => owner,
-        None => {
-            // A customer connecting the same tenant at the same time waits here for this
-            // one's transaction, then finds it taken; a missing customer fails the key.
-            diesel::insert_into(cloud_tenant_owners::table)
-                .values((
-                    cloud_tenant_owners::cloud_tenant_id.eq(id),
-                    cloud_tenant_owners::customer_id.eq(customer),
-                ))
-                .on_conflict_do_nothing()
-                .execute(conn)
-                .await?;
-            owner().first::<Uuid>(conn).await?
-        }
-    };
-    if owner != customer {
+    // A tenant the customer has connected already is the customer's: then only its own rows
+    // are read (on Citus its own node, wherever the tenant's owner row lives).
+    let connected: Option<Uuid> = tenants::table
+        .find((customer, id))
+        .select(tenants::cloud_tenant_id)
+        .first(conn)
+        .await
+        .optional()?;
+    if connected.is_none() && !registered_to(conn, customer, id).await? {
         return Ok(None);
     }
     let row = diesel::sql_query(
@@ -95,6 +82,36 @@ pub(crate) async fn upsert_tenant(
     .await?;
     crate::data_versions::notify_data_changed(conn, &[customer]).await?;
     Ok(Some(Tenant::from(row)))
+}
+
+/// Registers the cloud tenant `id` to `customer` unless another customer has it; whether it
+/// is the customer's. A customer connecting the same tenant at the same time waits for this
+/// one's transaction, then finds it taken; a missing customer fails the foreign key.
+async fn registered_to(
+    conn: &mut AsyncPgConnection,
+    customer: Uuid,
+    id: Uuid,
+) -> QueryResult<bool> {
+    let owner = || {
+        cloud_tenant_owners::table
+            .find(id)
+            .select(cloud_tenant_owners::customer_id)
+    };
+    let owner = match owner().first::<Uuid>(conn).await.optional()? {
+        Some(owner) => owner,
+        None => {
+            diesel::insert_into(cloud_tenant_owners::table)
+                .values((
+                    cloud_tenant_owners::cloud_tenant_id.eq(id),
+                    cloud_tenant_owners::customer_id.eq(customer),
+                ))
+                .on_conflict_do_nothing()
+                .execute(conn)
+                .await?;
+            owner().first::<Uuid>(conn).await?
+        }
+    };
+    Ok(owner == customer)
 }
 
 /// The ids of the customer's connected tenants.

@@ -130,16 +130,11 @@ impl Cluster {
         };
         // As in production: an owner role migrates (and nothing else); the api, the worker
         // and the operator commands run as the runtime role it grants, never a superuser.
-        // On Citus the coordinator creates the roles on every node.
+        // On Citus the coordinator creates the roles, and changes the database's owner, on
+        // every node.
         cluster.psql(&format!("CREATE ROLE {OWNER} LOGIN"))?;
         cluster.psql(&format!("CREATE ROLE {ROLE} LOGIN"))?;
         cluster.psql(&format!("ALTER DATABASE postgres OWNER TO {OWNER}"))?;
-        for worker in &cluster.citus_workers {
-            psql_value(
-                &worker.url,
-                &format!("ALTER DATABASE postgres OWNER TO {OWNER}"),
-            )?;
-        }
         let owner_url = cluster.url_as(OWNER, &format!("127.0.0.1:{}", cluster.postgres.port()));
         api_json(
             &cluster.bin,
