@@ -16,3 +16,4 @@ mod schema;
 mod statistics;
 mod tenants;
 mod tls;
+mod triggers;
