@@ -1,6 +1,9 @@
 //! The throwaway servers tasks start on loopback: PostgreSQL and Redis, and free ports.
 
-use crate::{files::scratch_dir, process::eprintln_status};
+use crate::{
+    files::scratch_dir,
+    process::{eprintln_status, psql_value},
+};
 
 /// A TCP port free on loopback right now.
 pub fn free_port() -> anyhow::Result<u16> {
@@ -48,6 +51,38 @@ pub fn citus(
         started.elapsed().as_secs_f64()
     ));
     Ok(cluster)
+}
+
+/// Makes `cluster` one database: the extension on every node, the coordinator and each
+/// worker registered with the coordinator.
+pub fn citus_join(cluster: &posture_test_support::citus::CitusCluster) -> anyhow::Result<()> {
+    let coordinator = &cluster.coordinator;
+    for node in std::iter::once(coordinator).chain(&cluster.workers) {
+        psql_value(&node.url, "CREATE EXTENSION IF NOT EXISTS citus")?;
+    }
+    psql_value(
+        &coordinator.url,
+        &format!(
+            "SELECT citus_set_coordinator_host('127.0.0.1', {})",
+            coordinator.port()
+        ),
+    )?;
+    for worker in &cluster.workers {
+        citus_add_node(coordinator, worker)?;
+    }
+    Ok(())
+}
+
+/// Registers `worker` with `coordinator`.
+pub fn citus_add_node(
+    coordinator: &posture_test_support::servers::PostgresServer,
+    worker: &posture_test_support::servers::PostgresServer,
+) -> anyhow::Result<()> {
+    psql_value(
+        &coordinator.url,
+        &format!("SELECT citus_add_node('127.0.0.1', {})", worker.port()),
+    )?;
+    Ok(())
 }
 
 /// A throwaway Redis.

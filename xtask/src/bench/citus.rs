@@ -108,15 +108,7 @@ pub fn run(
     let cluster = crate::servers::citus("bench-citus", 2, &format!("{PG_SETTINGS} {SHARDS}"))?;
     let coordinator = &cluster.coordinator;
     let loaded = load::load(bin, &coordinator.url, data, &mut Vec::new())?;
-    for node in std::iter::once(coordinator).chain(&cluster.workers) {
-        psql_value(&node.url, "CREATE EXTENSION citus")?;
-    }
-    for worker in &cluster.workers {
-        psql_value(
-            &coordinator.url,
-            &format!("SELECT citus_add_node('127.0.0.1', {})", worker.port()),
-        )?;
-    }
+    crate::servers::citus_join(&cluster)?;
     let findings = psql_value(&coordinator.url, "SELECT count(*) FROM findings")?;
     let started = Instant::now();
     load::api(bin, &coordinator.url, &["migrate"])?;

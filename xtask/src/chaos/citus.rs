@@ -14,11 +14,11 @@ use std::{
 };
 
 use anyhow::{Context as _, ensure};
-use posture_test_support::{citus::CitusCluster, servers::PostgresServer};
+use posture_test_support::servers::PostgresServer;
 
 use super::{
     Context, EVERY_EVENT,
-    cluster::{Cluster, Customer},
+    cluster::{CITUS_SETTINGS as SETTINGS, Cluster, Customer},
     deliveries::deliver_one_pass,
     outages::wait_for,
     report::{Report, secs},
@@ -26,45 +26,12 @@ use super::{
 };
 use crate::process::psql_value;
 
-/// Every node's settings here: logical decoding, which the rebalancer's shard moves use.
-const SETTINGS: &str = "-c max_connections=100 -c wal_level=logical";
 /// Customers of the scenarios, spread over the workers by their ids.
 const CUSTOMERS: usize = 8;
 /// How long the node stays down.
 const OUTAGE: Duration = Duration::from_secs(15);
 /// Service is back this soon after the node is.
 const RECOVERY_BOUND: Duration = Duration::from_secs(10);
-
-/// A coordinator and `workers` workers with the extension in their `postgres` database,
-/// the workers registered with the coordinator (and the coordinator itself).
-pub fn start_nodes(workers: usize) -> anyhow::Result<(PostgresServer, Vec<PostgresServer>)> {
-    let CitusCluster {
-        coordinator,
-        workers,
-    } = crate::servers::citus("chaos-citus", workers, SETTINGS)?;
-    for node in std::iter::once(&coordinator).chain(&workers) {
-        psql_value(&node.url, "CREATE EXTENSION citus")?;
-    }
-    psql_value(
-        &coordinator.url,
-        &format!(
-            "SELECT citus_set_coordinator_host('127.0.0.1', {})",
-            coordinator.port()
-        ),
-    )?;
-    for worker in &workers {
-        add_node(&coordinator, worker)?;
-    }
-    Ok((coordinator, workers))
-}
-
-fn add_node(coordinator: &PostgresServer, worker: &PostgresServer) -> anyhow::Result<()> {
-    psql_value(
-        &coordinator.url,
-        &format!("SELECT citus_add_node('127.0.0.1', {})", worker.port()),
-    )?;
-    Ok(())
-}
 
 /// The port of the worker holding `customer`'s shards.
 fn node_of(cluster: &Cluster, customer: &Customer) -> anyhow::Result<u16> {
@@ -341,7 +308,7 @@ pub fn rebalance(bin: &Path, cx: &Context, report: &mut Report) -> anyhow::Resul
         &format!("{} {SETTINGS}", posture_test_support::citus::NODE_SETTINGS),
     )?;
     psql_value(&third.url, "CREATE EXTENSION citus")?;
-    add_node(&cluster.postgres, &third)?;
+    crate::servers::citus_add_node(&cluster.postgres, &third)?;
     let placements = |port: u16| {
         cluster.count(&format!(
             "SELECT count(*) FROM pg_dist_shard_placement WHERE nodeport = {port}"

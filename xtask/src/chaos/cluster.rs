@@ -24,6 +24,9 @@ use crate::{
     servers::free_port,
 };
 
+/// Every Citus node's settings in these scenarios: logical decoding, which the rebalancer's
+/// shard moves use.
+pub const CITUS_SETTINGS: &str = "-c max_connections=100 -c wal_level=logical";
 /// Every scope: the chaos customers' keys read everything and manage webhooks.
 const SCOPES: &[&str] = &[
     "read:identities",
@@ -100,7 +103,9 @@ impl Cluster {
             let single = crate::servers::postgres("chaos-postgres", "-c max_connections=60")?;
             (single, Vec::new())
         } else {
-            super::citus::start_nodes(citus_workers)?
+            let cluster = crate::servers::citus("chaos-citus", citus_workers, CITUS_SETTINGS)?;
+            crate::servers::citus_join(&cluster)?;
+            (cluster.coordinator, cluster.workers)
         };
         let redis = crate::servers::redis()?;
         let proxy = FreezingProxy::start(([127, 0, 0, 1], postgres.port()).into())?;
