@@ -81,8 +81,8 @@ pub enum Command {
         after_help = "Example:\n  posture listen --forward-to http://localhost:3000/hook --types finding_critical"
     )]
     Listen {
-        /// Where to POST each event.
-        #[arg(long, value_name = "URL")]
+        /// Where to POST each event (http or https).
+        #[arg(long, value_name = "URL", value_parser = parse_forward_to)]
         forward_to: url::Url,
         /// Comma-separated event types (all when absent).
         #[arg(long, value_delimiter = ',')]
@@ -119,6 +119,19 @@ impl Format {
     }
 }
 
+/// `--forward-to`: an http or https URL (a receiver speaks HTTP; `file:` or `ftp:` would
+/// only fail later, at the first event).
+fn parse_forward_to(value: &str) -> Result<url::Url, String> {
+    let url = url::Url::parse(value).map_err(|e| e.to_string())?;
+    match url.scheme() {
+        "http" | "https" if url.has_host() => Ok(url),
+        "http" | "https" => Err("the URL names no host".into()),
+        other => Err(format!(
+            "scheme {other}: the receiver must be an http or https URL"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory as _;
@@ -128,5 +141,23 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_receiver_is_an_http_or_https_url() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(["posture", "listen", "--forward-to"].iter().chain(args))
+        };
+        assert!(parse(&["http://localhost:3000/hook"]).is_ok());
+        assert!(parse(&["https://hooks.example.com/in"]).is_ok());
+        for bad in [
+            "file:///etc/passwd",
+            "ftp://localhost/x",
+            "gopher://h/",
+            "mailto:a@b",
+        ] {
+            let error = parse(&[bad]).err().expect(bad).to_string();
+            assert!(error.contains("http or https"), "{bad}: {error}");
+        }
     }
 }

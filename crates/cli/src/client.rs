@@ -207,8 +207,16 @@ impl Api {
             .connect_timeout(Duration::from_secs(10))
             .read_timeout(REQUEST_TIMEOUT)
             // A redirect would carry the key elsewhere: the service never redirects its API.
-            .redirect(reqwest::redirect::Policy::none())
-            .build()?;
+            .redirect(reqwest::redirect::Policy::none());
+        // Plain http is accepted only for a loopback host (`Target::new`), and then the key
+        // goes to that host and nowhere else: not through HTTP_PROXY or ALL_PROXY, which
+        // would receive it in plain text. Over https a proxy sees only a tunnel.
+        let http = if target.base.scheme() == "http" {
+            http.no_proxy()
+        } else {
+            http
+        }
+        .build()?;
         Ok(Self {
             target,
             http,
