@@ -101,11 +101,15 @@ $$;
 -- distributed by it, in one colocation group. Foreign keys are taken off while the tables
 -- move and put back after (Citus cannot move a table that a table not yet distributed
 -- points at), but for the key of `api_keys` to `customers` (a plain table cannot point at a
--- reference table; posture checks the customer when it issues a key).
+-- reference table; posture checks the customer when it issues a key). So are the triggers:
+-- the rows of a single-node database are copied into the shards, and a trigger fired by
+-- that copy would run on a worker node for each row, writing tables not distributed yet.
 CREATE FUNCTION posture_distribute() RETURNS void
     LANGUAGE plpgsql SET search_path = pg_catalog, public AS $$
 DECLARE
     fk record;
+    tg record;
+    fn record;
     t text;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
@@ -133,6 +137,15 @@ BEGIN
         EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', fk.tbl, fk.conname);
     END LOOP;
     DELETE FROM posture_foreign_keys WHERE tbl = 'api_keys';
+    CREATE TEMP TABLE posture_triggers ON COMMIT DROP AS
+        SELECT tr.tgrelid::regclass::text AS tbl, tr.tgname, pg_get_triggerdef(tr.oid) AS def
+        FROM pg_trigger tr JOIN pg_class c ON c.oid = tr.tgrelid
+        WHERE NOT tr.tgisinternal AND c.relnamespace = 'public'::regnamespace
+          AND c.relname <> 'api_keys'
+          AND NOT EXISTS (SELECT 1 FROM pg_dist_partition p WHERE p.logicalrelid = c.oid);
+    FOR tg IN SELECT * FROM posture_triggers LOOP
+        EXECUTE format('DROP TRIGGER %I ON %s', tg.tgname, tg.tbl);
+    END LOOP;
     -- On a worker node a trigger's NOTIFY reaches nobody (the API instances listen on the
     -- coordinator), and PostgreSQL refuses to prepare a transaction that sent one, which a
     -- change across nodes needs: there the data-version triggers only count, and posture
@@ -175,6 +188,22 @@ BEGIN
     LOOP
         PERFORM posture_distribute_table(t::regclass);
     END LOOP;
+    -- posture's functions made before the extension (a single-node database distributed in
+    -- place) exist on the coordinator alone; statements and triggers that run on a worker
+    -- node call them there. Citus copies those made after it by itself. After the tables:
+    -- a function of SQL is checked against the tables it names where it is made.
+    FOR fn IN
+        SELECT p.oid::regprocedure::text AS signature FROM pg_proc p
+        WHERE p.pronamespace = 'public'::regnamespace AND p.prokind IN ('f', 'p')
+          AND p.oid <> 'public.posture_analyze(uuid, text)'::regprocedure
+          AND NOT EXISTS (SELECT 1 FROM pg_depend d
+                          WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+                            AND d.deptype = 'e')
+          AND NOT EXISTS (SELECT 1 FROM pg_dist_object o
+                          WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid)
+    LOOP
+        PERFORM create_distributed_function(fn.signature::regprocedure);
+    END LOOP;
     -- A call of posture_analyze(customer, table) runs where the customer's shards are.
     PERFORM create_distributed_function('public.posture_analyze(uuid, text)', 'customer',
                                         colocate_with => 'tenants');
@@ -183,6 +212,10 @@ BEGIN
                        WHERE conrelid = fk.tbl::regclass AND conname = fk.conname) THEN
             EXECUTE format('ALTER TABLE %s ADD CONSTRAINT %I %s', fk.tbl, fk.conname, fk.def);
         END IF;
+    END LOOP;
+    -- Back on the distributed tables, hence on every shard.
+    FOR tg IN SELECT * FROM posture_triggers LOOP
+        EXECUTE tg.def;
     END LOOP;
 END;
 $$;

@@ -135,8 +135,22 @@ pub async fn create_database(
     for admin in admin_urls {
         let mut conn = connect(admin).await;
         execute(&mut conn, &format!("CREATE DATABASE {name}")).await;
+    }
+    join_database(admin_urls, name, with_db).await;
+}
+
+/// Makes database `name`, which exists on every node (with data on the coordinator, or
+/// none), one Citus database: the extension in each node's copy, and the coordinator and
+/// the workers listed in the coordinator's (as an operator does before distributing a
+/// single-node database in place).
+pub async fn join_database(
+    admin_urls: &[String],
+    name: &str,
+    with_db: impl Fn(&str, &str) -> String,
+) {
+    for admin in admin_urls {
         let mut db = connect(&with_db(admin, name)).await;
-        execute(&mut db, "CREATE EXTENSION citus").await;
+        execute(&mut db, "CREATE EXTENSION IF NOT EXISTS citus").await;
     }
     let (coordinator, workers) = admin_urls.split_first().expect("a coordinator");
     let mut db = connect(&with_db(coordinator, name)).await;

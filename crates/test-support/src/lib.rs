@@ -323,6 +323,30 @@ impl TestDb {
         }
     }
 
+    /// On Citus, a database of its own on every node with no schema and no extension: one
+    /// PostgreSQL database on the coordinator, until [`TestDb::join_citus`] (for the
+    /// distribution of a single-node database in place). `None` without Citus.
+    pub async fn empty_on_every_node() -> Option<Self> {
+        let server = server_url();
+        let nodes = nodes_of(&server);
+        if nodes.len() < 2 {
+            return None;
+        }
+        let name = format!("posture_test_{}", uuid::Uuid::new_v4().simple());
+        for node in &nodes {
+            let mut admin = admin_connection(node).await;
+            execute(&mut admin, &format!("CREATE DATABASE {name}")).await;
+        }
+        let url = with_database(&server, &name);
+        Some(Self { name, url, nodes })
+    }
+
+    /// The extension on every node and the workers registered with the coordinator: what
+    /// an operator does before `posture-api migrate` distributes the data in place.
+    pub async fn join_citus(&self) {
+        citus::join_database(&self.nodes, &self.name, with_database).await;
+    }
+
     /// Rows per table of customer data, to show that a failed operation changed nothing.
     pub async fn row_counts(&self) -> Vec<(&'static str, i64)> {
         #[derive(diesel::QueryableByName)]
