@@ -98,15 +98,15 @@ pub async fn list(
     Ok(pages::html_page(pages::keys(
         &signed.viewer(),
         &page,
-        &IssueForm::fresh(),
+        &IssueForm::fresh(&signed.session.csrf_token),
         notice.as_deref(),
     )))
 }
 
 /// What the issue form asked for.
 struct Request {
-    /// The form's one-time token: the id the key gets (absent or malformed: the form is
-    /// not one posture rendered).
+    /// The id of the form's one-time token (absent, or a token posture did not make for this
+    /// session: the form is not one posture rendered for it).
     key_id: Option<KeyId>,
     name: String,
     scopes: Vec<Scope>,
@@ -114,7 +114,7 @@ struct Request {
     expires_on: String,
 }
 
-fn read_issue_form(fields: &[(String, String)]) -> Request {
+fn read_issue_form(fields: &[(String, String)], csrf_token: &str) -> Request {
     let value = |name: &str| {
         fields
             .iter()
@@ -129,7 +129,7 @@ fn read_issue_form(fields: &[(String, String)]) -> Request {
         .collect();
     scopes.dedup();
     Request {
-        key_id: value("key_id").parse().ok(),
+        key_id: posture_domain::console::issue_form_key(csrf_token, &value("key_id")),
         name: value("name").trim().to_owned(),
         scopes,
         expires: value("expires"),
@@ -192,11 +192,14 @@ pub async fn issue(
 ) -> Result<HttpResponse, ConsoleError> {
     let signed = session::require(&req, &state, &path).await?;
     let fields = session::checked_form(&body, &signed)?;
-    let request = read_issue_form(&fields);
+    let request = read_issue_form(&fields, &signed.session.csrf_token);
     if let Some(error) = refusal(&request) {
         let keys = keys_page(&state, &signed, None).await?;
         let form = IssueForm {
-            key_id: request.key_id.unwrap_or_else(KeyId::generate).to_string(),
+            key_id: posture_domain::console::issue_form_token(
+                &signed.session.csrf_token,
+                request.key_id.unwrap_or_else(KeyId::generate),
+            ),
             name: &request.name,
             scopes: &request.scopes,
             expires: &request.expires,
@@ -265,7 +268,7 @@ async fn already_issued(
     Ok(Some(pages::html_page(pages::keys(
         &signed.viewer(),
         &keys,
-        &IssueForm::fresh(),
+        &IssueForm::fresh(&signed.session.csrf_token),
         Some(&notice),
     ))))
 }

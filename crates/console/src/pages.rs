@@ -208,8 +208,9 @@ pub const EXPIRES_ON_A_DATE: &str = "date";
 
 /// The form that issues a key, with the values to show again after a mistake.
 pub struct IssueForm<'a> {
-    /// The id the key will have: the form's one-time token, so that posting the same form
-    /// twice (a reload of the page that shows the key) cannot issue a second key.
+    /// The form's one-time token: the id the key will have, so that posting the same form
+    /// twice (a reload of the page that shows the key) cannot issue a second key, bound to
+    /// the session (`posture_domain::console::issue_form_token`).
     pub key_id: String,
     pub name: &'a str,
     pub scopes: &'a [Scope],
@@ -220,10 +221,13 @@ pub struct IssueForm<'a> {
 }
 
 impl IssueForm<'_> {
-    /// An empty form for a new key.
-    pub fn fresh() -> IssueForm<'static> {
+    /// An empty form for a new key, for the session of `csrf_token`.
+    pub fn fresh(csrf_token: &str) -> IssueForm<'static> {
         IssueForm {
-            key_id: posture_domain::KeyId::generate().to_string(),
+            key_id: posture_domain::console::issue_form_token(
+                csrf_token,
+                posture_domain::KeyId::generate(),
+            ),
             name: "",
             scopes: &[],
             expires: "90d",

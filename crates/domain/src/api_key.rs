@@ -30,7 +30,7 @@ string_enum! {
         ReadRoles = "read:roles",
         /// The three `/api/v1/upr` routes.
         ReadUpr = "read:upr",
-        /// Every `/api/v1/webhooks` route.
+        /// Every `/api/v1/webhooks` route (a redelivery and a recovery with `read:findings`).
         ManageWebhooks = "manage:webhooks",
         /// Reserved: no route consumes it; it can be pre-issued.
         ProvisionScim = "provision:scim",
@@ -50,7 +50,8 @@ impl Scope {
             Scope::ReadRoles => "list right-sized role recommendations",
             Scope::ReadUpr => "read the risk roll-up, its principals and its trend",
             Scope::ManageWebhooks => {
-                "create, change and delete webhook subscriptions and read their deliveries"
+                "create, change and delete webhook subscriptions and read their deliveries \
+                 (sending past deliveries again also needs read:findings)"
             }
             Scope::ProvisionScim => "reserved for provisioning: no route uses it yet",
         }

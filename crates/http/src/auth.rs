@@ -28,14 +28,18 @@ pub enum Access {
     AnyKey,
     /// A valid key holding this scope.
     Scope(Scope),
+    /// A valid key holding every one of these scopes (a route that needs what two scopes
+    /// grant: resending past findings' bodies is managing a webhook and reading findings).
+    AllOf(&'static [Scope]),
 }
 
 impl Access {
-    /// The scope it requires, if any.
-    pub fn scope(self) -> Option<Scope> {
+    /// The scopes it requires (none for a public route or one open to any key).
+    pub fn scopes(&self) -> &[Scope] {
         match self {
-            Access::Scope(scope) => Some(scope),
-            Access::Public | Access::AnyKey => None,
+            Access::Scope(scope) => std::slice::from_ref(scope),
+            Access::AllOf(scopes) => scopes,
+            Access::Public | Access::AnyKey => &[],
         }
     }
 }
@@ -87,19 +91,22 @@ pub(crate) fn presented_key(headers: &HeaderMap) -> Option<KeyHash> {
 }
 
 /// The route's scope check (run by the per-route middleware of the route table): the caller
-/// must hold `scope`.
+/// must hold every scope of `access`; the first one missing is named.
 pub(crate) fn authorize(req: &ServiceRequest, access: Access) -> Result<(), ApiError> {
-    let scope = match access {
-        Access::Public => return Ok(()),
-        Access::AnyKey => None,
-        Access::Scope(scope) => Some(scope),
-    };
-    match req.extensions().get::<Principal>() {
-        None => Err(ApiError::Unauthorized),
-        Some(principal) => match scope {
-            Some(scope) if !principal.has_scope(scope) => Err(ApiError::InsufficientScope(scope)),
-            _ => Ok(()),
-        },
+    if access == Access::Public {
+        return Ok(());
+    }
+    let extensions = req.extensions();
+    let principal = extensions
+        .get::<Principal>()
+        .ok_or(ApiError::Unauthorized)?;
+    match access
+        .scopes()
+        .iter()
+        .find(|scope| !principal.has_scope(**scope))
+    {
+        Some(missing) => Err(ApiError::InsufficientScope(*missing)),
+        None => Ok(()),
     }
 }
 

@@ -1,5 +1,5 @@
 //! Requests waiting on the events feed (`GET /events?wait=`, and streams of it): bounded per
-//! key and per instance, woken by word of their customer's changed data (never by polling the
+//! key, per customer and per instance, woken by word of their customer's changed data (never by polling the
 //! database), and let go at once when the server begins to shut down.
 
 use std::{
@@ -7,13 +7,16 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use posture_domain::{KeyId, ports::DataChanges};
+use posture_domain::{CustomerId, KeyId, ports::DataChanges};
 use tokio::sync::watch;
 
 use crate::error::ApiError;
 
 /// Requests of one key waiting at once, at most (more: 429).
 pub const MAX_WAITING_PER_KEY: usize = 4;
+/// Requests of one customer's keys waiting at once on one instance, at most (more: 429): a
+/// customer issuing keys cannot take the places of every other customer.
+pub const MAX_WAITING_PER_CUSTOMER: usize = 32;
 /// Requests waiting at once on one instance, at most by default (more: 503).
 pub const DEFAULT_MAX_WAITING: usize = 1000;
 /// How long a stream (`Accept: text/event-stream`) lasts by default before it ends and its
@@ -46,35 +49,51 @@ pub struct EventWaits {
 
 struct Slots {
     max: usize,
-    waiting: Mutex<HashMap<KeyId, usize>>,
+    waiting: Mutex<Waiting>,
+}
+
+/// The places taken, by key and by customer.
+#[derive(Default)]
+struct Waiting {
+    total: usize,
+    of_key: HashMap<KeyId, usize>,
+    of_customer: HashMap<CustomerId, usize>,
+}
+
+/// One fewer under `at`, forgetting it at zero.
+fn give_back<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, usize>, at: &K) {
+    if let Some(n) = counts.get_mut(at) {
+        *n -= 1;
+        if *n == 0 {
+            counts.remove(at);
+        }
+    }
 }
 
 /// A waiting request's place; given back when dropped.
 pub struct WaitSlot {
     slots: Arc<Slots>,
     key: KeyId,
+    customer: CustomerId,
 }
 
 impl Drop for WaitSlot {
     fn drop(&mut self) {
         let mut waiting = self.slots.lock();
-        if let Some(n) = waiting.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                waiting.remove(&self.key);
-            }
-        }
+        give_back(&mut waiting.of_key, &self.key);
+        give_back(&mut waiting.of_customer, &self.customer);
+        waiting.total -= 1;
         publish(&waiting);
     }
 }
 
 /// `posture_event_waiters`: the requests of this instance waiting for events now.
-fn publish(waiting: &HashMap<KeyId, usize>) {
-    metrics::gauge!("posture_event_waiters").set(waiting.values().sum::<usize>() as f64);
+fn publish(waiting: &Waiting) {
+    metrics::gauge!("posture_event_waiters").set(waiting.total as f64);
 }
 
 impl Slots {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<KeyId, usize>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
         self.waiting
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -144,32 +163,41 @@ impl EventWaits {
         wait.min(self.max_wait)
     }
 
-    /// A place for a request of `key` to wait, or why there is none: the key has
-    /// [`MAX_WAITING_PER_KEY`] waiting already (429), or the instance its maximum (503).
-    pub fn take(&self, key: KeyId) -> Result<WaitSlot, ApiError> {
+    /// A place for a request of `key` (of `customer`) to wait, or why there is none: the key
+    /// has [`MAX_WAITING_PER_KEY`] waiting already, or its customer
+    /// [`MAX_WAITING_PER_CUSTOMER`] (429), or the instance its maximum (503).
+    pub fn take(&self, key: KeyId, customer: CustomerId) -> Result<WaitSlot, ApiError> {
         let mut waiting = self.slots.lock();
-        let total: usize = waiting.values().sum();
-        let of_key = waiting.get(&key).copied().unwrap_or(0);
-        if of_key >= MAX_WAITING_PER_KEY {
+        if waiting.of_key.get(&key).copied().unwrap_or(0) >= MAX_WAITING_PER_KEY {
             return Err(ApiError::OperationLimited {
                 what: "this key has 4 requests waiting for events (or streams of them) already",
                 retry_after: 1,
             });
         }
-        if total >= self.slots.max {
+        if waiting.of_customer.get(&customer).copied().unwrap_or(0) >= MAX_WAITING_PER_CUSTOMER {
+            return Err(ApiError::OperationLimited {
+                what: "your keys have 32 requests waiting for events (or streams of them) on \
+                       this instance already",
+                retry_after: 1,
+            });
+        }
+        if waiting.total >= self.slots.max {
             return Err(ApiError::Busy("every place for a waiting request is taken"));
         }
-        *waiting.entry(key).or_insert(0) += 1;
+        *waiting.of_key.entry(key).or_insert(0) += 1;
+        *waiting.of_customer.entry(customer).or_insert(0) += 1;
+        waiting.total += 1;
         publish(&waiting);
         Ok(WaitSlot {
             slots: Arc::clone(&self.slots),
             key,
+            customer,
         })
     }
 
     /// Requests waiting now.
     pub fn waiting(&self) -> usize {
-        self.slots.lock().values().sum()
+        self.slots.lock().total
     }
 
     /// The server is shutting down: every waiting request answers now (with what it has),
@@ -210,24 +238,56 @@ mod tests {
     fn places_are_bounded_per_key_and_per_instance_and_given_back() {
         let waits = EventWaits::new(Arc::new(NoChanges), 6);
         let (a, b) = (KeyId::generate(), KeyId::generate());
+        let (ca, cb) = (CustomerId::generate(), CustomerId::generate());
         let of_a: Vec<WaitSlot> = (0..MAX_WAITING_PER_KEY)
-            .map(|_| waits.take(a).unwrap())
+            .map(|_| waits.take(a, ca).unwrap())
             .collect();
         assert!(matches!(
-            waits.take(a),
+            waits.take(a, ca),
             Err(ApiError::OperationLimited { retry_after: 1, .. })
         ));
-        let of_b: Vec<WaitSlot> = (0..2).map(|_| waits.take(b).unwrap()).collect();
+        let of_b: Vec<WaitSlot> = (0..2).map(|_| waits.take(b, cb).unwrap()).collect();
         assert!(
-            matches!(waits.take(b), Err(ApiError::Busy(_))),
+            matches!(waits.take(b, cb), Err(ApiError::Busy(_))),
             "the instance is full"
         );
         assert_eq!(waits.waiting(), 6);
         drop(of_a);
         assert_eq!(waits.waiting(), 2);
-        assert!(waits.take(b).is_ok(), "places come back");
+        assert!(waits.take(b, cb).is_ok(), "places come back");
         drop(of_b);
         assert_eq!(waits.waiting(), 0);
+    }
+
+    #[test]
+    fn one_customers_keys_cannot_take_every_place_of_the_instance() {
+        let waits = EventWaits::new(Arc::new(NoChanges), 1000);
+        let (greedy, other) = (CustomerId::generate(), CustomerId::generate());
+        let keys: Vec<KeyId> = (0..MAX_WAITING_PER_CUSTOMER / MAX_WAITING_PER_KEY + 1)
+            .map(|_| KeyId::generate())
+            .collect();
+        let mut held = Vec::new();
+        for key in &keys[..keys.len() - 1] {
+            for _ in 0..MAX_WAITING_PER_KEY {
+                held.push(waits.take(*key, greedy).unwrap());
+            }
+        }
+        assert_eq!(waits.waiting(), MAX_WAITING_PER_CUSTOMER);
+        let refused = waits.take(keys[keys.len() - 1], greedy).err().unwrap();
+        assert!(
+            matches!(refused, ApiError::OperationLimited { retry_after: 1, what }
+                if what.contains("your keys have 32")),
+            "a new key of the same customer waits no more"
+        );
+        assert!(
+            waits.take(KeyId::generate(), other).is_ok(),
+            "others still wait"
+        );
+        held.pop();
+        assert!(
+            waits.take(keys[keys.len() - 1], greedy).is_ok(),
+            "a place came back"
+        );
     }
 
     #[test]

@@ -229,7 +229,7 @@ async fn the_tenants_route_is_gated_by_read_identities() {
 fn scoped_routes() -> Vec<(reqwest::Method, String, Scope)> {
     ENDPOINTS
         .iter()
-        .filter_map(|e| e.access.scope().map(|s| (e, s)))
+        .filter_map(|e| e.access.scopes().first().map(|s| (e, *s)))
         .map(|(e, s)| {
             let method = reqwest::Method::from_bytes(e.method.as_str().as_bytes()).unwrap();
             (method, e.full_path().replace("{id}", "some-id"), s)

@@ -253,7 +253,7 @@ async fn every_operation_answers_as_the_contract_says() {
             );
             checked += 1;
         }
-        if endpoint.access.scope().is_some() {
+        if !endpoint.access.scopes().is_empty() {
             let path = template.replace("{id}", "x");
             let m = Method::from_bytes(method.as_bytes()).unwrap();
             let forbidden = app
@@ -321,9 +321,9 @@ async fn the_served_document_is_the_committed_one() {
             &document["paths"][endpoint.full_path()][endpoint.method.as_str().to_lowercase()];
         assert_eq!(operation["operationId"], endpoint.operation_id);
         match endpoint.access {
-            Access::Scope(scope) => assert_eq!(
+            Access::Scope(_) | Access::AllOf(_) => assert_eq!(
                 operation["security"],
-                json!([{"bearerAuth": [scope.as_str()]}])
+                json!([{"bearerAuth": endpoint.access.scopes().iter().map(|s| s.as_str()).collect::<Vec<_>>()}])
             ),
             Access::AnyKey => assert_eq!(operation["security"], json!([{"bearerAuth": []}])),
             Access::Public => assert_eq!(operation["security"], json!([{}])),

@@ -11,6 +11,7 @@ use std::{fmt, time::Duration};
 
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
+use hmac::{Hmac, KeyInit as _, Mac as _};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -53,6 +54,38 @@ pub fn token_hash(token: &str) -> [u8; 32] {
 /// Constant-time equality of two presented strings (CSRF tokens, OAuth `state`).
 pub fn same_secret(a: &str, b: &str) -> bool {
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
+}
+
+/// The key-issue form's one-time token: the id the key will get (so that the same form
+/// posted twice issues one key), with a MAC under the session's secret CSRF token, so that
+/// the id is one posture chose for this session: an admin can neither pick an id (another
+/// customer's, to learn whether it exists) nor reuse another session's form.
+pub fn issue_form_token(csrf_token: &str, id: KeyId) -> String {
+    let mac = issue_form_mac(csrf_token, id).finalize().into_bytes();
+    format!(
+        "{id}.{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac)
+    )
+}
+
+/// The key id of an issue form's token, if posture made it for the session of `csrf_token`
+/// (the MAC compared in constant time).
+pub fn issue_form_key(csrf_token: &str, token: &str) -> Option<KeyId> {
+    let (id, mac) = token.split_once('.')?;
+    let id: KeyId = id.parse().ok()?;
+    let mac = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(mac)
+        .ok()?;
+    issue_form_mac(csrf_token, id).verify_slice(&mac).ok()?;
+    Some(id)
+}
+
+fn issue_form_mac(csrf_token: &str, id: KeyId) -> Hmac<Sha256> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(csrf_token.as_bytes())
+        .expect("HMAC takes a key of any length");
+    mac.update(b"posture console issue form\0");
+    mac.update(id.to_string().as_bytes());
+    mac
 }
 
 /// The client secret of a customer's OpenID Connect client. `Debug` never shows it.
@@ -359,6 +392,34 @@ mod tests {
         assert!(SessionToken::presented(a.expose()).is_some());
         assert!(SessionToken::presented("short").is_none());
         assert!(!format!("{a:?}").contains(a.expose()));
+    }
+
+    #[test]
+    fn an_issue_forms_token_is_good_for_its_session_and_id_only() {
+        let (csrf, other) = (random_token(32).unwrap(), random_token(32).unwrap());
+        let id = KeyId::generate();
+        let token = issue_form_token(&csrf, id);
+        assert_eq!(issue_form_key(&csrf, &token), Some(id));
+        assert_eq!(
+            issue_form_key(&other, &token),
+            None,
+            "another session's form"
+        );
+        let (_, mac) = token.split_once('.').unwrap();
+        let chosen = format!("{}.{mac}", KeyId::generate());
+        assert_eq!(
+            issue_form_key(&csrf, &chosen),
+            None,
+            "an id of the admin's choosing"
+        );
+        for bare in [
+            id.to_string(),
+            "00000000-0000-0000-0000-000000000000".into(),
+            String::new(),
+        ] {
+            assert_eq!(issue_form_key(&csrf, &bare), None, "{bare:?}");
+        }
+        assert_eq!(issue_form_key(&csrf, &format!("{id}.!!")), None);
     }
 
     #[test]

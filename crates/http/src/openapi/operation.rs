@@ -33,11 +33,13 @@ pub(super) fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) ->
             ..Responses::default()
         }),
         security,
+        // The first of them where a route needs two (the security requirement lists both).
         extensions: IndexMap::from([(
             "x-required-scope".to_owned(),
             endpoint
                 .access
-                .scope()
+                .scopes()
+                .first()
                 .map_or(Value::Null, |s| Value::from(s.as_str())),
         )]),
         ..Operation::default()
@@ -50,7 +52,7 @@ fn error_statuses(endpoint: &Endpoint) -> Vec<u16> {
     match endpoint.access {
         Access::Public => {}
         Access::AnyKey => statuses.extend([401, 503]),
-        Access::Scope(_) => statuses.extend([401, 403, 503]),
+        Access::Scope(_) | Access::AllOf(_) => statuses.extend([401, 403, 503]),
     }
     statuses.extend([429, 500]);
     statuses.sort_unstable();
@@ -285,6 +287,21 @@ fn security(access: Access) -> (Vec<IndexMap<String, Vec<String>>>, String) {
                 vec![scope.as_str().to_owned()],
             )])],
             format!("\n\nRequired scope: `{scope}`."),
+        ),
+        // One requirement listing them: a key must hold every scope it lists.
+        Access::AllOf(scopes) => (
+            vec![IndexMap::from([(
+                SECURITY_SCHEME.to_owned(),
+                scopes.iter().map(|s| s.as_str().to_owned()).collect(),
+            )])],
+            format!(
+                "\n\nRequired scopes: {}, together.",
+                scopes
+                    .iter()
+                    .map(|s| format!("`{s}`"))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ),
         ),
         Access::AnyKey => (
             vec![IndexMap::from([(SECURITY_SCHEME.to_owned(), Vec::new())])],

@@ -1,5 +1,6 @@
 //! A subscription's deliveries (`manage:webhooks`): the log, one delivery with its attempts,
-//! a redelivery, the recovery of a window after an outage, and a test delivery.
+//! a redelivery, the recovery of a window after an outage (these two also `read:findings`),
+//! and a test delivery.
 
 use actix_web::{HttpResponse, web};
 use chrono::Utc;
@@ -28,6 +29,11 @@ use crate::{
     input::{Body, DELIVERY_ID, Id, Input, Json, ListQuery, WEBHOOK_ID, not_found, part},
     state::ApiState,
 };
+
+/// Who may send past deliveries again: they carry findings' bodies of up to the log's
+/// retention, and the subscription's URL may have changed since (a key with
+/// `manage:webhooks` alone points subscriptions anywhere, but reads no finding).
+const RESENDS_FINDINGS: Access = Access::AllOf(&[Scope::ManageWebhooks, Scope::ReadFindings]);
 
 pub static LIST: Endpoint = Endpoint {
     path: "/webhooks/{id}/deliveries",
@@ -67,7 +73,7 @@ pub static GET: Endpoint = Endpoint {
 pub static REDELIVER: Endpoint = Endpoint {
     method: HttpMethod::Post,
     path: "/webhooks/{id}/deliveries/{deliveryId}/redeliver",
-    access: Access::Scope(Scope::ManageWebhooks),
+    access: RESENDS_FINDINGS,
     operation_id: "redeliverWebhookDelivery",
     tag: "webhooks",
     summary: "Send a delivery again",
@@ -84,7 +90,7 @@ pub static REDELIVER: Endpoint = Endpoint {
 pub static RECOVER: Endpoint = Endpoint {
     method: HttpMethod::Post,
     path: "/webhooks/{id}/recover",
-    access: Access::Scope(Scope::ManageWebhooks),
+    access: RESENDS_FINDINGS,
     operation_id: "recoverWebhookDeliveries",
     tag: "webhooks",
     summary: "Send again what failed in a window",

@@ -133,12 +133,13 @@ pub(super) async fn set(
                     || b.admin_values != admins.values
                     || b.admin_subjects != admins.subjects
             });
-            let ended = if admits_otherwise {
-                end_sessions(conn, customer).await?
+            let (ended, sessions) = if admits_otherwise {
+                let ended = end_sessions(conn, customer).await?;
+                (ended, sessions_ended(ended))
             } else {
-                0
+                (0, "the same admins: console sessions kept".to_owned())
             };
-            let detail = format!("issuer {issuer}; {}", sessions_ended(ended));
+            let detail = format!("issuer {issuer}; {sessions}");
             audit(conn, customer, "sso.set", detail).await?;
             Ok::<_, diesel::result::Error>(SsoChange {
                 sso: row.split().0,

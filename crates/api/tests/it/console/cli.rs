@@ -248,7 +248,7 @@ async fn changing_who_can_be_an_admin_ends_the_sessions_and_both_commands_are_au
             ),
             (
                 "sso.set",
-                "issuer https://login.contoso.example/v2.0; no console session was open"
+                "issuer https://login.contoso.example/v2.0; the same admins: console sessions kept"
             ),
             ("session.signed_in", ""),
             (

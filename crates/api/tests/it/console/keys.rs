@@ -1,6 +1,10 @@
 //! The API keys settings: issue (shown once), revoke, the audit log, customer isolation.
 
-use posture_domain::{KeyId, Scope, console::Actor, ports::ApiKeyRepository};
+use posture_domain::{
+    KeyId, Scope,
+    console::{Actor, issue_form_token},
+    ports::ApiKeyRepository,
+};
 use reqwest::StatusCode;
 
 use super::support::{admin, customer_with_console, html, location, page, post_form, shown_key};
@@ -12,7 +16,7 @@ async fn an_admin_issues_a_key_that_is_shown_once_and_works_on_the_api() {
     let (scope, customer) = customer_with_console(&app, "Contoso").await;
     let alice = admin(&app, scope, "Alice Admin").await;
     let path = format!("/console/{customer}/keys");
-    let form_id = KeyId::generate().to_string();
+    let form_id = issue_form_token(&alice.csrf, KeyId::generate());
     let form = [
         ("csrf", alice.csrf.as_str()),
         ("key_id", form_id.as_str()),
@@ -74,6 +78,69 @@ async fn an_admin_issues_a_key_that_is_shown_once_and_works_on_the_api() {
     .await;
     assert!(body.contains("out of date"));
     assert_eq!(app.store.list_keys(scope).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn an_issue_forms_token_is_posture_s_for_the_session_never_an_id_the_admin_picks() {
+    let app = TestApp::start().await;
+    let (scope, customer) = customer_with_console(&app, "Contoso").await;
+    let alice = admin(&app, scope, "Alice").await;
+    let bob = admin(&app, scope, "Bob").await;
+    let (other, _) = customer_with_console(&app, "Fabrikam").await;
+    let (foreign_key, _) = app.key(other, &[Scope::ReadFindings]).await;
+    let path = format!("/console/{customer}/keys");
+    // The page's form carries a token made for Alice's session.
+    let keys_page = html(page(&app, &path, Some(&alice)).await, StatusCode::OK).await;
+    let rendered = keys_page
+        .split("name=\"key_id\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+    let id = rendered.split_once('.').unwrap().0.to_owned();
+    // Ids an admin picks, another customer's key id (which once told "already used" from
+    // "unused"), the page's id without its MAC, Bob's form under Alice's session: all are
+    // answered alike, and nothing is issued.
+    let refused = [
+        "00000000-0000-0000-0000-000000000000".to_owned(),
+        KeyId::generate().to_string(),
+        foreign_key.to_string(),
+        issue_form_token(&bob.csrf, foreign_key),
+        id,
+        issue_form_token(&bob.csrf, KeyId::generate()),
+    ];
+    for token in &refused {
+        let form = [
+            ("csrf", alice.csrf.as_str()),
+            ("key_id", token.as_str()),
+            ("name", "picked"),
+            ("scope", "read:findings"),
+            ("expires", "30d"),
+        ];
+        let body = html(
+            post_form(&app, &path, &alice, &form).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+        .await;
+        assert!(body.contains("This form is out of date"), "{token}");
+        assert!(!body.contains("already"), "{token}");
+    }
+    assert!(app.store.list_keys(scope).await.unwrap().is_empty());
+    // The form as rendered issues the key under the id posture chose.
+    let form = [
+        ("csrf", alice.csrf.as_str()),
+        ("key_id", rendered.as_str()),
+        ("name", "rendered"),
+        ("scope", "read:findings"),
+        ("expires", "30d"),
+    ];
+    html(post_form(&app, &path, &alice, &form).await, StatusCode::OK).await;
+    let keys = app.store.list_keys(scope).await.unwrap();
+    assert_eq!(keys.len(), 1);
+    assert_eq!(
+        Some(keys[0].id),
+        posture_domain::console::issue_form_key(&alice.csrf, &rendered)
+    );
 }
 
 #[tokio::test]
@@ -145,7 +212,7 @@ async fn an_issue_form_without_a_name_or_scope_is_refused_in_words() {
             "when the key expires",
         ),
     ];
-    let form_id = KeyId::generate().to_string();
+    let form_id = issue_form_token(&alice.csrf, KeyId::generate());
     for (fields, reason) in cases {
         let mut form = vec![("csrf", alice.csrf.as_str()), ("key_id", form_id.as_str())];
         form.extend_from_slice(fields);
@@ -297,7 +364,7 @@ async fn a_key_may_expire_on_a_date_the_admin_chooses() {
     let (scope, customer) = customer_with_console(&app, "Contoso").await;
     let alice = admin(&app, scope, "Alice").await;
     let path = format!("/console/{customer}/keys");
-    let form_id = KeyId::generate().to_string();
+    let form_id = issue_form_token(&alice.csrf, KeyId::generate());
     let day = (chrono::Utc::now() + chrono::Duration::days(45)).date_naive();
     let day_text = day.format("%Y-%m-%d").to_string();
     let yesterday = (chrono::Utc::now() - chrono::Duration::days(1))

@@ -333,7 +333,13 @@ async fn a_providers_claims_are_cleaned_and_a_broken_subject_is_refused() {
             &signed,
             &[
                 ("csrf", &csrf),
-                ("key_id", &posture_domain::KeyId::generate().to_string()),
+                (
+                    "key_id",
+                    &posture_domain::console::issue_form_token(
+                        &csrf,
+                        posture_domain::KeyId::generate(),
+                    ),
+                ),
                 ("name", "k"),
                 ("scope", "read:findings"),
                 ("expires", "never"),

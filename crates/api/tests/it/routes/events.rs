@@ -1,10 +1,11 @@
 //! The events feed (docs/api.md, "Events"): every finding event of every pass, oldest
 //! first, scoped to the key's customer, paged by event id; waiting requests answered by the
-//! next pass's commit, bounded per key; hostile parameters refused in words.
+//! next pass's commit, bounded per key and customer, and let go when their key is revoked;
+//! hostile parameters refused in words.
 
 use std::time::Duration;
 
-use posture_domain::Scope;
+use posture_domain::{Scope, ports::ApiKeyRepository as _};
 use posture_test_support::{fixtures, waits::wait_for};
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -269,23 +270,35 @@ async fn hostile_parameters_are_refused_in_words() {
     .await;
 }
 
+/// A first pass of customer `a` (identity u1, finding f1) read through with `key`: u1's
+/// record and the cursor after the pass's events.
+async fn first_pass_read(
+    app: &TestApp,
+    a: posture_domain::CustomerScope,
+    tenant: &str,
+    key: &str,
+) -> (Value, String) {
+    let u1 = fixtures::identity("u1", tenant, "Ada");
+    app.ingest(
+        a,
+        &[
+            u1.clone(),
+            fixtures::finding("f1", tenant, "high", "open", "u1"),
+        ],
+    )
+    .await;
+    let first = app.get_json("/api/v1/events", key, StatusCode::OK).await;
+    let last = first["meta"]["nextCursor"].as_str().unwrap().to_owned();
+    (u1, last)
+}
+
 #[tokio::test]
 async fn a_waiting_request_is_answered_by_the_next_pass_and_waiters_are_bounded() {
     let app = std::sync::Arc::new(TestApp::start().await);
     let (a, tenant) = app.customer("A").await;
     let (_, key) = app.key(a, &[Scope::ReadFindings]).await;
     let (_, other_key) = app.key(a, &[Scope::ReadFindings]).await;
-    let u1 = fixtures::identity("u1", &tenant, "Ada");
-    app.ingest(
-        a,
-        &[
-            u1.clone(),
-            fixtures::finding("f1", &tenant, "high", "open", "u1"),
-        ],
-    )
-    .await;
-    let first = app.get_json("/api/v1/events", &key, StatusCode::OK).await;
-    let last = first["meta"]["nextCursor"].as_str().unwrap().to_owned();
+    let (u1, last) = first_pass_read(&app, a, &tenant, &key).await;
 
     // Four requests of the key wait (30 s at most); a fifth is refused with Retry-After.
     let waiting: Vec<_> = (0..4)
@@ -367,4 +380,46 @@ async fn a_wait_with_nothing_new_ends_empty_and_shutting_down_ends_it_at_once() 
         started.elapsed() < Duration::from_secs(20),
         "answered when shutdown began, not at the end of its wait"
     );
+}
+
+#[tokio::test]
+async fn a_key_revoked_while_it_waits_reads_nothing_committed_since_and_gives_its_place_back() {
+    let app = std::sync::Arc::new(TestApp::start().await);
+    let (a, tenant) = app.customer("A").await;
+    let (id, key) = app.key(a, &[Scope::ReadFindings]).await;
+    let (u1, last) = first_pass_read(&app, a, &tenant, &key).await;
+    let waiter = tokio::spawn({
+        let (app, key) = (app.clone(), key.clone());
+        async move {
+            app.get(&format!("/api/v1/events?after={last}&wait=30"), &key)
+                .await
+        }
+    });
+    wait_for("a request waiting", Duration::from_secs(10), || async {
+        (app.event_waits.waiting() == 1).then_some(())
+    })
+    .await;
+
+    app.store
+        .revoke_key(None, id, &posture_domain::console::Actor::Operator)
+        .await
+        .unwrap();
+    // Once this instance knows of the revocation, a pass commits new events.
+    wait_for("the revocation heard", Duration::from_secs(10), || async {
+        let status = app.get("/api/v1/keys/current", &key).await.status();
+        (status == StatusCode::UNAUTHORIZED).then_some(())
+    })
+    .await;
+    app.ingest(
+        a,
+        &[
+            u1,
+            fixtures::finding("f1", &tenant, "high", "open", "u1"),
+            fixtures::finding("f2", &tenant, "critical", "open", "u1"),
+        ],
+    )
+    .await;
+    let answer = waiter.await.unwrap();
+    assert_error(answer, StatusCode::UNAUTHORIZED, "unauthorized").await;
+    assert_eq!(app.event_waits.waiting(), 0, "its place is given back");
 }

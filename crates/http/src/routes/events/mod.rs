@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use actix_web::{HttpRequest, HttpResponse, http::header, web};
 use posture_domain::{
-    EventId, Scope,
+    EventId, KeyHash, Scope,
     event::{EventFilter, EventPage},
     ports::EventRepository,
 };
@@ -23,7 +23,7 @@ use posture_wire::{
 
 use super::{Access, Endpoint, RequestHeader, Success, schema};
 use crate::{
-    auth::Caller,
+    auth::{Caller, presented_key},
     error::ApiError,
     input::{EVENT_ID, Id, Input, canonical_query, not_found, part},
     state::ApiState,
@@ -132,18 +132,27 @@ async fn list_events(
     let waits = &state.event_waits;
     let wait = waits.wait_for(Duration::from_secs(query.wait_secs()));
     if page.events.is_empty() && !wait.is_zero() && !waits.is_stopping() {
-        let _slot = waits.take(caller.key_id())?;
+        let key = presented_key(req.headers()).ok_or(ApiError::Unauthorized)?;
+        let _slot = waits.take(caller.key_id(), caller.scope().customer_id())?;
         let deadline = tokio::time::Instant::now() + wait;
         let mut changes = waits.changes.subscribe(caller.scope().customer_id());
         // Read once more after subscribing: a pass may have committed in between.
         page = read().await?;
         while page.events.is_empty() {
             let heard = tokio::select! {
-                heard = changes.changed() => heard,
+                heard = changes.changed() => Some(heard),
+                () = tokio::time::sleep(KEY_CHECK) => None,
                 () = tokio::time::sleep_until(deadline) => break,
                 () = waits.stopped() => break,
             };
-            page = woken_read(&state, &caller, &filter, heard).await?;
+            // A key revoked (or expired) while waiting reads nothing committed since, and
+            // gives its place back: as a stream's does.
+            if !key_is_valid(&state, &key, &caller).await {
+                return Err(ApiError::Unauthorized);
+            }
+            if let Some(heard) = heard {
+                page = woken_read(&state, &caller, &filter, heard).await?;
+            }
         }
     }
     let next_cursor = page
@@ -164,6 +173,19 @@ async fn list_events(
             has_more: page.has_more,
         },
     }))
+}
+
+/// How often a waiting request or a quiet stream checks that its key is still valid.
+const KEY_CHECK: Duration = Duration::from_secs(1);
+
+/// Whether the key a waiting request presented (`key`, whose principal was `caller`) is
+/// still valid: from the key cache's memory, which revocations reach at once; the store when
+/// the cache no longer holds it.
+async fn key_is_valid(state: &ApiState, key: &KeyHash, caller: &Caller) -> bool {
+    matches!(
+        state.ports.keys.authenticate(key).await,
+        Ok(Some(principal)) if principal.key_id() == caller.key_id()
+    )
 }
 
 /// `after` names no event of the caller's (another customer's, or one past retention).

@@ -16,7 +16,7 @@
 //! memory or a place: what waits for it is one message). Messages are produced by a task
 //! that owns the place; the response body only drains what the task sends.
 
-use std::{convert::Infallible, time::Duration};
+use std::convert::Infallible;
 
 use actix_web::{
     HttpRequest, HttpResponse,
@@ -32,7 +32,7 @@ use posture_wire::events::EventResponse;
 use schemars::{Schema, SchemaGenerator};
 use tokio::{sync::mpsc, time::Instant};
 
-use super::{read_page, woken_read};
+use super::{KEY_CHECK, key_is_valid, read_page, woken_read};
 use crate::{
     auth::{Caller, presented_key},
     error::ApiError,
@@ -52,9 +52,6 @@ pub(super) fn schema(_: &mut SchemaGenerator) -> Schema {
                         longer valid: reconnect with `Last-Event-ID`."
     })
 }
-
-/// How often a quiet stream checks that its key is still valid.
-const KEY_CHECK: Duration = Duration::from_secs(1);
 
 /// Whether the request asks for the stream (`text/event-stream` among the media types it
 /// accepts, with a quality above 0).
@@ -79,7 +76,7 @@ pub(super) async fn open(
         return Err(ApiError::Busy("the server is shutting down"));
     }
     let key = presented_key(req.headers()).ok_or(ApiError::Unauthorized)?;
-    let slot = waits.take(caller.key_id())?;
+    let slot = waits.take(caller.key_id(), caller.scope().customer_id())?;
     // Subscribed before the first read: a pass committing in between is not missed.
     let changes = waits.changes.subscribe(caller.scope().customer_id());
     let page = read_page(state.ports.events.as_ref(), caller, &filter).await?;
@@ -176,7 +173,7 @@ impl Stream {
                 return Err(End::Shutdown);
             } else if Instant::now() >= deadline {
                 return Err(End::Period);
-            } else if !self.key_is_valid().await {
+            } else if !key_is_valid(&self.state, &self.key, &self.caller).await {
                 // Catching up on many pages: the key is checked before each, as when quiet.
                 return Err(End::Key);
             } else {
@@ -199,7 +196,7 @@ impl Stream {
                 () = self.state.event_waits.stopped() => return Err(End::Shutdown),
                 () = self.sender.closed() => return Err(End::Reader),
             };
-            if !self.key_is_valid().await {
+            if !key_is_valid(&self.state, &self.key, &self.caller).await {
                 return Err(End::Key);
             }
             if let Some(heard) = news {
@@ -210,15 +207,6 @@ impl Stream {
                 quiet_since = Instant::now();
             }
         }
-    }
-
-    /// Whether the stream's key is still valid (from the key cache's memory, which
-    /// revocations reach at once; the store when the cache no longer holds it).
-    async fn key_is_valid(&self) -> bool {
-        matches!(
-            self.state.ports.keys.authenticate(&self.key).await,
-            Ok(Some(principal)) if principal.key_id() == self.caller.key_id()
-        )
     }
 
     /// Hands a message to the reader, or ends the stream if it is gone or too slow.

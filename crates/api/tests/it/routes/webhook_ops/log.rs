@@ -283,6 +283,44 @@ async fn another_customers_subscription_and_deliveries_are_404() {
 }
 
 #[tokio::test]
+async fn a_key_that_reads_no_finding_cannot_send_past_findings_again() {
+    let ops = Ops::new().await;
+    let webhook = five_deliveries(&ops).await;
+    let before = ops.log(&webhook).await;
+    let delivery = before[0]["id"].as_str().unwrap().to_owned();
+    // The same customer's key that may manage webhooks (and point this one anywhere) but
+    // not read findings.
+    let (_, key) = ops
+        .app
+        .key(ops.customer, &[posture_domain::Scope::ManageWebhooks])
+        .await;
+    let webhooks_only = Ops::with_key(ops.app.clone(), ops.customer, &ops.tenant, &key);
+    let since = (chrono::Utc::now() - chrono::Duration::hours(1))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    for (path, body) in [
+        (
+            format!("/webhooks/{webhook}/deliveries/{delivery}/redeliver"),
+            None,
+        ),
+        (
+            format!("/webhooks/{webhook}/recover"),
+            Some(serde_json::json!({ "since": since })),
+        ),
+    ] {
+        let response = webhooks_only.call(Method::POST, &path, body).await;
+        assert_eq!(
+            response.headers()["www-authenticate"],
+            "Bearer error=\"insufficient_scope\", scope=\"read:findings\"",
+            "{path}"
+        );
+        let reason = assert_error(response, StatusCode::FORBIDDEN, "insufficient_scope").await;
+        assert_eq!(reason, "requires scope read:findings", "{path}");
+    }
+    // It still reads the log, and nothing was queued again.
+    assert_eq!(webhooks_only.log(&webhook).await, before);
+}
+
+#[tokio::test]
 async fn redelivery_sends_the_same_bytes_under_the_same_id_and_a_pending_one_is_409() {
     let ops = Ops::new().await;
     let server = receiver(200).await;

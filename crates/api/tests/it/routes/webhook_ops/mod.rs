@@ -42,7 +42,10 @@ impl Ops {
 
     pub async fn on(app: Arc<TestApp>, name: &str) -> Self {
         let (customer, tenant) = app.customer(name).await;
-        let (_, key) = app.key(customer, &[Scope::ManageWebhooks]).await;
+        // Redeliveries and recoveries take read:findings too.
+        let (_, key) = app
+            .key(customer, &[Scope::ManageWebhooks, Scope::ReadFindings])
+            .await;
         Self {
             app,
             customer,
