@@ -156,7 +156,7 @@ mod tests {
             "gopher://h/",
             "mailto:a@b",
         ] {
-            let error = parse(&[bad]).err().expect(bad).to_string();
+            let error = parse(&[bad]).expect_err(bad).to_string();
             assert!(error.contains("http or https"), "{bad}: {error}");
         }
     }

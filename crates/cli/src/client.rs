@@ -22,8 +22,6 @@ pub enum ApiError {
     Unauthorized,
     #[error("the key may not do this: {reason} (ask your admin for a key with that scope)")]
     Forbidden { reason: String },
-    #[error("not found: {reason}")]
-    NotFound { reason: String },
     #[error("posture refused the request: {reason}")]
     Refused { status: StatusCode, reason: String },
     #[error(
@@ -398,7 +396,6 @@ async fn refusal(response: Response) -> ApiError {
     match status {
         StatusCode::UNAUTHORIZED => ApiError::Unauthorized,
         StatusCode::FORBIDDEN => ApiError::Forbidden { reason: said() },
-        StatusCode::NOT_FOUND => ApiError::NotFound { reason: said() },
         s if s.is_client_error() => ApiError::Refused {
             status,
             reason: said(),

@@ -102,10 +102,12 @@ PRAGMA user_version = 1;
 /// Why a mirror cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum MirrorError {
-    #[error("{path}: {source}")]
+    /// SQLite's words once: `cause` is no error source, so a report of the whole chain
+    /// (`posture: {e:#}`) does not say them again after the path.
+    #[error("{path}: {cause}")]
     Sqlite {
         path: String,
-        source: rusqlite::Error,
+        cause: rusqlite::Error,
     },
     #[error(
         "{path} mirrors customer {theirs}, and this key belongs to {ours}: use another file \
@@ -173,9 +175,9 @@ impl Mirror {
     /// Opens (or creates) a mirror file.
     pub fn open(path: &Path) -> Result<Self, MirrorError> {
         let shown = path.display().to_string();
-        let sqlite = |source| MirrorError::Sqlite {
+        let sqlite = |cause| MirrorError::Sqlite {
             path: shown.clone(),
-            source,
+            cause,
         };
         let conn = Connection::open(path).map_err(sqlite)?;
         // WAL: readers (a notebook, `sqlite3`) are not blocked while a sync writes; NORMAL:
@@ -206,9 +208,9 @@ impl Mirror {
     }
 
     fn sqlite(&self) -> impl Fn(rusqlite::Error) -> MirrorError + '_ {
-        |source| MirrorError::Sqlite {
+        |cause| MirrorError::Sqlite {
             path: self.path.clone(),
-            source,
+            cause,
         }
     }
 
@@ -285,9 +287,9 @@ impl Mirror {
     /// Writes a page and where the sync goes on from, in one transaction.
     pub fn write(&mut self, page: &Page) -> Result<Written, MirrorError> {
         let path = self.path.clone();
-        let sqlite = |source| MirrorError::Sqlite {
+        let sqlite = |cause| MirrorError::Sqlite {
             path: path.clone(),
-            source,
+            cause,
         };
         let table = page.resource.table();
         let tx = self.conn.transaction().map_err(sqlite)?;
@@ -364,7 +366,7 @@ impl Mirror {
                 let data = data.map_err(self.sqlite())?;
                 serde_json::from_str(&data).map_err(|e| MirrorError::Sqlite {
                     path: self.path.clone(),
-                    source: rusqlite::Error::ToSqlConversionFailure(Box::new(e)),
+                    cause: rusqlite::Error::ToSqlConversionFailure(Box::new(e)),
                 })
             })
             .collect::<Result<Vec<Value>, _>>()?;

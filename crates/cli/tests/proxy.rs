@@ -2,6 +2,8 @@
 //! host and to nothing else: a proxy named by `HTTP_PROXY` or `ALL_PROXY` would receive the
 //! whole `svc_` key in plain text.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
 use std::{
     io::{Read as _, Write as _},
     net::TcpListener,

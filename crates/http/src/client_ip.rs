@@ -57,7 +57,15 @@ impl TrustedProxies {
             .rev()
             .flat_map(|value| value.rsplit(','))
         {
-            match entry.trim().parse::<IpAddr>() {
+            // An address, or an address with its port (`198.51.100.20:4711`,
+            // `[2001:db8::1]:4711`), as some proxies write it.
+            let entry = entry.trim();
+            let parsed = entry.parse::<IpAddr>().or_else(|_| {
+                entry
+                    .parse::<std::net::SocketAddr>()
+                    .map(|address| address.ip())
+            });
+            match parsed {
                 Ok(ip) => {
                     client = ip.to_canonical();
                     if !self.trusts(client) {
@@ -130,6 +138,15 @@ mod tests {
         assert_eq!(
             proxies.client(ip("10.0.0.5"), &["198.51.100.20", "10.1.1.1"]),
             ip("198.51.100.20")
+        );
+        // An entry with its port names its address.
+        assert_eq!(
+            proxies.client(ip("10.0.0.5"), &["198.51.100.20:4711"]),
+            ip("198.51.100.20")
+        );
+        assert_eq!(
+            proxies.client(ip("10.0.0.5"), &["[2001:db8::1]:4711, 10.1.1.1:80"]),
+            ip("2001:db8::1")
         );
     }
 

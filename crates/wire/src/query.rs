@@ -312,13 +312,11 @@ impl<T: ListItem> JsonSchema for CommaList<T> {
     }
 }
 
-/// The `tenant` filter as given: a GUID, or text that cannot name a tenant (which is
-/// answered like an unknown tenant, 404, so that nothing is confirmed either way).
+/// The `tenant` filter as given: a GUID. Text that is no GUID cannot name any tenant and is a
+/// 400 naming the rule (it confirms nothing); a well-formed GUID that is unknown, or another
+/// customer's, is answered alike later (404).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TenantParam {
-    Id(CloudTenantId),
-    NoSuchTenant,
-}
+pub struct TenantParam(pub CloudTenantId);
 
 impl<'de> Deserialize<'de> for TenantParam {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -326,9 +324,9 @@ impl<'de> Deserialize<'de> for TenantParam {
         if text.is_empty() {
             return Err(D::Error::custom("must not be empty"));
         }
-        Ok(text
-            .parse()
-            .map_or(TenantParam::NoSuchTenant, TenantParam::Id))
+        text.parse().map(TenantParam).map_err(|_| {
+            D::Error::custom("must be a tenant's cloudTenantId, a GUID such as 3f2504e0-4f89-41d3-9a0c-0305e82c3301")
+        })
     }
 }
 
@@ -349,8 +347,9 @@ impl JsonSchema for TenantParam {
 /// `tenant`: restricts a list or roll-up to one connected tenant.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct TenantQuery {
-    /// Restrict to one connected tenant (its cloudTenantId). An unknown tenant, or one of
-    /// another customer, is 404. `meta.tenant` echoes the resolved id.
+    /// Restrict to one connected tenant (its cloudTenantId, a GUID: other text is 400). An
+    /// unknown tenant, or one of another customer, is 404. `meta.tenant` echoes the resolved
+    /// id.
     pub tenant: Option<TenantParam>,
 }
 

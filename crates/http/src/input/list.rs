@@ -43,8 +43,7 @@ async fn resolve_tenant(
 ) -> Result<Option<Tenant>, ApiError> {
     match param {
         None => Ok(None),
-        Some(TenantParam::NoSuchTenant) => Err(NO_SUCH_TENANT),
-        Some(TenantParam::Id(id)) => match reads.tenants.find_tenant(scope, id).await {
+        Some(TenantParam(id)) => match reads.tenants.find_tenant(scope, id).await {
             Ok(tenant) => Ok(Some(tenant)),
             Err(Error::NotFound) => Err(NO_SUCH_TENANT),
             Err(e) => Err(e.into()),

@@ -154,3 +154,31 @@ async fn unavailable_is_retried_and_a_failure_names_its_request_id() {
         "a 500 is not retried"
     );
 }
+
+#[tokio::test]
+async fn a_refusal_is_said_with_the_services_reason_as_the_docs_show() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let key = app.key_with_every_scope(customer).await;
+    let (api, _) = cli(&app, &key);
+    // docs/cli.md: 400, 404 and other 4xx stop with the service's reason.
+    for (path, query, said) in [
+        (
+            "findings/no-such-finding",
+            vec![],
+            "posture refused the request: finding not found",
+        ),
+        (
+            "findings",
+            vec![("severity", "urgent")],
+            "posture refused the request: severity has an unknown value",
+        ),
+    ] {
+        let err = api
+            .get(path, &query, Default::default())
+            .await
+            .err()
+            .unwrap();
+        assert!(err.to_string().starts_with(said), "{path}: {err}");
+    }
+}

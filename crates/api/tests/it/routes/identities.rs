@@ -118,17 +118,28 @@ async fn a_tenant_of_another_customer_is_404_not_403() {
 }
 
 #[tokio::test]
-async fn an_unknown_tenant_is_404() {
+async fn an_unknown_tenant_is_404_and_text_that_is_no_guid_is_400() {
     let app = TestApp::start().await;
     let (key_a, _, _, _) = two_customers(&app, 1).await;
-    for tenant in ["00000000-0000-4000-8000-000000000000", "not-a-guid"] {
+    let response = app
+        .get(
+            "/api/v1/identities?tenant=00000000-0000-4000-8000-000000000000",
+            &key_a,
+        )
+        .await;
+    let reason = assert_error(response, StatusCode::NOT_FOUND, "not_found").await;
+    assert_eq!(
+        reason, "tenant not found",
+        "same answer for unknown and foreign tenants"
+    );
+    for tenant in ["not-a-guid", "00000000-0000-4000-8000", "%27%20OR%201=1"] {
         let response = app
             .get(&format!("/api/v1/identities?tenant={tenant}"), &key_a)
             .await;
-        let reason = assert_error(response, StatusCode::NOT_FOUND, "not_found").await;
-        assert_eq!(
-            reason, "tenant not found",
-            "same answer for unknown and foreign tenants"
+        let reason = assert_error(response, StatusCode::BAD_REQUEST, "invalid_request").await;
+        assert!(
+            reason.starts_with("tenant must be a tenant's cloudTenantId, a GUID"),
+            "{tenant}: {reason}"
         );
     }
 }
