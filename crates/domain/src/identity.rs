@@ -82,5 +82,8 @@ pub struct IdentityUpsert {
     pub kind: IdentityKind,
     pub display_name: String,
     pub principal_name: Option<String>,
-    pub role_assignments: Vec<RoleAssignment>,
+    /// The identity's role assignments, which replace the stored ones (`[]`: it has none);
+    /// `None` when the record does not say (`roleAssignments` absent or null): the stored
+    /// ones are kept, so a record that leaves them out loses nothing.
+    pub role_assignments: Option<Vec<RoleAssignment>>,
 }

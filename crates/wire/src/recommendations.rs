@@ -41,8 +41,9 @@ pub struct RoleRecommendationResponse {
     /// When an analyzer pass last reported it.
     #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
-    /// When an analyzer pass last changed anything this resource shows (a re-report with
-    /// nothing changed leaves it). Never goes backwards within a customer; the key of
+    /// When an analyzer pass last changed anything this resource shows, its embedded
+    /// identity included (a re-report with nothing changed leaves it). Never goes
+    /// backwards within a customer; the key of
     /// `order=modified` and `modifiedSince` (see "Keeping in sync" in docs/api.md).
     #[serde(serialize_with = "crate::time::serialize")]
     pub modified_at: DateTime<Utc>,

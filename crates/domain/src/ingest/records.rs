@@ -54,7 +54,7 @@ pub(super) struct IdentityRecord {
     display_name: String,
     principal_name: Option<String>,
     #[serde(default)]
-    role_assignments: Vec<RoleAssignmentRecord>,
+    role_assignments: Option<Vec<RoleAssignmentRecord>>,
     #[serde(flatten)]
     unknown: Unknown,
 }
@@ -159,13 +159,22 @@ impl Record {
                 kind: i.kind,
                 display_name: text("displayName", i.display_name, MAX_NAME_LEN)?,
                 principal_name: optional_text("principalName", i.principal_name, MAX_NAME_LEN)?,
-                role_assignments: list("roleAssignments", i.role_assignments, |a| {
-                    Ok(RoleAssignment {
-                        role_name: text("roleAssignments.roleName", a.role_name, MAX_NAME_LEN)?,
-                        scope: text("roleAssignments.scope", a.scope, MAX_SCOPE_LEN)?,
-                        assignment_type: a.assignment_type,
+                role_assignments: i
+                    .role_assignments
+                    .map(|given| {
+                        list("roleAssignments", given, |a| {
+                            Ok(RoleAssignment {
+                                role_name: text(
+                                    "roleAssignments.roleName",
+                                    a.role_name,
+                                    MAX_NAME_LEN,
+                                )?,
+                                scope: text("roleAssignments.scope", a.scope, MAX_SCOPE_LEN)?,
+                                assignment_type: a.assignment_type,
+                            })
+                        })
                     })
-                })?,
+                    .transpose()?,
             }),
             Record::Finding(f) => IngestItem::Finding(FindingUpsert {
                 id: f.id,

@@ -1,5 +1,6 @@
 //! What a pass changes of the findings the customer already had: the source of its
-//! lifecycle events (`finding_resolved`, `finding_reopened`, `finding_severity_changed`).
+//! lifecycle events (`finding_resolved`, `finding_suppressed`, `finding_reopened`,
+//! `finding_severity_changed`).
 
 use diesel::{
     prelude::*,
@@ -73,11 +74,12 @@ impl PassRun<'_> {
 }
 
 /// The lifecycle event of a change of `field` to `to`: `finding_resolved` (status became
-/// resolved), `finding_reopened` (became open again), `finding_severity_changed`; none for
-/// other changes (a finding suppressed).
+/// resolved), `finding_suppressed` (became suppressed), `finding_reopened` (became open
+/// again), `finding_severity_changed`; none for other changes.
 pub(super) fn lifecycle_event(field: &str, to: &str) -> Option<&'static str> {
     match (field, to) {
         ("status", "resolved") => Some("finding_resolved"),
+        ("status", "suppressed") => Some("finding_suppressed"),
         ("status", "open") => Some("finding_reopened"),
         ("severity", _) => Some("finding_severity_changed"),
         _ => None,

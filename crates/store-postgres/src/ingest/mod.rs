@@ -9,6 +9,7 @@
 //! commit, stale planner statistics for the customer are refreshed ([`statistics`]).
 
 mod changes;
+mod identities;
 mod recent;
 mod statistics;
 mod writes;
@@ -164,6 +165,9 @@ struct PassRun<'c> {
     upr_scores: Batch<(IdentityId, NaiveDate), UprScoreUpsert>,
     /// How the pass changes findings the customer had (its lifecycle events).
     changes: changes::NotedChanges,
+    /// The identities whose served fields this pass set (new ones too, when the customer
+    /// had findings): their findings and role recommendations are modified with them.
+    modified_identities: Vec<String>,
 }
 
 impl<'c> PassRun<'c> {
@@ -188,6 +192,7 @@ impl<'c> PassRun<'c> {
             recommendations: Batch::new(),
             upr_scores: Batch::new(),
             changes: changes::NotedChanges::new(),
+            modified_identities: Vec::new(),
         }
     }
 
@@ -214,6 +219,7 @@ impl<'c> PassRun<'c> {
         }
         self.flush_all().await?;
         self.resolve_references().await?;
+        self.modify_rows_of_modified_identities().await?;
         self.finish().await
     }
 

@@ -132,3 +132,50 @@ async fn paging_yields_every_identity_once_with_a_constant_total() {
             .all(|i| i.cloud_tenant_id.to_string() == t2)
     );
 }
+
+/// docs/ingest.md: `roleAssignments` given (even `[]`) replaces the stored ones; absent or
+/// null, they are kept (and the identity's `modifiedAt` stays).
+#[tokio::test]
+async fn role_assignments_left_out_are_kept_and_an_empty_list_clears_them() {
+    let db = TestDb::new().await;
+    let store = db.store();
+    let a = customer(&store, "A").await;
+    let t = fixtures::tenant_id();
+    let u1 = "u1".parse().unwrap();
+    ingest(
+        &store,
+        a,
+        &lines(&[tenant(&t, "A"), identity("u1", &t, "Ada")]),
+    )
+    .await
+    .unwrap();
+    let first = store.get_identity(a, &u1).await.unwrap();
+    assert_eq!(first.role_assignments.len(), 1);
+    let roles = |detail: &posture_domain::identity::IdentityDetail| {
+        detail
+            .role_assignments
+            .iter()
+            .map(|r| r.role_name.clone())
+            .collect::<Vec<_>>()
+    };
+    let mut left_out = identity("u1", &t, "Ada");
+    left_out.as_object_mut().unwrap().remove("roleAssignments");
+    let mut null = identity("u1", &t, "Ada");
+    null["roleAssignments"] = serde_json::Value::Null;
+    for record in [left_out, null] {
+        let said = record.to_string();
+        ingest(&store, a, &lines(&[record])).await.unwrap();
+        let now = store.get_identity(a, &u1).await.unwrap();
+        assert_eq!(roles(&now), roles(&first), "{said}");
+        assert_eq!(
+            now.identity.modified_at, first.identity.modified_at,
+            "{said}"
+        );
+    }
+    let mut cleared = identity("u1", &t, "Ada");
+    cleared["roleAssignments"] = serde_json::json!([]);
+    ingest(&store, a, &lines(&[cleared])).await.unwrap();
+    let now = store.get_identity(a, &u1).await.unwrap();
+    assert!(now.role_assignments.is_empty());
+    assert!(now.identity.modified_at > first.identity.modified_at);
+}

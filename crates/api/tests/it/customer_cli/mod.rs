@@ -4,6 +4,7 @@
 mod errors;
 mod export;
 mod listen;
+mod renames;
 mod sync;
 
 use std::{

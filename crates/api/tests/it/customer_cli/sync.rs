@@ -35,7 +35,7 @@ fn modified_part(row: &Value) -> String {
 }
 
 /// The mirror holds what the server serves, row for row, in the API's bytes.
-async fn assert_mirror_is_the_server(app: &TestApp, key: &str, db: &TempDb) {
+pub(super) async fn assert_mirror_is_the_server(app: &TestApp, key: &str, db: &TempDb) {
     let mirror = Mirror::open(&db.0).unwrap();
     for resource in Resource::ALL {
         let served: Vec<String> = server_rows(app, key, resource.path())

@@ -1,0 +1,2 @@
+DROP INDEX role_recommendations_identity_idx;
+DROP INDEX findings_identity_idx;
