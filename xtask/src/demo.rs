@@ -53,7 +53,9 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
         None => std::env::var("DATABASE_URL")?,
     };
     let env = [("DATABASE_URL", database_url.as_str())];
+    eprintln_status("migrating the demo's database (posture-api migrate)");
     api_json(&bin, &env, &["migrate"])?;
+    eprintln_status("creating two customers, each with a key holding every scope");
 
     // Customers and their keys.
     let specs = [
@@ -93,6 +95,9 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
             .env("POSTURE_LOG", &log)
             .stdin(Stdio::null());
     };
+    eprintln_status(&format!(
+        "starting posture-api serve on {bind}, posture-worker and a webhook receiver"
+    ));
     let mut serve = Command::new(bin.join("posture-api"));
     serve.arg("serve").env("POSTURE_BIND", &bind);
     common(&mut serve);
@@ -116,6 +121,10 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     let mut queued = 0;
     for (index, (spec, id, _)) in customers.iter().enumerate() {
         let file = data_dir.join(format!("{}.jsonl", spec.seed));
+        eprintln_status(&format!(
+            "{}: writing and ingesting an analyzer pass ({} findings) through posture-api ingest",
+            spec.name, spec.findings
+        ));
         let pass = ingest_demo_data(&bin, &env, id, spec, &file)?;
         eprintln_status(&format!(
             "{}: {} identities, {} findings, {} UPR scores ingested; {} webhook deliveries queued",
@@ -145,6 +154,22 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     }
     text.push_str(&format!(
         "\nAPI reference (browse and try every route): {base}/api/v1/docs\n"
+    ));
+    let (first, first_id, first_key) = &customers[0];
+    text.push_str(&format!(
+        "\nOperator commands against the demo's database (posture-api, docs/operations.md):\n  \
+         export DATABASE_URL='{database_url}'\n  \
+         {api} ingest --customer {first_id} {pass}   # {name}'s pass again\n",
+        api = bin.join("posture-api").display(),
+        pass = data_dir.join(format!("{}.jsonl", first.seed)).display(),
+        name = first.name,
+    ));
+    text.push_str(&format!(
+        "\nThe customers' CLI, posture (built with the service, docs/cli.md), as {}:\n  \
+         export POSTURE_URL={base} POSTURE_API_KEY={first_key}\n  \
+         {cli} whoami\n  {cli} sync --into posture.db\n",
+        first.name,
+        cli = bin.join("posture").display(),
     ));
     text.push_str("\nTry (with KEY set to one of the keys above):\n");
     for path in [

@@ -67,6 +67,7 @@ string_enum! {
         FindingResolved = "finding_resolved",
         FindingReopened = "finding_reopened",
         FindingSeverityChanged = "finding_severity_changed",
+        FindingSuppressed = "finding_suppressed",
         /// A test delivery without findings (`POST /webhooks/{id}/test`).
         Ping = "ping",
     }
@@ -88,6 +89,7 @@ impl DeliveryEvent {
             DeliveryEvent::FindingResolved => Some(EventType::FindingResolved),
             DeliveryEvent::FindingReopened => Some(EventType::FindingReopened),
             DeliveryEvent::FindingSeverityChanged => Some(EventType::FindingSeverityChanged),
+            DeliveryEvent::FindingSuppressed => Some(EventType::FindingSuppressed),
             DeliveryEvent::Ping => None,
         }
     }
@@ -103,6 +105,7 @@ impl From<EventType> for DeliveryEvent {
             EventType::FindingResolved => DeliveryEvent::FindingResolved,
             EventType::FindingReopened => DeliveryEvent::FindingReopened,
             EventType::FindingSeverityChanged => DeliveryEvent::FindingSeverityChanged,
+            EventType::FindingSuppressed => DeliveryEvent::FindingSuppressed,
         }
     }
 }

@@ -56,6 +56,11 @@ pub fn test_sample(
             FindingStatus::Resolved,
             Some(change(ChangedField::Status, "open", "resolved")),
         ),
+        DeliveryEvent::FindingSuppressed => (
+            Severity::High,
+            FindingStatus::Suppressed,
+            Some(change(ChangedField::Status, "open", "suppressed")),
+        ),
         DeliveryEvent::FindingReopened => (
             Severity::High,
             FindingStatus::Open,

@@ -37,6 +37,8 @@ string_enum! {
         FindingReopened = "finding_reopened",
         /// A known finding's severity changed.
         FindingSeverityChanged = "finding_severity_changed",
+        /// A known finding's status became `suppressed`.
+        FindingSuppressed = "finding_suppressed",
     }
 }
 
@@ -59,7 +61,8 @@ impl EventType {
             EventType::FindingLow => Some(Severity::Low),
             EventType::FindingResolved
             | EventType::FindingReopened
-            | EventType::FindingSeverityChanged => None,
+            | EventType::FindingSeverityChanged
+            | EventType::FindingSuppressed => None,
         }
     }
 
@@ -68,6 +71,7 @@ impl EventType {
         EventType::FindingResolved,
         EventType::FindingReopened,
         EventType::FindingSeverityChanged,
+        EventType::FindingSuppressed,
     ];
 }
 

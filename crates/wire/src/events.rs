@@ -37,8 +37,8 @@ pub struct EventResponse {
     /// The finding as the API shows it now (as `GET /findings/{id}`, and as a webhook body
     /// shows it when sent).
     pub finding: FindingResponse,
-    /// For `finding_resolved`, `finding_reopened` and `finding_severity_changed`: what the
-    /// pass changed. Absent for a new finding.
+    /// For `finding_resolved`, `finding_suppressed`, `finding_reopened` and
+    /// `finding_severity_changed`: what the pass changed. Absent for a new finding.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change: Option<FindingChangeResponse>,
 }

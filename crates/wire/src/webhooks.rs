@@ -300,7 +300,8 @@ pub struct EventFinding {
     #[serde(flatten)]
     pub finding: crate::findings::FindingResponse,
     /// In a lifecycle event (`finding_resolved`, `finding_reopened`,
-    /// `finding_severity_changed`): what the analyzer pass changed. Absent otherwise.
+    /// `finding_severity_changed`, `finding_suppressed`): what the analyzer pass changed.
+    /// Absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change: Option<FindingChangeResponse>,
 }

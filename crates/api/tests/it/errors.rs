@@ -32,7 +32,7 @@ async fn an_unsupported_method_is_405_with_allow() {
         .send()
         .await
         .unwrap();
-    assert_eq!(response.headers()["allow"], "GET");
+    assert_eq!(response.headers()["allow"], "GET, HEAD");
     assert_error(
         response,
         StatusCode::METHOD_NOT_ALLOWED,

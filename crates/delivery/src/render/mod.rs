@@ -35,6 +35,7 @@ fn headline(delivery: &Delivery, count: usize) -> String {
     let text = match delivery.event_type {
         DeliveryEvent::Ping => return "test delivery: this receiver is connected".to_owned(),
         DeliveryEvent::FindingResolved => format!("{count} {noun} resolved"),
+        DeliveryEvent::FindingSuppressed => format!("{count} {noun} suppressed"),
         DeliveryEvent::FindingReopened => format!("{count} {noun} reopened"),
         DeliveryEvent::FindingSeverityChanged => format!("{count} {noun} changed severity"),
         new => {

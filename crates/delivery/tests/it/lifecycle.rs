@@ -1,6 +1,6 @@
-//! Lifecycle events (opt-in): a pass that resolves, reopens or re-rates findings the
-//! customer already had queues `finding_resolved`, `finding_reopened` and
-//! `finding_severity_changed` deliveries, each finding with its change.
+//! Lifecycle events (opt-in): a pass that resolves, suppresses, reopens or re-rates findings
+//! the customer already had queues `finding_resolved`, `finding_suppressed`,
+//! `finding_reopened` and `finding_severity_changed` deliveries, each finding with its change.
 
 use std::collections::BTreeMap;
 
@@ -53,6 +53,7 @@ async fn a_pass_queues_one_event_per_kind_of_change_each_finding_with_its_change
                 "finding_resolved",
                 "finding_reopened",
                 "finding_severity_changed",
+                "finding_suppressed",
             ],
         )
         .await;
@@ -73,12 +74,12 @@ async fn a_pass_queues_one_event_per_kind_of_change_each_finding_with_its_change
                 finding("f1", &tenant, "high", "resolved"),
                 finding("f2", &tenant, "critical", "open"),
                 finding("f3", &tenant, "medium", "open"),
-                finding("f4", &tenant, "high", "open"),
+                finding("f4", &tenant, "high", "suppressed"),
             ],
         )
         .await;
-    assert_eq!(summary.counts.deliveries, 3, "one per kind of change");
-    assert_eq!(setup.worker(true).drain().await.unwrap(), 3);
+    assert_eq!(summary.counts.deliveries, 4, "one per kind of change");
+    assert_eq!(setup.worker(true).drain().await.unwrap(), 4);
     assert!(
         severities.received_requests().await.unwrap().is_empty(),
         "finding_<severity> subscriptions get nothing new: no finding is new"
@@ -114,6 +115,17 @@ async fn a_pass_queues_one_event_per_kind_of_change_each_finding_with_its_change
             vec!["f2".into()],
             vec![json!({"field": "severity", "from": "low", "to": "critical"})]
         )
+    );
+    assert_eq!(
+        only("finding_suppressed"),
+        (
+            vec!["f4".into()],
+            vec![json!({"field": "status", "from": "open", "to": "suppressed"})]
+        )
+    );
+    assert_eq!(
+        bodies["finding_suppressed"]["data"]["findings"][0]["status"],
+        "suppressed"
     );
     let resolved = &bodies["finding_resolved"]["data"]["findings"][0];
     assert_eq!(resolved["status"], "resolved", "the finding as it is now");

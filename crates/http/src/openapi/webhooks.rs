@@ -69,6 +69,7 @@ fn describe(event: DeliveryEvent) -> (String, String) {
                 .to_owned(),
         ),
         DeliveryEvent::FindingResolved => lifecycle("resolved", "became `resolved`"),
+        DeliveryEvent::FindingSuppressed => lifecycle("suppressed", "became `suppressed`"),
         DeliveryEvent::FindingReopened => lifecycle(
             "reopened",
             "became `open` again (from resolved or suppressed)",

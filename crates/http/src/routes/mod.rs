@@ -25,7 +25,7 @@ use std::rc::Rc;
 
 use actix_web::{
     HttpMessage as _, HttpResponse, Route,
-    body::BoxBody,
+    body::{BodySize, BoxBody, MessageBody as _},
     dev::{ServiceRequest, ServiceResponse},
     middleware::{Next, from_fn},
     web,
@@ -263,6 +263,11 @@ pub(crate) fn endpoint_of(
     path: &str,
 ) -> Option<&'static Endpoint> {
     let relative = path.strip_prefix(PREFIX)?;
+    // HEAD is the GET of the same route without its body (its tag, its reads).
+    let method = match *method {
+        actix_web::http::Method::HEAD => &actix_web::http::Method::GET,
+        _ => method,
+    };
     ENDPOINTS
         .iter()
         .copied()
@@ -277,7 +282,8 @@ pub(crate) fn is_public(path: &str) -> bool {
 }
 
 /// Registers every endpoint in the `/api/v1` scope. Paths are registered once, with all
-/// their methods; any other method gets 405 with `Allow`.
+/// their methods, a GET with HEAD too (the same answer without its body, as HTTP tools and
+/// caches expect); any other method gets 405 with `Allow`.
 pub(crate) fn register(cfg: &mut web::ServiceConfig) {
     let mut paths: Vec<&'static str> = Vec::new();
     for endpoint in ENDPOINTS {
@@ -291,20 +297,30 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
             .copied()
             .filter(|e| e.path == path)
             .collect();
-        let allow = endpoints
-            .iter()
-            .map(|e| e.method.as_str())
-            .collect::<Vec<_>>()
-            .join(", ");
+        let mut allowed = Vec::new();
+        for endpoint in &endpoints {
+            allowed.push(endpoint.method.as_str());
+            if endpoint.method == HttpMethod::Get {
+                allowed.push("HEAD");
+            }
+        }
+        let allow = allowed.join(", ");
         let mut resource = web::resource(path);
         for endpoint in endpoints {
             let names: Rc<[String]> = declared_names(endpoint.query).into();
-            let route = (endpoint.handler)()
-                .method(endpoint.method.actix())
-                .wrap(from_fn(move |req, next| {
-                    check_scope_and_query(endpoint, names.clone(), req, next)
-                }));
-            resource = resource.route(route);
+            let mut methods = vec![endpoint.method.actix()];
+            if endpoint.method == HttpMethod::Get {
+                methods.push(actix_web::http::Method::HEAD);
+            }
+            for method in methods {
+                let names = names.clone();
+                let route = (endpoint.handler)()
+                    .method(method)
+                    .wrap(from_fn(move |req, next| {
+                        check_scope_and_query(endpoint, names.clone(), req, next)
+                    }));
+                resource = resource.route(route);
+            }
         }
         resource = resource.default_service(web::to(move || {
             let allow = allow.clone();
@@ -330,10 +346,18 @@ async fn check_scope_and_query(
             &mut req.extensions_mut(),
         )
     });
-    match admitted {
-        Ok(()) => next.call(req).await,
-        Err(e) => Ok(req.error_response(e)),
+    let head = req.method() == actix_web::http::Method::HEAD;
+    let response = match admitted {
+        Ok(()) => next.call(req).await?,
+        Err(e) => req.error_response(e),
+    };
+    // A HEAD sends no body: a streamed one (an export, a stream of events) is dropped
+    // unread, which ends the work producing it. A body of known size is left to the
+    // server, which sends its `Content-Length` and not its bytes.
+    if head && matches!(response.response().body().size(), BodySize::Stream) {
+        return Ok(response.map_body(|_, _| BoxBody::new(actix_web::body::None::new())));
     }
+    Ok(response)
 }
 
 #[cfg(test)]

@@ -423,3 +423,38 @@ async fn a_key_revoked_while_it_waits_reads_nothing_committed_since_and_gives_it
     assert_error(answer, StatusCode::UNAUTHORIZED, "unauthorized").await;
     assert_eq!(app.event_waits.waiting(), 0, "its place is given back");
 }
+
+#[tokio::test]
+async fn a_finding_the_analyzer_suppresses_is_an_event_of_its_own() {
+    let app = std::sync::Arc::new(TestApp::start().await);
+    let (a, tenant) = app.customer("A").await;
+    let (_, key) = app.key(a, &[Scope::ReadFindings]).await;
+    let (u1, last) = first_pass_read(&app, a, &tenant, &key).await;
+    app.ingest(
+        a,
+        &[
+            u1,
+            fixtures::finding("f1", &tenant, "high", "suppressed", "u1"),
+        ],
+    )
+    .await;
+    for query in [
+        format!("after={last}"),
+        format!("after={last}&type=finding_suppressed"),
+    ] {
+        let page = app
+            .get_json(&format!("/api/v1/events?{query}"), &key, StatusCode::OK)
+            .await;
+        assert_eq!(
+            kinds(&page),
+            pairs(&[("finding_suppressed", "f1")]),
+            "{query}"
+        );
+        let event = &page["data"][0];
+        assert_eq!(
+            event["change"],
+            serde_json::json!({"field": "status", "from": "open", "to": "suppressed"})
+        );
+        assert_eq!(event["finding"]["status"], "suppressed");
+    }
+}

@@ -155,3 +155,63 @@ async fn every_list_route_has_the_envelope_and_clamps_limit() {
         assert!(reason.starts_with("offset"), "{path}: {reason}");
     }
 }
+
+#[tokio::test]
+async fn every_get_route_answers_head_as_get_without_its_body() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer_with_one_of_each("A").await;
+    let key = app.key_with_every_scope(customer).await;
+    let head = |path: String, tag: Option<reqwest::header::HeaderValue>| {
+        let mut request = app.client.head(app.url(&path)).bearer_auth(&key);
+        if let Some(tag) = tag {
+            request = request.header("if-none-match", tag);
+        }
+        request.send()
+    };
+    let mut checked = 0;
+    for endpoint in ENDPOINTS
+        .iter()
+        .filter(|e| e.method == HttpMethod::Get && !e.path.contains('{'))
+    {
+        let path = endpoint.full_path();
+        let get = app.get(&path, &key).await;
+        let answer = head(path.clone(), None).await.unwrap();
+        assert_eq!(answer.status(), get.status(), "{path}");
+        for name in [
+            "content-type",
+            "content-length",
+            "etag",
+            "cache-control",
+            "x-ratelimit-limit",
+            "ratelimit-policy",
+        ] {
+            assert_eq!(
+                answer.headers().get(name),
+                get.headers().get(name),
+                "{path}: {name}"
+            );
+        }
+        assert!(
+            answer.headers().contains_key("x-ratelimit-remaining"),
+            "{path}"
+        );
+        let tag = answer.headers().get("etag").cloned();
+        assert!(answer.bytes().await.unwrap().is_empty(), "{path}: a body");
+        // A conditional HEAD with the tag held: 304, as a GET.
+        if tag.is_some() {
+            let again = head(path.clone(), tag).await.unwrap();
+            assert_eq!(again.status(), StatusCode::NOT_MODIFIED, "{path}");
+        }
+        checked += 1;
+    }
+    assert!(checked >= 12, "{checked} routes");
+    // Without a key, HEAD is refused as GET is (no body to carry the reason).
+    let refused = app
+        .client
+        .head(app.url("/api/v1/findings"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(refused.headers()["www-authenticate"], "Bearer");
+}

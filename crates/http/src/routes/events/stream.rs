@@ -4,7 +4,7 @@
 //!
 //! A stream sends every event after `after` (or after `Last-Event-ID`, which a reconnecting
 //! client sends and which wins: `mod.rs` reads it for both answers), then each new one as its pass commits: one message per
-//! event, `id:` its id and `data:` the event as `GET /events/{id}` shows it. It takes one
+//! event, `id:` its id and `data:` the event as a page of the feed lists it. It takes one
 //! waiting place of its key and instance for its whole life (the bounds of long-polls), is
 //! counted once against the rate limit, and reads the database only when word of its
 //! customer's changed data arrives (the `LISTEN` the long-polls use).
@@ -45,7 +45,7 @@ pub(super) fn schema(_: &mut SchemaGenerator) -> Schema {
     schemars::json_schema!({
         "type": "string",
         "description": "Server-Sent Events: one message per event \
-                        (`id:` the event's id, `data:` the event as `GET /events/{id}` shows \
+                        (`id:` the event's id, `data:` the event as a page of the feed lists \
                         it, on one line), and a `: keep-alive` comment after 15 seconds \
                         without a message. The stream ends after the instance's stream \
                         period (10 minutes by default), at shutdown or when the key is no \
