@@ -17,9 +17,15 @@ use posture_store_postgres::PgConfig;
 /// Where PostgreSQL is.
 #[derive(Args, Clone)]
 pub struct DatabaseArgs {
-    /// PostgreSQL URL, e.g. postgres://posture:secret@db:5432/posture.
-    #[arg(long = "database-url", env = "DATABASE_URL", hide_env_values = true)]
-    pub database_url: String,
+    /// PostgreSQL URL, e.g. postgres://posture:secret@db:5432/posture (required: without
+    /// it, and without the variable, the command says so by the variable's name).
+    #[arg(
+        long = "database-url",
+        env = "DATABASE_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub database_url: Option<String>,
     /// A direct PostgreSQL URL for the LISTEN connections (the key cache, the worker's
     /// wake-ups) when DATABASE_URL is a transaction-mode pooler such as PgBouncer.
     #[arg(
@@ -40,15 +46,32 @@ pub struct DatabaseArgs {
 }
 
 impl DatabaseArgs {
-    pub fn pg_config(&self) -> PgConfig {
-        let mut config = PgConfig::new(self.database_url.clone());
+    pub fn pg_config(&self) -> Result<PgConfig, NoDatabaseUrl> {
+        let mut config = PgConfig::new(self.url()?.to_owned());
         config.listen_url.clone_from(&self.database_listen_url);
         config.max_connections = usize::from(self.db_pool_size);
         config.acquire_timeout = Duration::from_secs(5);
         config.max_active_keys = self.max_active_keys;
-        config
+        Ok(config)
+    }
+
+    /// The PostgreSQL URL, or why there is none.
+    pub fn url(&self) -> Result<&str, NoDatabaseUrl> {
+        self.database_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|url| !url.is_empty())
+            .ok_or(NoDatabaseUrl)
     }
 }
+
+/// Neither `DATABASE_URL` nor `--database-url` was given.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "DATABASE_URL is not set: export DATABASE_URL=postgres://user:password@host:5432/posture \
+     (or pass --database-url)"
+)]
+pub struct NoDatabaseUrl;
 
 impl fmt::Debug for DatabaseArgs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -242,7 +265,7 @@ mod tests {
         let key = SecretKey([1u8; 32]);
         assert_eq!(format!("{key:?}"), "SecretKey(<redacted>)");
         let db = DatabaseArgs {
-            database_url: "postgres://u:hunter2@h/db".into(),
+            database_url: Some("postgres://u:hunter2@h/db".into()),
             database_listen_url: Some("postgres://u:swordfish@h/db".into()),
             db_pool_size: 4,
             max_active_keys: 50,

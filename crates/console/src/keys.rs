@@ -10,6 +10,7 @@ use chrono::{DateTime, Duration, NaiveDate, NaiveTime, Utc};
 use posture_domain::{
     ApiKey, KeyId, Scope,
     api_key::{MAX_KEY_NAME_LEN, NewApiKey},
+    secrets::Keyring,
 };
 use serde::Deserialize;
 
@@ -98,7 +99,7 @@ pub async fn list(
     Ok(pages::html_page(pages::keys(
         &signed.viewer(),
         &page,
-        &IssueForm::fresh(&signed.session.csrf_token),
+        &IssueForm::fresh(&state.keyring, &signed.session.csrf_token),
         notice.as_deref(),
     )))
 }
@@ -114,7 +115,7 @@ struct Request {
     expires_on: String,
 }
 
-fn read_issue_form(fields: &[(String, String)], csrf_token: &str) -> Request {
+fn read_issue_form(fields: &[(String, String)], keyring: &Keyring, csrf_token: &str) -> Request {
     let value = |name: &str| {
         fields
             .iter()
@@ -129,7 +130,9 @@ fn read_issue_form(fields: &[(String, String)], csrf_token: &str) -> Request {
         .collect();
     scopes.dedup();
     Request {
-        key_id: posture_domain::console::issue_form_key(csrf_token, &value("key_id")),
+        key_id: keyring
+            .form_key()
+            .issue_form_key(csrf_token, &value("key_id")),
         name: value("name").trim().to_owned(),
         scopes,
         expires: value("expires"),
@@ -137,10 +140,13 @@ fn read_issue_form(fields: &[(String, String)], csrf_token: &str) -> Request {
     }
 }
 
+/// A form whose token posture did not make for this session.
+const OUT_OF_DATE: &str = "This form is out of date: fill it in again.";
+
 /// Why an issue form cannot be issued, in words.
 fn refusal(request: &Request) -> Option<String> {
     if request.key_id.is_none() {
-        return Some("This form is out of date: fill it in again.".to_owned());
+        return Some(OUT_OF_DATE.to_owned());
     }
     if request.name.is_empty() {
         return Some("Give the key a name, so you can tell it apart later.".to_owned());
@@ -192,24 +198,9 @@ pub async fn issue(
 ) -> Result<HttpResponse, ConsoleError> {
     let signed = session::require(&req, &state, &path).await?;
     let fields = session::checked_form(&body, &signed)?;
-    let request = read_issue_form(&fields, &signed.session.csrf_token);
+    let request = read_issue_form(&fields, &state.keyring, &signed.session.csrf_token);
     if let Some(error) = refusal(&request) {
-        let keys = keys_page(&state, &signed, None).await?;
-        let form = IssueForm {
-            key_id: posture_domain::console::issue_form_token(
-                &signed.session.csrf_token,
-                request.key_id.unwrap_or_else(KeyId::generate),
-            ),
-            name: &request.name,
-            scopes: &request.scopes,
-            expires: &request.expires,
-            expires_on: &request.expires_on,
-            error: Some(&error),
-        };
-        let page = pages::keys(&signed.viewer(), &keys, &form, None).into_string();
-        return Ok(HttpResponse::UnprocessableEntity()
-            .content_type("text/html; charset=utf-8")
-            .body(page));
+        return refused(&state, &signed, &request, &error).await;
     }
     let key_id = request.key_id.unwrap_or_else(KeyId::generate);
     if let Some(page) = already_issued(&state, &signed, key_id).await? {
@@ -219,7 +210,7 @@ pub async fn issue(
     let expires_at = expiry(&request, now).map_err(ConsoleError::BadRequest)?;
     let (mut new_key, secret) = NewApiKey::generate(
         signed.customer,
-        request.name,
+        request.name.clone(),
         request.scopes.iter().copied().collect(),
         expires_at,
         now,
@@ -232,11 +223,13 @@ pub async fn issue(
         .await
     {
         Ok(key) => key,
-        // The same form posted twice at once: the other post issued it.
-        Err(e @ posture_domain::Error::Conflict(_)) => {
+        // The same form posted twice at once: the other post issued it. (An id that is no
+        // key of this customer's cannot be in a token posture made: it is answered as a
+        // stale form, never as something that tells whose it is.)
+        Err(posture_domain::Error::Conflict(_)) => {
             return match already_issued(&state, &signed, key_id).await? {
                 Some(page) => Ok(page),
-                None => Err(e.into()),
+                None => refused(&state, &signed, &request, OUT_OF_DATE).await,
             };
         }
         Err(e) => return Err(e.into()),
@@ -247,6 +240,31 @@ pub async fn issue(
         &key,
         secret.expose(),
     )))
+}
+
+/// The form again (a fresh token for the same session), saying why it was not issued: 422.
+async fn refused(
+    state: &ConsoleState,
+    signed: &Signed,
+    request: &Request,
+    error: &str,
+) -> Result<HttpResponse, ConsoleError> {
+    let keys = keys_page(state, signed, None).await?;
+    let form = IssueForm {
+        key_id: state.keyring.form_key().issue_form_token(
+            &signed.session.csrf_token,
+            request.key_id.unwrap_or_else(KeyId::generate),
+        ),
+        name: &request.name,
+        scopes: &request.scopes,
+        expires: &request.expires,
+        expires_on: &request.expires_on,
+        error: Some(error),
+    };
+    let page = pages::keys(&signed.viewer(), &keys, &form, None).into_string();
+    Ok(HttpResponse::UnprocessableEntity()
+        .content_type("text/html; charset=utf-8")
+        .body(page))
 }
 
 /// The keys page saying so, when the form's key was issued already (a reload of the page
@@ -268,7 +286,7 @@ async fn already_issued(
     Ok(Some(pages::html_page(pages::keys(
         &signed.viewer(),
         &keys,
-        &IssueForm::fresh(&signed.session.csrf_token),
+        &IssueForm::fresh(&state.keyring, &signed.session.csrf_token),
         Some(&notice),
     ))))
 }

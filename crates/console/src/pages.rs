@@ -210,7 +210,7 @@ pub const EXPIRES_ON_A_DATE: &str = "date";
 pub struct IssueForm<'a> {
     /// The form's one-time token: the id the key will have, so that posting the same form
     /// twice (a reload of the page that shows the key) cannot issue a second key, bound to
-    /// the session (`posture_domain::console::issue_form_token`).
+    /// the session (`posture_domain::console::FormKey`).
     pub key_id: String,
     pub name: &'a str,
     pub scopes: &'a [Scope],
@@ -222,12 +222,14 @@ pub struct IssueForm<'a> {
 
 impl IssueForm<'_> {
     /// An empty form for a new key, for the session of `csrf_token`.
-    pub fn fresh(csrf_token: &str) -> IssueForm<'static> {
+    pub fn fresh(
+        keyring: &posture_domain::secrets::Keyring,
+        csrf_token: &str,
+    ) -> IssueForm<'static> {
         IssueForm {
-            key_id: posture_domain::console::issue_form_token(
-                csrf_token,
-                posture_domain::KeyId::generate(),
-            ),
+            key_id: keyring
+                .form_key()
+                .issue_form_token(csrf_token, posture_domain::KeyId::generate()),
             name: "",
             scopes: &[],
             expires: "90d",

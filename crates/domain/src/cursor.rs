@@ -82,7 +82,7 @@ impl hkdf::KeyType for HmacLen {
 
 /// A 32-byte key derived from the server's secret key for one purpose (HKDF-SHA256 with
 /// the purpose as its label), so a derived key says nothing of the secret or of the others.
-fn derive(secret: &[u8; 32], label: &[u8]) -> [u8; 32] {
+pub(crate) fn derive(secret: &[u8; 32], label: &[u8]) -> [u8; 32] {
     let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, b"posture derived keys").extract(secret);
     let mut bytes = [0u8; 32];
     let info: &[&[u8]] = &[label];

@@ -101,6 +101,8 @@ pub struct Keyring {
     cursors: crate::cursor::CursorKey,
     /// Tags responses (`ETag`); derived from the current key.
     tags: crate::cursor::TagKey,
+    /// Seals the console's one-time form tokens; derived from the current key.
+    forms: crate::console::FormKey,
     previous: Vec<SealingKey>,
     random: SystemRandom,
 }
@@ -123,6 +125,7 @@ impl Keyring {
             current: SealingKey::new(current)?,
             cursors: crate::cursor::CursorKey::derive(current),
             tags: crate::cursor::TagKey::derive(current),
+            forms: crate::console::FormKey::derive(current),
             previous: previous
                 .iter()
                 .map(SealingKey::new)
@@ -139,6 +142,11 @@ impl Keyring {
     /// The key that tags responses (`ETag`).
     pub fn tag_key(&self) -> &crate::cursor::TagKey {
         &self.tags
+    }
+
+    /// The key that seals the console's one-time form tokens.
+    pub fn form_key(&self) -> &crate::console::FormKey {
+        &self.forms
     }
 
     /// The id of the key that seals new secrets.

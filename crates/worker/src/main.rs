@@ -71,7 +71,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             cli.webhooks.timeout_secs
         );
     }
-    let store = Arc::new(PgStore::new(&cli.database.pg_config()).context("DATABASE_URL")?);
+    let store = Arc::new(PgStore::new(&cli.database.pg_config()?).context("DATABASE_URL")?);
     store
         .ping()
         .await

@@ -26,7 +26,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => crate::server::serve(*args).await,
         Command::Migrate(args) => {
-            let url = &args.database.database_url;
+            let url = args.database.url()?;
             let applied = migrations::run_pending(url)
                 .await
                 .context("migrating the database failed")?;
@@ -64,7 +64,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// A store for one operator command (a small pool).
 fn store(database: &DatabaseArgs) -> anyhow::Result<PgStore> {
-    let mut config = database.pg_config();
+    let mut config = database.pg_config()?;
     config.max_connections = 2;
     PgStore::new(&config).context("DATABASE_URL")
 }

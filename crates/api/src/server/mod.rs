@@ -242,7 +242,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 async fn open_store(
     args: &ServeArgs,
 ) -> anyhow::Result<(PgStore, posture_store_postgres::PgConfig)> {
-    let mut pg_config = args.database.pg_config();
+    let mut pg_config = args.database.pg_config()?;
     pg_config.statement_timeout =
         Some(Duration::from_millis(args.timeouts.db_statement_timeout_ms));
     pg_config.idle_in_transaction_timeout = Some(Duration::from_millis(
@@ -254,7 +254,7 @@ async fn open_store(
         .await
         .context("cannot reach PostgreSQL at DATABASE_URL")?;
     store.warn_unless_messages_in_english().await;
-    let pending = migrations::pending(&args.database.database_url)
+    let pending = migrations::pending(args.database.url()?)
         .await
         .context("reading the applied migrations failed")?;
     if !pending.is_empty() {

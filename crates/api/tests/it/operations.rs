@@ -1,4 +1,5 @@
-//! What platform engineers rely on: TLS, outages, graceful shutdown.
+//! What platform engineers rely on: TLS, outages, graceful shutdown, a missing DATABASE_URL
+//! said by name.
 
 use std::{
     process::{Child, Command, Stdio},
@@ -351,4 +352,31 @@ async fn a_client_protocol_error_is_answered_and_never_logged_as_an_error() {
     let _ = std::fs::remove_file(&log);
     assert!(!logged.contains("ERROR"), "{logged}");
     assert!(logged.contains("posture-api listening"), "{logged}");
+}
+
+#[test]
+fn a_command_without_database_url_names_the_variable() {
+    for args in [
+        &[
+            "ingest",
+            "--customer",
+            "00000000-0000-4000-8000-000000000000",
+        ][..],
+        &["migrate"],
+        &["customers", "list"],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_posture-api"))
+            .args(args)
+            .env_remove("DATABASE_URL")
+            .env("POSTURE_LOG", "warn")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{args:?}");
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            said.contains("DATABASE_URL is not set: export DATABASE_URL=postgres://"),
+            "{args:?}: {said}"
+        );
+    }
 }

@@ -11,7 +11,6 @@ use std::{fmt, time::Duration};
 
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
-use hmac::{Hmac, KeyInit as _, Mac as _};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -56,36 +55,63 @@ pub fn same_secret(a: &str, b: &str) -> bool {
     a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
-/// The key-issue form's one-time token: the id the key will get (so that the same form
-/// posted twice issues one key), with a MAC under the session's secret CSRF token, so that
-/// the id is one posture chose for this session: an admin can neither pick an id (another
-/// customer's, to learn whether it exists) nor reuse another session's form.
-pub fn issue_form_token(csrf_token: &str, id: KeyId) -> String {
-    let mac = issue_form_mac(csrf_token, id).finalize().into_bytes();
-    format!(
-        "{id}.{}",
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac)
-    )
+/// The key that seals the console's one-time form tokens, derived from the server's secret
+/// key: no admin can make a token, only receive one in a page posture rendered.
+pub struct FormKey(ring::hmac::Key);
+
+impl fmt::Debug for FormKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FormKey").finish_non_exhaustive()
+    }
 }
 
-/// The key id of an issue form's token, if posture made it for the session of `csrf_token`
-/// (the MAC compared in constant time).
-pub fn issue_form_key(csrf_token: &str, token: &str) -> Option<KeyId> {
-    let (id, mac) = token.split_once('.')?;
-    let id: KeyId = id.parse().ok()?;
-    let mac = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(mac)
-        .ok()?;
-    issue_form_mac(csrf_token, id).verify_slice(&mac).ok()?;
-    Some(id)
+impl FormKey {
+    pub fn derive(secret: &[u8; 32]) -> Self {
+        Self(ring::hmac::Key::new(
+            ring::hmac::HMAC_SHA256,
+            &crate::cursor::derive(secret, b"posture console form key v1"),
+        ))
+    }
+
+    /// The key-issue form's one-time token for the session of `csrf_token`: the id the key
+    /// will get (so the same form posted twice issues one key) and a MAC binding it to the
+    /// session, under a key only the server holds. An admin can neither pick an id (another
+    /// customer's, to learn whether it exists) nor use another session's form.
+    pub fn issue_form_token(&self, csrf_token: &str, id: KeyId) -> String {
+        let mac = ring::hmac::sign(&self.0, &issue_form_message(csrf_token, id));
+        format!(
+            "{id}.{}",
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.as_ref())
+        )
+    }
+
+    /// The key id of an issue form's token, if posture made it for the session of
+    /// `csrf_token` (the MAC checked in constant time).
+    pub fn issue_form_key(&self, csrf_token: &str, token: &str) -> Option<KeyId> {
+        let (id, mac) = token.split_once('.')?;
+        let id: KeyId = id.parse().ok()?;
+        let mac = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(mac)
+            .ok()?;
+        ring::hmac::verify(&self.0, &issue_form_message(csrf_token, id), &mac).ok()?;
+        Some(id)
+    }
 }
 
-fn issue_form_mac(csrf_token: &str, id: KeyId) -> Hmac<Sha256> {
-    let mut mac = Hmac::<Sha256>::new_from_slice(csrf_token.as_bytes())
-        .expect("HMAC takes a key of any length");
-    mac.update(b"posture console issue form\0");
-    mac.update(id.to_string().as_bytes());
-    mac
+/// What a form token's MAC covers: the purpose, the session's CSRF token, the key id (each
+/// part length-prefixed).
+fn issue_form_message(csrf_token: &str, id: KeyId) -> Vec<u8> {
+    let id = id.to_string();
+    let mut message = Vec::new();
+    for part in [
+        b"issue key".as_slice(),
+        csrf_token.as_bytes(),
+        id.as_bytes(),
+    ] {
+        message.extend_from_slice(&(part.len() as u64).to_be_bytes());
+        message.extend_from_slice(part);
+    }
+    message
 }
 
 /// The client secret of a customer's OpenID Connect client. `Debug` never shows it.
@@ -396,30 +422,37 @@ mod tests {
 
     #[test]
     fn an_issue_forms_token_is_good_for_its_session_and_id_only() {
+        let key = FormKey::derive(&[7; 32]);
         let (csrf, other) = (random_token(32).unwrap(), random_token(32).unwrap());
         let id = KeyId::generate();
-        let token = issue_form_token(&csrf, id);
-        assert_eq!(issue_form_key(&csrf, &token), Some(id));
+        let token = key.issue_form_token(&csrf, id);
+        assert_eq!(key.issue_form_key(&csrf, &token), Some(id));
         assert_eq!(
-            issue_form_key(&other, &token),
+            key.issue_form_key(&other, &token),
             None,
             "another session's form"
         );
         let (_, mac) = token.split_once('.').unwrap();
         let chosen = format!("{}.{mac}", KeyId::generate());
         assert_eq!(
-            issue_form_key(&csrf, &chosen),
+            key.issue_form_key(&csrf, &chosen),
             None,
             "an id of the admin's choosing"
+        );
+        let elsewhere = FormKey::derive(&[8; 32]).issue_form_token(&csrf, id);
+        assert_eq!(
+            key.issue_form_key(&csrf, &elsewhere),
+            None,
+            "another server key's"
         );
         for bare in [
             id.to_string(),
             "00000000-0000-0000-0000-000000000000".into(),
             String::new(),
         ] {
-            assert_eq!(issue_form_key(&csrf, &bare), None, "{bare:?}");
+            assert_eq!(key.issue_form_key(&csrf, &bare), None, "{bare:?}");
         }
-        assert_eq!(issue_form_key(&csrf, &format!("{id}.!!")), None);
+        assert_eq!(key.issue_form_key(&csrf, &format!("{id}.!!")), None);
     }
 
     #[test]

@@ -59,8 +59,8 @@ impl PassRun<'_> {
         struct Upserted {
             #[diesel(sql_type = Text)]
             id: String,
-            #[diesel(sql_type = diesel::sql_types::Bool)]
-            modified: bool,
+            #[diesel(sql_type = Timestamptz)]
+            modified_at: chrono::DateTime<chrono::Utc>,
         }
         let upserted: Vec<Upserted> = diesel::sql_query(
             "INSERT INTO identities (customer_id, id, cloud_tenant_id, kind, display_name, \
@@ -78,7 +78,7 @@ impl PassRun<'_> {
                                         (EXCLUDED.cloud_tenant_id, EXCLUDED.kind, \
                                          EXCLUDED.display_name, EXCLUDED.principal_name) \
                               THEN EXCLUDED.modified_at ELSE identities.modified_at END \
-             RETURNING id, modified_at = $8 AS modified",
+             RETURNING id, modified_at",
         )
         .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
         .bind::<Timestamptz, _>(self.modified_at)
@@ -102,10 +102,16 @@ impl PassRun<'_> {
         .bind::<Timestamptz, _>(self.modified_at)
         .load(self.conn)
         .await?;
-        // A first pass has no findings to modify.
-        if self.had_findings {
-            self.modified_identities
-                .extend(upserted.into_iter().filter(|u| u.modified).map(|u| u.id));
+        // Compared here, not in the RETURNING list: Citus cannot type a parameter there.
+        // Without findings or recommendations at the pass's start, none embeds an identity
+        // that was there before (a first pass writes its rows with the pass's time).
+        if self.had_embedding_rows {
+            self.modified_identities.extend(
+                upserted
+                    .into_iter()
+                    .filter(|u| u.modified_at == self.modified_at)
+                    .map(|u| u.id),
+            );
         }
         Ok(())
     }

@@ -38,7 +38,7 @@ use posture_domain::{
 use crate::{
     PgStore,
     error::db_error,
-    schema::{analyzer_passes, customer_sync, findings},
+    schema::{analyzer_passes, customer_sync, findings, role_recommendations},
     tenants::{tenant_ids, upsert_tenant},
 };
 
@@ -149,13 +149,18 @@ struct PassRun<'c> {
     started_at: DateTime<Utc>,
     /// The pass's time, from PostgreSQL's clock when the customer is locked: the
     /// `modified_at` of every row it changes, and the `updated_at` / `last_seen_at` of every
-    /// row it reports, so that a row's `updatedAt` is never earlier than its `modifiedAt`.
+    /// row it reports, so that a row the pass reports has `updatedAt` no earlier than its
+    /// `modifiedAt`. (A finding or recommendation the pass does not report, whose identity
+    /// it modifies, is modified without being reported: `updatedAt` stays the last report.)
     modified_at: DateTime<Utc>,
     state: PassState,
     /// Whether the customer had findings when the pass began: without any, no finding can
     /// change, and the pass does not look for changes (a first pass of 200,000 findings
     /// would otherwise probe for each of them in a table it is filling).
     had_findings: bool,
+    /// Whether the customer had findings or role recommendations when the pass began: rows
+    /// that embed an identity the pass may modify.
+    had_embedding_rows: bool,
     counts: PassCounts,
     /// Names of the fields no record type knows, as the summary lists them.
     unknown_field_names: std::collections::BTreeSet<String>,
@@ -185,6 +190,7 @@ impl<'c> PassRun<'c> {
             modified_at: started_at,
             state: PassState::default(),
             had_findings: true,
+            had_embedding_rows: true,
             counts: PassCounts::default(),
             unknown_field_names: std::collections::BTreeSet::new(),
             identities: Batch::new(),
@@ -206,6 +212,12 @@ impl<'c> PassRun<'c> {
         ))
         .get_result(self.conn)
         .await?;
+        self.had_embedding_rows = self.had_findings
+            || diesel::select(diesel::dsl::exists(role_recommendations::table.filter(
+                role_recommendations::customer_id.eq(self.scope.customer_id().as_uuid()),
+            )))
+            .get_result(self.conn)
+            .await?;
         self.state = PassState::new(tenant_ids(self.conn, self.scope).await?);
         for line in items {
             let ParsedLine {

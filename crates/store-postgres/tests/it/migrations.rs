@@ -45,14 +45,46 @@ async fn a_single_node_database_with_data_is_distributed_in_place() {
             .unwrap();
         tenants.push((scope, tenant, records));
     }
+    // A line of the console's audit log (append-only, by trigger).
+    let (key, _) = posture_domain::api_key::NewApiKey::generate(
+        tenants[1].0.customer_id(),
+        "in place".into(),
+        [posture_domain::Scope::ReadFindings].into_iter().collect(),
+        None,
+        chrono::Utc::now(),
+    )
+    .unwrap();
+    posture_domain::ports::ApiKeyRepository::insert_key(
+        &store,
+        key,
+        &posture_domain::console::Actor::Operator,
+    )
+    .await
+    .unwrap();
     let before = db.row_counts().await;
+    let mut conn = db.connection().await;
+    let triggers = count(&mut conn, TRIGGERS).await;
+    assert!(triggers >= 5, "{triggers} triggers");
     drop(store);
 
     db.join_citus().await;
     migrations::run_pending(db.url()).await.unwrap();
     migrations::grant_runtime(db.url(), &role).await.unwrap();
     assert_eq!(db.row_counts().await, before, "every row moved, none lost");
-    let mut conn = db.connection().await;
+    assert_eq!(
+        count(&mut conn, TRIGGERS).await,
+        triggers,
+        "every trigger is back"
+    );
+    assert_eq!(
+        count(&mut conn, FUNCTIONS_ON_THE_COORDINATOR_ONLY).await,
+        0,
+        "every function of posture's is on the workers too"
+    );
+    let refused = diesel::sql_query("UPDATE console_audit SET action = 'rewritten'")
+        .execute(&mut conn)
+        .await;
+    assert!(refused.is_err(), "the audit log stays append-only");
     let distributed: Count = diesel::sql_query(
         "SELECT count(*) AS n FROM pg_dist_partition \
          WHERE logicalrelid IN ('findings'::regclass, 'tenants'::regclass)",
@@ -80,6 +112,29 @@ async fn a_single_node_database_with_data_is_distributed_in_place() {
         .unwrap();
     assert_eq!(summary.counts.new_findings, 1);
     assert!(version(&mut conn, customer).await > was + 1);
+}
+
+/// posture's triggers (of its own functions, not Citus's) on the tables it distributes (the
+/// keys' stay on the coordinator).
+const TRIGGERS: &str = "SELECT count(*) AS n FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid \
+     JOIN pg_proc f ON f.oid = t.tgfoid \
+     WHERE NOT t.tgisinternal AND c.relnamespace = 'public'::regnamespace \
+       AND f.pronamespace = 'public'::regnamespace AND c.relname <> 'api_keys'";
+
+/// posture's functions the workers do not have.
+const FUNCTIONS_ON_THE_COORDINATOR_ONLY: &str = "SELECT count(*) AS n FROM pg_proc p \
+     WHERE p.pronamespace = 'public'::regnamespace AND p.prokind IN ('f', 'p') \
+       AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass \
+                       AND d.objid = p.oid AND d.deptype = 'e') \
+       AND NOT EXISTS (SELECT 1 FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass \
+                       AND o.objid = p.oid)";
+
+async fn count(conn: &mut AsyncPgConnection, sql: &str) -> i64 {
+    diesel::sql_query(sql)
+        .get_result::<Count>(conn)
+        .await
+        .unwrap()
+        .n
 }
 
 /// The customer's data version.

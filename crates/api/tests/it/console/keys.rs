@@ -1,14 +1,17 @@
 //! The API keys settings: issue (shown once), revoke, the audit log, customer isolation.
 
-use posture_domain::{
-    KeyId, Scope,
-    console::{Actor, issue_form_token},
-    ports::ApiKeyRepository,
-};
+use posture_domain::{KeyId, Scope, console::Actor, ports::ApiKeyRepository};
 use reqwest::StatusCode;
 
 use super::support::{admin, customer_with_console, html, location, page, post_form, shown_key};
 use crate::support::TestApp;
+
+/// The one-time token posture's keys page gives `admin`'s session for a key of id `id`.
+fn form_token(admin: &super::support::Admin, id: KeyId) -> String {
+    crate::support::test_keyring()
+        .form_key()
+        .issue_form_token(&admin.csrf, id)
+}
 
 #[tokio::test]
 async fn an_admin_issues_a_key_that_is_shown_once_and_works_on_the_api() {
@@ -16,7 +19,7 @@ async fn an_admin_issues_a_key_that_is_shown_once_and_works_on_the_api() {
     let (scope, customer) = customer_with_console(&app, "Contoso").await;
     let alice = admin(&app, scope, "Alice Admin").await;
     let path = format!("/console/{customer}/keys");
-    let form_id = issue_form_token(&alice.csrf, KeyId::generate());
+    let form_id = form_token(&alice, KeyId::generate());
     let form = [
         ("csrf", alice.csrf.as_str()),
         ("key_id", form_id.as_str()),
@@ -105,9 +108,12 @@ async fn an_issue_forms_token_is_posture_s_for_the_session_never_an_id_the_admin
         "00000000-0000-0000-0000-000000000000".to_owned(),
         KeyId::generate().to_string(),
         foreign_key.to_string(),
-        issue_form_token(&bob.csrf, foreign_key),
+        form_token(&bob, foreign_key),
+        // Alice's own session sealing another customer's key id: only posture can seal.
+        posture_domain::console::FormKey::derive(&[9; 32])
+            .issue_form_token(&alice.csrf, foreign_key),
         id,
-        issue_form_token(&bob.csrf, KeyId::generate()),
+        form_token(&bob, KeyId::generate()),
     ];
     for token in &refused {
         let form = [
@@ -139,7 +145,9 @@ async fn an_issue_forms_token_is_posture_s_for_the_session_never_an_id_the_admin
     assert_eq!(keys.len(), 1);
     assert_eq!(
         Some(keys[0].id),
-        posture_domain::console::issue_form_key(&alice.csrf, &rendered)
+        crate::support::test_keyring()
+            .form_key()
+            .issue_form_key(&alice.csrf, &rendered)
     );
 }
 
@@ -212,7 +220,7 @@ async fn an_issue_form_without_a_name_or_scope_is_refused_in_words() {
             "when the key expires",
         ),
     ];
-    let form_id = issue_form_token(&alice.csrf, KeyId::generate());
+    let form_id = form_token(&alice, KeyId::generate());
     for (fields, reason) in cases {
         let mut form = vec![("csrf", alice.csrf.as_str()), ("key_id", form_id.as_str())];
         form.extend_from_slice(fields);
@@ -364,7 +372,7 @@ async fn a_key_may_expire_on_a_date_the_admin_chooses() {
     let (scope, customer) = customer_with_console(&app, "Contoso").await;
     let alice = admin(&app, scope, "Alice").await;
     let path = format!("/console/{customer}/keys");
-    let form_id = issue_form_token(&alice.csrf, KeyId::generate());
+    let form_id = form_token(&alice, KeyId::generate());
     let day = (chrono::Utc::now() + chrono::Duration::days(45)).date_naive();
     let day_text = day.format("%Y-%m-%d").to_string();
     let yesterday = (chrono::Utc::now() - chrono::Duration::days(1))

@@ -335,10 +335,9 @@ async fn a_providers_claims_are_cleaned_and_a_broken_subject_is_refused() {
                 ("csrf", &csrf),
                 (
                     "key_id",
-                    &posture_domain::console::issue_form_token(
-                        &csrf,
-                        posture_domain::KeyId::generate(),
-                    ),
+                    &crate::support::test_keyring()
+                        .form_key()
+                        .issue_form_token(&csrf, posture_domain::KeyId::generate()),
                 ),
                 ("name", "k"),
                 ("scope", "read:findings"),

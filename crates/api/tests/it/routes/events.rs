@@ -458,3 +458,36 @@ async fn a_finding_the_analyzer_suppresses_is_an_event_of_its_own() {
         assert_eq!(event["finding"]["status"], "suppressed");
     }
 }
+
+#[tokio::test]
+async fn a_head_of_the_feed_neither_waits_nor_streams() {
+    let app = TestApp::start().await;
+    let (a, _) = app.customer("A").await;
+    let (_, key) = app.key(a, &[Scope::ReadFindings]).await;
+    let started = std::time::Instant::now();
+    let waited = app
+        .client
+        .head(app.url("/api/v1/events?wait=30"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(waited.status(), StatusCode::OK);
+    assert_eq!(waited.headers()["content-type"], "application/json");
+    let stream = app
+        .client
+        .head(app.url("/api/v1/events"))
+        .bearer_auth(&key)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), StatusCode::OK);
+    assert_eq!(stream.headers()["content-type"], "text/event-stream");
+    assert!(stream.bytes().await.unwrap().is_empty());
+    assert_eq!(app.event_waits.waiting(), 0, "no place taken");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "answered at once, not after the 30 s wait"
+    );
+}

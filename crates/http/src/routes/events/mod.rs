@@ -124,13 +124,23 @@ async fn list_events(
         after,
         limit: query.limit(),
     };
+    // A HEAD neither waits nor streams: it is answered as the GET would begin (its status
+    // and headers), without taking a waiting place.
+    let head = req.method() == actix_web::http::Method::HEAD;
     if stream::wanted(&req) {
+        if head {
+            read_page(state.ports.events.as_ref(), &caller, &filter).await?;
+            return Ok(stream::head());
+        }
         return stream::open(&req, &caller, filter, state).await;
     }
     let read = || read_page(state.ports.events.as_ref(), &caller, &filter);
     let mut page = read().await?;
     let waits = &state.event_waits;
-    let wait = waits.wait_for(Duration::from_secs(query.wait_secs()));
+    let wait = match head {
+        true => Duration::ZERO,
+        false => waits.wait_for(Duration::from_secs(query.wait_secs())),
+    };
     if page.events.is_empty() && !wait.is_zero() && !waits.is_stopping() {
         let key = presented_key(req.headers()).ok_or(ApiError::Unauthorized)?;
         let _slot = waits.take(caller.key_id(), caller.scope().customer_id())?;
@@ -147,7 +157,7 @@ async fn list_events(
             };
             // A key revoked (or expired) while waiting reads nothing committed since, and
             // gives its place back: as a stream's does.
-            if !key_is_valid(&state, &key, &caller).await {
+            if key_is_revoked(&state, &key, &caller).await {
                 return Err(ApiError::Unauthorized);
             }
             if let Some(heard) = heard {
@@ -178,14 +188,16 @@ async fn list_events(
 /// How often a waiting request or a quiet stream checks that its key is still valid.
 const KEY_CHECK: Duration = Duration::from_secs(1);
 
-/// Whether the key a waiting request presented (`key`, whose principal was `caller`) is
-/// still valid: from the key cache's memory, which revocations reach at once; the store when
-/// the cache no longer holds it.
-async fn key_is_valid(state: &ApiState, key: &KeyHash, caller: &Caller) -> bool {
-    matches!(
-        state.ports.keys.authenticate(key).await,
-        Ok(Some(principal)) if principal.key_id() == caller.key_id()
-    )
+/// Whether the key a waiting request presented (`key`, whose principal was `caller`) is no
+/// longer valid (revoked, expired): from the key cache's memory, which revocations reach
+/// at once; the store when the cache no longer holds it. A store that cannot answer now
+/// says nothing of the key: the request goes on waiting, never a 401 for a valid key.
+async fn key_is_revoked(state: &ApiState, key: &KeyHash, caller: &Caller) -> bool {
+    match state.ports.keys.authenticate(key).await {
+        Ok(Some(principal)) => principal.key_id() != caller.key_id(),
+        Ok(None) => true,
+        Err(_) => false,
+    }
 }
 
 /// `after` names no event of the caller's (another customer's, or one past retention).

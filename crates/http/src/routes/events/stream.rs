@@ -32,7 +32,7 @@ use posture_wire::events::EventResponse;
 use schemars::{Schema, SchemaGenerator};
 use tokio::{sync::mpsc, time::Instant};
 
-use super::{KEY_CHECK, key_is_valid, read_page, woken_read};
+use super::{KEY_CHECK, key_is_revoked, read_page, woken_read};
 use crate::{
     auth::{Caller, presented_key},
     error::ApiError,
@@ -96,12 +96,22 @@ pub(super) async fn open(
         let message = receiver.recv().await?;
         Some((Ok::<_, Infallible>(message), receiver))
     });
-    Ok(HttpResponse::Ok()
+    Ok(stream_response().streaming(body))
+}
+
+/// The headers a stream is answered with, without the stream (a HEAD).
+pub(super) fn head() -> HttpResponse {
+    stream_response().finish()
+}
+
+fn stream_response() -> actix_web::HttpResponseBuilder {
+    let mut response = HttpResponse::Ok();
+    response
         .content_type("text/event-stream")
         .insert_header((header::CACHE_CONTROL, "no-cache"))
         // Proxies that buffer responses (nginx) pass this one on as it comes.
-        .insert_header(("x-accel-buffering", "no"))
-        .streaming(body))
+        .insert_header(("x-accel-buffering", "no"));
+    response
 }
 
 /// A stream's task: what it reads, where it sends, and the place it holds until it ends.
@@ -173,7 +183,7 @@ impl Stream {
                 return Err(End::Shutdown);
             } else if Instant::now() >= deadline {
                 return Err(End::Period);
-            } else if !key_is_valid(&self.state, &self.key, &self.caller).await {
+            } else if key_is_revoked(&self.state, &self.key, &self.caller).await {
                 // Catching up on many pages: the key is checked before each, as when quiet.
                 return Err(End::Key);
             } else {
@@ -196,7 +206,7 @@ impl Stream {
                 () = self.state.event_waits.stopped() => return Err(End::Shutdown),
                 () = self.sender.closed() => return Err(End::Reader),
             };
-            if !key_is_valid(&self.state, &self.key, &self.caller).await {
+            if key_is_revoked(&self.state, &self.key, &self.caller).await {
                 return Err(End::Key);
             }
             if let Some(heard) = news {
