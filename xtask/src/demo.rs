@@ -156,9 +156,15 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
         "\nAPI reference (browse and try every route): {base}/api/v1/docs\n"
     ));
     let (first, first_id, first_key) = &customers[0];
+    // The throwaway server's URL holds no secret; a DATABASE_URL of the user's is not
+    // printed back.
+    let export_url = match &postgres {
+        Some(_) => format!("export DATABASE_URL='{database_url}'"),
+        None => "# DATABASE_URL: the one you set".to_owned(),
+    };
     text.push_str(&format!(
         "\nOperator commands against the demo's database (posture-api, docs/operations.md):\n  \
-         export DATABASE_URL='{database_url}'\n  \
+         {export_url}\n  \
          {api} ingest --customer {first_id} {pass}   # {name}'s pass again\n",
         api = bin.join("posture-api").display(),
         pass = data_dir.join(format!("{}.jsonl", first.seed)).display(),
