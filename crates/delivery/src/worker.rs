@@ -346,6 +346,10 @@ impl Worker {
     /// Works until `stop` turns true.
     pub async fn run(self: &Arc<Self>, mut stop: watch::Receiver<bool>) {
         tracing::info!(worker = %self.config.id, concurrency = self.config.concurrency, "posture-worker running");
+        // LISTEN failures in a row: the wait before trying again grows from 1 s to the poll
+        // interval, so a LISTEN broken for a moment (a restart, a full server) is back within
+        // seconds, and one broken for good costs a line per poll interval.
+        let mut listen_failures: u32 = 0;
         while !*stop.borrow() {
             self.refresh_queue_gauges().await;
             self.sweep_when_due().await;
@@ -367,9 +371,19 @@ impl Worker {
             tokio::select! {
                 _ = stop.changed() => {}
                 woken = self.deliveries.wait_for_work(self.config.poll_interval) => {
-                    if let Err(e) = woken {
-                        tracing::warn!(error = %e, "waiting for notifications failed; polling");
-                        tokio::time::sleep(self.config.poll_interval).await;
+                    match woken {
+                        Ok(_) => listen_failures = 0,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "waiting for notifications failed; polling");
+                            let retry = Duration::from_secs(1)
+                                .saturating_mul(1 << listen_failures.min(16))
+                                .min(self.config.poll_interval);
+                            listen_failures = listen_failures.saturating_add(1);
+                            tokio::select! {
+                                _ = stop.changed() => {}
+                                () = tokio::time::sleep(retry) => {}
+                            }
+                        }
                     }
                 }
             }
