@@ -1,5 +1,5 @@
 //! The one way out to hosts that customers control — webhook receivers and the customers'
-//! identity providers (DESIGN.md §8): every outbound client posture builds for them comes
+//! identity providers: every outbound client posture builds for them comes
 //! from here.
 //!
 //! * Host names are resolved by [`GuardedResolver`], which keeps only the addresses the

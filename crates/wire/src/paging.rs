@@ -137,7 +137,7 @@ pub struct ModifiedSinceQuery {
 ///
 /// It declares no default on purpose: what its absence means depends on `modifiedSince`
 /// (by modification with it, the list's own order without), and a generated client sends
-/// every declared default, which would turn a sync into a view (DESIGN.md §8).
+/// every declared default, which would turn a sync into a view.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct OrderQuery {
     /// `default`: the list's own order. `modified`: ascending `modifiedAt`, then id, up to

@@ -1,4 +1,4 @@
-//! A declared default means exactly what leaving the parameter out means (DESIGN.md §8):
+//! A declared default means exactly what leaving the parameter out means:
 //! clients generated from the contract send every default they find, so for every parameter
 //! of every operation that declares one, sending it explicitly must give the same status and
 //! the same body as leaving it out — alone, and beside the parameters a sync sends.

@@ -1,4 +1,4 @@
-//! What a receiver answers is outside text (DESIGN.md §8): whatever it sends — a NUL byte,
+//! What a receiver answers is outside text: whatever it sends — a NUL byte,
 //! escape sequences, invalid UTF-8, a huge body — each attempt is recorded and counted, so
 //! the retry policy and its cap apply; and what a customer reads of a failure is coarse: an
 //! unreachable receiver reads the same whether its port is closed or its name only resolves

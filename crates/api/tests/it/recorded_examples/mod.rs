@@ -1,4 +1,4 @@
-//! The contract's examples are what the service answers (DESIGN.md §8): this test serves a
+//! The contract's examples are what the service answers: this test serves a
 //! realistic customer (Contoso: identities, findings, a recommendation, risk scores, two
 //! subscriptions, one of them failing, a key called `splunk-prod`), calls every operation
 //! that answers JSON, receives a delivery of every event type at a real receiver, and
