@@ -7,7 +7,8 @@
 //! ingest`, summarises the initial deliveries in one line, and prints the keys, the API
 //! reference's URL and ready `curl` lines last, so they stay on screen; each later delivery
 //! prints a line. Ctrl-C stops
-//! everything it started and removes its data.
+//! everything it started and removes its data. With `--check` it then runs every printed
+//! command as printed (`demo_check`) and stops.
 
 use std::{
     process::{Child, Command, Stdio},
@@ -40,6 +41,9 @@ pub struct DemoArgs {
     /// Identities of the first customer (the second gets a third of it).
     #[arg(long, default_value_t = 3000)]
     identities: usize,
+    /// Run every command the demo prints, as printed, then stop (CI; a free port is used).
+    #[arg(long)]
+    check: bool,
 }
 
 pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
@@ -85,7 +89,12 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
 
     // The API, the worker, and a receiver subscribed to the first customer's findings.
     let secret_key = base64::engine::general_purpose::STANDARD.encode(rand_bytes()?);
-    let bind = format!("127.0.0.1:{}", args.port);
+    let port = if args.check {
+        crate::servers::free_port()?
+    } else {
+        args.port
+    };
+    let bind = format!("127.0.0.1:{port}");
     let log = std::env::var("POSTURE_LOG").unwrap_or_else(|_| "warn".into());
     let common = |command: &mut Command| {
         command
@@ -198,7 +207,15 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     ));
     print_block(&text);
 
-    let status = wait_for_ctrl_c(&mut children.0[0])?;
+    let status = if args.check {
+        let checked = crate::demo_check::run_printed(&text, &scratch_dir("demo-check")?);
+        drop(children);
+        drop(postgres);
+        let _ = std::fs::remove_dir_all(&data_dir);
+        return checked.map(|_| ());
+    } else {
+        wait_for_ctrl_c(&mut children.0[0])?
+    };
     drop(children);
     drop(postgres);
     let _ = std::fs::remove_dir_all(&data_dir);

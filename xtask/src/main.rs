@@ -7,6 +7,7 @@ mod citus;
 mod clients;
 mod console_e2e;
 mod demo;
+mod demo_check;
 mod demo_data;
 mod demo_receiver;
 mod doc_examples;
