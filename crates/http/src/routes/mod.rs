@@ -354,8 +354,23 @@ async fn check_scope_and_query(
     // A HEAD sends no body: a streamed one (an export, a stream of events) is dropped
     // unread, which ends the work producing it. A body of known size is left to the
     // server, which sends its `Content-Length` and not its bytes.
+    // The GET's streamed body would have been compressed as the request's
+    // `Accept-Encoding` asks (not a stream of events), so the HEAD says it varies with it too,
+    // as caches need.
     if head && matches!(response.response().body().size(), BodySize::Stream) {
-        return Ok(response.map_body(|_, _| BoxBody::new(actix_web::body::None::new())));
+        return Ok(response.map_body(|head, _| {
+            let events = head
+                .headers()
+                .get(actix_web::http::header::CONTENT_TYPE)
+                .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+            if !events {
+                head.headers_mut().append(
+                    actix_web::http::header::VARY,
+                    actix_web::http::header::HeaderValue::from_static("accept-encoding"),
+                );
+            }
+            BoxBody::new(actix_web::body::None::new())
+        }));
     }
     Ok(response)
 }

@@ -182,6 +182,7 @@ async fn every_get_route_answers_head_as_get_without_its_body() {
             "content-length",
             "etag",
             "cache-control",
+            "vary",
             "x-ratelimit-limit",
             "ratelimit-policy",
         ] {
