@@ -13,6 +13,7 @@ use posture_domain::{
     event::{EventFilter, EventPage, FindingEvent},
     finding::Finding,
     ports::EventRepository,
+    webhook::EventType,
 };
 use uuid::Uuid;
 
@@ -128,10 +129,16 @@ impl EventRepository for PgStore {
             must_exist(&mut conn, customer, after).await?;
             query = query.filter(finding_events::id.gt(after.as_uuid()));
         }
-        if !filter.types.is_empty() {
-            let types: Vec<&str> = filter.types.iter().map(|t| t.as_str()).collect();
-            query = query.filter(finding_events::event_type.eq_any(types));
-        }
+        // Without a filter, the types this build knows: an event of a type a newer ingest
+        // wrote during a rolling upgrade is served once this instance knows it, instead
+        // of failing the page.
+        let types = if filter.types.is_empty() {
+            EventType::ALL
+        } else {
+            filter.types.as_slice()
+        };
+        let types: Vec<&str> = types.iter().map(|t| t.as_str()).collect();
+        query = query.filter(finding_events::event_type.eq_any(types));
         if let Some(since) = filter.created_since {
             query = query
                 .filter(finding_events::id.ge(posture_event_floor(since)))
@@ -149,8 +156,10 @@ impl EventRepository for PgStore {
     async fn get_event(&self, scope: CustomerScope, id: EventId) -> Result<FindingEvent> {
         let customer = scope.customer_id().as_uuid();
         let mut conn = self.conn().await?;
+        let known: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
         let row: EventRow = finding_events::table
             .find((customer, id.as_uuid()))
+            .filter(finding_events::event_type.eq_any(known))
             .select(EventRow::as_select())
             .first(&mut conn)
             .await

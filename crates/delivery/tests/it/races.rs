@@ -138,6 +138,61 @@ async fn orphaned_deliveries_never_keep_the_claim_from_deliverable_ones() {
     assert_eq!(cancelled, 20, "the orphans met are cancelled");
 }
 
+/// During a rolling upgrade a newer ingest may write a delivery of an event type this build
+/// does not know (its migration widened the check first): it waits for a newer worker and
+/// hides from this build's log, instead of failing every claim and page.
+#[tokio::test]
+async fn a_delivery_of_an_event_type_from_a_newer_build_waits_and_breaks_nothing() {
+    let setup = Setup::new().await;
+    let (customer, tenant) = setup.customer("A").await;
+    let server = receiver(200).await;
+    setup
+        .subscribe(customer, &hook_url(&server), &["finding_high"])
+        .await;
+    setup
+        .pass(customer, &[finding("h1", &tenant, "high")])
+        .await;
+    setup
+        .pass(customer, &[finding("h2", &tenant, "high")])
+        .await;
+    let mut conn = AsyncPgConnection::establish(setup.db.url()).await.unwrap();
+    diesel::sql_query(
+        "ALTER TABLE webhook_deliveries DROP CONSTRAINT webhook_deliveries_event_type_check",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let newer = setup.deliveries(customer).await[0].id;
+    diesel::sql_query(format!(
+        "UPDATE webhook_deliveries SET event_type = 'finding_from_a_newer_build' \
+         WHERE customer_id = '{}' AND id = '{}'",
+        customer.customer_id().as_uuid(),
+        newer.as_uuid()
+    ))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let claimed = setup
+        .store
+        .claim_due("w1", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1, "the known one is claimed");
+    assert_ne!(claimed[0].delivery.id, newer);
+    let listed = setup.deliveries(customer).await;
+    assert_eq!(listed.len(), 1, "the log lists what this build can read");
+    assert_eq!(
+        count(
+            &mut conn,
+            "SELECT count(*) AS n FROM webhook_deliveries \
+             WHERE event_type = 'finding_from_a_newer_build' AND status = 'pending'"
+        )
+        .await,
+        1,
+        "the newer one waits, pending"
+    );
+}
+
 #[tokio::test]
 async fn a_delivery_that_cannot_be_prepared_counts_attempts_and_ends_failed() {
     let setup = Setup::new().await;

@@ -14,6 +14,7 @@ use diesel::{
     sql_types::{BigInt, Bytea, Double, Nullable, Text, Uuid as SqlUuid},
 };
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
+use posture_domain::delivery::DeliveryEvent;
 use uuid::Uuid;
 
 use super::rows::{DELIVERY_COLUMNS, DeliveryRow};
@@ -65,6 +66,9 @@ fn claim_statement(customer: &str) -> String {
     // Whether the previous secret still signs is decided with the claim, not in RETURNING
     // (Citus allows no function there but immutable ones).
     let overlap = "CASE WHEN due.overlap THEN";
+    // A delivery of an event type this build does not know (written by a newer ingest
+    // during a rolling upgrade) waits for a worker that knows it.
+    let known = known_types();
     format!(
         "WITH due AS ( \
              SELECT d.customer_id, d.id, \
@@ -75,6 +79,7 @@ fn claim_statement(customer: &str) -> String {
               AND s.paused_at IS NULL AND s.disabled_at IS NULL \
              WHERE d.status = 'pending' AND d.next_attempt_at <= now() \
                AND (d.lease_until IS NULL OR d.lease_until < now()) {customer} \
+               AND d.event_type IN ({known}) \
              ORDER BY d.next_attempt_at LIMIT $2 FOR UPDATE OF d SKIP LOCKED) \
          UPDATE webhook_deliveries d \
             SET lease_until = now() + make_interval(secs => $3), leased_by = $1 \
@@ -87,6 +92,16 @@ fn claim_statement(customer: &str) -> String {
                    {overlap} s.previous_secret_nonce END AS previous_nonce, \
                    {overlap} s.previous_secret_ciphertext END AS previous_ciphertext"
     )
+}
+
+/// The delivery event types this build knows, as an SQL list of literals (the enum's own
+/// snake-case names, never input).
+pub(super) fn known_types() -> String {
+    DeliveryEvent::ALL
+        .iter()
+        .map(|event| format!("'{}'", event.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// One PostgreSQL node: every customer's due deliveries in one statement.

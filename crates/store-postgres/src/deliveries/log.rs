@@ -141,6 +141,14 @@ async fn customer_of(conn: &mut AsyncPgConnection, id: DeliveryId) -> Result<Opt
     .map_err(db_error)
 }
 
+/// The delivery event types this build knows.
+pub(super) fn known_event_types() -> Vec<&'static str> {
+    posture_domain::delivery::DeliveryEvent::ALL
+        .iter()
+        .map(|event| event.as_str())
+        .collect()
+}
+
 impl PgStore {
     pub(crate) async fn log_page(
         &self,
@@ -166,6 +174,9 @@ impl PgStore {
             let mut query = webhook_deliveries::table
                 .filter(webhook_deliveries::customer_id.eq(customer))
                 .filter(webhook_deliveries::subscription_id.eq(subscription.as_uuid()))
+                // A delivery of a type a newer build wrote (a rolling upgrade) is shown
+                // once this instance knows its type.
+                .filter(webhook_deliveries::event_type.eq_any(known_event_types()))
                 .into_boxed();
             if let Some(status) = filter.status {
                 query = query.filter(webhook_deliveries::status.eq(status.as_str()));

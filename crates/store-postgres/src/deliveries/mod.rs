@@ -297,6 +297,7 @@ impl DeliveryRepository for PgStore {
         let mut conn = self.conn().await?;
         let mut query = webhook_deliveries::table
             .filter(webhook_deliveries::customer_id.eq(scope.customer_id().as_uuid()))
+            .filter(webhook_deliveries::event_type.eq_any(log::known_event_types()))
             .into_boxed();
         if let Some(status) = status {
             query = query.filter(webhook_deliveries::status.eq(status.as_str()));
