@@ -181,9 +181,26 @@ pub struct Finding {
     pub detected_at: DateTime<Utc>,
     /// When an analyzer pass last reported it.
     pub updated_at: DateTime<Utc>,
-    /// When an analyzer pass last changed anything the API serves of it (a re-report with
-    /// nothing changed leaves it).
+    /// When anything the API serves of it last changed, by an analyzer pass or a triage (a
+    /// re-report with nothing changed leaves it).
     pub modified_at: DateTime<Utc>,
+    /// The customer's triage, as it reads now (an expired mark reads as untriaged).
+    pub triage: crate::triage::Triage,
+}
+
+impl Finding {
+    /// The finding's strong entity tag (`ETag`, and what `If-Match` compares): it changes
+    /// with everything the API serves of it — a pass's report (`updatedAt`), a change a pass
+    /// or a triage made (`modifiedAt`), and a mark's expiry (the triage's `updatedAt`).
+    pub fn tag(&self) -> String {
+        let micros = |at: DateTime<Utc>| at.timestamp_micros();
+        format!(
+            "f{:x}.{:x}.{:x}",
+            micros(self.updated_at),
+            micros(self.modified_at),
+            self.triage.updated_at.map_or(0, micros)
+        )
+    }
 }
 
 /// Filters of the finding list and export. Empty lists mean "any"; values within one list
@@ -196,6 +213,8 @@ pub struct FindingFilter {
     pub finding_types: Vec<FindingType>,
     /// Only rows whose `modified_at` is later than this (`modifiedSince`).
     pub modified_since: Option<DateTime<Utc>>,
+    /// Only findings whose triage reads as one of these now (`triageState`).
+    pub triage_states: Vec<crate::triage::TriageState>,
 }
 
 /// A finding to insert or update, from an ingest record.

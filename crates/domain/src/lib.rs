@@ -31,6 +31,7 @@ pub mod secrets;
 pub mod signature;
 pub mod tenant;
 pub mod test_delivery;
+pub mod triage;
 pub mod upr;
 pub mod webhook;
 pub mod webhook_change;

@@ -15,6 +15,7 @@ use crate::{
 /// id, type and title, about no identity, in `tenant`.
 pub fn sample_finding(severity: Severity, tenant: CloudTenantId, now: DateTime<Utc>) -> Finding {
     Finding {
+        triage: crate::triage::Triage::default(),
         id: format!("sample-{severity}")
             .parse()
             .expect("a sample id is a finding id"),

@@ -24,6 +24,7 @@ const UNAVAILABLE_MESSAGES: &[&str] = &[
     "terminating connection",
     "the database system is",
     "canceling statement due to statement timeout",
+    "canceling statement due to lock timeout",
     "could not connect",
     "connection to server",
     "server closed the connection",

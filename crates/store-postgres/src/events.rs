@@ -59,6 +59,7 @@ async fn with_findings(
     conn: &mut AsyncPgConnection,
     customer: Uuid,
     rows: Vec<EventRow>,
+    now: DateTime<Utc>,
 ) -> Result<Vec<FindingEvent>> {
     let mut wanted: Vec<&str> = rows.iter().map(|r| r.finding_id.as_str()).collect();
     wanted.sort_unstable();
@@ -78,7 +79,7 @@ async fn with_findings(
         .map_err(db_error)?;
     let mut by_id: HashMap<String, Finding> = HashMap::with_capacity(found.len());
     for row in found {
-        let finding = to_finding(row)?;
+        let finding = to_finding(row, now)?;
         by_id.insert(finding.id.as_str().to_owned(), finding);
     }
     rows.into_iter()
@@ -148,7 +149,7 @@ impl EventRepository for PgStore {
         let has_more = rows.len() > filter.limit as usize;
         rows.truncate(filter.limit as usize);
         Ok(EventPage {
-            events: with_findings(&mut conn, customer, rows).await?,
+            events: with_findings(&mut conn, customer, rows, self.clock.now()).await?,
             has_more,
         })
     }
@@ -166,7 +167,7 @@ impl EventRepository for PgStore {
             .optional()
             .map_err(db_error)?
             .ok_or(Error::NotFound)?;
-        with_findings(&mut conn, customer, vec![row])
+        with_findings(&mut conn, customer, vec![row], self.clock.now())
             .await?
             .pop()
             .ok_or(Error::NotFound)

@@ -35,6 +35,8 @@ pub(crate) struct PgFindingCursor {
     total: u64,
     synced_through: Option<DateTime<Utc>>,
     last_id: Option<String>,
+    /// When the export began: its triage reads as it did then.
+    now: DateTime<Utc>,
 }
 
 impl PgStore {
@@ -55,7 +57,8 @@ impl PgStore {
         let synced_through = crate::sync::read_synced_through(&conn, customer)
             .await
             .map_err(db_error)?;
-        let total = crate::findings::count_findings(&conn, customer, filter, None)
+        let now = self.clock.now();
+        let total = crate::findings::count_findings(&conn, customer, filter, None, now)
             .await
             .map_err(db_error)?;
         Ok(PgFindingCursor {
@@ -65,6 +68,7 @@ impl PgStore {
             total,
             synced_through,
             last_id: None,
+            now,
         })
     }
 }
@@ -122,6 +126,12 @@ impl FindingBatches for PgFindingCursor {
         if let Some(since) = self.filter.modified_since {
             query = query.filter(findings::modified_at.gt(since));
         }
+        if !self.filter.triage_states.is_empty() {
+            query = query.filter(crate::findings::triage_filter!(
+                self.filter.triage_states,
+                self.now
+            ));
+        }
         let rows: Vec<FindingWithIdentity> = query
             .order(findings::id)
             .limit(PAGE_ROWS)
@@ -141,8 +151,9 @@ impl FindingBatches for PgFindingCursor {
             return Ok(None);
         }
         self.last_id = rows.last().map(|(row, _)| row.id.clone());
+        let now = self.now;
         rows.into_iter()
-            .map(to_finding)
+            .map(|row| to_finding(row, now))
             .collect::<Result<Vec<_>>>()
             .map(Some)
     }

@@ -6,76 +6,24 @@ use diesel::{dsl::sum, prelude::*};
 use diesel_async::AsyncPgConnection;
 use diesel_async::RunQueryDsl;
 use posture_domain::{
-    CloudTenantId, CustomerScope, Error, FindingId, Page, PageRequest, Result,
-    finding::{Finding, FindingFilter, FindingStatus, FindingType, Severity},
-    identity::IdentitySummary,
+    CustomerScope, Error, FindingId, KeyId, Page, PageRequest, Result,
+    finding::{Finding, FindingFilter, Severity},
     page::{KeyPart, KeyReader, ListOrder, SortKey},
     ports::FindingRepository,
+    triage::{TriageChange, TriageRecord},
 };
 use uuid::Uuid;
 
+pub(crate) use crate::finding_rows::{FindingRow, FindingWithIdentity, to_finding};
 use crate::{
     PgStore,
-    error::{corrupt, db_error},
+    error::db_error,
+    finding_rows::in_order,
     identities::IdentitySummaryRow,
     schema::{finding_totals, findings, identities},
     sync::{after_key, after_time_key, read_time_key, synced_through, time_key},
-    text::{At, Parsed},
+    text::At,
 };
-
-#[derive(Queryable, Selectable)]
-#[diesel(table_name = findings, check_for_backend(diesel::pg::Pg))]
-pub(crate) struct FindingRow {
-    pub(crate) id: String,
-    cloud_tenant_id: Uuid,
-    finding_type: String,
-    severity: Parsed<Severity>,
-    status: Parsed<FindingStatus>,
-    title: String,
-    description: Option<String>,
-    #[diesel(deserialize_as = At)]
-    detected_at: DateTime<Utc>,
-    #[diesel(deserialize_as = At)]
-    updated_at: DateTime<Utc>,
-    #[diesel(deserialize_as = At)]
-    modified_at: DateTime<Utc>,
-}
-
-/// A finding row and its identity (absent when the finding names none).
-pub(crate) type FindingWithIdentity = (FindingRow, Option<IdentitySummaryRow>);
-
-pub(crate) fn to_finding((row, identity): FindingWithIdentity) -> Result<Finding> {
-    Ok(Finding {
-        id: FindingId::try_from(row.id).map_err(|e| corrupt("finding id", e))?,
-        cloud_tenant_id: CloudTenantId::from_uuid(row.cloud_tenant_id),
-        finding_type: FindingType::try_from(row.finding_type)
-            .map_err(|e| corrupt("finding type", e))?,
-        severity: row.severity.0,
-        status: row.status.0,
-        title: row.title,
-        description: row.description,
-        identity: identity.map(IdentitySummary::try_from).transpose()?,
-        detected_at: row.detected_at,
-        updated_at: row.updated_at,
-        modified_at: row.modified_at,
-    })
-}
-
-/// `rows` in the order of `ids` (each id once; ids without a row are skipped), in one pass.
-fn in_order<S: AsRef<str>>(ids: &[S], rows: Vec<FindingWithIdentity>) -> Vec<FindingWithIdentity> {
-    let position: std::collections::HashMap<&str, usize> = ids
-        .iter()
-        .enumerate()
-        .map(|(i, id)| (id.as_ref(), i))
-        .collect();
-    let mut slots: Vec<Option<FindingWithIdentity>> = (0..ids.len()).map(|_| None).collect();
-    for row in rows {
-        if let Some(&i) = position.get(row.0.id.as_str()) {
-            slots[i] = Some(row);
-        }
-    }
-    slots.into_iter().flatten().collect()
-}
 
 /// The rank stored in `severity_rank` (the list order: most severe first).
 pub(crate) fn severity_rank(severity: Severity) -> i16 {
@@ -89,7 +37,7 @@ pub(crate) fn severity_rank(severity: Severity) -> i16 {
 
 /// Findings of the customer with `filter` applied (no join: it serves index-only scans).
 macro_rules! filtered_findings {
-    ($customer:expr, $filter:expr) => {{
+    ($customer:expr, $filter:expr, $now:expr) => {{
         let mut query = findings::table
             .filter(findings::customer_id.eq($customer))
             .into_boxed();
@@ -117,9 +65,25 @@ macro_rules! filtered_findings {
         if let Some(since) = filter.modified_since {
             query = query.filter(findings::modified_at.gt(since));
         }
+        if !filter.triage_states.is_empty() {
+            query = query.filter($crate::findings::triage_filter!(filter.triage_states, $now));
+        }
         query
     }};
 }
+
+/// `triageState`: the triage as it reads at `now` (a mark past its expiry is `untriaged`).
+macro_rules! triage_filter {
+    ($states:expr, $now:expr) => {{
+        let states: Vec<&'static str> = $states.iter().map(|s| s.as_str()).collect();
+        diesel::dsl::sql::<diesel::sql_types::Bool>("(CASE WHEN findings.triage_expires_at <= ")
+            .bind::<diesel::sql_types::Timestamptz, _>($now)
+            .sql(" THEN 'untriaged' ELSE findings.triage_state END) = ANY(")
+            .bind::<diesel::sql_types::Array<diesel::sql_types::Text>, _>(states)
+            .sql(")")
+    }};
+}
+pub(crate) use triage_filter;
 
 /// Findings with their identity, by id (the rows of one page).
 macro_rules! findings_with_identity {
@@ -146,9 +110,11 @@ pub(crate) async fn count_findings(
     customer: Uuid,
     filter: &FindingFilter,
     through: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
 ) -> diesel::QueryResult<u64> {
-    let total = if filter.modified_since.is_some() {
-        let mut query = filtered_findings!(customer, filter);
+    // The totals know neither modification times nor triage: those are counted over rows.
+    let total = if filter.modified_since.is_some() || !filter.triage_states.is_empty() {
+        let mut query = filtered_findings!(customer, filter, now);
         if let Some(through) = through {
             query = query.filter(findings::modified_at.le(through));
         }
@@ -233,6 +199,7 @@ async fn natural_ids(
     filter: &FindingFilter,
     page: &PageRequest,
     after: Option<(i16, DateTime<Utc>, String)>,
+    now: DateTime<Utc>,
 ) -> diesel::QueryResult<Keyed> {
     let order = (
         findings::severity_rank,
@@ -240,7 +207,7 @@ async fn natural_ids(
         findings::id,
     );
     let Some((rank, detected_at, id)) = after else {
-        return filtered_findings!(customer, filter)
+        return filtered_findings!(customer, filter, now)
             .order(order)
             .limit(page.fetch())
             .offset(page.offset() as i64)
@@ -249,20 +216,20 @@ async fn natural_ids(
             .await
             .map(natural_keys);
     };
-    let same_time = filtered_findings!(customer, filter)
+    let same_time = filtered_findings!(customer, filter, now)
         .filter(findings::severity_rank.eq(rank))
         .filter(findings::detected_at.eq(detected_at))
         .filter(findings::id.gt(id))
         .order(order)
         .limit(page.fetch())
         .select(NATURAL_KEY);
-    let same_rank = filtered_findings!(customer, filter)
+    let same_rank = filtered_findings!(customer, filter, now)
         .filter(findings::severity_rank.eq(rank))
         .filter(findings::detected_at.lt(detected_at))
         .order(order)
         .limit(page.fetch())
         .select(NATURAL_KEY);
-    let lower_ranks = filtered_findings!(customer, filter)
+    let lower_ranks = filtered_findings!(customer, filter, now)
         .filter(findings::severity_rank.gt(rank))
         .order(order)
         .limit(page.fetch())
@@ -309,8 +276,9 @@ async fn modified_ids(
     page: &PageRequest,
     through: DateTime<Utc>,
     after: Option<(DateTime<Utc>, String)>,
+    now: DateTime<Utc>,
 ) -> diesel::QueryResult<Keyed> {
-    let mut query = filtered_findings!(customer, filter)
+    let mut query = filtered_findings!(customer, filter, now)
         .filter(findings::modified_at.le(through))
         .order((findings::modified_at, findings::id))
         .limit(page.fetch())
@@ -341,6 +309,7 @@ async fn page_keys(
     customer: Uuid,
     filter: &FindingFilter,
     page: &PageRequest,
+    now: DateTime<Utc>,
 ) -> Result<(Keyed, u64, Option<DateTime<Utc>>)> {
     let natural_after = match page.order() {
         ListOrder::Natural => after_key(page, read_natural_key)?,
@@ -357,8 +326,8 @@ async fn page_keys(
     // past the bound) is left for the next sync rather than served past `syncedThrough`.
     Ok(match page.order() {
         ListOrder::Natural => {
-            let ids = natural_ids(conn, customer, filter, page, natural_after);
-            let total = count_findings(conn, customer, filter, None);
+            let ids = natural_ids(conn, customer, filter, page, natural_after, now);
+            let total = count_findings(conn, customer, filter, None, now);
             let through = synced_through(store, conn, customer);
             futures_util::future::try_join3(ids, total, through)
                 .await
@@ -375,8 +344,9 @@ async fn page_keys(
                 // No pass has committed: nothing to sync yet.
                 None => (Vec::new(), 0, None),
                 Some(bound) => {
-                    let ids = modified_ids(conn, customer, filter, page, bound, modified_after);
-                    let total = count_findings(conn, customer, filter, Some(bound));
+                    let ids =
+                        modified_ids(conn, customer, filter, page, bound, modified_after, now);
+                    let total = count_findings(conn, customer, filter, Some(bound), now);
                     let (ids, total) = futures_util::future::try_join(ids, total)
                         .await
                         .map_err(db_error)?;
@@ -398,7 +368,8 @@ impl FindingRepository for PgStore {
         let customer = scope.customer_id().as_uuid();
         let conn = self.conn().await?;
         let conn = &*conn;
-        let (ids, total, through) = page_keys(self, conn, customer, filter, &page).await?;
+        let now = self.clock.now();
+        let (ids, total, through) = page_keys(self, conn, customer, filter, &page, now).await?;
         // The page and its next key, from the keys the index gave.
         let keyed = page.page_of(ids, total, sort_key);
         let ids: Vec<String> = keyed.items.into_iter().map(|(id, _)| id).collect();
@@ -419,7 +390,7 @@ impl FindingRepository for PgStore {
         };
         let items = in_order(&ids, rows)
             .into_iter()
-            .map(to_finding)
+            .map(|row| to_finding(row, now))
             .collect::<Result<Vec<_>>>()?;
         Ok(Page {
             items,
@@ -445,9 +416,10 @@ impl FindingRepository for PgStore {
             .load::<FindingWithIdentity>(&mut conn)
             .await
             .map_err(db_error)?;
+        let now = self.clock.now();
         in_order(&wanted, rows)
             .into_iter()
-            .map(to_finding)
+            .map(|row| to_finding(row, now))
             .collect()
     }
 
@@ -457,6 +429,26 @@ impl FindingRepository for PgStore {
         filter: &FindingFilter,
     ) -> Result<Box<dyn posture_domain::ports::FindingBatches>> {
         Ok(Box::new(self.open_export(scope, filter).await?))
+    }
+
+    async fn triage_finding(
+        &self,
+        scope: CustomerScope,
+        id: &FindingId,
+        change: &TriageChange,
+        by: KeyId,
+        expected: Option<&[String]>,
+    ) -> Result<Finding> {
+        self.write_triage(scope, id, change, by, expected).await
+    }
+
+    async fn triage_history(
+        &self,
+        scope: CustomerScope,
+        id: &FindingId,
+        page: PageRequest,
+    ) -> Result<Page<TriageRecord>> {
+        self.read_triage_history(scope, id, page).await
     }
 
     async fn get_finding(&self, scope: CustomerScope, id: &FindingId) -> Result<Finding> {
@@ -479,6 +471,6 @@ impl FindingRepository for PgStore {
             .optional()
             .map_err(db_error)?
             .ok_or(Error::NotFound)?;
-        to_finding(row)
+        to_finding(row, self.clock.now())
     }
 }

@@ -14,6 +14,7 @@ mod deliveries;
 mod error;
 mod events;
 mod export;
+mod finding_rows;
 mod findings;
 mod identities;
 mod ingest;
@@ -28,6 +29,7 @@ mod sweeps;
 mod sync;
 mod tenants;
 mod text;
+mod triage;
 mod upr;
 mod webhooks;
 

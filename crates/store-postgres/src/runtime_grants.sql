@@ -46,6 +46,10 @@ GRANT UPDATE (cloud_tenant_id, kind, display_name, principal_name, last_seen_at,
     ON identities TO {role};
 GRANT UPDATE (cloud_tenant_id, finding_type, severity, status, title, description, identity_id,
     detected_at, updated_at, last_pass_id, modified_at) ON findings TO {role};
+-- Triage (`write:findings`): a finding's mark and its history, appended only.
+GRANT UPDATE (triage_state, triage_reason, triage_comment, triage_expires_at, triage_updated_at,
+    triage_key_id, triage_key_name) ON findings TO {role};
+GRANT INSERT ON finding_triage_history TO {role};
 GRANT UPDATE (cloud_tenant_id, identity_id, current_roles, recommended_role_name,
     recommended_actions, removed_actions, updated_at, modified_at)
     ON role_recommendations TO {role};

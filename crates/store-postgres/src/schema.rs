@@ -94,6 +94,13 @@ diesel::table! {
         first_pass_id -> Uuid,
         last_pass_id -> Uuid,
         modified_at -> Timestamptz,
+        triage_state -> Text,
+        triage_reason -> Nullable<Text>,
+        triage_comment -> Nullable<Text>,
+        triage_expires_at -> Nullable<Timestamptz>,
+        triage_updated_at -> Nullable<Timestamptz>,
+        triage_key_id -> Nullable<Uuid>,
+        triage_key_name -> Nullable<Text>,
     }
 }
 
@@ -317,6 +324,23 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    finding_triage_history (customer_id, finding_id, id) {
+        customer_id -> Uuid,
+        finding_id -> Text,
+        id -> Uuid,
+        created_at -> Timestamptz,
+        key_id -> Nullable<Uuid>,
+        key_name -> Nullable<Text>,
+        from_state -> Text,
+        from_reason -> Nullable<Text>,
+        to_state -> Text,
+        to_reason -> Nullable<Text>,
+        comment -> Nullable<Text>,
+        expires_at -> Nullable<Timestamptz>,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     customers,
     tenants,
@@ -341,4 +365,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     finding_events,
     cloud_tenant_owners,
     customer_sync,
+    finding_triage_history,
 );

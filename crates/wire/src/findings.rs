@@ -93,6 +93,8 @@ impl FindingsQuery {
             severities: self.severity.0,
             statuses: self.status.0,
             finding_types: self.finding_type.0,
+            // `triageState` comes with the triage routes.
+            triage_states: Vec::new(),
         }
     }
 }

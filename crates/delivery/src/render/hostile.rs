@@ -39,6 +39,7 @@ fn hostile() -> String {
 fn finding() -> Finding {
     let tenant = "8f6e2c1a-3b4d-4e5f-9a0b-1c2d3e4f5a6b".parse().unwrap();
     Finding {
+        triage: posture_domain::triage::Triage::default(),
         id: "f-1".parse::<FindingId>().unwrap(),
         cloud_tenant_id: tenant,
         finding_type: "tier0_permanent_root".parse::<FindingType>().unwrap(),

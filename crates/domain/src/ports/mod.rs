@@ -26,6 +26,7 @@ use crate::{
     recommendation::{RecommendationFilter, RoleRecommendation},
     secrets::SealedSecret,
     tenant::{NewTenant, Tenant},
+    triage::{TriageChange, TriageRecord},
     upr::{UprFilter, UprRollup, UprScore, UprTrendPoint},
 };
 
@@ -99,6 +100,26 @@ pub trait FindingRepository: Send + Sync {
         scope: CustomerScope,
         ids: &[FindingId],
     ) -> Result<Vec<Finding>>;
+    /// Writes the customer's triage of a finding by the key `by`, and its history record,
+    /// in one transaction; answers the finding as it is then. `expected`: the tags
+    /// ([`Finding::tag`]) `If-Match` accepts (`None`: any); `PreconditionFailed` when the
+    /// finding's is not among them. `NotFound` for an unknown or foreign id.
+    async fn triage_finding(
+        &self,
+        scope: CustomerScope,
+        id: &FindingId,
+        change: &TriageChange,
+        by: KeyId,
+        expected: Option<&[String]>,
+    ) -> Result<Finding>;
+    /// The triage history of a finding, newest first. `NotFound` for an unknown or foreign
+    /// id.
+    async fn triage_history(
+        &self,
+        scope: CustomerScope,
+        id: &FindingId,
+        page: PageRequest,
+    ) -> Result<Page<TriageRecord>>;
     /// Every finding matching `filter`, ordered by id, read batch by batch from one
     /// consistent snapshot (the export).
     async fn export_findings(

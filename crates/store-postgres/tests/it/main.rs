@@ -16,4 +16,5 @@ mod schema;
 mod statistics;
 mod tenants;
 mod tls;
+mod triage;
 mod triggers;

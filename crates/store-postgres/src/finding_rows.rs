@@ -1,0 +1,106 @@
+//! A finding as its row is read (the detail, a list's page, the events feed, the export),
+//! and the domain value made of it, its triage as it reads at a given time.
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use posture_domain::{
+    CloudTenantId, FindingId, KeyId, Result,
+    finding::{Finding, FindingStatus, FindingType, Severity},
+    identity::IdentitySummary,
+    triage::{Triage, TriageActor, TriageReason, TriageState},
+};
+use uuid::Uuid;
+
+use crate::{
+    error::corrupt,
+    identities::IdentitySummaryRow,
+    schema::findings,
+    text::{At, Parsed},
+};
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = findings, check_for_backend(diesel::pg::Pg))]
+pub(crate) struct FindingRow {
+    pub(crate) id: String,
+    cloud_tenant_id: Uuid,
+    finding_type: String,
+    severity: Parsed<Severity>,
+    status: Parsed<FindingStatus>,
+    title: String,
+    description: Option<String>,
+    #[diesel(deserialize_as = At)]
+    detected_at: DateTime<Utc>,
+    #[diesel(deserialize_as = At)]
+    updated_at: DateTime<Utc>,
+    #[diesel(deserialize_as = At)]
+    modified_at: DateTime<Utc>,
+    triage_state: Parsed<TriageState>,
+    triage_reason: Option<Parsed<TriageReason>>,
+    triage_comment: Option<String>,
+    triage_expires_at: Option<DateTime<Utc>>,
+    triage_updated_at: Option<DateTime<Utc>>,
+    triage_key_id: Option<Uuid>,
+    triage_key_name: Option<String>,
+}
+
+impl FindingRow {
+    /// The triage as stored (the last mark written, expired or not).
+    fn stored_triage(&mut self) -> Triage {
+        Triage {
+            state: self.triage_state.0,
+            reason: self.triage_reason.as_ref().map(|r| r.0),
+            comment: self.triage_comment.take(),
+            expires_at: self.triage_expires_at,
+            updated_at: self.triage_updated_at,
+            updated_by: self.triage_key_id.map(|id| TriageActor {
+                key_id: KeyId::from_uuid(id),
+                key_name: self.triage_key_name.take().unwrap_or_default(),
+            }),
+        }
+    }
+}
+
+/// A finding row and its identity (absent when the finding names none).
+pub(crate) type FindingWithIdentity = (FindingRow, Option<IdentitySummaryRow>);
+
+/// The finding of a row, its triage as it reads at `now`.
+pub(crate) fn to_finding(
+    (mut row, identity): FindingWithIdentity,
+    now: DateTime<Utc>,
+) -> Result<Finding> {
+    let triage = row.stored_triage().effective(now);
+    Ok(Finding {
+        id: FindingId::try_from(row.id).map_err(|e| corrupt("finding id", e))?,
+        cloud_tenant_id: CloudTenantId::from_uuid(row.cloud_tenant_id),
+        finding_type: FindingType::try_from(row.finding_type)
+            .map_err(|e| corrupt("finding type", e))?,
+        severity: row.severity.0,
+        status: row.status.0,
+        title: row.title,
+        description: row.description,
+        identity: identity.map(IdentitySummary::try_from).transpose()?,
+        detected_at: row.detected_at,
+        updated_at: row.updated_at,
+        modified_at: row.modified_at,
+        triage,
+    })
+}
+
+/// `rows` in the order of `ids` (each id once; ids without a row are skipped), in one pass.
+pub(crate) fn in_order<S: AsRef<str>>(
+    ids: &[S],
+    rows: Vec<FindingWithIdentity>,
+) -> Vec<FindingWithIdentity> {
+    let position: std::collections::HashMap<&str, usize> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_ref(), i))
+        .collect();
+    let mut slots: Vec<Option<FindingWithIdentity>> = (0..ids.len()).map(|_| None).collect();
+    for row in rows {
+        if let Some(&i) = position.get(row.0.id.as_str()) {
+            slots[i] = Some(row);
+        }
+    }
+    slots.into_iter().flatten().collect()
+}

@@ -1,0 +1,264 @@
+//! Triage: a finding's mark written by a customer's key, and its history. Every statement
+//! filters by the customer of its scope.
+//!
+//! A triage is a change the sync contract must carry (`modifiedSince`, the CLI's copy): it
+//! moves the finding's `modified_at` and the customer's `synced_through` together, under
+//! the customer's row of `customer_sync`, the lock an analyzer pass holds while it writes.
+//! So a triage waits for a running pass (at most [`PASS_WAIT`], then 503 with
+//! `Retry-After`), and takes a time later than every committed change: a consumer that
+//! synced through it can never miss a row committed after.
+
+use chrono::{DateTime, Utc};
+use diesel::{prelude::*, sql_types::Timestamptz};
+use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl};
+use posture_domain::{
+    CustomerScope, Error, FindingId, KeyId, Page, PageRequest, Result,
+    finding::Finding,
+    triage::{TriageActor, TriageChange, TriageReason, TriageRecord, TriageState},
+};
+use uuid::Uuid;
+
+use crate::{
+    PgStore,
+    error::db_error,
+    findings::{FindingRow, FindingWithIdentity, findings_with_identity, to_finding},
+    identities::IdentitySummaryRow,
+    schema::{api_keys, customer_sync, finding_triage_history, findings, identities},
+    sync::{after_key, read_text_key, text_key},
+    text::Parsed,
+};
+
+/// How long a triage waits for the customer's running pass before answering 503.
+pub const PASS_WAIT: &str = "5s";
+
+#[derive(QueryableByName)]
+struct Clock {
+    #[diesel(sql_type = Timestamptz)]
+    modified_at: DateTime<Utc>,
+}
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = finding_triage_history, check_for_backend(diesel::pg::Pg))]
+struct HistoryRow {
+    id: Uuid,
+    created_at: DateTime<Utc>,
+    key_id: Option<Uuid>,
+    key_name: Option<String>,
+    from_state: Parsed<TriageState>,
+    from_reason: Option<Parsed<TriageReason>>,
+    to_state: Parsed<TriageState>,
+    to_reason: Option<Parsed<TriageReason>>,
+    comment: Option<String>,
+    expires_at: Option<DateTime<Utc>>,
+}
+
+impl From<HistoryRow> for TriageRecord {
+    fn from(row: HistoryRow) -> Self {
+        TriageRecord {
+            id: row.id,
+            at: row.created_at,
+            by: row.key_id.map(|id| TriageActor {
+                key_id: KeyId::from_uuid(id),
+                key_name: row.key_name.unwrap_or_default(),
+            }),
+            from: row.from_state.0,
+            from_reason: row.from_reason.map(|r| r.0),
+            to: row.to_state.0,
+            to_reason: row.to_reason.map(|r| r.0),
+            comment: row.comment,
+            expires_at: row.expires_at,
+        }
+    }
+}
+
+/// The finding with its identity, its row locked for the transaction.
+async fn locked_finding(
+    conn: &mut AsyncPgConnection,
+    customer: Uuid,
+    id: &FindingId,
+) -> QueryResult<Option<FindingWithIdentity>> {
+    let locked = findings::table
+        .find((customer, id.as_str()))
+        .select(findings::id)
+        .for_update()
+        .first::<String>(conn)
+        .await
+        .optional()?;
+    if locked.is_none() {
+        return Ok(None);
+    }
+    findings_with_identity!(customer)
+        .filter(findings::id.eq(id.as_str()))
+        .get_result(conn)
+        .await
+        .optional()
+}
+
+/// The customer's sync lock and a modification time later than every committed change.
+async fn lock_customer(conn: &mut AsyncPgConnection, customer: Uuid) -> QueryResult<DateTime<Utc>> {
+    diesel::sql_query(format!("SET LOCAL lock_timeout = '{PASS_WAIT}'"))
+        .execute(conn)
+        .await?;
+    diesel::insert_into(customer_sync::table)
+        .values(customer_sync::customer_id.eq(customer))
+        .on_conflict_do_nothing()
+        .execute(conn)
+        .await?;
+    let clock: Clock = diesel::sql_query(
+        "SELECT greatest(clock_timestamp(), \
+                         coalesce(synced_through + interval '1 microsecond', '-infinity')) \
+                AS modified_at \
+         FROM customer_sync WHERE customer_id = $1 FOR UPDATE",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(customer)
+    .get_result(conn)
+    .await?;
+    diesel::sql_query("SET LOCAL lock_timeout = 0")
+        .execute(conn)
+        .await?;
+    Ok(clock.modified_at)
+}
+
+impl PgStore {
+    pub(crate) async fn write_triage(
+        &self,
+        scope: CustomerScope,
+        id: &FindingId,
+        change: &TriageChange,
+        by: KeyId,
+        expected: Option<&[String]>,
+    ) -> Result<Finding> {
+        let customer = scope.customer_id().as_uuid();
+        let now = self.clock.now();
+        let mut conn = self.conn().await?;
+        // The key's name as it is now, for the record (a plain table of the coordinator on
+        // Citus: read apart from the customer's transaction).
+        let key_name: String = api_keys::table
+            .find(by.as_uuid())
+            .filter(api_keys::customer_id.eq(customer))
+            .select(api_keys::name)
+            .first(&mut conn)
+            .await
+            .optional()
+            .map_err(db_error)?
+            .unwrap_or_default();
+        let outcome: std::result::Result<Result<Finding>, diesel::result::Error> = conn
+            .transaction(async |conn| {
+                let modified_at = lock_customer(conn, customer).await?;
+                let Some(row) = locked_finding(conn, customer, id).await? else {
+                    return Ok(Err(Error::NotFound));
+                };
+                let before = match to_finding(row, now) {
+                    Ok(finding) => finding,
+                    Err(e) => return Ok(Err(e)),
+                };
+                if let Some(tags) = expected
+                    && !tags.iter().any(|tag| *tag == before.tag())
+                {
+                    return Ok(Err(Error::PreconditionFailed(
+                        "the finding changed since the ETag given in If-Match was read; \
+                             read it again"
+                            .into(),
+                    )));
+                }
+                diesel::update(findings::table.find((customer, id.as_str())))
+                    .set((
+                        findings::triage_state.eq(change.state.as_str()),
+                        findings::triage_reason.eq(change.reason.map(|r| r.as_str())),
+                        findings::triage_comment.eq(change.comment.as_deref()),
+                        findings::triage_expires_at.eq(change.expires_at),
+                        findings::triage_updated_at.eq(now),
+                        findings::triage_key_id.eq(Some(by.as_uuid())),
+                        findings::triage_key_name.eq(Some(key_name.as_str())),
+                        findings::modified_at.eq(modified_at),
+                    ))
+                    .execute(conn)
+                    .await?;
+                diesel::insert_into(finding_triage_history::table)
+                    .values((
+                        finding_triage_history::customer_id.eq(customer),
+                        finding_triage_history::finding_id.eq(id.as_str()),
+                        finding_triage_history::id.eq(Uuid::now_v7()),
+                        finding_triage_history::created_at.eq(now),
+                        finding_triage_history::key_id.eq(Some(by.as_uuid())),
+                        finding_triage_history::key_name.eq(Some(key_name.as_str())),
+                        finding_triage_history::from_state.eq(before.triage.state.as_str()),
+                        finding_triage_history::from_reason
+                            .eq(before.triage.reason.map(|r| r.as_str())),
+                        finding_triage_history::to_state.eq(change.state.as_str()),
+                        finding_triage_history::to_reason.eq(change.reason.map(|r| r.as_str())),
+                        finding_triage_history::comment.eq(change.comment.as_deref()),
+                        finding_triage_history::expires_at.eq(change.expires_at),
+                    ))
+                    .execute(conn)
+                    .await?;
+                diesel::update(customer_sync::table.find(customer))
+                    .set(customer_sync::synced_through.eq(modified_at))
+                    .execute(conn)
+                    .await?;
+                diesel::sql_query("SELECT bump_data_version($1)")
+                    .bind::<diesel::sql_types::Uuid, _>(customer)
+                    .execute(conn)
+                    .await?;
+                crate::data_versions::notify_data_changed(conn, &[customer]).await?;
+                let after = findings_with_identity!(customer)
+                    .filter(findings::id.eq(id.as_str()))
+                    .get_result::<FindingWithIdentity>(conn)
+                    .await?;
+                Ok(to_finding(after, now))
+            })
+            .await;
+        outcome.map_err(db_error)?
+    }
+
+    pub(crate) async fn read_triage_history(
+        &self,
+        scope: CustomerScope,
+        id: &FindingId,
+        page: PageRequest,
+    ) -> Result<Page<TriageRecord>> {
+        let customer = scope.customer_id().as_uuid();
+        let after = after_key(&page, read_text_key)?
+            .map(|key| {
+                key.parse::<Uuid>()
+                    .map_err(|_| posture_domain::page::SortKey::mismatch())
+            })
+            .transpose()?;
+        let mut conn = self.conn().await?;
+        let exists = findings::table
+            .find((customer, id.as_str()))
+            .select(findings::id)
+            .first::<String>(&mut conn)
+            .await
+            .optional()
+            .map_err(db_error)?;
+        if exists.is_none() {
+            return Err(Error::NotFound);
+        }
+        let history = || {
+            finding_triage_history::table
+                .filter(finding_triage_history::customer_id.eq(customer))
+                .filter(finding_triage_history::finding_id.eq(id.as_str()))
+                .into_boxed()
+        };
+        let total: i64 = history()
+            .count()
+            .get_result(&mut conn)
+            .await
+            .map_err(db_error)?;
+        let mut rows = history();
+        if let Some(after) = after {
+            rows = rows.filter(finding_triage_history::id.lt(after));
+        }
+        let rows: Vec<HistoryRow> = rows
+            .order(finding_triage_history::id.desc())
+            .limit(page.fetch())
+            .offset(i64::try_from(page.offset()).unwrap_or(i64::MAX))
+            .select(HistoryRow::as_select())
+            .load(&mut conn)
+            .await
+            .map_err(db_error)?;
+        let records: Vec<TriageRecord> = rows.into_iter().map(TriageRecord::from).collect();
+        Ok(page.page_of(records, total.max(0) as u64, |r| text_key(r.id.to_string())))
+    }
+}

@@ -1,0 +1,258 @@
+//! Triage in PostgreSQL: a mark written under the finding's tag, kept by passes, expiring on
+//! the store's clock, filtered, recorded in the history, and carried by the sync contract.
+
+use std::time::Duration as StdDuration;
+
+use chrono::Duration;
+use posture_domain::{
+    Error, FindingId, KeyId, PageRequest, Scope, ScopeSet,
+    api_key::NewApiKey,
+    clock::Clock as _,
+    console::Actor,
+    finding::FindingFilter,
+    page::ListOrder,
+    ports::{ApiKeyRepository, FindingRepository},
+    triage::{TriageChange, TriageReason, TriageState},
+};
+use posture_test_support::{
+    TestDb,
+    fixtures::{self, customer, finding, identity, ingest, lines, tenant},
+};
+
+/// A customer with findings `f1` and `f2`, and a key of it named "SOAR".
+async fn setup(
+    store: &posture_store_postgres::PgStore,
+    name: &str,
+) -> (posture_domain::CustomerScope, KeyId, String) {
+    let scope = customer(store, name).await;
+    let t = fixtures::tenant_id();
+    let pass = lines(&[
+        tenant(&t, "Contoso"),
+        identity("u1", &t, "Ada"),
+        finding("f1", &t, "high", "open", "u1"),
+        finding("f2", &t, "low", "open", "u1"),
+    ]);
+    ingest(store, scope, &pass).await.unwrap();
+    let (key, _) = NewApiKey::generate(
+        scope.customer_id(),
+        "SOAR".into(),
+        [Scope::ReadFindings].into_iter().collect::<ScopeSet>(),
+        None,
+        chrono::Utc::now(),
+    )
+    .unwrap();
+    let key = store.insert_key(key, &Actor::Operator).await.unwrap().id;
+    (scope, key, pass)
+}
+
+fn id(text: &str) -> FindingId {
+    text.parse().unwrap()
+}
+
+fn dismiss(now: chrono::DateTime<chrono::Utc>, days: Option<i64>) -> TriageChange {
+    TriageChange::new(
+        TriageState::Dismissed,
+        Some(TriageReason::FalsePositive),
+        Some("break-glass account".into()),
+        days.map(|d| now + Duration::days(d)),
+        now,
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_mark_is_written_by_its_key_kept_by_passes_and_recorded() {
+    let db = TestDb::new().await;
+    let (store, clock) = db.store_with_clock();
+    let (scope, key, pass) = setup(&store, "A").await;
+    let before = store.get_finding(scope, &id("f1")).await.unwrap();
+    assert_eq!(before.triage.state, TriageState::Untriaged);
+    let after = store
+        .triage_finding(scope, &id("f1"), &dismiss(clock.now(), None), key, None)
+        .await
+        .unwrap();
+    assert_eq!(after.triage.state, TriageState::Dismissed);
+    assert_eq!(after.triage.reason, Some(TriageReason::FalsePositive));
+    let by = after.triage.updated_by.clone().unwrap();
+    assert_eq!((by.key_id, by.key_name.as_str()), (key, "SOAR"));
+    assert!(
+        after.modified_at > before.modified_at,
+        "a triage is a change"
+    );
+    assert_ne!(after.tag(), before.tag());
+    // The analyzer reports it again: the mark stays.
+    ingest(&store, scope, &pass).await.unwrap();
+    let again = store.get_finding(scope, &id("f1")).await.unwrap();
+    assert_eq!(again.triage, after.triage);
+    // The history, newest first.
+    let reset = TriageChange::new(TriageState::Untriaged, None, None, None, clock.now()).unwrap();
+    store
+        .triage_finding(scope, &id("f1"), &reset, key, None)
+        .await
+        .unwrap();
+    let history = store
+        .triage_history(scope, &id("f1"), PageRequest::new(Some(10), None).unwrap())
+        .await
+        .unwrap();
+    let steps: Vec<_> = history.items.iter().map(|r| (r.from, r.to)).collect();
+    assert_eq!(
+        steps,
+        [
+            (TriageState::Dismissed, TriageState::Untriaged),
+            (TriageState::Untriaged, TriageState::Dismissed)
+        ]
+    );
+    assert_eq!(history.total, 2);
+    assert_eq!(
+        history.items[1].comment.as_deref(),
+        Some("break-glass account")
+    );
+}
+
+#[tokio::test]
+async fn if_match_holds_only_for_the_current_tag() {
+    let db = TestDb::new().await;
+    let (store, clock) = db.store_with_clock();
+    let (scope, key, _) = setup(&store, "A").await;
+    let read = store.get_finding(scope, &id("f1")).await.unwrap().tag();
+    let ack = TriageChange::new(TriageState::Acknowledged, None, None, None, clock.now()).unwrap();
+    store
+        .triage_finding(
+            scope,
+            &id("f1"),
+            &ack,
+            key,
+            Some(std::slice::from_ref(&read)),
+        )
+        .await
+        .unwrap();
+    // A second writer holding the same (now old) tag loses.
+    let late = store
+        .triage_finding(
+            scope,
+            &id("f1"),
+            &dismiss(clock.now(), None),
+            key,
+            Some(&[read]),
+        )
+        .await;
+    assert!(
+        matches!(late, Err(Error::PreconditionFailed(_))),
+        "{late:?}"
+    );
+    let now = store.get_finding(scope, &id("f1")).await.unwrap();
+    assert_eq!(
+        now.triage.state,
+        TriageState::Acknowledged,
+        "the loser wrote nothing"
+    );
+    let history = store
+        .triage_history(scope, &id("f1"), PageRequest::new(Some(10), None).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(history.total, 1);
+}
+
+#[tokio::test]
+async fn another_customers_finding_is_not_found_and_untouched() {
+    let db = TestDb::new().await;
+    let (store, clock) = db.store_with_clock();
+    let (a, key_a, _) = setup(&store, "A").await;
+    let (b, _, _) = setup(&store, "B").await;
+    let _ = a;
+    let foreign = store
+        .triage_finding(b, &id("nope"), &dismiss(clock.now(), None), key_a, None)
+        .await;
+    assert!(matches!(foreign, Err(Error::NotFound)));
+    assert!(matches!(
+        store
+            .triage_history(b, &id("nope"), PageRequest::new(Some(10), None).unwrap())
+            .await,
+        Err(Error::NotFound)
+    ));
+}
+
+#[tokio::test]
+async fn an_expired_mark_reads_untriaged_at_once_in_reads_and_filters() {
+    let db = TestDb::new().await;
+    let (store, clock) = db.store_with_clock();
+    let (scope, key, _) = setup(&store, "A").await;
+    store
+        .triage_finding(scope, &id("f1"), &dismiss(clock.now(), Some(1)), key, None)
+        .await
+        .unwrap();
+    let dismissed = FindingFilter {
+        triage_states: vec![TriageState::Dismissed],
+        ..FindingFilter::default()
+    };
+    let untriaged = FindingFilter {
+        triage_states: vec![TriageState::Untriaged],
+        ..FindingFilter::default()
+    };
+    let ids = |page: posture_domain::Page<posture_domain::finding::Finding>| {
+        (
+            page.items
+                .iter()
+                .map(|f| f.id.as_str().to_owned())
+                .collect::<Vec<_>>(),
+            page.total,
+        )
+    };
+    let list = |filter| {
+        let store = store.clone();
+        async move {
+            ids(store
+                .list_findings(scope, &filter, PageRequest::new(Some(50), None).unwrap())
+                .await
+                .unwrap())
+        }
+    };
+    assert_eq!(list(dismissed.clone()).await, (vec!["f1".to_owned()], 1));
+    assert_eq!(list(untriaged.clone()).await, (vec!["f2".to_owned()], 1));
+    let tag = store.get_finding(scope, &id("f1")).await.unwrap().tag();
+    clock.advance(StdDuration::from_secs(86_400));
+    let expired = store.get_finding(scope, &id("f1")).await.unwrap();
+    assert_eq!(expired.triage.state, TriageState::Untriaged);
+    assert_ne!(expired.tag(), tag, "an expiry changes the representation");
+    assert_eq!(list(dismissed).await, (vec![], 0));
+    assert_eq!(list(untriaged).await.1, 2);
+}
+
+#[tokio::test]
+async fn a_triage_reaches_a_sync_by_modification() {
+    let db = TestDb::new().await;
+    let (store, clock) = db.store_with_clock();
+    let (scope, key, _) = setup(&store, "A").await;
+    let synced = store
+        .list_findings(
+            scope,
+            &FindingFilter::default(),
+            PageRequest::new(Some(50), None)
+                .unwrap()
+                .ordered(ListOrder::Modified { through: None }),
+        )
+        .await
+        .unwrap();
+    let through = synced.synced_through.unwrap();
+    store
+        .triage_finding(scope, &id("f2"), &dismiss(clock.now(), None), key, None)
+        .await
+        .unwrap();
+    let since = store
+        .list_findings(
+            scope,
+            &FindingFilter {
+                modified_since: Some(through),
+                ..FindingFilter::default()
+            },
+            PageRequest::new(Some(50), None)
+                .unwrap()
+                .ordered(ListOrder::Modified { through: None }),
+        )
+        .await
+        .unwrap();
+    let changed: Vec<_> = since.items.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(changed, ["f2"]);
+    assert_eq!(since.items[0].triage.state, TriageState::Dismissed);
+    assert!(since.synced_through.unwrap() >= since.items[0].modified_at);
+}
