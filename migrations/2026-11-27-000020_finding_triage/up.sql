@@ -37,8 +37,11 @@ CREATE TABLE IF NOT EXISTS finding_triage_history (
     to_reason    text,
     comment      text,
     expires_at   timestamptz,
-    PRIMARY KEY (customer_id, finding_id, id)
+    PRIMARY KEY (customer_id, id)
 );
+-- A finding's history, newest first.
+CREATE INDEX IF NOT EXISTS finding_triage_history_finding_idx
+    ON finding_triage_history (customer_id, finding_id, id);
 
 -- Only `write:findings` is new; existing keys keep their scopes (they are immutable).
 ALTER TABLE api_keys DROP CONSTRAINT IF EXISTS api_keys_scopes_check;

@@ -255,7 +255,7 @@ pub struct IssueKeyArgs {
     #[arg(long)]
     pub customer: String,
     /// A scope of the key; repeat for several (read:identities, read:findings, read:roles,
-    /// read:upr, manage:webhooks, provision:scim).
+    /// read:upr, manage:webhooks, provision:scim, write:findings).
     #[arg(long = "scope", required = true)]
     pub scopes: Vec<String>,
     /// A label for operators.

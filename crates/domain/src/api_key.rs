@@ -34,6 +34,9 @@ string_enum! {
         ManageWebhooks = "manage:webhooks",
         /// Reserved: no route consumes it; it can be pre-issued.
         ProvisionScim = "provision:scim",
+        /// Triage findings (`PATCH /api/v1/findings/{id}`; with `read:findings`, which
+        /// reads them).
+        WriteFindings = "write:findings",
     }
 }
 
@@ -49,6 +52,10 @@ impl Scope {
             Scope::ReadFindings => "list, inspect and export findings",
             Scope::ReadRoles => "list right-sized role recommendations",
             Scope::ReadUpr => "read the risk roll-up, its principals and its trend",
+            Scope::WriteFindings => {
+                "triage findings: acknowledge, dismiss or accept their risk (together with \
+                 read:findings, which reads them)"
+            }
             Scope::ManageWebhooks => {
                 "create, change and delete webhook subscriptions and read their deliveries \
                  (sending past deliveries again also needs read:findings)"
@@ -373,7 +380,7 @@ mod tests {
             assert_eq!(scope.as_str().parse::<Scope>().unwrap(), *scope);
         }
         assert!("admin".parse::<Scope>().is_err());
-        assert_eq!(ScopeSet::all().iter().count(), 6);
+        assert_eq!(ScopeSet::all().iter().count(), 7);
     }
 
     #[test]

@@ -184,6 +184,14 @@ impl ResponseError for ApiError {
     }
 }
 
+/// A rule of the domain broken by a body: 422 naming the field (any other error as usual).
+pub(crate) fn unprocessable(e: Error) -> ApiError {
+    match e {
+        Error::Invalid { field, reason } => ApiError::Unprocessable(format!("{field} {reason}")),
+        other => other.into(),
+    }
+}
+
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
         match e {

@@ -1,9 +1,11 @@
-//! Strong entity tags of webhook subscriptions, and the preconditions on them: `If-Match`
-//! guards a change against a concurrent one (412 when the subscription changed since the
-//! caller read its tag), `If-None-Match` answers a read that is current with 304.
+//! Strong entity tags of webhook subscriptions and findings, and the preconditions on them:
+//! `If-Match` guards a change against a concurrent one (412 when the resource changed since
+//! the caller read its tag), `If-None-Match` answers a read that is current with 304.
 //!
 //! A subscription's tag is `"v<version>"`: its version counts the changes a consumer can see
-//! (a trigger bumps it), so the tag is strong — equal tags, equal representations.
+//! (a trigger bumps it), so the tag is strong — equal tags, equal representations. A
+//! finding's is made of the times of everything that changes its representation
+//! (`Finding::tag`).
 
 use actix_web::{
     HttpRequest, HttpResponse,
@@ -21,6 +23,16 @@ pub fn subscription_tag(version: u32) -> EntityTag {
 /// one) or with `*` (any current subscription). Weak tags never match (strong comparison, RFC 9110 13.1.1),
 /// nor do tags posture did not make: with only those, no version is accepted (412).
 pub fn if_match(req: &HttpRequest) -> Result<Option<Vec<u32>>, ApiError> {
+    Ok(if_match_tags(req)?.map(|tags| {
+        tags.iter()
+            .filter_map(|tag| tag.strip_prefix('v')?.parse().ok())
+            .collect()
+    }))
+}
+
+/// The strong tags the request's `If-Match` accepts, as given: `None` without the header
+/// (or an empty one) or with `*`. Weak tags never match (strong comparison).
+pub fn if_match_tags(req: &HttpRequest) -> Result<Option<Vec<String>>, ApiError> {
     // An empty field (`If-Match:`) states nothing: it is taken as no precondition.
     let given = req
         .headers()
@@ -35,13 +47,26 @@ pub fn if_match(req: &HttpRequest) -> Result<Option<Vec<u32>>, ApiError> {
             items
                 .iter()
                 .filter(|tag| !tag.weak)
-                .filter_map(|tag| tag.tag().strip_prefix('v')?.parse().ok())
+                .map(|tag| tag.tag().to_owned())
                 .collect(),
         )),
         Ok(IfMatch::Items(_)) | Err(_) => Err(ApiError::invalid(
-            "If-Match: must be * or entity tags such as \"v3\" (the subscription's ETag)",
+            "If-Match: must be * or entity tags such as \"v3\" (the resource's ETag, quoted)",
         )),
     }
+}
+
+/// A read tagged `tag`: 304 when `If-None-Match` holds it, else `body` — with the tag
+/// either way.
+pub fn tagged(req: &HttpRequest, tag: EntityTag, body: impl serde::Serialize) -> HttpResponse {
+    if not_modified(req, &tag) {
+        return HttpResponse::NotModified()
+            .insert_header((header::ETAG, tag))
+            .finish();
+    }
+    HttpResponse::Ok()
+        .insert_header((header::ETAG, tag))
+        .json(body)
 }
 
 /// Whether the request's `If-None-Match` holds `tag` (weak comparison).
@@ -56,13 +81,5 @@ fn not_modified(req: &HttpRequest, tag: &EntityTag) -> bool {
 /// A read of a subscription at `version`: 304 when `If-None-Match` holds its tag, else
 /// `body` — with the tag either way.
 pub fn tagged_read(req: &HttpRequest, version: u32, body: impl serde::Serialize) -> HttpResponse {
-    let tag = subscription_tag(version);
-    if not_modified(req, &tag) {
-        return HttpResponse::NotModified()
-            .insert_header((header::ETAG, tag))
-            .finish();
-    }
-    HttpResponse::Ok()
-        .insert_header((header::ETAG, tag))
-        .json(body)
+    tagged(req, subscription_tag(version), body)
 }

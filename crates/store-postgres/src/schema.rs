@@ -325,7 +325,7 @@ diesel::table! {
 }
 
 diesel::table! {
-    finding_triage_history (customer_id, finding_id, id) {
+    finding_triage_history (customer_id, id) {
         customer_id -> Uuid,
         finding_id -> Text,
         id -> Uuid,

@@ -13,8 +13,8 @@
 //! order (absent values are left out): `rt` (detection time, epoch ms), `end` (last report,
 //! epoch ms), `externalId` (finding id), `act` (status), `cat` (finding type), `cs1` tenant,
 //! `cs2` identity kind, `cs3` severity (word), `cs4` title (exact, line breaks encoded),
-//! `suser` (identity display name), `duid` (identity id), `msg` (description), each `csN`
-//! preceded by its `csNLabel`.
+//! `suser` (identity display name), `duid` (identity id), `cs5` triage state, `cs6` triage
+//! reason, `msg` (description), each `csN` preceded by its `csNLabel`.
 
 use std::fmt::Write as _;
 
@@ -106,6 +106,12 @@ pub fn line(finding: &FindingResponse) -> String {
         fields.push(("suser", identity.display_name.clone()));
         fields.push(("duid", identity.id.clone()));
     }
+    fields.push(("cs5Label", "triageState".to_owned()));
+    fields.push(("cs5", finding.triage.state.as_str().to_owned()));
+    if let Some(reason) = finding.triage.reason {
+        fields.push(("cs6Label", "triageReason".to_owned()));
+        fields.push(("cs6", reason.as_str().to_owned()));
+    }
     if let Some(description) = &finding.description {
         fields.push(("msg", description.clone()));
     }
@@ -145,6 +151,7 @@ mod tests {
             detected_at: Utc.with_ymd_and_hms(2026, 11, 21, 6, 0, 0).unwrap(),
             updated_at: Utc.with_ymd_and_hms(2026, 11, 22, 6, 0, 0).unwrap(),
             modified_at: Utc.with_ymd_and_hms(2026, 11, 22, 6, 0, 0).unwrap(),
+            triage: posture_domain::triage::Triage::default().into(),
         }
     }
 

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use posture_domain::{
     CloudTenantId,
     finding::{ExportFormat, Finding, FindingFilter, FindingStatus, FindingType, Severity},
+    triage::TriageState,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -11,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     identities::IdentitySummaryResponse,
     query::{CommaList, OneOf},
+    triage::TriageResponse,
 };
 
 /// An analyzer finding. The same shape in lists, detail, exports and webhook bodies.
@@ -37,12 +39,14 @@ pub struct FindingResponse {
     /// When an analyzer pass last reported it.
     #[serde(serialize_with = "crate::time::serialize")]
     pub updated_at: DateTime<Utc>,
-    /// When an analyzer pass last changed anything this resource shows, its embedded
-    /// identity included (a re-report with nothing changed leaves it). Never goes
+    /// When an analyzer pass or a triage last changed anything this resource shows, its
+    /// embedded identity included (a re-report with nothing changed leaves it). Never goes
     /// backwards within a customer; the key of
     /// `order=modified` and `modifiedSince` (see "Keeping in sync" in docs/api.md).
     #[serde(serialize_with = "crate::time::serialize")]
     pub modified_at: DateTime<Utc>,
+    /// The customer's triage (`PATCH /findings/{id}`), as it reads now.
+    pub triage: TriageResponse,
 }
 
 impl From<Finding> for FindingResponse {
@@ -59,6 +63,7 @@ impl From<Finding> for FindingResponse {
             detected_at: f.detected_at,
             updated_at: f.updated_at,
             modified_at: f.modified_at,
+            triage: f.triage.into(),
         }
     }
 }
@@ -78,6 +83,11 @@ pub struct FindingsQuery {
     /// type is accepted, including ones newer than this document).
     #[serde(default)]
     pub finding_type: CommaList<FindingType>,
+    /// Only findings whose triage reads as one of these now: one or more of untriaged,
+    /// acknowledged, dismissed, risk_accepted, comma-separated (an expired mark reads as
+    /// untriaged).
+    #[serde(default)]
+    pub triage_state: CommaList<TriageState>,
 }
 
 impl FindingsQuery {
@@ -93,8 +103,7 @@ impl FindingsQuery {
             severities: self.severity.0,
             statuses: self.status.0,
             finding_types: self.finding_type.0,
-            // `triageState` comes with the triage routes.
-            triage_states: Vec::new(),
+            triage_states: self.triage_state.0,
         }
     }
 }

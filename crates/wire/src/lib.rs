@@ -21,6 +21,7 @@ pub mod query;
 pub mod recommendations;
 pub mod tenants;
 pub mod time;
+pub mod triage;
 pub mod upr;
 pub mod webhooks;
 

@@ -135,6 +135,7 @@ fn sample(part: &str) -> serde_json::Value {
         detected_at: at("2026-11-18T05:12:00Z"),
         updated_at: at("2026-11-18T05:12:00Z"),
         modified_at: at("2026-11-18T05:12:00Z"),
+        triage: posture_domain::triage::Triage::default().into(),
     };
     let event = serde_json::to_value(DetectionFinding::new(&finding)).expect("an event serialises");
     event.pointer(part).cloned().unwrap_or_default()

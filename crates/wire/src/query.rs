@@ -14,6 +14,7 @@ use posture_domain::{
     ClosedSet, CloudTenantId,
     finding::{FindingStatus, FindingType, MAX_FINDING_TYPE_LEN, Severity},
     page::{DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET},
+    triage::TriageState,
     upr::{DEFAULT_TREND_DAYS, MAX_SCORE, MAX_TREND_DAYS},
     webhook::EventType,
 };
@@ -235,7 +236,7 @@ macro_rules! closed_set_item {
     )+};
 }
 
-closed_set_item!(Severity, FindingStatus, EventType);
+closed_set_item!(Severity, FindingStatus, EventType, TriageState);
 
 impl ListItem for FindingType {
     const NAME: &'static str = "findingType";

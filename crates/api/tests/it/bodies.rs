@@ -89,7 +89,10 @@ async fn an_operation_whose_body_is_all_optional_accepts_none() {
         optional,
         ["rotateWebhookSecret", "testWebhook", "updateWebhook"]
     );
-    assert_eq!(required, ["createWebhook", "recoverWebhookDeliveries"]);
+    assert_eq!(
+        required,
+        ["createWebhook", "recoverWebhookDeliveries", "triageFinding"]
+    );
 }
 
 #[tokio::test]

@@ -1,21 +1,32 @@
-//! `GET /findings` and `GET /findings/{id}`.
+//! `GET /findings`, `GET /findings/{id}`, its triage (`PATCH /findings/{id}`) and the
+//! triage's history (`GET /findings/{id}/triage`).
 
-use actix_web::{HttpResponse, web};
-use posture_domain::{FindingId, Scope};
+use actix_web::{HttpRequest, HttpResponse, http::header, web};
+use posture_domain::{
+    Error, FindingId, Scope,
+    finding::Finding,
+    triage::{TriageChange, TriageReason, TriageState},
+};
 use posture_wire::{
     DataResponse, ListResponse,
     findings::{FindingResponse, FindingsQuery},
     paging::{ModifiedSinceQuery, OrderQuery, PageQuery},
     query::TenantQuery,
+    triage::{PatchFindingRequest, TriageRecordResponse},
 };
 
-use super::{Access, Endpoint, ReadsFrom, Success, Tagging};
+use super::{Access, Endpoint, HttpMethod, ReadsFrom, Success, Tagging};
 use crate::{
     auth::Caller,
-    error::ApiError,
-    input::{EXTERNAL_ID, Id, Input, ListQuery, not_found, part},
+    error::{ApiError, unprocessable},
+    input::{Body, EXTERNAL_ID, Id, Input, Json, ListQuery, not_found, part},
+    preconditions::{if_match_tags, tagged},
     reads::Reads,
+    state::ApiState,
 };
+
+/// Triage writes a finding and answers it: both scopes.
+const TRIAGES: Access = Access::AllOf(&[Scope::ReadFindings, Scope::WriteFindings]);
 
 pub static LIST: Endpoint = Endpoint {
     path: "/findings",
@@ -49,11 +60,60 @@ pub static GET: Endpoint = Endpoint {
     tag: "findings",
     summary: "Get a finding",
     description: "One finding of the customer, with the affected identity summarised. An id \
-                  of another customer is 404.",
+                  of another customer is 404. Its `ETag` is strong: send it as `If-Match` to \
+                  `PATCH` the finding only if it has not changed, or as `If-None-Match` to \
+                  get 304 while it has not.",
     path_params: &[&EXTERNAL_ID],
     success: Success::json::<DataResponse<FindingResponse>>(200, "The finding."),
     errors: &[400, 404],
+    success_headers: &["ETag"],
     handler: || web::route().to(get_finding),
+    tagging: Tagging::ByRoute,
+    reads: ReadsFrom::Replica,
+    ..Endpoint::DEFAULT
+};
+
+pub static PATCH: Endpoint = Endpoint {
+    method: HttpMethod::Patch,
+    path: "/findings/{id}",
+    access: TRIAGES,
+    operation_id: "triageFinding",
+    tag: "findings",
+    summary: "Triage a finding",
+    description: "Writes the customer's triage of a finding: `acknowledged`, `dismissed` or \
+                  `risk_accepted` (the last two with a `reason`), optionally until \
+                  `expiresAt`, or `untriaged` to reset it. The mark replaces the one before, \
+                  is kept by later analyzer passes, moves the finding's `modifiedAt` and is \
+                  recorded in its history. Send the finding's `ETag` as `If-Match` to write \
+                  only if nobody changed it since you read it (412 otherwise); without \
+                  `If-Match` the last write wins. Needs `write:findings` and \
+                  `read:findings`. While an analyzer pass of the customer is being written \
+                  the write waits for it, up to 5 seconds (then 503 with `Retry-After`).",
+    path_params: &[&EXTERNAL_ID],
+    body: Some(Body::json::<PatchFindingRequest>("The triage to write.")),
+    success: Success::json::<DataResponse<FindingResponse>>(200, "The finding as triaged."),
+    errors: &[400, 404, 412, 413, 415, 422],
+    success_headers: &["ETag"],
+    if_match: true,
+    handler: || web::route().to(triage_finding),
+    ..Endpoint::DEFAULT
+};
+
+pub static HISTORY: Endpoint = Endpoint {
+    path: "/findings/{id}/triage",
+    access: Access::Scope(Scope::ReadFindings),
+    operation_id: "listFindingTriage",
+    tag: "findings",
+    summary: "List a finding's triage history",
+    description: "Every change of the finding's triage, newest first: who (the key), when, \
+                  from which state and reason to which, with its comment and expiry. An id of \
+                  another customer is 404.",
+    path_params: &[&EXTERNAL_ID],
+    query: &[part::<PageQuery>()],
+    success: Success::json::<ListResponse<TriageRecordResponse>>(200, "A page of changes."),
+    success_headers: &["Link"],
+    errors: &[400, 404],
+    handler: || web::route().to(triage_history),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
     ..Endpoint::DEFAULT
@@ -73,9 +133,14 @@ async fn list_findings(
     Ok(list.respond(page.map(FindingResponse::from)))
 }
 
+fn finding_tag(finding: &Finding) -> header::EntityTag {
+    header::EntityTag::new_strong(finding.tag())
+}
+
 async fn get_finding(
     caller: Caller,
     Id(id): Id<FindingId>,
+    req: HttpRequest,
     reads: Reads,
 ) -> Result<HttpResponse, ApiError> {
     let finding = reads
@@ -83,7 +148,79 @@ async fn get_finding(
         .get_finding(caller.scope(), &id)
         .await
         .map_err(not_found::<FindingId>)?;
-    Ok(HttpResponse::Ok().json(DataResponse {
-        data: FindingResponse::from(finding),
-    }))
+    let tag = finding_tag(&finding);
+    Ok(tagged(
+        &req,
+        tag,
+        DataResponse {
+            data: FindingResponse::from(finding),
+        },
+    ))
+}
+
+async fn triage_finding(
+    caller: Caller,
+    Id(id): Id<FindingId>,
+    req: HttpRequest,
+    Json(request): Json<PatchFindingRequest>,
+    state: web::Data<ApiState>,
+) -> Result<HttpResponse, ApiError> {
+    let expected = if_match_tags(&req)?;
+    let triage = request.triage;
+    let parse_state = triage
+        .state
+        .parse::<TriageState>()
+        .map_err(|e| unprocessable(Error::invalid("triage.state", e.to_string())));
+    let state_value = parse_state?;
+    let reason = triage
+        .reason
+        .as_deref()
+        .map(str::parse::<TriageReason>)
+        .transpose()
+        .map_err(|e| unprocessable(Error::invalid("triage.reason", e.to_string())))?;
+    let change = TriageChange::new(
+        state_value,
+        reason,
+        triage.comment,
+        triage.expires_at,
+        chrono::Utc::now(),
+    )
+    .map_err(unprocessable)?;
+    let finding = state
+        .ports
+        .reads
+        .findings
+        .triage_finding(
+            caller.scope(),
+            &id,
+            &change,
+            caller.key_id(),
+            expected.as_deref(),
+        )
+        .await
+        .map_err(not_found::<FindingId>)?;
+    tracing::info!(
+        finding.id = %id.as_str(),
+        triage.state = change.state.as_str(),
+        "finding triaged"
+    );
+    Ok(HttpResponse::Ok()
+        .insert_header((header::ETAG, finding_tag(&finding)))
+        .json(DataResponse {
+            data: FindingResponse::from(finding),
+        }))
+}
+
+async fn triage_history(
+    caller: Caller,
+    Id(id): Id<FindingId>,
+    list: ListQuery,
+    reads: Reads,
+) -> Result<HttpResponse, ApiError> {
+    let page = reads
+        .findings
+        .triage_history(caller.scope(), &id, list.page())
+        .await
+        .map_err(not_found::<FindingId>)?;
+    Ok(list.respond(page.map(TriageRecordResponse::from)))
 }

@@ -46,6 +46,8 @@ pub static ENDPOINTS: &[&Endpoint] = &[
     &findings::LIST,
     &export::EXPORT,
     &findings::GET,
+    &findings::PATCH,
+    &findings::HISTORY,
     &roles::LIST,
     &upr::ROLLUP,
     &upr::PRINCIPALS,

@@ -3,7 +3,7 @@
 
 use actix_web::{HttpRequest, HttpResponse, http::header, web};
 use posture_domain::{
-    Error, Scope, WebhookId,
+    Scope, WebhookId,
     secrets::SigningSecret,
     webhook::{MAX_ACTIVE_SUBSCRIPTIONS, Subscription, SubscriptionRequest, secret_context},
     webhook_change::{Rotation, SubscriptionPatchRequest},
@@ -20,7 +20,7 @@ use posture_wire::{
 use super::{Access, Endpoint, HttpMethod, Success, Tagging};
 use crate::{
     auth::Caller,
-    error::ApiError,
+    error::{ApiError, unprocessable},
     input::{Body, Id, Json, ListQuery, WEBHOOK_ID, not_found, part},
     preconditions::{if_match, subscription_tag, tagged_read},
     state::ApiState,
@@ -226,14 +226,6 @@ fn changed(subscription: Subscription) -> HttpResponse {
         .json(DataResponse {
             data: WebhookResponse::from(subscription),
         })
-}
-
-/// A rule of the domain broken by a body: 422 naming the field.
-fn unprocessable(e: Error) -> ApiError {
-    match e {
-        Error::Invalid { field, reason } => ApiError::Unprocessable(format!("{field} {reason}")),
-        other => other.into(),
-    }
 }
 
 async fn patch_webhook(

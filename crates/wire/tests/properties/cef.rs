@@ -62,6 +62,9 @@ proptest! {
         prop_assert_eq!(get("cs1"), Some(tenant.as_str()));
         prop_assert_eq!(get("cs3"), Some(finding.severity.as_str()));
         prop_assert_eq!(get("cs4"), Some(title.as_str()));
+        prop_assert_eq!(get("cs5Label"), Some("triageState"));
+        prop_assert_eq!(get("cs5"), Some(finding.triage.state.as_str()));
+        prop_assert_eq!(get("cs6"), finding.triage.reason.map(|r| r.as_str()));
         let description = finding.description.as_deref().map(|d| expected(d, '\n'));
         prop_assert_eq!(get("msg"), description.as_deref());
         match &finding.identity {

@@ -13,6 +13,7 @@ use posture_domain::{
     CloudTenantId,
     finding::{FindingStatus, FindingType, Severity},
     identity::IdentityKind,
+    triage::{Triage, TriageState},
 };
 use posture_wire::{findings::FindingResponse, identities::IdentitySummaryResponse};
 use proptest::prelude::*;
@@ -50,9 +51,20 @@ pub fn finding() -> impl Strategy<Value = FindingResponse> {
         (text(), prop::option::of(text())),
         prop::option::of(identity),
         (time(), time()),
+        (
+            prop::sample::select(TriageState::ALL.to_vec()),
+            prop::option::of(text()),
+        ),
     )
         .prop_map(
-            |((id, tenant, kind), (severity, status), (title, description), identity, times)| {
+            |(
+                (id, tenant, kind),
+                (severity, status),
+                (title, description),
+                identity,
+                times,
+                (triage_state, comment),
+            )| {
                 let tenant = CloudTenantId::from_uuid(uuid::Uuid::from_u128(tenant));
                 FindingResponse {
                     id,
@@ -71,6 +83,12 @@ pub fn finding() -> impl Strategy<Value = FindingResponse> {
                     detected_at: times.0,
                     updated_at: times.1,
                     modified_at: times.1,
+                    triage: Triage {
+                        state: triage_state,
+                        comment,
+                        ..Triage::default()
+                    }
+                    .into(),
                 }
             },
         )

@@ -44,6 +44,11 @@ proptest! {
             "detectedAt": null,
             "updatedAt": null,
             "modifiedAt": null,
+            "triage": {
+                "state": finding.triage.state.as_str(), "reason": null,
+                "comment": finding.triage.comment, "expiresAt": null, "updatedAt": null,
+                "updatedBy": null,
+            },
         });
         prop_assert_eq!(read, expected);
     }

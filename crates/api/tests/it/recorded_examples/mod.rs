@@ -225,6 +225,26 @@ impl Recorder {
                 StatusCode::OK,
             ),
             (
+                "triageFinding",
+                Method::PATCH,
+                "/findings/f-7c1d9a".to_owned(),
+                Some(json!({"triage": {
+                    "state": "risk_accepted",
+                    "reason": "compensating_control",
+                    "comment": "Break-glass account, reviewed quarterly",
+                    "expiresAt": (Utc::now() + Duration::days(90))
+                        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                }})),
+                StatusCode::OK,
+            ),
+            (
+                "listFindingTriage",
+                Method::GET,
+                "/findings/f-7c1d9a/triage".to_owned(),
+                None,
+                StatusCode::OK,
+            ),
+            (
                 "getCurrentKey",
                 Method::GET,
                 "/keys/current".to_owned(),

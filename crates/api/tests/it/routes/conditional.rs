@@ -12,10 +12,11 @@ use serde_json::json;
 
 use crate::support::TestApp;
 
-/// The reads a conditional client polls (every GET of `/api/v1` but the export).
+/// The reads a conditional client polls (every GET of `/api/v1` but the export, and a
+/// finding's detail, whose tag is strong: `routes/triage.rs`).
 const READS: [&str; 9] = [
     "/api/v1/findings?severity=critical",
-    "/api/v1/findings/f1",
+    "/api/v1/findings/f1/triage",
     "/api/v1/identities",
     "/api/v1/identities/u1",
     "/api/v1/roles",

@@ -15,6 +15,7 @@ mod keys;
 mod roles;
 mod sync;
 mod tenants;
+mod triage;
 mod upr;
 pub(crate) mod webhook_ops;
 mod webhooks;
