@@ -208,6 +208,10 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     print_block(&text);
 
     let status = if args.check {
+        // A fresh directory each time: the printed `posture sync` makes `posture.db` there,
+        // which holds one customer, and this run's customers are new.
+        let cwd = scratch_dir("demo-check")?;
+        std::fs::remove_dir_all(&cwd)?;
         let checked = crate::demo_check::run_printed(&text, &scratch_dir("demo-check")?);
         drop(children);
         drop(postgres);
