@@ -12,6 +12,10 @@ because they depend on the server's state or clock rather than on the request al
 * A recovery window must lie within the delivery log's retention and end after it starts
   (relative to now): a schema-valid window refused with a 422 whose reason is `since:` or
   `until:` is dropped.
+* A triage's reason goes with its state (required for `dismissed` and `risk_accepted`,
+  refused for the others), a reset carries no comment or expiry, and an expiry lies ahead
+  of now by at most 366 days: a schema-valid triage refused with a 422 whose reason names
+  `triage.reason`, `triage.expiresAt` or the reset is dropped.
 
 Every other failure stands.
 """
@@ -45,6 +49,12 @@ def filter_failure(context, failure, case, response):
         response.status_code == 422
         and case.path.endswith("/recover")
         and (reason.startswith("since: ") or reason.startswith("until: "))
+    ):
+        return False
+    if (
+        response.status_code == 422
+        and "/findings/" in case.path
+        and reason.startswith(("triage.reason ", "triage.expiresAt ", "triage untriaged"))
     ):
         return False
     return True

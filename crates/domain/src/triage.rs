@@ -41,6 +41,10 @@ string_enum! {
 
 /// Longest comment, in characters.
 pub const MAX_COMMENT_CHARS: usize = 2_000;
+/// A comment as a regular expression (for the contract): no control character but line feed
+/// and tab — what [`TriageChange::new`] checks.
+pub const COMMENT_PATTERN: &str = "^[^\\u0000-\\u0008\\u000B-\\u001F\\u007F-\\u009F]*$";
+
 /// Furthest expiry, from now.
 pub const MAX_EXPIRY_DAYS: i64 = 366;
 
@@ -263,6 +267,16 @@ mod tests {
         assert!(ack(&"é".repeat(MAX_COMMENT_CHARS)).is_ok());
         assert!(ack(&"a".repeat(MAX_COMMENT_CHARS + 1)).is_err());
         assert_eq!(ack("   ").unwrap().comment, None, "blank is none");
+    }
+
+    #[test]
+    fn the_contracts_comment_pattern_is_the_rule() {
+        let pattern = regex::Regex::new(COMMENT_PATTERN).unwrap();
+        for c in (0u32..0x300).filter_map(char::from_u32) {
+            let text = format!("a{c}b");
+            let accepted = change(TriageState::Acknowledged, None, Some(&text), None).is_ok();
+            assert_eq!(pattern.is_match(&text), accepted, "{c:?}");
+        }
     }
 
     #[test]

@@ -3,7 +3,8 @@
 
 use chrono::{DateTime, Utc};
 use posture_domain::triage::{
-    MAX_COMMENT_CHARS, Triage, TriageActor, TriageReason, TriageRecord, TriageState,
+    COMMENT_PATTERN, MAX_COMMENT_CHARS, Triage, TriageActor, TriageReason, TriageRecord,
+    TriageState,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -75,7 +76,7 @@ pub struct TriageRequest {
     pub reason: Option<String>,
     /// Up to 2,000 characters; line breaks and tabs but no other control characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = MAX_COMMENT_CHARS))]
+    #[schemars(length(max = MAX_COMMENT_CHARS), pattern(COMMENT_PATTERN))]
     #[schemars(example = &"Break-glass account, reviewed quarterly")]
     pub comment: Option<String>,
     /// When the mark ends by itself: in the future, at most 366 days ahead.
