@@ -131,6 +131,11 @@ pub fn run_documents(blocks: &[Block], served: &Served) -> anyhow::Result<usize>
     for (file, blocks) in by_file {
         let stem = file.to_string_lossy().replace(['/', '.'], "-");
         let dir = served.scratch.join(stem);
+        // Fresh each run: what an example leaves (the CLI's `posture.db`, which holds one
+        // customer) must not meet the next run's new customers.
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
         std::fs::create_dir_all(&dir)?;
         for block in &blocks {
             for check in &block.checks {
