@@ -167,11 +167,10 @@ async fn triage_finding(
 ) -> Result<HttpResponse, ApiError> {
     let expected = if_match_tags(&req)?;
     let triage = request.triage;
-    let parse_state = triage
+    let state_value = triage
         .state
         .parse::<TriageState>()
-        .map_err(|e| unprocessable(Error::invalid("triage.state", e.to_string())));
-    let state_value = parse_state?;
+        .map_err(|e| unprocessable(Error::invalid("triage.state", e.to_string())))?;
     let reason = triage
         .reason
         .as_deref()
