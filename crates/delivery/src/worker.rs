@@ -67,6 +67,8 @@ pub struct Worker {
     gauges_at: std::sync::Mutex<Option<std::time::Instant>>,
     /// When the delivery log was last swept.
     swept_at: std::sync::Mutex<Option<std::time::Instant>>,
+    /// When triage marks past their expiry were last recorded.
+    triage_swept_at: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// An error with its causes, one line.
@@ -119,6 +121,7 @@ impl Worker {
             events: None,
             gauges_at: std::sync::Mutex::default(),
             swept_at: std::sync::Mutex::default(),
+            triage_swept_at: std::sync::Mutex::default(),
         })
     }
 
@@ -353,6 +356,7 @@ impl Worker {
         while !*stop.borrow() {
             self.refresh_queue_gauges().await;
             self.sweep_when_due().await;
+            self.expire_triage_when_due().await;
             let batch = match self
                 .deliveries
                 .claim_due(&self.config.id, self.batch_size(), self.config.lease)

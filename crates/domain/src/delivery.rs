@@ -68,6 +68,8 @@ string_enum! {
         FindingReopened = "finding_reopened",
         FindingSeverityChanged = "finding_severity_changed",
         FindingSuppressed = "finding_suppressed",
+        FindingTriaged = "finding_triaged",
+        FindingTriageExpired = "finding_triage_expired",
         /// A test delivery without findings (`POST /webhooks/{id}/test`).
         Ping = "ping",
     }
@@ -90,6 +92,8 @@ impl DeliveryEvent {
             DeliveryEvent::FindingReopened => Some(EventType::FindingReopened),
             DeliveryEvent::FindingSeverityChanged => Some(EventType::FindingSeverityChanged),
             DeliveryEvent::FindingSuppressed => Some(EventType::FindingSuppressed),
+            DeliveryEvent::FindingTriaged => Some(EventType::FindingTriaged),
+            DeliveryEvent::FindingTriageExpired => Some(EventType::FindingTriageExpired),
             DeliveryEvent::Ping => None,
         }
     }
@@ -106,15 +110,19 @@ impl From<EventType> for DeliveryEvent {
             EventType::FindingReopened => DeliveryEvent::FindingReopened,
             EventType::FindingSeverityChanged => DeliveryEvent::FindingSeverityChanged,
             EventType::FindingSuppressed => DeliveryEvent::FindingSuppressed,
+            EventType::FindingTriaged => DeliveryEvent::FindingTriaged,
+            EventType::FindingTriageExpired => DeliveryEvent::FindingTriageExpired,
         }
     }
 }
 
 string_enum! {
-    /// The field of a finding a lifecycle event is about.
+    /// The field of a finding a lifecycle or triage event is about.
     pub enum ChangedField ("field") {
         Status = "status",
         Severity = "severity",
+        /// The triage's `state` (a triage event).
+        TriageState = "triageState",
     }
 }
 

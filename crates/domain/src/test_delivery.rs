@@ -39,7 +39,8 @@ pub fn sample_finding(severity: Severity, tenant: CloudTenantId, now: DateTime<U
 }
 
 /// What a test delivery of `event` carries: nothing for a ping; one sample finding for a
-/// new-finding event; one sample finding and how it changed for a lifecycle event.
+/// new-finding event; one sample finding and how it changed for a lifecycle or triage
+/// event.
 pub fn test_sample(
     event: DeliveryEvent,
     tenant: CloudTenantId,
@@ -71,6 +72,28 @@ pub fn test_sample(
             Severity::High,
             FindingStatus::Open,
             Some(change(ChangedField::Severity, "medium", "high")),
+        ),
+        DeliveryEvent::FindingTriaged => {
+            let finding = Finding {
+                triage: crate::triage::Triage {
+                    state: crate::triage::TriageState::Acknowledged,
+                    comment: Some("Sample triage (test delivery)".to_owned()),
+                    updated_at: Some(now),
+                    ..crate::triage::Triage::default()
+                },
+                ..sample_finding(Severity::High, tenant, now)
+            };
+            let change = change(ChangedField::TriageState, "untriaged", "acknowledged");
+            return (vec![finding], vec![change]);
+        }
+        DeliveryEvent::FindingTriageExpired => (
+            Severity::High,
+            FindingStatus::Open,
+            Some(change(
+                ChangedField::TriageState,
+                "risk_accepted",
+                "untriaged",
+            )),
         ),
         other => (
             other.severity().unwrap_or(Severity::High),

@@ -39,6 +39,10 @@ string_enum! {
         FindingSeverityChanged = "finding_severity_changed",
         /// A known finding's status became `suppressed`.
         FindingSuppressed = "finding_suppressed",
+        /// A key changed a finding's triage (`PATCH /findings/{id}`, or the bulk triage).
+        FindingTriaged = "finding_triaged",
+        /// A finding's triage mark reached its `expiresAt`: it is `untriaged` again.
+        FindingTriageExpired = "finding_triage_expired",
     }
 }
 
@@ -62,11 +66,13 @@ impl EventType {
             EventType::FindingResolved
             | EventType::FindingReopened
             | EventType::FindingSeverityChanged
-            | EventType::FindingSuppressed => None,
+            | EventType::FindingSuppressed
+            | EventType::FindingTriaged
+            | EventType::FindingTriageExpired => None,
         }
     }
 
-    /// The lifecycle events: changes of findings a customer already had.
+    /// The lifecycle events: an analyzer pass changed a finding the customer already had.
     pub const LIFECYCLE: &'static [EventType] = &[
         EventType::FindingResolved,
         EventType::FindingReopened,

@@ -442,6 +442,10 @@ impl FindingRepository for PgStore {
         self.write_triage(scope, id, change, by, expected).await
     }
 
+    async fn expire_triage(&self, batch: u32) -> Result<u64> {
+        self.sweep_expired_triage(batch).await
+    }
+
     async fn triage_history(
         &self,
         scope: CustomerScope,

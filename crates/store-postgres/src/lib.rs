@@ -30,6 +30,7 @@ mod sync;
 mod tenants;
 mod text;
 mod triage;
+mod triage_expiry;
 mod upr;
 mod webhooks;
 

@@ -33,6 +33,8 @@ pub enum Spanning {
     DisableFailing,
     /// The worker ends expired pauses and previous signing secrets.
     ExpireHolds,
+    /// The worker finds the customers with triage marks past their expiry.
+    TriageExpiry,
     /// `posture-api secrets reseal`: every sealed secret, re-sealed under the new key.
     Reseal,
     /// `posture-api deliveries retry`: the customer of a delivery named by its id alone.
@@ -41,7 +43,7 @@ pub enum Spanning {
 
 impl Spanning {
     /// Every one of them.
-    pub const ALL: [Spanning; 10] = [
+    pub const ALL: [Spanning; 11] = [
         Spanning::DueCustomers,
         Spanning::OrphanedDeliveries,
         Spanning::QueueDepth,
@@ -50,6 +52,7 @@ impl Spanning {
         Spanning::EventRetention,
         Spanning::DisableFailing,
         Spanning::ExpireHolds,
+        Spanning::TriageExpiry,
         Spanning::Reseal,
         Spanning::DeliveryById,
     ];
@@ -68,6 +71,9 @@ impl Spanning {
             Spanning::DisableFailing => "the worker disabling subscriptions failing for days",
             Spanning::ExpireHolds => {
                 "the worker ending expired pauses and previous signing secrets"
+            }
+            Spanning::TriageExpiry => {
+                "the worker's triage sweep: which customers have marks past their expiry"
             }
             Spanning::Reseal => "`posture-api secrets reseal`, every customer's secrets",
             Spanning::DeliveryById => {

@@ -12,9 +12,11 @@ use chrono::{DateTime, Utc};
 use diesel::{prelude::*, sql_types::Timestamptz};
 use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl};
 use posture_domain::{
-    CustomerScope, Error, FindingId, KeyId, Page, PageRequest, Result,
+    CustomerScope, Error, FindingId, KeyId, Page, PageRequest, PassId, Result,
+    delivery::ChangedField,
     finding::Finding,
     triage::{TriageActor, TriageChange, TriageReason, TriageRecord, TriageState},
+    webhook::EventType,
 };
 use uuid::Uuid;
 
@@ -94,8 +96,52 @@ async fn locked_finding(
         .optional()
 }
 
+/// A triage event of `finding`: `(event type, finding id, change)`.
+pub(crate) fn triage_event(
+    event: EventType,
+    finding: &str,
+    from: TriageState,
+    to: TriageState,
+) -> (&'static str, &str, String) {
+    let change = serde_json::json!({
+        "field": ChangedField::TriageState.as_str(),
+        "from": from.as_str(),
+        "to": to.as_str(),
+    });
+    (event.as_str(), finding, change.to_string())
+}
+
+/// Records the triage `events` of the change `id` (a write, or an expiry sweep of one
+/// customer: its id stands for the pass of the events' `analyzerPassId`), queues their
+/// deliveries, and marks the customer's data changed: `synced_through` moves to
+/// `modified_at` (taken by [`lock_customer`] in this transaction), the data version and
+/// its notification.
+pub(crate) async fn announce(
+    conn: &mut AsyncPgConnection,
+    (customer, id, modified_at): (Uuid, Uuid, DateTime<Utc>),
+    events: &[(&str, &str, String)],
+) -> QueryResult<()> {
+    let pass = (customer, PassId::from_uuid(id), modified_at);
+    let last = crate::deliveries::last_event(conn, customer).await?;
+    if crate::deliveries::record_changes(conn, pass, last, events).await? > 0 {
+        crate::deliveries::fan_out(conn, pass, last).await?;
+    }
+    diesel::update(customer_sync::table.find(customer))
+        .set(customer_sync::synced_through.eq(modified_at))
+        .execute(&mut *conn)
+        .await?;
+    diesel::sql_query("SELECT bump_data_version($1)")
+        .bind::<diesel::sql_types::Uuid, _>(customer)
+        .execute(&mut *conn)
+        .await?;
+    crate::data_versions::notify_data_changed(conn, &[customer]).await
+}
+
 /// The customer's sync lock and a modification time later than every committed change.
-async fn lock_customer(conn: &mut AsyncPgConnection, customer: Uuid) -> QueryResult<DateTime<Utc>> {
+pub(crate) async fn lock_customer(
+    conn: &mut AsyncPgConnection,
+    customer: Uuid,
+) -> QueryResult<DateTime<Utc>> {
     diesel::sql_query(format!("SET LOCAL lock_timeout = '{PASS_WAIT}'"))
         .execute(conn)
         .await?;
@@ -174,11 +220,12 @@ impl PgStore {
                     ))
                     .execute(conn)
                     .await?;
+                let record = Uuid::now_v7();
                 diesel::insert_into(finding_triage_history::table)
                     .values((
                         finding_triage_history::customer_id.eq(customer),
                         finding_triage_history::finding_id.eq(id.as_str()),
-                        finding_triage_history::id.eq(Uuid::now_v7()),
+                        finding_triage_history::id.eq(record),
                         finding_triage_history::created_at.eq(now),
                         finding_triage_history::key_id.eq(Some(by.as_uuid())),
                         finding_triage_history::key_name.eq(Some(key_name.as_str())),
@@ -192,15 +239,13 @@ impl PgStore {
                     ))
                     .execute(conn)
                     .await?;
-                diesel::update(customer_sync::table.find(customer))
-                    .set(customer_sync::synced_through.eq(modified_at))
-                    .execute(conn)
-                    .await?;
-                diesel::sql_query("SELECT bump_data_version($1)")
-                    .bind::<diesel::sql_types::Uuid, _>(customer)
-                    .execute(conn)
-                    .await?;
-                crate::data_versions::notify_data_changed(conn, &[customer]).await?;
+                let event = triage_event(
+                    EventType::FindingTriaged,
+                    id.as_str(),
+                    before.triage.state,
+                    change.state,
+                );
+                announce(conn, (customer, record, modified_at), &[event]).await?;
                 let after = findings_with_identity!(customer)
                     .filter(findings::id.eq(id.as_str()))
                     .get_result::<FindingWithIdentity>(conn)

@@ -25,20 +25,27 @@ pub struct EventResponse {
     #[schemars(schema_with = "crate::uuid")]
     pub id: String,
     /// What happened: a new finding of a severity (`finding_critical` ... `finding_low`),
-    /// or a known finding resolved, reopened or changed in severity.
+    /// a known finding resolved, suppressed, reopened or changed in severity by a pass, or
+    /// its triage written by a key (`finding_triaged`) or expired
+    /// (`finding_triage_expired`).
     #[serde(rename = "type")]
     #[schemars(schema_with = "crate::closed_set::<EventType>")]
     pub event_type: EventType,
     /// When the analyzer pass that found it committed.
     #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
+    /// The analyzer pass that made the event; for `finding_triaged` and
+    /// `finding_triage_expired`, which no pass makes, the triage change that did (the write's
+    /// entry in `GET /findings/{id}/triage`, or a round of the expiry sweep).
     #[schemars(schema_with = "crate::uuid")]
     pub analyzer_pass_id: String,
     /// The finding as the API shows it now (as `GET /findings/{id}`, and as a webhook body
     /// shows it when sent).
     pub finding: FindingResponse,
     /// For `finding_resolved`, `finding_suppressed`, `finding_reopened` and
-    /// `finding_severity_changed`: what the pass changed. Absent for a new finding.
+    /// `finding_severity_changed`: what the pass changed; for `finding_triaged` and
+    /// `finding_triage_expired`: the triage's state before and after. Absent for a new
+    /// finding.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change: Option<FindingChangeResponse>,
 }

@@ -267,7 +267,8 @@ pub struct FindingEventBody {
     /// When the delivery was queued (the analyzer pass's commit), or the test was sent.
     #[serde(serialize_with = "crate::time::serialize")]
     pub created_at: DateTime<Utc>,
-    /// The analyzer pass that found them (absent from a test).
+    /// The analyzer pass that found them; for a triage event, the triage change that made
+    /// it (absent from a test).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::uuid")]
     pub analyzer_pass_id: Option<String>,
@@ -310,10 +311,10 @@ pub struct EventFinding {
 #[derive(Clone, Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FindingChangeResponse {
-    /// `status` or `severity`.
+    /// `status` or `severity` (a lifecycle event), `triageState` (a triage event).
     #[schemars(schema_with = "crate::closed_set::<ChangedField>")]
     pub field: ChangedField,
-    /// The value before the pass (a status or a severity).
+    /// The value before the change (a status, a severity or a triage state).
     pub from: String,
     /// The value after it.
     pub to: String,

@@ -38,6 +38,8 @@ fn headline(delivery: &Delivery, count: usize) -> String {
         DeliveryEvent::FindingSuppressed => format!("{count} {noun} suppressed"),
         DeliveryEvent::FindingReopened => format!("{count} {noun} reopened"),
         DeliveryEvent::FindingSeverityChanged => format!("{count} {noun} changed severity"),
+        DeliveryEvent::FindingTriaged => format!("{count} {noun} triaged"),
+        DeliveryEvent::FindingTriageExpired => format!("triage expired on {count} {noun}"),
         new => {
             let severity = new.severity().map_or("", |s| s.as_str());
             format!("{count} new {severity} {noun}")

@@ -14,6 +14,27 @@ const PASS_WINDOW: Duration = Duration::from_secs(3600);
 const SWEEP_EVERY: Duration = Duration::from_secs(600);
 /// Deliveries deleted per statement of a sweep (short transactions, bounded locks).
 const SWEEP_BATCH: u32 = 1000;
+/// How often a running worker records the triage marks past their expiry (reads show them
+/// `untriaged` at once; the record, its event and the sync follow within this).
+const TRIAGE_SWEEP_EVERY: Duration = Duration::from_secs(30);
+/// Marks recorded per round of the triage sweep.
+const TRIAGE_BATCH: u32 = 500;
+
+/// Runs `round` (which handles at most `batch` rows) until a round handles fewer; the sum.
+async fn in_rounds<F, Fut>(batch: u32, mut round: F) -> Result<u64>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<u64>>,
+{
+    let mut total = 0;
+    loop {
+        let done = round().await?;
+        total += done;
+        if done < u64::from(batch) {
+            return Ok(total);
+        }
+    }
+}
 
 impl Worker {
     /// Publishes the queue's depth and the last hour's passes, at most every 10 s.
@@ -58,14 +79,10 @@ impl Worker {
     /// overlap ended. Every worker sweeps (each batch skips rows another is deleting).
     pub async fn sweep(&self) -> Result<u64> {
         let cutoff = Utc::now() - self.config.retention;
-        let mut deleted = 0;
-        loop {
-            let batch = self.deliveries.purge_finished(cutoff, SWEEP_BATCH).await?;
-            deleted += batch;
-            if batch < u64::from(SWEEP_BATCH) {
-                break;
-            }
-        }
+        let deleted = in_rounds(SWEEP_BATCH, || {
+            self.deliveries.purge_finished(cutoff, SWEEP_BATCH)
+        })
+        .await?;
         if deleted > 0 {
             metrics::counter!("posture_webhook_deliveries_expired_total").increment(deleted);
             tracing::info!(
@@ -116,14 +133,7 @@ impl Worker {
             return Ok(());
         };
         let cutoff = Utc::now() - *retention;
-        let mut deleted = 0;
-        loop {
-            let batch = events.purge_events(cutoff, SWEEP_BATCH).await?;
-            deleted += batch;
-            if batch < u64::from(SWEEP_BATCH) {
-                break;
-            }
-        }
+        let deleted = in_rounds(SWEEP_BATCH, || events.purge_events(cutoff, SWEEP_BATCH)).await?;
         if deleted > 0 {
             metrics::counter!("posture_events_expired_total").increment(deleted);
             tracing::info!(
@@ -133,6 +143,38 @@ impl Worker {
             );
         }
         Ok(())
+    }
+
+    /// Records the triage marks past their expiry as `untriaged` (with their history,
+    /// events and deliveries), in rounds of [`TRIAGE_BATCH`]; returns how many.
+    pub async fn expire_triage(&self) -> Result<u64> {
+        let expired = in_rounds(TRIAGE_BATCH, || self.findings.expire_triage(TRIAGE_BATCH)).await?;
+        if expired > 0 {
+            metrics::counter!("posture_triage_expired_total").increment(expired);
+            tracing::info!(
+                expired,
+                "triage marks past their expiry recorded as untriaged"
+            );
+        }
+        Ok(expired)
+    }
+
+    /// Records expired triage marks when [`TRIAGE_SWEEP_EVERY`] has passed since the last
+    /// time.
+    pub(super) async fn expire_triage_when_due(&self) {
+        {
+            let mut last = self
+                .triage_swept_at
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|at| at.elapsed() < TRIAGE_SWEEP_EVERY) {
+                return;
+            }
+            *last = Some(std::time::Instant::now());
+        }
+        if let Err(e) = self.expire_triage().await {
+            tracing::warn!(error = %e, "recording expired triage marks failed; retrying at the next round");
+        }
     }
 
     /// Sweeps the delivery log when [`SWEEP_EVERY`] has passed since the last sweep.

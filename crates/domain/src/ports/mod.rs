@@ -120,6 +120,11 @@ pub trait FindingRepository: Send + Sync {
         id: &FindingId,
         page: PageRequest,
     ) -> Result<Page<TriageRecord>>;
+    /// Records as `untriaged` the marks whose `expiresAt` has passed (at most `batch`),
+    /// each as a triage change: a history record without a key, a `finding_triage_expired`
+    /// event and a modification a sync carries. How many. (Reads show such a mark as
+    /// `untriaged` already; the worker's sweep records it.)
+    async fn expire_triage(&self, batch: u32) -> Result<u64>;
     /// Every finding matching `filter`, ordered by id, read batch by batch from one
     /// consistent snapshot (the export).
     async fn export_findings(

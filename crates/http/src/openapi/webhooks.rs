@@ -75,6 +75,20 @@ fn describe(event: DeliveryEvent) -> (String, String) {
             "became `open` again (from resolved or suppressed)",
         ),
         DeliveryEvent::FindingSeverityChanged => lifecycle("changed severity", "changed severity"),
+        DeliveryEvent::FindingTriaged => (
+            "Findings triaged".to_owned(),
+            format!(
+                "Opt-in. Sent when a key changes the triage of findings (`PATCH /findings/{{id}}`                  or `POST /findings/triage`), to each active subscription listing `{}`: one POST                  per write and chunk of at most 100 findings, each with its `change` (`field`:                  `triageState`, `from`, `to`) and its `triage` as it is now. {SHARED}",
+                event.as_str()
+            ),
+        ),
+        DeliveryEvent::FindingTriageExpired => (
+            "Findings' triage expired".to_owned(),
+            format!(
+                "Opt-in. Sent when triage marks reach their `expiresAt` and the sweep records                  the findings as `untriaged` again (within a minute of the expiry), to each                  active subscription listing `{}`: one POST per chunk of at most 100 findings,                  each with its `change` (`field`: `triageState`, `from`: the expired state,                  `to`: `untriaged`). {SHARED}",
+                event.as_str()
+            ),
+        ),
         new => {
             let severity = new.severity().map_or("", |s| s.as_str());
             (

@@ -42,10 +42,23 @@ pub(crate) async fn record_events(
     .bind::<BigInt, _>(last)
     .execute(&mut *conn)
     .await?;
-    if lifecycle.is_empty() {
-        return Ok(new);
+    let changed = record_changes(conn, (customer, pass, at), last + new as i64, lifecycle).await?;
+    Ok(new + changed)
+}
+
+/// Records `changes` (as `(event type, finding id, change)`, in their order) as events of
+/// `pass`, numbered after `last`: a pass's lifecycle events, or the triage events of a
+/// triage write or expiry sweep (whose own id stands for the pass). Returns how many.
+pub(crate) async fn record_changes(
+    conn: &mut AsyncPgConnection,
+    (customer, pass, at): (Uuid, PassId, DateTime<Utc>),
+    last: i64,
+    changes: &[(&str, &str, String)],
+) -> QueryResult<usize> {
+    if changes.is_empty() {
+        return Ok(0);
     }
-    let changed = diesel::sql_query(
+    diesel::sql_query(
         "INSERT INTO finding_events (customer_id, id, seq, event_type, pass_id, finding_id, \
                                      change, created_at) \
          SELECT $1, posture_event_id($3, $4 + c.n), $4 + c.n, c.event_type, $2, c.id, \
@@ -56,13 +69,12 @@ pub(crate) async fn record_events(
     .bind::<SqlUuid, _>(customer)
     .bind::<SqlUuid, _>(pass.as_uuid())
     .bind::<Timestamptz, _>(at)
-    .bind::<BigInt, _>(last + new as i64)
-    .bind::<Array<Text>, _>(lifecycle.iter().map(|e| e.0).collect::<Vec<_>>())
-    .bind::<Array<Text>, _>(lifecycle.iter().map(|e| e.1).collect::<Vec<_>>())
-    .bind::<Array<Text>, _>(lifecycle.iter().map(|e| e.2.as_str()).collect::<Vec<_>>())
+    .bind::<BigInt, _>(last)
+    .bind::<Array<Text>, _>(changes.iter().map(|e| e.0).collect::<Vec<_>>())
+    .bind::<Array<Text>, _>(changes.iter().map(|e| e.1).collect::<Vec<_>>())
+    .bind::<Array<Text>, _>(changes.iter().map(|e| e.2.as_str()).collect::<Vec<_>>())
     .execute(conn)
-    .await?;
-    Ok(new + changed)
+    .await
 }
 
 /// The number of the customer's last event (0 before the first): a pass's events are

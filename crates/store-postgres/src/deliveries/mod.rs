@@ -34,7 +34,7 @@ mod fanout;
 mod log;
 mod rows;
 
-pub(crate) use fanout::{fan_out, last_event, record_events};
+pub(crate) use fanout::{fan_out, last_event, record_changes, record_events};
 
 pub(crate) use rows::DELIVERY_COLUMNS;
 use rows::DeliveryRow;

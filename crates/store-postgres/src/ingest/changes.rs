@@ -7,7 +7,7 @@ use diesel::{
     sql_types::{Array, Text, Uuid as SqlUuid},
 };
 use diesel_async::RunQueryDsl;
-use posture_domain::finding::FindingUpsert;
+use posture_domain::{finding::FindingUpsert, webhook::EventType};
 
 use super::{PassError, PassRun};
 
@@ -78,10 +78,10 @@ impl PassRun<'_> {
 /// again), `finding_severity_changed`; none for other changes.
 pub(super) fn lifecycle_event(field: &str, to: &str) -> Option<&'static str> {
     match (field, to) {
-        ("status", "resolved") => Some("finding_resolved"),
-        ("status", "suppressed") => Some("finding_suppressed"),
-        ("status", "open") => Some("finding_reopened"),
-        ("severity", _) => Some("finding_severity_changed"),
+        ("status", "resolved") => Some(EventType::FindingResolved.as_str()),
+        ("status", "suppressed") => Some(EventType::FindingSuppressed.as_str()),
+        ("status", "open") => Some(EventType::FindingReopened.as_str()),
+        ("severity", _) => Some(EventType::FindingSeverityChanged.as_str()),
         _ => None,
     }
 }

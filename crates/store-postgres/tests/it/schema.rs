@@ -316,3 +316,60 @@ async fn a_statement_across_customers_is_refused_on_citus_unless_posture_marks_i
     let depth = store.queue_depth().await.unwrap();
     assert_eq!((depth.pending, depth.due), (0, 0));
 }
+
+/// The quoted words of the definition of the check `name`.
+async fn check_values(
+    conn: &mut AsyncPgConnection,
+    name: &str,
+) -> std::collections::BTreeSet<String> {
+    use diesel_async::RunQueryDsl as _;
+    #[derive(diesel::QueryableByName)]
+    struct Definition {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        definition: String,
+    }
+    let Definition { definition } = diesel::sql_query(
+        "SELECT pg_get_constraintdef(oid) AS definition FROM pg_constraint WHERE conname = $1",
+    )
+    .bind::<diesel::sql_types::Text, _>(name)
+    .get_result(conn)
+    .await
+    .unwrap_or_else(|e| panic!("the check {name}: {e}"));
+    definition
+        .split('\'')
+        .skip(1)
+        .step_by(2)
+        .filter(|word| word.starts_with("finding_") || *word == "ping")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// An event type is declared once, in the domain (`EventType`, and `DeliveryEvent` with
+/// `ping`); the database's checks must list exactly those, so a type added in Rust without
+/// its migration (or the other way round) fails here rather than at the first insert.
+#[tokio::test]
+async fn the_event_type_checks_list_exactly_the_domain_event_types() {
+    use posture_domain::{delivery::DeliveryEvent, webhook::EventType};
+    let db = TestDb::new().await;
+    let mut conn = db.connection().await;
+    let subscribable: std::collections::BTreeSet<String> = EventType::ALL
+        .iter()
+        .map(|t| t.as_str().to_owned())
+        .collect();
+    let delivered: std::collections::BTreeSet<String> = DeliveryEvent::ALL
+        .iter()
+        .map(|t| t.as_str().to_owned())
+        .collect();
+    assert_eq!(
+        check_values(&mut conn, "finding_events_event_type_check").await,
+        subscribable
+    );
+    assert_eq!(
+        check_values(&mut conn, "webhook_subscriptions_event_types_check").await,
+        subscribable
+    );
+    assert_eq!(
+        check_values(&mut conn, "webhook_deliveries_event_type_check").await,
+        delivered
+    );
+}

@@ -256,3 +256,163 @@ async fn a_triage_reaches_a_sync_by_modification() {
     assert_eq!(since.items[0].triage.state, TriageState::Dismissed);
     assert!(since.synced_through.unwrap() >= since.items[0].modified_at);
 }
+
+/// `(type, finding, change as "from>to")` of the customer's events of these types.
+async fn triage_events(
+    store: &posture_store_postgres::PgStore,
+    scope: posture_domain::CustomerScope,
+) -> Vec<(String, String, String)> {
+    use posture_domain::{event::EventFilter, ports::EventRepository, webhook::EventType};
+    let filter = EventFilter {
+        limit: 500,
+        types: vec![EventType::FindingTriaged, EventType::FindingTriageExpired],
+        ..EventFilter::default()
+    };
+    let page = store.list_events(scope, &filter).await.unwrap();
+    page.events
+        .into_iter()
+        .map(|e| {
+            let change = e.change.expect("a triage event has its change");
+            assert_eq!(change.field.as_str(), "triageState");
+            (
+                e.event_type.as_str().to_owned(),
+                e.finding.id.as_str().to_owned(),
+                format!("{}>{}", change.from, change.to),
+            )
+        })
+        .collect()
+}
+
+/// How many deliveries of `event_type` the customer's subscriptions have queued.
+async fn queued(db: &TestDb, event_type: &str) -> i64 {
+    use diesel_async::RunQueryDsl as _;
+    #[derive(diesel::QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = diesel::sql_types::BigInt)]
+        n: i64,
+    }
+    diesel::sql_query(format!(
+        "SELECT count(*) AS n FROM webhook_deliveries WHERE event_type = '{event_type}'"
+    ))
+    .get_result::<Count>(&mut db.connection().await)
+    .await
+    .unwrap()
+    .n
+}
+
+#[tokio::test]
+async fn a_triage_and_its_expiry_are_events_delivered_to_subscribers() {
+    let db = TestDb::new().await;
+    let (store, clock) = db.store_with_clock();
+    let (scope, key, _) = setup(&store, "A").await;
+    let (other, other_key, _) = setup(&store, "B").await;
+    let keyring = posture_domain::secrets::Keyring::new(&[7; 32], &[]).unwrap();
+    fixtures::subscription(
+        &store,
+        &keyring,
+        scope,
+        "http://127.0.0.1:9/hook",
+        "generic",
+        &["finding_triaged", "finding_triage_expired"],
+    )
+    .await;
+    store
+        .triage_finding(scope, &id("f1"), &dismiss(clock.now(), Some(1)), key, None)
+        .await
+        .unwrap();
+    let ack = TriageChange::new(TriageState::Acknowledged, None, None, None, clock.now()).unwrap();
+    store
+        .triage_finding(scope, &id("f2"), &ack, key, None)
+        .await
+        .unwrap();
+    store
+        .triage_finding(
+            other,
+            &id("f1"),
+            &dismiss(clock.now(), Some(1)),
+            other_key,
+            None,
+        )
+        .await
+        .unwrap();
+    // One delivery per write: two writes are two deliveries, not one swallowed by the other.
+    assert_eq!(queued(&db, "finding_triaged").await, 2);
+    assert_eq!(
+        triage_events(&store, scope).await,
+        [
+            (
+                "finding_triaged".into(),
+                "f1".into(),
+                "untriaged>dismissed".into()
+            ),
+            (
+                "finding_triaged".into(),
+                "f2".into(),
+                "untriaged>acknowledged".into()
+            ),
+        ]
+    );
+
+    // Nothing has expired yet: the sweep records nothing.
+    assert_eq!(store.expire_triage(500).await.unwrap(), 0);
+    clock.advance(StdDuration::from_secs(86_400));
+    let synced_before = store
+        .get_finding(scope, &id("f1"))
+        .await
+        .unwrap()
+        .modified_at;
+    // Both customers' marks, in rounds of one.
+    assert_eq!(store.expire_triage(1).await.unwrap(), 1);
+    assert_eq!(store.expire_triage(500).await.unwrap(), 1);
+    assert_eq!(store.expire_triage(500).await.unwrap(), 0, "recorded once");
+    let events = triage_events(&store, scope).await;
+    assert_eq!(
+        events.last().unwrap(),
+        &(
+            "finding_triage_expired".into(),
+            "f1".into(),
+            "dismissed>untriaged".into()
+        )
+    );
+    assert_eq!(events.len(), 3, "the acknowledged f2 had no expiry");
+    assert_eq!(queued(&db, "finding_triage_expired").await, 1);
+    let f1 = store.get_finding(scope, &id("f1")).await.unwrap();
+    assert_eq!(f1.triage.state, TriageState::Untriaged);
+    assert!(f1.triage.updated_by.is_none() && f1.triage.expires_at.is_none());
+    let expiry = history_expiry(&store, scope).await;
+    assert_eq!(
+        f1.triage.updated_at,
+        Some(expiry),
+        "updated when it expired, as read before"
+    );
+    assert!(
+        f1.modified_at > synced_before,
+        "the sweep is a change a sync carries"
+    );
+    let history = store
+        .triage_history(scope, &id("f1"), PageRequest::new(Some(10), None).unwrap())
+        .await
+        .unwrap();
+    let newest = &history.items[0];
+    assert_eq!(newest.at, expiry);
+    assert_eq!(
+        (newest.from, newest.to, newest.by.is_none()),
+        (TriageState::Dismissed, TriageState::Untriaged, true),
+        "the expiry is recorded without a key"
+    );
+    assert_eq!(history.items.len(), 2);
+    // B's mark expired too, in B's feed only.
+    assert_eq!(triage_events(&store, other).await.len(), 2);
+}
+
+/// When f1's first mark was to expire (its first history record's `expiresAt`).
+async fn history_expiry(
+    store: &posture_store_postgres::PgStore,
+    scope: posture_domain::CustomerScope,
+) -> chrono::DateTime<chrono::Utc> {
+    let history = store
+        .triage_history(scope, &id("f1"), PageRequest::new(Some(10), None).unwrap())
+        .await
+        .unwrap();
+    history.items.last().unwrap().expires_at.unwrap()
+}

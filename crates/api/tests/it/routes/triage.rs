@@ -279,3 +279,57 @@ async fn hostile_triage_bodies_are_refused_and_change_nothing() {
         .await;
     assert_eq!(history["meta"]["total"], 1, "only the one accepted write");
 }
+
+#[tokio::test]
+async fn a_triage_is_an_event_of_the_feed_that_webhooks_may_subscribe_to() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer_with_one_of_each("A").await;
+    let (_, key) = app
+        .key(
+            customer,
+            &[
+                Scope::ReadFindings,
+                Scope::WriteFindings,
+                Scope::ManageWebhooks,
+            ],
+        )
+        .await;
+    let created = app
+        .client
+        .post(app.url("/api/v1/webhooks"))
+        .bearer_auth(&key)
+        .json(
+            &json!({"name": "triage", "webhookUrl": "https://hooks.example.com/t",
+                      "webhookType": "generic",
+                      "eventTypes": ["finding_triaged", "finding_triage_expired"]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    assert_eq!(
+        patch(&app, &key, "f1", &dismiss(), None).await.status(),
+        StatusCode::OK
+    );
+    let events = app
+        .get_json("/api/v1/events?type=finding_triaged", &key, StatusCode::OK)
+        .await;
+    let events = events["data"].as_array().unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let event = &events[0];
+    assert_eq!(event["finding"]["id"], "f1");
+    assert_eq!(event["finding"]["triage"]["state"], "dismissed");
+    assert_eq!(
+        event["change"],
+        json!({"field": "triageState", "from": "untriaged", "to": "dismissed"})
+    );
+    // The event names the change that made it: the write's history entry.
+    let history = app
+        .get_json("/api/v1/findings/f1/triage", &key, StatusCode::OK)
+        .await;
+    assert_eq!(event["analyzerPassId"], history["data"][0]["id"]);
+    // The feed without a filter has it too, after the pass's events.
+    let all = app.get_json("/api/v1/events", &key, StatusCode::OK).await;
+    let last = all["data"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["id"], event["id"]);
+}

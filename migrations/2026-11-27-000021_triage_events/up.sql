@@ -1,0 +1,34 @@
+-- Triage events: `finding_triaged` (a key changed a finding's triage) and
+-- `finding_triage_expired` (a mark reached its `expiresAt` and the sweep recorded it as
+-- `untriaged`), in the events feed and for subscriptions that list them. Each check is
+-- replaced by a wider one, as for `finding_suppressed`. Outside a transaction
+-- (metadata.toml), statement by statement, each safe to run again.
+ALTER TABLE finding_events DROP CONSTRAINT IF EXISTS finding_events_event_type_check;
+ALTER TABLE finding_events ADD CONSTRAINT finding_events_event_type_check
+    CHECK (event_type IN ('finding_critical', 'finding_high', 'finding_medium', 'finding_low',
+                          'finding_resolved', 'finding_reopened', 'finding_severity_changed',
+                          'finding_suppressed', 'finding_triaged', 'finding_triage_expired'))
+    NOT VALID;
+ALTER TABLE finding_events VALIDATE CONSTRAINT finding_events_event_type_check;
+ALTER TABLE webhook_deliveries DROP CONSTRAINT IF EXISTS webhook_deliveries_event_type_check;
+ALTER TABLE webhook_deliveries ADD CONSTRAINT webhook_deliveries_event_type_check
+    CHECK (event_type IN ('finding_critical', 'finding_high', 'finding_medium', 'finding_low',
+                          'finding_resolved', 'finding_reopened', 'finding_severity_changed',
+                          'finding_suppressed', 'finding_triaged', 'finding_triage_expired',
+                          'ping')) NOT VALID;
+ALTER TABLE webhook_deliveries VALIDATE CONSTRAINT webhook_deliveries_event_type_check;
+ALTER TABLE webhook_subscriptions DROP CONSTRAINT IF EXISTS webhook_subscriptions_event_types_check;
+ALTER TABLE webhook_subscriptions ADD CONSTRAINT webhook_subscriptions_event_types_check CHECK (
+    cardinality(event_types) > 0
+    AND event_types <@ ARRAY['finding_critical', 'finding_high', 'finding_medium', 'finding_low',
+                             'finding_resolved', 'finding_reopened',
+                             'finding_severity_changed', 'finding_suppressed',
+                             'finding_triaged', 'finding_triage_expired']::text[])
+    NOT VALID;
+ALTER TABLE webhook_subscriptions VALIDATE CONSTRAINT webhook_subscriptions_event_types_check;
+-- What the expiry sweep looks for: the few marks with an expiry, customer first like every
+-- index of customer data (the sweep reads this small index whole to find the customers,
+-- then each customer's range). Not CONCURRENTLY: a migration's statements are sent
+-- together; building it reads findings once, as migration 18's indexes did.
+CREATE INDEX IF NOT EXISTS findings_triage_expiry_idx
+    ON findings (customer_id, triage_expires_at) WHERE triage_expires_at IS NOT NULL;
