@@ -17,7 +17,10 @@ use posture_domain::{
     delivery::{
         Attempt, ClaimedDelivery, Delivery, DeliveryTarget, NextStep, Outcome, RetryPolicy,
     },
-    ports::{DeliveryRepository, EventRepository, FindingRepository, PassStatistics},
+    ports::{
+        DeliveryRepository, EventRepository, FindingRepository, IdempotencyRepository,
+        PassStatistics,
+    },
     secrets::Keyring,
 };
 use ring::rand::{SecureRandom, SystemRandom};
@@ -67,6 +70,8 @@ pub struct Worker {
     gauges_at: std::sync::Mutex<Option<std::time::Instant>>,
     /// When the delivery log was last swept.
     swept_at: std::sync::Mutex<Option<std::time::Instant>>,
+    /// Where idempotency keys are kept (`None`: not swept by this worker).
+    idempotency: Option<Arc<dyn IdempotencyRepository>>,
     /// When triage marks past their expiry were last recorded.
     triage_swept_at: std::sync::Mutex<Option<std::time::Instant>>,
 }
@@ -122,6 +127,7 @@ impl Worker {
             gauges_at: std::sync::Mutex::default(),
             swept_at: std::sync::Mutex::default(),
             triage_swept_at: std::sync::Mutex::default(),
+            idempotency: None,
         })
     }
 
@@ -135,6 +141,12 @@ impl Worker {
         retention: chrono::Duration,
     ) -> Self {
         self.events = Some((events, retention));
+        self
+    }
+
+    /// Forgets idempotency keys past their 24 hours at each sweep.
+    pub fn with_idempotency_keys(mut self, keys: Arc<dyn IdempotencyRepository>) -> Self {
+        self.idempotency = Some(keys);
         self
     }
 

@@ -19,6 +19,7 @@ pub mod egress;
 pub mod error;
 pub mod event;
 pub mod finding;
+pub mod idempotency;
 pub mod identity;
 pub mod ids;
 pub mod ingest;

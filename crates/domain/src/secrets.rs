@@ -183,6 +183,17 @@ impl Keyring {
             .map_err(|_| Error::internal("malformed client secret"))
     }
 
+    /// Seals an answer kept for an idempotent replay (it may hold a signing secret), bound
+    /// to `context` (its customer, key and idempotency key).
+    pub fn seal_answer(&self, body: &[u8], context: &[u8]) -> Result<SealedSecret, Error> {
+        self.seal_bytes(body, context)
+    }
+
+    /// Opens an answer sealed by [`Keyring::seal_answer`].
+    pub fn open_answer(&self, sealed: &SealedSecret, context: &[u8]) -> Result<Vec<u8>, Error> {
+        self.open_bytes(sealed, context)
+    }
+
     fn seal_bytes(&self, plain: &[u8], context: &[u8]) -> Result<SealedSecret, Error> {
         let mut nonce = [0u8; NONCE_LEN];
         self.random
@@ -205,6 +216,11 @@ impl Keyring {
     }
 
     fn open_text(&self, sealed: &SealedSecret, context: &[u8]) -> Result<String, Error> {
+        String::from_utf8(self.open_bytes(sealed, context)?)
+            .map_err(|_| Error::internal("malformed sealed secret"))
+    }
+
+    fn open_bytes(&self, sealed: &SealedSecret, context: &[u8]) -> Result<Vec<u8>, Error> {
         let key = std::iter::once(&self.current)
             .chain(&self.previous)
             .find(|k| k.id == sealed.key_id)
@@ -228,7 +244,7 @@ impl Keyring {
                 &mut buffer,
             )
             .map_err(|_| Error::internal("a sealed secret failed authentication"))?;
-        String::from_utf8(plain.to_vec()).map_err(|_| Error::internal("malformed sealed secret"))
+        Ok(plain.to_vec())
     }
 
     /// Whether `sealed` was sealed with the current key.

@@ -16,6 +16,7 @@ pub mod event_waits;
 pub mod export_slots;
 mod gate;
 mod health;
+mod idempotency;
 pub mod input;
 mod json_errors;
 pub mod openapi;

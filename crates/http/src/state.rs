@@ -4,8 +4,8 @@ use std::{sync::Arc, time::Duration};
 
 use posture_domain::{
     ports::{
-        ApiKeyRepository, DeliveryRepository, DirectSender, EventRepository, StoreHealth,
-        WebhookRepository,
+        ApiKeyRepository, DeliveryRepository, DirectSender, EventRepository, IdempotencyRepository,
+        StoreHealth, WebhookRepository,
     },
     rate_limit::RateLimiter,
     secrets::Keyring,
@@ -33,6 +33,8 @@ pub struct Ports {
     pub deliveries: Arc<dyn DeliveryRepository>,
     /// The events feed.
     pub events: Arc<dyn EventRepository>,
+    /// `Idempotency-Key`s of the POSTs that create or act.
+    pub idempotency: Arc<dyn IdempotencyRepository>,
     pub health: Arc<dyn StoreHealth>,
     pub limiter: Arc<dyn RateLimiter>,
 }

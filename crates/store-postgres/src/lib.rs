@@ -16,6 +16,7 @@ mod events;
 mod export;
 mod finding_rows;
 mod findings;
+mod idempotency;
 mod identities;
 mod ingest;
 mod key_cache;

@@ -50,6 +50,10 @@ GRANT UPDATE (cloud_tenant_id, finding_type, severity, status, title, descriptio
 GRANT UPDATE (triage_state, triage_reason, triage_comment, triage_expires_at, triage_updated_at,
     triage_key_id, triage_key_name) ON findings TO {role};
 GRANT INSERT ON finding_triage_history TO {role};
+-- `Idempotency-Key`: claimed, answered, freed and forgotten.
+GRANT INSERT, DELETE ON idempotency_keys TO {role};
+GRANT UPDATE (fingerprint, running_until, kept_until, status, headers, body_key_id, body_nonce,
+    body) ON idempotency_keys TO {role};
 GRANT UPDATE (cloud_tenant_id, identity_id, current_roles, recommended_role_name,
     recommended_actions, removed_actions, updated_at, modified_at)
     ON role_recommendations TO {role};

@@ -341,6 +341,22 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    idempotency_keys (customer_id, api_key_id, idempotency_key) {
+        customer_id -> Uuid,
+        api_key_id -> Uuid,
+        idempotency_key -> Text,
+        fingerprint -> Bytea,
+        running_until -> Nullable<Timestamptz>,
+        kept_until -> Timestamptz,
+        status -> Nullable<SmallInt>,
+        headers -> Nullable<Jsonb>,
+        body_key_id -> Nullable<Text>,
+        body_nonce -> Nullable<Bytea>,
+        body -> Nullable<Bytea>,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     customers,
     tenants,
@@ -366,4 +382,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     cloud_tenant_owners,
     customer_sync,
     finding_triage_history,
+    idempotency_keys,
 );

@@ -35,6 +35,8 @@ pub enum Spanning {
     ExpireHolds,
     /// The worker finds the customers with triage marks past their expiry.
     TriageExpiry,
+    /// The worker forgets idempotency keys past their 24 hours.
+    IdempotencyRetention,
     /// `posture-api secrets reseal`: every sealed secret, re-sealed under the new key.
     Reseal,
     /// `posture-api deliveries retry`: the customer of a delivery named by its id alone.
@@ -43,7 +45,7 @@ pub enum Spanning {
 
 impl Spanning {
     /// Every one of them.
-    pub const ALL: [Spanning; 11] = [
+    pub const ALL: [Spanning; 12] = [
         Spanning::DueCustomers,
         Spanning::OrphanedDeliveries,
         Spanning::QueueDepth,
@@ -53,6 +55,7 @@ impl Spanning {
         Spanning::DisableFailing,
         Spanning::ExpireHolds,
         Spanning::TriageExpiry,
+        Spanning::IdempotencyRetention,
         Spanning::Reseal,
         Spanning::DeliveryById,
     ];
@@ -75,6 +78,7 @@ impl Spanning {
             Spanning::TriageExpiry => {
                 "the worker's triage sweep: which customers have marks past their expiry"
             }
+            Spanning::IdempotencyRetention => "the worker forgetting idempotency keys past 24 h",
             Spanning::Reseal => "`posture-api secrets reseal`, every customer's secrets",
             Spanning::DeliveryById => {
                 "`posture-api deliveries retry`: the customer of a delivery named by its id"

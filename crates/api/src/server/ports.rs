@@ -58,6 +58,7 @@ fn assemble(
         webhooks: store.clone(),
         deliveries: store.clone(),
         events: store.clone(),
+        idempotency: store.clone(),
         health: store,
         limiter,
     }

@@ -93,6 +93,12 @@ impl Worker {
         }
         self.sweep_events().await?;
         let now = Utc::now();
+        if let Some(keys) = &self.idempotency {
+            let forgotten = keys.purge_idempotency_keys(now).await?;
+            if forgotten > 0 {
+                tracing::debug!(forgotten, "idempotency keys past 24 h forgotten");
+            }
+        }
         for (customer, subscription) in self
             .deliveries
             .disable_failing(now - self.config.disable_after)

@@ -19,6 +19,7 @@ use crate::{
     error::Result,
     event::{EventFilter, EventPage, FindingEvent},
     finding::{Finding, FindingFilter},
+    idempotency::{Claim, Fingerprint, IdempotencyKey, StoredAnswer},
     identity::{Identity, IdentityDetail, IdentityFilter},
     ids::{CloudTenantId, CustomerId, EventId, FindingId, IdentityId, KeyId},
     ingest::{IngestError, ParsedLine, PassSummary, RecentPasses},
@@ -372,6 +373,42 @@ pub trait SignInProvider: Send + Sync {
         code: &str,
         pending: &PendingSignIn,
     ) -> std::result::Result<SignedInUser, SignInError>;
+}
+
+/// Idempotency keys (`Idempotency-Key` on a POST): who holds a key, and the answers kept
+/// for replay. Every key is the customer's and one API key's.
+#[async_trait]
+pub trait IdempotencyRepository: Send + Sync {
+    /// Claims `key` for the request `fingerprint` at `now`: [`Claim::Run`] when it is
+    /// unused (or forgotten, or held by a request that stopped without an answer), else
+    /// what the first request left.
+    async fn claim_idempotency_key(
+        &self,
+        scope: CustomerScope,
+        by: KeyId,
+        key: &IdempotencyKey,
+        fingerprint: &Fingerprint,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Claim>;
+    /// Keeps the answer of the request that claimed `key`.
+    async fn keep_idempotent_answer(
+        &self,
+        scope: CustomerScope,
+        by: KeyId,
+        key: &IdempotencyKey,
+        fingerprint: &Fingerprint,
+        answer: &StoredAnswer,
+    ) -> Result<()>;
+    /// Frees `key` without an answer (one not kept): a retry runs again.
+    async fn release_idempotency_key(
+        &self,
+        scope: CustomerScope,
+        by: KeyId,
+        key: &IdempotencyKey,
+        fingerprint: &Fingerprint,
+    ) -> Result<()>;
+    /// Forgets the keys kept until before `cutoff`; how many.
+    async fn purge_idempotency_keys(&self, cutoff: chrono::DateTime<chrono::Utc>) -> Result<u64>;
 }
 
 /// The events feed (docs/api.md, "Events").

@@ -84,10 +84,16 @@ const HEADERS: &[HeaderSpec] = &[
         "`<path?...&after=<cursor>>; rel=\"next\"` (RFC 8288) when more rows follow: the next page, with the same other parameters.",
         || json!({"type": "string"}),
     ),
+    (
+        "Idempotent-Replayed",
+        "`true` on an answer given again for a retry with the same `Idempotency-Key`: the request did not act again.",
+        || json!({"type": "string", "const": "true"}),
+    ),
 ];
 
-/// Sent only when they apply (a next page, a pass to sync through): not `required`.
-const CONDITIONAL: &[&str] = &["Link", "X-Synced-Through"];
+/// Sent only when they apply (a next page, a pass to sync through, a replay): not
+/// `required`.
+const CONDITIONAL: &[&str] = &["Link", "X-Synced-Through", "Idempotent-Replayed"];
 
 /// Sent on every `/api/v1` response.
 pub(super) const ALWAYS: &[&str] = &[

@@ -49,6 +49,10 @@ pub(super) fn operation(endpoint: &Endpoint, generator: &mut SchemaGenerator) ->
 /// The statuses of its error responses: its own, then those of every route of its access.
 fn error_statuses(endpoint: &Endpoint) -> Vec<u16> {
     let mut statuses: Vec<u16> = endpoint.errors.to_vec();
+    if endpoint.idempotent {
+        // A key in progress; a key used for another request.
+        statuses.extend([409, 422]);
+    }
     match endpoint.access {
         Access::Public => {}
         Access::AnyKey => statuses.extend([401, 503]),
@@ -134,7 +138,12 @@ fn parameters(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Vec<Refer
             ));
         }
     }
-    for h in endpoint.request_headers {
+    let idempotency: &[&crate::routes::RequestHeader] = if endpoint.idempotent {
+        &[&crate::routes::IDEMPOTENCY_KEY]
+    } else {
+        &[]
+    };
+    for h in endpoint.request_headers.iter().chain(idempotency) {
         let schema = (h.schema)(generator);
         parameters.push(parameter(
             ParamIn::Header,
@@ -200,11 +209,17 @@ fn responses(
     } else {
         &[]
     };
+    let replayed: &[&str] = if endpoint.idempotent {
+        &[crate::idempotency::REPLAYED]
+    } else {
+        &[]
+    };
     let success_headers = headers::references(
         headers::ALWAYS
             .iter()
             .chain(endpoint.success_headers)
-            .chain(etag),
+            .chain(etag)
+            .chain(replayed),
     );
     let mut responses = IndexMap::new();
     if conditional {

@@ -75,6 +75,7 @@ pub static REDELIVER: Endpoint = Endpoint {
     path: "/webhooks/{id}/deliveries/{deliveryId}/redeliver",
     access: RESENDS_FINDINGS,
     operation_id: "redeliverWebhookDelivery",
+    idempotent: true,
     tag: "webhooks",
     summary: "Send a delivery again",
     description: "Queues the delivery again, at once and on a fresh retry schedule: the same \
@@ -92,6 +93,7 @@ pub static RECOVER: Endpoint = Endpoint {
     path: "/webhooks/{id}/recover",
     access: RESENDS_FINDINGS,
     operation_id: "recoverWebhookDeliveries",
+    idempotent: true,
     tag: "webhooks",
     summary: "Send again what failed in a window",
     description: "After a receiver outage: queues again every failed or cancelled delivery \
@@ -111,6 +113,7 @@ pub static TEST: Endpoint = Endpoint {
     path: "/webhooks/{id}/test",
     access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "testWebhook",
+    idempotent: true,
     tag: "webhooks",
     summary: "Send a test delivery",
     description: "Sends one signed delivery at once and says what the receiver answered: a \

@@ -118,6 +118,24 @@ pub struct RequestHeader {
     pub schema: SchemaFn,
 }
 
+/// The `Idempotency-Key` request header of every idempotent route, as the contract states
+/// it (`idempotency.rs` honours it).
+pub(crate) static IDEMPOTENCY_KEY: RequestHeader = RequestHeader {
+    name: "Idempotency-Key",
+    description: "Makes a retry of this request safe (IETF httpapi idempotency-key draft): a \
+                  unique value of yours (a UUID is best), 1 to 255 visible ASCII characters, \
+                  as is or as a quoted string. The same key with the same request within 24 \
+                  hours answers the first answer again, with `Idempotent-Replayed: true`, \
+                  instead of acting twice; with another body or route it is a 422; while the \
+                  first request runs, a 409. Keys are per API key. Answers that may differ \
+                  when retried (409, 412, 429, 5xx) are not kept.",
+    schema: key_schema,
+};
+
+fn key_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "minLength": 1, "maxLength": 257})
+}
+
 /// What a route answers when it succeeds.
 pub enum Success {
     /// A JSON body.
@@ -176,6 +194,9 @@ pub struct Endpoint {
     pub success_headers: &'static [&'static str],
     /// It takes `If-Match` with the resource's `ETag` (412 when it does not hold).
     pub if_match: bool,
+    /// A POST that creates or acts: it takes `Idempotency-Key` (`idempotency.rs`), which
+    /// the contract states with its 409 and 422 and the `Idempotent-Replayed` header.
+    pub idempotent: bool,
     /// How it answers conditional reads.
     pub tagging: Tagging,
     /// Which database its reads may come from.
@@ -203,6 +224,7 @@ impl Endpoint {
         errors: &[],
         success_headers: &[],
         if_match: false,
+        idempotent: false,
         tagging: Tagging::None,
         reads: ReadsFrom::Primary,
         handler: web::route,
@@ -350,6 +372,7 @@ async fn check_scope_and_query(
     });
     let head = req.method() == actix_web::http::Method::HEAD;
     let response = match admitted {
+        Ok(()) if endpoint.idempotent => crate::idempotency::admit(req, next).await?,
         Ok(()) => next.call(req).await?,
         Err(e) => req.error_response(e),
     };
@@ -392,6 +415,18 @@ mod tests {
                 "{} {}: only an authenticated GET takes a tag or a replica",
                 endpoint.method.as_str(),
                 endpoint.path
+            );
+        }
+    }
+
+    #[test]
+    fn every_post_takes_an_idempotency_key_and_nothing_else_does() {
+        for endpoint in ENDPOINTS {
+            assert_eq!(
+                endpoint.idempotent,
+                endpoint.method == HttpMethod::Post,
+                "{}: a POST creates or acts, so a retry must be safe",
+                endpoint.operation_id
             );
         }
     }

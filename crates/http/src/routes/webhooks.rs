@@ -31,6 +31,7 @@ pub static CREATE: Endpoint = Endpoint {
     path: "/webhooks",
     access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "createWebhook",
+    idempotent: true,
     tag: "webhooks",
     summary: "Create a webhook subscription",
     description: "Subscribes a receiver to new findings of the listed severities. The response \
@@ -110,6 +111,7 @@ pub static ROTATE_SECRET: Endpoint = Endpoint {
     path: "/webhooks/{id}/rotate-secret",
     access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "rotateWebhookSecret",
+    idempotent: true,
     tag: "webhooks",
     summary: "Rotate a subscription's signing secret",
     description: "Makes a new signing secret (shown in this response only). For \

@@ -10,6 +10,7 @@ mod export;
 mod export_limits;
 mod export_ocsf;
 mod findings;
+mod idempotency;
 mod identities;
 mod keys;
 mod roles;

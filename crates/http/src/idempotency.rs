@@ -1,0 +1,186 @@
+//! `Idempotency-Key` on the POSTs that create or act (the IETF httpapi idempotency-key
+//! draft): the route table marks them (`Endpoint::idempotent`), and the
+//! per-route middleware sends their requests through [`admit`] after the scope check.
+//!
+//! A request with a key claims it for its API key; its answer, if it would be the same again
+//! ([`is_kept`]), is kept 24 hours with its body sealed, and a retry with the same key and
+//! request gets it again with `Idempotent-Replayed: true`. Another request with the key is a
+//! 422; a retry while the first still runs is a 409. A request without the header runs as
+//! always.
+
+use actix_web::{
+    HttpMessage as _,
+    body::BoxBody,
+    dev::{Payload, ServiceRequest, ServiceResponse},
+    http::{
+        StatusCode,
+        header::{HeaderName, HeaderValue},
+    },
+    middleware::Next,
+    web,
+};
+use chrono::Utc;
+use posture_domain::{
+    api_key::Principal,
+    idempotency::{Claim, Fingerprint, IdempotencyKey, StoredAnswer, is_kept},
+};
+
+use crate::{error::ApiError, state::ApiState};
+
+/// The response header of a replayed answer.
+pub const REPLAYED: &str = "Idempotent-Replayed";
+
+/// Headers of an answer kept with it (the rest, rate limits and request id, are the
+/// retry's own).
+const KEPT_HEADERS: &[&str] = &["content-type", "location", "etag"];
+
+/// Most bytes of an answer kept (these routes answer a small JSON object).
+const MAX_KEPT_BYTES: usize = 256 * 1024;
+
+/// What binds a sealed answer to its owner.
+fn context(principal: &Principal, key: &IdempotencyKey) -> Vec<u8> {
+    format!(
+        "posture idempotent answer\0{}\0{}\0{}",
+        principal.scope().customer_id(),
+        principal.key_id(),
+        key.as_str()
+    )
+    .into_bytes()
+}
+
+/// Runs the request through its `Idempotency-Key`, if it has one.
+pub(crate) async fn admit(
+    mut req: ServiceRequest,
+    next: Next<BoxBody>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let Some(value) = req.headers().get("idempotency-key") else {
+        return next.call(req).await;
+    };
+    let key = match IdempotencyKey::parse(value.as_bytes()) {
+        Ok(key) => key,
+        Err(e) => return Ok(req.error_response(ApiError::from(e))),
+    };
+    let principal = req.extensions().get::<Principal>().cloned();
+    let state = req.app_data::<web::Data<ApiState>>().cloned();
+    let (Some(principal), Some(state)) = (principal, state) else {
+        return next.call(req).await;
+    };
+    // The body, read once (within the body limit) and put back for the route.
+    let body = match req.extract::<web::Bytes>().await {
+        Ok(body) => body,
+        Err(e) => return Ok(req.error_response(e)),
+    };
+    req.set_payload(Payload::from(body.clone()));
+    let fingerprint = Fingerprint::of(req.method().as_str(), req.path(), &body);
+    let store = state.ports.idempotency.clone();
+    let (scope, by) = (principal.scope(), principal.key_id());
+    let claim = store
+        .claim_idempotency_key(scope, by, &key, &fingerprint, Utc::now())
+        .await;
+    let context = context(&principal, &key);
+    match claim {
+        Err(e) => Ok(req.error_response(ApiError::from(e))),
+        Ok(Claim::OtherRequest) => Ok(req.error_response(ApiError::Unprocessable(
+            "Idempotency-Key was used for another request (another body or route) in the \
+             last 24 hours: send a new key for a new request"
+                .into(),
+        ))),
+        Ok(Claim::InProgress) => Ok(req.error_response(ApiError::Conflict(
+            "a request with this Idempotency-Key is still in progress: retry after it ends".into(),
+        ))),
+        Ok(Claim::Replay(answer)) => match replay(&state, &answer, &context) {
+            Ok(response) => Ok(req.into_response(response)),
+            Err(e) => Ok(req.error_response(e)),
+        },
+        Ok(Claim::Run) => {
+            let response = next.call(req).await;
+            let status = match &response {
+                Ok(response) => response.status().as_u16(),
+                Err(e) => e.as_response_error().status_code().as_u16(),
+            };
+            let response = match response {
+                Ok(response) if is_kept(status) => response,
+                other => {
+                    // Not kept: a retry runs again.
+                    if let Err(e) = store
+                        .release_idempotency_key(scope, by, &key, &fingerprint)
+                        .await
+                    {
+                        tracing::warn!(error = %e, "freeing an idempotency key failed; it frees itself within a minute");
+                    }
+                    return other;
+                }
+            };
+            let (request, response) = response.into_parts();
+            let (response, body) = response.into_parts();
+            let bytes = match actix_web::body::to_bytes_limited(body, MAX_KEPT_BYTES).await {
+                Ok(Ok(bytes)) => bytes,
+                _ => {
+                    let _ = store
+                        .release_idempotency_key(scope, by, &key, &fingerprint)
+                        .await;
+                    return Ok(ServiceResponse::new(
+                        request,
+                        actix_web::ResponseError::error_response(&ApiError::Internal),
+                    ));
+                }
+            };
+            let headers = KEPT_HEADERS
+                .iter()
+                .filter_map(|name| {
+                    let value = response.headers().get(*name)?.to_str().ok()?;
+                    Some(((*name).to_owned(), value.to_owned()))
+                })
+                .collect();
+            let kept = state
+                .keyring
+                .seal_answer(&bytes, &context)
+                .map(|body| StoredAnswer {
+                    status,
+                    headers,
+                    body,
+                });
+            let outcome = match kept {
+                Ok(answer) => {
+                    store
+                        .keep_idempotent_answer(scope, by, &key, &fingerprint, &answer)
+                        .await
+                }
+                Err(e) => Err(e),
+            };
+            if let Err(e) = outcome {
+                // The request acted: its answer goes out; a retry will find the key in
+                // progress until it frees itself, then run again.
+                tracing::warn!(error = %e, "keeping an idempotent answer failed");
+            }
+            Ok(ServiceResponse::new(
+                request,
+                response.set_body(BoxBody::new(bytes)),
+            ))
+        }
+    }
+}
+
+/// The kept answer, as first sent, marked as a replay.
+fn replay(
+    state: &ApiState,
+    answer: &StoredAnswer,
+    context: &[u8],
+) -> Result<actix_web::HttpResponse, ApiError> {
+    let body = state
+        .keyring
+        .open_answer(&answer.body, context)
+        .map_err(ApiError::from)?;
+    let status = StatusCode::from_u16(answer.status).map_err(|_| ApiError::Internal)?;
+    let mut response = actix_web::HttpResponse::build(status);
+    for (name, value) in &answer.headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::try_from(name.as_str()),
+            HeaderValue::try_from(value.as_str()),
+        ) {
+            response.insert_header((name, value));
+        }
+    }
+    response.insert_header((REPLAYED, "true"));
+    Ok(response.body(body))
+}

@@ -1,0 +1,201 @@
+//! Idempotency keys in PostgreSQL: one row per (customer, API key, key), claimed by an
+//! upsert that takes a forgotten key or one whose first request stopped, so two instances
+//! never both run a request for one key.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use diesel::{
+    OptionalExtension as _, QueryableByName,
+    sql_types::{Bytea, Jsonb, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid},
+};
+use diesel_async::RunQueryDsl;
+use posture_domain::{
+    CustomerScope, Error, KeyId, Result,
+    idempotency::{
+        Claim, Fingerprint, IdempotencyKey, StoredAnswer, in_progress_until, kept_until,
+    },
+    ports::IdempotencyRepository,
+    secrets::SealedSecret,
+};
+
+use crate::{
+    PgStore,
+    error::db_error,
+    spanning::{Spanning, across_customers},
+};
+
+#[derive(QueryableByName)]
+struct Claimed {
+    #[diesel(sql_type = Bytea)]
+    fingerprint: Vec<u8>,
+}
+
+#[derive(QueryableByName)]
+struct Kept {
+    #[diesel(sql_type = Bytea)]
+    fingerprint: Vec<u8>,
+    #[diesel(sql_type = Nullable<SmallInt>)]
+    status: Option<i16>,
+    #[diesel(sql_type = Nullable<Jsonb>)]
+    headers: Option<serde_json::Value>,
+    #[diesel(sql_type = Nullable<Text>)]
+    body_key_id: Option<String>,
+    #[diesel(sql_type = Nullable<Bytea>)]
+    body_nonce: Option<Vec<u8>>,
+    #[diesel(sql_type = Nullable<Bytea>)]
+    body: Option<Vec<u8>>,
+}
+
+impl Kept {
+    /// What the first request left, as seen by a request with `fingerprint`.
+    fn claim(self, fingerprint: &Fingerprint) -> Result<Claim> {
+        if self.fingerprint != fingerprint.0 {
+            return Ok(Claim::OtherRequest);
+        }
+        let (Some(status), Some(key_id), Some(nonce), Some(ciphertext)) =
+            (self.status, self.body_key_id, self.body_nonce, self.body)
+        else {
+            return Ok(Claim::InProgress);
+        };
+        let headers: Vec<(String, String)> =
+            serde_json::from_value(self.headers.unwrap_or_default())
+                .map_err(|e| Error::internal(format!("a kept answer's headers: {e}")))?;
+        Ok(Claim::Replay(StoredAnswer {
+            status: u16::try_from(status).map_err(|_| Error::internal("a kept answer's status"))?,
+            headers,
+            body: SealedSecret {
+                key_id,
+                nonce,
+                ciphertext,
+            },
+        }))
+    }
+}
+
+#[async_trait]
+impl IdempotencyRepository for PgStore {
+    async fn claim_idempotency_key(
+        &self,
+        scope: CustomerScope,
+        by: KeyId,
+        key: &IdempotencyKey,
+        fingerprint: &Fingerprint,
+        now: DateTime<Utc>,
+    ) -> Result<Claim> {
+        let mut conn = self.conn().await?;
+        let customer = scope.customer_id().as_uuid();
+        // Taken when unused, forgotten, or held past its time by a request that stopped.
+        let claimed: Option<Claimed> = diesel::sql_query(
+            "INSERT INTO idempotency_keys AS k (customer_id, api_key_id, idempotency_key, \
+                                                fingerprint, running_until, kept_until) \
+             VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (customer_id, api_key_id, idempotency_key) DO UPDATE \
+                 SET fingerprint = EXCLUDED.fingerprint, running_until = EXCLUDED.running_until, \
+                     kept_until = EXCLUDED.kept_until, status = NULL, headers = NULL, \
+                     body_key_id = NULL, body_nonce = NULL, body = NULL \
+                 WHERE k.kept_until <= $7 OR (k.status IS NULL AND k.running_until <= $7) \
+             RETURNING k.fingerprint",
+        )
+        .bind::<SqlUuid, _>(customer)
+        .bind::<SqlUuid, _>(by.as_uuid())
+        .bind::<Text, _>(key.as_str())
+        .bind::<Bytea, _>(fingerprint.0.as_slice())
+        .bind::<Timestamptz, _>(in_progress_until(now))
+        .bind::<Timestamptz, _>(kept_until(now))
+        .bind::<Timestamptz, _>(now)
+        .get_result(&mut conn)
+        .await
+        .optional()
+        .map_err(db_error)?;
+        if claimed.is_some_and(|c| c.fingerprint == fingerprint.0) {
+            return Ok(Claim::Run);
+        }
+        let kept: Option<Kept> = diesel::sql_query(
+            "SELECT fingerprint, status, headers, body_key_id, body_nonce, body \
+             FROM idempotency_keys \
+             WHERE customer_id = $1 AND api_key_id = $2 AND idempotency_key = $3",
+        )
+        .bind::<SqlUuid, _>(customer)
+        .bind::<SqlUuid, _>(by.as_uuid())
+        .bind::<Text, _>(key.as_str())
+        .get_result(&mut conn)
+        .await
+        .optional()
+        .map_err(db_error)?;
+        match kept {
+            Some(kept) => kept.claim(fingerprint),
+            // Forgotten between the two statements: as in progress, the retry's retry runs.
+            None => Ok(Claim::InProgress),
+        }
+    }
+
+    async fn keep_idempotent_answer(
+        &self,
+        scope: CustomerScope,
+        by: KeyId,
+        key: &IdempotencyKey,
+        fingerprint: &Fingerprint,
+        answer: &StoredAnswer,
+    ) -> Result<()> {
+        let mut conn = self.conn().await?;
+        let headers = serde_json::to_value(&answer.headers)
+            .map_err(|e| Error::internal(format!("an answer's headers: {e}")))?;
+        diesel::sql_query(
+            "UPDATE idempotency_keys SET status = $5, headers = $6, body_key_id = $7, \
+                                         body_nonce = $8, body = $9, running_until = NULL \
+             WHERE customer_id = $1 AND api_key_id = $2 AND idempotency_key = $3 \
+               AND fingerprint = $4 AND status IS NULL",
+        )
+        .bind::<SqlUuid, _>(scope.customer_id().as_uuid())
+        .bind::<SqlUuid, _>(by.as_uuid())
+        .bind::<Text, _>(key.as_str())
+        .bind::<Bytea, _>(fingerprint.0.as_slice())
+        .bind::<SmallInt, _>(i16::try_from(answer.status).unwrap_or(i16::MAX))
+        .bind::<Jsonb, _>(headers)
+        .bind::<Text, _>(answer.body.key_id.as_str())
+        .bind::<Bytea, _>(answer.body.nonce.as_slice())
+        .bind::<Bytea, _>(answer.body.ciphertext.as_slice())
+        .execute(&mut conn)
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn release_idempotency_key(
+        &self,
+        scope: CustomerScope,
+        by: KeyId,
+        key: &IdempotencyKey,
+        fingerprint: &Fingerprint,
+    ) -> Result<()> {
+        let mut conn = self.conn().await?;
+        diesel::sql_query(
+            "DELETE FROM idempotency_keys \
+             WHERE customer_id = $1 AND api_key_id = $2 AND idempotency_key = $3 \
+               AND fingerprint = $4 AND status IS NULL",
+        )
+        .bind::<SqlUuid, _>(scope.customer_id().as_uuid())
+        .bind::<SqlUuid, _>(by.as_uuid())
+        .bind::<Text, _>(key.as_str())
+        .bind::<Bytea, _>(fingerprint.0.as_slice())
+        .execute(&mut conn)
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn purge_idempotency_keys(&self, cutoff: DateTime<Utc>) -> Result<u64> {
+        let mut conn = self.conn().await?;
+        // One statement, no batches: a day of keys is a day of a customer's POSTs.
+        let deleted = across_customers(&mut conn, Spanning::IdempotencyRetention, |conn| {
+            Box::pin(
+                diesel::sql_query("DELETE FROM idempotency_keys WHERE kept_until < $1")
+                    .bind::<Timestamptz, _>(cutoff)
+                    .execute(conn),
+            )
+        })
+        .await
+        .map_err(db_error)?;
+        Ok(deleted as u64)
+    }
+}
