@@ -15,7 +15,10 @@ because they depend on the server's state or clock rather than on the request al
 * A triage's reason goes with its state (required for `dismissed` and `risk_accepted`,
   refused for the others), a reset carries no comment or expiry, and an expiry lies ahead
   of now by at most 366 days: a schema-valid triage refused with a 422 whose reason names
-  `triage.reason`, `triage.expiresAt` or the reset is dropped.
+  `triage.reason`, `triage.expiresAt` or the reset is dropped; so is a bulk triage that
+  names a finding twice (uniqueness by `id` within the list is not a JSON Schema rule).
+* An `Idempotency-Key` belongs to the first request sent with it for 24 hours: the fuzzer's
+  reuse of a generated key with another body (422) or while the first runs (409) is dropped.
 
 Every other failure stands.
 """
@@ -54,7 +57,14 @@ def filter_failure(context, failure, case, response):
     if (
         response.status_code == 422
         and "/findings/" in case.path
-        and reason.startswith(("triage.reason ", "triage.expiresAt ", "triage untriaged"))
+        and (
+            reason.startswith(("triage.reason ", "triage.expiresAt ", "triage untriaged"))
+            or (reason.startswith("findings[") and reason.endswith(" is given twice"))
+        )
+    ):
+        return False
+    if response.status_code in (409, 422) and reason.startswith(
+        ("Idempotency-Key was used for another request", "a request with this Idempotency-Key")
     ):
         return False
     return True

@@ -33,6 +33,7 @@ pub mod signature;
 pub mod tenant;
 pub mod test_delivery;
 pub mod triage;
+pub mod triage_bulk;
 pub mod upr;
 pub mod webhook;
 pub mod webhook_change;

@@ -112,6 +112,8 @@ pub enum RateBucket {
     /// Test deliveries of all of a customer's subscriptions together (deleting and creating
     /// subscriptions does not multiply them).
     CustomerWebhookTests(CustomerId),
+    /// Triage writes of a customer's keys together (a bulk counts once).
+    CustomerTriageWrites(CustomerId),
 }
 
 impl RateBucket {
@@ -124,6 +126,7 @@ impl RateBucket {
             RateBucket::WebhookTest(_) => "webhook-test",
             RateBucket::Customer(_) => "per-customer",
             RateBucket::CustomerWebhookTests(_) => "webhook-test-per-customer",
+            RateBucket::CustomerTriageWrites(_) => "triage-writes-per-customer",
         }
     }
 }
@@ -137,6 +140,7 @@ impl fmt::Display for RateBucket {
             RateBucket::WebhookTest(id) => write!(f, "webhook-test:{id}"),
             RateBucket::Customer(id) => write!(f, "customer:{id}"),
             RateBucket::CustomerWebhookTests(id) => write!(f, "webhook-tests-of:{id}"),
+            RateBucket::CustomerTriageWrites(id) => write!(f, "triage-writes-of:{id}"),
         }
     }
 }

@@ -197,6 +197,16 @@ pub struct TriageRecord {
     pub expires_at: Option<DateTime<Utc>>,
 }
 
+/// Most findings of one bulk triage (`POST /findings/triage`).
+pub const MAX_BULK: usize = 500;
+
+/// Triage writes a customer's keys may make together, a PATCH or a bulk counting once: the
+/// write budget (429 with `Retry-After` beyond it).
+pub const WRITE_RATE: crate::rate_limit::RatePolicy = crate::rate_limit::RatePolicy {
+    limit: 120,
+    window_secs: 60,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

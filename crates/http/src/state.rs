@@ -48,6 +48,9 @@ pub struct ApiState {
     /// Counts every request of a customer's keys together, besides each key's own bucket
     /// (`POSTURE_CUSTOMER_RATE_LIMIT`); `None`: no such budget.
     pub customer_limiter: Option<Arc<dyn RateLimiter>>,
+    /// Counts each customer's triage writes, a bulk once (the write budget,
+    /// [`posture_domain::triage::WRITE_RATE`]).
+    pub triage_limiter: Arc<dyn RateLimiter>,
     /// Seals webhook signing secrets.
     pub keyring: Arc<Keyring>,
     /// Which webhook receivers are accepted.

@@ -126,7 +126,10 @@ impl InProcessRateLimiter {
         // Keys and customers are bounded by the data (known ids), addresses and the like
         // by the least recently used going first.
         let count = match bucket {
-            RateBucket::Key(_) | RateBucket::Customer(_) | RateBucket::CustomerWebhookTests(_) => {
+            RateBucket::Key(_)
+            | RateBucket::Customer(_)
+            | RateBucket::CustomerWebhookTests(_)
+            | RateBucket::CustomerTriageWrites(_) => {
                 counters
                     .keys
                     .increment(bucket, window, tick, Self::MAX_KEYS)
@@ -143,9 +146,10 @@ impl InProcessRateLimiter {
         let (window, reset_at) = self.policy.window_of(bucket, now);
         let counters = self.counters();
         let count = match bucket {
-            RateBucket::Key(_) | RateBucket::Customer(_) | RateBucket::CustomerWebhookTests(_) => {
-                counters.keys.get(bucket, window)
-            }
+            RateBucket::Key(_)
+            | RateBucket::Customer(_)
+            | RateBucket::CustomerWebhookTests(_)
+            | RateBucket::CustomerTriageWrites(_) => counters.keys.get(bucket, window),
             RateBucket::Address(_) | RateBucket::SignIn(_) | RateBucket::WebhookTest(_) => {
                 counters.addresses.get(bucket, window)
             }

@@ -442,6 +442,16 @@ impl FindingRepository for PgStore {
         self.write_triage(scope, id, change, by, expected).await
     }
 
+    async fn triage_findings(
+        &self,
+        scope: CustomerScope,
+        items: &[(FindingId, Option<Vec<String>>)],
+        change: &TriageChange,
+        by: KeyId,
+    ) -> Result<posture_domain::triage_bulk::BulkTriage> {
+        self.write_bulk_triage(scope, items, change, by).await
+    }
+
     async fn expire_triage(&self, batch: u32) -> Result<u64> {
         self.sweep_expired_triage(batch).await
     }

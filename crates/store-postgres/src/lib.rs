@@ -31,6 +31,7 @@ mod sync;
 mod tenants;
 mod text;
 mod triage;
+mod triage_bulk;
 mod triage_expiry;
 mod upr;
 mod webhooks;

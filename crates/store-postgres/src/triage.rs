@@ -96,6 +96,13 @@ async fn locked_finding(
         .optional()
 }
 
+/// `If-Match` did not hold.
+pub(crate) fn stale() -> Error {
+    Error::PreconditionFailed(
+        "the finding changed since the ETag given in If-Match was read; read it again".into(),
+    )
+}
+
 /// A triage event of `finding`: `(event type, finding id, change)`.
 pub(crate) fn triage_event(
     event: EventType,
@@ -165,7 +172,100 @@ pub(crate) async fn lock_customer(
     Ok(clock.modified_at)
 }
 
+/// Who writes a triage, and when: the key (with its name as it is now), the store's time
+/// of the mark, and the modification time [`lock_customer`] took.
+pub(crate) struct Writer {
+    pub customer: Uuid,
+    pub by: KeyId,
+    pub key_name: String,
+    pub now: DateTime<Utc>,
+    pub modified_at: DateTime<Utc>,
+}
+
+/// Why a finding was not triaged.
+pub(crate) enum Refused {
+    NotFound,
+    /// `If-Match` did not hold.
+    Stale,
+}
+
+/// Writes `change` to the finding `id` (its row locked) with the history record `record`,
+/// in the caller's transaction under the customer's lock: the finding's state before, or
+/// why it was not written.
+pub(crate) async fn write_one(
+    conn: &mut AsyncPgConnection,
+    writer: &Writer,
+    (id, expected): (&FindingId, Option<&[String]>),
+    change: &TriageChange,
+    record: Uuid,
+) -> QueryResult<std::result::Result<TriageState, Refused>> {
+    let customer = writer.customer;
+    let Some(row) = locked_finding(conn, customer, id).await? else {
+        return Ok(Err(Refused::NotFound));
+    };
+    let Ok(before) = to_finding(row, writer.now) else {
+        // A row this build cannot read is no finding to triage.
+        return Ok(Err(Refused::NotFound));
+    };
+    if let Some(tags) = expected
+        && !tags.iter().any(|tag| *tag == before.tag())
+    {
+        return Ok(Err(Refused::Stale));
+    }
+    let key_name = Some(writer.key_name.as_str());
+    diesel::update(findings::table.find((customer, id.as_str())))
+        .set((
+            findings::triage_state.eq(change.state.as_str()),
+            findings::triage_reason.eq(change.reason.map(|r| r.as_str())),
+            findings::triage_comment.eq(change.comment.as_deref()),
+            findings::triage_expires_at.eq(change.expires_at),
+            findings::triage_updated_at.eq(writer.now),
+            findings::triage_key_id.eq(Some(writer.by.as_uuid())),
+            findings::triage_key_name.eq(key_name),
+            findings::modified_at.eq(writer.modified_at),
+        ))
+        .execute(&mut *conn)
+        .await?;
+    diesel::insert_into(finding_triage_history::table)
+        .values((
+            finding_triage_history::customer_id.eq(customer),
+            finding_triage_history::finding_id.eq(id.as_str()),
+            finding_triage_history::id.eq(record),
+            finding_triage_history::created_at.eq(writer.now),
+            finding_triage_history::key_id.eq(Some(writer.by.as_uuid())),
+            finding_triage_history::key_name.eq(key_name),
+            finding_triage_history::from_state.eq(before.triage.state.as_str()),
+            finding_triage_history::from_reason.eq(before.triage.reason.map(|r| r.as_str())),
+            finding_triage_history::to_state.eq(change.state.as_str()),
+            finding_triage_history::to_reason.eq(change.reason.map(|r| r.as_str())),
+            finding_triage_history::comment.eq(change.comment.as_deref()),
+            finding_triage_history::expires_at.eq(change.expires_at),
+        ))
+        .execute(conn)
+        .await?;
+    Ok(Ok(before.triage.state))
+}
+
 impl PgStore {
+    /// The writer of `by`'s triage: its key's name as it is now (a plain table of the
+    /// coordinator on Citus: read apart from the customer's transaction).
+    pub(crate) async fn key_name(
+        &self,
+        conn: &mut AsyncPgConnection,
+        customer: Uuid,
+        by: KeyId,
+    ) -> Result<String> {
+        Ok(api_keys::table
+            .find(by.as_uuid())
+            .filter(api_keys::customer_id.eq(customer))
+            .select(api_keys::name)
+            .first(conn)
+            .await
+            .optional()
+            .map_err(db_error)?
+            .unwrap_or_default())
+    }
+
     pub(crate) async fn write_triage(
         &self,
         scope: CustomerScope,
@@ -177,74 +277,26 @@ impl PgStore {
         let customer = scope.customer_id().as_uuid();
         let now = self.clock.now();
         let mut conn = self.conn().await?;
-        // The key's name as it is now, for the record (a plain table of the coordinator on
-        // Citus: read apart from the customer's transaction).
-        let key_name: String = api_keys::table
-            .find(by.as_uuid())
-            .filter(api_keys::customer_id.eq(customer))
-            .select(api_keys::name)
-            .first(&mut conn)
-            .await
-            .optional()
-            .map_err(db_error)?
-            .unwrap_or_default();
+        let key_name = self.key_name(&mut conn, customer, by).await?;
         let outcome: std::result::Result<Result<Finding>, diesel::result::Error> = conn
             .transaction(async |conn| {
                 let modified_at = lock_customer(conn, customer).await?;
-                let Some(row) = locked_finding(conn, customer, id).await? else {
-                    return Ok(Err(Error::NotFound));
+                let writer = Writer {
+                    customer,
+                    by,
+                    key_name,
+                    now,
+                    modified_at,
                 };
-                let before = match to_finding(row, now) {
-                    Ok(finding) => finding,
-                    Err(e) => return Ok(Err(e)),
-                };
-                if let Some(tags) = expected
-                    && !tags.iter().any(|tag| *tag == before.tag())
-                {
-                    return Ok(Err(Error::PreconditionFailed(
-                        "the finding changed since the ETag given in If-Match was read; \
-                             read it again"
-                            .into(),
-                    )));
-                }
-                diesel::update(findings::table.find((customer, id.as_str())))
-                    .set((
-                        findings::triage_state.eq(change.state.as_str()),
-                        findings::triage_reason.eq(change.reason.map(|r| r.as_str())),
-                        findings::triage_comment.eq(change.comment.as_deref()),
-                        findings::triage_expires_at.eq(change.expires_at),
-                        findings::triage_updated_at.eq(now),
-                        findings::triage_key_id.eq(Some(by.as_uuid())),
-                        findings::triage_key_name.eq(Some(key_name.as_str())),
-                        findings::modified_at.eq(modified_at),
-                    ))
-                    .execute(conn)
-                    .await?;
+                // The write's history record is the change the event names.
                 let record = Uuid::now_v7();
-                diesel::insert_into(finding_triage_history::table)
-                    .values((
-                        finding_triage_history::customer_id.eq(customer),
-                        finding_triage_history::finding_id.eq(id.as_str()),
-                        finding_triage_history::id.eq(record),
-                        finding_triage_history::created_at.eq(now),
-                        finding_triage_history::key_id.eq(Some(by.as_uuid())),
-                        finding_triage_history::key_name.eq(Some(key_name.as_str())),
-                        finding_triage_history::from_state.eq(before.triage.state.as_str()),
-                        finding_triage_history::from_reason
-                            .eq(before.triage.reason.map(|r| r.as_str())),
-                        finding_triage_history::to_state.eq(change.state.as_str()),
-                        finding_triage_history::to_reason.eq(change.reason.map(|r| r.as_str())),
-                        finding_triage_history::comment.eq(change.comment.as_deref()),
-                        finding_triage_history::expires_at.eq(change.expires_at),
-                    ))
-                    .execute(conn)
-                    .await?;
-                let event = triage_event(
-                    EventType::FindingTriaged,
-                    id.as_str(),
-                    before.triage.state,
-                    change.state,
-                );
+                let from = match write_one(conn, &writer, (id, expected), change, record).await? {
+                    Ok(from) => from,
+                    Err(Refused::NotFound) => return Ok(Err(Error::NotFound)),
+                    Err(Refused::Stale) => return Ok(Err(stale())),
+                };
+                let event =
+                    triage_event(EventType::FindingTriaged, id.as_str(), from, change.state);
                 announce(conn, (customer, record, modified_at), &[event]).await?;
                 let after = findings_with_identity!(customer)
                     .filter(findings::id.eq(id.as_str()))

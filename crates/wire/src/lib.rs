@@ -22,6 +22,7 @@ pub mod recommendations;
 pub mod tenants;
 pub mod time;
 pub mod triage;
+pub mod triage_bulk;
 pub mod upr;
 pub mod webhooks;
 

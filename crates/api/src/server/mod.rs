@@ -46,6 +46,8 @@ pub struct Wiring {
     pub test_limiter: Arc<dyn RateLimiter>,
     /// Counts test deliveries per customer (`TEST_CUSTOMER_RATE`).
     pub customer_test_limiter: Arc<dyn RateLimiter>,
+    /// Counts each customer's triage writes (`WRITE_RATE`: the write budget).
+    pub triage_limiter: Arc<dyn RateLimiter>,
     /// Counts each customer's requests, all keys together (`None`: no such budget).
     pub customer_limiter: Option<Arc<dyn RateLimiter>>,
     /// Exports streaming at once (each holds a database connection for its whole stream).
@@ -83,6 +85,7 @@ pub fn api_state(
         ports: ports(store, wiring.replicas, limiter),
         trusted_proxies: wiring.trusted_proxies,
         customer_limiter: wiring.customer_limiter,
+        triage_limiter: wiring.triage_limiter,
         keyring,
         webhook_policy: wiring.webhook_policy,
         webhook_ops: WebhookOps {
@@ -281,6 +284,12 @@ async fn wiring(
         customer_test_limiter: limiter_with(
             "test deliveries per customer",
             TEST_CUSTOMER_RATE,
+            redis,
+        )
+        .await?,
+        triage_limiter: limiter_with(
+            "triage writes per customer",
+            posture_domain::triage::WRITE_RATE,
             redis,
         )
         .await?,

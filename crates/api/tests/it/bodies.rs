@@ -91,7 +91,12 @@ async fn an_operation_whose_body_is_all_optional_accepts_none() {
     );
     assert_eq!(
         required,
-        ["createWebhook", "recoverWebhookDeliveries", "triageFinding"]
+        [
+            "createWebhook",
+            "recoverWebhookDeliveries",
+            "triageFinding",
+            "triageFindings"
+        ]
     );
 }
 

@@ -296,6 +296,9 @@ impl TestApp {
                 customer_test_limiter: Arc::new(InProcessRateLimiter::new(
                     posture_domain::delivery::TEST_CUSTOMER_RATE,
                 )),
+                triage_limiter: Arc::new(InProcessRateLimiter::new(
+                    posture_domain::triage::WRITE_RATE,
+                )),
                 customer_limiter: options.customer_limiter,
                 concurrent_exports: options.exports,
                 export_wait: options.export_wait,

@@ -28,6 +28,7 @@ use crate::{
     secrets::SealedSecret,
     tenant::{NewTenant, Tenant},
     triage::{TriageChange, TriageRecord},
+    triage_bulk::BulkTriage,
     upr::{UprFilter, UprRollup, UprScore, UprTrendPoint},
 };
 
@@ -113,6 +114,16 @@ pub trait FindingRepository: Send + Sync {
         by: KeyId,
         expected: Option<&[String]>,
     ) -> Result<Finding>;
+    /// Writes the customer's triage `change` of each finding of `items` (its id, and the
+    /// tags its `ifMatch` accepts) in one transaction, as [`Self::triage_finding`] does one;
+    /// a finding not found or whose tag does not hold is left and said so.
+    async fn triage_findings(
+        &self,
+        scope: CustomerScope,
+        items: &[(FindingId, Option<Vec<String>>)],
+        change: &TriageChange,
+        by: KeyId,
+    ) -> Result<BulkTriage>;
     /// The triage history of a finding, newest first. `NotFound` for an unknown or foreign
     /// id.
     async fn triage_history(

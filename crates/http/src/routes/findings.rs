@@ -2,11 +2,7 @@
 //! triage's history (`GET /findings/{id}/triage`).
 
 use actix_web::{HttpRequest, HttpResponse, http::header, web};
-use posture_domain::{
-    Error, FindingId, Scope,
-    finding::Finding,
-    triage::{TriageChange, TriageReason, TriageState},
-};
+use posture_domain::{FindingId, Scope, finding::Finding};
 use posture_wire::{
     DataResponse, ListResponse,
     findings::{FindingResponse, FindingsQuery},
@@ -18,15 +14,12 @@ use posture_wire::{
 use super::{Access, Endpoint, HttpMethod, ReadsFrom, Success, Tagging};
 use crate::{
     auth::Caller,
-    error::{ApiError, unprocessable},
+    error::ApiError,
     input::{Body, EXTERNAL_ID, Id, Input, Json, ListQuery, not_found, part},
     preconditions::{if_match_tags, tagged},
     reads::Reads,
     state::ApiState,
 };
-
-/// Triage writes a finding and answers it: both scopes.
-const TRIAGES: Access = Access::AllOf(&[Scope::ReadFindings, Scope::WriteFindings]);
 
 pub static LIST: Endpoint = Endpoint {
     path: "/findings",
@@ -76,7 +69,7 @@ pub static GET: Endpoint = Endpoint {
 pub static PATCH: Endpoint = Endpoint {
     method: HttpMethod::Patch,
     path: "/findings/{id}",
-    access: TRIAGES,
+    access: super::triage::TRIAGES,
     operation_id: "triageFinding",
     tag: "findings",
     summary: "Triage a finding",
@@ -166,25 +159,8 @@ async fn triage_finding(
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
     let expected = if_match_tags(&req)?;
-    let triage = request.triage;
-    let state_value = triage
-        .state
-        .parse::<TriageState>()
-        .map_err(|e| unprocessable(Error::invalid("triage.state", e.to_string())))?;
-    let reason = triage
-        .reason
-        .as_deref()
-        .map(str::parse::<TriageReason>)
-        .transpose()
-        .map_err(|e| unprocessable(Error::invalid("triage.reason", e.to_string())))?;
-    let change = TriageChange::new(
-        state_value,
-        reason,
-        triage.comment,
-        triage.expires_at,
-        chrono::Utc::now(),
-    )
-    .map_err(unprocessable)?;
+    let change = super::triage::change_of(request.triage)?;
+    super::triage::spend_write_budget(&state, &caller).await?;
     let finding = state
         .ports
         .reads

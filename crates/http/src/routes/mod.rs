@@ -18,6 +18,7 @@ mod keys;
 mod openapi_json;
 mod roles;
 mod tenants;
+mod triage;
 mod upr;
 mod webhooks;
 
@@ -45,6 +46,7 @@ pub static ENDPOINTS: &[&Endpoint] = &[
     &identities::GET,
     &findings::LIST,
     &export::EXPORT,
+    &triage::BULK,
     &findings::GET,
     &findings::PATCH,
     &findings::HISTORY,
@@ -133,7 +135,12 @@ pub(crate) static IDEMPOTENCY_KEY: RequestHeader = RequestHeader {
 };
 
 fn key_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": "string", "minLength": 1, "maxLength": 257})
+    schemars::json_schema!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 257,
+        "pattern": r#"^(?:[!#-\[\]-~]{1,255}|"[!#-\[\]-~]{1,255}")$"#
+    })
 }
 
 /// What a route answers when it succeeds.

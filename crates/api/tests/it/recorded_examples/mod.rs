@@ -245,6 +245,16 @@ impl Recorder {
                 StatusCode::OK,
             ),
             (
+                "triageFindings",
+                Method::POST,
+                "/findings/triage".to_owned(),
+                Some(json!({
+                    "findings": [{"id": "f-6e1a04"}, {"id": "f-0000aa"}],
+                    "triage": {"state": "acknowledged", "comment": "Tracked in INC-4711"},
+                })),
+                StatusCode::OK,
+            ),
+            (
                 "getCurrentKey",
                 Method::GET,
                 "/keys/current".to_owned(),

@@ -17,6 +17,7 @@ mod roles;
 mod sync;
 mod tenants;
 mod triage;
+mod triage_bulk;
 mod upr;
 pub(crate) mod webhook_ops;
 mod webhooks;

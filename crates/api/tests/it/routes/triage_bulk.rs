@@ -1,0 +1,179 @@
+//! `POST /findings/triage`: one triage for many findings, per finding what happened, each
+//! written finding a `finding_triaged` event of the one change; hostile bodies refused
+//! whole.
+
+use posture_domain::Scope;
+use posture_test_support::fixtures;
+use reqwest::{Response, StatusCode};
+use serde_json::{Value, json};
+
+use crate::support::{TestApp, assert_error};
+
+async fn bulk(app: &TestApp, key: &str, body: &Value) -> Response {
+    app.client
+        .post(app.url("/api/v1/findings/triage"))
+        .bearer_auth(key)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+fn acknowledge(findings: Value) -> Value {
+    json!({"findings": findings, "triage": {"state": "acknowledged", "comment": "INC-42"}})
+}
+
+#[tokio::test]
+async fn a_bulk_says_per_finding_what_happened_and_is_one_change() {
+    let app = TestApp::start().await;
+    let (customer, tenant) = app.customer_with_one_of_each("A").await;
+    app.ingest(
+        customer,
+        &[
+            fixtures::finding("f1", &tenant, "critical", "open", "u1"),
+            fixtures::finding("f2", &tenant, "low", "open", "u1"),
+            fixtures::finding("f3", &tenant, "low", "open", "u1"),
+        ],
+    )
+    .await;
+    let (other, _) = app.customer_with_one_of_each("B").await;
+    let (_, key) = app
+        .key(customer, &[Scope::ReadFindings, Scope::WriteFindings])
+        .await;
+    let (_, other_key) = app
+        .key(other, &[Scope::ReadFindings, Scope::WriteFindings])
+        .await;
+    let f2 = app.get("/api/v1/findings/f2", &key).await;
+    let f2_tag = f2.headers()["etag"].to_str().unwrap().to_owned();
+    let answer = bulk(
+        &app,
+        &key,
+        &acknowledge(json!([
+            {"id": "f3"},
+            {"id": "nope"},
+            {"id": "f2", "ifMatch": f2_tag},
+            {"id": "f1", "ifMatch": "\"stale\""},
+        ])),
+    )
+    .await;
+    assert_eq!(answer.status(), StatusCode::OK);
+    let answer: Value = answer.json().await.unwrap();
+    let outcomes: Vec<(&str, &str)> = answer["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap(), r["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("f3", "triaged"),
+            ("nope", "not_found"),
+            ("f2", "triaged"),
+            ("f1", "precondition_failed")
+        ],
+        "in the order asked"
+    );
+    assert_eq!(
+        answer["data"][0]["finding"]["triage"]["state"],
+        "acknowledged"
+    );
+    assert!(answer["data"][1].get("finding").is_none());
+    let meta = &answer["meta"];
+    assert_eq!(
+        (
+            &meta["triaged"],
+            &meta["notFound"],
+            &meta["preconditionFailed"]
+        ),
+        (&json!(2), &json!(1), &json!(1))
+    );
+    // f1 is untouched; f2 and f3 read back acknowledged.
+    for (id, state) in [
+        ("f1", "untriaged"),
+        ("f2", "acknowledged"),
+        ("f3", "acknowledged"),
+    ] {
+        let finding = app
+            .get_json(&format!("/api/v1/findings/{id}"), &key, StatusCode::OK)
+            .await;
+        assert_eq!(finding["data"]["triage"]["state"], state, "{id}");
+    }
+    // One event per finding written, all naming the one change.
+    let events = app
+        .get_json("/api/v1/events?type=finding_triaged", &key, StatusCode::OK)
+        .await;
+    let events = events["data"].as_array().unwrap();
+    let ids: Vec<&str> = events
+        .iter()
+        .map(|e| e["finding"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["f2", "f3"]);
+    assert!(
+        events
+            .iter()
+            .all(|e| e["analyzerPassId"] == meta["changeId"])
+    );
+    // Another customer's f1 under the same id is its own: not found from A, untouched.
+    let theirs = bulk(&app, &other_key, &acknowledge(json!([{"id": "f2"}]))).await;
+    let theirs: Value = theirs.json().await.unwrap();
+    assert_eq!(theirs["data"][0]["outcome"], "not_found");
+    let f1_of_b = app
+        .get_json("/api/v1/findings/f1", &other_key, StatusCode::OK)
+        .await;
+    assert_eq!(f1_of_b["data"]["triage"]["state"], "untriaged");
+}
+
+#[tokio::test]
+async fn a_hostile_bulk_is_refused_whole_and_changes_nothing() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer_with_one_of_each("A").await;
+    let (_, key) = app
+        .key(customer, &[Scope::ReadFindings, Scope::WriteFindings])
+        .await;
+    let many: Vec<Value> = (0..501).map(|n| json!({"id": format!("f{n}")})).collect();
+    for (body, what) in [
+        (acknowledge(json!([])), "findings"),
+        (acknowledge(Value::Array(many)), "findings"),
+        (acknowledge(json!([{"id": "f1"}, {"id": "f1"}])), "twice"),
+        (
+            acknowledge(json!([{"id": "f1"}, {"id": "a b"}])),
+            "findings[1].id",
+        ),
+        (
+            acknowledge(json!([{"id": "f1", "ifMatch": "W/\"weak\""}])),
+            "findings[0].ifMatch",
+        ),
+        (
+            json!({"findings": [{"id": "f1"}], "triage": {"state": "dismissed"}}),
+            "triage.reason",
+        ),
+        (
+            json!({"findings": [{"id": "f1"}], "triage": {"state": "done"}}),
+            "triage.state",
+        ),
+    ] {
+        let reason = assert_error(
+            bulk(&app, &key, &body).await,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unprocessable_entity",
+        )
+        .await;
+        assert!(reason.contains(what), "{what}: {reason}");
+    }
+    let (_, reader) = app.key(customer, &[Scope::ReadFindings]).await;
+    assert_error(
+        bulk(&app, &reader, &acknowledge(json!([{"id": "f1"}]))).await,
+        StatusCode::FORBIDDEN,
+        "insufficient_scope",
+    )
+    .await;
+    let f1 = app
+        .get_json("/api/v1/findings/f1", &key, StatusCode::OK)
+        .await;
+    assert_eq!(f1["data"]["triage"]["state"], "untriaged");
+    let history = app
+        .get_json("/api/v1/findings/f1/triage", &key, StatusCode::OK)
+        .await;
+    assert_eq!(history["meta"]["total"], 0);
+}

@@ -1,0 +1,140 @@
+//! Triage writes shared by `PATCH /findings/{id}` and the bulk `POST /findings/triage`: the
+//! change as asked, checked once, and the customer's write budget.
+
+use std::collections::HashSet;
+
+use actix_web::{HttpResponse, http::header::EntityTag, web};
+use posture_domain::{
+    Error, FindingId, Scope,
+    rate_limit::RateBucket,
+    triage::{MAX_BULK, TriageChange, TriageReason, TriageState, WRITE_RATE},
+};
+use posture_wire::{
+    triage::TriageRequest,
+    triage_bulk::{BulkTriageRequest, BulkTriageResponse},
+};
+
+use super::{Access, Endpoint, HttpMethod, Success};
+use crate::{
+    auth::Caller,
+    error::{ApiError, unprocessable},
+    input::{Body, Json},
+    state::ApiState,
+};
+
+/// Who may triage: the answer is the finding, so reading findings too.
+pub(super) const TRIAGES: Access = Access::AllOf(&[Scope::ReadFindings, Scope::WriteFindings]);
+
+pub static BULK: Endpoint = Endpoint {
+    method: HttpMethod::Post,
+    path: "/findings/triage",
+    access: TRIAGES,
+    operation_id: "triageFindings",
+    idempotent: true,
+    tag: "findings",
+    summary: "Triage findings in bulk",
+    description: "Writes one triage to up to 500 findings (each once) in one transaction, as \
+                  `PATCH /findings/{id}` does to one: the answer says per finding whether it \
+                  was `triaged` (with the finding), `not_found`, or `precondition_failed` (its \
+                  `ifMatch` no longer holds). Counts once against the rate limit and the \
+                  customer's triage write budget (120 writes a minute, a bulk or a PATCH \
+                  each). Needs `write:findings` and `read:findings`.",
+    body: Some(Body::json::<BulkTriageRequest>(
+        "The findings and the triage to write.",
+    )),
+    success: Success::json::<BulkTriageResponse>(200, "What happened to each finding."),
+    errors: &[400, 413, 415, 422],
+    handler: || web::route().to(triage_findings),
+    ..Endpoint::DEFAULT
+};
+
+/// The change `request` asks for, checked, or a 422 naming the field.
+pub(super) fn change_of(request: TriageRequest) -> Result<TriageChange, ApiError> {
+    let state = request
+        .state
+        .parse::<TriageState>()
+        .map_err(|e| unprocessable(Error::invalid("triage.state", e.to_string())))?;
+    let reason = request
+        .reason
+        .as_deref()
+        .map(str::parse::<TriageReason>)
+        .transpose()
+        .map_err(|e| unprocessable(Error::invalid("triage.reason", e.to_string())))?;
+    TriageChange::new(
+        state,
+        reason,
+        request.comment,
+        request.expires_at,
+        chrono::Utc::now(),
+    )
+    .map_err(unprocessable)
+}
+
+/// Counts one triage write of the caller's customer: 429 past [`WRITE_RATE`].
+pub(super) async fn spend_write_budget(state: &ApiState, caller: &Caller) -> Result<(), ApiError> {
+    let bucket = RateBucket::CustomerTriageWrites(caller.scope().customer_id());
+    let decision = state.triage_limiter.check(&bucket).await?;
+    if !decision.allowed {
+        return Err(ApiError::OperationLimited {
+            what: "triage writes are limited to 120 a minute per customer",
+            retry_after: decision.retry_after,
+        });
+    }
+    debug_assert_eq!(decision.limit, WRITE_RATE.limit);
+    Ok(())
+}
+
+async fn triage_findings(
+    caller: Caller,
+    Json(request): Json<BulkTriageRequest>,
+    state: web::Data<ApiState>,
+) -> Result<HttpResponse, ApiError> {
+    if request.findings.is_empty() || request.findings.len() > MAX_BULK {
+        return Err(ApiError::Unprocessable(format!(
+            "findings: 1 to {MAX_BULK} findings, not {}",
+            request.findings.len()
+        )));
+    }
+    let mut seen = HashSet::with_capacity(request.findings.len());
+    let mut items = Vec::with_capacity(request.findings.len());
+    for (n, item) in request.findings.into_iter().enumerate() {
+        let id = item
+            .id
+            .parse::<FindingId>()
+            .map_err(|e| ApiError::Unprocessable(format!("findings[{n}].id: {e}")))?;
+        if !seen.insert(id.clone()) {
+            return Err(ApiError::Unprocessable(format!(
+                "findings[{n}].id: {} is given twice",
+                id.as_str()
+            )));
+        }
+        let expected = item
+            .if_match
+            .map(|tag| match tag.parse::<EntityTag>() {
+                Ok(tag) if !tag.weak => Ok(vec![tag.tag().to_owned()]),
+                _ => Err(ApiError::Unprocessable(format!(
+                    "findings[{n}].ifMatch: must be the finding's strong ETag, quoted as \
+                     sent (\"f...\")"
+                ))),
+            })
+            .transpose()?;
+        items.push((id, expected));
+    }
+    let change = change_of(request.triage)?;
+    spend_write_budget(&state, &caller).await?;
+    let bulk = state
+        .ports
+        .reads
+        .findings
+        .triage_findings(caller.scope(), &items, &change, caller.key_id())
+        .await?;
+    let answer = BulkTriageResponse::from(bulk);
+    tracing::info!(
+        findings.triaged = answer.meta.triaged,
+        findings.not_found = answer.meta.not_found,
+        findings.precondition_failed = answer.meta.precondition_failed,
+        triage.state = change.state.as_str(),
+        "findings triaged in bulk"
+    );
+    Ok(HttpResponse::Ok().json(answer))
+}

@@ -1,0 +1,107 @@
+//! A bulk triage: one change written to many findings of a customer in one transaction,
+//! under the customer's lock as a single triage, with one event per finding written.
+
+use std::collections::HashMap;
+
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection as _, RunQueryDsl};
+use posture_domain::{
+    CustomerScope, FindingId, KeyId, Result,
+    triage::TriageChange,
+    triage_bulk::{BulkOutcome, BulkTriage},
+    webhook::EventType,
+};
+use uuid::Uuid;
+
+use crate::{
+    PgStore,
+    error::db_error,
+    findings::{FindingRow, FindingWithIdentity, findings_with_identity, to_finding},
+    identities::IdentitySummaryRow,
+    schema::{findings, identities},
+    triage::{Refused, Writer, announce, lock_customer, triage_event, write_one},
+};
+
+impl PgStore {
+    pub(crate) async fn write_bulk_triage(
+        &self,
+        scope: CustomerScope,
+        items: &[(FindingId, Option<Vec<String>>)],
+        change: &TriageChange,
+        by: KeyId,
+    ) -> Result<BulkTriage> {
+        let customer = scope.customer_id().as_uuid();
+        let now = self.clock.now();
+        let mut conn = self.conn().await?;
+        let key_name = self.key_name(&mut conn, customer, by).await?;
+        let change_id = Uuid::now_v7();
+        let outcomes: HashMap<String, BulkOutcome> = conn
+            .transaction(async |conn| {
+                let modified_at = lock_customer(conn, customer).await?;
+                let writer = Writer {
+                    customer,
+                    by,
+                    key_name,
+                    now,
+                    modified_at,
+                };
+                // Rows are locked in id order, so two bulks never wait on each other in turn.
+                let mut order: Vec<&(FindingId, Option<Vec<String>>)> = items.iter().collect();
+                order.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+                let mut outcomes = HashMap::with_capacity(items.len());
+                let mut written = Vec::new();
+                for (id, expected) in order {
+                    let item = (id, expected.as_deref());
+                    match write_one(conn, &writer, item, change, Uuid::now_v7()).await? {
+                        Ok(from) => written.push((id.as_str(), from)),
+                        Err(Refused::NotFound) => {
+                            outcomes.insert(id.as_str().to_owned(), BulkOutcome::NotFound);
+                        }
+                        Err(Refused::Stale) => {
+                            outcomes
+                                .insert(id.as_str().to_owned(), BulkOutcome::PreconditionFailed);
+                        }
+                    }
+                }
+                if written.is_empty() {
+                    return Ok(outcomes);
+                }
+                let events: Vec<_> = written
+                    .iter()
+                    .map(|(id, from)| {
+                        triage_event(EventType::FindingTriaged, id, *from, change.state)
+                    })
+                    .collect();
+                announce(conn, (customer, change_id, modified_at), &events).await?;
+                let ids: Vec<&str> = written.iter().map(|(id, _)| *id).collect();
+                let rows: Vec<FindingWithIdentity> = findings_with_identity!(customer)
+                    .filter(findings::id.eq_any(&ids))
+                    .load(conn)
+                    .await?;
+                for row in rows {
+                    let id = row.0.id.clone();
+                    let outcome = match to_finding(row, now) {
+                        Ok(finding) => BulkOutcome::Triaged(Box::new(finding)),
+                        Err(_) => BulkOutcome::NotFound,
+                    };
+                    outcomes.insert(id, outcome);
+                }
+                Ok::<_, diesel::result::Error>(outcomes)
+            })
+            .await
+            .map_err(db_error)?;
+        let mut outcomes = outcomes;
+        Ok(BulkTriage {
+            change_id,
+            outcomes: items
+                .iter()
+                .map(|(id, _)| {
+                    let outcome = outcomes
+                        .remove(id.as_str())
+                        .unwrap_or(BulkOutcome::NotFound);
+                    (id.clone(), outcome)
+                })
+                .collect(),
+        })
+    }
+}
