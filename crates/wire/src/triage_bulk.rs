@@ -22,6 +22,7 @@ pub struct BulkTriageItem {
     /// changed since (`precondition_failed` otherwise). Absent: whatever its state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 200), pattern(r#"^"[!#-~]*"$"#))]
+    #[schemars(example = &"\"f642a1b2c3d4e5.642a1b2c3d4e5.0\"")]
     pub if_match: Option<String>,
 }
 

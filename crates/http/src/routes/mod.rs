@@ -323,10 +323,22 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
         }
     }
     for path in paths {
+        // A literal path (`/findings/triage`) also matches the templated paths of other
+        // methods (`/findings/{id}` for a finding whose id is `triage`), and actix gives a
+        // request to the first resource whose path matches: the routes it shadows answer
+        // on its resource too, their parameters taken from the path.
+        let shadowed = |e: &&Endpoint| {
+            !path.contains('{')
+                && e.path != path
+                && matches_template(path, e.path)
+                && ENDPOINTS
+                    .iter()
+                    .all(|o| o.path != path || o.method != e.method)
+        };
         let endpoints: Vec<&Endpoint> = ENDPOINTS
             .iter()
             .copied()
-            .filter(|e| e.path == path)
+            .filter(|e| e.path == path || shadowed(e))
             .collect();
         let mut allowed = Vec::new();
         for endpoint in &endpoints {
@@ -345,11 +357,20 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
             }
             for method in methods {
                 let names = names.clone();
-                let route = (endpoint.handler)()
-                    .method(method)
-                    .wrap(from_fn(move |req, next| {
+                let route = (endpoint.handler)().method(method).wrap(from_fn(
+                    move |mut req: ServiceRequest, next| {
+                        if endpoint.path != path {
+                            for (value, name) in path.split('/').zip(endpoint.path.split('/')) {
+                                if let Some(name) =
+                                    name.strip_prefix('{').and_then(|n| n.strip_suffix('}'))
+                                {
+                                    req.match_info_mut().add_static(name, value);
+                                }
+                            }
+                        }
                         check_scope_and_query(endpoint, names.clone(), req, next)
-                    }));
+                    },
+                ));
                 resource = resource.route(route);
             }
         }

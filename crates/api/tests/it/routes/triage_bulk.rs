@@ -177,3 +177,55 @@ async fn a_hostile_bulk_is_refused_whole_and_changes_nothing() {
         .await;
     assert_eq!(history["meta"]["total"], 0);
 }
+
+/// The bulk's literal path is also a finding's path when the analyzer names a finding
+/// `triage`: that finding reads and triages as any other.
+#[tokio::test]
+async fn a_finding_named_triage_is_still_a_finding() {
+    let app = TestApp::start().await;
+    let (customer, tenant) = app.customer_with_one_of_each("A").await;
+    app.ingest(
+        customer,
+        &[fixtures::finding("triage", &tenant, "high", "open", "u1")],
+    )
+    .await;
+    let (_, key) = app
+        .key(customer, &[Scope::ReadFindings, Scope::WriteFindings])
+        .await;
+    let read = app
+        .get_json("/api/v1/findings/triage", &key, StatusCode::OK)
+        .await;
+    assert_eq!(read["data"]["id"], "triage");
+    let head = app
+        .client
+        .head(app.url("/api/v1/findings/triage"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.status(), StatusCode::OK);
+    let patched = app
+        .client
+        .patch(app.url("/api/v1/findings/triage"))
+        .bearer_auth(&key)
+        .json(&json!({"triage": {"state": "acknowledged"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(patched.status(), StatusCode::OK);
+    let history = app
+        .get_json("/api/v1/findings/triage/triage", &key, StatusCode::OK)
+        .await;
+    assert_eq!(history["meta"]["total"], 1);
+    let answer = bulk(&app, &key, &acknowledge(json!([{"id": "triage"}]))).await;
+    let answer: Value = answer.json().await.unwrap();
+    assert_eq!(answer["data"][0]["outcome"], "triaged");
+    let delete = app
+        .client
+        .delete(app.url("/api/v1/findings/triage"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(delete.status(), StatusCode::METHOD_NOT_ALLOWED);
+}
