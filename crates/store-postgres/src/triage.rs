@@ -182,6 +182,25 @@ pub(crate) struct Writer {
     pub modified_at: DateTime<Utc>,
 }
 
+impl Writer {
+    /// The writer of `by` (named `key_name`) at `now`, the customer's lock taken.
+    pub(crate) async fn locked(
+        conn: &mut AsyncPgConnection,
+        customer: Uuid,
+        (by, key_name): (KeyId, String),
+        now: DateTime<Utc>,
+    ) -> QueryResult<Self> {
+        let modified_at = lock_customer(conn, customer).await?;
+        Ok(Self {
+            customer,
+            by,
+            key_name,
+            now,
+            modified_at,
+        })
+    }
+}
+
 /// Why a finding was not triaged.
 pub(crate) enum Refused {
     NotFound,
@@ -280,14 +299,8 @@ impl PgStore {
         let key_name = self.key_name(&mut conn, customer, by).await?;
         let outcome: std::result::Result<Result<Finding>, diesel::result::Error> = conn
             .transaction(async |conn| {
-                let modified_at = lock_customer(conn, customer).await?;
-                let writer = Writer {
-                    customer,
-                    by,
-                    key_name,
-                    now,
-                    modified_at,
-                };
+                let writer = Writer::locked(conn, customer, (by, key_name), now).await?;
+                let modified_at = writer.modified_at;
                 // The write's history record is the change the event names.
                 let record = Uuid::now_v7();
                 let from = match write_one(conn, &writer, (id, expected), change, record).await? {

@@ -19,7 +19,7 @@ use crate::{
     findings::{FindingRow, FindingWithIdentity, findings_with_identity, to_finding},
     identities::IdentitySummaryRow,
     schema::{findings, identities},
-    triage::{Refused, Writer, announce, lock_customer, triage_event, write_one},
+    triage::{Refused, Writer, announce, triage_event, write_one},
 };
 
 impl PgStore {
@@ -37,14 +37,8 @@ impl PgStore {
         let change_id = Uuid::now_v7();
         let outcomes: HashMap<String, BulkOutcome> = conn
             .transaction(async |conn| {
-                let modified_at = lock_customer(conn, customer).await?;
-                let writer = Writer {
-                    customer,
-                    by,
-                    key_name,
-                    now,
-                    modified_at,
-                };
+                let writer = Writer::locked(conn, customer, (by, key_name), now).await?;
+                let modified_at = writer.modified_at;
                 // Rows are locked in id order, so two bulks never wait on each other in turn.
                 let mut order: Vec<&(FindingId, Option<Vec<String>>)> = items.iter().collect();
                 order.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
