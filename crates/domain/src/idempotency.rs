@@ -81,11 +81,29 @@ pub struct StoredAnswer {
     pub body: SealedSecret,
 }
 
+/// One request's hold on its key (random): only the holder keeps an answer for the key or
+/// frees it, so a request that outlived its hold cannot undo the retry that took it over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClaimId(pub uuid::Uuid);
+
+impl ClaimId {
+    pub fn new() -> Self {
+        Self(uuid::Uuid::new_v4())
+    }
+}
+
+impl Default for ClaimId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// What a request with a key may do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Claim {
-    /// The key is the request's now: run it, then keep its answer (or release the key).
-    Run,
+    /// The key is the request's now, under this hold: run it, then keep its answer (or
+    /// release the key).
+    Run(ClaimId),
     /// The same request was answered: replay this.
     Replay(StoredAnswer),
     /// The first request with this key is still running: 409.
@@ -95,11 +113,11 @@ pub enum Claim {
 }
 
 /// Whether an answer of `status` is kept for replay: what the request did (2xx), or a
-/// refusal that would be the same again (4xx but a conflict, a rate limit or a
-/// precondition that may hold later). Anything else frees the key: a retry runs again.
+/// refusal the same request would meet again (a malformed or unprocessable body, a missing
+/// resource, a body too large or of another type). Anything else frees the key: a retry
+/// runs again (a conflict, a precondition or a rate limit may pass later, a 5xx is ours).
 pub fn is_kept(status: u16) -> bool {
-    matches!(status, 200..=299)
-        || (matches!(status, 400..=499) && !matches!(status, 408 | 409 | 412 | 425 | 429))
+    matches!(status, 200..=299 | 400 | 404 | 410 | 413 | 415 | 422)
 }
 
 /// When a key claimed `at` may be taken by another request, if it is still in progress.
@@ -154,7 +172,7 @@ mod tests {
         for kept in [200, 201, 202, 204, 400, 404, 410, 413, 422] {
             assert!(is_kept(kept), "{kept}");
         }
-        for freed in [409, 412, 429, 500, 503] {
+        for freed in [401, 403, 405, 408, 409, 412, 425, 428, 429, 500, 503] {
             assert!(!is_kept(freed), "{freed}");
         }
     }

@@ -10,7 +10,7 @@
 
 use actix_web::{
     HttpMessage as _,
-    body::BoxBody,
+    body::{BodySize, BoxBody, MessageBody as _},
     dev::{Payload, ServiceRequest, ServiceResponse},
     http::{
         StatusCode,
@@ -34,8 +34,10 @@ pub const REPLAYED: &str = "Idempotent-Replayed";
 /// retry's own).
 const KEPT_HEADERS: &[&str] = &["content-type", "location", "etag"];
 
-/// Most bytes of an answer kept (these routes answer a small JSON object).
-const MAX_KEPT_BYTES: usize = 256 * 1024;
+/// Most bytes of an answer kept. These routes answer a JSON object of a few hundred bytes;
+/// the largest, a bulk triage of 500 findings with the longest ids, stays under 512 KiB. A
+/// larger answer goes out as it is and is not kept (a retry runs again).
+const MAX_KEPT_BYTES: u64 = 1024 * 1024;
 
 /// What binds a sealed answer to its owner.
 fn context(principal: &Principal, key: &IdempotencyKey) -> Vec<u8> {
@@ -92,20 +94,17 @@ pub(crate) async fn admit(
             Ok(response) => Ok(req.into_response(response)),
             Err(e) => Ok(req.error_response(e)),
         },
-        Ok(Claim::Run) => {
+        Ok(Claim::Run(claim)) => {
             let response = next.call(req).await;
             let status = match &response {
                 Ok(response) => response.status().as_u16(),
                 Err(e) => e.as_response_error().status_code().as_u16(),
             };
             let response = match response {
-                Ok(response) if is_kept(status) => response,
+                Ok(response) if is_kept(status) && fits(response.response().body()) => response,
                 other => {
                     // Not kept: a retry runs again.
-                    if let Err(e) = store
-                        .release_idempotency_key(scope, by, &key, &fingerprint)
-                        .await
-                    {
+                    if let Err(e) = store.release_idempotency_key(scope, by, &key, claim).await {
                         tracing::warn!(error = %e, "freeing an idempotency key failed; it frees itself within a minute");
                     }
                     return other;
@@ -113,12 +112,12 @@ pub(crate) async fn admit(
             };
             let (request, response) = response.into_parts();
             let (response, body) = response.into_parts();
-            let bytes = match actix_web::body::to_bytes_limited(body, MAX_KEPT_BYTES).await {
-                Ok(Ok(bytes)) => bytes,
-                _ => {
-                    let _ = store
-                        .release_idempotency_key(scope, by, &key, &fingerprint)
-                        .await;
+            // Sized and within the bound (`fits`): reading it cannot fail but on our side.
+            let bytes = match actix_web::body::to_bytes(body).await {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    tracing::error!(error = %e, "reading an answer to keep failed");
+                    let _ = store.release_idempotency_key(scope, by, &key, claim).await;
                     return Ok(ServiceResponse::new(
                         request,
                         actix_web::ResponseError::error_response(&ApiError::Internal),
@@ -143,7 +142,7 @@ pub(crate) async fn admit(
             let outcome = match kept {
                 Ok(answer) => {
                     store
-                        .keep_idempotent_answer(scope, by, &key, &fingerprint, &answer)
+                        .keep_idempotent_answer(scope, by, &key, claim, &answer)
                         .await
                 }
                 Err(e) => Err(e),
@@ -159,6 +158,14 @@ pub(crate) async fn admit(
             ))
         }
     }
+}
+
+/// Whether an answer's body may be kept: its size known, and within [`MAX_KEPT_BYTES`].
+fn fits(body: &BoxBody) -> bool {
+    matches!(
+        body.size(),
+        BodySize::None | BodySize::Sized(0..=MAX_KEPT_BYTES)
+    )
 }
 
 /// The kept answer, as first sent, marked as a replay.
@@ -183,4 +190,25 @@ fn replay(
     }
     response.insert_header((REPLAYED, "true"));
     Ok(response.body(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::body::{BodyStream, BoxBody};
+
+    use super::*;
+
+    #[test]
+    fn only_a_sized_answer_within_the_bound_is_kept() {
+        let sized = |n: usize| BoxBody::new(web::Bytes::from(vec![b'x'; n]));
+        assert!(fits(&BoxBody::new(())));
+        assert!(fits(&sized(0)));
+        assert!(fits(&sized(MAX_KEPT_BYTES as usize)));
+        assert!(!fits(&sized(MAX_KEPT_BYTES as usize + 1)));
+        let stream = futures_util::stream::empty::<Result<web::Bytes, std::io::Error>>();
+        assert!(
+            !fits(&BoxBody::new(BodyStream::new(stream))),
+            "a stream's size is unknown"
+        );
+    }
 }

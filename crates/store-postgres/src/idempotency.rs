@@ -6,28 +6,25 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use diesel::{
     OptionalExtension as _, QueryableByName,
-    sql_types::{Bytea, Jsonb, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid},
+    sql_types::{BigInt, Bytea, Jsonb, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid},
 };
 use diesel_async::RunQueryDsl;
 use posture_domain::{
     CustomerScope, Error, KeyId, Result,
     idempotency::{
-        Claim, Fingerprint, IdempotencyKey, StoredAnswer, in_progress_until, kept_until,
+        Claim, ClaimId, Fingerprint, IdempotencyKey, StoredAnswer, in_progress_until, kept_until,
     },
     ports::IdempotencyRepository,
     secrets::SealedSecret,
 };
+use uuid::Uuid;
 
-use crate::{
-    PgStore,
-    error::db_error,
-    spanning::{Spanning, across_customers},
-};
+use crate::{PgStore, error::db_error, sweeps::customer_ids};
 
 #[derive(QueryableByName)]
 struct Claimed {
-    #[diesel(sql_type = Bytea)]
-    fingerprint: Vec<u8>,
+    #[diesel(sql_type = SqlUuid)]
+    claim: Uuid,
 }
 
 #[derive(QueryableByName)]
@@ -84,17 +81,19 @@ impl IdempotencyRepository for PgStore {
     ) -> Result<Claim> {
         let mut conn = self.conn().await?;
         let customer = scope.customer_id().as_uuid();
+        let claim = ClaimId::new();
         // Taken when unused, forgotten, or held past its time by a request that stopped.
         let claimed: Option<Claimed> = diesel::sql_query(
             "INSERT INTO idempotency_keys AS k (customer_id, api_key_id, idempotency_key, \
-                                                fingerprint, running_until, kept_until) \
-             VALUES ($1, $2, $3, $4, $5, $6) \
+                                                fingerprint, claim, running_until, kept_until) \
+             VALUES ($1, $2, $3, $4, $8, $5, $6) \
              ON CONFLICT (customer_id, api_key_id, idempotency_key) DO UPDATE \
-                 SET fingerprint = EXCLUDED.fingerprint, running_until = EXCLUDED.running_until, \
+                 SET fingerprint = EXCLUDED.fingerprint, claim = EXCLUDED.claim, \
+                     running_until = EXCLUDED.running_until, \
                      kept_until = EXCLUDED.kept_until, status = NULL, headers = NULL, \
                      body_key_id = NULL, body_nonce = NULL, body = NULL \
                  WHERE k.kept_until <= $7 OR (k.status IS NULL AND k.running_until <= $7) \
-             RETURNING k.fingerprint",
+             RETURNING k.claim",
         )
         .bind::<SqlUuid, _>(customer)
         .bind::<SqlUuid, _>(by.as_uuid())
@@ -103,12 +102,13 @@ impl IdempotencyRepository for PgStore {
         .bind::<Timestamptz, _>(in_progress_until(now))
         .bind::<Timestamptz, _>(kept_until(now))
         .bind::<Timestamptz, _>(now)
+        .bind::<SqlUuid, _>(claim.0)
         .get_result(&mut conn)
         .await
         .optional()
         .map_err(db_error)?;
-        if claimed.is_some_and(|c| c.fingerprint == fingerprint.0) {
-            return Ok(Claim::Run);
+        if claimed.is_some_and(|c| c.claim == claim.0) {
+            return Ok(Claim::Run(claim));
         }
         let kept: Option<Kept> = diesel::sql_query(
             "SELECT fingerprint, status, headers, body_key_id, body_nonce, body \
@@ -134,7 +134,7 @@ impl IdempotencyRepository for PgStore {
         scope: CustomerScope,
         by: KeyId,
         key: &IdempotencyKey,
-        fingerprint: &Fingerprint,
+        claim: ClaimId,
         answer: &StoredAnswer,
     ) -> Result<()> {
         let mut conn = self.conn().await?;
@@ -144,12 +144,12 @@ impl IdempotencyRepository for PgStore {
             "UPDATE idempotency_keys SET status = $5, headers = $6, body_key_id = $7, \
                                          body_nonce = $8, body = $9, running_until = NULL \
              WHERE customer_id = $1 AND api_key_id = $2 AND idempotency_key = $3 \
-               AND fingerprint = $4 AND status IS NULL",
+               AND claim = $4 AND status IS NULL",
         )
         .bind::<SqlUuid, _>(scope.customer_id().as_uuid())
         .bind::<SqlUuid, _>(by.as_uuid())
         .bind::<Text, _>(key.as_str())
-        .bind::<Bytea, _>(fingerprint.0.as_slice())
+        .bind::<SqlUuid, _>(claim.0)
         .bind::<SmallInt, _>(i16::try_from(answer.status).unwrap_or(i16::MAX))
         .bind::<Jsonb, _>(headers)
         .bind::<Text, _>(answer.body.key_id.as_str())
@@ -166,36 +166,51 @@ impl IdempotencyRepository for PgStore {
         scope: CustomerScope,
         by: KeyId,
         key: &IdempotencyKey,
-        fingerprint: &Fingerprint,
+        claim: ClaimId,
     ) -> Result<()> {
         let mut conn = self.conn().await?;
         diesel::sql_query(
             "DELETE FROM idempotency_keys \
              WHERE customer_id = $1 AND api_key_id = $2 AND idempotency_key = $3 \
-               AND fingerprint = $4 AND status IS NULL",
+               AND claim = $4 AND status IS NULL",
         )
         .bind::<SqlUuid, _>(scope.customer_id().as_uuid())
         .bind::<SqlUuid, _>(by.as_uuid())
         .bind::<Text, _>(key.as_str())
-        .bind::<Bytea, _>(fingerprint.0.as_slice())
+        .bind::<SqlUuid, _>(claim.0)
         .execute(&mut conn)
         .await
         .map_err(db_error)?;
         Ok(())
     }
 
-    async fn purge_idempotency_keys(&self, cutoff: DateTime<Utc>) -> Result<u64> {
+    async fn purge_idempotency_keys(&self, cutoff: DateTime<Utc>, batch: u32) -> Result<u64> {
         let mut conn = self.conn().await?;
-        // One statement, no batches: a day of keys is a day of a customer's POSTs.
-        let deleted = across_customers(&mut conn, Spanning::IdempotencyRetention, |conn| {
-            Box::pin(
-                diesel::sql_query("DELETE FROM idempotency_keys WHERE kept_until < $1")
-                    .bind::<Timestamptz, _>(cutoff)
-                    .execute(conn),
+        // Customer by customer along (customer_id, kept_until): on Citus a statement that
+        // stops at a `LIMIT` must reach one customer's shard, and a customer with nothing
+        // to forget costs one index probe.
+        let customers = customer_ids(&mut conn).await.map_err(db_error)?;
+        let mut deleted = 0_u64;
+        for customer_id in customers {
+            let left = u64::from(batch).saturating_sub(deleted);
+            if left == 0 {
+                break;
+            }
+            deleted += diesel::sql_query(
+                "DELETE FROM idempotency_keys k USING ( \
+                     SELECT api_key_id, idempotency_key FROM idempotency_keys \
+                     WHERE customer_id = $3 AND kept_until < $1 \
+                     ORDER BY kept_until LIMIT $2) old \
+                 WHERE k.customer_id = $3 AND k.api_key_id = old.api_key_id \
+                   AND k.idempotency_key = old.idempotency_key AND k.kept_until < $1",
             )
-        })
-        .await
-        .map_err(db_error)?;
-        Ok(deleted as u64)
+            .bind::<Timestamptz, _>(cutoff)
+            .bind::<BigInt, _>(i64::try_from(left).unwrap_or(i64::MAX))
+            .bind::<SqlUuid, _>(customer_id)
+            .execute(&mut conn)
+            .await
+            .map_err(db_error)? as u64;
+        }
+        Ok(deleted)
     }
 }

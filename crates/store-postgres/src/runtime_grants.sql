@@ -52,7 +52,7 @@ GRANT UPDATE (triage_state, triage_reason, triage_comment, triage_expires_at, tr
 GRANT INSERT ON finding_triage_history TO {role};
 -- `Idempotency-Key`: claimed, answered, freed and forgotten.
 GRANT INSERT, DELETE ON idempotency_keys TO {role};
-GRANT UPDATE (fingerprint, running_until, kept_until, status, headers, body_key_id, body_nonce,
+GRANT UPDATE (fingerprint, claim, running_until, kept_until, status, headers, body_key_id, body_nonce,
     body) ON idempotency_keys TO {role};
 GRANT UPDATE (cloud_tenant_id, identity_id, current_roles, recommended_role_name,
     recommended_actions, removed_actions, updated_at, modified_at)

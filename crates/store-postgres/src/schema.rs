@@ -347,6 +347,7 @@ diesel::table! {
         api_key_id -> Uuid,
         idempotency_key -> Text,
         fingerprint -> Bytea,
+        claim -> Uuid,
         running_until -> Nullable<Timestamptz>,
         kept_until -> Timestamptz,
         status -> Nullable<SmallInt>,

@@ -35,8 +35,6 @@ pub enum Spanning {
     ExpireHolds,
     /// The worker finds the customers with triage marks past their expiry.
     TriageExpiry,
-    /// The worker forgets idempotency keys past their 24 hours.
-    IdempotencyRetention,
     /// `posture-api secrets reseal`: every sealed secret, re-sealed under the new key.
     Reseal,
     /// `posture-api deliveries retry`: the customer of a delivery named by its id alone.
@@ -45,7 +43,7 @@ pub enum Spanning {
 
 impl Spanning {
     /// Every one of them.
-    pub const ALL: [Spanning; 12] = [
+    pub const ALL: [Spanning; 11] = [
         Spanning::DueCustomers,
         Spanning::OrphanedDeliveries,
         Spanning::QueueDepth,
@@ -55,7 +53,6 @@ impl Spanning {
         Spanning::DisableFailing,
         Spanning::ExpireHolds,
         Spanning::TriageExpiry,
-        Spanning::IdempotencyRetention,
         Spanning::Reseal,
         Spanning::DeliveryById,
     ];
@@ -78,7 +75,6 @@ impl Spanning {
             Spanning::TriageExpiry => {
                 "the worker's triage sweep: which customers have marks past their expiry"
             }
-            Spanning::IdempotencyRetention => "the worker forgetting idempotency keys past 24 h",
             Spanning::Reseal => "`posture-api secrets reseal`, every customer's secrets",
             Spanning::DeliveryById => {
                 "`posture-api deliveries retry`: the customer of a delivery named by its id"

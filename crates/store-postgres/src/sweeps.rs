@@ -50,6 +50,16 @@ fn purge_deliveries(customer: bool) -> String {
     )
 }
 
+/// Every customer's id, in order, for a sweep that goes customer by customer (`customers`
+/// is on every node of Citus: read where the statement runs).
+pub(crate) async fn customer_ids(conn: &mut AsyncPgConnection) -> QueryResult<Vec<Uuid>> {
+    customers::table
+        .select(customers::id)
+        .order(customers::id)
+        .load(conn)
+        .await
+}
+
 #[derive(QueryableByName)]
 struct CustomerRow {
     #[diesel(sql_type = SqlUuid)]
@@ -127,13 +137,7 @@ impl PgStore {
             .map_err(db_error)?;
             return Ok(deleted as u64);
         }
-        // `customers` is on every node: read where the statement runs.
-        let customers: Vec<Uuid> = customers::table
-            .select(customers::id)
-            .order(customers::id)
-            .load(&mut conn)
-            .await
-            .map_err(db_error)?;
+        let customers = customer_ids(&mut conn).await.map_err(db_error)?;
         let mut deleted = 0_u64;
         for customer in customers {
             let left = u64::from(batch).saturating_sub(deleted);

@@ -94,7 +94,10 @@ impl Worker {
         self.sweep_events().await?;
         let now = Utc::now();
         if let Some(keys) = &self.idempotency {
-            let forgotten = keys.purge_idempotency_keys(now).await?;
+            let forgotten = in_rounds(SWEEP_BATCH, || {
+                keys.purge_idempotency_keys(now, SWEEP_BATCH)
+            })
+            .await?;
             if forgotten > 0 {
                 tracing::debug!(forgotten, "idempotency keys past 24 h forgotten");
             }

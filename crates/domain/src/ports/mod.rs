@@ -19,7 +19,7 @@ use crate::{
     error::Result,
     event::{EventFilter, EventPage, FindingEvent},
     finding::{Finding, FindingFilter},
-    idempotency::{Claim, Fingerprint, IdempotencyKey, StoredAnswer},
+    idempotency::{Claim, ClaimId, Fingerprint, IdempotencyKey, StoredAnswer},
     identity::{Identity, IdentityDetail, IdentityFilter},
     ids::{CloudTenantId, CustomerId, EventId, FindingId, IdentityId, KeyId},
     ingest::{IngestError, ParsedLine, PassSummary, RecentPasses},
@@ -401,25 +401,30 @@ pub trait IdempotencyRepository: Send + Sync {
         fingerprint: &Fingerprint,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<Claim>;
-    /// Keeps the answer of the request that claimed `key`.
+    /// Keeps the answer of the request that claimed `key`, if `claim` still holds it.
     async fn keep_idempotent_answer(
         &self,
         scope: CustomerScope,
         by: KeyId,
         key: &IdempotencyKey,
-        fingerprint: &Fingerprint,
+        claim: ClaimId,
         answer: &StoredAnswer,
     ) -> Result<()>;
-    /// Frees `key` without an answer (one not kept): a retry runs again.
+    /// Frees `key` without an answer (one not kept), if `claim` still holds it: a retry
+    /// runs again.
     async fn release_idempotency_key(
         &self,
         scope: CustomerScope,
         by: KeyId,
         key: &IdempotencyKey,
-        fingerprint: &Fingerprint,
+        claim: ClaimId,
     ) -> Result<()>;
-    /// Forgets the keys kept until before `cutoff`; how many.
-    async fn purge_idempotency_keys(&self, cutoff: chrono::DateTime<chrono::Utc>) -> Result<u64>;
+    /// Forgets at most `batch` keys kept until before `cutoff`; how many.
+    async fn purge_idempotency_keys(
+        &self,
+        cutoff: chrono::DateTime<chrono::Utc>,
+        batch: u32,
+    ) -> Result<u64>;
 }
 
 /// The events feed (docs/api.md, "Events").

@@ -144,28 +144,65 @@ async fn a_retry_while_the_first_runs_is_a_conflict_until_the_first_stops_holdin
         .claim_idempotency_key(customer, key_id, &idempotency, &fingerprint, Utc::now())
         .await
         .unwrap();
-    assert_eq!(claim, Claim::Run);
+    let Claim::Run(first) = claim else {
+        panic!("an unused key is the first request's: {claim:?}")
+    };
     assert_error(post().await.unwrap(), StatusCode::CONFLICT, "conflict").await;
     assert_eq!(subscriptions(&app, &key).await, 0);
     // A first request that stopped without an answer holds it a minute, then a retry runs.
-    app.db
-        .execute("UPDATE idempotency_keys SET running_until = now() - interval '1 second'")
-        .await;
+    let stop_holding = "UPDATE idempotency_keys SET running_until = now() - interval '1 second'";
+    app.db.execute(stop_holding).await;
+    let retry = app
+        .store
+        .claim_idempotency_key(customer, key_id, &idempotency, &fingerprint, Utc::now())
+        .await
+        .unwrap();
+    let Claim::Run(retry) = retry else {
+        panic!("a key held past its minute is the retry's: {retry:?}")
+    };
+    // The first request, back late, cannot free the key the retry now holds.
+    app.store
+        .release_idempotency_key(customer, key_id, &idempotency, first)
+        .await
+        .unwrap();
+    assert_error(post().await.unwrap(), StatusCode::CONFLICT, "conflict").await;
+    app.store
+        .release_idempotency_key(customer, key_id, &idempotency, retry)
+        .await
+        .unwrap();
     let ran = post().await.unwrap();
     assert_eq!(ran.status(), StatusCode::CREATED);
     assert!(ran.headers().get("idempotent-replayed").is_none());
+    assert_eq!(subscriptions(&app, &key).await, 1);
+    let replayed = post().await.unwrap();
+    assert_eq!(replayed.status(), StatusCode::CREATED);
+    assert_eq!(replayed.headers()["idempotent-replayed"], "true");
     assert_eq!(subscriptions(&app, &key).await, 1);
     // Forgotten after 24 hours: the same key is new again.
     app.db
         .execute("UPDATE idempotency_keys SET kept_until = now() - interval '1 second'")
         .await;
     let later = Utc::now() + Duration::hours(25);
+    let claim = app
+        .store
+        .claim_idempotency_key(customer, key_id, &idempotency, &fingerprint, later)
+        .await
+        .unwrap();
+    assert!(matches!(claim, Claim::Run(_)), "{claim:?}");
+    // The sweep forgets it (in batches): a key past its day is gone from the table.
     assert_eq!(
         app.store
-            .claim_idempotency_key(customer, key_id, &idempotency, &fingerprint, later)
+            .purge_idempotency_keys(later + Duration::hours(25), 1)
             .await
             .unwrap(),
-        Claim::Run
+        1
+    );
+    assert_eq!(
+        app.store
+            .purge_idempotency_keys(later + Duration::hours(25), 1)
+            .await
+            .unwrap(),
+        0
     );
 }
 
