@@ -73,27 +73,29 @@ impl From<HistoryRow> for TriageRecord {
     }
 }
 
-/// The finding with its identity, its row locked for the transaction.
-async fn locked_finding(
+/// Locks the customer's findings `ids` in id order (two writers never wait on each other in
+/// turn) and reads them: the rows found, in id order.
+async fn locked_findings(
     conn: &mut AsyncPgConnection,
     customer: Uuid,
-    id: &FindingId,
-) -> QueryResult<Option<FindingWithIdentity>> {
-    let locked = findings::table
-        .find((customer, id.as_str()))
+    ids: &[&str],
+) -> QueryResult<Vec<FindingWithIdentity>> {
+    let locked: Vec<String> = findings::table
+        .filter(findings::customer_id.eq(customer))
+        .filter(findings::id.eq_any(ids))
+        .order(findings::id)
         .select(findings::id)
         .for_update()
-        .first::<String>(conn)
-        .await
-        .optional()?;
-    if locked.is_none() {
-        return Ok(None);
+        .load(conn)
+        .await?;
+    if locked.is_empty() {
+        return Ok(Vec::new());
     }
     findings_with_identity!(customer)
-        .filter(findings::id.eq(id.as_str()))
-        .get_result(conn)
+        .filter(findings::id.eq_any(&locked))
+        .order(findings::id)
+        .load(conn)
         .await
-        .optional()
 }
 
 /// `If-Match` did not hold.
@@ -149,6 +151,11 @@ pub(crate) async fn lock_customer(
     conn: &mut AsyncPgConnection,
     customer: Uuid,
 ) -> QueryResult<DateTime<Utc>> {
+    // On Citus the wait is on the customer's node: the coordinator sends it `SET LOCAL`s
+    // only when told to (elsewhere this names a setting nothing reads).
+    diesel::sql_query("SET LOCAL citus.propagate_set_commands = 'local'")
+        .execute(conn)
+        .await?;
     diesel::sql_query(format!("SET LOCAL lock_timeout = '{PASS_WAIT}'"))
         .execute(conn)
         .await?;
@@ -208,31 +215,57 @@ pub(crate) enum Refused {
     Stale,
 }
 
-/// Writes `change` to the finding `id` (its row locked) with the history record `record`,
-/// in the caller's transaction under the customer's lock: the finding's state before, or
-/// why it was not written.
-pub(crate) async fn write_one(
+/// A finding to triage: its id, and the tags `If-Match` accepts (`None`: any).
+pub(crate) type Target<'a> = (&'a FindingId, Option<&'a [String]>);
+
+/// Writes `change` to the findings `targets`, in the caller's transaction under the
+/// customer's lock, in three statements whatever their number: the rows locked and read,
+/// the written ones updated, their history records inserted. Per target, in order: the
+/// state before and the history record's id, or why it was not written.
+pub(crate) async fn write_many(
     conn: &mut AsyncPgConnection,
     writer: &Writer,
-    (id, expected): (&FindingId, Option<&[String]>),
+    targets: &[Target<'_>],
     change: &TriageChange,
-    record: Uuid,
-) -> QueryResult<std::result::Result<TriageState, Refused>> {
+) -> QueryResult<Vec<std::result::Result<(TriageState, Uuid), Refused>>> {
     let customer = writer.customer;
-    let Some(row) = locked_finding(conn, customer, id).await? else {
-        return Ok(Err(Refused::NotFound));
-    };
-    let Ok(before) = to_finding(row, writer.now) else {
-        // A row this build cannot read is no finding to triage.
-        return Ok(Err(Refused::NotFound));
-    };
-    if let Some(tags) = expected
-        && !tags.iter().any(|tag| *tag == before.tag())
-    {
-        return Ok(Err(Refused::Stale));
-    }
-    let key_name = Some(writer.key_name.as_str());
-    diesel::update(findings::table.find((customer, id.as_str())))
+    let ids: Vec<&str> = targets.iter().map(|(id, _)| id.as_str()).collect();
+    let mut found: std::collections::HashMap<String, Finding> =
+        locked_findings(conn, customer, &ids)
+            .await?
+            .into_iter()
+            // A row this build cannot read is no finding to triage.
+            .filter_map(|row| to_finding(row, writer.now).ok())
+            .map(|finding| (finding.id.as_str().to_owned(), finding))
+            .collect();
+    let outcomes: Vec<_> = targets
+        .iter()
+        .map(|(id, expected)| {
+            let before = found.remove(id.as_str()).ok_or(Refused::NotFound)?;
+            if let Some(tags) = expected
+                && !tags.iter().any(|tag| *tag == before.tag())
+            {
+                return Err(Refused::Stale);
+            }
+            Ok((before, Uuid::now_v7()))
+        })
+        .collect();
+    let written: Vec<(&str, &Finding, Uuid)> = targets
+        .iter()
+        .zip(&outcomes)
+        .filter_map(|((id, _), outcome)| {
+            let (before, record) = outcome.as_ref().ok()?;
+            Some((id.as_str(), before, *record))
+        })
+        .collect();
+    if !written.is_empty() {
+        let key_name = Some(writer.key_name.as_str());
+        let ids: Vec<&str> = written.iter().map(|(id, ..)| *id).collect();
+        diesel::update(
+            findings::table
+                .filter(findings::customer_id.eq(customer))
+                .filter(findings::id.eq_any(&ids)),
+        )
         .set((
             findings::triage_state.eq(change.state.as_str()),
             findings::triage_reason.eq(change.reason.map(|r| r.as_str())),
@@ -245,24 +278,35 @@ pub(crate) async fn write_one(
         ))
         .execute(&mut *conn)
         .await?;
-    diesel::insert_into(finding_triage_history::table)
-        .values((
-            finding_triage_history::customer_id.eq(customer),
-            finding_triage_history::finding_id.eq(id.as_str()),
-            finding_triage_history::id.eq(record),
-            finding_triage_history::created_at.eq(writer.now),
-            finding_triage_history::key_id.eq(Some(writer.by.as_uuid())),
-            finding_triage_history::key_name.eq(key_name),
-            finding_triage_history::from_state.eq(before.triage.state.as_str()),
-            finding_triage_history::from_reason.eq(before.triage.reason.map(|r| r.as_str())),
-            finding_triage_history::to_state.eq(change.state.as_str()),
-            finding_triage_history::to_reason.eq(change.reason.map(|r| r.as_str())),
-            finding_triage_history::comment.eq(change.comment.as_deref()),
-            finding_triage_history::expires_at.eq(change.expires_at),
-        ))
-        .execute(conn)
-        .await?;
-    Ok(Ok(before.triage.state))
+        let records: Vec<_> = written
+            .iter()
+            .map(|(id, before, record)| {
+                (
+                    finding_triage_history::customer_id.eq(customer),
+                    finding_triage_history::finding_id.eq(*id),
+                    finding_triage_history::id.eq(*record),
+                    finding_triage_history::created_at.eq(writer.now),
+                    finding_triage_history::key_id.eq(Some(writer.by.as_uuid())),
+                    finding_triage_history::key_name.eq(key_name),
+                    finding_triage_history::from_state.eq(before.triage.state.as_str()),
+                    finding_triage_history::from_reason
+                        .eq(before.triage.reason.map(|r| r.as_str())),
+                    finding_triage_history::to_state.eq(change.state.as_str()),
+                    finding_triage_history::to_reason.eq(change.reason.map(|r| r.as_str())),
+                    finding_triage_history::comment.eq(change.comment.as_deref()),
+                    finding_triage_history::expires_at.eq(change.expires_at),
+                )
+            })
+            .collect();
+        diesel::insert_into(finding_triage_history::table)
+            .values(&records)
+            .execute(conn)
+            .await?;
+    }
+    Ok(outcomes
+        .into_iter()
+        .map(|outcome| outcome.map(|(before, record)| (before.triage.state, record)))
+        .collect())
 }
 
 impl PgStore {
@@ -301,12 +345,12 @@ impl PgStore {
             .transaction(async |conn| {
                 let writer = Writer::locked(conn, customer, (by, key_name), now).await?;
                 let modified_at = writer.modified_at;
+                let written = write_many(conn, &writer, &[(id, expected)], change).await?;
                 // The write's history record is the change the event names.
-                let record = Uuid::now_v7();
-                let from = match write_one(conn, &writer, (id, expected), change, record).await? {
-                    Ok(from) => from,
-                    Err(Refused::NotFound) => return Ok(Err(Error::NotFound)),
-                    Err(Refused::Stale) => return Ok(Err(stale())),
+                let (from, record) = match written.into_iter().next() {
+                    Some(Ok(written)) => written,
+                    Some(Err(Refused::Stale)) => return Ok(Err(stale())),
+                    Some(Err(Refused::NotFound)) | None => return Ok(Err(Error::NotFound)),
                 };
                 let event =
                     triage_event(EventType::FindingTriaged, id.as_str(), from, change.state);

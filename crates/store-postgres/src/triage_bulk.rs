@@ -19,7 +19,7 @@ use crate::{
     findings::{FindingRow, FindingWithIdentity, findings_with_identity, to_finding},
     identities::IdentitySummaryRow,
     schema::{findings, identities},
-    triage::{Refused, Writer, announce, triage_event, write_one},
+    triage::{Refused, Writer, announce, triage_event, write_many},
 };
 
 impl PgStore {
@@ -39,15 +39,18 @@ impl PgStore {
             .transaction(async |conn| {
                 let writer = Writer::locked(conn, customer, (by, key_name), now).await?;
                 let modified_at = writer.modified_at;
-                // Rows are locked in id order, so two bulks never wait on each other in turn.
-                let mut order: Vec<&(FindingId, Option<Vec<String>>)> = items.iter().collect();
-                order.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+                let targets: Vec<_> = items
+                    .iter()
+                    .map(|(id, expected)| (id, expected.as_deref()))
+                    .collect();
                 let mut outcomes = HashMap::with_capacity(items.len());
                 let mut written = Vec::new();
-                for (id, expected) in order {
-                    let item = (id, expected.as_deref());
-                    match write_one(conn, &writer, item, change, Uuid::now_v7()).await? {
-                        Ok(from) => written.push((id.as_str(), from)),
+                for ((id, _), outcome) in items
+                    .iter()
+                    .zip(write_many(conn, &writer, &targets, change).await?)
+                {
+                    match outcome {
+                        Ok((from, _)) => written.push((id.as_str(), from)),
                         Err(Refused::NotFound) => {
                             outcomes.insert(id.as_str().to_owned(), BulkOutcome::NotFound);
                         }
@@ -57,6 +60,8 @@ impl PgStore {
                         }
                     }
                 }
+                // The events in id order, whatever the request's.
+                written.sort_unstable_by_key(|(id, _)| *id);
                 if written.is_empty() {
                     return Ok(outcomes);
                 }

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use diesel::{prelude::*, sql_types::Timestamptz};
 use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl};
-use posture_domain::{Result, triage::TriageState, webhook::EventType};
+use posture_domain::{Error, Result, triage::TriageState, webhook::EventType};
 use uuid::Uuid;
 
 use crate::{
@@ -47,17 +47,39 @@ impl PgStore {
             .await
             .map_err(db_error)?;
         let mut expired = 0_u64;
+        let mut waiting = Vec::new();
         for CustomerRow { customer_id } in customers {
             let left = u64::from(batch).saturating_sub(expired);
             if left == 0 {
                 break;
             }
-            expired += conn
+            match conn
                 .transaction(async |conn| expire_marks(conn, customer_id, now, left).await)
                 .await
-                .map_err(db_error)?;
+                .map_err(db_error)
+            {
+                Ok(done) => expired += done,
+                // A pass holds this customer's lock past the wait (or the statement ran out
+                // of time): the others are swept, this one at the next round.
+                Err(Error::Unavailable(e)) => {
+                    tracing::debug!(customer.id = %customer_id, error = %e, "expired triage marks wait");
+                    waiting.push(Error::Unavailable(e));
+                }
+                Err(e) => return Err(e),
+            }
         }
-        Ok(expired)
+        match waiting.pop() {
+            // Nothing got through: the store, not one customer, is the trouble.
+            Some(e) if expired == 0 => Err(e),
+            Some(_) => {
+                tracing::info!(
+                    customers = waiting.len() + 1,
+                    "expired triage marks of customers busy with a pass wait for the next sweep"
+                );
+                Ok(expired)
+            }
+            None => Ok(expired),
+        }
     }
 }
 

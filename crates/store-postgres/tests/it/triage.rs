@@ -416,3 +416,45 @@ async fn history_expiry(
         .unwrap();
     history.items.last().unwrap().expires_at.unwrap()
 }
+
+#[tokio::test]
+async fn a_customer_busy_with_a_pass_does_not_hold_the_sweep_of_the_others() {
+    use diesel_async::{AsyncConnection as _, RunQueryDsl as _};
+    let db = TestDb::new().await;
+    let (store, clock) = db.store_with_clock();
+    let (a, a_key, _) = setup(&store, "A").await;
+    let (b, b_key, _) = setup(&store, "B").await;
+    for (scope, key) in [(a, a_key), (b, b_key)] {
+        store
+            .triage_finding(scope, &id("f1"), &dismiss(clock.now(), Some(1)), key, None)
+            .await
+            .unwrap();
+    }
+    clock.advance(StdDuration::from_secs(86_400));
+    // A pass of A's holds A's sync lock past the sweep's wait.
+    let mut pass = db.connection().await;
+    pass.begin_test_transaction().await.unwrap();
+    diesel::sql_query(format!(
+        "SELECT 1 FROM customer_sync WHERE customer_id = '{}' FOR UPDATE",
+        a.customer_id()
+    ))
+    .execute(&mut pass)
+    .await
+    .unwrap();
+    assert_eq!(store.expire_triage(500).await.unwrap(), 1, "B's, not A's");
+    let read = |scope| {
+        let store = &store;
+        async move {
+            store
+                .triage_history(scope, &id("f1"), PageRequest::new(Some(10), None).unwrap())
+                .await
+                .unwrap()
+                .items
+                .len()
+        }
+    };
+    assert_eq!((read(a).await, read(b).await), (1, 2));
+    drop(pass);
+    assert_eq!(store.expire_triage(500).await.unwrap(), 1, "A's, once free");
+    assert_eq!(read(a).await, 2);
+}
