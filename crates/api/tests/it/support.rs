@@ -9,8 +9,9 @@ use posture_api::server;
 use posture_domain::{
     CustomerScope, KeyId, Scope, ScopeSet,
     api_key::NewApiKey,
-    clock::{Clock, ManualClock},
+    clock::{Clock, ManualClock, system},
     console::Actor,
+    delivery,
     ports::ApiKeyRepository,
     rate_limit::{RateLimiter, RatePolicy},
     webhook::TargetPolicy,
@@ -290,14 +291,14 @@ impl TestApp {
                 webhook_policy: options.webhook_policy,
                 webhook_timeout: Duration::from_secs(2),
                 delivery_retention: chrono::Duration::days(30),
-                test_limiter: Arc::new(InProcessRateLimiter::new(
-                    posture_domain::delivery::TEST_RATE,
-                )),
+                test_limiter: Arc::new(InProcessRateLimiter::new(delivery::TEST_RATE)),
                 customer_test_limiter: Arc::new(InProcessRateLimiter::new(
-                    posture_domain::delivery::TEST_CUSTOMER_RATE,
+                    delivery::TEST_CUSTOMER_RATE,
                 )),
-                triage_limiter: Arc::new(InProcessRateLimiter::new(
+                // The write budget's windows on the test's clock, when it holds one.
+                triage_limiter: Arc::new(InProcessRateLimiter::with_clock(
                     posture_domain::triage::WRITE_RATE,
+                    clock.clone().map_or_else(system, |c| c as _),
                 )),
                 customer_limiter: options.customer_limiter,
                 concurrent_exports: options.exports,

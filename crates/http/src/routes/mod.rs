@@ -340,8 +340,10 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
             .copied()
             .filter(|e| e.path == path || shadowed(e))
             .collect();
+        // `Allow` names the methods the contract gives this path: a finding whose id is
+        // `triage` is reachable here, but clients read the path's own operations.
         let mut allowed = Vec::new();
-        for endpoint in &endpoints {
+        for endpoint in endpoints.iter().filter(|e| e.path == path) {
             allowed.push(endpoint.method.as_str());
             if endpoint.method == HttpMethod::Get {
                 allowed.push("HEAD");

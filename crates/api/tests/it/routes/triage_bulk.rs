@@ -228,4 +228,79 @@ async fn a_finding_named_triage_is_still_a_finding() {
         .await
         .unwrap();
     assert_eq!(delete.status(), StatusCode::METHOD_NOT_ALLOWED);
+    // `Allow` is the contract's list for the path, not the shadowed routes' methods.
+    assert_eq!(delete.headers()["allow"], "POST");
+    let options = app
+        .client
+        .request(reqwest::Method::OPTIONS, app.url("/api/v1/findings/export"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(options.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(options.headers()["allow"], "GET, HEAD");
+}
+
+#[tokio::test]
+async fn a_customers_triage_writes_share_a_budget_of_120_a_minute() {
+    let app = TestApp::with_clock().await;
+    let (customer, tenant) = app.customer_with_one_of_each("A").await;
+    app.ingest(
+        customer,
+        &[fixtures::finding("f1", &tenant, "high", "open", "u1")],
+    )
+    .await;
+    let scopes = [Scope::ReadFindings, Scope::WriteFindings];
+    let (_, soar) = app.key(customer, &scopes).await;
+    let (_, tines) = app.key(customer, &scopes).await;
+    let (other, other_tenant) = app.customer_with_one_of_each("B").await;
+    app.ingest(
+        other,
+        &[fixtures::finding("f1", &other_tenant, "high", "open", "u1")],
+    )
+    .await;
+    let (_, theirs) = app.key(other, &scopes).await;
+    let one = acknowledge(json!([{"id": "f1"}]));
+    let single = json!({"triage": {"state": "acknowledged"}});
+    let patch = |key: &str| {
+        app.client
+            .patch(app.url("/api/v1/findings/f1"))
+            .bearer_auth(key)
+            .json(&single)
+            .send()
+    };
+    // Both keys together, a bulk and a PATCH each counting once.
+    for n in 0..60 {
+        assert_eq!(
+            bulk(&app, &soar, &one).await.status(),
+            StatusCode::OK,
+            "{n}"
+        );
+        assert_eq!(patch(&tines).await.unwrap().status(), StatusCode::OK, "{n}");
+    }
+    let refused = bulk(&app, &tines, &one).await;
+    let retry_after: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry_after), "{retry_after}");
+    let reason = assert_error(refused, StatusCode::TOO_MANY_REQUESTS, "rate_limited").await;
+    assert!(reason.contains("120 a minute per customer"), "{reason}");
+    assert_error(
+        patch(&soar).await.unwrap(),
+        StatusCode::TOO_MANY_REQUESTS,
+        "rate_limited",
+    )
+    .await;
+    // Refused writes wrote nothing: 120 records in f1's history.
+    let history = app
+        .get_json("/api/v1/findings/f1/triage?limit=1", &soar, StatusCode::OK)
+        .await;
+    assert_eq!(history["meta"]["total"], 120);
+    // Another customer's budget is its own; a minute later A's is whole again.
+    assert_eq!(bulk(&app, &theirs, &one).await.status(), StatusCode::OK);
+    app.clock()
+        .advance(std::time::Duration::from_secs(retry_after));
+    assert_eq!(bulk(&app, &soar, &one).await.status(), StatusCode::OK);
 }
