@@ -258,10 +258,11 @@ fn responses(
         }
         Success::NoContent { description } => (204, *description, IndexMap::new()),
     };
-    responses.insert(
-        StatusCode::Code(status),
-        response(description, content, success_headers),
-    );
+    let mut success = response(description, content, success_headers);
+    if let ReferenceOr::Item(success) = &mut success {
+        success.links = links(endpoint.operation_id);
+    }
+    responses.insert(StatusCode::Code(status), success);
     for status in error_statuses(endpoint) {
         responses.insert(
             StatusCode::Code(status),
@@ -273,6 +274,41 @@ fn responses(
         );
     }
     responses
+}
+
+/// Where an answer leads (OpenAPI links: a client, or a stateful fuzzer, goes from a read
+/// finding to its triage): `(from, to, the id's place in the answer)`.
+const LINKS: &[(&str, &str, &str)] = &[
+    ("listFindings", "getFinding", "$response.body#/data/0/id"),
+    ("listFindings", "triageFinding", "$response.body#/data/0/id"),
+    ("getFinding", "triageFinding", "$response.body#/data/id"),
+    ("getFinding", "listFindingTriage", "$response.body#/data/id"),
+    ("triageFinding", "getFinding", "$response.body#/data/id"),
+    (
+        "triageFinding",
+        "listFindingTriage",
+        "$response.body#/data/id",
+    ),
+    ("triageFindings", "getFinding", "$response.body#/data/0/id"),
+];
+
+/// The links of the success answer of `operation_id`, named after their target.
+fn links(operation_id: &str) -> IndexMap<String, ReferenceOr<aide::openapi::Link>> {
+    LINKS
+        .iter()
+        .filter(|(from, ..)| *from == operation_id)
+        .map(|(_, to, id)| {
+            let link = aide::openapi::Link {
+                description: Some(format!("The finding's `id` as the `id` of `{to}`.")),
+                operation: aide::openapi::LinkOperation::OperationId((*to).to_owned()),
+                request_body: None,
+                parameters: [("id".to_owned(), serde_json::Value::from(*id))].into(),
+                server: None,
+                extensions: IndexMap::new(),
+            };
+            ((*to).to_owned(), ReferenceOr::Item(link))
+        })
+        .collect()
 }
 
 /// Its JSON body, if it takes one; a body whose every field is optional may be left out
@@ -324,5 +360,27 @@ fn security(access: Access) -> (Vec<IndexMap<String, Vec<String>>>, String) {
         ),
         // An empty requirement: no authentication.
         Access::Public => (vec![IndexMap::new()], String::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::routes::ENDPOINTS;
+
+    #[test]
+    fn every_link_joins_two_operations_and_names_the_target_s_id() {
+        let endpoint = |id: &str| {
+            ENDPOINTS
+                .iter()
+                .find(|e| e.operation_id == id)
+                .unwrap_or_else(|| panic!("no operation {id}"))
+        };
+        for (from, to, _) in LINKS {
+            endpoint(from);
+            assert!(endpoint(to).path.contains("{id}"), "{to} takes no id");
+            assert!(links(from).contains_key(*to));
+        }
+        assert!(links("listWebhooks").is_empty());
     }
 }
