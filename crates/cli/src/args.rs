@@ -15,6 +15,7 @@ Examples:
   sqlite3 posture.db \"SELECT severity, count(*) FROM findings WHERE status = 'open' GROUP BY 1\"
   posture export --format cef --modified-since 2026-11-24T06:00:00Z > changed.cef
   posture listen --forward-to http://localhost:3000/hook --types finding_critical,finding_high
+  posture findings triage f-7c1d9a --dismiss false_positive --comment 'Break-glass account'
 
 Documentation: docs/cli.md";
 
@@ -95,11 +96,86 @@ pub enum Command {
         after: Option<String>,
     },
 
+    /// Act on findings (needs a key with write:findings and read:findings).
+    Findings {
+        #[command(subcommand)]
+        command: FindingsCommand,
+    },
+
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(
         after_help = "Example:\n  posture completion bash > ~/.local/share/bash-completion/completions/posture"
     )]
     Completion { shell: clap_complete::Shell },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FindingsCommand {
+    /// Mark findings as dismissed, risk accepted or acknowledged, or reset them to untriaged.
+    ///
+    /// Every id gets the same triage; the service keeps it across analyzer passes until it
+    /// expires (--until) or another triage replaces it. One line per finding says what
+    /// happened; the exit status is 1 when any was not found or not written.
+    #[command(
+        after_help = "Examples:\n  posture findings triage f-7c1d9a --dismiss false_positive --comment 'Break-glass account'\n  posture findings triage f-7c1d9a f-9e2b40 --accept-risk compensating_control --until 2027-03-31\n  posture findings triage f-7c1d9a --acknowledge\n  posture findings triage f-7c1d9a --reset"
+    )]
+    Triage(TriageArgs),
+}
+
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("state").required(true).multiple(false)))]
+pub struct TriageArgs {
+    /// The findings' ids (any number: sent 500 to a request).
+    #[arg(required = true, value_name = "ID")]
+    pub ids: Vec<String>,
+    /// Not a problem here, for this reason.
+    #[arg(long, group = "state", value_name = "REASON", value_parser = reasons())]
+    pub dismiss: Option<String>,
+    /// A real problem whose risk is accepted, for this reason (usually with --until).
+    #[arg(long, group = "state", value_name = "REASON", value_parser = reasons())]
+    pub accept_risk: Option<String>,
+    /// Seen, and someone works on it.
+    #[arg(long, group = "state")]
+    pub acknowledge: bool,
+    /// Back to untriaged (no reason, comment or expiry).
+    #[arg(long, group = "state", conflicts_with_all = ["comment", "until"])]
+    pub reset: bool,
+    /// Why, in words (at most 2,000 characters).
+    #[arg(long, value_name = "TEXT")]
+    pub comment: Option<String>,
+    /// When the mark expires (a date, 2027-03-31, or an RFC 3339 time); it then reads as
+    /// untriaged again.
+    #[arg(long, value_name = "DATE", value_parser = crate::triage::parse_until)]
+    pub until: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl TriageArgs {
+    /// The triage these flags ask for.
+    pub fn triage(&self) -> crate::triage::Triage {
+        use posture_domain::triage::{TriageReason, TriageState};
+        let reason = |r: &String| r.parse::<TriageReason>().ok();
+        let (state, reason) = match (&self.dismiss, &self.accept_risk) {
+            (Some(r), _) => (TriageState::Dismissed, reason(r)),
+            (_, Some(r)) => (TriageState::RiskAccepted, reason(r)),
+            _ if self.acknowledge => (TriageState::Acknowledged, None),
+            _ => (TriageState::Untriaged, None),
+        };
+        crate::triage::Triage {
+            state,
+            reason,
+            comment: self.comment.clone(),
+            expires_at: self.until,
+        }
+    }
+}
+
+/// The reasons a dismissal or an accepted risk may give.
+fn reasons() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        posture_domain::triage::TriageReason::ALL
+            .iter()
+            .map(|r| r.as_str()),
+    )
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -141,6 +217,54 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_triage_is_one_state_with_its_reason() {
+        use posture_domain::triage::{TriageReason, TriageState};
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(["posture", "findings", "triage", "f-1"].iter().chain(args)).map(
+                |cli| match cli.command {
+                    Command::Findings {
+                        command: FindingsCommand::Triage(args),
+                    } => args.triage(),
+                    other => panic!("{other:?}"),
+                },
+            )
+        };
+        let accepted = parse(&[
+            "--accept-risk",
+            "compensating_control",
+            "--until",
+            "2027-03-31",
+        ])
+        .unwrap();
+        assert_eq!(
+            (accepted.state, accepted.reason),
+            (
+                TriageState::RiskAccepted,
+                Some(TriageReason::CompensatingControl)
+            )
+        );
+        assert!(accepted.expires_at.is_some());
+        assert_eq!(parse(&["--reset"]).unwrap().state, TriageState::Untriaged);
+        assert_eq!(
+            parse(&["--acknowledge", "--comment", "on it"])
+                .unwrap()
+                .comment
+                .as_deref(),
+            Some("on it")
+        );
+        for bad in [
+            &[][..],
+            &["--acknowledge", "--reset"],
+            &["--dismiss", "because"],
+            &["--dismiss"],
+            &["--reset", "--comment", "x"],
+            &["--acknowledge", "--until", "soon"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -1,13 +1,17 @@
 //! The posture service as the CLI sees it: where it is, the key, and requests that wait out
 //! 429s, retry 503s and network failures, and turn every other answer into words.
 
-use std::{net::IpAddr, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
-use reqwest::{Response, StatusCode, header::HeaderMap};
+use reqwest::{
+    Method, Response, StatusCode,
+    header::{CONTENT_TYPE, HeaderMap, HeaderValue},
+};
 use serde::Deserialize;
 use url::Url;
 
 use crate::body::{BodyError, MAX_ERROR, MAX_JSON, read_limited, read_prefix};
+pub use crate::target::{Target, TargetError};
 
 /// What the CLI tells its user while it waits (the progress bar or stderr shows it).
 pub type Notices = Arc<dyn Fn(&str) + Send + Sync>;
@@ -50,100 +54,6 @@ impl ApiError {
     pub fn is_refused_cursor(&self) -> bool {
         matches!(self, ApiError::Refused { status, reason }
             if *status == StatusCode::BAD_REQUEST && reason.starts_with("after"))
-    }
-}
-
-/// Where the service is and the key to show it: `POSTURE_URL` and `POSTURE_API_KEY`.
-#[derive(Clone)]
-pub struct Target {
-    /// The service's base URL, ending in `/`.
-    pub base: Url,
-    key: String,
-}
-
-impl std::fmt::Debug for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Target")
-            .field("base", &self.base.as_str())
-            .finish_non_exhaustive()
-    }
-}
-
-/// Why `POSTURE_URL` or `POSTURE_API_KEY` cannot be used.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum TargetError {
-    #[error("POSTURE_URL is not set: export POSTURE_URL=https://posture.example.com")]
-    NoUrl,
-    #[error("POSTURE_URL is not a URL ({0}): it looks like https://posture.example.com")]
-    BadUrl(String),
-    #[error(
-        "POSTURE_URL must be https:// (plain http is accepted only for localhost, where no \
-         network sees the key)"
-    )]
-    NotHttps,
-    #[error(
-        "POSTURE_API_KEY is not set: export it in your shell (a key is never a flag, which \
-         would stay in the shell's history)"
-    )]
-    NoKey,
-    #[error("POSTURE_API_KEY is not a posture key: keys begin with svc_")]
-    BadKey,
-}
-
-impl Target {
-    /// Checks a base URL and a key: https (or http to a loopback host), a `svc_` key.
-    pub fn new(url: Option<&str>, key: Option<&str>) -> Result<Self, TargetError> {
-        let url = url
-            .map(str::trim)
-            .filter(|u| !u.is_empty())
-            .ok_or(TargetError::NoUrl)?;
-        let mut base = Url::parse(url).map_err(|e| TargetError::BadUrl(e.to_string()))?;
-        let loopback = match base.host() {
-            Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-            Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
-            Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
-            None => return Err(TargetError::BadUrl("no host".into())),
-        };
-        match base.scheme() {
-            "https" => {}
-            "http" if loopback => {}
-            "http" => return Err(TargetError::NotHttps),
-            other => return Err(TargetError::BadUrl(format!("scheme {other}"))),
-        }
-        if !base.path().ends_with('/') {
-            let path = format!("{}/", base.path());
-            base.set_path(&path);
-        }
-        base.set_query(None);
-        base.set_fragment(None);
-        let key = key
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-            .ok_or(TargetError::NoKey)?;
-        let well_formed = key.starts_with("svc_")
-            && key.len() <= 256
-            && key.bytes().all(|b| b.is_ascii_graphic());
-        if !well_formed {
-            return Err(TargetError::BadKey);
-        }
-        Ok(Self {
-            base,
-            key: key.to_owned(),
-        })
-    }
-
-    /// From the environment: `POSTURE_URL` and `POSTURE_API_KEY`.
-    pub fn from_env() -> Result<Self, TargetError> {
-        let url = std::env::var("POSTURE_URL").ok();
-        let key = std::env::var("POSTURE_API_KEY").ok();
-        Self::new(url.as_deref(), key.as_deref())
-    }
-
-    /// The URL of an API path (`findings` → `<base>/api/v1/findings`).
-    pub fn api_url(&self, path: &str) -> Url {
-        let mut url = self.base.clone();
-        url.set_path(&format!("{}api/v1/{path}", self.base.path()));
-        url
     }
 }
 
@@ -244,15 +154,75 @@ impl Api {
         if !query.is_empty() {
             url.query_pairs_mut().extend_pairs(query);
         }
+        self.send(Method::GET, url, headers, None).await
+    }
+
+    /// POST a JSON body to an API path and read the JSON answer, retried as [`Api::get`]
+    /// is: the request carries an `Idempotency-Key` of its own (random), so a retry after
+    /// a failure that hid the answer is answered with the first answer, never acted twice.
+    pub async fn post_json<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl serde::Serialize,
+    ) -> Result<T, ApiError> {
+        let body = serde_json::to_vec(body).map_err(|e| ApiError::Unexpected(e.to_string()))?;
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let key = uuid::Uuid::new_v4().to_string();
+        headers.insert(
+            "idempotency-key",
+            HeaderValue::from_str(&key).map_err(|e| ApiError::Unexpected(e.to_string()))?,
+        );
+        let url = self.target.api_url(path);
         let mut attempt = 0;
         loop {
-            let sent = self
+            let response = self
+                .send(
+                    Method::POST,
+                    url.clone(),
+                    headers.clone(),
+                    Some(body.clone()),
+                )
+                .await?;
+            match read_limited(response, MAX_JSON).await {
+                Ok(answer) => {
+                    return serde_json::from_slice(&answer)
+                        .map_err(|e| ApiError::Unexpected(format!("{path}: {e}")));
+                }
+                // The answer was cut: the same key again gets it again.
+                Err(BodyError::Network(e)) => {
+                    attempt += 1;
+                    self.network_failure(&url, attempt, &e).await?;
+                }
+                Err(BodyError::TooLarge) => {
+                    return Err(ApiError::Unexpected(format!(
+                        "{path}: an answer over {} MiB (is POSTURE_URL the service?)",
+                        MAX_JSON >> 20
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Sends a request until it is answered (see [`Api::get`]).
+    async fn send(
+        &self,
+        method: Method,
+        url: Url,
+        headers: HeaderMap,
+        body: Option<Vec<u8>>,
+    ) -> Result<Response, ApiError> {
+        let mut attempt = 0;
+        loop {
+            let mut request = self
                 .http
-                .get(url.clone())
+                .request(method.clone(), url.clone())
                 .headers(headers.clone())
-                .bearer_auth(&self.target.key)
-                .send()
-                .await;
+                .bearer_auth(&self.target.key);
+            if let Some(body) = &body {
+                request = request.body(body.clone());
+            }
+            let sent = request.send().await;
             let response = match sent {
                 Ok(response) => response,
                 Err(e) => {
@@ -275,6 +245,14 @@ impl Api {
                         wait.as_secs()
                     ));
                     tokio::time::sleep(wait).await;
+                }
+                // A retry of ours that found the first attempt still running (its key held).
+                StatusCode::CONFLICT if attempt > 0 && headers.contains_key("idempotency-key") => {
+                    attempt += 1;
+                    if attempt >= self.retries.attempts {
+                        return Err(refusal(response).await);
+                    }
+                    tokio::time::sleep(self.retries.wait(attempt - 1)).await;
                 }
                 StatusCode::BAD_GATEWAY
                 | StatusCode::SERVICE_UNAVAILABLE
@@ -424,45 +402,6 @@ pub fn describe(e: &reqwest::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_url_must_be_https_but_for_loopback_and_the_key_a_posture_key() {
-        let ok = |url: &str| Target::new(Some(url), Some("svc_abc")).map(|t| t.base.to_string());
-        assert_eq!(
-            ok("https://posture.example.com").unwrap(),
-            "https://posture.example.com/"
-        );
-        assert_eq!(
-            ok("https://example.com/posture?x=1").unwrap(),
-            "https://example.com/posture/"
-        );
-        assert!(ok("http://127.0.0.1:8080").is_ok());
-        assert!(ok("http://[::1]:8080").is_ok());
-        assert!(ok("http://LOCALHOST:8080").is_ok());
-        assert_eq!(ok("http://posture.example.com"), Err(TargetError::NotHttps));
-        assert_eq!(ok("http://10.0.0.1"), Err(TargetError::NotHttps));
-        assert!(matches!(ok("ftp://x"), Err(TargetError::BadUrl(_))));
-        assert!(matches!(
-            ok("posture.example.com"),
-            Err(TargetError::BadUrl(_))
-        ));
-        assert_eq!(ok("  ").map(|_| ()), Err(TargetError::NoUrl));
-        let key = |k: Option<&str>| Target::new(Some("https://x"), k).map(|_| ());
-        assert_eq!(key(None), Err(TargetError::NoKey));
-        assert_eq!(key(Some("")), Err(TargetError::NoKey));
-        assert_eq!(key(Some("sk_live_x")), Err(TargetError::BadKey));
-        assert_eq!(key(Some("svc_a b")), Err(TargetError::BadKey));
-    }
-
-    #[test]
-    fn api_paths_are_under_the_base_and_the_key_is_never_shown() {
-        let target = Target::new(Some("https://example.com/posture"), Some("svc_secret")).unwrap();
-        assert_eq!(
-            target.api_url("findings").as_str(),
-            "https://example.com/posture/api/v1/findings"
-        );
-        assert!(!format!("{target:?}").contains("svc_secret"));
-    }
 
     #[test]
     fn waits_double_up_to_the_longest_and_retry_after_is_bounded() {

@@ -5,13 +5,13 @@ use std::{io::Write as _, process::ExitCode, sync::Arc};
 use clap::CommandFactory as _;
 
 use crate::{
-    args::{Cli, Command},
+    args::{Cli, Command, FindingsCommand},
     client::{Api, Notices, Retries, Target},
     export::{self, ExportQuery},
     listen::{self, ListenOptions},
     output::{err_line, out, out_line},
     progress::{Bar, Progress, Quiet},
-    sync, whoami,
+    sync, triage, whoami,
 };
 
 /// Exit status of a command stopped by Ctrl-C (128 + SIGINT, as shells report it).
@@ -188,6 +188,27 @@ async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             tokio::select! {
                 ended = listen::listen(&api, &options, &mut shown) => ended?,
                 _ = tokio::signal::ctrl_c() => return Ok(ExitCode::from(INTERRUPTED)),
+            }
+        }
+        Command::Findings {
+            command: FindingsCommand::Triage(args),
+        } => {
+            let wanted = args.triage();
+            let outcomes = triage::triage(&api, &args.ids, &wanted).await?;
+            for outcome in &outcomes {
+                if json {
+                    out_line(&outcome.raw.to_string());
+                } else {
+                    out_line(&triage::render(outcome, &wanted));
+                }
+            }
+            let missed = outcomes.iter().filter(|o| !o.triaged()).count();
+            if missed > 0 {
+                err_line(&format!(
+                    "{missed} of {} findings not written (see above)",
+                    outcomes.len()
+                ));
+                return Ok(ExitCode::FAILURE);
             }
         }
         Command::Completion { .. } => {}

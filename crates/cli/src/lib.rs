@@ -1,5 +1,5 @@
 //! `posture`, the customers' command-line client of a posture service: `whoami`, `sync` into
-//! SQLite, `export`, `listen --forward-to`. It speaks only the public API (`/api/v1`) with a
+//! SQLite, `export`, `listen --forward-to`, `findings triage`. It speaks only the public API (`/api/v1`) with a
 //! key from the environment; docs/cli.md is its manual.
 
 pub mod args;
@@ -12,4 +12,6 @@ pub mod mirror;
 pub mod output;
 pub mod progress;
 pub mod sync;
+pub mod target;
+pub mod triage;
 pub mod whoami;

@@ -6,6 +6,7 @@ mod export;
 mod listen;
 mod renames;
 mod sync;
+mod triage;
 
 use std::{
     sync::{Arc, Mutex},
