@@ -5,7 +5,10 @@
 //! The event's activity says what the finding's state is: `Close` (3) for a resolved finding,
 //! `Update` (2) for one an analyzer pass reported again after detecting it, `Create` (1)
 //! otherwise; `type_uid` is `2004 × 100 + activity_id`. `time` is when a pass last reported
-//! the finding. Times are epoch milliseconds (OCSF's `timestamp_t`), with the `_dt` RFC 3339
+//! the finding. The customer's triage is OCSF's review status (`status_id`, set by the
+//! consumer): acknowledged is *In Progress*, dismissed or risk accepted *Suppressed*, with
+//! the reason in `status_detail`, the comment in `comment` and the whole mark in
+//! `unmapped.triage`. Times are epoch milliseconds (OCSF's `timestamp_t`), with the `_dt` RFC 3339
 //! twins of the date/time profile left out.
 
 use chrono::{DateTime, Utc};
@@ -13,11 +16,14 @@ use posture_domain::{
     CloudTenantId,
     finding::{FindingStatus, FindingType, Severity},
     identity::IdentityKind,
+    triage::TriageState,
 };
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::{findings::FindingResponse, identities::IdentitySummaryResponse};
+use crate::{
+    findings::FindingResponse, identities::IdentitySummaryResponse, triage::TriageResponse,
+};
 
 /// The OCSF schema version the events follow.
 pub const OCSF_VERSION: &str = "1.5.0";
@@ -45,10 +51,24 @@ pub struct DetectionFinding<'a> {
     severity: &'static str,
     status_id: u8,
     status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status_detail: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    comment: Option<&'a str>,
     message: &'a str,
     finding_info: FindingInfo<'a>,
     resources: Vec<Resource<'a>>,
     metadata: Metadata,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unmapped: Option<Unmapped<'a>>,
+}
+
+/// OCSF `unmapped`: what has no attribute of the class, the finding's triage as the API
+/// shows it.
+#[derive(Serialize, JsonSchema)]
+#[schemars(rename = "OcsfUnmapped")]
+struct Unmapped<'a> {
+    triage: &'a TriageResponse,
 }
 
 /// OCSF `finding_info`: the finding's id, title, type and times (epoch milliseconds).
@@ -155,12 +175,15 @@ pub fn severity(severity: Severity) -> (u8, &'static str) {
     }
 }
 
-/// OCSF finding `status_id` and its caption.
-pub fn status(status: FindingStatus) -> (u8, &'static str) {
-    match status {
-        FindingStatus::Open => (1, "New"),
-        FindingStatus::Suppressed => (3, "Suppressed"),
-        FindingStatus::Resolved => (4, "Resolved"),
+/// OCSF finding `status_id` and its caption: the analyzer's status, and for an open finding
+/// the customer's review of it (its triage).
+pub fn status(status: FindingStatus, triage: TriageState) -> (u8, &'static str) {
+    match (status, triage) {
+        (FindingStatus::Resolved, _) => (4, "Resolved"),
+        (FindingStatus::Suppressed, _)
+        | (_, TriageState::Dismissed | TriageState::RiskAccepted) => (3, "Suppressed"),
+        (FindingStatus::Open, TriageState::Acknowledged) => (2, "In Progress"),
+        (FindingStatus::Open, TriageState::Untriaged) => (1, "New"),
     }
 }
 
@@ -173,7 +196,12 @@ impl<'a> DetectionFinding<'a> {
             _ => (1, "Create"),
         };
         let (severity_id, severity) = severity(f.severity);
-        let (status_id, status) = status(f.status);
+        let (status_id, status) = status(f.status, f.triage.state);
+        let triaged = f.triage.state != TriageState::Untriaged;
+        let status_detail = triaged.then(|| match f.triage.reason {
+            Some(reason) => format!("{}: {}", f.triage.state.as_str(), reason.as_str()),
+            None => f.triage.state.as_str().to_owned(),
+        });
         let mut resources = Vec::with_capacity(2);
         if let Some(identity) = &f.identity {
             resources.push(Resource {
@@ -201,6 +229,8 @@ impl<'a> DetectionFinding<'a> {
             severity,
             status_id,
             status,
+            status_detail,
+            comment: f.triage.comment.as_deref(),
             message: &f.title,
             finding_info: FindingInfo {
                 uid: &f.id,
@@ -221,6 +251,7 @@ impl<'a> DetectionFinding<'a> {
                     version: env!("CARGO_PKG_VERSION"),
                 },
             },
+            unmapped: triaged.then_some(Unmapped { triage: &f.triage }),
         }
     }
 }

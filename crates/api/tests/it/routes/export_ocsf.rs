@@ -178,3 +178,106 @@ async fn ocsf_events_map_severity_status_activity_and_resources() {
     assert_eq!(lines[0]["activity_id"], 2);
     assert_eq!(lines[0]["type_uid"], 200402);
 }
+
+#[tokio::test]
+async fn a_triage_is_the_events_review_status_with_its_reason_and_comment() {
+    let app = TestApp::start().await;
+    let (scope, tenant) = app.customer("A").await;
+    let mut records = vec![identity("u1", &tenant, "Ada Lovelace")];
+    for (id, status) in [
+        ("f-ack", "open"),
+        ("f-dismissed", "open"),
+        ("f-accepted", "open"),
+        ("f-resolved", "resolved"),
+        ("f-new", "open"),
+    ] {
+        records.push(finding(id, &tenant, "high", status, "u1"));
+    }
+    app.ingest(scope, &records).await;
+    let (_, key) = app
+        .key(scope, &[Scope::ReadFindings, Scope::WriteFindings])
+        .await;
+    let until = (chrono::Utc::now() + chrono::Duration::days(30)).to_rfc3339();
+    for (ids, triage) in [
+        (json!([{"id": "f-ack"}]), json!({"state": "acknowledged"})),
+        (
+            json!([{"id": "f-dismissed"}, {"id": "f-resolved"}]),
+            json!({"state": "dismissed", "reason": "false_positive",
+                   "comment": "Break-glass account\nreviewed quarterly"}),
+        ),
+        (
+            json!([{"id": "f-accepted"}]),
+            json!({"state": "risk_accepted", "reason": "compensating_control",
+                   "expiresAt": until}),
+        ),
+    ] {
+        let response = app
+            .client
+            .post(app.url("/api/v1/findings/triage"))
+            .bearer_auth(&key)
+            .json(&json!({"findings": ids, "triage": triage}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    let (_, lines) = ocsf_lines(&app, &key, "").await;
+    let by_id = |id: &str| {
+        lines
+            .iter()
+            .find(|l| l["finding_info"]["uid"] == id)
+            .unwrap()
+            .clone()
+    };
+    for line in &lines {
+        let errors: Vec<String> = SCHEMA.iter_errors(line).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:?}\n{line}");
+    }
+    let review = |id: &str| {
+        let line = by_id(id);
+        (
+            line["status_id"].as_u64().unwrap(),
+            line["status"].as_str().unwrap().to_owned(),
+            line["status_detail"].as_str().map(str::to_owned),
+        )
+    };
+    assert_eq!(
+        review("f-ack"),
+        (2, "In Progress".into(), Some("acknowledged".into()))
+    );
+    assert_eq!(
+        review("f-dismissed"),
+        (
+            3,
+            "Suppressed".into(),
+            Some("dismissed: false_positive".into())
+        )
+    );
+    assert_eq!(
+        review("f-accepted"),
+        (
+            3,
+            "Suppressed".into(),
+            Some("risk_accepted: compensating_control".into())
+        )
+    );
+    assert_eq!(review("f-new"), (1, "New".into(), None));
+    // A resolved finding stays resolved: the analyzer says it is gone, whatever the review.
+    assert_eq!(review("f-resolved").0, 4);
+    let dismissed = by_id("f-dismissed");
+    assert_eq!(
+        dismissed["comment"],
+        "Break-glass account\nreviewed quarterly"
+    );
+    assert_eq!(dismissed["unmapped"]["triage"]["reason"], "false_positive");
+    // The whole mark, as the API shows it.
+    let read = app
+        .get_json("/api/v1/findings/f-accepted", &key, StatusCode::OK)
+        .await;
+    assert_eq!(
+        by_id("f-accepted")["unmapped"]["triage"],
+        read["data"]["triage"]
+    );
+    let untriaged = by_id("f-new");
+    assert!(untriaged.get("comment").is_none() && untriaged.get("unmapped").is_none());
+}
