@@ -37,7 +37,7 @@ pub struct BulkTriageRequest {
 }
 
 /// What a bulk triage did to one finding.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BulkOutcomeKind {
     /// Written; `finding` is the finding now.
@@ -46,6 +46,38 @@ pub enum BulkOutcomeKind {
     NotFound,
     /// Its `ifMatch` is not the finding's `ETag` now: read it again.
     PreconditionFailed,
+}
+
+impl BulkOutcomeKind {
+    pub const ALL: [BulkOutcomeKind; 3] = [Self::Triaged, Self::NotFound, Self::PreconditionFailed];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Triaged => "triaged",
+            Self::NotFound => "not_found",
+            Self::PreconditionFailed => "precondition_failed",
+        }
+    }
+}
+
+/// A string enum with its values explained in the description, as every closed set of the
+/// contract is: schemars's `oneOf` of documented `const`s makes openapi-python-client
+/// generate a parser that refuses all but the first value.
+impl JsonSchema for BulkOutcomeKind {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "BulkOutcomeKind".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "enum": Self::ALL.map(Self::as_str),
+            "description": "What a bulk triage did to one finding: `triaged` (written; \
+                            `finding` is the finding now), `not_found` (no finding of yours \
+                            has this id), `precondition_failed` (its `ifMatch` is not the \
+                            finding's `ETag` now: read it again).",
+        })
+    }
 }
 
 /// One finding of a bulk triage's answer.
@@ -114,5 +146,17 @@ impl From<BulkTriage> for BulkTriageResponse {
             })
             .collect();
         Self { data, meta }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_contract_lists_each_outcome_as_it_is_sent() {
+        for kind in BulkOutcomeKind::ALL {
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+        }
     }
 }
