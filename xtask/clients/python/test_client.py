@@ -9,25 +9,38 @@ statuses.
 import datetime
 import json
 import os
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import pytest
 
 from posture_client import AuthenticatedClient
 from posture_client.api.events import get_event, list_events
-from posture_client.api.findings import export_findings, get_finding, list_findings
+from posture_client.api.findings import (
+    export_findings,
+    get_finding,
+    list_finding_triage,
+    list_findings,
+    triage_finding,
+    triage_findings,
+)
 from posture_client.api.identities import list_identities
 from posture_client.api.keys import get_current_key
 from posture_client.api.webhooks import create_webhook, delete_webhook, list_webhooks
 from posture_client.models import (
+    BulkTriageItem,
+    BulkTriageRequest,
     CreateWebhookRequest,
     ErrorResponse,
     EventType,
     FindingResponse,
     FindingStatus,
+    PatchFindingRequest,
     Scope,
     Severity,
     SubscriptionStatus,
+    TriageReason,
+    TriageRequest,
+    TriageState,
     WebhookType,
 )
 
@@ -121,6 +134,49 @@ def test_a_finding_by_id_and_an_unknown_one():
     assert missing.status_code == 404
     assert isinstance(missing.parsed, ErrorResponse)
     assert missing.parsed.error == "not_found"
+
+
+def test_a_finding_is_triaged_conditionally_and_read_back_with_its_history():
+    first = list_findings.sync_detailed(client=client(), limit=1).parsed.data[0]
+    read = get_finding.sync_detailed(first.id, client=client())
+    tag = read.headers["etag"]
+    mark = PatchFindingRequest(
+        triage=TriageRequest(
+            state=TriageState.DISMISSED,
+            reason=TriageReason.FALSE_POSITIVE,
+            comment="python client",
+        )
+    )
+    written = triage_finding.sync_detailed(first.id, client=client(), body=mark, if_match=tag)
+    assert written.status_code == 200, written.content
+    assert written.parsed.data.triage.state == TriageState.DISMISSED
+    assert written.parsed.data.triage.reason == TriageReason.FALSE_POSITIVE
+    assert written.headers["etag"] != tag
+    # The tag read before the write no longer holds.
+    stale = triage_finding.sync_detailed(first.id, client=client(), body=mark, if_match=tag)
+    assert stale.status_code == 412
+    assert stale.parsed.error == "precondition_failed"
+    again = get_finding.sync_detailed(first.id, client=client()).parsed.data
+    assert again.triage.comment == "python client"
+    assert again.triage.updated_by.name
+    history = list_finding_triage.sync_detailed(first.id, client=client()).parsed
+    assert history.data[0].to == TriageState.DISMISSED
+    assert history.data[0].to_reason == TriageReason.FALSE_POSITIVE
+    # In bulk, retried with its Idempotency-Key: the first answer again.
+    bulk = BulkTriageRequest(
+        findings=[BulkTriageItem(id=first.id), BulkTriageItem(id="no-such-finding")],
+        triage=TriageRequest(state=TriageState.UNTRIAGED),
+    )
+    key = str(uuid4())
+    answers = [
+        triage_findings.sync_detailed(client=client(), body=bulk, idempotency_key=key)
+        for _ in range(2)
+    ]
+    assert [a.status_code for a in answers] == [200, 200]
+    assert answers[1].headers["idempotent-replayed"] == "true"
+    outcomes = [r.outcome for r in answers[1].parsed.data]
+    assert outcomes == ["triaged", "not_found"]
+    assert answers[1].parsed.data[0].finding.triage.state == TriageState.UNTRIAGED
 
 
 def test_the_export_streams_one_json_line_per_finding():

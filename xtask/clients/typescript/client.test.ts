@@ -5,6 +5,7 @@
 // with the type used), then run with node's test runner against posture-api serving one
 // customer of demo data.
 
+import { randomUUID } from "node:crypto";
 import { test } from "node:test";
 import assert from "node:assert/strict";
 
@@ -116,6 +117,52 @@ test("a finding by id, and 404 with the error body for an unknown one", async ()
   });
   assert.equal(missing.response.status, 404);
   assert.equal(missing.error?.error, "not_found");
+});
+
+test("a finding is triaged conditionally, read back, and triaged in bulk once", async () => {
+  // The second finding: the Python suite triages the first.
+  const list = await client().GET("/api/v1/findings", { params: { query: { limit: 2 } } });
+  const finding = list.data?.data[1];
+  assert.ok(finding);
+  const path = { id: finding.id };
+  const read = await client().GET("/api/v1/findings/{id}", { params: { path } });
+  const tag = read.response.headers.get("etag");
+  assert.ok(tag);
+  const accepted = {
+    triage: {
+      state: "risk_accepted" as const,
+      reason: "compensating_control" as const,
+      expiresAt: new Date(Date.now() + 30 * 86_400_000).toISOString(),
+    },
+  };
+  const written = await client().PATCH("/api/v1/findings/{id}", {
+    params: { path, header: { "If-Match": tag } },
+    body: accepted,
+  });
+  assert.equal(written.response.status, 200);
+  assert.equal(written.data?.data.triage.state, "risk_accepted");
+  assert.equal(written.data?.data.triage.reason, "compensating_control");
+  const stale = await client().PATCH("/api/v1/findings/{id}", {
+    params: { path, header: { "If-Match": tag } },
+    body: accepted,
+  });
+  assert.equal(stale.response.status, 412);
+  assert.equal(stale.error?.error, "precondition_failed");
+  const history = await client().GET("/api/v1/findings/{id}/triage", { params: { path } });
+  assert.equal(history.data?.data[0]?.to, "risk_accepted");
+  const bulk = () =>
+    client().POST("/api/v1/findings/triage", {
+      params: { header: { "Idempotency-Key": key } },
+      body: { findings: [{ id: finding.id }], triage: { state: "untriaged" } },
+    });
+  const key = randomUUID();
+  const first = await bulk();
+  const retried = await bulk();
+  assert.equal(first.response.status, 200);
+  assert.equal(retried.response.headers.get("idempotent-replayed"), "true");
+  assert.deepEqual(retried.data, first.data);
+  assert.equal(retried.data?.data[0]?.outcome, "triaged");
+  assert.equal(retried.data?.data[0]?.finding?.triage.state, "untriaged");
 });
 
 test("the export streams one JSON line per finding", async () => {
