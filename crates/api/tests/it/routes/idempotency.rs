@@ -235,3 +235,50 @@ async fn a_refusal_that_would_be_the_same_is_kept_and_one_that_may_change_is_not
         .await;
     assert_eq!(kept, 1);
 }
+
+#[tokio::test]
+async fn a_bulk_of_500_findings_with_the_longest_comment_is_replayed_not_written_twice() {
+    let app = TestApp::start().await;
+    let (customer, tenant) = app.customer_with_one_of_each("A").await;
+    let findings: Vec<Value> = (0..500)
+        .map(|i| {
+            posture_test_support::fixtures::finding(
+                &format!("f-{i:03}"),
+                &tenant,
+                "high",
+                "open",
+                "u1",
+            )
+        })
+        .collect();
+    app.ingest(customer, &findings).await;
+    let (_, key) = app
+        .key(customer, &[Scope::ReadFindings, Scope::WriteFindings])
+        .await;
+    let ids: Vec<Value> = (0..500)
+        .map(|i| json!({"id": format!("f-{i:03}")}))
+        .collect();
+    // 2,000 characters of two bytes each: the answer is over 2 MiB.
+    let body =
+        json!({"findings": ids, "triage": {"state": "acknowledged", "comment": "é".repeat(2000)}});
+    let post = || {
+        app.client
+            .post(app.url("/api/v1/findings/triage"))
+            .bearer_auth(&key)
+            .header("idempotency-key", "big")
+            .json(&body)
+            .send()
+    };
+    let first = post().await.unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    assert!(first.headers().get("idempotent-replayed").is_none());
+    let first = first.bytes().await.unwrap();
+    assert!(first.len() > 2 << 20, "{} bytes", first.len());
+    let again = post().await.unwrap();
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.bytes().await.unwrap(), first);
+    let history = app
+        .get_json("/api/v1/findings/f-499/triage", &key, StatusCode::OK)
+        .await;
+    assert_eq!(history["meta"]["total"], 1, "written once");
+}
