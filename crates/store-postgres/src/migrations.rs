@@ -46,10 +46,18 @@ pub async fn run_pending(url: &str) -> Result<Vec<String>, Error> {
             .execute(conn)
             .map_err(Error::internal)?;
         let applied = migrate_locked(conn);
-        diesel::sql_query(format!("SELECT pg_advisory_unlock({MIGRATION_LOCK})"))
+        if applied.is_err() {
+            // A migration that failed inside a `BEGIN ... COMMIT` block of its own (one that
+            // runs outside the harness's transaction) leaves the session in that failed block:
+            // end it, so the unlock runs and the migration's own error is the one reported.
+            let _ = diesel::connection::SimpleConnection::batch_execute(conn, "ROLLBACK");
+        }
+        let unlocked = diesel::sql_query(format!("SELECT pg_advisory_unlock({MIGRATION_LOCK})"))
             .execute(conn)
-            .map_err(Error::internal)?;
-        applied
+            .map_err(Error::internal);
+        let applied = applied?;
+        unlocked?;
+        Ok(applied)
     })
     .await
 }

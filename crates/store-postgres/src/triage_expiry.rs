@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use diesel::{prelude::*, sql_types::Timestamptz};
 use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl};
-use posture_domain::{Error, Result, triage::TriageState, webhook::EventType};
+use posture_domain::{Result, triage::TriageState, webhook::EventType};
 use uuid::Uuid;
 
 use crate::{
@@ -47,7 +47,7 @@ impl PgStore {
             .await
             .map_err(db_error)?;
         let mut expired = 0_u64;
-        let mut waiting = Vec::new();
+        let mut busy = 0_u32;
         for CustomerRow { customer_id } in customers {
             let left = u64::from(batch).saturating_sub(expired);
             if left == 0 {
@@ -56,31 +56,32 @@ impl PgStore {
             match conn
                 .transaction(async |conn| expire_marks(conn, customer_id, now, left).await)
                 .await
-                .map_err(db_error)
             {
                 Ok(done) => expired += done,
-                // A pass holds this customer's lock past the wait (or the statement ran out
-                // of time): the others are swept, this one at the next round.
-                Err(Error::Unavailable(e)) => {
-                    tracing::debug!(customer.id = %customer_id, error = %e, "expired triage marks wait");
-                    waiting.push(Error::Unavailable(e));
+                // A pass holds this customer's lock past the wait: the others are swept,
+                // this one at the next round. Anything else (the store gone, a statement
+                // out of time) ends the round, and the worker says so.
+                Err(e) if waited_past_the_lock(&e) => {
+                    tracing::debug!(customer.id = %customer_id, "expired triage marks wait for a pass");
+                    busy += 1;
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(db_error(e)),
             }
         }
-        match waiting.pop() {
-            // Nothing got through: the store, not one customer, is the trouble.
-            Some(e) if expired == 0 => Err(e),
-            Some(_) => {
-                tracing::info!(
-                    customers = waiting.len() + 1,
-                    "expired triage marks of customers busy with a pass wait for the next sweep"
-                );
-                Ok(expired)
-            }
-            None => Ok(expired),
+        if busy > 0 {
+            tracing::info!(
+                customers = busy,
+                "expired triage marks of customers busy with a pass wait for the next sweep"
+            );
         }
+        Ok(expired)
     }
+}
+
+/// Whether `e` is the customer's lock not granted within the wait (`lock_timeout`).
+fn waited_past_the_lock(e: &diesel::result::Error) -> bool {
+    matches!(e, diesel::result::Error::DatabaseError(_, info)
+        if info.message().contains("lock timeout"))
 }
 
 /// Records at most `limit` of the customer's marks expired at `now` as `untriaged`, in the
