@@ -194,19 +194,19 @@ async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             command: FindingsCommand::Triage(args),
         } => {
             let wanted = args.triage();
-            let outcomes = triage::triage(&api, &args.ids, &wanted).await?;
-            for outcome in &outcomes {
+            let mut said = 0;
+            let mut shown = |outcome: &triage::Outcome| {
+                said += 1;
                 if json {
                     out_line(&outcome.raw.to_string());
                 } else {
                     out_line(&triage::render(outcome, &wanted));
                 }
-            }
-            let missed = outcomes.iter().filter(|o| !o.triaged()).count();
+            };
+            let missed = triage::triage(&api, &args.ids, &wanted, &mut shown).await?;
             if missed > 0 {
                 err_line(&format!(
-                    "{missed} of {} findings not written (see above)",
-                    outcomes.len()
+                    "{missed} of {said} findings not written (see above)"
                 ));
                 return Ok(ExitCode::FAILURE);
             }

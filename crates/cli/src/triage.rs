@@ -41,10 +41,18 @@ impl Outcome {
     }
 }
 
-/// Writes `triage` to the findings `ids`, [`PER_REQUEST`] at a time; every outcome in the
-/// order of `ids`.
-pub async fn triage(api: &Api, ids: &[String], triage: &Triage) -> Result<Vec<Outcome>, ApiError> {
-    let mut outcomes = Vec::with_capacity(ids.len());
+/// Writes `triage` to the findings `ids` (each once, in their first order), [`PER_REQUEST`]
+/// at a time; `shown` hears each outcome as its request is answered, so what was written
+/// before a later request fails is said. How many were not written.
+pub async fn triage(
+    api: &Api,
+    ids: &[String],
+    triage: &Triage,
+    shown: &mut (dyn FnMut(&Outcome) + Send),
+) -> Result<usize, ApiError> {
+    let mut seen = std::collections::HashSet::with_capacity(ids.len());
+    let ids: Vec<&String> = ids.iter().filter(|id| seen.insert(id.as_str())).collect();
+    let mut missed = 0;
     for chunk in ids.chunks(PER_REQUEST) {
         let findings: Vec<Value> = chunk
             .iter()
@@ -57,14 +65,16 @@ pub async fn triage(api: &Api, ids: &[String], triage: &Triage) -> Result<Vec<Ou
             .ok_or_else(|| ApiError::Unexpected("findings/triage: no data list".into()))?;
         for entry in entries {
             let text = |field: &str| entry[field].as_str().unwrap_or_default().to_owned();
-            outcomes.push(Outcome {
+            let outcome = Outcome {
                 id: text("id"),
                 outcome: text("outcome"),
                 raw: entry.clone(),
-            });
+            };
+            missed += usize::from(!outcome.triaged());
+            shown(&outcome);
         }
     }
-    Ok(outcomes)
+    Ok(missed)
 }
 
 /// One line for people: the finding and what happened to it.

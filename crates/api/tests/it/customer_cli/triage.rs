@@ -13,6 +13,20 @@ use reqwest::StatusCode;
 use super::cli;
 use crate::support::TestApp;
 
+/// Every outcome of a triage, as the command shows them one by one.
+async fn run(
+    api: &posture_cli::client::Api,
+    ids: &[String],
+    wanted: &triage::Triage,
+) -> Vec<triage::Outcome> {
+    let mut outcomes = Vec::new();
+    let missed = triage::triage(api, ids, wanted, &mut |o| outcomes.push(o.clone()))
+        .await
+        .unwrap();
+    assert_eq!(missed, outcomes.iter().filter(|o| !o.triaged()).count());
+    outcomes
+}
+
 /// The triage the command line `args` asks for, as `posture findings triage` parses it.
 fn flags(args: &[&str]) -> (Vec<String>, triage::Triage) {
     let cli = Cli::try_parse_from(["posture", "findings", "triage"].iter().chain(args)).unwrap();
@@ -64,7 +78,7 @@ async fn the_documented_flags_triage_findings_and_say_what_happened() {
         "--comment",
         "CA policy covers it",
     ]);
-    let outcomes = triage::triage(&api, &ids, &wanted).await.unwrap();
+    let outcomes = run(&api, &ids, &wanted).await;
     let said: Vec<String> = outcomes
         .iter()
         .map(|o| triage::render(o, &wanted))
@@ -85,13 +99,13 @@ async fn the_documented_flags_triage_findings_and_say_what_happened() {
     assert_eq!(f1["expiresAt"], format!("{until}T00:00:00Z"));
 
     let (ids, wanted) = flags(&["f-1", "--dismiss", "false_positive"]);
-    triage::triage(&api, &ids, &wanted).await.unwrap();
+    run(&api, &ids, &wanted).await;
     assert_eq!(state("f-1").await["state"], "dismissed");
     let (ids, wanted) = flags(&["f-1", "--acknowledge"]);
-    triage::triage(&api, &ids, &wanted).await.unwrap();
+    run(&api, &ids, &wanted).await;
     assert_eq!(state("f-1").await["state"], "acknowledged");
     let (ids, wanted) = flags(&["f-1", "--reset"]);
-    triage::triage(&api, &ids, &wanted).await.unwrap();
+    run(&api, &ids, &wanted).await;
     let f1 = state("f-1").await;
     assert_eq!(f1["state"], "untriaged");
     assert!(f1.get("reason").is_none_or(|r| r.is_null()), "{f1}");
@@ -119,10 +133,12 @@ async fn more_than_500_ids_go_in_several_requests_and_a_refusal_is_said() {
     let (api, _) = cli(&app, &key);
     let mut args: Vec<String> = (0..700).map(|i| format!("f-x{i}")).collect();
     args.push("f-1".into());
+    // An id given twice is asked once.
+    args.push("f-x3".into());
     args.push("--acknowledge".into());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (ids, wanted) = flags(&args);
-    let outcomes = triage::triage(&api, &ids, &wanted).await.unwrap();
+    let outcomes = run(&api, &ids, &wanted).await;
     assert_eq!(outcomes.len(), 701);
     assert_eq!(
         outcomes.iter().filter(|o| o.triaged()).count(),
@@ -140,7 +156,9 @@ async fn more_than_500_ids_go_in_several_requests_and_a_refusal_is_said() {
     let (_, reader) = app.key(customer, &[Scope::ReadFindings]).await;
     let (api, _) = cli(&app, &reader);
     let (ids, wanted) = flags(&["f-1", "--acknowledge"]);
-    let err = triage::triage(&api, &ids, &wanted).await.unwrap_err();
+    let err = triage::triage(&api, &ids, &wanted, &mut |_| {})
+        .await
+        .unwrap_err();
     assert!(
         err.to_string().starts_with("the key may not do this"),
         "{err}"
