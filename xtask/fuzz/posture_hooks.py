@@ -19,6 +19,11 @@ because they depend on the server's state or clock rather than on the request al
   names a finding twice (uniqueness by `id` within the list is not a JSON Schema rule).
 * An `Idempotency-Key` belongs to the first request sent with it for 24 hours: the fuzzer's
   reuse of a generated key with another body (422) or while the first runs (409) is dropped.
+  A reuse with the same body is answered with the first answer, as the draft says: a
+  replayed `201` names a subscription the stateful phase may have deleted since, so a
+  subscription "created" and then not found (ST302, 404) is dropped. That a created
+  subscription is found, and a replay acts once, the suite tests
+  (`crates/api/tests/it/routes/webhooks.rs`, `idempotency.rs`).
 
 Every other failure stands.
 """
@@ -37,6 +42,8 @@ def reason_of(response):
 
 @schemathesis.hook
 def filter_failure(context, failure, case, response):
+    if failure.code == "ST302" and response.status_code == 404 and "/webhooks/" in case.path:
+        return False
     if failure.code not in ("ST201", "ST202"):
         return True
     if response.status_code == 412 and "if-match" in {k.lower() for k in (case.headers or {})}:
