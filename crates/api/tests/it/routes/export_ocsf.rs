@@ -39,6 +39,15 @@ async fn ocsf_lines(
     (headers, lines)
 }
 
+/// The event of the finding `id` among `lines`.
+fn event_of(lines: &[Value], id: &str) -> Value {
+    lines
+        .iter()
+        .find(|l| l["finding_info"]["uid"] == id)
+        .unwrap()
+        .clone()
+}
+
 #[tokio::test]
 async fn every_ocsf_line_is_a_valid_detection_finding_event() {
     let app = TestApp::start().await;
@@ -107,13 +116,7 @@ async fn ocsf_events_map_severity_status_activity_and_resources() {
     .await;
     let (_, key) = app.key(scope, &[Scope::ReadFindings]).await;
     let (_, lines) = ocsf_lines(&app, &key, "").await;
-    let by_id = |id: &str| {
-        lines
-            .iter()
-            .find(|l| l["finding_info"]["uid"] == id)
-            .unwrap()
-            .clone()
-    };
+    let by_id = |id: &str| event_of(&lines, id);
 
     let open = by_id("f-open");
     assert_eq!(open["class_uid"], 2004);
@@ -222,13 +225,7 @@ async fn a_triage_is_the_events_review_status_with_its_reason_and_comment() {
         assert_eq!(response.status(), StatusCode::OK);
     }
     let (_, lines) = ocsf_lines(&app, &key, "").await;
-    let by_id = |id: &str| {
-        lines
-            .iter()
-            .find(|l| l["finding_info"]["uid"] == id)
-            .unwrap()
-            .clone()
-    };
+    let by_id = |id: &str| event_of(&lines, id);
     for line in &lines {
         let errors: Vec<String> = SCHEMA.iter_errors(line).map(|e| e.to_string()).collect();
         assert!(errors.is_empty(), "{errors:?}\n{line}");
