@@ -13,6 +13,9 @@
 //!    rendered page lists every operation and that the Content-Security-Policy refused
 //!    nothing, and keeps a screenshot in `target/clients/docs-page.png`.
 //!
+//! 5. Runs scim2-tester (`scim2 test`, PyPI `scim2-cli`) against `/scim/v2` of a second
+//!    instance on the same database (`scim_check.rs`).
+//!
 //! Fails when posture-api logs an ERROR line.
 
 use std::{
@@ -164,11 +167,13 @@ pub fn run_clients() -> anyhow::Result<()> {
     let examples = documented.and_then(|served| run_documented(&dirs, &venv, &served));
     let page = crate::docs_page_check::check(&base, &dirs.out);
     drop(running);
+    let scim = crate::scim_check::run(&bin, &env, &dirs.out);
     drop(postgres);
     python?;
     typescript?;
     let ran = examples?;
     page?;
+    let scim_checks = scim?;
     let logged = std::fs::read_to_string(&api_log).unwrap_or_default();
     let errors: Vec<&str> = logged.lines().filter(|l| l.contains("ERROR")).collect();
     if !errors.is_empty() {
@@ -179,7 +184,8 @@ pub fn run_clients() -> anyhow::Result<()> {
     }
     eprintln_status(&format!(
         "clients: contract lint clean, Python and TypeScript suites passed, {ran} documented \
-         examples ran as written, the reference page lists every operation ({:.0} s)",
+         examples ran as written, the reference page lists every operation, scim2 test passed \
+         {scim_checks} checks ({:.0} s)",
         started.elapsed().as_secs_f64()
     ));
     Ok(())

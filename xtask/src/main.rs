@@ -23,6 +23,7 @@ mod pgbouncer;
 mod process;
 mod receivers;
 mod schema;
+mod scim_check;
 mod servers;
 mod setup;
 mod test;
@@ -77,6 +78,9 @@ enum Task {
     /// (Spectral), the Python and TypeScript clients generated and their suites run, the
     /// API reference page checked in headless Chromium (docs/clients.md).
     Clients,
+    /// SCIM conformance alone: scim2-tester against `/scim/v2` of a served posture (also
+    /// run by `clients`; docs/scim.md).
+    Scim,
     /// Start the product with demo data on 127.0.0.1:8080 until Ctrl-C.
     Demo(demo::DemoArgs),
     /// Write demo data at any scale as JSON Lines files (one per customer).
@@ -130,6 +134,7 @@ impl Task {
             Task::Fuzz(_) => "fuzz",
             Task::ConsoleE2e => "console-e2e",
             Task::Clients => "clients",
+            Task::Scim => "scim",
             Task::Demo(_) => "demo",
             Task::Bench(args) if args.citus => "bench-citus",
             Task::Bench(_) => "bench",
@@ -157,6 +162,7 @@ impl Task {
             Task::ConsoleE2e => console_e2e::run_console_e2e(),
             Task::Demo(args) => demo::run_demo(&args),
             Task::Clients => clients::run_clients(),
+            Task::Scim => scim_check::run_alone(),
             Task::GenData(args) => gen_data::run(&args),
             Task::Bench(args) => bench::run_bench(&args),
             Task::Chaos(args) => chaos::run(&args),

@@ -168,6 +168,7 @@ pub const TASKS: &[&str] = &[
     "citus",
     "fuzz",
     "clients",
+    "scim",
     "console-e2e",
     "chaos",
     "soak",
@@ -185,7 +186,7 @@ pub fn needs(task: &str) -> Vec<&'static Need> {
         "test" => vec![&POSTGRES, &REDIS, &PYTHON, &PGBOUNCER, &LOCALES],
         // `test --citus`, `chaos --citus`, `bench --citus`: Citus is then built (citus.rs).
         "citus" => vec![&POSTGRES, &REDIS, &PYTHON, &CITUS_BUILD],
-        "fuzz" => vec![&POSTGRES, &PYTHON],
+        "fuzz" | "scim" => vec![&POSTGRES, &PYTHON],
         "clients" => vec![&POSTGRES, &PYTHON, &NODE, &CHROMIUM, &CURL],
         "console-e2e" => vec![&POSTGRES, &PYTHON, &NODE, &CHROMIUM],
         "chaos" => vec![&POSTGRES, &REDIS, &PATRONI, &CITUS_BUILD],

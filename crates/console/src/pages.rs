@@ -260,7 +260,7 @@ fn issue_form(viewer: &Viewer<'_>, form: &IssueForm<'_>) -> Markup {
                             input type="checkbox" name="scope" value=(scope.as_str())
                                 checked[form.scopes.contains(scope)];
                             code { (scope.as_str()) }
-                            span.grants.muted[scope.is_reserved()] { (scope.grants()) }
+                            span.grants { (scope.grants()) }
                         }
                     }
                 }
@@ -397,7 +397,7 @@ pub fn audit(viewer: &Viewer<'_>, page: &Paged<AuditEvent>) -> Markup {
             h1 { "Audit log" }
             section.card {
                 @if events.is_empty() && !page.later {
-                    p.muted { "Nothing yet: sign-ins, sign-outs, issued and revoked keys appear here." }
+                    p.muted { "Nothing yet: sign-ins, sign-outs, issued and revoked keys, and provisioning over SCIM appear here." }
                 } @else {
                     div.table-scroll { table.audit {
                         thead { tr { th { "When" } th { "Who" } th { "What" } th { "Key or setting" } } }
@@ -410,6 +410,7 @@ pub fn audit(viewer: &Viewer<'_>, page: &Paged<AuditEvent>) -> Markup {
                                         @if event.actor_kind == "admin" {
                                             br; span.muted { (event.actor_subject) }
                                         }
+                                        @if event.actor_kind == "key" { br; span.muted { "API key (SCIM)" } }
                                     }
                                     td { @match event.action.as_str() {
                                         "key.issued" => "Issued",
@@ -419,6 +420,12 @@ pub fn audit(viewer: &Viewer<'_>, page: &Paged<AuditEvent>) -> Markup {
                                         "session.signed_in" => "Signed in",
                                         "session.signed_out" => "Signed out",
                                         "session.ended" => "Ended sessions",
+                                        "scim.user.created" => "User provisioned",
+                                        "scim.user.updated" => "User updated",
+                                        "scim.user.deleted" => "User deprovisioned",
+                                        "scim.group.created" => "Group provisioned",
+                                        "scim.group.updated" => "Group updated",
+                                        "scim.group.deleted" => "Group deleted",
                                         other => (other),
                                     } }
                                     td {

@@ -60,13 +60,11 @@ impl Scope {
                 "create, change and delete webhook subscriptions and read their deliveries \
                  (sending past deliveries again also needs read:findings)"
             }
-            Scope::ProvisionScim => "reserved for provisioning: no route uses it yet",
+            Scope::ProvisionScim => {
+                "provision users and groups over SCIM 2.0 at /scim/v2 (the identity \
+                 provider's secret token); reads nothing under /api/v1"
+            }
         }
-    }
-
-    /// Whether no route accepts it yet (it may be issued ahead of time).
-    pub fn is_reserved(self) -> bool {
-        matches!(self, Scope::ProvisionScim)
     }
 }
 

@@ -85,6 +85,17 @@ uuid_id!(
     "id"
 );
 
+uuid_id!(
+    /// A user provisioned over SCIM (its `id`).
+    ScimUserId,
+    "id"
+);
+uuid_id!(
+    /// A group provisioned over SCIM (its `id`).
+    ScimGroupId,
+    "id"
+);
+
 /// A connected cloud directory tenant's id: a GUID, shown lowercase and hyphenated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
 #[serde(try_from = "String")]

@@ -28,6 +28,7 @@ pub mod page;
 pub mod ports;
 pub mod rate_limit;
 pub mod recommendation;
+pub mod scim;
 pub mod secrets;
 pub mod signature;
 pub mod tenant;

@@ -67,7 +67,7 @@ fn address_bucket(req: &ServiceRequest, state: &ApiState) -> RateBucket {
     RateBucket::Address(request_bucket_name(req.request(), &state.trusted_proxies))
 }
 
-fn set_headers(headers: &mut HeaderMap, bucket: &RateBucket, d: &RateDecision) {
+pub(crate) fn set_headers(headers: &mut HeaderMap, bucket: &RateBucket, d: &RateDecision) {
     let numbers = [
         (X_LIMIT, u64::from(d.limit)),
         (X_REMAINING, u64::from(d.remaining)),
@@ -91,10 +91,10 @@ fn set_headers(headers: &mut HeaderMap, bucket: &RateBucket, d: &RateDecision) {
 }
 
 /// One request counted against one bucket.
-struct Counted {
-    bucket: RateBucket,
+pub(crate) struct Counted {
+    pub(crate) bucket: RateBucket,
     /// `None` when the limiter failed (a bug: the request is let through uncounted).
-    decision: Option<RateDecision>,
+    pub(crate) decision: Option<RateDecision>,
 }
 
 impl Counted {
@@ -140,10 +140,10 @@ async fn has_budget(state: &ApiState, bucket: &RateBucket) -> bool {
 /// What the gate decided: the principal (if the key is valid) and where the route reads,
 /// the count its headers report, the refusal to answer instead of the route (if any), and
 /// the response's tag (a conditional read) with whether the client already holds it.
-struct Admission {
-    principal: Option<(Principal, Reads)>,
-    counted: Counted,
-    refusal: Option<ApiError>,
+pub(crate) struct Admission {
+    pub(crate) principal: Option<(Principal, Reads)>,
+    pub(crate) counted: Counted,
+    pub(crate) refusal: Option<ApiError>,
     tag: Option<EntityTag>,
     not_modified: bool,
 }
@@ -214,7 +214,7 @@ async fn admit_key(req: &ServiceRequest, state: &ApiState, principal: Principal)
 }
 
 /// Authenticates and counts the request (see the module's rules).
-async fn authenticate_and_count(req: &ServiceRequest, state: &ApiState) -> Admission {
+pub(crate) async fn authenticate_and_count(req: &ServiceRequest, state: &ApiState) -> Admission {
     if routes::is_public(req.path()) {
         let counted = count(state, address_bucket(req, state)).await;
         let refusal = counted.over_limit();

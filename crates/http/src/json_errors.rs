@@ -1,7 +1,8 @@
 //! A safety net: any 4xx or 5xx response that is not already JSON (an error produced by
 //! actix itself, e.g. a malformed request line or an oversized payload) gets the
 //! `{error, reason?}` body, so callers never see a plain-text error. HTML pages (the
-//! console's errors in words) are left as they are.
+//! console's errors in words) and SCIM's errors (`application/scim+json`, RFC 7644's shape)
+//! are left as they are.
 
 use actix_web::{
     HttpResponse, Result,
@@ -33,7 +34,11 @@ fn is_json_or_page(res: &ServiceResponse<impl MessageBody>) -> bool {
     res.headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"))
+        .is_some_and(|v| {
+            v.starts_with("application/json")
+                || v.starts_with("application/scim+json")
+                || v.starts_with("text/html")
+        })
 }
 
 pub(crate) fn ensure_json<B: MessageBody + 'static>(

@@ -26,6 +26,7 @@ mod properties;
 pub mod readiness;
 mod reads;
 pub mod routes;
+pub mod scim;
 pub mod shared_reads;
 mod state;
 mod telemetry;
@@ -91,6 +92,7 @@ pub fn app(
             web::resource(format!("{}/{{file}}", docs_page::PATH))
                 .route(web::get().to(docs_page::serve_asset)),
         )
+        .configure(scim::register)
         .service(
             web::scope(routes::PREFIX)
                 // Also `Cache-Control: no-store` on what the scope answers.

@@ -5,7 +5,7 @@ use std::{sync::Arc, time::Duration};
 use posture_domain::{
     ports::{
         ApiKeyRepository, DeliveryRepository, DirectSender, EventRepository, IdempotencyRepository,
-        StoreHealth, WebhookRepository,
+        ScimRepository, StoreHealth, WebhookRepository,
     },
     rate_limit::RateLimiter,
     secrets::Keyring,
@@ -35,6 +35,8 @@ pub struct Ports {
     pub events: Arc<dyn EventRepository>,
     /// `Idempotency-Key`s of the POSTs that create or act.
     pub idempotency: Arc<dyn IdempotencyRepository>,
+    /// SCIM's users and groups (`/scim/v2`).
+    pub scim: Arc<dyn ScimRepository>,
     pub health: Arc<dyn StoreHealth>,
     pub limiter: Arc<dyn RateLimiter>,
 }

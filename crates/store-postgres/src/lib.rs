@@ -25,6 +25,7 @@ mod pool_health;
 mod recommendations;
 mod replicas;
 mod schema;
+mod scim;
 pub mod spanning;
 mod sweeps;
 mod sync;

@@ -54,6 +54,13 @@ GRANT INSERT ON finding_triage_history TO {role};
 GRANT INSERT, DELETE ON idempotency_keys TO {role};
 GRANT UPDATE (fingerprint, claim, running_until, kept_until, status, headers, body_key_id, body_nonce,
     body) ON idempotency_keys TO {role};
+-- SCIM (`provision:scim`): users and groups created, changed and deleted by the identity
+-- provider; a group's members added and removed.
+GRANT INSERT, DELETE ON scim_users, scim_groups, scim_group_members TO {role};
+GRANT UPDATE (user_name, user_name_key, external_id, display_name, active, attributes, version,
+    updated_at) ON scim_users TO {role};
+GRANT UPDATE (display_name, display_name_key, external_id, version, updated_at)
+    ON scim_groups TO {role};
 GRANT UPDATE (cloud_tenant_id, identity_id, current_roles, recommended_role_name,
     recommended_actions, removed_actions, updated_at, modified_at)
     ON role_recommendations TO {role};

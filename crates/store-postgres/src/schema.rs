@@ -358,6 +358,43 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    scim_users (customer_id, id) {
+        customer_id -> Uuid,
+        id -> Uuid,
+        user_name -> Text,
+        user_name_key -> Text,
+        external_id -> Nullable<Text>,
+        display_name -> Nullable<Text>,
+        active -> Nullable<Bool>,
+        attributes -> Jsonb,
+        version -> BigInt,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    scim_groups (customer_id, id) {
+        customer_id -> Uuid,
+        id -> Uuid,
+        display_name -> Text,
+        display_name_key -> Text,
+        external_id -> Nullable<Text>,
+        version -> BigInt,
+        created_at -> Timestamptz,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    scim_group_members (customer_id, group_id, user_id) {
+        customer_id -> Uuid,
+        group_id -> Uuid,
+        user_id -> Uuid,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     customers,
     tenants,
@@ -384,4 +421,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     customer_sync,
     finding_triage_history,
     idempotency_keys,
+    scim_users,
+    scim_groups,
+    scim_group_members,
 );

@@ -59,6 +59,7 @@ fn assemble(
         deliveries: store.clone(),
         events: store.clone(),
         idempotency: store.clone(),
+        scim: store.clone(),
         health: store,
         limiter,
     }

@@ -25,6 +25,7 @@ mod recorded_examples;
 mod redis_tls;
 mod replicas;
 mod routes;
+mod scim;
 mod security;
 mod support;
 mod waits;

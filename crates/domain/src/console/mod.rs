@@ -384,12 +384,15 @@ pub struct AuditEvent {
     /// Its id: where the next page of the log starts.
     pub id: uuid::Uuid,
     pub at: DateTime<Utc>,
+    /// `admin`, `operator`, or `key` (a SCIM key's change: its id and name as subject and
+    /// name).
     pub actor_kind: String,
     pub actor_subject: String,
     pub actor_name: String,
     /// `key.issued`, `key.revoked`; `sso.set`, `sso.cleared` (the sign-in settings);
     /// `session.signed_in`, `session.signed_out` (an admin's session); `session.ended` (an
-    /// admin ended other admins' sessions).
+    /// admin ended other admins' sessions); `scim.user.created|updated|deleted`,
+    /// `scim.group.created|updated|deleted` (SCIM provisioning, by the actor kind `key`).
     pub action: String,
     /// The key, for a key's line.
     pub key: Option<AuditedKey>,

@@ -5,6 +5,7 @@
 //! a [`CustomerScope`] first and must filter by it in the query itself, never afterwards.
 //! Method names are unique across the traits so one adapter type can implement them all.
 
+mod scim;
 mod webhooks;
 
 use async_trait::async_trait;
@@ -32,6 +33,7 @@ use crate::{
     upr::{UprFilter, UprRollup, UprScore, UprTrendPoint},
 };
 
+pub use scim::ScimRepository;
 pub use webhooks::{
     DeliveryRepository, DirectSender, SecretRotationRepository, SentNow, StoredSecret,
     SubscriptionSecrets, WebhookRepository,

@@ -183,10 +183,6 @@ async fn the_keys_page_lists_every_key_with_who_created_it() {
             "{scope:?} without what it grants"
         );
     }
-    assert!(
-        body.contains("reserved for provisioning: no route uses it yet"),
-        "provision:scim is marked reserved"
-    );
     // Wide tables scroll inside their card; the page names its icon (no /favicon.ico 404).
     assert!(body.contains("class=\"table-scroll\""));
     let icon = page(&app, "/console/assets/favicon.svg", None).await;

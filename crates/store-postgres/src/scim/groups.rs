@@ -1,0 +1,444 @@
+//! SCIM groups and their members. A member change is a statement on the members table, not a
+//! rewrite of the group: adding one user to a group of 100,000 costs one row.
+
+use std::collections::{BTreeSet, HashMap};
+
+use chrono::{DateTime, Utc};
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl};
+use posture_domain::{
+    CustomerScope, Error, KeyId, Result,
+    scim::{
+        GroupAttributes, GroupFilter, GroupPatch, ListPage, ListWindow, MAX_GROUPS, MAX_MEMBERS,
+        MatchOn, Member, MemberChange, ScimGroup, ScimGroupId, ScimUserId, group_name_key,
+    },
+};
+use uuid::Uuid;
+
+use super::{Tx, Writer, check_version, limit_reached, meta, settle};
+use crate::{
+    PgStore,
+    error::db_error,
+    schema::{scim_group_members, scim_groups, scim_users},
+};
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = scim_groups, check_for_backend(diesel::pg::Pg))]
+struct GroupRow {
+    id: Uuid,
+    display_name: String,
+    external_id: Option<String>,
+    version: i64,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl GroupRow {
+    fn into_group(self, members: Option<Vec<Member>>) -> ScimGroup {
+        ScimGroup {
+            id: ScimGroupId::from_uuid(self.id),
+            display_name: self.display_name,
+            external_id: self.external_id,
+            members,
+            meta: meta(self.created_at, self.updated_at, self.version),
+        }
+    }
+}
+
+fn name_taken(name: &str) -> impl FnOnce() -> Error + '_ {
+    move || Error::Conflict(format!("a group named {name:?} exists"))
+}
+
+/// The members of `groups`, by group, in id order.
+async fn members_of(
+    conn: &mut AsyncPgConnection,
+    customer: Uuid,
+    groups: &[Uuid],
+) -> QueryResult<HashMap<Uuid, Vec<Member>>> {
+    let rows: Vec<(Uuid, Uuid, String, Option<String>)> = scim_group_members::table
+        .inner_join(
+            scim_users::table.on(scim_users::customer_id
+                .eq(scim_group_members::customer_id)
+                .and(scim_users::id.eq(scim_group_members::user_id))),
+        )
+        .filter(scim_group_members::customer_id.eq(customer))
+        .filter(scim_users::customer_id.eq(customer))
+        .filter(scim_group_members::group_id.eq_any(groups))
+        .order((scim_group_members::group_id, scim_group_members::user_id))
+        .select((
+            scim_group_members::group_id,
+            scim_group_members::user_id,
+            scim_users::user_name,
+            scim_users::display_name,
+        ))
+        .load(conn)
+        .await?;
+    let mut by_group: HashMap<Uuid, Vec<Member>> = HashMap::new();
+    for (group, user, user_name, display_name) in rows {
+        by_group.entry(group).or_default().push(Member {
+            user: ScimUserId::from_uuid(user),
+            display: display_name.unwrap_or(user_name),
+        });
+    }
+    Ok(by_group)
+}
+
+/// What an audit line says of a group.
+fn group_detail(name: &str, moved: &Moved) -> String {
+    match (moved.added, moved.removed) {
+        (0, 0) => format!("displayName {name:?}"),
+        (added, removed) => {
+            format!("displayName {name:?}, members added {added}, removed {removed}")
+        }
+    }
+}
+
+/// Locks a group's row and checks the version the caller named; the version and name found.
+async fn lock_group(
+    conn: &mut AsyncPgConnection,
+    customer: Uuid,
+    id: ScimGroupId,
+    expected: Option<u64>,
+) -> std::result::Result<(i64, String), Tx> {
+    let (version, name) = scim_groups::table
+        .filter(scim_groups::customer_id.eq(customer))
+        .filter(scim_groups::id.eq(id.as_uuid()))
+        .select((scim_groups::version, scim_groups::display_name))
+        .for_update()
+        .get_result(conn)
+        .await
+        .optional()?
+        .ok_or(Tx::Refused(Error::NotFound))?;
+    check_version(version, expected).map_err(Tx::Refused)?;
+    Ok((version, name))
+}
+
+pub(super) async fn read(
+    conn: &mut AsyncPgConnection,
+    customer: Uuid,
+    id: ScimGroupId,
+    with_members: bool,
+) -> QueryResult<Option<ScimGroup>> {
+    let Some(row) = scim_groups::table
+        .filter(scim_groups::customer_id.eq(customer))
+        .filter(scim_groups::id.eq(id.as_uuid()))
+        .select(GroupRow::as_select())
+        .get_result(conn)
+        .await
+        .optional()?
+    else {
+        return Ok(None);
+    };
+    let members = if with_members {
+        Some(
+            members_of(conn, customer, &[row.id])
+                .await?
+                .remove(&row.id)
+                .unwrap_or_default(),
+        )
+    } else {
+        None
+    };
+    Ok(Some(row.into_group(members)))
+}
+
+/// Member rows a change inserted and deleted (a replacement deletes every member first).
+#[derive(Default)]
+struct Moved {
+    added: usize,
+    removed: usize,
+}
+
+/// Applies one member change inside the caller's transaction; `Err` refuses the change.
+async fn change_members(
+    conn: &mut AsyncPgConnection,
+    customer: Uuid,
+    group: Uuid,
+    change: &MemberChange,
+) -> std::result::Result<Moved, Tx> {
+    let of_group = || {
+        scim_group_members::table
+            .filter(scim_group_members::customer_id.eq(customer))
+            .filter(scim_group_members::group_id.eq(group))
+    };
+    let (added, removed) = match change {
+        MemberChange::RemoveAll => {
+            let removed = diesel::delete(of_group()).execute(conn).await?;
+            return Ok(Moved { added: 0, removed });
+        }
+        MemberChange::Remove(ids) => {
+            let ids: Vec<Uuid> = ids.iter().map(ScimUserId::as_uuid).collect();
+            let removed =
+                diesel::delete(of_group().filter(scim_group_members::user_id.eq_any(ids)))
+                    .execute(conn)
+                    .await?;
+            return Ok(Moved { added: 0, removed });
+        }
+        MemberChange::Replace(ids) => (ids, diesel::delete(of_group()).execute(conn).await?),
+        MemberChange::Add(ids) => (ids, 0),
+    };
+    let wanted: BTreeSet<Uuid> = added.iter().map(ScimUserId::as_uuid).collect();
+    if wanted.is_empty() {
+        return Ok(Moved { added: 0, removed });
+    }
+    let found: Vec<Uuid> = scim_users::table
+        .filter(scim_users::customer_id.eq(customer))
+        .filter(scim_users::id.eq_any(wanted.iter().copied().collect::<Vec<_>>()))
+        .select(scim_users::id)
+        .load(conn)
+        .await?;
+    if let Some(missing) = wanted.iter().find(|id| !found.contains(id)) {
+        return Err(Tx::Refused(Error::invalid(
+            "members",
+            format!("{missing} is not a user provisioned for this customer"),
+        )));
+    }
+    let rows: Vec<_> = wanted
+        .iter()
+        .map(|user| {
+            (
+                scim_group_members::customer_id.eq(customer),
+                scim_group_members::group_id.eq(group),
+                scim_group_members::user_id.eq(*user),
+            )
+        })
+        .collect();
+    let inserted = diesel::insert_into(scim_group_members::table)
+        .values(rows)
+        .on_conflict_do_nothing()
+        .execute(conn)
+        .await?;
+    let members: i64 = of_group().count().get_result(conn).await?;
+    if u64::try_from(members).unwrap_or(0) > MAX_MEMBERS {
+        return Err(Tx::Refused(Error::invalid(
+            "members",
+            format!("a group has at most {MAX_MEMBERS} members"),
+        )));
+    }
+    Ok(Moved {
+        added: inserted,
+        removed,
+    })
+}
+
+pub(super) async fn create(
+    store: &PgStore,
+    scope: CustomerScope,
+    by: KeyId,
+    group: &GroupAttributes,
+) -> Result<ScimGroup> {
+    let customer = scope.customer_id().as_uuid();
+    let now = store.clock.now();
+    let id = ScimGroupId::generate();
+    let mut conn = store.conn().await?;
+    let writer = Writer::of(&mut conn, customer, by).await?;
+    let outcome = conn
+        .transaction(async |conn| {
+            let groups: i64 = scim_groups::table
+                .filter(scim_groups::customer_id.eq(customer))
+                .count()
+                .get_result(conn)
+                .await?;
+            if u64::try_from(groups).unwrap_or(0) >= MAX_GROUPS {
+                return Err(Tx::Refused(limit_reached("groups", MAX_GROUPS)));
+            }
+            diesel::insert_into(scim_groups::table)
+                .values((
+                    scim_groups::customer_id.eq(customer),
+                    scim_groups::id.eq(id.as_uuid()),
+                    scim_groups::display_name.eq(&group.display_name),
+                    scim_groups::display_name_key.eq(group_name_key(&group.display_name)),
+                    scim_groups::external_id.eq(&group.external_id),
+                    scim_groups::version.eq(1_i64),
+                    scim_groups::created_at.eq(now),
+                    scim_groups::updated_at.eq(now),
+                ))
+                .execute(conn)
+                .await?;
+            let change = MemberChange::Add(group.members.clone());
+            let moved = change_members(conn, customer, id.as_uuid(), &change).await?;
+            let detail = group_detail(&group.display_name, &moved);
+            writer.audit(conn, "scim.group.created", detail).await?;
+            read(conn, customer, id, true)
+                .await?
+                .ok_or(Tx::Refused(Error::NotFound))
+        })
+        .await;
+    settle(outcome, name_taken(&group.display_name))
+}
+
+pub(super) async fn patch(
+    store: &PgStore,
+    scope: CustomerScope,
+    by: KeyId,
+    id: ScimGroupId,
+    patch: &GroupPatch,
+    expected: Option<u64>,
+    with_members: bool,
+) -> Result<ScimGroup> {
+    let customer = scope.customer_id().as_uuid();
+    let now = store.clock.now();
+    let mut conn = store.conn().await?;
+    let writer = Writer::of(&mut conn, customer, by).await?;
+    let taken = patch.display_name.as_deref().unwrap_or_default();
+    let outcome = conn
+        .transaction(async |conn| {
+            let of_group = || {
+                scim_groups::table
+                    .filter(scim_groups::customer_id.eq(customer))
+                    .filter(scim_groups::id.eq(id.as_uuid()))
+            };
+            let (version, old_name) = lock_group(conn, customer, id, expected).await?;
+            if let Some(name) = &patch.display_name {
+                diesel::update(of_group())
+                    .set((
+                        scim_groups::display_name.eq(name),
+                        scim_groups::display_name_key.eq(group_name_key(name)),
+                    ))
+                    .execute(conn)
+                    .await?;
+            }
+            if let Some(external_id) = &patch.external_id {
+                diesel::update(of_group())
+                    .set(scim_groups::external_id.eq(external_id))
+                    .execute(conn)
+                    .await?;
+            }
+            let mut moved = Moved::default();
+            for change in &patch.members {
+                let by_change = change_members(conn, customer, id.as_uuid(), change).await?;
+                moved.added += by_change.added;
+                moved.removed += by_change.removed;
+            }
+            let name = patch.display_name.as_deref().unwrap_or(&old_name);
+            let mut detail = group_detail(name, &moved);
+            if patch.display_name.as_ref().is_some_and(|n| *n != old_name) {
+                detail.push_str(&format!(", renamed from {old_name:?}"));
+            }
+            writer.audit(conn, "scim.group.updated", detail).await?;
+            diesel::update(of_group())
+                .set((
+                    scim_groups::version.eq(version + 1),
+                    scim_groups::updated_at.eq(now),
+                ))
+                .execute(conn)
+                .await?;
+            read(conn, customer, id, with_members)
+                .await?
+                .ok_or(Tx::Refused(Error::NotFound))
+        })
+        .await;
+    settle(outcome, name_taken(taken))
+}
+
+pub(super) async fn delete(
+    store: &PgStore,
+    scope: CustomerScope,
+    by: KeyId,
+    id: ScimGroupId,
+    expected: Option<u64>,
+) -> Result<()> {
+    let customer = scope.customer_id().as_uuid();
+    let mut conn = store.conn().await?;
+    let writer = Writer::of(&mut conn, customer, by).await?;
+    let outcome = conn
+        .transaction(async |conn| {
+            let of_group = || {
+                scim_groups::table
+                    .filter(scim_groups::customer_id.eq(customer))
+                    .filter(scim_groups::id.eq(id.as_uuid()))
+            };
+            let (_, name) = lock_group(conn, customer, id, expected).await?;
+            writer
+                .audit(conn, "scim.group.deleted", format!("displayName {name:?}"))
+                .await?;
+            diesel::delete(of_group()).execute(conn).await?;
+            Ok(())
+        })
+        .await;
+    settle(outcome, || {
+        Error::internal("a delete met a unique constraint")
+    })
+}
+
+pub(super) async fn list(
+    store: &PgStore,
+    scope: CustomerScope,
+    filter: Option<&GroupFilter>,
+    window: ListWindow,
+    with_members: bool,
+) -> Result<ListPage<ScimGroup>> {
+    let customer = scope.customer_id().as_uuid();
+    let filtered = || {
+        let mut query = scim_groups::table
+            .filter(scim_groups::customer_id.eq(customer))
+            .into_boxed();
+        for clause in filter.map(|f| f.0.as_slice()).unwrap_or_default() {
+            query = match clause {
+                MatchOn::Id(Some(id)) => query.filter(scim_groups::id.eq(*id)),
+                MatchOn::GroupName(key) => {
+                    query.filter(scim_groups::display_name_key.eq(key.clone()))
+                }
+                MatchOn::ExternalId(v) => query.filter(scim_groups::external_id.eq(v.clone())),
+                MatchOn::Member(Some(user)) => query.filter(
+                    scim_groups::id.eq_any(
+                        scim_group_members::table
+                            .filter(scim_group_members::customer_id.eq(customer))
+                            .filter(scim_group_members::user_id.eq(user.as_uuid()))
+                            .select(scim_group_members::group_id),
+                    ),
+                ),
+                // Not a UUID, or not a group's attribute: matches nothing.
+                MatchOn::Id(None)
+                | MatchOn::Member(None)
+                | MatchOn::UserName(_)
+                | MatchOn::DisplayName(_)
+                | MatchOn::Active(_) => {
+                    query.filter(diesel::dsl::sql::<diesel::sql_types::Bool>("false"))
+                }
+            };
+        }
+        query
+    };
+    let mut conn = store.conn().await?;
+    let total: i64 = filtered()
+        .count()
+        .get_result(&mut conn)
+        .await
+        .map_err(db_error)?;
+    let rows: Vec<GroupRow> = if window.count == 0 {
+        Vec::new()
+    } else {
+        filtered()
+            .order(scim_groups::id)
+            .offset(i64::try_from(window.offset()).unwrap_or(i64::MAX))
+            .limit(i64::from(window.count))
+            .select(GroupRow::as_select())
+            .load(&mut conn)
+            .await
+            .map_err(db_error)?
+    };
+    let mut members = if with_members {
+        let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+        Some(
+            members_of(&mut conn, customer, &ids)
+                .await
+                .map_err(db_error)?,
+        )
+    } else {
+        None
+    };
+    let resources = rows
+        .into_iter()
+        .map(|row| {
+            let of_row = members
+                .as_mut()
+                .map(|m| m.remove(&row.id).unwrap_or_default());
+            row.into_group(of_row)
+        })
+        .collect();
+    Ok(ListPage {
+        resources,
+        total: u64::try_from(total).unwrap_or_default(),
+    })
+}
