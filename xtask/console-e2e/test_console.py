@@ -273,7 +273,7 @@ def test_the_keys_page_fits_a_400_pixel_wide_screen(browser):
     table = browser.find_element(By.CSS_SELECTOR, ".table-scroll")
     assert browser.execute_script("return arguments[0].clientWidth", table) <= page_width
     # Each scope says what it grants.
-    assert "reserved for provisioning" in browser.page_source
+    assert "provision users and groups over SCIM 2.0" in browser.page_source
 
 
 def test_sending_the_issue_form_twice_issues_one_key(browser):
