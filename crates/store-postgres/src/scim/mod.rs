@@ -22,7 +22,7 @@ use uuid::Uuid;
 
 use crate::{
     PgStore,
-    error::{corrupt, db_error, is_unique_violation},
+    error::{corrupt, db_error, is_foreign_key_violation, is_unique_violation},
     schema::{api_keys, console_audit, scim_group_members, scim_groups, scim_users},
 };
 
@@ -108,6 +108,11 @@ pub(crate) fn settle<T>(
         Ok(value) => Ok(value),
         Err(Tx::Refused(e)) => Err(e),
         Err(Tx::Db(e)) if is_unique_violation(&e) => Err(taken()),
+        // A member deleted between its check and its row (a race of two requests).
+        Err(Tx::Db(e)) if is_foreign_key_violation(&e) => Err(Error::invalid(
+            "members",
+            "a member is not a user provisioned for this customer",
+        )),
         Err(Tx::Db(e)) => Err(db_error(e)),
     }
 }
@@ -158,7 +163,9 @@ async fn lock_user(
         .filter(scim_users::customer_id.eq(customer))
         .filter(scim_users::id.eq(id.as_uuid()))
         .select((scim_users::version, scim_users::user_name))
-        .for_update()
+        // Not FOR UPDATE: a group's PATCH adding this user (its foreign key's KEY SHARE)
+        // need not wait for a change of the user's attributes.
+        .for_no_key_update()
         .get_result(conn)
         .await
         .optional()?
@@ -336,15 +343,28 @@ impl ScimRepository for PgStore {
         let writer = Writer::of(&mut conn, customer, by).await?;
         let outcome = conn
             .transaction(async |conn| {
+                // The groups it leaves change too (their members' list): locked first, in
+                // id order, as a group's PATCH locks its group before the users it adds,
+                // so the two wait for each other in one order and never deadlock.
+                let groups_of_user: Vec<Uuid> = scim_groups::table
+                    .filter(scim_groups::customer_id.eq(customer))
+                    .filter(
+                        scim_groups::id.eq_any(
+                            scim_group_members::table
+                                .filter(scim_group_members::customer_id.eq(customer))
+                                .filter(scim_group_members::user_id.eq(id.as_uuid()))
+                                .select(scim_group_members::group_id),
+                        ),
+                    )
+                    .order(scim_groups::id)
+                    .select(scim_groups::id)
+                    .for_update()
+                    .load(conn)
+                    .await?;
                 let (_, user_name) = lock_user(conn, customer, id, expected).await?;
                 writer
                     .audit(conn, "scim.user.deleted", format!("userName {user_name:?}"))
                     .await?;
-                // The groups it leaves change too (their members' list).
-                let groups_of_user = scim_group_members::table
-                    .filter(scim_group_members::customer_id.eq(customer))
-                    .filter(scim_group_members::user_id.eq(id.as_uuid()))
-                    .select(scim_group_members::group_id);
                 diesel::update(
                     scim_groups::table
                         .filter(scim_groups::customer_id.eq(customer))
