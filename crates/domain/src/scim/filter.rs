@@ -161,6 +161,12 @@ fn value(s: &str) -> Result<(Value, &str)> {
                     let text: String = serde_json::from_str(&s[..i + 2]).map_err(|_| {
                         Error::invalid("filter", "a value is not a valid JSON string")
                     })?;
+                    if text.chars().any(char::is_control) {
+                        return Err(Error::invalid(
+                            "filter",
+                            "a value has no control characters",
+                        ));
+                    }
                     return Ok((Value::Text(text), &body[i + 1..]));
                 }
                 _ => escaped = false,
@@ -236,6 +242,7 @@ mod tests {
             r#"password eq "x""#,
             r#"emails[type eq "work"] eq "x""#,
             r#"members eq "x""#,
+            r#"userName eq "\u0000""#,
         ] {
             let e = user(bad).unwrap_err();
             assert!(

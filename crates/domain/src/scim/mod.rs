@@ -249,14 +249,14 @@ pub struct ListPage<T> {
     pub total: u64,
 }
 
-fn required_text(field: &'static str, value: &str) -> Result<()> {
+pub(super) fn required_text(field: &'static str, value: &str) -> Result<()> {
     if value.trim().is_empty() {
         return Err(Error::invalid(field, "must not be empty"));
     }
     optional_text(field, Some(value))
 }
 
-fn optional_text(field: &'static str, value: Option<&str>) -> Result<()> {
+pub(super) fn optional_text(field: &'static str, value: Option<&str>) -> Result<()> {
     match value {
         Some(v) if v.chars().count() > MAX_TEXT => Err(Error::invalid(
             field,

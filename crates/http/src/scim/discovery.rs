@@ -135,12 +135,10 @@ fn group_schema() -> Value {
     let mut reference = attribute("$ref", "reference", "The user's URI.");
     reference["referenceTypes"] = json!(["User"]);
     reference["mutability"] = "immutable".into();
-    let mut display = attribute("display", "string", "The user's displayName or userName.");
-    display["mutability"] = "readOnly".into();
     let mut kind = attribute("type", "string", "Always User.");
     kind["canonicalValues"] = json!(["User"]);
     kind["mutability"] = "immutable".into();
-    members["subAttributes"] = json!([value, reference, display, kind]);
+    members["subAttributes"] = json!([value, reference, kind]);
     json!({
         "schemas": [SCHEMA_SCHEMA],
         "id": GROUP_SCHEMA,

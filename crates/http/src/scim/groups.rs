@@ -2,7 +2,14 @@
 //! changes, without reading the members), delete, and the list; `excludedAttributes=members`
 //! leaves a large group's members out.
 
-use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
+use actix_web::{
+    HttpRequest, HttpResponse,
+    http::{
+        StatusCode,
+        header::{self, HeaderValue},
+    },
+    web,
+};
 use posture_domain::scim::{
     GroupFilter, GroupPatch, ListPage, PatchRequest, ScimGroup, ScimGroupId, group_from_resource,
 };
@@ -109,6 +116,9 @@ async fn patch(
     let request: PatchRequest = serde_json::from_value(json_body(&req, payload).await?)
         .map_err(|e| ScimError::bad_request("invalidSyntax", format!("a PATCH body: {e}")))?;
     let patch = GroupPatch::from_request(&request)?;
+    // The group is answered only when asked for (`attributes`): otherwise 204, which RFC 7644
+    // allows, and no read of what may be 100,000 members.
+    let asked = ListParams::of(&req)?.asks_for_attributes();
     let group = state
         .ports
         .scim
@@ -118,9 +128,16 @@ async fn patch(
             id,
             &patch,
             if_match(&req),
-            members_shown(&req)?,
+            asked && members_shown(&req)?,
         )
         .await?;
+    if !asked {
+        let mut answer = HttpResponse::NoContent();
+        if let Ok(tag) = HeaderValue::from_str(&render::etag(group.meta.version)) {
+            answer.insert_header((header::ETAG, tag));
+        }
+        return Ok(answer.finish());
+    }
     let body = shape_of(&req)?.apply(render::group(&group, &base(&req)));
     Ok(answer(StatusCode::OK, &body, Some(group.meta.version)))
 }

@@ -226,6 +226,11 @@ impl Shape {
         }
     }
 
+    /// Whether the request names the attributes it wants.
+    pub(crate) fn asks(&self) -> bool {
+        !self.attributes.is_empty()
+    }
+
     /// Whether a group's members are shown (they cost a read: not when left out).
     pub(crate) fn members(&self) -> bool {
         let names_members = |list: &[String]| {
@@ -292,6 +297,11 @@ pub(crate) fn shape_of(req: &HttpRequest) -> Result<Shape, ScimError> {
 }
 
 impl ListParams {
+    /// Whether the request names `attributes` to be answered.
+    pub(crate) fn asks_for_attributes(&self) -> bool {
+        self.shape.asks()
+    }
+
     pub(crate) fn of(req: &HttpRequest) -> Result<Self, ScimError> {
         let query = Query::of(req)?;
         Ok(Self {

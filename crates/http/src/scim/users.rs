@@ -14,7 +14,7 @@ use super::{
     ListParams, ScimError, answer, base, if_match, json_body, not_modified, render, resource,
     shape_of,
 };
-use crate::{auth::Caller, state::ApiState};
+use crate::{auth::Caller, error::ApiError, state::ApiState};
 
 /// Times a PATCH without `If-Match` is tried again when another write came between its read
 /// and its write.
@@ -132,7 +132,15 @@ async fn patch(
             )
             .await
         {
-            Err(Error::PreconditionFailed(_)) if wanted.is_none() && attempt < PATCH_ATTEMPTS => {}
+            Err(Error::PreconditionFailed(_)) if wanted.is_none() => {
+                if attempt == PATCH_ATTEMPTS {
+                    // Not 412: the client named no version. Busy: it may retry.
+                    return Err(ApiError::Busy(
+                        "the user is being changed by other requests; retry",
+                    )
+                    .into());
+                }
+            }
             outcome => break outcome?,
         }
     };

@@ -4,6 +4,7 @@
 //! (`If-Match`), then writes and raises the version: two identity provider requests for one
 //! resource are applied one after the other.
 
+mod audit;
 mod groups;
 
 use async_trait::async_trait;
@@ -20,10 +21,12 @@ use posture_domain::{
 };
 use uuid::Uuid;
 
+pub(crate) use self::audit::Writer;
+
 use crate::{
     PgStore,
     error::{corrupt, db_error, is_foreign_key_violation, is_unique_violation},
-    schema::{api_keys, console_audit, scim_group_members, scim_groups, scim_users},
+    schema::{scim_group_members, scim_groups, scim_users},
 };
 
 #[derive(Queryable, Selectable)]
@@ -179,60 +182,6 @@ fn user_detail(user: &UserAttributes) -> String {
     match user.active {
         Some(active) => format!("userName {:?}, active {active}", user.user_name),
         None => format!("userName {:?}", user.user_name),
-    }
-}
-
-/// The key making SCIM's writes, as its audit lines name it (read before the write's
-/// transaction: on Citus keys are a plain table of the coordinator).
-pub(crate) struct Writer {
-    customer: Uuid,
-    key: Uuid,
-    name: String,
-    prefix: String,
-}
-
-impl Writer {
-    async fn of(conn: &mut AsyncPgConnection, customer: Uuid, by: KeyId) -> Result<Self> {
-        let (name, prefix) = api_keys::table
-            .find(by.as_uuid())
-            .filter(api_keys::customer_id.eq(customer))
-            .select((api_keys::name, api_keys::prefix))
-            .first::<(String, String)>(conn)
-            .await
-            .optional()
-            .map_err(db_error)?
-            .unwrap_or_default();
-        Ok(Self {
-            customer,
-            key: by.as_uuid(),
-            name,
-            prefix,
-        })
-    }
-
-    /// The audit line of one change, in the caller's transaction.
-    pub(crate) async fn audit(
-        &self,
-        conn: &mut AsyncPgConnection,
-        action: &str,
-        detail: String,
-    ) -> QueryResult<()> {
-        diesel::insert_into(console_audit::table)
-            .values((
-                console_audit::customer_id.eq(self.customer),
-                console_audit::id.eq(Uuid::now_v7()),
-                console_audit::actor_kind.eq("key"),
-                console_audit::actor_subject.eq(self.key.to_string()),
-                console_audit::actor_name.eq(&self.name),
-                console_audit::action.eq(action),
-                console_audit::key_id.eq(self.key),
-                console_audit::key_name.eq(&self.name),
-                console_audit::key_prefix.eq(&self.prefix),
-                console_audit::detail.eq(detail),
-            ))
-            .execute(conn)
-            .await
-            .map(drop)
     }
 }
 

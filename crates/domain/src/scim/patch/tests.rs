@@ -165,6 +165,9 @@ fn a_group_patch_refuses_what_it_cannot_do() {
     let id = ScimUserId::generate();
     for operations in [
         json!([{"op": "remove", "path": "displayName"}]),
+        json!([{"op": "replace", "path": "displayName", "value": "a\u{0000}b"}]),
+        json!([{"op": "replace", "value": {"displayName": "x".repeat(257)}}]),
+        json!([{"op": "add", "path": "externalId", "value": "line\nbreak"}]),
         json!([{"op": "add", "path": "members", "value": [{"value": "not-a-uuid"}]}]),
         json!([{"op": "remove", "path": "members[display eq \"Ada\"]"}]),
         json!([{"op": "replace", "path": "members.value", "value": id.to_string()}]),
