@@ -33,6 +33,9 @@ pub const MAX_TEXT: usize = 256;
 pub const MAX_EMAILS: usize = 10;
 /// Operations of one PATCH.
 pub const MAX_OPERATIONS: usize = 1_000;
+/// Members one list answer shows, all its groups together (a single group's read shows all
+/// of its members, up to [`MAX_MEMBERS`]).
+pub const MAX_MEMBERS_LISTED: u64 = 10_000;
 /// Members named by one request (a group's creation, replacement or PATCH).
 pub const MAX_MEMBERS_PER_REQUEST: usize = 1_000;
 /// Resources of one list page (`count`); the default when `count` is absent.

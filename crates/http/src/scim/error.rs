@@ -63,6 +63,7 @@ impl From<Error> for ScimError {
             Error::Invalid { field, reason } => {
                 let scim_type = match field.as_ref() {
                     "filter" => "invalidFilter",
+                    "page" => "tooMany",
                     "path" => "invalidPath",
                     "body" | "op" | "Operations" => "invalidSyntax",
                     _ => "invalidValue",

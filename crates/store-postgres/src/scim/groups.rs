@@ -10,7 +10,8 @@ use posture_domain::{
     CustomerScope, Error, KeyId, Result,
     scim::{
         GroupAttributes, GroupFilter, GroupPatch, ListPage, ListWindow, MAX_GROUPS, MAX_MEMBERS,
-        MatchOn, Member, MemberChange, ScimGroup, ScimGroupId, ScimUserId, group_name_key,
+        MAX_MEMBERS_LISTED, MatchOn, Member, MemberChange, ScimGroup, ScimGroupId, ScimUserId,
+        group_name_key,
     },
 };
 use uuid::Uuid;
@@ -149,6 +150,28 @@ struct Moved {
     removed: usize,
 }
 
+/// Refuses a group past [`MAX_MEMBERS`], once its request's changes are made (one count
+/// per request, not per change).
+async fn check_member_limit(
+    conn: &mut AsyncPgConnection,
+    customer: Uuid,
+    group: Uuid,
+) -> std::result::Result<(), Tx> {
+    let members: i64 = scim_group_members::table
+        .filter(scim_group_members::customer_id.eq(customer))
+        .filter(scim_group_members::group_id.eq(group))
+        .count()
+        .get_result(conn)
+        .await?;
+    if u64::try_from(members).unwrap_or(0) > MAX_MEMBERS {
+        return Err(Tx::Refused(Error::invalid(
+            "members",
+            format!("a group has at most {MAX_MEMBERS} members"),
+        )));
+    }
+    Ok(())
+}
+
 /// Applies one member change inside the caller's transaction; `Err` refuses the change.
 async fn change_members(
     conn: &mut AsyncPgConnection,
@@ -174,7 +197,15 @@ async fn change_members(
                     .await?;
             return Ok(Moved { added: 0, removed });
         }
-        MemberChange::Replace(ids) => (ids, diesel::delete(of_group()).execute(conn).await?),
+        // Only the members not kept are deleted: the audit line counts what changed.
+        MemberChange::Replace(ids) => {
+            let kept: Vec<Uuid> = ids.iter().map(ScimUserId::as_uuid).collect();
+            let removed =
+                diesel::delete(of_group().filter(scim_group_members::user_id.ne_all(kept)))
+                    .execute(conn)
+                    .await?;
+            (ids, removed)
+        }
         MemberChange::Add(ids) => (ids, 0),
     };
     let wanted: BTreeSet<Uuid> = added.iter().map(ScimUserId::as_uuid).collect();
@@ -208,13 +239,6 @@ async fn change_members(
         .on_conflict_do_nothing()
         .execute(conn)
         .await?;
-    let members: i64 = of_group().count().get_result(conn).await?;
-    if u64::try_from(members).unwrap_or(0) > MAX_MEMBERS {
-        return Err(Tx::Refused(Error::invalid(
-            "members",
-            format!("a group has at most {MAX_MEMBERS} members"),
-        )));
-    }
     Ok(Moved {
         added: inserted,
         removed,
@@ -257,6 +281,7 @@ pub(super) async fn create(
                 .await?;
             let change = MemberChange::Add(group.members.clone());
             let moved = change_members(conn, customer, id.as_uuid(), &change).await?;
+            check_member_limit(conn, customer, id.as_uuid()).await?;
             let detail = group_detail(&group.display_name, &moved);
             writer.audit(conn, "scim.group.created", detail).await?;
             read(conn, customer, id, true)
@@ -309,6 +334,9 @@ pub(super) async fn patch(
                 let by_change = change_members(conn, customer, id.as_uuid(), change).await?;
                 moved.added += by_change.added;
                 moved.removed += by_change.removed;
+            }
+            if moved.added > 0 {
+                check_member_limit(conn, customer, id.as_uuid()).await?;
             }
             let name = patch.display_name.as_deref().unwrap_or(&old_name);
             let mut detail = group_detail(name, &moved);
@@ -420,6 +448,22 @@ pub(super) async fn list(
     };
     let mut members = if with_members {
         let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+        let listed: i64 = scim_group_members::table
+            .filter(scim_group_members::customer_id.eq(customer))
+            .filter(scim_group_members::group_id.eq_any(&ids))
+            .count()
+            .get_result(&mut conn)
+            .await
+            .map_err(db_error)?;
+        if u64::try_from(listed).unwrap_or(0) > MAX_MEMBERS_LISTED {
+            return Err(Error::invalid(
+                "page",
+                format!(
+                    "the page's groups have {listed} members, more than the {MAX_MEMBERS_LISTED} \
+                     one answer shows: ask with excludedAttributes=members, or a smaller count"
+                ),
+            ));
+        }
         Some(
             members_of(&mut conn, customer, &ids)
                 .await

@@ -329,6 +329,25 @@ async fn every_change_is_a_line_of_the_customers_audit_log_by_the_key() {
         StatusCode::NO_CONTENT,
     )
     .await;
+    // A PUT that keeps one member and adds one counts what changed.
+    let grace = scim.create_user("grace@example.com").await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    scim.call(
+        Method::PUT,
+        &path,
+        Some(json!({"displayName": "Owners", "members": [{"value": ada}]})),
+        StatusCode::OK,
+    )
+    .await;
+    scim.call(
+        Method::PUT,
+        &path,
+        Some(json!({"displayName": "Owners", "members": [{"value": ada}, {"value": grace}]})),
+        StatusCode::OK,
+    )
+    .await;
     scim.call(Method::DELETE, &path, None, StatusCode::NO_CONTENT)
         .await;
     scim.call(
@@ -362,6 +381,18 @@ async fn every_change_is_a_line_of_the_customers_audit_log_by_the_key() {
         [
             ("scim.user.deleted", "userName \"ada@example.com\""),
             ("scim.group.deleted", "displayName \"Owners\""),
+            (
+                "scim.group.updated",
+                "displayName \"Owners\", members added 1, removed 0"
+            ),
+            (
+                "scim.group.updated",
+                "displayName \"Owners\", members added 1, removed 0"
+            ),
+            (
+                "scim.user.created",
+                "userName \"grace@example.com\", active true"
+            ),
             (
                 "scim.group.updated",
                 "displayName \"Owners\", members added 0, removed 1, renamed from \"Admins\""
