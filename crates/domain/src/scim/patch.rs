@@ -106,10 +106,18 @@ impl Path {
         }
         let name = attribute_name(path, urn);
         let Some((attribute, rest)) = name.split_once('[') else {
-            return Ok(Self {
-                attribute: name,
-                select: None,
-                sub: None,
+            // `name.givenName`; a schema URN (an extension's attribute) has dots of its own.
+            return Ok(match name.split_once('.') {
+                Some((attribute, sub)) if !name.starts_with("urn:") => Self {
+                    attribute: attribute.to_owned(),
+                    select: None,
+                    sub: Some(sub.to_owned()),
+                },
+                _ => Self {
+                    attribute: name,
+                    select: None,
+                    sub: None,
+                },
             });
         };
         let (filter, after) = rest.split_once(']').ok_or_else(invalid)?;
@@ -160,7 +168,14 @@ pub fn apply_user_patch(user: &mut UserAttributes, request: &PatchRequest) -> Re
                     Error::invalid("value", "without a path is an object of attributes")
                 })?;
                 for (key, value) in object {
-                    set_user_attribute(user, &attribute_name(key, USER_URN), value, true)?;
+                    let name = attribute_name(key, USER_URN);
+                    // Entra ID may send `emails[type eq "work"].value` as a key.
+                    if name.starts_with("emails[") || name.starts_with("emails.") {
+                        let path = Path::parse(key, USER_URN)?;
+                        patch_emails(&mut user.extras.emails, op, &path, Some(value))?;
+                    } else {
+                        set_user_attribute(user, &name, value, true)?;
+                    }
                 }
             }
             (op, Some(path)) if path.attribute == "emails" => {

@@ -56,6 +56,18 @@ fn a_patch_without_a_path_sets_the_attributes_of_its_value() {
 }
 
 #[test]
+fn a_patch_without_a_path_may_choose_an_address_by_its_type() {
+    let user = patched(json!([{
+        "op": "Replace",
+        "value": {"emails[type eq \"work\"].value": "ada@new.example", "name.givenName": "Ada"},
+    }]))
+    .unwrap();
+    assert_eq!(user.extras.emails[0].value, "ada@new.example");
+    assert_eq!(user.extras.emails[0].primary, Some(true));
+    assert!(patched(json!([{"op": "replace", "path": "emails.value", "value": "x"}])).is_err());
+}
+
+#[test]
 fn an_address_is_chosen_by_its_type() {
     let user = patched(json!([
         {"op": "replace", "path": "emails[type eq \"work\"].value", "value": "ada@new.example"},
