@@ -160,7 +160,10 @@ pub fn apply_user_patch(user: &mut UserAttributes, request: &PatchRequest) -> Re
         let op = operation.op()?;
         match (op, operation.path(USER_URN)?) {
             (Op::Remove, None) => {
-                return Err(Error::invalid("path", "is required by remove"));
+                return Err(Error::invalid(
+                    "target",
+                    "remove needs a path naming what it removes",
+                ));
             }
             (_, None) => {
                 let value = operation.value()?;
@@ -299,7 +302,12 @@ impl GroupPatch {
         for operation in request.checked()? {
             let op = operation.op()?;
             match (op, operation.path(GROUP_URN)?) {
-                (Op::Remove, None) => return Err(Error::invalid("path", "is required by remove")),
+                (Op::Remove, None) => {
+                    return Err(Error::invalid(
+                        "target",
+                        "remove needs a path naming what it removes",
+                    ));
+                }
                 (op, None) => {
                     let value = operation.value()?;
                     let object = value.as_object().ok_or_else(|| {

@@ -65,6 +65,7 @@ impl From<Error> for ScimError {
                     "filter" => "invalidFilter",
                     "page" => "tooMany",
                     "path" => "invalidPath",
+                    "target" => "noTarget",
                     "body" | "op" | "Operations" => "invalidSyntax",
                     _ => "invalidValue",
                 };

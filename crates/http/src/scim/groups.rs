@@ -75,7 +75,7 @@ async fn read(
         .await?
         .ok_or_else(ScimError::not_found)?;
     if not_modified(&req, group.meta.version) {
-        return Ok(HttpResponse::NotModified().finish());
+        return Ok(super::unchanged(group.meta.version));
     }
     let body = shape_of(&req)?.apply(render::group(&group, &base(&req)));
     Ok(answer(StatusCode::OK, &body, Some(group.meta.version)))

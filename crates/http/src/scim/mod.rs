@@ -146,6 +146,15 @@ pub(crate) fn if_match(req: &HttpRequest) -> Option<u64> {
     Some(tag_version(first).unwrap_or(0))
 }
 
+/// The 304 of a GET whose `If-None-Match` holds the resource's tag, with the tag.
+pub(crate) fn unchanged(version: u64) -> HttpResponse {
+    let mut response = HttpResponse::NotModified();
+    if let Ok(tag) = HeaderValue::from_str(&render::etag(version)) {
+        response.insert_header((header::ETAG, tag));
+    }
+    response.finish()
+}
+
 /// Whether `If-None-Match` holds the resource's tag (a GET is then answered 304).
 pub(crate) fn not_modified(req: &HttpRequest, version: u64) -> bool {
     req.headers()

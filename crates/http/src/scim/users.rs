@@ -71,7 +71,7 @@ async fn read(
         .await?
         .ok_or_else(ScimError::not_found)?;
     if not_modified(&req, user.meta.version) {
-        return Ok(HttpResponse::NotModified().finish());
+        return Ok(super::unchanged(user.meta.version));
     }
     let body = shape_of(&req)?.apply(render::user(&user, &base(&req)));
     Ok(answer(StatusCode::OK, &body, Some(user.meta.version)))

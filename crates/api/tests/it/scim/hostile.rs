@@ -83,6 +83,14 @@ async fn huge_and_malformed_bodies_are_refused_and_change_nothing() {
         .send(Method::PATCH, &path, Some(json!({"Operations": [{"op": "replace", "path": "emails[type eq work].value", "value": "x"}]})))
         .await;
     assert_scim_error(response, StatusCode::BAD_REQUEST, Some("invalidPath")).await;
+    let response = scim
+        .send(
+            Method::PATCH,
+            &path,
+            Some(json!({"Operations": [{"op": "remove"}]})),
+        )
+        .await;
+    assert_scim_error(response, StatusCode::BAD_REQUEST, Some("noTarget")).await;
     let listed = scim.call(Method::GET, "/Users", None, StatusCode::OK).await;
     assert_eq!(listed["totalResults"], 1);
     assert_eq!(listed["Resources"][0], user, "nothing changed");

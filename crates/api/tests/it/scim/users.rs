@@ -239,6 +239,7 @@ async fn versions_guard_writes_and_reads() {
         .await
         .unwrap();
     assert_eq!(cached.status(), StatusCode::NOT_MODIFIED);
+    assert_eq!(cached.headers()["etag"], "W/\"2\"");
     let delete = scim
         .app
         .client
