@@ -41,11 +41,6 @@ fn group_id(id: &str) -> Result<ScimGroupId, ScimError> {
     id.parse().map_err(|_| ScimError::not_found())
 }
 
-/// Whether the request's `attributes`/`excludedAttributes` leave the members in.
-fn members_shown(req: &HttpRequest) -> Result<bool, ScimError> {
-    Ok(shape_of(req)?.members())
-}
-
 async fn create(
     req: HttpRequest,
     caller: Caller,
@@ -68,16 +63,17 @@ async fn read(
     state: web::Data<ApiState>,
     id: web::Path<String>,
 ) -> Result<HttpResponse, ScimError> {
+    let shape = shape_of(&req)?;
     let group = state
         .ports
         .scim
-        .scim_group(caller.scope(), group_id(&id)?, members_shown(&req)?)
+        .scim_group(caller.scope(), group_id(&id)?, shape.members())
         .await?
         .ok_or_else(ScimError::not_found)?;
     if not_modified(&req, group.meta.version) {
         return Ok(super::unchanged(group.meta.version));
     }
-    let body = shape_of(&req)?.apply(render::group(&group, &base(&req)));
+    let body = shape.apply(render::group(&group, &base(&req)));
     Ok(answer(StatusCode::OK, &body, Some(group.meta.version)))
 }
 
@@ -118,7 +114,8 @@ async fn patch(
     let patch = GroupPatch::from_request(&request)?;
     // The group is answered only when asked for (`attributes`): otherwise 204, which RFC 7644
     // allows, and no read of what may be 100,000 members.
-    let asked = ListParams::of(&req)?.asks_for_attributes();
+    let shape = shape_of(&req)?;
+    let asked = shape.asks();
     let group = state
         .ports
         .scim
@@ -128,7 +125,7 @@ async fn patch(
             id,
             &patch,
             if_match(&req),
-            asked && members_shown(&req)?,
+            asked && shape.members(),
         )
         .await?;
     if !asked {
@@ -138,7 +135,7 @@ async fn patch(
         }
         return Ok(answer.finish());
     }
-    let body = shape_of(&req)?.apply(render::group(&group, &base(&req)));
+    let body = shape.apply(render::group(&group, &base(&req)));
     Ok(answer(StatusCode::OK, &body, Some(group.meta.version)))
 }
 

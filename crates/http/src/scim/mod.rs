@@ -306,11 +306,6 @@ pub(crate) fn shape_of(req: &HttpRequest) -> Result<Shape, ScimError> {
 }
 
 impl ListParams {
-    /// Whether the request names `attributes` to be answered.
-    pub(crate) fn asks_for_attributes(&self) -> bool {
-        self.shape.asks()
-    }
-
     pub(crate) fn of(req: &HttpRequest) -> Result<Self, ScimError> {
         let query = Query::of(req)?;
         Ok(Self {
