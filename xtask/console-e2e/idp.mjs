@@ -3,7 +3,8 @@
 // pages, one confidential client for posture, and two users of "Contoso Group":
 //   alice: an admin (groups claim holds "posture-admins");
 //   bob:   staff, not an admin.
-// Configured by environment: IDP_PORT, IDP_CLIENT_ID, IDP_CLIENT_SECRET, IDP_REDIRECT_URI.
+// Configured by environment: IDP_PORT, IDP_CLIENT_ID, IDP_CLIENT_SECRET, IDP_REDIRECT_URIS
+// (space-separated: one console callback per customer signing in here).
 import Provider from "oidc-provider";
 
 const port = Number(process.env.IDP_PORT);
@@ -29,7 +30,7 @@ const provider = new Provider(issuer, {
     {
       client_id: process.env.IDP_CLIENT_ID,
       client_secret: process.env.IDP_CLIENT_SECRET,
-      redirect_uris: [process.env.IDP_REDIRECT_URI],
+      redirect_uris: process.env.IDP_REDIRECT_URIS.split(" "),
       grant_types: ["authorization_code"],
       response_types: ["code"],
       token_endpoint_auth_method: "client_secret_basic",

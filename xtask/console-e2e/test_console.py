@@ -8,6 +8,11 @@ console-e2e`, which starts PostgreSQL, the provider and posture-api and sets:
   SECOND_CUSTOMER_ID, SECOND_PROVIDER_NAME
                     a second customer, whose console signs in with a provider of another
                     make (PyPI oidc-provider-mock: a form with one button per user)
+  THIRD_CUSTOMER_ID, THIRD_CUSTOMER_NAME
+                    a third customer signing in with the first provider, whose console the
+                    suite provisions over SCIM and then requires provisioning for
+  POSTURE_API, DATABASE_URL, POSTURE_SECRET_KEY
+                    the operator's CLI, to require provisioning as an operator does
   SCREENSHOTS       where each page's screenshot goes
   ISSUED_KEYS_FILE  where the keys shown by the console are written (xtask then checks that
                     no log line of posture-api holds any of them)
@@ -15,6 +20,8 @@ console-e2e`, which starts PostgreSQL, the provider and posture-api and sets:
 
 import json
 import os
+import subprocess
+import time
 import urllib.error
 import urllib.request
 
@@ -35,6 +42,8 @@ CONSOLE = f"{BASE}/console/{CUSTOMER}/"
 PROVIDER_NAME = os.environ["PROVIDER_NAME"]
 SECOND_CONSOLE = f"{BASE}/console/{os.environ['SECOND_CUSTOMER_ID']}/"
 SECOND_PROVIDER_NAME = os.environ["SECOND_PROVIDER_NAME"]
+THIRD_CUSTOMER = os.environ["THIRD_CUSTOMER_ID"]
+THIRD_CONSOLE = f"{BASE}/console/{THIRD_CUSTOMER}/"
 
 
 def new_browser():
@@ -97,13 +106,13 @@ def on_posture(driver):
     return driver.current_url.startswith(f"{BASE}/")
 
 
-def sign_in(driver, user, screenshot=None, again=False):
+def sign_in(driver, user, screenshot=None, again=False, console=CONSOLE):
     """Signs `user` in from the console's sign-in page through the provider's own pages
     (`again`: while signed in, straight to the sign-in link, as the page sends an admin on)."""
     if again:
-        driver.get(f"{CONSOLE}sign-in")
+        driver.get(f"{console}sign-in")
     else:
-        driver.get(CONSOLE)
+        driver.get(console)
         if screenshot:
             shot(driver, screenshot)
         click_and_load(driver, driver.find_element(By.ID, "sign-in"))
@@ -136,8 +145,8 @@ def session_cookie(driver):
     return next(c for c in driver.get_cookies() if c["name"] == "posture_session")
 
 
-def issue_key(driver, name, scope, expires):
-    driver.get(f"{CONSOLE}keys")
+def issue_key(driver, name, scope, expires, console=CONSOLE):
+    driver.get(f"{console}keys")
     driver.find_element(By.ID, "name").send_keys(name)
     driver.find_element(By.CSS_SELECTOR, f"input[name=scope][value='{scope}']").click()
     Select(driver.find_element(By.ID, "expires")).select_by_value(expires)
@@ -374,3 +383,90 @@ def test_a_provider_of_another_make_signs_admins_in_and_others_not(browser):
     shot(browser, "18-second-provider-denied")
     click_and_load(browser, browser.find_element(By.ID, "back-to-sign-in"))
     assert browser.current_url == SECOND_CONSOLE
+
+
+SCIM_USER = "urn:ietf:params:scim:schemas:core:2.0:User"
+SCIM_GROUP = "urn:ietf:params:scim:schemas:core:2.0:Group"
+SCIM_PATCH = "urn:ietf:params:scim:api:messages:2.0:PatchOp"
+
+
+def scim(key, method, path, body=None):
+    """A SCIM request as an identity provider sends it; the answer's status and body."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        f"{BASE}/scim/v2{path}", data=data, method=method,
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/scim+json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            text = response.read()
+            return response.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as error:
+        return error.code, json.load(error)
+
+
+def require_provisioning():
+    """`posture-api customers sso provisioning`, as the operator runs it."""
+    subprocess.run(
+        [os.environ["POSTURE_API"], "customers", "sso", "provisioning",
+         "--customer", THIRD_CUSTOMER, "--match-claim", "email",
+         "--admin-group", "Posture Admins"],
+        check=True, capture_output=True, env={**os.environ, "POSTURE_LOG": "warn"})
+
+
+def test_with_provisioning_required_a_deactivated_admin_is_signed_out_at_once(
+        browser, second_browser):
+    # Before provisioning is required, the admin rule admits alice: she issues the token
+    # her identity provider's SCIM connector will use, in the console.
+    sign_in(browser, "alice", console=THIRD_CONSOLE)
+    key = issue_key(browser, "Entra ID provisioning", "provision:scim", "never",
+                    console=THIRD_CONSOLE)
+    # The identity provider provisions: alice and bob, and the admin group with alice.
+    status, alice = scim(key, "POST", "/Users", {
+        "schemas": [SCIM_USER], "userName": "alice@contoso.example", "active": True,
+        "displayName": "Alice Admin"})
+    assert status == 201, alice
+    status, bob = scim(key, "POST", "/Users", {
+        "schemas": [SCIM_USER], "userName": "bob@contoso.example", "active": True})
+    assert status == 201, bob
+    status, group = scim(key, "POST", "/Groups", {
+        "schemas": [SCIM_GROUP], "displayName": "Posture Admins",
+        "members": [{"value": alice["id"]}]})
+    assert status == 201, group
+
+    require_provisioning()
+    browser.get(f"{THIRD_CONSOLE}keys")
+    assert browser.current_url == THIRD_CONSOLE, "requiring provisioning ended the session"
+
+    # Provisioned and in the admin group: alice signs in, and sees who was provisioned.
+    sign_in(browser, "alice", console=THIRD_CONSOLE)
+    assert browser.current_url == f"{THIRD_CONSOLE}keys"
+    click_and_load(browser, browser.find_element(By.LINK_TEXT, "Directory"))
+    assert browser.current_url == f"{THIRD_CONSOLE}users"
+    users = browser.find_element(By.CSS_SELECTOR, "table.users").text
+    assert "alice@contoso.example" in users and "bob@contoso.example" in users
+    assert "Provisioning is required" in browser.page_source
+    shot(browser, "19-provisioned-users")
+    click_and_load(browser, browser.find_element(By.LINK_TEXT, "Groups"))
+    row = browser.find_element(By.CSS_SELECTOR, "tr[data-group-name='Posture Admins']")
+    assert "Admins" in row.text
+    shot(browser, "20-provisioned-groups")
+
+    # Provisioned but not in the admin group: refused, the group named.
+    sign_in(second_browser, "bob", console=THIRD_CONSOLE)
+    assert http_status(second_browser) == 403
+    assert "Posture Admins" in second_browser.page_source
+    shot(second_browser, "21-provisioned-not-an-admin")
+
+    # Entra ID deactivates alice; her next request, at once, finds her signed out.
+    status, _ = scim(key, "PATCH", f"/Users/{alice['id']}", {
+        "schemas": [SCIM_PATCH], "Operations": [{"op": "Replace", "value": {"active": "False"}}]})
+    assert status == 200
+    deactivated = time.monotonic()
+    browser.get(f"{THIRD_CONSOLE}keys")
+    signed_out_after = time.monotonic() - deactivated
+    assert browser.current_url == THIRD_CONSOLE, "the session ended"
+    assert signed_out_after < 1.0, f"signed out {signed_out_after:.2f} s after deactivation"
+    sign_in(browser, "alice", console=THIRD_CONSOLE, again=True)
+    assert http_status(browser) == 403
+    assert "Your account is deactivated" in browser.page_source
+    shot(browser, "22-deactivated")

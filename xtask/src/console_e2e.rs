@@ -5,7 +5,9 @@
 //! node-oidc-provider (`xtask/console-e2e/idp.mjs`, installed with `npm ci` into
 //! `target/console-e2e/`) with an admin and a non-admin user, points the customer's console
 //! at it with the real `posture-api customers sso set`, and a second customer's at a second
-//! provider of another make (PyPI `oidc-provider-mock`), serves posture-api, and runs the
+//! provider of another make (PyPI `oidc-provider-mock`), a third customer's at the first
+//! provider (the suite provisions it over SCIM and then requires provisioning), serves
+//! posture-api, and runs the
 //! pytest + Selenium suite (`xtask/console-e2e/test_console.py`, installed into
 //! `target/console-e2e-venv/`) in headless Chromium (Debian `chromium`, `chromium-driver`).
 //! Screenshots of every page land in `target/console-e2e/screenshots/`. Fails when a test
@@ -43,6 +45,8 @@ const PYTHON_PACKAGES: &[&str] = &[
 /// What the console's sign-in buttons call the two providers (`sso set --display-name`).
 const PROVIDER_NAME: &str = "Contoso ID";
 const SECOND_PROVIDER_NAME: &str = "Fabrikam ID (oidc-provider-mock)";
+/// The customer whose console comes to require SCIM provisioning.
+const THIRD_NAME: &str = "Northwind Traders";
 
 /// Sets a customer's identity provider with the real `posture-api customers sso set`, which
 /// asks the provider for its discovery document first (through the same rules as a
@@ -144,6 +148,9 @@ pub fn run_console_e2e() -> anyhow::Result<()> {
     let data = scratch_dir("console-e2e-data")?.join("contoso.jsonl");
     ingest_demo_data(&bin, &env, &customer, &spec, &data)?;
 
+    // A third customer signs in with the same provider, and will require provisioning.
+    let third_customer = create_customer(&bin, &env, THIRD_NAME)?;
+
     let api_bind = format!("127.0.0.1:{}", free_port()?);
     let idp_port = free_port()?;
     let public_url = format!("http://{api_bind}");
@@ -157,8 +164,11 @@ pub fn run_console_e2e() -> anyhow::Result<()> {
         .env("IDP_CLIENT_ID", "posture")
         .env("IDP_CLIENT_SECRET", &client_secret)
         .env(
-            "IDP_REDIRECT_URI",
-            format!("{public_url}/console/{customer}/callback"),
+            "IDP_REDIRECT_URIS",
+            format!(
+                "{public_url}/console/{customer}/callback \
+                 {public_url}/console/{third_customer}/callback"
+            ),
         )
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&idp_log)?)
@@ -175,6 +185,13 @@ pub fn run_console_e2e() -> anyhow::Result<()> {
         &env,
         &client_secret,
         (&customer, &issuer, PROVIDER_NAME),
+    )?;
+
+    set_sso(
+        &bin,
+        &env,
+        &client_secret,
+        (&third_customer, &issuer, PROVIDER_NAME),
     )?;
 
     let second_port = free_port()?;
@@ -204,6 +221,9 @@ pub fn run_console_e2e() -> anyhow::Result<()> {
         // docs/operations.md says for a provider inside the network.
         .env("POSTURE_SSO_ALLOWED_NETWORKS", "127.0.0.0/8")
         .env("POSTURE_LOG", "info")
+        // Every sign-in of the suite comes from one address: more than the default 30 per
+        // 10 minutes (the limit itself is tested in the Rust suite).
+        .env("POSTURE_CONSOLE_SIGN_IN_LIMIT", "120")
         .stdin(Stdio::null())
         .stderr(std::fs::File::create(&api_log)?);
     children.push(serve.spawn().context("starting posture-api serve")?);
@@ -228,6 +248,12 @@ pub fn run_console_e2e() -> anyhow::Result<()> {
         .env("PROVIDER_NAME", PROVIDER_NAME)
         .env("SECOND_CUSTOMER_ID", &second_customer)
         .env("SECOND_PROVIDER_NAME", SECOND_PROVIDER_NAME)
+        .env("THIRD_CUSTOMER_ID", &third_customer)
+        .env("THIRD_CUSTOMER_NAME", THIRD_NAME)
+        // The suite requires provisioning for the third customer with the real operator
+        // command, as an operator would once its identity provider has provisioned.
+        .env("POSTURE_API", bin.join("posture-api"))
+        .envs(env)
         .env("SCREENSHOTS", &screenshots)
         .env("ISSUED_KEYS_FILE", &issued)
         .status()

@@ -146,6 +146,11 @@ pub enum SsoCommand {
         #[arg(long = "public-url", env = "POSTURE_PUBLIC_URL", value_parser = crate::config::parse_public_url)]
         public_url: Option<String>,
     },
+    /// Require SCIM provisioning for a customer's console (docs/scim.md): only an active
+    /// provisioned user whose userName equals the ID token's `--match-claim` may sign in, and
+    /// admins are the members of the SCIM group `--admin-group`; `--off` stops requiring it.
+    /// A change ends the customer's console sessions.
+    Provisioning(ProvisioningArgs),
     /// Remove a customer's identity provider: its console closes and every session ends.
     Clear {
         #[command(flatten)]
@@ -203,6 +208,25 @@ pub struct SetSsoArgs {
     /// A subject (`sub`) who is an admin; repeat for several.
     #[arg(long = "admin-subject")]
     pub admin_subjects: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ProvisioningArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// The customer's id.
+    #[arg(long)]
+    pub customer: String,
+    /// The ID token claim matched to a provisioned user's userName: email,
+    /// preferred_username, upn, ...
+    #[arg(long = "match-claim", requires = "admin_group", conflicts_with = "off")]
+    pub match_claim: Option<String>,
+    /// The displayName of the SCIM group whose members are the console's admins.
+    #[arg(long = "admin-group", requires = "match_claim", conflicts_with = "off")]
+    pub admin_group: Option<String>,
+    /// Stop requiring provisioning: the admin rule of `sso set` applies again.
+    #[arg(long, required_unless_present = "match_claim")]
+    pub off: bool,
 }
 
 #[derive(Subcommand, Debug)]

@@ -1,7 +1,8 @@
 //! The customer console (docs/console.md): server-rendered pages under `/console/` where a
 //! customer's admins, signed in with their own OpenID Connect provider, issue and revoke
-//! their organisation's API keys, read the audit log of who did so, and see and end
-//! their organisation's console sessions.
+//! their organisation's API keys, read the audit log of who did so, see and end their
+//! organisation's console sessions, and see the users and groups its identity provider
+//! provisioned over SCIM.
 //!
 //! No bearer keys here: a signed-in admin holds a session cookie (HttpOnly, SameSite=Lax,
 //! Secure over TLS, scoped to the customer's path), every form carries the session's CSRF
@@ -12,6 +13,7 @@
 //! Like the API, this crate calls the domain's ports only; the binary wires the adapters.
 
 mod assets;
+mod directory;
 mod error;
 mod keys;
 mod pages;
@@ -30,7 +32,7 @@ use actix_web::{
 };
 use posture_domain::{
     console::SessionPolicy,
-    ports::{ApiKeyRepository, ConsoleRepository, SignInProvider},
+    ports::{ApiKeyRepository, ConsoleRepository, ScimRepository, SignInProvider},
     rate_limit::RateLimiter,
     secrets::Keyring,
 };
@@ -46,6 +48,8 @@ pub const PREFIX: &str = "/console";
 pub struct ConsolePorts {
     pub keys: Arc<dyn ApiKeyRepository>,
     pub console: Arc<dyn ConsoleRepository>,
+    /// The users and groups provisioned over SCIM (read only here).
+    pub scim: Arc<dyn ScimRepository>,
     pub sign_in: Arc<dyn SignInProvider>,
     /// Counts sign-in attempts per client address (its own policy, apart from the API's).
     pub sign_in_limiter: Arc<dyn RateLimiter>,
@@ -93,6 +97,9 @@ pub const ROUTES: &[&str] = &[
     "/{customer}/sessions",
     "/{customer}/sessions/end-others",
     "/{customer}/sessions/{session}/end",
+    "/{customer}/users",
+    "/{customer}/groups",
+    "/{customer}/groups/{group}",
 ];
 
 /// Mounts the console under [`PREFIX`].
@@ -145,6 +152,12 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ConsoleState) {
             .route(
                 "/{customer}/sessions/{session}/end",
                 web::post().to(sessions::end_one),
+            )
+            .route("/{customer}/users", web::get().to(directory::users))
+            .route("/{customer}/groups", web::get().to(directory::groups))
+            .route(
+                "/{customer}/groups/{group}",
+                web::get().to(directory::group),
             )
             .default_service(web::to(pages::not_found)),
     );

@@ -29,7 +29,7 @@ pub fn html_page(markup: Markup) -> HttpResponse {
         .body(markup.into_string())
 }
 
-fn frame(title: &str, viewer: Option<&Viewer<'_>>, body: Markup) -> Markup {
+pub(crate) fn frame(title: &str, viewer: Option<&Viewer<'_>>, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -51,6 +51,7 @@ fn frame(title: &str, viewer: Option<&Viewer<'_>>, body: Markup) -> Markup {
                                 a href={ (PREFIX) "/" (viewer.customer_id) "/keys" } { "API keys" }
                                 a href={ (PREFIX) "/" (viewer.customer_id) "/audit" } { "Audit log" }
                                 a href={ (PREFIX) "/" (viewer.customer_id) "/sessions" } { "Sessions" }
+                                a href={ (PREFIX) "/" (viewer.customer_id) "/users" } { "Directory" }
                             }
                             form.signout method="post" action={ (PREFIX) "/" (viewer.customer_id) "/sign-out" } {
                                 span.who { (name) }
@@ -66,7 +67,7 @@ fn frame(title: &str, viewer: Option<&Viewer<'_>>, body: Markup) -> Markup {
     }
 }
 
-fn time(t: DateTime<Utc>) -> Markup {
+pub(crate) fn time(t: DateTime<Utc>) -> Markup {
     html! { time datetime=(t.to_rfc3339()) { (t.format("%Y-%m-%d %H:%M UTC")) } }
 }
 
@@ -174,15 +175,6 @@ pub fn sign_in(viewer: &Viewer<'_>, provider: &str, notice: Option<&str>) -> Mar
                 }
             }
         },
-    )
-}
-
-/// The sign-in ended without a session: the user is not an admin.
-pub fn not_admin_detail(user: &str, customer: &str) -> String {
-    format!(
-        "You are signed in to your identity provider as {user}, but you are not an admin of \
-         {customer} in posture. Ask an admin of your organisation to issue the key you need, \
-         or ask your identity provider's administrator for admin access."
     )
 }
 

@@ -3,8 +3,9 @@
 //! `GET sign-in` keeps a pending sign-in (state, nonce, PKCE verifier) under the hash of a
 //! random binding sent to the browser in a cookie only the callback receives, and redirects
 //! to the provider. `GET callback` takes that pending sign-in (single use, ten minutes),
-//! checks `state`, redeems the code, verifies the ID token, applies the admin rule, and
-//! starts a new session (a new token whatever the browser held before). Both count against
+//! checks `state`, redeems the code, verifies the ID token, applies the admin rule (or, when
+//! the customer requires provisioning, matches a provisioned admin), and starts a new
+//! session (a new token whatever the browser held before). Both count against
 //! the client address's sign-in limit.
 
 use actix_web::{HttpRequest, HttpResponse, http::header, web};
@@ -12,7 +13,8 @@ use chrono::Utc;
 use posture_domain::{
     CustomerId, CustomerScope,
     console::{
-        NewSession, PendingSignIn, SsoConfig, issuer_host, random_token, same_secret, token_hash,
+        Admission, NewSession, PendingSignIn, Provisioning, SsoConfig, issuer_host, random_token,
+        same_secret, token_hash,
     },
     ports::SignInError,
     rate_limit::RateBucket,
@@ -194,18 +196,84 @@ pub async fn callback(
         )
         .await
         .map_err(|e| of_sign_in(provider_error(&setup.sso, e)))?;
-    if !setup.sso.admins.admits(&user.subject, &user.claims) {
-        tracing::info!(customer = %customer, subject = %user.subject, "console: sign-in refused, not an admin");
-        return Err(of_sign_in(ConsoleError::Forbidden {
-            title: "You are not an admin of this organisation".to_owned(),
-            detail: pages::not_admin_detail(&user.display_name, &setup.customer_name),
-        }));
-    }
     let new = NewSession::start(customer, &user, state.sessions, Utc::now())?;
     let replaces = session::presented_token(&req, &state).map(|t| t.hash());
-    state.ports.console.create_session(&new, replaces).await?;
+    let refusal = match &setup.sso.provisioning {
+        None if setup.sso.admins.admits(&user.subject, &user.claims) => {
+            state.ports.console.create_session(&new, replaces).await?;
+            None
+        }
+        None => Some(Admission::NotAdmin),
+        Some(provisioning) => match provisioning.sign_in(&user.claims) {
+            Some(matched) => match state
+                .ports
+                .console
+                .create_provisioned_session(&new, replaces, &matched)
+                .await?
+            {
+                Admission::Admitted => None,
+                refused => Some(refused),
+            },
+            None => Some(Admission::NotProvisioned),
+        },
+    };
+    if let Some(refused) = refusal {
+        tracing::info!(customer = %customer, subject = %user.subject, admission = ?refused, "console: sign-in refused");
+        let detail = refused_detail(
+            refused,
+            &user.display_name,
+            &setup.customer_name,
+            setup.sso.provisioning.as_ref(),
+        );
+        return Err(of_sign_in(ConsoleError::Forbidden {
+            title: refused_title(refused).to_owned(),
+            detail,
+        }));
+    }
     tracing::info!(customer = %customer, subject = %user.subject, "console: admin signed in");
     Ok(signed_in(&req, &state, customer, &new))
+}
+
+fn refused_title(refused: Admission) -> &'static str {
+    match refused {
+        Admission::NotProvisioned => "You are not provisioned for this organisation",
+        Admission::Deactivated => "Your account is deactivated",
+        Admission::Admitted | Admission::NotAdmin => "You are not an admin of this organisation",
+    }
+}
+
+/// Why a sign-in ended without a session, in words: what the user can do about it.
+fn refused_detail(
+    refused: Admission,
+    user: &str,
+    customer: &str,
+    provisioning: Option<&Provisioning>,
+) -> String {
+    let signed_in = format!("You are signed in to your identity provider as {user}");
+    let ask = "Ask your identity provider's administrator";
+    match (refused, provisioning) {
+        (Admission::NotProvisioned, Some(p)) => format!(
+            "{signed_in}, but {customer} lets only the people its identity provider provisions \
+             to posture sign in, matched by the {:?} claim of your sign-in, and none matches \
+             yours. {ask} to assign you to posture.",
+            p.claim
+        ),
+        (Admission::Deactivated, _) => format!(
+            "{signed_in}, but your identity provider has deactivated your access to posture \
+             for {customer}. {ask} if this is a mistake."
+        ),
+        (_, Some(p)) => format!(
+            "{signed_in}, but admins of {customer} in posture are the members of the group \
+             {:?}, and you are not one. Ask an admin of your organisation to issue the key you \
+             need, or ask your identity provider's administrator for admin access.",
+            p.admin_group
+        ),
+        (_, None) => format!(
+            "{signed_in}, but you are not an admin of {customer} in posture. Ask an admin of \
+             your organisation to issue the key you need, or ask your identity provider's \
+             administrator for admin access."
+        ),
+    }
 }
 
 /// The code and state of the provider's answer; an error the provider reports, or an answer

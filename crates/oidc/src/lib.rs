@@ -286,10 +286,22 @@ impl SignInProvider for OidcSignIn {
         .map(|name| outside::one_line(&name, MAX_DISPLAY_NAME_BYTES))
         .find(|name| !name.is_empty())
         .unwrap_or_else(|| subject.clone());
+        // The standard claims a customer requiring provisioning may match a provisioned
+        // userName by join the others (the library parses them apart). An e-mail address
+        // the provider says is not verified is left out: it names nobody.
+        let mut other = claims.additional_claims().claims.clone();
+        if let Some(email) = claims.email()
+            && claims.email_verified() != Some(false)
+        {
+            other.insert("email".to_owned(), email.to_string().into());
+        }
+        if let Some(username) = claims.preferred_username() {
+            other.insert("preferred_username".to_owned(), username.to_string().into());
+        }
         Ok(SignedInUser {
             subject,
             display_name,
-            claims: claims.additional_claims().claims.clone(),
+            claims: other,
         })
     }
 }

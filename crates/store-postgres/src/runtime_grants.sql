@@ -95,7 +95,8 @@ GRANT UPDATE (body, status, attempts, next_attempt_at, lease_until, leased_by, d
 -- The console: single sign-on settings (replaced whole or removed), sign-ins and sessions.
 GRANT INSERT, DELETE ON console_sso, console_sign_ins, console_sessions TO {role};
 GRANT UPDATE (issuer, client_id, secret_key_id, secret_nonce, secret_ciphertext, admin_claim,
-    admin_values, admin_subjects, updated_at, display_name) ON console_sso TO {role};
+    admin_values, admin_subjects, updated_at, display_name, provisioning_claim, admin_group)
+    ON console_sso TO {role};
 GRANT UPDATE (last_seen_at, ended_at) ON console_sessions TO {role};
 
 -- The events feed: written by passes, read by the API, the oldest deleted by workers.

@@ -244,6 +244,8 @@ diesel::table! {
         admin_subjects -> Array<Text>,
         updated_at -> Timestamptz,
         display_name -> Nullable<Text>,
+        provisioning_claim -> Nullable<Text>,
+        admin_group -> Nullable<Text>,
     }
 }
 
@@ -270,6 +272,7 @@ diesel::table! {
         expires_at -> Timestamptz,
         ended_at -> Nullable<Timestamptz>,
         id -> Uuid,
+        scim_user_id -> Nullable<Uuid>,
     }
 }
 

@@ -3,7 +3,8 @@
 use posture_domain::{
     Customer,
     console::{
-        AdminRule, ClientSecret, SsoConfig, SsoSettings, validate_display_name, validate_issuer,
+        AdminRule, ClientSecret, Provisioning, SsoConfig, SsoSettings, validate_display_name,
+        validate_issuer,
     },
     egress::EgressPolicy,
     ports::{ConsoleRepository, CustomerRepository},
@@ -13,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::{customer_scope, fail, store};
 use crate::{
-    cli::{CustomersCommand, SetSsoArgs, SsoCommand},
+    cli::{CustomersCommand, ProvisioningArgs, SetSsoArgs, SsoCommand},
     config::Networks,
     output::emit,
 };
@@ -38,6 +39,10 @@ fn sso_json(sso: &SsoConfig, public_url: Option<&str>) -> Value {
         "adminClaim": sso.admins.claim,
         "adminValues": sso.admins.values,
         "adminSubjects": sso.admins.subjects,
+        "provisioning": sso.provisioning.as_ref().map(|p| json!({
+            "matchClaim": p.claim,
+            "adminGroup": p.admin_group,
+        })),
         "redirectPath": format!("/console/{}/callback", sso.customer_id),
         "updatedAt": sso.updated_at,
     })
@@ -49,8 +54,16 @@ fn sso_text(sso: &SsoConfig, public_url: Option<&str>) -> String {
     } else {
         ""
     };
+    let provisioning = match &sso.provisioning {
+        Some(p) => format!(
+            "required: the {:?} claim matched to userName; admins: members of SCIM group {:?} \
+             (the admin rule is not used)",
+            p.claim, p.admin_group
+        ),
+        None => "not required".to_owned(),
+    };
     format!(
-        "issuer:         {}\nclient id:      {}\nsign-in button: Sign in with {}\nadmin claim:    {}\nadmin values:   {}\nadmin subjects: {}\nredirect URI:   {}{hint}",
+        "issuer:         {}\nclient id:      {}\nsign-in button: Sign in with {}\nadmin claim:    {}\nadmin values:   {}\nadmin subjects: {}\nprovisioning:   {provisioning}\nredirect URI:   {}{hint}",
         sso.issuer,
         sso.client_id,
         sso.provider_name(),
@@ -138,9 +151,50 @@ async fn set_sso(args: SetSsoArgs, json: bool) -> anyhow::Result<()> {
     })
 }
 
+async fn set_provisioning(args: ProvisioningArgs, json: bool) -> anyhow::Result<()> {
+    let scope = customer_scope(&args.customer)?;
+    let provisioning = match (args.match_claim, args.admin_group) {
+        (Some(claim), Some(admin_group)) => {
+            let p = Provisioning {
+                claim,
+                admin_group: admin_group.trim().to_owned(),
+            };
+            p.validate()
+                .map_err(|e| anyhow::anyhow!("--match-claim / --admin-group: {e}"))?;
+            Some(p)
+        }
+        _ => None,
+    };
+    let change = store(&args.database)?
+        .set_provisioning(scope, provisioning.as_ref())
+        .await
+        .map_err(|e| match e {
+            posture_domain::Error::NotFound => anyhow::anyhow!(
+                "customer {} has no identity provider (or does not exist): set one with \
+                 `customers sso set` first",
+                args.customer
+            ),
+            other => fail("setting provisioning", other),
+        })?;
+    let mut value = sso_json(&change.sso, None);
+    value["sessionsEnded"] = json!(change.sessions_ended);
+    emit(json, &value, || {
+        let what = match &change.sso.provisioning {
+            Some(p) => format!(
+                "provisioning required: the {:?} claim is matched to a provisioned userName; \
+                 admins are the members of SCIM group {:?}",
+                p.claim, p.admin_group
+            ),
+            None => "provisioning not required: the admin rule applies".to_owned(),
+        };
+        format!("{what}\n{} console session(s) ended", change.sessions_ended)
+    })
+}
+
 async fn run_sso(command: SsoCommand, json: bool) -> anyhow::Result<()> {
     match command {
         SsoCommand::Set(args) => set_sso(*args, json).await,
+        SsoCommand::Provisioning(args) => set_provisioning(args, json).await,
         SsoCommand::Show {
             database,
             customer,

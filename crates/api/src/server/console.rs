@@ -65,6 +65,7 @@ pub fn console_ports(
     Ok(ConsolePorts {
         keys: Arc::new(store.clone()),
         console: Arc::new(store.clone()),
+        scim: Arc::new(store.clone()),
         sign_in: Arc::new(
             OidcSignIn::new(EgressPolicy {
                 allow_private: false,

@@ -2,7 +2,8 @@
 //! of key issuance and revocation (docs/console.md).
 //!
 //! A customer's admins sign in with the customer's own OpenID Connect provider. Who is an
-//! admin is an [`AdminRule`] the operator sets. A signed-in admin holds a [`SessionToken`]
+//! admin is an [`AdminRule`] the operator sets, or, when the customer requires
+//! [`Provisioning`], membership of a SCIM group. A signed-in admin holds a [`SessionToken`]
 //! in a cookie; only its SHA-256 is stored, with a CSRF token every form must carry back.
 //! Sessions end at sign-out, after [`SessionPolicy::idle`] without a request, and at
 //! [`SessionPolicy::absolute`] after sign-in, whichever comes first.
@@ -16,8 +17,10 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+mod provisioning;
 mod sso;
 
+pub use provisioning::{Admission, MAX_CLAIM_NAME_LEN, ProvisionedSignIn, Provisioning};
 pub use sso::{
     AdminRule, MAX_ADMIN_ENTRIES, MAX_DISPLAY_NAME_CHARS, SsoConfig, SsoSettings, issuer_host,
     validate_display_name, validate_issuer,
@@ -172,7 +175,9 @@ pub struct SignedInUser {
     pub subject: String,
     /// `name`, else `preferred_username`, else `email`, else the subject.
     pub display_name: String,
-    /// Every claim of the ID token (for the admin rule).
+    /// The ID token's claims beyond the standard ones (for the admin rule), with `email`
+    /// (unless the provider says it is not verified) and `preferred_username` (what
+    /// provisioning matches a provisioned `userName` by).
     pub claims: serde_json::Map<String, Value>,
 }
 
@@ -391,7 +396,8 @@ pub struct AuditEvent {
     pub actor_name: String,
     /// `key.issued`, `key.revoked`; `sso.set`, `sso.cleared` (the sign-in settings);
     /// `session.signed_in`, `session.signed_out` (an admin's session); `session.ended` (an
-    /// admin ended other admins' sessions); `scim.user.created|updated|deleted`,
+    /// admin ended other admins' sessions, or a SCIM key's change took provisioned users
+    /// out); `scim.user.created|updated|deleted`,
     /// `scim.group.created|updated|deleted` (SCIM provisioning, by the actor kind `key`).
     pub action: String,
     /// The key, for a key's line.

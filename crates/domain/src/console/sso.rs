@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::MAX_SSO_FIELD_LEN;
+use super::{MAX_SSO_FIELD_LEN, Provisioning};
 use crate::{error::Error, ids::CustomerId};
 
 /// Most admin values or subjects in one rule.
@@ -88,6 +88,9 @@ pub struct SsoConfig {
     /// What the sign-in button calls the provider ("Contoso Entra ID"); `None`: the
     /// issuer's host.
     pub display_name: Option<String>,
+    /// Who may sign in when the admin rule is not used: provisioned users (and admins by
+    /// group) only. `None`: provisioning is not required.
+    pub provisioning: Option<Provisioning>,
     pub admins: AdminRule,
     pub updated_at: DateTime<Utc>,
 }
@@ -240,6 +243,7 @@ mod tests {
             issuer: issuer.to_owned(),
             client_id: "posture".to_owned(),
             display_name: display_name.map(str::to_owned),
+            provisioning: None,
             admins: AdminRule {
                 claim: None,
                 values: vec![],

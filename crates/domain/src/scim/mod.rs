@@ -144,7 +144,7 @@ impl UserAttributes {
 
     /// The lowercased `userName` that is unique per customer.
     pub fn user_name_key(&self) -> String {
-        self.user_name.to_lowercase()
+        user_name_key(&self.user_name)
     }
 
     /// What a group shows of this user as a member.
@@ -177,7 +177,13 @@ impl GroupAttributes {
     }
 }
 
-/// The lowercased group name that is unique per customer.
+/// A `userName` as compared (case-insensitively, RFC 7643 §4.1.1): the key of its
+/// uniqueness, and what a console sign-in is matched by.
+pub fn user_name_key(user_name: &str) -> String {
+    user_name.to_lowercase()
+}
+
+/// A group's name as compared (case-insensitively): the key of its uniqueness.
 pub fn group_name_key(display_name: &str) -> String {
     display_name.to_lowercase()
 }

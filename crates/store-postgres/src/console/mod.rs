@@ -1,7 +1,10 @@
 //! The customer console: sign-in configuration, pending sign-ins, sessions and the audit
 //! log. Every statement filters by the customer of its scope.
 
+mod provisioning;
 mod settings;
+
+pub(crate) use provisioning::end_sessions_of_the_unadmitted;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -10,9 +13,9 @@ use diesel_async::{AsyncConnection as _, RunQueryDsl};
 use posture_domain::{
     CustomerScope, Result,
     console::{
-        Actor, AdminRule, AuditEvent, ConsoleSession, MAX_LISTED_SESSIONS, MAX_PENDING_SIGN_INS,
-        NewSession, PendingSignIn, SIGN_IN_LIFETIME, SessionPolicy, SessionSummary, SessionsToEnd,
-        SsoConfig, SsoSettings,
+        Actor, AdminRule, Admission, AuditEvent, ConsoleSession, MAX_LISTED_SESSIONS,
+        MAX_PENDING_SIGN_INS, NewSession, PendingSignIn, ProvisionedSignIn, Provisioning,
+        SIGN_IN_LIFETIME, SessionPolicy, SessionSummary, SessionsToEnd, SsoConfig, SsoSettings,
     },
     ids::CustomerId,
     ports::{ConsoleRepository, ConsoleSetup, SsoChange},
@@ -42,6 +45,8 @@ struct SsoRow {
     admin_subjects: Vec<String>,
     updated_at: DateTime<Utc>,
     display_name: Option<String>,
+    provisioning_claim: Option<String>,
+    admin_group: Option<String>,
 }
 
 impl SsoRow {
@@ -56,6 +61,10 @@ impl SsoRow {
             issuer: self.issuer,
             client_id: self.client_id,
             display_name: self.display_name,
+            provisioning: self
+                .provisioning_claim
+                .zip(self.admin_group)
+                .map(|(claim, admin_group)| Provisioning { claim, admin_group }),
             admins: AdminRule {
                 claim: self.admin_claim,
                 values: self.admin_values,
@@ -69,6 +78,54 @@ impl SsoRow {
 
 fn lifetime(d: std::time::Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
+}
+
+/// Stores a new session (in the caller's transaction): ends the one it replaces, drops the
+/// customer's expired sessions, and writes the sign-in to the audit log. `scim_user`: the
+/// provisioned user it was admitted as.
+async fn insert_session(
+    conn: &mut diesel_async::AsyncPgConnection,
+    session: &NewSession,
+    replaces: Option<[u8; 32]>,
+    scim_user: Option<Uuid>,
+) -> QueryResult<()> {
+    let customer = session.customer_id.as_uuid();
+    diesel::delete(
+        console_sessions::table
+            .filter(console_sessions::customer_id.eq(customer))
+            .filter(console_sessions::expires_at.le(session.created_at)),
+    )
+    .execute(conn)
+    .await?;
+    if let Some(old) = replaces {
+        diesel::update(
+            console_sessions::table
+                .filter(console_sessions::customer_id.eq(customer))
+                .filter(console_sessions::token_hash.eq(old.as_slice())),
+        )
+        .set(console_sessions::ended_at.eq(session.created_at))
+        .execute(conn)
+        .await?;
+    }
+    diesel::insert_into(console_sessions::table)
+        .values((
+            console_sessions::customer_id.eq(customer),
+            console_sessions::token_hash.eq(session.token.hash().as_slice()),
+            console_sessions::subject.eq(&session.subject),
+            console_sessions::display_name.eq(&session.display_name),
+            console_sessions::csrf_token.eq(&session.csrf_token),
+            console_sessions::created_at.eq(session.created_at),
+            console_sessions::last_seen_at.eq(session.created_at),
+            console_sessions::expires_at.eq(session.expires_at),
+            console_sessions::scim_user_id.eq(scim_user),
+        ))
+        .execute(conn)
+        .await?;
+    let admin = Actor::Admin {
+        subject: session.subject.clone(),
+        name: session.display_name.clone(),
+    };
+    session_audit(conn, customer, &admin, "session.signed_in").await
 }
 
 #[async_trait]
@@ -183,47 +240,29 @@ impl ConsoleRepository for PgStore {
     }
 
     async fn create_session(&self, session: &NewSession, replaces: Option<[u8; 32]>) -> Result<()> {
-        let customer = session.customer_id.as_uuid();
         let mut conn = self.conn().await?;
-        conn.transaction(async |conn| {
-            diesel::delete(
-                console_sessions::table
-                    .filter(console_sessions::customer_id.eq(customer))
-                    .filter(console_sessions::expires_at.le(session.created_at)),
-            )
-            .execute(conn)
-            .await?;
-            if let Some(old) = replaces {
-                diesel::update(
-                    console_sessions::table
-                        .filter(console_sessions::customer_id.eq(customer))
-                        .filter(console_sessions::token_hash.eq(old.as_slice())),
-                )
-                .set(console_sessions::ended_at.eq(session.created_at))
-                .execute(conn)
-                .await?;
-            }
-            diesel::insert_into(console_sessions::table)
-                .values((
-                    console_sessions::customer_id.eq(customer),
-                    console_sessions::token_hash.eq(session.token.hash().as_slice()),
-                    console_sessions::subject.eq(&session.subject),
-                    console_sessions::display_name.eq(&session.display_name),
-                    console_sessions::csrf_token.eq(&session.csrf_token),
-                    console_sessions::created_at.eq(session.created_at),
-                    console_sessions::last_seen_at.eq(session.created_at),
-                    console_sessions::expires_at.eq(session.expires_at),
-                ))
-                .execute(conn)
-                .await?;
-            let admin = Actor::Admin {
-                subject: session.subject.clone(),
-                name: session.display_name.clone(),
-            };
-            session_audit(conn, customer, &admin, "session.signed_in").await
-        })
-        .await
-        .map_err(db_error)
+        conn.transaction(async |conn| insert_session(conn, session, replaces, None).await)
+            .await
+            .map_err(db_error)
+    }
+
+    async fn create_provisioned_session(
+        &self,
+        session: &NewSession,
+        replaces: Option<[u8; 32]>,
+        sign_in: &ProvisionedSignIn,
+    ) -> Result<Admission> {
+        let mut conn = self.conn().await?;
+        provisioning::create_session(&mut conn, session, replaces, sign_in).await
+    }
+
+    async fn set_provisioning(
+        &self,
+        scope: CustomerScope,
+        provisioning: Option<&Provisioning>,
+    ) -> Result<SsoChange> {
+        let mut conn = self.conn().await?;
+        provisioning::set(&mut conn, scope, provisioning).await
     }
 
     async fn live_session(

@@ -24,7 +24,7 @@ use crate::{
 };
 
 /// Ends the customer's live sessions; returns how many.
-async fn end_sessions(conn: &mut AsyncPgConnection, customer: Uuid) -> QueryResult<u64> {
+pub(super) async fn end_sessions(conn: &mut AsyncPgConnection, customer: Uuid) -> QueryResult<u64> {
     diesel::update(
         console_sessions::table
             .filter(console_sessions::customer_id.eq(customer))
@@ -37,7 +37,7 @@ async fn end_sessions(conn: &mut AsyncPgConnection, customer: Uuid) -> QueryResu
 }
 
 /// A line of the customer's audit log that names no key.
-async fn audit_line(
+pub(super) async fn audit_line(
     conn: &mut AsyncPgConnection,
     customer: Uuid,
     by: &Actor,
@@ -80,7 +80,7 @@ pub(super) async fn session_audit(
     audit_line(conn, customer, admin, action, None).await
 }
 
-fn sessions_ended(n: u64) -> String {
+pub(super) fn sessions_ended(n: u64) -> String {
     match n {
         0 => "no console session was open".to_owned(),
         1 => "1 console session ended".to_owned(),

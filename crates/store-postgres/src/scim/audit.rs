@@ -43,11 +43,46 @@ impl Writer {
         })
     }
 
+    /// Ends, in the caller's transaction, the console sessions of provisioned users this
+    /// change took out (when the customer requires provisioning), with a `session.ended`
+    /// line by the key.
+    pub(crate) async fn end_sessions_of_the_unadmitted(
+        &self,
+        conn: &mut AsyncPgConnection,
+    ) -> QueryResult<()> {
+        let ended = crate::console::end_sessions_of_the_unadmitted(conn, self.customer).await?;
+        let detail = match ended.as_slice() {
+            [] => return Ok(()),
+            [(subject, name)] => format!(
+                "ended the session of {name} ({subject}): no longer an active member of the \
+                 admin group"
+            ),
+            all => format!(
+                "ended {} sessions: their users are no longer active members of the admin group",
+                all.len()
+            ),
+        };
+        self.line(conn, "session.ended", None, detail).await
+    }
+
     /// The audit line of one change, in the caller's transaction.
     pub(crate) async fn audit(
         &self,
         conn: &mut AsyncPgConnection,
         action: &str,
+        detail: String,
+    ) -> QueryResult<()> {
+        let key = (self.key, self.name.as_str(), self.prefix.as_str());
+        self.line(conn, action, Some(key), detail).await
+    }
+
+    /// A line by the key; `key` names the key the line is about (a SCIM change's line
+    /// names the key that made it; a `session.ended` line names none).
+    async fn line(
+        &self,
+        conn: &mut AsyncPgConnection,
+        action: &str,
+        key: Option<(Uuid, &str, &str)>,
         detail: String,
     ) -> QueryResult<()> {
         diesel::insert_into(console_audit::table)
@@ -58,9 +93,9 @@ impl Writer {
                 console_audit::actor_subject.eq(self.key.to_string()),
                 console_audit::actor_name.eq(&self.name),
                 console_audit::action.eq(action),
-                console_audit::key_id.eq(self.key),
-                console_audit::key_name.eq(&self.name),
-                console_audit::key_prefix.eq(&self.prefix),
+                console_audit::key_id.eq(key.map(|k| k.0)),
+                console_audit::key_name.eq(key.map(|k| k.1)),
+                console_audit::key_prefix.eq(key.map(|k| k.2)),
                 console_audit::detail.eq(detail),
             ))
             .execute(conn)

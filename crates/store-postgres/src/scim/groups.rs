@@ -344,6 +344,7 @@ pub(super) async fn patch(
                 detail.push_str(&format!(", renamed from {old_name:?}"));
             }
             writer.audit(conn, "scim.group.updated", detail).await?;
+            writer.end_sessions_of_the_unadmitted(conn).await?;
             diesel::update(of_group())
                 .set((
                     scim_groups::version.eq(version + 1),
@@ -381,6 +382,7 @@ pub(super) async fn delete(
                 .audit(conn, "scim.group.deleted", format!("displayName {name:?}"))
                 .await?;
             diesel::delete(of_group()).execute(conn).await?;
+            writer.end_sessions_of_the_unadmitted(conn).await?;
             Ok(())
         })
         .await;

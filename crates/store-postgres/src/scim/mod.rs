@@ -273,6 +273,7 @@ impl ScimRepository for PgStore {
                 writer
                     .audit(conn, "scim.user.updated", user_detail(user))
                     .await?;
+                writer.end_sessions_of_the_unadmitted(conn).await?;
                 ScimUser::try_from(row).map_err(Tx::Refused)
             })
             .await;
@@ -332,6 +333,7 @@ impl ScimRepository for PgStore {
                 )
                 .execute(conn)
                 .await?;
+                writer.end_sessions_of_the_unadmitted(conn).await?;
                 Ok(())
             })
             .await;

@@ -1,4 +1,4 @@
-//! The operator's part: `posture-api customers sso set|show|clear`, operator issuance and
+//! The operator's part: `posture-api customers sso set|show|provisioning|clear`, operator issuance and
 //! revocation in the customer's audit log, and `secrets reseal` moving client secrets.
 
 use std::process::{Command, Output};
@@ -134,6 +134,75 @@ async fn sso_set_refuses_a_plain_http_issuer_and_a_rule_naming_no_admin() {
     );
     assert!(!nobody.status.success());
     assert!(String::from_utf8_lossy(&nobody.stderr).contains("name the admins"));
+}
+
+#[tokio::test]
+async fn sso_provisioning_requires_scim_provisioning_and_off_stops_requiring_it() {
+    let app = TestApp::start().await;
+    let (scope, id) = customer(&app, "Contoso").await;
+    let provisioning = |args: &[&str]| {
+        let mut all = vec![
+            "customers",
+            "sso",
+            "provisioning",
+            "--customer",
+            id.as_str(),
+        ];
+        all.extend_from_slice(args);
+        posture_api(&app, &all, &[])
+    };
+    let required = [
+        "--match-claim",
+        "email",
+        "--admin-group",
+        " Posture Admins ",
+    ];
+    let before_sso = provisioning(&required);
+    assert_eq!(before_sso.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&before_sso.stderr).contains("customers sso set"));
+
+    assert!(
+        set_sso(&app, &id, "https://login.contoso.example/v2.0")
+            .status
+            .success()
+    );
+    let set = json_of(&provisioning(&required));
+    assert_eq!(set["provisioning"]["matchClaim"], "email");
+    assert_eq!(
+        set["provisioning"]["adminGroup"], "Posture Admins",
+        "trimmed"
+    );
+    assert_eq!(set["sessionsEnded"], 0);
+    let shown = json_of(&posture_api(
+        &app,
+        &["customers", "sso", "show", "--customer", &id],
+        &[],
+    ));
+    assert_eq!(shown["provisioning"], set["provisioning"]);
+    let setup = app.store.console_setup(scope).await.unwrap().unwrap();
+    assert_eq!(
+        setup.sso.provisioning.unwrap().admin_group,
+        "Posture Admins"
+    );
+
+    let off = json_of(&provisioning(&["--off"]));
+    assert!(off["provisioning"].is_null());
+    let setup = app.store.console_setup(scope).await.unwrap().unwrap();
+    assert_eq!(setup.sso.provisioning, None);
+
+    let blank = provisioning(&["--match-claim", "e mail", "--admin-group", "Admins"]);
+    assert_eq!(blank.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&blank.stderr).contains("--match-claim"));
+    for half in [
+        &["--match-claim", "email"][..],
+        &[][..],
+        &["--off", "--admin-group", "Admins"][..],
+    ] {
+        let refused = provisioning(half);
+        assert_eq!(refused.status.code(), Some(2), "{half:?}: a usage error");
+    }
+    let setup = app.store.console_setup(scope).await.unwrap().unwrap();
+    assert_eq!(setup.sso.provisioning, None, "nothing refused was saved");
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@ mod cli;
 mod keys;
 mod paging;
 mod provider;
+mod provisioning;
 mod sessions;
 mod sign_in;
 pub mod support;

@@ -110,7 +110,7 @@ fn claims(provider: &Provider, subject: &str, groups: &[&str], nonce: &str) -> V
 
 /// A sign-in through the redirect and the callback; `claims` turns the nonce into the ID
 /// token's claims. Returns the callback's response.
-async fn sign_in(
+pub(super) async fn sign_in(
     app: &TestApp,
     provider: &Provider,
     customer: &str,
@@ -145,7 +145,7 @@ async fn sign_in(
     callback.send().await.unwrap()
 }
 
-fn session_cookie(response: &Response) -> Option<String> {
+pub(super) fn session_cookie(response: &Response) -> Option<String> {
     response
         .headers()
         .get_all(header::SET_COOKIE)
@@ -398,6 +398,7 @@ async fn a_discovery_document_cannot_send_posture_where_the_operator_did_not_all
         issuer: issuer.clone(),
         client_id: "posture".into(),
         display_name: None,
+        provisioning: None,
         admins: AdminRule {
             claim: Some("groups".into()),
             values: vec!["admins".into()],
