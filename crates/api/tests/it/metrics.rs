@@ -106,12 +106,14 @@ async fn made_up_methods_and_paths_add_no_series() {
     let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
     for i in 0..1000u32 {
         let method = Method::from_bytes(format!("XQ{i}").as_bytes()).unwrap();
-        let path = match i % 6 {
+        let path = match i % 8 {
             0 => format!("/zz{i}"),
             1 => format!("/api/v1/zz{i}"),
             2 => format!("/api/v1/findings/zz{i}"),
             3 => format!("/console/zz{i}/keys/zz/zz"),
             4 => format!("/console/zz{i}"),
+            5 => format!("/scim/v2/zz{i}"),
+            6 => format!("/scim/v2/Users/zz{i}"),
             _ => "/api/v1/identities".to_owned(),
         };
         let status = app
@@ -143,6 +145,11 @@ async fn made_up_methods_and_paths_add_no_series() {
             posture_console::ROUTES
                 .iter()
                 .map(|r| format!("{}{r}", posture_console::PREFIX)),
+        )
+        .chain(
+            posture_http::scim::ROUTES
+                .iter()
+                .map(|r| format!("{}{r}", posture_http::scim::PREFIX)),
         )
         .collect();
     let fixed = [

@@ -36,6 +36,22 @@ use crate::{auth::Caller, error::ApiError, gate, state::ApiState};
 
 /// Where SCIM is served.
 pub const PREFIX: &str = "/scim/v2";
+/// SCIM's route templates under [`PREFIX`]: what the access log and the metrics name its
+/// requests by (the metrics test checks every route label is a template).
+pub const ROUTES: &[&str] = &[
+    "/ServiceProviderConfig",
+    "/ResourceTypes",
+    "/ResourceTypes/{id}",
+    "/Schemas",
+    "/Schemas/{id}",
+    "/.search",
+    "/Users",
+    "/Users/.search",
+    "/Users/{id}",
+    "/Groups",
+    "/Groups/.search",
+    "/Groups/{id}",
+];
 /// Largest SCIM request body (a group's creation or a PATCH naming up to 1,000 members).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
