@@ -141,6 +141,7 @@ pub(crate) mod tests {
             literal(&secret)
         );
         // `python3 -e` does not exist: run the program text with -c.
+        let mut checked = Vec::new();
         if on_path("python3").is_some() {
             let output = Command::new("python3")
                 .arg("-c")
@@ -156,6 +157,7 @@ pub(crate) mod tests {
                 String::from_utf8(output.stdout).unwrap().trim(),
                 "True False False"
             );
+            checked.push("python3");
         }
         let node = format!(
             "{}\nconst b = Buffer.from({});\nconsole.log(verify({}, b, {}), verify({}, Buffer.concat([b, Buffer.from(' ')]), {}), verify({}, b, undefined));",
@@ -169,6 +171,16 @@ pub(crate) mod tests {
         );
         if let Some(out) = run("node", node) {
             assert_eq!(out.trim(), "true false false");
+            checked.push("node");
+        }
+        // Without either interpreter this test would pass having checked nothing.
+        assert!(
+            !checked.is_empty(),
+            "neither python3 nor node is installed: the documented verification examples \
+             were not run (install one: apt-get install -y python3)"
+        );
+        for missing in ["python3", "node"].iter().filter(|p| !checked.contains(p)) {
+            eprintln!("SKIPPED: {missing} is not installed; its documented example was not run");
         }
     }
 
