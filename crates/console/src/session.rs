@@ -54,35 +54,11 @@ pub async fn setup(
         .ok_or(ConsoleError::NotFound)
 }
 
-/// Whether the request came through one of the trusted proxies, whose forwarding headers
-/// (`Forwarded`, `X-Forwarded-Proto`, `X-Forwarded-Host`) may then be believed. From anyone
-/// else they are the client's own words: a `Forwarded: host=evil.example` must not choose
-/// where a sign-in returns to.
-fn through_trusted_proxy(req: &HttpRequest, state: &ConsoleState) -> bool {
-    req.peer_addr()
-        .is_some_and(|peer| state.trusted_proxies.trusts(peer.ip()))
-}
-
 /// The scheme and host the browser used: the connection's own (the `Host` header), or what
-/// a trusted proxy forwarded.
+/// a trusted proxy forwarded. Forwarding headers from anyone else are the client's own words:
+/// a `Forwarded: host=evil.example` must not choose where a sign-in returns to.
 fn seen_from_browser(req: &HttpRequest, state: &ConsoleState) -> (String, String) {
-    if through_trusted_proxy(req, state) {
-        let info = req.connection_info();
-        return (info.scheme().to_owned(), info.host().to_owned());
-    }
-    let scheme = if req.app_config().secure() {
-        "https"
-    } else {
-        "http"
-    };
-    let host = req
-        .headers()
-        .get(actix_web::http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_owned)
-        .or_else(|| req.uri().authority().map(|a| a.to_string()))
-        .unwrap_or_else(|| req.app_config().host().to_owned());
-    (scheme.to_owned(), host)
+    posture_http::client_ip::request_origin(req, &state.trusted_proxies)
 }
 
 /// Whether cookies set on this request are `Secure`.

@@ -80,6 +80,33 @@ impl TrustedProxies {
     }
 }
 
+/// The scheme and host (with port) the client used to reach the service: what a trusted
+/// proxy forwarded (`Forwarded`, `X-Forwarded-Proto`, `X-Forwarded-Host`) when the request
+/// came through one, else the connection's own (TLS or not, the `Host` header). From anyone
+/// else forwarding headers are the client's own words and are not believed.
+pub fn request_origin(req: &actix_web::HttpRequest, proxies: &TrustedProxies) -> (String, String) {
+    if req
+        .peer_addr()
+        .is_some_and(|peer| proxies.trusts(peer.ip()))
+    {
+        let info = req.connection_info();
+        return (info.scheme().to_owned(), info.host().to_owned());
+    }
+    let scheme = if req.app_config().secure() {
+        "https"
+    } else {
+        "http"
+    };
+    let host = req
+        .headers()
+        .get(actix_web::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| req.uri().authority().map(|a| a.to_string()))
+        .unwrap_or_else(|| req.app_config().host().to_owned());
+    (scheme.to_owned(), host)
+}
+
 /// The rate-limit bucket name of a request's client: its address behind the trusted proxies
 /// (from `X-Forwarded-For`), or `unknown` without a peer address.
 pub fn request_bucket_name(req: &actix_web::HttpRequest, proxies: &TrustedProxies) -> String {

@@ -124,10 +124,15 @@ async fn scim_gate(
     Ok(response)
 }
 
-/// The service's URL up to `/scim/v2`, as the client reached it.
+/// The service's URL up to `/scim/v2`, as the client reached it (forwarding headers
+/// believed from the trusted proxies only).
 pub(crate) fn base(req: &HttpRequest) -> String {
-    let info = req.connection_info();
-    format!("{}://{}{PREFIX}", info.scheme(), info.host())
+    let trusted = req
+        .app_data::<web::Data<ApiState>>()
+        .map(|state| state.trusted_proxies.clone())
+        .unwrap_or_default();
+    let (scheme, host) = crate::client_ip::request_origin(req, &trusted);
+    format!("{scheme}://{host}{PREFIX}")
 }
 
 /// An answer with a SCIM body; `version` sets the `ETag`.

@@ -153,3 +153,30 @@ async fn odd_paths_and_methods_are_answered_in_scims_shape() {
     assert_eq!(response.headers()["allow"], "GET, POST");
     assert_scim_error(response, StatusCode::METHOD_NOT_ALLOWED, None).await;
 }
+
+#[tokio::test]
+async fn forwarding_headers_of_an_untrusted_client_do_not_choose_the_location() {
+    let scim = Scim::start().await;
+    let response = scim
+        .app
+        .client
+        .post(scim.app.url("/scim/v2/Users"))
+        .bearer_auth(&scim.key)
+        .header("content-type", "application/scim+json")
+        .header("x-forwarded-host", "evil.example")
+        .header("x-forwarded-proto", "https")
+        .header("forwarded", "host=evil.example;proto=https")
+        .body(
+            json!({"schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"], "userName": "ana"})
+                .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let location = response.headers()["location"].to_str().unwrap().to_owned();
+    let body: Value = response.json().await.unwrap();
+    let expected = scim.app.url("/scim/v2/Users/");
+    assert!(location.starts_with(&expected), "{location}");
+    assert_eq!(body["meta"]["location"], location);
+}
