@@ -15,12 +15,14 @@ const accounts = {
     sub: "alice",
     name: "Alice Admin",
     email: "alice@contoso.example",
+    email_verified: true,
     groups: ["staff", "posture-admins"],
   },
   bob: {
     sub: "bob",
     name: "Bob Builder",
     email: "bob@contoso.example",
+    email_verified: true,
     groups: ["staff"],
   },
 };
@@ -41,7 +43,7 @@ const provider = new Provider(issuer, {
   claims: {
     openid: ["sub"],
     profile: ["name", "groups"],
-    email: ["email"],
+    email: ["email", "email_verified"],
   },
   // Put the scopes' claims into the ID token (posture reads the admin claim there).
   conformIdTokenClaims: false,

@@ -196,11 +196,17 @@ pub async fn callback(
         )
         .await
         .map_err(|e| of_sign_in(provider_error(&setup.sso, e)))?;
-    let new = NewSession::start(customer, &user, state.sessions, Utc::now())?;
+    let mut new = NewSession::start(customer, &user, state.sessions, Utc::now())?;
+    new.admitted_under = Some(setup.sso.updated_at);
     let replaces = session::presented_token(&req, &state).map(|t| t.hash());
     let refusal = match &setup.sso.provisioning {
         None if setup.sso.admins.admits(&user.subject, &user.claims) => {
-            state.ports.console.create_session(&new, replaces).await?;
+            state
+                .ports
+                .console
+                .create_session(&new, replaces)
+                .await
+                .map_err(|e| of_sign_in(stored(e)))?;
             None
         }
         None => Some(Admission::NotAdmin),
@@ -209,7 +215,8 @@ pub async fn callback(
                 .ports
                 .console
                 .create_provisioned_session(&new, replaces, &matched)
-                .await?
+                .await
+                .map_err(|e| of_sign_in(stored(e)))?
             {
                 Admission::Admitted => None,
                 refused => Some(refused),
@@ -232,6 +239,19 @@ pub async fn callback(
     }
     tracing::info!(customer = %customer, subject = %user.subject, "console: admin signed in");
     Ok(signed_in(&req, &state, customer, &new))
+}
+
+/// A session that could not be stored: the settings it was admitted under changed meanwhile
+/// (the change ended every session), said in words.
+fn stored(e: posture_domain::Error) -> ConsoleError {
+    match e {
+        posture_domain::Error::PreconditionFailed(_) => ConsoleError::BadRequest(
+            "Your organisation's sign-in settings changed while you were signing in, so you \
+             are not signed in. Start again from your console's sign-in page."
+                .to_owned(),
+        ),
+        other => other.into(),
+    }
 }
 
 fn refused_title(refused: Admission) -> &'static str {

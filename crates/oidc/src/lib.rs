@@ -288,10 +288,11 @@ impl SignInProvider for OidcSignIn {
         .unwrap_or_else(|| subject.clone());
         // The standard claims a customer requiring provisioning may match a provisioned
         // userName by join the others (the library parses them apart). An e-mail address
-        // the provider says is not verified is left out: it names nobody.
+        // the provider does not say it verified (`email_verified: true`) is left out: on
+        // some providers (Entra ID) users or apps can set it, so it would name anyone.
         let mut other = claims.additional_claims().claims.clone();
         if let Some(email) = claims.email()
-            && claims.email_verified() != Some(false)
+            && claims.email_verified() == Some(true)
         {
             other.insert("email".to_owned(), email.to_string().into());
         }

@@ -176,7 +176,7 @@ pub struct SignedInUser {
     /// `name`, else `preferred_username`, else `email`, else the subject.
     pub display_name: String,
     /// The ID token's claims beyond the standard ones (for the admin rule), with `email`
-    /// (unless the provider says it is not verified) and `preferred_username` (what
+    /// (only when the provider says `email_verified: true`) and `preferred_username` (what
     /// provisioning matches a provisioned `userName` by).
     pub claims: serde_json::Map<String, Value>,
 }
@@ -241,6 +241,10 @@ pub struct NewSession {
     pub csrf_token: String,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
+    /// The `updated_at` of the sign-in settings the session was admitted under: the store
+    /// refuses it (`PreconditionFailed`) when the settings changed meanwhile, since the
+    /// change ended every session admitted under the old ones. `None`: not checked.
+    pub admitted_under: Option<DateTime<Utc>>,
 }
 
 impl NewSession {
@@ -261,6 +265,7 @@ impl NewSession {
             csrf_token: random_token(32)?,
             created_at: now,
             expires_at: now + absolute,
+            admitted_under: None,
         })
     }
 }

@@ -76,20 +76,42 @@ impl SsoRow {
     }
 }
 
+/// A sign-in admitted under settings that changed before its session was stored.
+pub(super) fn settings_changed() -> posture_domain::Error {
+    posture_domain::Error::PreconditionFailed(
+        "the sign-in settings changed during the sign-in".to_owned(),
+    )
+}
+
 fn lifetime(d: std::time::Duration) -> chrono::Duration {
     chrono::Duration::from_std(d).unwrap_or(chrono::Duration::MAX)
 }
 
 /// Stores a new session (in the caller's transaction): ends the one it replaces, drops the
-/// customer's expired sessions, and writes the sign-in to the audit log. `scim_user`: the
+/// customer's expired sessions, and writes the sign-in to the audit log. `false`, storing
+/// nothing, when the sign-in settings changed since the session was admitted. `scim_user`: the
 /// provisioned user it was admitted as.
 async fn insert_session(
     conn: &mut diesel_async::AsyncPgConnection,
     session: &NewSession,
     replaces: Option<[u8; 32]>,
     scim_user: Option<Uuid>,
-) -> QueryResult<()> {
+) -> QueryResult<bool> {
     let customer = session.customer_id.as_uuid();
+    if let Some(admitted_under) = session.admitted_under {
+        // Held until commit: a change of the settings (FOR UPDATE) waits for this session,
+        // and then ends it with the others.
+        let current: Option<DateTime<Utc>> = console_sso::table
+            .find(customer)
+            .select(console_sso::updated_at)
+            .for_share()
+            .first(conn)
+            .await
+            .optional()?;
+        if current != Some(admitted_under) {
+            return Ok(false);
+        }
+    }
     diesel::delete(
         console_sessions::table
             .filter(console_sessions::customer_id.eq(customer))
@@ -125,7 +147,8 @@ async fn insert_session(
         subject: session.subject.clone(),
         name: session.display_name.clone(),
     };
-    session_audit(conn, customer, &admin, "session.signed_in").await
+    session_audit(conn, customer, &admin, "session.signed_in").await?;
+    Ok(true)
 }
 
 #[async_trait]
@@ -241,9 +264,15 @@ impl ConsoleRepository for PgStore {
 
     async fn create_session(&self, session: &NewSession, replaces: Option<[u8; 32]>) -> Result<()> {
         let mut conn = self.conn().await?;
-        conn.transaction(async |conn| insert_session(conn, session, replaces, None).await)
+        let stored = conn
+            .transaction(async |conn| insert_session(conn, session, replaces, None).await)
             .await
-            .map_err(db_error)
+            .map_err(db_error)?;
+        if stored {
+            Ok(())
+        } else {
+            Err(settings_changed())
+        }
     }
 
     async fn create_provisioned_session(

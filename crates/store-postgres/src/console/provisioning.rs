@@ -21,6 +21,7 @@ use uuid::Uuid;
 use super::{
     SsoRow, insert_session,
     settings::{audit_line, end_sessions, sessions_ended},
+    settings_changed,
 };
 use crate::{
     error::db_error,
@@ -94,47 +95,51 @@ pub(super) async fn create_session(
     sign_in: &ProvisionedSignIn,
 ) -> Result<Admission> {
     let customer = session.customer_id.as_uuid();
-    conn.transaction(async |conn| {
-        let group: Option<Uuid> = scim_groups::table
-            .filter(scim_groups::customer_id.eq(customer))
-            .filter(scim_groups::display_name_key.eq(&sign_in.admin_group_key))
-            .select(scim_groups::id)
-            .for_share()
-            .first(conn)
-            .await
-            .optional()?;
-        let user: Option<(Uuid, Option<bool>)> = scim_users::table
-            .filter(scim_users::customer_id.eq(customer))
-            .filter(scim_users::user_name_key.eq(&sign_in.user_name_key))
-            .select((scim_users::id, scim_users::active))
-            .for_share()
-            .first(conn)
-            .await
-            .optional()?;
-        let user = match user {
-            None => return Ok(Admission::NotProvisioned),
-            Some((_, Some(false))) => return Ok(Admission::Deactivated),
-            Some((id, _)) => id,
-        };
-        let Some(group) = group else {
-            return Ok(Admission::NotAdmin);
-        };
-        let member: bool = diesel::select(diesel::dsl::exists(
-            scim_group_members::table
-                .filter(scim_group_members::customer_id.eq(customer))
-                .filter(scim_group_members::group_id.eq(group))
-                .filter(scim_group_members::user_id.eq(user)),
-        ))
-        .get_result(conn)
-        .await?;
-        if !member {
-            return Ok(Admission::NotAdmin);
-        }
-        insert_session(conn, session, replaces, Some(user)).await?;
-        Ok::<_, diesel::result::Error>(Admission::Admitted)
-    })
-    .await
-    .map_err(db_error)
+    let admission = conn
+        .transaction(async |conn| {
+            let group: Option<Uuid> = scim_groups::table
+                .filter(scim_groups::customer_id.eq(customer))
+                .filter(scim_groups::display_name_key.eq(&sign_in.admin_group_key))
+                .select(scim_groups::id)
+                .for_share()
+                .first(conn)
+                .await
+                .optional()?;
+            let user: Option<(Uuid, Option<bool>)> = scim_users::table
+                .filter(scim_users::customer_id.eq(customer))
+                .filter(scim_users::user_name_key.eq(&sign_in.user_name_key))
+                .select((scim_users::id, scim_users::active))
+                .for_share()
+                .first(conn)
+                .await
+                .optional()?;
+            let user = match user {
+                None => return Ok(Some(Admission::NotProvisioned)),
+                Some((_, Some(false))) => return Ok(Some(Admission::Deactivated)),
+                Some((id, _)) => id,
+            };
+            let Some(group) = group else {
+                return Ok(Some(Admission::NotAdmin));
+            };
+            let member: bool = diesel::select(diesel::dsl::exists(
+                scim_group_members::table
+                    .filter(scim_group_members::customer_id.eq(customer))
+                    .filter(scim_group_members::group_id.eq(group))
+                    .filter(scim_group_members::user_id.eq(user)),
+            ))
+            .get_result(conn)
+            .await?;
+            if !member {
+                return Ok(Some(Admission::NotAdmin));
+            }
+            if !insert_session(conn, session, replaces, Some(user)).await? {
+                return Ok(None);
+            }
+            Ok::<_, diesel::result::Error>(Some(Admission::Admitted))
+        })
+        .await
+        .map_err(db_error)?;
+    admission.ok_or_else(settings_changed)
 }
 
 #[derive(QueryableByName)]
@@ -147,7 +152,10 @@ struct Ended {
 
 /// Ends, in the caller's transaction (a SCIM write's), the customer's live sessions whose
 /// provisioned user is no longer admitted: deleted, deactivated, or not a member of the
-/// admin group. Nothing when the customer does not require provisioning. The sessions
+/// admin group (a session admitted otherwise, with no provisioned user, included). Nothing
+/// when the customer does not require provisioning. Expired sessions are left to the
+/// sign-in that deletes them (the two statements would otherwise lock the same rows in
+/// different orders). The sessions
 /// ended, as (subject, display name).
 pub(crate) async fn end_sessions_of_the_unadmitted(
     conn: &mut AsyncPgConnection,
@@ -164,7 +172,7 @@ pub(crate) async fn end_sessions_of_the_unadmitted(
     };
     let ended: Vec<Ended> = diesel::sql_query(
         "UPDATE console_sessions s SET ended_at = now() \
-         WHERE s.customer_id = $1 AND s.ended_at IS NULL AND s.scim_user_id IS NOT NULL \
+         WHERE s.customer_id = $1 AND s.ended_at IS NULL AND s.expires_at > now() \
            AND NOT EXISTS ( \
                SELECT 1 FROM scim_users u \
                JOIN scim_group_members m ON m.customer_id = u.customer_id AND m.user_id = u.id \
