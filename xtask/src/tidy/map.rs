@@ -1,8 +1,10 @@
 //! ARCHITECTURE.md checked against the code: its table of the edges between workspace
 //! crates is what `cargo metadata` resolves (normal dependencies; the table between the
 //! `crate-edges` markers is generated, and a breach prints the table to paste), and every
-//! file or directory its text names in backticks exists (by its path from the root, or
-//! as the end of a tracked path: `routes/export.rs` must still be a file somewhere).
+//! file or directory its text names in backticks exists at the whole path it names: from the
+//! repository's root, or, under a heading that names a directory (``### `crates/http` ``),
+//! from that directory or its `src/`. A name is never looked up by its ending, so `error.rs`
+//! under `crates/http` is `crates/http/src/error.rs` and not `scim/error.rs`.
 
 use std::collections::BTreeSet;
 
@@ -76,24 +78,52 @@ pub(super) fn named_paths(text: &str) -> Vec<&str> {
                 && !t.contains(|c: char| c.is_whitespace() || "{}<>*$:=|()[],".contains(c))
                 && !t.starts_with('/')
                 && !t.starts_with("target/")
-                && !t.starts_with("http")
                 && (FILE_ENDINGS.iter().any(|e| t.ends_with(e))
                     || (t.ends_with('/') && t.len() > 1))
         })
         .collect()
 }
 
-/// Whether a tracked file is `name` (from the root) or ends with it; a directory name
-/// (`commands/`) is found inside a tracked path.
-fn exists(name: &str, files: &[String]) -> bool {
-    let within = format!("/{name}");
-    files.iter().any(|f| {
-        if name.ends_with('/') {
-            f.starts_with(name) || f.contains(&within)
-        } else {
-            f == name || f.ends_with(&within)
+/// The directory a heading names (``### `crates/http` (posture-http)`` → `crates/http`).
+fn heading_directory(line: &str) -> Option<&str> {
+    let name = line
+        .trim_start_matches('#')
+        .trim_start()
+        .strip_prefix('`')?;
+    let name = &name[..name.find('`')?];
+    Some(name.trim_end_matches('/')).filter(|n| !n.is_empty() && !n.contains(' '))
+}
+
+/// Each name with the directory of the heading it stands under, if that heading names one.
+fn names_by_section(text: &str) -> Vec<(Option<&str>, &str)> {
+    let mut directory = None;
+    let mut names = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('#') {
+            directory = heading_directory(line);
+            continue;
         }
-    })
+        names.extend(named_paths(line).into_iter().map(|name| (directory, name)));
+    }
+    names
+}
+
+/// Whether `path` is a tracked file, or (ending in `/`) a directory holding one.
+fn tracked_path(path: &str, files: &[String]) -> bool {
+    if path.ends_with('/') {
+        files.iter().any(|f| f.starts_with(path))
+    } else {
+        files.iter().any(|f| f == path)
+    }
+}
+
+/// Whether `name` is a whole path: from the root, or from `directory` or its `src/`.
+fn exists(directory: Option<&str>, name: &str, files: &[String]) -> bool {
+    tracked_path(name, files)
+        || directory.is_some_and(|d| {
+            tracked_path(&format!("{d}/{name}"), files)
+                || tracked_path(&format!("{d}/src/{name}"), files)
+        })
 }
 
 /// Breaches of the map.
@@ -111,10 +141,11 @@ pub(super) fn architecture_map(graph: &Graph) -> Vec<String> {
         None => found.push(format!("ARCHITECTURE.md: no `{BEGIN}` … `{END}` table")),
     }
     let files = tracked();
-    for name in named_paths(&text) {
-        if !exists(name, &files) {
+    for (directory, name) in names_by_section(&text) {
+        if !exists(directory, name, &files) {
+            let under = directory.map_or(String::new(), |d| format!(" (under `{d}`)"));
             found.push(format!(
-                "ARCHITECTURE.md names `{name}`, which no tracked path is"
+                "ARCHITECTURE.md names `{name}`{under}, which is no tracked path: write it whole"
             ));
         }
     }
@@ -126,28 +157,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn paths_are_read_from_backticks_and_looked_up_by_their_end() {
-        let text = "see `crates/http/src/gate.rs`, `routes/export.rs`, `commands/`, \
-                    `cargo xtask test`, `/api/v1/findings`, `Endpoint`, `a.rs`";
+    fn paths_are_read_from_backticks_and_resolved_whole() {
+        let text = "# Map\nsee `crates/http/src/gate.rs`, `cargo xtask test`, `/api/v1/findings`, \
+                    `Endpoint`, `http.rs`\n### `crates/http` (posture-http)\n`gate.rs`, \
+                    `error.rs`, `routes/`, `export.rs`, `tests/it.rs`\n## Invariants\n`gate.rs`";
+        let names = names_by_section(text);
         assert_eq!(
-            named_paths(text),
+            names,
             [
-                "crates/http/src/gate.rs",
-                "routes/export.rs",
-                "commands/",
-                "a.rs"
+                (None, "crates/http/src/gate.rs"),
+                (None, "http.rs"),
+                (Some("crates/http"), "gate.rs"),
+                (Some("crates/http"), "error.rs"),
+                (Some("crates/http"), "routes/"),
+                (Some("crates/http"), "export.rs"),
+                (Some("crates/http"), "tests/it.rs"),
+                (None, "gate.rs"),
             ]
         );
-        let files = vec![
-            "crates/http/src/gate.rs".to_owned(),
-            "crates/http/src/routes/export/mod.rs".to_owned(),
-            "crates/api/src/commands/keys.rs".to_owned(),
-        ];
-        assert!(exists("crates/http/src/gate.rs", &files));
-        assert!(exists("gate.rs", &files));
-        assert!(!exists("routes/export.rs", &files));
-        assert!(exists("routes/export/mod.rs", &files));
-        assert!(exists("commands/", &files));
-        assert!(!exists("ate.rs", &files));
+        let files: Vec<String> = [
+            "crates/http/src/gate.rs",
+            "crates/http/src/routes/export/mod.rs",
+            "crates/http/src/scim/error.rs",
+            "crates/http/tests/it.rs",
+        ]
+        .map(str::to_owned)
+        .into();
+        let found: Vec<bool> = names.iter().map(|(d, n)| exists(*d, n, &files)).collect();
+        // The ending of a path is not the path: `error.rs` under crates/http is not
+        // `scim/error.rs`, `export.rs` is not `routes/export/mod.rs`, and outside a crate's
+        // section `gate.rs` is nothing.
+        assert_eq!(found, [true, false, true, false, true, false, true, false]);
     }
 }

@@ -15,7 +15,8 @@
 //! 6. Git tracks nothing outside the top-level layout and no binary archive or executable
 //!    unless listed with its reason (`tree.rs`).
 //! 7. ARCHITECTURE.md's crate-edge table is what cargo metadata resolves, and every file it
-//!    names exists (`map.rs`).
+//!    names exists at the whole path it gives (`map.rs`).
+//! 8. Every document a file cites is in the repository (`citations.rs`).
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -29,6 +30,7 @@ use serde_json::Value;
 
 use crate::{files::project_root, process::eprintln_status};
 
+mod citations;
 mod cycles;
 mod map;
 mod tree;
@@ -65,6 +67,7 @@ pub fn run() -> anyhow::Result<()> {
         tree::tree(),
         layering().context("reading cargo metadata")?,
         map::architecture_map(graph().context("reading cargo metadata")?),
+        citations::citations(),
     ]
     .concat();
     if breaches.is_empty() {
@@ -387,6 +390,11 @@ fn layering() -> anyhow::Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_cited_document_is_in_the_repository() {
+        assert_eq!(citations::citations(), Vec::<String>::new());
+    }
 
     #[test]
     fn architecture_md_tells_the_truth_about_crates_and_files() {
