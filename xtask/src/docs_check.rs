@@ -1,6 +1,7 @@
 //! Tests that keep the documentation honest: the webhook test vector is what the signing
-//! code produces, the published receiver examples verify it, and the configuration
-//! reference names exactly the variables the binaries read.
+//! code produces, the published receiver examples verify it, the configuration reference
+//! names exactly the variables the binaries read, and the event types listed are the
+//! domain's.
 
 #[cfg(test)]
 pub(crate) mod tests {
@@ -274,5 +275,36 @@ pub(crate) mod tests {
                 .collect();
             assert!(unknown.is_empty(), "{} names {unknown:?}", path.display());
         }
+    }
+
+    /// The lines of `doc` from the one starting with `start` up to the next blank line.
+    fn block<'a>(doc: &'a str, start: &str) -> Vec<&'a str> {
+        doc.lines()
+            .skip_while(|l| !l.starts_with(start))
+            .take_while(|l| !l.trim().is_empty())
+            .collect()
+    }
+
+    /// The event types are declared in the domain; the documents that list them for readers
+    /// (the subscription's `eventTypes` row, the events feed's table) list exactly those.
+    #[test]
+    fn the_documented_event_types_are_the_domain_s() {
+        use posture_domain::webhook::EventType;
+        let named = |lines: Vec<&str>| -> std::collections::BTreeSet<String> {
+            lines
+                .iter()
+                .flat_map(|l| l.split('`').skip(1).step_by(2))
+                .filter(|w| w.starts_with("finding_") && !w.contains('<'))
+                .map(str::to_owned)
+                .collect()
+        };
+        let declared: std::collections::BTreeSet<String> = EventType::ALL
+            .iter()
+            .map(|t| t.as_str().to_owned())
+            .collect();
+        let webhooks = webhooks_doc();
+        assert_eq!(named(block(&webhooks, "| `eventTypes` |")), declared);
+        let api = std::fs::read_to_string(project_root().join("docs/api.md")).unwrap();
+        assert_eq!(named(block(&api, "| `type` | when | `change` |")), declared);
     }
 }

@@ -14,11 +14,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+pub use crate::event_type::DeliveryEvent;
 use crate::{
-    finding::Severity,
     ids::{CustomerId, DeliveryId, FindingId, PassId, WebhookId},
     secrets::SealedSecret,
-    webhook::{EventType, WebhookType},
+    webhook::WebhookType,
 };
 
 /// Most findings in one delivery.
@@ -56,65 +56,6 @@ pub const TEST_CUSTOMER_RATE: crate::rate_limit::RatePolicy = crate::rate_limit:
 
 /// How long the delivery log keeps finished deliveries, by default.
 pub const DEFAULT_RETENTION_DAYS: u32 = 30;
-
-string_enum! {
-    /// What a delivery announces: an event a subscription listens to, or a test `ping`.
-    pub enum DeliveryEvent ("eventType") {
-        FindingCritical = "finding_critical",
-        FindingHigh = "finding_high",
-        FindingMedium = "finding_medium",
-        FindingLow = "finding_low",
-        FindingResolved = "finding_resolved",
-        FindingReopened = "finding_reopened",
-        FindingSeverityChanged = "finding_severity_changed",
-        FindingSuppressed = "finding_suppressed",
-        FindingTriaged = "finding_triaged",
-        FindingTriageExpired = "finding_triage_expired",
-        /// A test delivery without findings (`POST /webhooks/{id}/test`).
-        Ping = "ping",
-    }
-}
-
-impl DeliveryEvent {
-    /// The severity of the new findings announced (none for a lifecycle event or a ping).
-    pub fn severity(self) -> Option<Severity> {
-        self.subscribed().and_then(EventType::severity)
-    }
-
-    /// The subscribable event type this is (none for a ping).
-    pub fn subscribed(self) -> Option<EventType> {
-        match self {
-            DeliveryEvent::FindingCritical => Some(EventType::FindingCritical),
-            DeliveryEvent::FindingHigh => Some(EventType::FindingHigh),
-            DeliveryEvent::FindingMedium => Some(EventType::FindingMedium),
-            DeliveryEvent::FindingLow => Some(EventType::FindingLow),
-            DeliveryEvent::FindingResolved => Some(EventType::FindingResolved),
-            DeliveryEvent::FindingReopened => Some(EventType::FindingReopened),
-            DeliveryEvent::FindingSeverityChanged => Some(EventType::FindingSeverityChanged),
-            DeliveryEvent::FindingSuppressed => Some(EventType::FindingSuppressed),
-            DeliveryEvent::FindingTriaged => Some(EventType::FindingTriaged),
-            DeliveryEvent::FindingTriageExpired => Some(EventType::FindingTriageExpired),
-            DeliveryEvent::Ping => None,
-        }
-    }
-}
-
-impl From<EventType> for DeliveryEvent {
-    fn from(event: EventType) -> Self {
-        match event {
-            EventType::FindingCritical => DeliveryEvent::FindingCritical,
-            EventType::FindingHigh => DeliveryEvent::FindingHigh,
-            EventType::FindingMedium => DeliveryEvent::FindingMedium,
-            EventType::FindingLow => DeliveryEvent::FindingLow,
-            EventType::FindingResolved => DeliveryEvent::FindingResolved,
-            EventType::FindingReopened => DeliveryEvent::FindingReopened,
-            EventType::FindingSeverityChanged => DeliveryEvent::FindingSeverityChanged,
-            EventType::FindingSuppressed => DeliveryEvent::FindingSuppressed,
-            EventType::FindingTriaged => DeliveryEvent::FindingTriaged,
-            EventType::FindingTriageExpired => DeliveryEvent::FindingTriageExpired,
-        }
-    }
-}
 
 string_enum! {
     /// The field of a finding a lifecycle or triage event is about.

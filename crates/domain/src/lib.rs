@@ -18,6 +18,7 @@ pub mod delivery;
 pub mod egress;
 pub mod error;
 pub mod event;
+pub mod event_type;
 pub mod finding;
 pub mod idempotency;
 pub mod identity;

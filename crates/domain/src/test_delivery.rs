@@ -9,6 +9,7 @@ use crate::{
     delivery::{ChangedField, Delivery, DeliveryEvent, DeliveryTrigger, FindingChange},
     finding::{Finding, FindingStatus, FindingType, Severity},
     ids::{CloudTenantId, WebhookId},
+    webhook::EventType,
 };
 
 /// The finding a test delivery of a finding event type carries: marked as a sample in its
@@ -53,27 +54,27 @@ pub fn test_sample(
     };
     let (severity, status, change) = match event {
         DeliveryEvent::Ping => return (Vec::new(), Vec::new()),
-        DeliveryEvent::FindingResolved => (
+        DeliveryEvent::Event(EventType::FindingResolved) => (
             Severity::High,
             FindingStatus::Resolved,
             Some(change(ChangedField::Status, "open", "resolved")),
         ),
-        DeliveryEvent::FindingSuppressed => (
+        DeliveryEvent::Event(EventType::FindingSuppressed) => (
             Severity::High,
             FindingStatus::Suppressed,
             Some(change(ChangedField::Status, "open", "suppressed")),
         ),
-        DeliveryEvent::FindingReopened => (
+        DeliveryEvent::Event(EventType::FindingReopened) => (
             Severity::High,
             FindingStatus::Open,
             Some(change(ChangedField::Status, "resolved", "open")),
         ),
-        DeliveryEvent::FindingSeverityChanged => (
+        DeliveryEvent::Event(EventType::FindingSeverityChanged) => (
             Severity::High,
             FindingStatus::Open,
             Some(change(ChangedField::Severity, "medium", "high")),
         ),
-        DeliveryEvent::FindingTriaged => {
+        DeliveryEvent::Event(EventType::FindingTriaged) => {
             let finding = Finding {
                 triage: crate::triage::Triage {
                     state: crate::triage::TriageState::Acknowledged,
@@ -86,7 +87,7 @@ pub fn test_sample(
             let change = change(ChangedField::TriageState, "untriaged", "acknowledged");
             return (vec![finding], vec![change]);
         }
-        DeliveryEvent::FindingTriageExpired => (
+        DeliveryEvent::Event(EventType::FindingTriageExpired) => (
             Severity::High,
             FindingStatus::Open,
             Some(change(
@@ -95,8 +96,13 @@ pub fn test_sample(
                 "untriaged",
             )),
         ),
-        other => (
-            other.severity().unwrap_or(Severity::High),
+        DeliveryEvent::Event(
+            new @ (EventType::FindingCritical
+            | EventType::FindingHigh
+            | EventType::FindingMedium
+            | EventType::FindingLow),
+        ) => (
+            new.severity().unwrap_or(Severity::High),
             FindingStatus::Open,
             None,
         ),

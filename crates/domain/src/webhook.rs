@@ -5,9 +5,9 @@ use std::sync::LazyLock;
 use chrono::{DateTime, Utc};
 use regex::Regex;
 
+pub use crate::event_type::EventType;
 use crate::{
     error::Error,
-    finding::Severity,
     ids::{CustomerId, WebhookId},
 };
 
@@ -21,64 +21,6 @@ string_enum! {
         /// A Microsoft Teams Adaptive Card message (Workflows webhook).
         Teams = "teams",
     }
-}
-
-string_enum! {
-    /// What a subscription is notified of: new findings of one severity, or (opt-in) changes
-    /// of findings already known.
-    pub enum EventType ("eventTypes") {
-        FindingCritical = "finding_critical",
-        FindingHigh = "finding_high",
-        FindingMedium = "finding_medium",
-        FindingLow = "finding_low",
-        /// A known finding's status became `resolved`.
-        FindingResolved = "finding_resolved",
-        /// A resolved or suppressed finding is `open` again.
-        FindingReopened = "finding_reopened",
-        /// A known finding's severity changed.
-        FindingSeverityChanged = "finding_severity_changed",
-        /// A known finding's status became `suppressed`.
-        FindingSuppressed = "finding_suppressed",
-        /// A key changed a finding's triage (`PATCH /findings/{id}`, or the bulk triage).
-        FindingTriaged = "finding_triaged",
-        /// A finding's triage mark reached its `expiresAt`: it is `untriaged` again.
-        FindingTriageExpired = "finding_triage_expired",
-    }
-}
-
-impl EventType {
-    pub fn for_severity(severity: Severity) -> Self {
-        match severity {
-            Severity::Critical => EventType::FindingCritical,
-            Severity::High => EventType::FindingHigh,
-            Severity::Medium => EventType::FindingMedium,
-            Severity::Low => EventType::FindingLow,
-        }
-    }
-
-    /// The severity of the new findings announced; `None` for a lifecycle event.
-    pub fn severity(self) -> Option<Severity> {
-        match self {
-            EventType::FindingCritical => Some(Severity::Critical),
-            EventType::FindingHigh => Some(Severity::High),
-            EventType::FindingMedium => Some(Severity::Medium),
-            EventType::FindingLow => Some(Severity::Low),
-            EventType::FindingResolved
-            | EventType::FindingReopened
-            | EventType::FindingSeverityChanged
-            | EventType::FindingSuppressed
-            | EventType::FindingTriaged
-            | EventType::FindingTriageExpired => None,
-        }
-    }
-
-    /// The lifecycle events: an analyzer pass changed a finding the customer already had.
-    pub const LIFECYCLE: &'static [EventType] = &[
-        EventType::FindingResolved,
-        EventType::FindingReopened,
-        EventType::FindingSeverityChanged,
-        EventType::FindingSuppressed,
-    ];
 }
 
 /// Longest subscription name, in characters.
@@ -379,15 +321,5 @@ mod tests {
             r.validate(DEV).unwrap().webhook_url,
             "http://127.0.0.1:9000/hook"
         );
-    }
-
-    #[test]
-    fn event_types_map_to_severities() {
-        for severity in Severity::ALL {
-            assert_eq!(
-                EventType::for_severity(*severity).severity(),
-                Some(*severity)
-            );
-        }
     }
 }

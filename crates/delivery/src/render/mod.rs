@@ -8,7 +8,7 @@ mod teams;
 use posture_domain::{
     delivery::{Delivery, DeliveryEvent, DeliveryTrigger},
     finding::Finding,
-    webhook::WebhookType,
+    webhook::{EventType, WebhookType},
 };
 use posture_wire::{findings::FindingResponse, webhooks::FindingEventBody};
 
@@ -34,13 +34,22 @@ fn headline(delivery: &Delivery, count: usize) -> String {
     let noun = if count == 1 { "finding" } else { "findings" };
     let text = match delivery.event_type {
         DeliveryEvent::Ping => return "test delivery: this receiver is connected".to_owned(),
-        DeliveryEvent::FindingResolved => format!("{count} {noun} resolved"),
-        DeliveryEvent::FindingSuppressed => format!("{count} {noun} suppressed"),
-        DeliveryEvent::FindingReopened => format!("{count} {noun} reopened"),
-        DeliveryEvent::FindingSeverityChanged => format!("{count} {noun} changed severity"),
-        DeliveryEvent::FindingTriaged => format!("{count} {noun} triaged"),
-        DeliveryEvent::FindingTriageExpired => format!("triage expired on {count} {noun}"),
-        new => {
+        DeliveryEvent::Event(EventType::FindingResolved) => format!("{count} {noun} resolved"),
+        DeliveryEvent::Event(EventType::FindingSuppressed) => format!("{count} {noun} suppressed"),
+        DeliveryEvent::Event(EventType::FindingReopened) => format!("{count} {noun} reopened"),
+        DeliveryEvent::Event(EventType::FindingSeverityChanged) => {
+            format!("{count} {noun} changed severity")
+        }
+        DeliveryEvent::Event(EventType::FindingTriaged) => format!("{count} {noun} triaged"),
+        DeliveryEvent::Event(EventType::FindingTriageExpired) => {
+            format!("triage expired on {count} {noun}")
+        }
+        DeliveryEvent::Event(
+            new @ (EventType::FindingCritical
+            | EventType::FindingHigh
+            | EventType::FindingMedium
+            | EventType::FindingLow),
+        ) => {
             let severity = new.severity().map_or("", |s| s.as_str());
             format!("{count} new {severity} {noun}")
         }

@@ -5,7 +5,7 @@ use aide::openapi::{
     ReferenceOr, RequestBody, Response, Responses, SchemaObject, StatusCode,
 };
 use indexmap::IndexMap;
-use posture_domain::delivery::DeliveryEvent;
+use posture_domain::{delivery::DeliveryEvent, webhook::EventType};
 use posture_wire::webhooks::FindingEventBody;
 use schemars::SchemaGenerator;
 use serde_json::{Value, json};
@@ -68,28 +68,46 @@ fn describe(event: DeliveryEvent) -> (String, String) {
              every delivery, never retried. See docs/webhooks.md."
                 .to_owned(),
         ),
-        DeliveryEvent::FindingResolved => lifecycle("resolved", "became `resolved`"),
-        DeliveryEvent::FindingSuppressed => lifecycle("suppressed", "became `suppressed`"),
-        DeliveryEvent::FindingReopened => lifecycle(
+        DeliveryEvent::Event(EventType::FindingResolved) => {
+            lifecycle("resolved", "became `resolved`")
+        }
+        DeliveryEvent::Event(EventType::FindingSuppressed) => {
+            lifecycle("suppressed", "became `suppressed`")
+        }
+        DeliveryEvent::Event(EventType::FindingReopened) => lifecycle(
             "reopened",
             "became `open` again (from resolved or suppressed)",
         ),
-        DeliveryEvent::FindingSeverityChanged => lifecycle("changed severity", "changed severity"),
-        DeliveryEvent::FindingTriaged => (
+        DeliveryEvent::Event(EventType::FindingSeverityChanged) => {
+            lifecycle("changed severity", "changed severity")
+        }
+        DeliveryEvent::Event(EventType::FindingTriaged) => (
             "Findings triaged".to_owned(),
             format!(
-                "Opt-in. Sent when a key changes the triage of findings (`PATCH /findings/{{id}}`                  or `POST /findings/triage`), to each active subscription listing `{}`: one POST                  per write and chunk of at most 100 findings, each with its `change` (`field`:                  `triageState`, `from`, `to`) and its `triage` as it is now. {SHARED}",
+                "Opt-in. Sent when a key changes the triage of findings (`PATCH /findings/{{id}}` \
+                 or `POST /findings/triage`), to each active subscription listing `{}`: one POST \
+                 per write and chunk of at most 100 findings, each with its `change` (`field`: \
+                 `triageState`, `from`, `to`) and its `triage` as it is now. {SHARED}",
                 event.as_str()
             ),
         ),
-        DeliveryEvent::FindingTriageExpired => (
+        DeliveryEvent::Event(EventType::FindingTriageExpired) => (
             "Findings' triage expired".to_owned(),
             format!(
-                "Opt-in. Sent when triage marks reach their `expiresAt` and the sweep records                  the findings as `untriaged` again (within a minute of the expiry), to each                  active subscription listing `{}`: one POST per chunk of at most 100 findings,                  each with its `change` (`field`: `triageState`, `from`: the expired state,                  `to`: `untriaged`). {SHARED}",
+                "Opt-in. Sent when triage marks reach their `expiresAt` and the sweep records \
+                 the findings as `untriaged` again (within a minute of the expiry), to each \
+                 active subscription listing `{}`: one POST per chunk of at most 100 findings, \
+                 each with its `change` (`field`: `triageState`, `from`: the expired state, \
+                 `to`: `untriaged`). {SHARED}",
                 event.as_str()
             ),
         ),
-        new => {
+        DeliveryEvent::Event(
+            new @ (EventType::FindingCritical
+            | EventType::FindingHigh
+            | EventType::FindingMedium
+            | EventType::FindingLow),
+        ) => {
             let severity = new.severity().map_or("", |s| s.as_str());
             (
                 format!("New {severity} findings"),
