@@ -95,17 +95,34 @@ fn heading_directory(line: &str) -> Option<&str> {
 }
 
 /// Each name with the directory of the heading it stands under, if that heading names one.
-fn names_by_section(text: &str) -> Vec<(Option<&str>, &str)> {
-    let mut directory = None;
-    let mut names = Vec::new();
+/// Backticks pair across the lines of a section (a name may open on one line and close on
+/// the next); fenced code blocks are not read.
+fn names_by_section(text: &str) -> Vec<(Option<&str>, String)> {
+    let mut sections: Vec<(Option<&str>, String)> = vec![(None, String::new())];
+    let mut fenced = false;
     for line in text.lines() {
-        if line.starts_with('#') {
-            directory = heading_directory(line);
+        if line.starts_with("```") {
+            fenced = !fenced;
             continue;
         }
-        names.extend(named_paths(line).into_iter().map(|name| (directory, name)));
+        if fenced {
+            continue;
+        }
+        if line.starts_with('#') {
+            sections.push((heading_directory(line), String::new()));
+        } else if let Some((_, body)) = sections.last_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
     }
-    names
+    sections
+        .iter()
+        .flat_map(|(directory, body)| {
+            named_paths(body)
+                .into_iter()
+                .map(|name| (*directory, name.to_owned()))
+        })
+        .collect()
 }
 
 /// Whether `path` is a tracked file, or (ending in `/`) a directory holding one.
@@ -142,7 +159,7 @@ pub(super) fn architecture_map(graph: &Graph) -> Vec<String> {
     }
     let files = tracked();
     for (directory, name) in names_by_section(&text) {
-        if !exists(directory, name, &files) {
+        if !exists(directory, &name, &files) {
             let under = directory.map_or(String::new(), |d| format!(" (under `{d}`)"));
             found.push(format!(
                 "ARCHITECTURE.md names `{name}`{under}, which is no tracked path: write it whole"
@@ -160,10 +177,14 @@ mod tests {
     fn paths_are_read_from_backticks_and_resolved_whole() {
         let text = "# Map\nsee `crates/http/src/gate.rs`, `cargo xtask test`, `/api/v1/findings`, \
                     `Endpoint`, `http.rs`\n### `crates/http` (posture-http)\n`gate.rs`, \
-                    `error.rs`, `routes/`, `export.rs`, `tests/it.rs`\n## Invariants\n`gate.rs`";
+                    `error.rs`, `routes/`, `a\nb`, `export.rs`, `tests/it.rs`\n```\n`x.rs\n```\n\
+                    ## Invariants\n`gate.rs`";
         let names = names_by_section(text);
         assert_eq!(
-            names,
+            names
+                .iter()
+                .map(|(d, n)| (*d, n.as_str()))
+                .collect::<Vec<_>>(),
             [
                 (None, "crates/http/src/gate.rs"),
                 (None, "http.rs"),
