@@ -101,6 +101,7 @@ pub async fn list(
         &page,
         &IssueForm::fresh(&state.keyring, &signed.session.csrf_token),
         notice.as_deref(),
+        state.clock.now(),
     )))
 }
 
@@ -144,7 +145,7 @@ fn read_issue_form(fields: &[(String, String)], keyring: &Keyring, csrf_token: &
 const OUT_OF_DATE: &str = "This form is out of date: fill it in again.";
 
 /// Why an issue form cannot be issued, in words.
-fn refusal(request: &Request) -> Option<String> {
+fn refusal(request: &Request, now: DateTime<Utc>) -> Option<String> {
     if request.key_id.is_none() {
         return Some(OUT_OF_DATE.to_owned());
     }
@@ -162,7 +163,7 @@ fn refusal(request: &Request) -> Option<String> {
     if request.scopes.is_empty() {
         return Some("Choose at least one scope: a key holds one or more.".to_owned());
     }
-    expiry(request, Utc::now()).err()
+    expiry(request, now).err()
 }
 
 /// Longest a key may be issued for on a date, in days.
@@ -199,14 +200,14 @@ pub async fn issue(
     let signed = session::require(&req, &state, &path).await?;
     let fields = session::checked_form(&body, &signed)?;
     let request = read_issue_form(&fields, &state.keyring, &signed.session.csrf_token);
-    if let Some(error) = refusal(&request) {
+    if let Some(error) = refusal(&request, state.clock.now()) {
         return refused(&state, &signed, &request, &error).await;
     }
     let key_id = request.key_id.unwrap_or_else(KeyId::generate);
     if let Some(page) = already_issued(&state, &signed, key_id).await? {
         return Ok(page);
     }
-    let now = Utc::now();
+    let now = state.clock.now();
     let expires_at = expiry(&request, now).map_err(ConsoleError::BadRequest)?;
     let (mut new_key, secret) = NewApiKey::generate(
         signed.customer,
@@ -261,7 +262,7 @@ async fn refused(
         expires_on: &request.expires_on,
         error: Some(error),
     };
-    let page = pages::keys(&signed.viewer(), &keys, &form, None).into_string();
+    let page = pages::keys(&signed.viewer(), &keys, &form, None, state.clock.now()).into_string();
     Ok(HttpResponse::UnprocessableEntity()
         .content_type("text/html; charset=utf-8")
         .body(page))
@@ -288,6 +289,7 @@ async fn already_issued(
         &keys,
         &IssueForm::fresh(&state.keyring, &signed.session.csrf_token),
         Some(&notice),
+        state.clock.now(),
     ))))
 }
 

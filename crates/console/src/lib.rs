@@ -73,6 +73,8 @@ pub struct ConsoleState {
     pub secure_cookies: bool,
     /// Proxies whose `X-Forwarded-For` names the client (for the sign-in limit).
     pub trusted_proxies: TrustedProxies,
+    /// What time it is: the store's clock (sessions' lifetimes, keys' expiry).
+    pub clock: std::sync::Arc<dyn posture_domain::clock::Clock>,
 }
 
 /// The policy every console response carries: scripts and styles from posture only, no
@@ -81,26 +83,53 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
      style-src 'self'; img-src 'self'; connect-src 'none'; form-action 'self'; \
      frame-ancestors 'none'; base-uri 'none'";
 
-/// The console's route templates under [`PREFIX`]: what the access log and the metrics name
-/// its requests by (the tests check every route label is a template).
-pub const ROUTES: &[&str] = &[
-    "/",
-    "/assets/{file}",
-    "/{customer}",
-    "/{customer}/",
-    "/{customer}/sign-in",
-    "/{customer}/callback",
-    "/{customer}/sign-out",
-    "/{customer}/keys",
-    "/{customer}/keys/{key}/revoke",
-    "/{customer}/audit",
-    "/{customer}/sessions",
-    "/{customer}/sessions/end-others",
-    "/{customer}/sessions/{session}/end",
-    "/{customer}/users",
-    "/{customer}/groups",
-    "/{customer}/groups/{group}",
+/// A route template and the route that answers it.
+type Mount = (&'static str, fn() -> actix_web::Route);
+
+/// The console's routes under [`PREFIX`]: each template with the route that answers it.
+/// The one list: [`configure`] mounts it, and [`routes`] (the templates the access log and
+/// the metrics name its requests by) is read from it.
+const TABLE: &[Mount] = &[
+    ("/", || web::get().to(pages::landing)),
+    ("/assets/{file}", || web::get().to(assets::serve)),
+    ("/{customer}", || web::get().to(sign_in::sign_in_page)),
+    ("/{customer}/", || web::get().to(sign_in::sign_in_page)),
+    ("/{customer}/sign-in", || web::get().to(sign_in::start)),
+    ("/{customer}/callback", || web::get().to(sign_in::callback)),
+    ("/{customer}/sign-out", || web::post().to(sign_in::sign_out)),
+    ("/{customer}/keys", || web::get().to(keys::list)),
+    ("/{customer}/keys", || web::post().to(keys::issue)),
+    ("/{customer}/keys/{key}/revoke", || {
+        web::get().to(keys::confirm_revoke)
+    }),
+    ("/{customer}/keys/{key}/revoke", || {
+        web::post().to(keys::revoke)
+    }),
+    ("/{customer}/audit", || web::get().to(keys::audit)),
+    ("/{customer}/sessions", || web::get().to(sessions::list)),
+    ("/{customer}/sessions/end-others", || {
+        web::post().to(sessions::end_others)
+    }),
+    ("/{customer}/sessions/{session}/end", || {
+        web::post().to(sessions::end_one)
+    }),
+    ("/{customer}/users", || web::get().to(directory::users)),
+    ("/{customer}/groups", || web::get().to(directory::groups)),
+    ("/{customer}/groups/{group}", || {
+        web::get().to(directory::group)
+    }),
 ];
+
+/// The console's route templates under [`PREFIX`], each once, in [`TABLE`]'s order.
+pub fn routes() -> Vec<&'static str> {
+    let mut templates: Vec<&'static str> = Vec::new();
+    for (template, _) in TABLE {
+        if !templates.contains(template) {
+            templates.push(template);
+        }
+    }
+    templates
+}
 
 /// Mounts the console under [`PREFIX`].
 pub fn configure(cfg: &mut web::ServiceConfig, state: ConsoleState) {
@@ -113,8 +142,12 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ConsoleState) {
             HeaderName::from_static("cross-origin-opener-policy"),
             "same-origin",
         ));
+    let mut scope = web::scope(PREFIX);
+    for (template, route) in TABLE {
+        scope = scope.route(template, route());
+    }
     cfg.service(
-        web::scope(PREFIX)
+        scope
             .app_data(web::Data::new(state))
             .app_data(web::PayloadConfig::new(pages::MAX_FORM_BYTES))
             .app_data(web::QueryConfig::default().error_handler(|_, _| {
@@ -126,39 +159,6 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ConsoleState) {
             }))
             .wrap(from_fn(throttle::throttle))
             .wrap(headers)
-            .route("/", web::get().to(pages::landing))
-            .route("/assets/{file}", web::get().to(assets::serve))
-            .route("/{customer}", web::get().to(sign_in::sign_in_page))
-            .route("/{customer}/", web::get().to(sign_in::sign_in_page))
-            .route("/{customer}/sign-in", web::get().to(sign_in::start))
-            .route("/{customer}/callback", web::get().to(sign_in::callback))
-            .route("/{customer}/sign-out", web::post().to(sign_in::sign_out))
-            .route("/{customer}/keys", web::get().to(keys::list))
-            .route("/{customer}/keys", web::post().to(keys::issue))
-            .route(
-                "/{customer}/keys/{key}/revoke",
-                web::get().to(keys::confirm_revoke),
-            )
-            .route(
-                "/{customer}/keys/{key}/revoke",
-                web::post().to(keys::revoke),
-            )
-            .route("/{customer}/audit", web::get().to(keys::audit))
-            .route("/{customer}/sessions", web::get().to(sessions::list))
-            .route(
-                "/{customer}/sessions/end-others",
-                web::post().to(sessions::end_others),
-            )
-            .route(
-                "/{customer}/sessions/{session}/end",
-                web::post().to(sessions::end_one),
-            )
-            .route("/{customer}/users", web::get().to(directory::users))
-            .route("/{customer}/groups", web::get().to(directory::groups))
-            .route(
-                "/{customer}/groups/{group}",
-                web::get().to(directory::group),
-            )
             .default_service(web::to(pages::not_found)),
     );
 }

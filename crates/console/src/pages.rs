@@ -273,14 +273,14 @@ fn issue_form(viewer: &Viewer<'_>, form: &IssueForm<'_>) -> Markup {
     }
 }
 
-/// The API keys settings: a page of the customer's keys and the issue form.
+/// The API keys settings: a page of the customer's keys and the issue form, `now`.
 pub fn keys(
     viewer: &Viewer<'_>,
     page: &Paged<ApiKey>,
     form: &IssueForm<'_>,
     notice: Option<&str>,
+    now: DateTime<Utc>,
 ) -> Markup {
-    let now = Utc::now();
     let keys = &page.rows;
     let list = format!("{PREFIX}/{}/keys", viewer.customer_id);
     frame(

@@ -9,7 +9,6 @@
 //! the client address's sign-in limit.
 
 use actix_web::{HttpRequest, HttpResponse, http::header, web};
-use chrono::Utc;
 use posture_domain::{
     CustomerId, CustomerScope,
     console::{
@@ -196,7 +195,7 @@ pub async fn callback(
         )
         .await
         .map_err(|e| of_sign_in(provider_error(&setup.sso, e)))?;
-    let mut new = NewSession::start(customer, &user, state.sessions, Utc::now())?;
+    let mut new = NewSession::start(customer, &user, state.sessions, state.clock.now())?;
     new.admitted_under = Some(setup.sso.updated_at);
     let replaces = session::presented_token(&req, &state).map(|t| t.hash());
     let refusal = match &setup.sso.provisioning {

@@ -10,6 +10,9 @@
 //!
 //! `allow_private` (development and tests) turns the address checks off.
 
+use std::sync::Arc;
+
+use posture_domain::clock::Clock;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -34,6 +37,7 @@ pub struct WebhookClient {
     http: reqwest::Client,
     policy: EgressPolicy,
     timeout: Duration,
+    clock: Arc<dyn Clock>,
 }
 
 /// What the headers of one delivery say; the signatures are made per attempt, as it starts
@@ -82,7 +86,11 @@ pub fn user_agent() -> String {
 }
 
 impl WebhookClient {
-    pub fn new(timeout: Duration, allow_private: bool) -> Result<Self, reqwest::Error> {
+    pub fn new(
+        timeout: Duration,
+        allow_private: bool,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, reqwest::Error> {
         let policy = EgressPolicy {
             allow_private,
             allowed_networks: Vec::new(),
@@ -91,6 +99,7 @@ impl WebhookClient {
             http: posture_egress::client(policy.clone(), timeout, &user_agent())?,
             policy,
             timeout,
+            clock,
         })
     }
 
@@ -101,7 +110,7 @@ impl WebhookClient {
         body: &[u8],
         headers: &DeliveryHeaders<'_>,
     ) -> (Outcome, Attempt) {
-        let started_at = Utc::now();
+        let started_at = self.clock.now();
         let clock = std::time::Instant::now();
         let http = self.policy.allow_private;
         let (outcome, status_code, excerpt, detail) =
@@ -141,7 +150,7 @@ impl WebhookClient {
         body: &[u8],
         headers: &DeliveryHeaders<'_>,
     ) -> (Outcome, Option<u16>, Option<String>, Option<String>) {
-        let map = headers.at(Utc::now().timestamp(), body);
+        let map = headers.at(self.clock.now().timestamp(), body);
         let response = match self
             .http
             .post(url)
@@ -166,7 +175,7 @@ impl WebhookClient {
             }
         };
         let status = response.status();
-        let retry_after = retry_after(response.headers(), Utc::now());
+        let retry_after = retry_after(response.headers(), self.clock.now());
         let excerpt = excerpt(response).await;
         (
             Outcome::of_status(status.as_u16(), retry_after),

@@ -26,9 +26,10 @@ impl ImmediateSender {
         keyring: Arc<Keyring>,
         timeout: Duration,
         allow_private: bool,
+        clock: Arc<dyn posture_domain::clock::Clock>,
     ) -> std::result::Result<Self, reqwest::Error> {
         Ok(Self {
-            client: WebhookClient::new(timeout, allow_private)?,
+            client: WebhookClient::new(timeout, allow_private, clock)?,
             keyring,
         })
     }

@@ -10,8 +10,6 @@
 
 use std::{sync::Arc, time::Duration};
 
-use chrono::Utc;
-
 use posture_domain::{
     CustomerScope, Error, Result,
     delivery::{
@@ -52,6 +50,9 @@ pub struct WorkerConfig {
     pub retention: chrono::Duration,
     /// How long every attempt of a subscription may fail before it is disabled.
     pub disable_after: chrono::Duration,
+    /// What time it is: an attempt's start, the signatures' timestamps, `Retry-After`
+    /// dates, the sweeps' cut-offs.
+    pub clock: Arc<dyn posture_domain::clock::Clock>,
 }
 
 /// A delivery worker.
@@ -114,7 +115,8 @@ impl Worker {
         keyring: Arc<Keyring>,
         config: WorkerConfig,
     ) -> std::result::Result<Self, reqwest::Error> {
-        let client = WebhookClient::new(config.timeout, config.allow_private)?;
+        let client =
+            WebhookClient::new(config.timeout, config.allow_private, config.clock.clone())?;
         Ok(Self {
             deliveries,
             findings,
@@ -222,7 +224,7 @@ impl Worker {
                 },
                 Attempt {
                     number: 0,
-                    started_at: Utc::now(),
+                    started_at: self.config.clock.now(),
                     latency_ms: 0,
                     status_code: None,
                     error: Some(reason),
@@ -254,7 +256,7 @@ impl Worker {
                         NextStep::RetryAt(
                             // A delay past chrono's range (never, with the policy's cap)
                             // would mean "never": retry at the cap instead of at once.
-                            Utc::now()
+                            self.config.clock.now()
                                 + chrono::Duration::from_std(delay)
                                     .unwrap_or(chrono::Duration::MAX),
                         ),

@@ -8,10 +8,7 @@
 //! adapters of `posture-redis`: counters shared between instances in Redis, and counters in
 //! this process (one instance, or the fallback while Redis is unreachable).
 
-use std::{
-    fmt,
-    time::{SystemTime, UNIX_EPOCH},
-};
+use std::fmt;
 
 use async_trait::async_trait;
 
@@ -180,13 +177,6 @@ pub trait RateLimiter: Send + Sync {
     async fn peek(&self, bucket: &RateBucket) -> Result<RateDecision>;
     /// The limiter's current state.
     fn state(&self) -> LimiterState;
-}
-
-/// Epoch seconds now.
-pub fn epoch_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 #[cfg(test)]

@@ -19,7 +19,6 @@ use actix_web::{
     middleware::Next,
     web,
 };
-use chrono::Utc;
 use posture_domain::{
     api_key::Principal,
     idempotency::{Claim, Fingerprint, IdempotencyKey, StoredAnswer, is_kept},
@@ -78,7 +77,7 @@ pub(crate) async fn admit(
     let store = state.ports.idempotency.clone();
     let (scope, by) = (principal.scope(), principal.key_id());
     let claim = store
-        .claim_idempotency_key(scope, by, &key, &fingerprint, Utc::now())
+        .claim_idempotency_key(scope, by, &key, &fingerprint, state.clock.now())
         .await;
     let context = context(&principal, &key);
     match claim {

@@ -74,6 +74,8 @@ pub struct ApiState {
     pub docs: bool,
     /// The last database check of `/readyz`.
     pub readiness: Arc<ReadinessCache>,
+    /// What time it is: the store's clock ([`posture_domain::clock`]).
+    pub clock: Arc<dyn posture_domain::clock::Clock>,
     /// The OpenAPI document, rendered once ([`crate::openapi::render`], when the binary
     /// builds the state), for
     /// `GET /openapi.json`.

@@ -103,7 +103,7 @@ impl InProcessRateLimiter {
     }
 
     /// Epoch seconds on its clock.
-    fn now(&self) -> u64 {
+    pub fn now(&self) -> u64 {
         u64::try_from(self.clock.now().timestamp()).unwrap_or(0)
     }
 

@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use deadpool_redis::{Config, Pool, Runtime, redis::aio::MultiplexedConnection};
 use posture_domain::{
     Error, Result,
-    rate_limit::{LimiterState, RateBucket, RateDecision, RateLimiter, RatePolicy, epoch_secs},
+    rate_limit::{LimiterState, RateBucket, RateDecision, RateLimiter, RatePolicy},
 };
 
 mod in_process;
@@ -150,36 +150,48 @@ impl RedisRateLimiter {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    async fn shared_check(
+    /// Runs the counting or the peeking script on `bucket` in Redis.
+    async fn shared(
         &self,
         bucket: &RateBucket,
+        look: Look,
     ) -> std::result::Result<RateDecision, RedisFailure> {
         let mut conn = self.connection().await?;
-        let (count, reset, now): (u64, u64, u64) = self
-            .script
+        let script = match look {
+            Look::Count => &self.script,
+            Look::Peek => &self.peek_script,
+        };
+        let (count, reset, now): (u64, u64, u64) = script
             .key(bucket_key(bucket))
             .arg(self.policy.window_secs.max(1))
             .arg(self.policy.phase(bucket))
             .invoke_async(&mut conn)
             .await
             .map_err(RedisFailure::Script)?;
-        Ok(self.policy.decide(count, reset, now))
+        Ok(match look {
+            Look::Count => self.policy.decide(count, reset, now),
+            Look::Peek => self.policy.peeked(count, reset, now),
+        })
     }
 
-    async fn shared_peek(
-        &self,
-        bucket: &RateBucket,
-    ) -> std::result::Result<RateDecision, RedisFailure> {
-        let mut conn = self.connection().await?;
-        let (count, reset, now): (u64, u64, u64) = self
-            .peek_script
-            .key(bucket_key(bucket))
-            .arg(self.policy.window_secs.max(1))
-            .arg(self.policy.phase(bucket))
-            .invoke_async(&mut conn)
-            .await
-            .map_err(RedisFailure::Script)?;
-        Ok(self.policy.peeked(count, reset, now))
+    /// Looks at `bucket` in Redis when it may be tried, else (or when it fails) in this
+    /// process: a check never fails because Redis does.
+    async fn look(&self, bucket: &RateBucket, look: Look) -> RateDecision {
+        if self.should_try_redis() {
+            match tokio::time::timeout(REDIS_TIMEOUT, self.shared(bucket, look)).await {
+                Ok(Ok(decision)) => {
+                    self.redis_answered();
+                    return decision;
+                }
+                Ok(Err(error)) => self.redis_failed(&error),
+                Err(_) => self.redis_failed(&RedisFailure::Timeout),
+            }
+        }
+        let now = self.fallback.now();
+        match look {
+            Look::Count => self.fallback.check_at(bucket, now),
+            Look::Peek => self.fallback.peek_at(bucket, now),
+        }
     }
 
     fn health(&self) -> std::sync::MutexGuard<'_, Health> {
@@ -208,7 +220,7 @@ impl RedisRateLimiter {
         let mut health = self.health();
         health.next_probe = Instant::now() + PROBE_EVERY;
         if health.degraded_since.is_none() {
-            health.degraded_since = Some(epoch_secs());
+            health.degraded_since = Some(self.fallback.now());
             tracing::warn!(
                 error = error as &dyn std::error::Error,
                 "Redis is unreachable: rate limits are counted per instance until it is back"
@@ -220,11 +232,18 @@ impl RedisRateLimiter {
         let mut health = self.health();
         if let Some(since) = health.degraded_since.take() {
             tracing::info!(
-                outage_secs = epoch_secs().saturating_sub(since),
+                outage_secs = self.fallback.now().saturating_sub(since),
                 "Redis is reachable again: rate limits are shared"
             );
         }
     }
+}
+
+/// Whether a look at a bucket counts a request or only reads the count.
+#[derive(Clone, Copy)]
+enum Look {
+    Count,
+    Peek,
 }
 
 /// The Redis key of a bucket (each window appends `:<index>`). The hash tag keeps every
@@ -236,31 +255,11 @@ fn bucket_key(bucket: &RateBucket) -> String {
 #[async_trait]
 impl RateLimiter for RedisRateLimiter {
     async fn check(&self, bucket: &RateBucket) -> Result<RateDecision> {
-        if self.should_try_redis() {
-            match tokio::time::timeout(REDIS_TIMEOUT, self.shared_check(bucket)).await {
-                Ok(Ok(decision)) => {
-                    self.redis_answered();
-                    return Ok(decision);
-                }
-                Ok(Err(error)) => self.redis_failed(&error),
-                Err(_) => self.redis_failed(&RedisFailure::Timeout),
-            }
-        }
-        Ok(self.fallback.check_at(bucket, epoch_secs()))
+        Ok(self.look(bucket, Look::Count).await)
     }
 
     async fn peek(&self, bucket: &RateBucket) -> Result<RateDecision> {
-        if self.should_try_redis() {
-            match tokio::time::timeout(REDIS_TIMEOUT, self.shared_peek(bucket)).await {
-                Ok(Ok(decision)) => {
-                    self.redis_answered();
-                    return Ok(decision);
-                }
-                Ok(Err(error)) => self.redis_failed(&error),
-                Err(_) => self.redis_failed(&RedisFailure::Timeout),
-            }
-        }
-        Ok(self.fallback.peek_at(bucket, epoch_secs()))
+        Ok(self.look(bucket, Look::Peek).await)
     }
 
     fn state(&self) -> LimiterState {

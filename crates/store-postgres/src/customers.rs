@@ -42,7 +42,7 @@ impl CustomerRepository for PgStore {
         let row = CustomerRow {
             id: CustomerId::generate().as_uuid(),
             name: name.to_owned(),
-            created_at: Utc::now(),
+            created_at: self.clock.now(),
         };
         let mut conn = self.conn().await?;
         diesel::insert_into(customers::table)

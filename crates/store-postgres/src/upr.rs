@@ -159,7 +159,7 @@ impl UprRepository for PgStore {
                     )
                 })
                 .collect(),
-            computed_at: Utc::now(),
+            computed_at: self.clock.now(),
         })
     }
 

@@ -90,6 +90,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         retention: cli.webhooks.retention(),
         disable_after: chrono::Duration::days(i64::from(cli.disable_after_days)),
         allow_private: cli.webhooks.policy().allow_private,
+        clock: store.clock(),
     };
     let worker = Arc::new(
         Worker::new(

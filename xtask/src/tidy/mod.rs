@@ -17,6 +17,7 @@
 //! 7. ARCHITECTURE.md's crate-edge table is what cargo metadata resolves, and every file it
 //!    names exists at the whole path it gives (`map.rs`).
 //! 8. Every document a file cites is in the repository (`citations.rs`).
+//! 9. Shipped code reads the `Clock` it is given, not the system's (`clock.rs`).
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -31,6 +32,7 @@ use serde_json::Value;
 use crate::{files::project_root, process::eprintln_status};
 
 mod citations;
+mod clock;
 mod cycles;
 mod map;
 mod tree;
@@ -68,6 +70,7 @@ pub fn run() -> anyhow::Result<()> {
         layering().context("reading cargo metadata")?,
         map::architecture_map(graph().context("reading cargo metadata")?),
         citations::citations(),
+        clock::direct_clock_reads(),
     ]
     .concat();
     if breaches.is_empty() {
@@ -390,6 +393,11 @@ fn layering() -> anyhow::Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shipped_code_reads_the_clock_it_is_given() {
+        assert_eq!(clock::direct_clock_reads(), Vec::<String>::new());
+    }
 
     #[test]
     fn every_cited_document_is_in_the_repository() {

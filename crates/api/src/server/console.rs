@@ -51,6 +51,7 @@ pub async fn console_state(
             .map_err(|e| anyhow::anyhow!(e))?,
         secure_cookies: args.console.console_secure_cookies,
         trusted_proxies: args.limits.trusted_proxies.clone(),
+        clock: store.clock(),
     })
 }
 

@@ -79,6 +79,7 @@ pub fn api_state(
         keyring.clone(),
         wiring.webhook_timeout,
         wiring.webhook_policy.allow_private,
+        store.clock(),
     )
     .context("the webhook HTTP client cannot be built")?;
     Ok(ApiState {
@@ -107,6 +108,7 @@ pub fn api_state(
         hsts: wiring.hsts,
         docs: wiring.docs,
         readiness: Arc::default(),
+        clock: store.clock(),
         contract: posture_http::openapi::render().into(),
     })
 }

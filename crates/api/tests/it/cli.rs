@@ -242,6 +242,7 @@ async fn failed_deliveries_are_listed_by_status_and_can_be_retried() {
                 allow_private: true,
                 retention: chrono::Duration::days(30),
                 disable_after: chrono::Duration::days(5),
+                clock: posture_domain::clock::system(),
             },
         )
         .unwrap(),

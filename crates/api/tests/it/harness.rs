@@ -49,6 +49,7 @@ pub fn console_state(
         public_url: None,
         secure_cookies: false,
         trusted_proxies,
+        clock: store.clock(),
     }
 }
 

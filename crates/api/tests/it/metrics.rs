@@ -142,8 +142,8 @@ async fn made_up_methods_and_paths_add_no_series() {
         .iter()
         .map(|e| e.full_path())
         .chain(
-            posture_console::ROUTES
-                .iter()
+            posture_console::routes()
+                .into_iter()
                 .map(|r| format!("{}{r}", posture_console::PREFIX)),
         )
         .chain(

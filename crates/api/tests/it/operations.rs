@@ -199,14 +199,19 @@ async fn sigterm_lets_an_in_flight_request_finish_and_refuses_new_ones() {
         .unwrap();
     let mut body = export.chunk().await.unwrap().unwrap().to_vec();
     let child = api.terminate();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        http.get(format!("{}/healthz", api.base))
-            .send()
-            .await
-            .is_err(),
-        "no new connections after SIGTERM"
-    );
+    // The listener closes as the signal is handled: no new connection once it has.
+    posture_test_support::waits::wait_for(
+        "no new connections after SIGTERM",
+        Duration::from_secs(5),
+        || async {
+            http.get(format!("{}/healthz", api.base))
+                .send()
+                .await
+                .is_err()
+                .then_some(())
+        },
+    )
+    .await;
     while let Some(chunk) = export.chunk().await.unwrap() {
         body.extend_from_slice(&chunk);
         tokio::time::sleep(Duration::from_millis(2)).await;

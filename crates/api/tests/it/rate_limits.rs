@@ -10,15 +10,22 @@ use std::{
 use posture_domain::{
     Scope,
     clock::ManualClock,
-    rate_limit::{RateLimiter, RatePolicy, epoch_secs},
+    rate_limit::{RateLimiter, RatePolicy},
 };
 use posture_http::TrustedProxies;
 use posture_redis::InProcessRateLimiter;
 use posture_redis::RedisRateLimiter;
-use posture_test_support::{TestDb, redis_url, servers::RedisServer};
+use posture_test_support::{TestDb, redis_url, servers::RedisServer, waits::wait_for};
 use reqwest::{Response, StatusCode};
 
 use crate::support::{TestApp, assert_error, client};
+
+/// Epoch seconds now, as the limiters' windows count them.
+fn epoch_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
 
 fn in_process(limit: u32, window_secs: u32) -> impl FnOnce() -> Arc<dyn RateLimiter> {
     move || {
@@ -448,8 +455,17 @@ async fn a_redis_outage_fails_no_request_and_shared_counting_resumes_after_it() 
     assert_eq!(ready["checks"]["rateLimiter"]["mode"], "degraded");
 
     redis.restart().unwrap();
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    app.get("/api/v1/tenants", &key).await;
+    // Counted in the instance until the limiter's probe finds Redis (that one counts there).
+    wait_for(
+        "the limiter to share again",
+        Duration::from_secs(5),
+        || async {
+            app.get("/api/v1/tenants", &key).await;
+            let ready = app.get_public_json("/readyz").await;
+            (ready["checks"]["rateLimiter"]["mode"] == "shared").then_some(())
+        },
+    )
+    .await;
     // Another instance on the same Redis now sees this key's count: counting is shared again.
     let other = RedisRateLimiter::new(&url, policy).unwrap();
     let seen = other

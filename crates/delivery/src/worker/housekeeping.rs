@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
 use posture_domain::{Result, webhook::MAX_HOLD_HOURS};
 
 use super::Worker;
@@ -78,7 +77,7 @@ impl Worker {
     /// paused subscriptions held past [`MAX_HOLD_HOURS`]; forgets previous secrets whose
     /// overlap ended. Every worker sweeps (each batch skips rows another is deleting).
     pub async fn sweep(&self) -> Result<u64> {
-        let cutoff = Utc::now() - self.config.retention;
+        let cutoff = self.config.clock.now() - self.config.retention;
         let deleted = in_rounds(SWEEP_BATCH, || {
             self.deliveries.purge_finished(cutoff, SWEEP_BATCH)
         })
@@ -92,7 +91,7 @@ impl Worker {
             );
         }
         self.sweep_events().await?;
-        let now = Utc::now();
+        let now = self.config.clock.now();
         if let Some(keys) = &self.idempotency {
             let forgotten = in_rounds(SWEEP_BATCH, || {
                 keys.purge_idempotency_keys(now, SWEEP_BATCH)
@@ -141,7 +140,7 @@ impl Worker {
         let Some((events, retention)) = &self.events else {
             return Ok(());
         };
-        let cutoff = Utc::now() - *retention;
+        let cutoff = self.config.clock.now() - *retention;
         let deleted = in_rounds(SWEEP_BATCH, || events.purge_events(cutoff, SWEEP_BATCH)).await?;
         if deleted > 0 {
             metrics::counter!("posture_events_expired_total").increment(deleted);

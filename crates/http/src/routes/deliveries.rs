@@ -3,7 +3,6 @@
 //! and a test delivery.
 
 use actix_web::{HttpResponse, web};
-use chrono::Utc;
 use posture_domain::{
     DeliveryId, Error, Scope, WebhookId,
     delivery::{
@@ -209,7 +208,7 @@ async fn recover(
     Json(request): Json<RecoverRequest>,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    let now = Utc::now();
+    let now = state.clock.now();
     let until = request.until.unwrap_or(now);
     if until <= request.since {
         return Err(ApiError::Unprocessable(
@@ -294,7 +293,7 @@ async fn test_webhook(
         .sealed_secrets(scope, id)
         .await
         .map_err(not_found::<WebhookId>)?;
-    let (delivery, findings) = test_delivery(scope, id, event, Utc::now());
+    let (delivery, findings) = test_delivery(scope, id, event, state.clock.now());
     let target = DeliveryTarget {
         url: subscription.webhook_url,
         webhook_type: subscription.webhook_type,

@@ -159,7 +159,7 @@ async fn triage_finding(
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
     let expected = if_match_tags(&req)?;
-    let change = super::triage::change_of(request.triage)?;
+    let change = super::triage::change_of(request.triage, state.clock.now())?;
     super::triage::spend_write_budget(&state, &caller).await?;
     let finding = state
         .ports

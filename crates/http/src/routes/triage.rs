@@ -48,8 +48,11 @@ pub static BULK: Endpoint = Endpoint {
     ..Endpoint::DEFAULT
 };
 
-/// The change `request` asks for, checked, or a 422 naming the field.
-pub(super) fn change_of(request: TriageRequest) -> Result<TriageChange, ApiError> {
+/// The change `request` asks for `now`, checked, or a 422 naming the field.
+pub(super) fn change_of(
+    request: TriageRequest,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<TriageChange, ApiError> {
     let state = request
         .state
         .parse::<TriageState>()
@@ -60,14 +63,8 @@ pub(super) fn change_of(request: TriageRequest) -> Result<TriageChange, ApiError
         .map(str::parse::<TriageReason>)
         .transpose()
         .map_err(|e| unprocessable(Error::invalid("triage.reason", e.to_string())))?;
-    TriageChange::new(
-        state,
-        reason,
-        request.comment,
-        request.expires_at,
-        chrono::Utc::now(),
-    )
-    .map_err(unprocessable)
+    TriageChange::new(state, reason, request.comment, request.expires_at, now)
+        .map_err(unprocessable)
 }
 
 /// Counts one triage write of the caller's customer: 429 past [`WRITE_RATE`].
@@ -120,7 +117,7 @@ async fn triage_findings(
             .transpose()?;
         items.push((id, expected));
     }
-    let change = change_of(request.triage)?;
+    let change = change_of(request.triage, state.clock.now())?;
     spend_write_budget(&state, &caller).await?;
     let bulk = state
         .ports

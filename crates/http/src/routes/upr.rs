@@ -1,7 +1,7 @@
 //! `GET /upr`, `/upr/principals` and `/upr/trend`.
 
 use actix_web::{HttpResponse, web};
-use chrono::{Duration, Utc};
+use chrono::Duration;
 use posture_domain::{Scope, upr::UprFilter};
 use posture_wire::{
     DataResponse, ListResponse,
@@ -19,6 +19,7 @@ use crate::{
     error::ApiError,
     input::{Input, ListQuery, TenantFilter, part},
     reads::Reads,
+    state::ApiState,
 };
 
 pub static ROLLUP: Endpoint = Endpoint {
@@ -111,13 +112,14 @@ async fn get_trend(
     tenant: TenantFilter,
     Input(query): Input<TrendQuery>,
     reads: Reads,
+    state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
     let days = query.days()?;
     let points = reads
         .upr
         .upr_trend(caller.scope(), tenant.id(), days)
         .await?;
-    let today = Utc::now().date_naive();
+    let today = state.clock.now().date_naive();
     Ok(HttpResponse::Ok().json(UprTrendResponse {
         data: points.into_iter().map(Into::into).collect(),
         meta: UprTrendMeta {

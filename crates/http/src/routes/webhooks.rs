@@ -265,7 +265,7 @@ async fn rotate_secret(
     let sealed = state
         .keyring
         .seal(&secret, &secret_context(scope.customer_id(), id))?;
-    let previous_expires_at = rotation.previous_expires_at(chrono::Utc::now());
+    let previous_expires_at = rotation.previous_expires_at(state.clock.now());
     let subscription = state
         .ports
         .webhooks

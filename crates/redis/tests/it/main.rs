@@ -6,10 +6,17 @@ use std::time::Duration;
 
 use posture_domain::{
     KeyId,
-    rate_limit::{LimiterState, RateBucket, RateLimiter, RatePolicy, epoch_secs},
+    rate_limit::{LimiterState, RateBucket, RateLimiter, RatePolicy},
 };
 use posture_redis::RedisRateLimiter;
-use posture_test_support::{redis_url, servers::RedisServer};
+use posture_test_support::{redis_url, servers::RedisServer, waits::wait_for};
+
+/// Epoch seconds now, as Redis's windows count them.
+fn epoch_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
 
 const POLICY: RatePolicy = RatePolicy {
     limit: 5,
@@ -102,8 +109,12 @@ async fn requests_pass_again_after_the_window_resets() {
             break decision;
         }
     };
-    tokio::time::sleep(Duration::from_secs(refused.retry_after + 1)).await;
-    assert!(limiter.check(&bucket).await.unwrap().allowed);
+    // Redis's clock ends the window: wait for that, not for a guess of it.
+    let bound = Duration::from_secs(refused.retry_after + 3);
+    wait_for("the next window", bound, || async {
+        limiter.check(&bucket).await.unwrap().allowed.then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -124,9 +135,16 @@ async fn redis_down_never_fails_a_check_and_sharing_resumes_when_it_is_back() {
     assert!(matches!(limiter.state(), LimiterState::Degraded { .. }));
 
     redis.restart().unwrap();
-    tokio::time::sleep(Duration::from_millis(1100)).await;
-    let decision = limiter.check(&bucket).await.unwrap();
-    assert_eq!(limiter.state(), LimiterState::Shared);
+    // Checks count in the process until the limiter's next probe finds Redis again.
+    let decision = wait_for(
+        "the limiter to share again",
+        Duration::from_secs(5),
+        || async {
+            let decision = limiter.check(&bucket).await.unwrap();
+            (limiter.state() == LimiterState::Shared).then_some(decision)
+        },
+    )
+    .await;
     // The restarted Redis is empty: counting starts again there, shared.
     assert_eq!(decision.remaining, 4);
     let other = RedisRateLimiter::new(&redis.url(), POLICY).unwrap();

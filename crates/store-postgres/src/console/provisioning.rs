@@ -69,7 +69,7 @@ pub(super) async fn set(
                 .set((
                     console_sso::provisioning_claim.eq(provisioning.map(|p| &p.claim)),
                     console_sso::admin_group.eq(provisioning.map(|p| &p.admin_group)),
-                    console_sso::updated_at.eq(chrono::Utc::now()),
+                    console_sso::updated_at.eq(diesel::dsl::now),
                 ))
                 .returning(SsoRow::as_returning())
                 .get_result(conn)

@@ -107,7 +107,7 @@ pub(super) async fn set(
         console_sso::admin_claim.eq(&admins.claim),
         console_sso::admin_values.eq(&admins.values),
         console_sso::admin_subjects.eq(&admins.subjects),
-        console_sso::updated_at.eq(Utc::now()),
+        console_sso::updated_at.eq(diesel::dsl::now),
     );
     let outcome = conn
         .transaction(async |conn| {

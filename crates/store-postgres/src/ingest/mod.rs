@@ -54,10 +54,10 @@ impl IngestRepository for PgStore {
     ) -> Result<PassSummary, IngestError> {
         let mut conn = self.conn().await?;
         let pass_id = PassId::generate();
-        let started_at = Utc::now();
+        let clock = &*self.clock;
         let summary = conn
             .transaction(async |conn| {
-                let mut pass = PassRun::new(conn, scope, pass_id, started_at);
+                let mut pass = PassRun::new(conn, scope, pass_id, clock);
                 pass.run(items).await
             })
             .await
@@ -146,6 +146,8 @@ struct PassRun<'c> {
     conn: &'c mut AsyncPgConnection,
     scope: CustomerScope,
     pass_id: PassId,
+    /// The process's clock: when the pass started and finished (its statistics).
+    clock: &'c dyn posture_domain::clock::Clock,
     started_at: DateTime<Utc>,
     /// The pass's time, from PostgreSQL's clock when the customer is locked: the
     /// `modified_at` of every row it changes, and the `updated_at` / `last_seen_at` of every
@@ -180,12 +182,14 @@ impl<'c> PassRun<'c> {
         conn: &'c mut AsyncPgConnection,
         scope: CustomerScope,
         pass_id: PassId,
-        started_at: DateTime<Utc>,
+        clock: &'c dyn posture_domain::clock::Clock,
     ) -> Self {
+        let started_at = clock.now();
         Self {
             conn,
             scope,
             pass_id,
+            clock,
             started_at,
             modified_at: started_at,
             state: PassState::default(),
@@ -399,7 +403,7 @@ impl<'c> PassRun<'c> {
                 crate::deliveries::fan_out(self.conn, pass, last).await? as u64;
         }
         let fan_out = fan_out_started.elapsed();
-        let finished_at = Utc::now();
+        let finished_at = self.clock.now();
         let count = |n: u64| i32::try_from(n).unwrap_or(i32::MAX);
         diesel::insert_into(analyzer_passes::table)
             .values((

@@ -98,7 +98,7 @@ pub(crate) async fn deactivate(
     )
     .set((
         webhook_subscriptions::active.eq(false),
-        webhook_subscriptions::deactivated_at.eq(Utc::now()),
+        webhook_subscriptions::deactivated_at.eq(diesel::dsl::now),
     ))
     .returning(SubscriptionRow::as_returning())
     .get_result::<SubscriptionRow>(conn)
@@ -183,7 +183,7 @@ impl WebhookRepository for PgStore {
                         webhook_subscriptions::secret_key_id.eq(&secret.key_id),
                         webhook_subscriptions::secret_nonce.eq(&secret.nonce),
                         webhook_subscriptions::secret_ciphertext.eq(&secret.ciphertext),
-                        webhook_subscriptions::created_at.eq(Utc::now()),
+                        webhook_subscriptions::created_at.eq(diesel::dsl::now),
                     ))
                     .returning(SubscriptionRow::as_returning())
                     .get_result::<SubscriptionRow>(conn)

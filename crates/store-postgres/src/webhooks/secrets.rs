@@ -72,7 +72,7 @@ impl PgStore {
             .await
             .map_err(db_error)?;
         let previous = match (key_id, nonce, ciphertext, expires) {
-            (Some(key_id), Some(nonce), Some(ciphertext), Some(at)) if at > Utc::now() => {
+            (Some(key_id), Some(nonce), Some(ciphertext), Some(at)) if at > self.clock.now() => {
                 Some(sealed((key_id, nonce, ciphertext)))
             }
             _ => None,
@@ -115,7 +115,7 @@ impl PgStore {
                 }) {
                     return Ok(Err(Refused::Changed(version)));
                 }
-                if let Some(until) = overlap.filter(|until| *until > Utc::now() && !force) {
+                if let Some(until) = overlap.filter(|until| *until > self.clock.now() && !force) {
                     return Ok(Err(Refused::Overlapping(until)));
                 }
                 // The current secret becomes the previous one (or is dropped at once).

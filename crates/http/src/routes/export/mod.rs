@@ -14,7 +14,6 @@ use actix_web::{
     http::header::{self, ContentDisposition, DispositionParam, DispositionType},
     web::{self, Bytes, BytesMut},
 };
-use chrono::Utc;
 use posture_domain::{
     Scope,
     finding::{ExportFormat, Finding},
@@ -171,7 +170,7 @@ async fn export_findings(
     let body = stream::body(cursor, format, slot, state.export_stall);
     let filename = format!(
         "findings-{}.{}",
-        Utc::now().format("%Y-%m-%d"),
+        state.clock.now().format("%Y-%m-%d"),
         format.extension()
     );
     let mut response = HttpResponse::Ok();

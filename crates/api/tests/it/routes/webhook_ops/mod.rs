@@ -130,6 +130,7 @@ impl Ops {
                     allow_private: true,
                     retention: chrono::Duration::days(30),
                     disable_after: chrono::Duration::days(5),
+                    clock: posture_domain::clock::system(),
                 },
             )
             .unwrap(),
