@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use posture_config::{DatabaseArgs, LogArgs, SecretArgs};
+use posture_startup::{DatabaseArgs, LogArgs, SecretArgs};
 use posture_store_postgres::migrations::RuntimeRole;
 
 use crate::config::ServeArgs;
@@ -166,7 +166,7 @@ pub struct SetSsoArgs {
     #[command(flatten)]
     pub database: DatabaseArgs,
     #[command(flatten)]
-    pub secrets: posture_config::SecretArgs,
+    pub secrets: posture_startup::SecretArgs,
     /// The customer's id.
     #[arg(long)]
     pub customer: String,

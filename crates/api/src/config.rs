@@ -1,12 +1,12 @@
 //! Configuration of `posture-api serve` (the settings shared with the worker live in
-//! `posture-config`).
+//! `posture-startup`).
 
 use std::{fmt, net::SocketAddr, time::Duration};
 
 use clap::Args;
-use posture_config::{DatabaseArgs, SecretArgs, WebhookArgs};
 use posture_domain::rate_limit::RatePolicy;
 use posture_http::TrustedProxies;
+use posture_startup::{DatabaseArgs, SecretArgs, WebhookArgs};
 use posture_store_postgres::ReplicaPolicy;
 
 /// Rate limits (docs/api.md, "Rate limits").

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use posture_api::{cli::Cli, commands};
-use posture_config::telemetry;
+use posture_startup::telemetry;
 
 /// mimalloc: the server allocates and frees many short-lived buffers per request, which it
 /// serves markedly faster than the system allocator (see docs/performance.md).

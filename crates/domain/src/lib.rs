@@ -2,7 +2,7 @@
 //! implement.
 //!
 //! This crate knows no I/O: no database, no HTTP, no async runtime. Adapters
-//! (`posture-store-postgres`, `posture-redis`, ...) implement the traits in [`ports`]; the
+//! (`posture-store-postgres`, `posture-rate-limit`, ...) implement the traits in [`ports`]; the
 //! binaries wire them together. Every port method that reads customer data takes a
 //! [`CustomerScope`] first, so a query that forgets the customer does not compile.
 

@@ -5,7 +5,7 @@
 //! in epoch seconds; its reset time is `(n + 1) * window - p`. The phase (`0 <= p < window`)
 //! comes from a hash of the bucket's name, so every instance agrees on it without sharing
 //! anything, and the keys told `Retry-After` do not all come back in the same second. Every request counts (429s included). The limiters are
-//! adapters of `posture-redis`: counters shared between instances in Redis, and counters in
+//! adapters of `posture-rate-limit`: counters shared between instances in Redis, and counters in
 //! this process (one instance, or the fallback while Redis is unreachable).
 
 use std::fmt;

@@ -5,9 +5,9 @@ use std::{io::Write as _, process::ExitCode, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use clap::Parser;
-use posture_config::{DatabaseArgs, LogArgs, SecretArgs, WebhookArgs, telemetry};
 use posture_delivery::{Worker, WorkerConfig};
 use posture_domain::delivery::RetryPolicy;
+use posture_startup::{DatabaseArgs, LogArgs, SecretArgs, WebhookArgs, telemetry};
 use posture_store_postgres::PgStore;
 
 /// Delivers posture's signed webhook events.
@@ -105,7 +105,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .with_pass_statistics(store),
     );
     if let (Some(bind), false) = (cli.metrics_bind, cli.once) {
-        posture_config::metrics::install_with_listener(bind)
+        posture_startup::metrics::install_with_listener(bind)
             .with_context(|| format!("cannot serve metrics on {bind} (POSTURE_METRICS_BIND)"))?;
         tracing::info!(addr = %bind, "metrics served");
     }

@@ -6,7 +6,7 @@ use posture_domain::{
     KeyId,
     rate_limit::{RateBucket, RateLimiter, RatePolicy},
 };
-use posture_redis::RedisRateLimiter;
+use posture_rate_limit::RedisRateLimiter;
 
 use super::Figure;
 
@@ -139,7 +139,7 @@ pub fn reset_spread(figures: &mut Vec<Figure>) {
         (d.allowed, d.retry_after)
     });
     // Now: the in-process limiter itself (the Redis script computes the same windows).
-    let limiter = posture_redis::InProcessRateLimiter::new(policy);
+    let limiter = posture_rate_limit::InProcessRateLimiter::new(policy);
     let (phased_peak, phased_mean) = arrivals(policy, |key, now| {
         let d = limiter.check_at(key, now);
         (d.allowed, d.retry_after)

@@ -44,7 +44,7 @@ const VAGUE_NAMES: &[&str] = &["util", "utils", "helpers", "helper", "common"];
 /// The adapters: each implements the domain's ports on one technology.
 const ADAPTERS: &[&str] = &[
     "posture-store-postgres",
-    "posture-redis",
+    "posture-rate-limit",
     "posture-delivery",
     "posture-oidc",
 ];

@@ -13,7 +13,7 @@ use posture_domain::{CustomerId, CustomerScope};
 use posture_store_postgres::{PgStore, migrations};
 use serde_json::json;
 
-use posture_config::DatabaseArgs;
+use posture_startup::DatabaseArgs;
 
 use crate::{
     cli::{Cli, Command},

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use posture_domain::rate_limit::{RateLimiter, RatePolicy};
-use posture_redis::InProcessRateLimiter;
-use posture_redis::RedisRateLimiter;
+use posture_rate_limit::InProcessRateLimiter;
+use posture_rate_limit::RedisRateLimiter;
 
 use crate::config::RateLimitArgs;
 

@@ -191,7 +191,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let limiter = limiter(&args.limits).await?;
     store.start_key_cache();
     let render = metrics_render(
-        posture_config::metrics::install_recorder()?,
+        posture_startup::metrics::install_recorder()?,
         store.clone(),
         replicas.clone(),
         limiter.clone(),

@@ -10,7 +10,7 @@ use posture_store_postgres::{PgStore, Replicas};
 /// The metrics renderer: refreshes the gauges read on demand (pool, rate limiter), then
 /// renders every series of the installed recorder.
 pub fn metrics_render(
-    handle: posture_config::metrics::PrometheusHandle,
+    handle: posture_startup::metrics::PrometheusHandle,
     store: PgStore,
     replicas: Option<Arc<Replicas>>,
     limiter: Arc<dyn RateLimiter>,

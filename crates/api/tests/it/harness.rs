@@ -15,7 +15,7 @@ use posture_domain::{
     rate_limit::{RateLimiter, RatePolicy},
 };
 use posture_http::{ApiState, TrustedProxies};
-use posture_redis::InProcessRateLimiter;
+use posture_rate_limit::InProcessRateLimiter;
 use posture_store_postgres::PgStore;
 
 /// The key sealing webhook secrets in tests.

@@ -10,7 +10,7 @@ use std::{
 use posture_domain::{
     Scope, ScopeSet, api_key::NewApiKey, console::Actor, ports::ApiKeyRepository,
 };
-use posture_redis::InProcessRateLimiter;
+use posture_rate_limit::InProcessRateLimiter;
 use posture_store_postgres::{PgConfig, PgStore, migrations};
 use posture_test_support::{
     fixtures::{self, finding, identity},
@@ -252,7 +252,7 @@ async fn https_serving_works_with_a_self_signed_certificate_and_sends_hsts() {
             webhook_policy: Default::default(),
             webhook_timeout: Duration::from_secs(2),
             delivery_retention: chrono::Duration::days(30),
-            test_limiter: Arc::new(posture_redis::InProcessRateLimiter::new(
+            test_limiter: Arc::new(posture_rate_limit::InProcessRateLimiter::new(
                 posture_domain::delivery::TEST_RATE,
             )),
             customer_test_limiter: Arc::new(InProcessRateLimiter::new(

@@ -13,8 +13,8 @@ use posture_domain::{
     rate_limit::{RateLimiter, RatePolicy},
 };
 use posture_http::TrustedProxies;
-use posture_redis::InProcessRateLimiter;
-use posture_redis::RedisRateLimiter;
+use posture_rate_limit::InProcessRateLimiter;
+use posture_rate_limit::RedisRateLimiter;
 use posture_test_support::{TestDb, redis_url, servers::RedisServer, waits::wait_for};
 use reqwest::{Response, StatusCode};
 

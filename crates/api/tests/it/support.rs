@@ -17,7 +17,7 @@ use posture_domain::{
     webhook::TargetPolicy,
 };
 use posture_http::{TrustedProxies, event_waits::EventWaits};
-use posture_redis::InProcessRateLimiter;
+use posture_rate_limit::InProcessRateLimiter;
 use posture_store_postgres::PgStore;
 use posture_test_support::{TestDb, fixtures, proxy::FreezingProxy};
 use reqwest::{Client, Response, StatusCode};
@@ -89,11 +89,11 @@ pub struct TestApp {
 }
 
 /// The process-wide metrics recorder (installed once; every test server renders it).
-fn metrics_handle() -> posture_config::metrics::PrometheusHandle {
-    static HANDLE: std::sync::OnceLock<posture_config::metrics::PrometheusHandle> =
+fn metrics_handle() -> posture_startup::metrics::PrometheusHandle {
+    static HANDLE: std::sync::OnceLock<posture_startup::metrics::PrometheusHandle> =
         std::sync::OnceLock::new();
     HANDLE
-        .get_or_init(|| posture_config::metrics::install_recorder().unwrap())
+        .get_or_init(|| posture_startup::metrics::install_recorder().unwrap())
         .clone()
 }
 

@@ -10,7 +10,7 @@ use posture_cli::{
 };
 use posture_domain::{clock::ManualClock, rate_limit::RatePolicy};
 use posture_http::TrustedProxies;
-use posture_redis::InProcessRateLimiter;
+use posture_rate_limit::InProcessRateLimiter;
 use posture_test_support::{
     fixtures::{finding, identity},
     waits::wait_for,

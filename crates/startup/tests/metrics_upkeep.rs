@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use posture_config::metrics::{UPKEEP_EVERY, install_recorder};
+use posture_startup::metrics::{UPKEEP_EVERY, install_recorder};
 
 #[global_allocator]
 static ALLOCATOR: dhat::Alloc = dhat::Alloc;

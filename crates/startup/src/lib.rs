@@ -1,5 +1,6 @@
-//! Configuration shared by `posture-api` and `posture-worker`: flags with environment
-//! fallbacks (clap `env`), validated at start-up.
+//! What `posture-api` and `posture-worker` set up at start: their configuration (here: flags
+//! with environment fallbacks, clap `env`, validated at start-up), logging (`telemetry`)
+//! and the metrics exporter (`metrics`).
 //!
 //! A bad value stops the process before it does anything, with a message naming the flag
 //! and its variable. Values that are secrets (`DATABASE_URL`, `POSTURE_SECRET_KEY`,

@@ -8,7 +8,7 @@ use posture_domain::{
     KeyId,
     rate_limit::{LimiterState, RateBucket, RateLimiter, RatePolicy},
 };
-use posture_redis::RedisRateLimiter;
+use posture_rate_limit::RedisRateLimiter;
 use posture_test_support::{redis_url, servers::RedisServer, waits::wait_for};
 
 /// Epoch seconds now, as Redis's windows count them.
