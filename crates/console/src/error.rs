@@ -190,3 +190,8 @@ impl ResponseError for ConsoleError {
             .body(page.into_string())
     }
 }
+
+/// Anything else under `/console/`.
+pub async fn not_found() -> Result<HttpResponse, ConsoleError> {
+    Err(ConsoleError::NotFound)
+}

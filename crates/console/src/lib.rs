@@ -159,6 +159,6 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ConsoleState) {
             }))
             .wrap(from_fn(throttle::throttle))
             .wrap(headers)
-            .default_service(web::to(pages::not_found)),
+            .default_service(web::to(error::not_found)),
     );
 }

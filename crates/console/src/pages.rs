@@ -9,7 +9,7 @@ use posture_domain::{
     console::{AuditEvent, SessionSummary},
 };
 
-use crate::{ConsoleError, PREFIX, paging::Paged};
+use crate::{PREFIX, paging::Paged};
 
 /// Largest form body the console accepts.
 pub const MAX_FORM_BYTES: usize = 16 * 1024;
@@ -107,11 +107,6 @@ pub async fn landing() -> HttpResponse {
             }
         },
     ))
-}
-
-/// Anything else under `/console/`.
-pub async fn not_found() -> Result<HttpResponse, ConsoleError> {
-    Err(ConsoleError::NotFound)
 }
 
 /// An error in words.

@@ -1,5 +1,5 @@
 //! Customers' data versions (the `ETag` of conditional reads) and pass bounds, from the
-//! primary's cache (`key_cache/versions.rs`) or read from the database.
+//! primary's cache (`caches/versions.rs`) or read from the database.
 //!
 //! A read replica answers from the primary's cache too, for the versions whose WAL position
 //! it has replayed (as last measured: by its lag check, or by its own last version read). On
@@ -24,8 +24,8 @@ use uuid::Uuid;
 
 use crate::{
     PgStore,
+    caches::{KeyCache, ReadVersion, Reader},
     error::db_error,
-    key_cache::{KeyCache, ReadVersion, Reader},
 };
 
 /// The node's WAL position as a number: on the primary, its insert position (at or past
@@ -52,7 +52,7 @@ pub(crate) async fn notify_data_changed(
     }
     diesel::sql_query(format!(
         "SELECT pg_notify('{}', c::text) FROM unnest($1::uuid[]) AS c",
-        crate::key_cache::DATA_CHANNEL
+        crate::caches::DATA_CHANNEL
     ))
     .bind::<diesel::sql_types::Array<diesel::sql_types::Uuid>, _>(customers)
     .execute(conn)
@@ -179,7 +179,7 @@ impl PgStore {
 /// The customer's version and pass bound on the node of `conn`, with the node's
 /// [`WAL_POSITION`] read in the same statement.
 async fn read_version(conn: &mut AsyncPgConnection, customer: Uuid) -> QueryResult<ReadVersion> {
-    // With the pass bound, which the lists report: cached together (key_cache/versions.rs).
+    // With the pass bound, which the lists report: cached together (caches/versions.rs).
     // Both rows are the customer's (on Citus colocated: one node answers the statement).
     #[derive(QueryableByName)]
     struct Row {

@@ -6,6 +6,7 @@
 //! errors become domain errors in `error.rs`, at the port boundary.
 
 mod api_keys;
+mod caches;
 mod connect;
 mod console;
 mod customers;
@@ -19,7 +20,6 @@ mod findings;
 mod idempotency;
 mod identities;
 mod ingest;
-mod key_cache;
 pub mod migrations;
 mod pool_health;
 mod recommendations;
@@ -60,8 +60,8 @@ use posture_domain::{Error, KeyId, clock::Clock};
 
 use crate::error::db_error;
 pub use crate::{
+    caches::{APPLICATION_NAME as KEY_CACHE_APPLICATION_NAME, KeyCacheStats, VersionLookups},
     ingest::planned_rows,
-    key_cache::{APPLICATION_NAME as KEY_CACHE_APPLICATION_NAME, KeyCacheStats, VersionLookups},
     replicas::{ReplicaPolicy, ReplicaStatus, Replicas},
 };
 
@@ -175,7 +175,7 @@ pub struct PgStore {
     /// The pools of the HTTP workers' stores, for [`PgStore::status`].
     worker_pools: Arc<Mutex<Vec<Pool<AsyncPgConnection>>>>,
     key_touches: Arc<KeyTouches>,
-    key_cache: Arc<key_cache::KeyCache>,
+    key_cache: Arc<caches::KeyCache>,
     /// Set on a read replica's store: its primary, whose data versions it may take.
     replica: Option<Arc<data_versions::ReplicaLink>>,
     /// For the dedicated `LISTEN` connections (workers, the key cache).

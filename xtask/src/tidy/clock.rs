@@ -99,7 +99,7 @@ mod tests {
         assert!(is_shipped_source("crates/http/src/routes/upr.rs"));
         assert!(!is_shipped_source("crates/http/tests/it/main.rs"));
         assert!(!is_shipped_source(
-            "crates/store-postgres/src/key_cache/tests.rs"
+            "crates/store-postgres/src/caches/tests.rs"
         ));
         assert!(!is_shipped_source("crates/test-support/src/servers.rs"));
         assert!(!is_shipped_source("xtask/src/main.rs"));

@@ -4,8 +4,11 @@
 //! Every path a file names (`use crate::a::{b, c}`, `super::d`, `crate::e::f` in code) is
 //! resolved to a module; the reference is an edge between the two children of their
 //! common ancestor (a module using its own parent or child is not an edge: that is how
-//! Rust nests). A cycle among the children of one parent is a breach: it means neither
-//! module can be understood, tested or moved without the other.
+//! Rust nests). A name a module re-exports (`pub use error::ConsoleError;` in `lib.rs`) is
+//! followed to where it is declared, so `crate::ConsoleError` is a reference to `error`: a
+//! circle through a re-export is still a circle. A cycle among the children of one parent
+//! is a breach: it means neither module can be understood, tested or moved without the
+//! other.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -112,11 +115,60 @@ fn referenced_paths(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The module `path` (as written in module `from`) names, as deep as modules exist.
-fn resolve(path: &str, from: &ModPath, modules: &BTreeSet<ModPath>) -> Option<ModPath> {
+/// The names a module's text re-exports (`pub use`, `pub(crate) use`), each with the path
+/// it stands for as written there (a path without `crate`/`super`/`self` is the module's own
+/// child's: `pub use error::X` is `self::error::X`).
+fn reexports(text: &str) -> BTreeMap<String, String> {
+    let mut names = BTreeMap::new();
+    for opening in ["pub use ", "pub(crate) use "] {
+        for (at, _) in text.match_indices(opening) {
+            let tail = &text[at + opening.len()..];
+            let Some(end) = tail.find(';') else { continue };
+            let tree: String = tail[..end].split_whitespace().collect::<Vec<_>>().join(" ");
+            for path in expand(&tree) {
+                let Some(name) = path.rsplit("::").next().map(str::to_owned) else {
+                    continue;
+                };
+                let rooted = ["crate::", "super::", "self::"]
+                    .iter()
+                    .any(|p| path.starts_with(p));
+                let path = if rooted {
+                    path
+                } else {
+                    format!("self::{path}")
+                };
+                names.insert(name, path);
+            }
+        }
+    }
+    names
+}
+
+/// Re-exports by module.
+type Reexports = BTreeMap<ModPath, BTreeMap<String, String>>;
+
+/// The module `path` (as written in module `from`) names, as deep as modules exist, and
+/// through re-exports to where the name is declared.
+fn resolve(
+    path: &str,
+    from: &ModPath,
+    modules: &BTreeSet<ModPath>,
+    reexported: &Reexports,
+) -> Option<ModPath> {
+    resolve_within(path, from, modules, reexported, 0)
+}
+
+fn resolve_within(
+    path: &str,
+    from: &ModPath,
+    modules: &BTreeSet<ModPath>,
+    reexported: &Reexports,
+    depth: usize,
+) -> Option<ModPath> {
     let mut segments = path.split("::").filter(|s| !s.is_empty());
     let mut base: ModPath = match segments.next()? {
         "crate" => Vec::new(),
+        "self" => from.clone(),
         "super" => {
             let mut base = from.clone();
             base.pop()?;
@@ -131,10 +183,17 @@ fn resolve(path: &str, from: &ModPath, modules: &BTreeSet<ModPath>) -> Option<Mo
         }
         let mut deeper = base.clone();
         deeper.push(segment.to_owned());
-        if !modules.contains(&deeper) {
-            break;
+        if modules.contains(&deeper) {
+            base = deeper;
+            continue;
         }
-        base = deeper;
+        // Not a module: an item of `base`, maybe one it re-exports from elsewhere.
+        let target = reexported.get(&base).and_then(|names| names.get(segment));
+        if let Some(target) = target.filter(|_| depth < 8) {
+            let found = resolve_within(target, &base, modules, reexported, depth + 1);
+            return found.or(Some(base));
+        }
+        break;
     }
     Some(base)
 }
@@ -142,6 +201,13 @@ fn resolve(path: &str, from: &ModPath, modules: &BTreeSet<ModPath>) -> Option<Mo
 /// Finds the cycles among the children of each parent of one crate's modules.
 pub fn cycles(src: &Path, files: &[PathBuf]) -> Vec<String> {
     let modules = modules(src, files);
+    let reexported: Reexports = files
+        .iter()
+        .filter_map(|file| {
+            let text = std::fs::read_to_string(file).ok()?;
+            Some((module_of(src, file)?, reexports(&text)))
+        })
+        .collect();
     // Parent → (child → children it depends on).
     let mut graphs: BTreeMap<ModPath, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     for file in files {
@@ -150,7 +216,7 @@ pub fn cycles(src: &Path, files: &[PathBuf]) -> Vec<String> {
         };
         let text = std::fs::read_to_string(file).unwrap_or_default();
         for path in referenced_paths(&text) {
-            let Some(to) = resolve(&path, &from, &modules) else {
+            let Some(to) = resolve(&path, &from, &modules, &reexported) else {
                 continue;
             };
             let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
@@ -272,6 +338,23 @@ mod tests {
         );
         std::fs::write(src.join("routes/doc.rs"), "//! x\nuse super::Y;\n").unwrap();
         assert_eq!(cycles(&src, &files), Vec::<String>::new());
+        // Through a re-export of the root: `crate::Error` is `error`'s.
+        write(
+            "lib.rs",
+            "//! x\nmod error;\nmod openapi;\nmod routes;\npub use error::Error;\n",
+        );
+        write("error.rs", "//! x\nfn f() { crate::openapi::page(); }\n");
+        let files: Vec<PathBuf> = ["lib.rs", "error.rs", "openapi.rs", "routes/mod.rs"]
+            .iter()
+            .map(|f| src.join(f))
+            .collect();
+        assert_eq!(cycles(&src, &files), Vec::<String>::new());
+        write("openapi.rs", "//! x\nuse crate::Error;\n");
+        let found = cycles(&src, &files);
+        assert!(
+            found.len() == 1 && found[0].ends_with("error -> openapi -> error"),
+            "{found:?}"
+        );
         let _ = std::fs::remove_dir_all(dir);
     }
 }

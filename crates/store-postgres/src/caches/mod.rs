@@ -1,3 +1,7 @@
+//! The caches that `NOTIFY` keeps true in each serving process: authenticated keys (here),
+//! customers' data versions (`versions.rs`), and the word of changed data that waiting
+//! feed requests hear (`changes.rs`).
+//!
 //! The authenticated-key cache: a request with a known key costs no database round trip,
 //! and a revocation still takes effect on the next request.
 //!
