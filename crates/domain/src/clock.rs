@@ -5,7 +5,11 @@
 //! the time it means instead of sleeping past it.
 //!
 //! What the database decides stays on the database's clock (`now()` in SQL): a row's
-//! `modifiedAt`, a pass's time, a delivery's lease and its next attempt.
+//! `modifiedAt`, `created_at` and `updated_at`, a pass's time, a delivery's lease and which
+//! deliveries are due. The delivery worker's own times (an attempt's start, its next
+//! attempt's time, the sweeps' cut-offs) are on this clock and compared with the database's:
+//! in production both are the system's; a test that moves a worker's clock moves it past
+//! the database's rows on purpose.
 
 use std::{
     fmt,

@@ -361,14 +361,14 @@ impl PgStore {
         }
     }
 
-    /// The pool's usage; for a store whose HTTP workers have pools of their own
-    /// ([`PgStore::for_worker`]), the sum of its pool and theirs.
     /// The clock of the store's decisions, for the code that shares them (the HTTP state,
-    /// the console): one clock per process, so a test moves them all.
+    /// the console, the delivery worker): one clock per process, so a test moves them all.
     pub fn clock(&self) -> Arc<dyn Clock> {
         self.clock.clone()
     }
 
+    /// The pool's usage; for a store whose HTTP workers have pools of their own
+    /// ([`PgStore::for_worker`]), the sum of its pool and theirs.
     pub fn status(&self) -> PoolStatus {
         let workers = self
             .worker_pools

@@ -37,14 +37,24 @@ const EXCEPTIONS: &[(&str, &str)] = &[
 ];
 
 /// The direct reads of the system's clock.
-const READS: &[&str] = &["Utc::now()", "SystemTime::now()"];
+const READS: &[&str] = &["Utc::now", "SystemTime::now", "Local::now"];
 
 /// Crates that ship no code (tests' support).
 const NOT_SHIPPED: &[&str] = &["crates/test-support/"];
 
-/// The shipped part of `text`: everything before its first `#[cfg(test)]`.
+/// The shipped part of `text`: everything before its tests module (`#[cfg(test)]` then
+/// `mod tests`; an item merely marked `#[cfg(test)]` does not end it).
 fn shipped(text: &str) -> &str {
-    text.find("#[cfg(test)]").map_or(text, |at| &text[..at])
+    let mut at = 0;
+    while let Some(found) = text[at..].find("#[cfg(test)]") {
+        let start = at + found;
+        let next = text[start + "#[cfg(test)]".len()..].trim_start();
+        if next.starts_with("mod tests") || next.starts_with("pub(crate) mod tests") {
+            return &text[..start];
+        }
+        at = start + 1;
+    }
+    text
 }
 
 /// Whether `path` is a shipped crate's library or binary source (not a test).
@@ -105,5 +115,7 @@ mod tests {
         assert!(!is_shipped_source("xtask/src/main.rs"));
         let text = "fn a() { clock.now() }\n#[cfg(test)]\nmod tests { Utc::now() }";
         assert!(!READS.iter().any(|r| shipped(text).contains(r)));
+        let marked = "#[cfg(test)]\nfn probe() {}\nfn b() { x.map_or_else(Utc::now, f) }";
+        assert!(READS.iter().any(|r| shipped(marked).contains(r)));
     }
 }

@@ -7,7 +7,7 @@
 //! 4. No circles between the modules under one parent (`cycles.rs`).
 //! 5. The layering of ARCHITECTURE.md, read from `cargo metadata` (once per process):
 //!    `posture-domain` knows no I/O technology; `posture-http` and `posture-console` no
-//!    adapter; every adapter (`store-postgres`, `redis`, `delivery`, `oidc`) depends on the
+//!    adapter; every adapter (`store-postgres`, `rate-limit`, `delivery`, `oidc`) depends on the
 //!    domain and on no other adapter; and of the shipped crates only `posture-egress` (the
 //!    one guarded way out to hosts customers control) and its two users, `posture-delivery`
 //!    (customers' receivers) and `posture-oidc` (customers' identity providers), depend on

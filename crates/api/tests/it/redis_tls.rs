@@ -33,7 +33,7 @@ struct TlsRedis {
 impl TlsRedis {
     fn start() -> Self {
         let dir = std::env::temp_dir().join(format!(
-            "posture-rate-limittls-{}",
+            "posture-redistls-{}",
             uuid::Uuid::new_v4().simple()
         ));
         std::fs::create_dir_all(&dir).unwrap();

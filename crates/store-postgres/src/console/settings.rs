@@ -6,7 +6,7 @@
 //! sessions they ended.
 
 use chrono::{DateTime, Utc};
-use diesel::prelude::*;
+use diesel::{prelude::*, upsert::excluded};
 use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl};
 use posture_domain::{
     CustomerScope, KeyId, Result,
@@ -107,7 +107,6 @@ pub(super) async fn set(
         console_sso::admin_claim.eq(&admins.claim),
         console_sso::admin_values.eq(&admins.values),
         console_sso::admin_subjects.eq(&admins.subjects),
-        console_sso::updated_at.eq(diesel::dsl::now),
     );
     let outcome = conn
         .transaction(async |conn| {
@@ -119,10 +118,19 @@ pub(super) async fn set(
                 .await
                 .optional()?;
             let row: SsoRow = diesel::insert_into(console_sso::table)
-                .values((console_sso::customer_id.eq(customer), settings))
+                .values((
+                    console_sso::customer_id.eq(customer),
+                    settings,
+                    console_sso::updated_at.eq(diesel::dsl::now),
+                ))
                 .on_conflict(console_sso::customer_id)
                 .do_update()
-                .set(settings)
+                // The database's time, taken in VALUES: Citus refuses a function that is not
+                // immutable in DO UPDATE SET.
+                .set((
+                    settings,
+                    console_sso::updated_at.eq(excluded(console_sso::updated_at)),
+                ))
                 .returning(SsoRow::as_returning())
                 .get_result(conn)
                 .await?;
