@@ -307,4 +307,20 @@ pub(crate) mod tests {
         let api = std::fs::read_to_string(project_root().join("docs/api.md")).unwrap();
         assert_eq!(named(block(&api, "| `type` | when | `change` |")), declared);
     }
+
+    /// docs/api.md's table of refusal kinds lists the domain's, in its order.
+    #[test]
+    fn the_documented_refusal_kinds_are_the_domain_s() {
+        let api = std::fs::read_to_string(project_root().join("docs/api.md")).unwrap();
+        let documented: Vec<&str> = block(&api, "| `kind` | the value |")
+            .iter()
+            .skip(2)
+            .filter_map(|l| l.split('`').nth(1))
+            .collect();
+        let declared: Vec<&str> = posture_domain::Refusal::ALL
+            .iter()
+            .map(|kind| kind.as_str())
+            .collect();
+        assert_eq!(documented, declared);
+    }
 }

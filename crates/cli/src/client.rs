@@ -27,7 +27,12 @@ pub enum ApiError {
     #[error("the key may not do this: {reason} (ask your admin for a key with that scope)")]
     Forbidden { reason: String },
     #[error("posture refused the request: {reason}")]
-    Refused { status: StatusCode, reason: String },
+    Refused {
+        status: StatusCode,
+        reason: String,
+        /// The body's `kind` on a 400 or 422 (how a value was refused), if it says one.
+        kind: Option<String>,
+    },
     #[error(
         "posture is unavailable ({status}) after {attempts} attempts; run the command again later"
     )]
@@ -52,8 +57,8 @@ impl ApiError {
     /// A 400 about the `after` cursor (e.g. issued before the operator rotated the server's
     /// secret): the caller may start again without it.
     pub fn is_refused_cursor(&self) -> bool {
-        matches!(self, ApiError::Refused { status, reason }
-            if *status == StatusCode::BAD_REQUEST && reason.starts_with("after"))
+        matches!(self, ApiError::Refused { status, kind: Some(kind), .. }
+            if *status == StatusCode::BAD_REQUEST && kind == "cursor_mismatch")
     }
 }
 
@@ -90,6 +95,7 @@ impl Retries {
 #[derive(Deserialize)]
 struct ErrorBody {
     reason: Option<String>,
+    kind: Option<String>,
 }
 
 /// A client of one posture service with one key.
@@ -361,15 +367,15 @@ async fn refusal(response: Response) -> ApiError {
         .to_owned();
     // An error body is small; a proxy's HTML page need not be read whole.
     let body = read_prefix(response, MAX_ERROR).await;
-    let reason = serde_json::from_slice::<ErrorBody>(&body)
-        .ok()
-        .and_then(|b| b.reason)
-        .map(|r| {
-            r.chars()
-                .filter(|c| !c.is_control())
-                .take(500)
-                .collect::<String>()
-        });
+    let (reason, kind) = serde_json::from_slice::<ErrorBody>(&body)
+        .map(|b| (b.reason, b.kind))
+        .unwrap_or_default();
+    let reason = reason.map(|r| {
+        r.chars()
+            .filter(|c| !c.is_control())
+            .take(500)
+            .collect::<String>()
+    });
     let said = || reason.clone().unwrap_or_else(|| status.to_string());
     match status {
         StatusCode::UNAUTHORIZED => ApiError::Unauthorized,
@@ -377,6 +383,7 @@ async fn refusal(response: Response) -> ApiError {
         s if s.is_client_error() => ApiError::Refused {
             status,
             reason: said(),
+            kind,
         },
         _ => ApiError::Server {
             status,

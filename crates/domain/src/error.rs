@@ -16,11 +16,12 @@ pub enum Error {
     /// The row does not exist for this customer (foreign rows are never confirmed).
     #[error("not found")]
     NotFound,
-    /// A value given by the caller breaks a rule; `field` names it.
+    /// A value given by the caller breaks a rule; `field` names it, `kind` says how.
     #[error("invalid {field}: {reason}")]
     Invalid {
         field: Cow<'static, str>,
         reason: String,
+        kind: Refusal,
     },
     /// The request is valid but conflicts with the current state (e.g. a quota is reached).
     #[error("conflict: {0}")]
@@ -37,14 +38,88 @@ pub enum Error {
 }
 
 impl Error {
+    /// A value that breaks a rule the reason states ([`Refusal::Invalid`]).
     pub fn invalid(field: impl Into<Cow<'static, str>>, reason: impl Into<String>) -> Self {
+        Self::refused(Refusal::Invalid, field, reason)
+    }
+
+    /// A value refused in a way a program can act on without reading `reason`.
+    pub fn refused(
+        kind: Refusal,
+        field: impl Into<Cow<'static, str>>,
+        reason: impl Into<String>,
+    ) -> Self {
         Error::Invalid {
             field: field.into(),
             reason: reason.into(),
+            kind,
         }
     }
 
     pub fn internal(cause: impl Into<BoxError>) -> Self {
         Error::Internal(cause.into())
+    }
+}
+
+/// How a caller's value was refused, for programs (the HTTP API answers it as `kind` beside
+/// `field`). The set may grow; [`Refusal::Invalid`] is what any kind means at least.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refusal {
+    /// Breaks a rule the reason states.
+    Invalid,
+    /// Cannot be read as its type or format (not JSON, not a number, not a UUID).
+    Malformed,
+    /// A number, length or count outside its bounds.
+    OutOfRange,
+    /// A parameter or field the operation does not take.
+    Unknown,
+    /// A required parameter or field is absent.
+    Missing,
+    /// Given more than once where one value is taken.
+    Repeated,
+    /// An `after` cursor that does not belong to this request (made for other parameters, or
+    /// before the server's secret was rotated): start again from the first page.
+    CursorMismatch,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 7] = [
+        Refusal::Invalid,
+        Refusal::Malformed,
+        Refusal::OutOfRange,
+        Refusal::Unknown,
+        Refusal::Missing,
+        Refusal::Repeated,
+        Refusal::CursorMismatch,
+    ];
+
+    /// The kind on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::Invalid => "invalid",
+            Refusal::Malformed => "malformed",
+            Refusal::OutOfRange => "out_of_range",
+            Refusal::Unknown => "unknown",
+            Refusal::Missing => "missing",
+            Refusal::Repeated => "repeated",
+            Refusal::CursorMismatch => "cursor_mismatch",
+        }
+    }
+
+    /// What it means, for the contract and the docs.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Refusal::Invalid => "breaks a rule the reason states (what any kind means at least)",
+            Refusal::Malformed => "cannot be read as its type or format",
+            Refusal::OutOfRange => "a number, length or count outside its bounds",
+            Refusal::Unknown => "a parameter or field the operation does not take",
+            Refusal::Missing => "a required parameter or field is absent",
+            Refusal::Repeated => "given more than once where one value is taken",
+            Refusal::CursorMismatch => {
+                "an `after` cursor that does not belong to this request (other parameters, or \
+                 issued before the server's secret was rotated): start again without it"
+            }
+        }
     }
 }

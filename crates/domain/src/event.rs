@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 
 use crate::{
     delivery::FindingChange,
-    error::Error,
+    error::{Error, Refusal},
     finding::Finding,
     ids::{EventId, PassId},
     webhook::EventType,
@@ -59,7 +59,11 @@ impl EventFilter {
     /// Checks the page size: 1 to [`MAX_EVENTS_LIMIT`] (larger is clamped by the caller).
     pub fn validate(&self) -> Result<(), Error> {
         if self.limit == 0 || self.limit > MAX_EVENTS_LIMIT {
-            return Err(Error::invalid("limit", format!("1 to {MAX_EVENTS_LIMIT}")));
+            return Err(Error::refused(
+                Refusal::OutOfRange,
+                "limit",
+                format!("1 to {MAX_EVENTS_LIMIT}"),
+            ));
         }
         Ok(())
     }

@@ -11,7 +11,7 @@ use std::{fmt, str::FromStr};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::error::Error;
+use crate::error::{Error, Refusal};
 
 macro_rules! uuid_id {
     ($(#[$meta:meta])* $name:ident, $field:literal) => {
@@ -47,7 +47,7 @@ macro_rules! uuid_id {
             fn from_str(s: &str) -> Result<Self, Error> {
                 Uuid::parse_str(s)
                     .map(Self)
-                    .map_err(|_| Error::invalid($field, format!("{s:?} is not a UUID")))
+                    .map_err(|_| Error::refused(Refusal::Malformed, $field, format!("{s:?} is not a UUID")))
             }
         }
     };
@@ -131,14 +131,19 @@ impl FromStr for CloudTenantId {
     fn from_str(s: &str) -> Result<Self, Error> {
         // Only the hyphenated 36-character form: the one Entra ID and the docs show.
         if s.len() != 36 {
-            return Err(Error::invalid(
+            return Err(Error::refused(
+                Refusal::Malformed,
                 "cloudTenantId",
                 format!("{s:?} is not a GUID"),
             ));
         }
-        Uuid::parse_str(s)
-            .map(Self)
-            .map_err(|_| Error::invalid("cloudTenantId", format!("{s:?} is not a GUID")))
+        Uuid::parse_str(s).map(Self).map_err(|_| {
+            Error::refused(
+                Refusal::Malformed,
+                "cloudTenantId",
+                format!("{s:?} is not a GUID"),
+            )
+        })
     }
 }
 

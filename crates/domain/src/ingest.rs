@@ -198,7 +198,7 @@ pub fn parse_line(line: &str) -> Result<Option<ParsedLine>, LineError> {
     })?;
     let unknown_fields = record.unknown_fields();
     let item = record.validate().map_err(|e| match e {
-        Error::Invalid { field, reason } => LineError::Invalid {
+        Error::Invalid { field, reason, .. } => LineError::Invalid {
             field: field.to_string(),
             reason: reason.to_string(),
         },

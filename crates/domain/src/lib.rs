@@ -51,7 +51,7 @@ pub trait ClosedSet: Sized + Copy + PartialEq + std::str::FromStr + 'static {
 
 pub use api_key::{ApiKey, ApiKeySecret, KeyHash, Principal, Scope, ScopeSet};
 pub use customer::{Customer, CustomerScope};
-pub use error::{Error, Result};
+pub use error::{Error, Refusal, Result};
 pub use ids::{
     CloudTenantId, CustomerId, DeliveryId, EventId, FindingId, IdentityId, KeyId, PassId,
     RecommendationId, WebhookId,

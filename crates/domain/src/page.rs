@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::error::Error;
+use crate::error::{Error, Refusal};
 
 /// Page size when the caller gives none.
 pub const DEFAULT_LIMIT: u32 = 100;
@@ -37,7 +37,11 @@ impl SortKey {
     /// The error for a key of another shape (only a cursor made for another list has one,
     /// and cursors are authenticated, so this is a server change between two pages).
     pub fn mismatch() -> Error {
-        Error::invalid("after", "cursor does not match this request")
+        Error::refused(
+            Refusal::CursorMismatch,
+            "after",
+            "cursor does not match this request",
+        )
     }
 }
 
@@ -95,12 +99,19 @@ impl PageRequest {
     pub fn new(limit: Option<u64>, offset: Option<u64>) -> Result<Self, Error> {
         let limit = match limit {
             None => DEFAULT_LIMIT,
-            Some(0) => return Err(Error::invalid("limit", "must be 1 or more")),
+            Some(0) => {
+                return Err(Error::refused(
+                    Refusal::OutOfRange,
+                    "limit",
+                    "must be 1 or more",
+                ));
+            }
             Some(n) => n.min(u64::from(MAX_LIMIT)) as u32,
         };
         let offset = offset.unwrap_or(0);
         if offset > MAX_OFFSET {
-            return Err(Error::invalid(
+            return Err(Error::refused(
+                Refusal::OutOfRange,
                 "offset",
                 format!("must be at most {MAX_OFFSET}"),
             ));

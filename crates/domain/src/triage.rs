@@ -5,7 +5,10 @@
 
 use chrono::{DateTime, Duration, Utc};
 
-use crate::{error::Error, ids::KeyId};
+use crate::{
+    error::{Error, Refusal},
+    ids::KeyId,
+};
 
 string_enum! {
     /// Where the customer's triage of a finding stands.
@@ -79,7 +82,8 @@ impl TriageChange {
         let needs_reason = matches!(state, TriageState::Dismissed | TriageState::RiskAccepted);
         match (needs_reason, reason) {
             (true, None) => {
-                return Err(Error::invalid(
+                return Err(Error::refused(
+                    Refusal::Missing,
                     "triage.reason",
                     format!(
                         "required when state is {}; allowed: {}",
@@ -99,7 +103,8 @@ impl TriageChange {
         let comment = comment.filter(|c| !c.trim().is_empty());
         if let Some(comment) = &comment {
             if comment.chars().count() > MAX_COMMENT_CHARS {
-                return Err(Error::invalid(
+                return Err(Error::refused(
+                    Refusal::OutOfRange,
                     "triage.comment",
                     format!("at most {MAX_COMMENT_CHARS} characters"),
                 ));
@@ -125,7 +130,8 @@ impl TriageChange {
                 return Err(Error::invalid("triage.expiresAt", "must be in the future"));
             }
             if at > now + Duration::days(MAX_EXPIRY_DAYS) {
-                return Err(Error::invalid(
+                return Err(Error::refused(
+                    Refusal::OutOfRange,
                     "triage.expiresAt",
                     format!("at most {MAX_EXPIRY_DAYS} days ahead"),
                 ));

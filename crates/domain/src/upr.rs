@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::{
-    error::Error,
+    error::{Error, Refusal},
     identity::IdentitySummary,
     ids::{CloudTenantId, IdentityId},
 };
@@ -137,7 +137,11 @@ pub fn round_mean(mean: f64) -> f64 {
 pub fn trend_days(days: Option<u64>) -> Result<u32, Error> {
     match days {
         None => Ok(DEFAULT_TREND_DAYS),
-        Some(0) => Err(Error::invalid("days", "must be 1 or more")),
+        Some(0) => Err(Error::refused(
+            Refusal::OutOfRange,
+            "days",
+            "must be 1 or more",
+        )),
         Some(n) => Ok(n.min(u64::from(MAX_TREND_DAYS)) as u32),
     }
 }

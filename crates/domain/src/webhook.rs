@@ -7,7 +7,7 @@ use regex::Regex;
 
 pub use crate::event_type::EventType;
 use crate::{
-    error::Error,
+    error::{Error, Refusal},
     ids::{CustomerId, WebhookId},
 };
 
@@ -134,7 +134,8 @@ pub fn validate_name(name: String) -> Result<String, Error> {
     if name.chars().count() > MAX_NAME_LEN
         || name.chars().all(|c| c.is_whitespace() || c.is_control())
     {
-        return Err(Error::invalid(
+        return Err(Error::refused(
+            Refusal::OutOfRange,
             "name",
             format!("must be 1 to {MAX_NAME_LEN} characters"),
         ));
@@ -151,7 +152,8 @@ pub fn validate_name(name: String) -> Result<String, Error> {
 /// One or more event types; repeated values count once.
 pub fn validate_event_types(texts: &[String]) -> Result<Vec<EventType>, Error> {
     if texts.is_empty() {
-        return Err(Error::invalid(
+        return Err(Error::refused(
+            Refusal::Missing,
             "eventTypes",
             format!(
                 "must list at least one of {}",

@@ -10,7 +10,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::{
-    error::Error,
+    error::{Error, Refusal},
     webhook::{EventType, TargetPolicy, validate_event_types, validate_name, validate_url},
 };
 
@@ -107,7 +107,8 @@ impl Rotation {
     pub fn new(grace_secs: Option<u64>, force: Option<bool>) -> Result<Self, Error> {
         let grace = grace_secs.unwrap_or(DEFAULT_GRACE_SECS);
         if grace > MAX_GRACE_SECS {
-            return Err(Error::invalid(
+            return Err(Error::refused(
+                Refusal::OutOfRange,
                 "gracePeriodSeconds",
                 format!("must be 0 to {MAX_GRACE_SECS} (a week)"),
             ));

@@ -2,7 +2,9 @@
 //!
 //! * Every error response, 4xx and 5xx, has the body `{error, reason?}`
 //!   ([`ErrorResponse`]); `error` is a stable code, `reason` a sentence for humans that
-//!   names the parameter, field or scope concerned.
+//!   names the parameter, field or scope concerned. A 400 or 422 also says, for programs,
+//!   which value it refused (`field`) and how (`kind`, a [`Refusal`]): nothing needs to
+//!   read `reason`.
 //! * Domain errors map to statuses here and nowhere else: `NotFound` → 404,
 //!   `Invalid` → 400, `Conflict` → 409, `Unavailable` → 503, `Internal` → 500.
 //! * 5xx bodies reveal nothing; the cause is logged once, inside the request's span (which
@@ -13,6 +15,7 @@
 //!   `WWW-Authenticate: Bearer error="insufficient_scope", scope="..."` (RFC 6750).
 
 use std::{
+    borrow::Cow,
     fmt,
     sync::{
         OnceLock,
@@ -25,14 +28,14 @@ use actix_web::{
     HttpResponse, ResponseError,
     http::{StatusCode, header},
 };
-use posture_domain::{Error, Scope};
+use posture_domain::{Error, Refusal, Scope};
 use posture_wire::{ErrorCode, ErrorResponse};
 
 /// An error answered to an API caller.
 #[derive(Clone, Debug)]
 pub enum ApiError {
     /// 400 with the reason naming the parameter.
-    InvalidRequest(String),
+    InvalidRequest(Refused),
     /// 401.
     Unauthorized,
     /// 403 naming the missing scope.
@@ -50,7 +53,7 @@ pub enum ApiError {
     /// 415.
     UnsupportedMediaType(String),
     /// 422 with the reason naming the field.
-    Unprocessable(String),
+    Unprocessable(Refused),
     /// 429; `retry_after` in seconds.
     RateLimited { retry_after: u64 },
     /// 429 for one operation's own limit (test deliveries), not the key's request quota.
@@ -66,9 +69,56 @@ pub enum ApiError {
     Internal,
 }
 
+/// A refused value: the sentence for people, and what and how for programs.
+#[derive(Clone, Debug)]
+pub struct Refused {
+    pub reason: String,
+    /// The parameter, header or body field; `None` when the request as a whole is refused.
+    pub field: Option<Cow<'static, str>>,
+    pub kind: Refusal,
+}
+
+impl Refused {
+    /// `field` refused as `kind`; `reason` names it for people.
+    pub fn field(
+        kind: Refusal,
+        field: impl Into<Cow<'static, str>>,
+        reason: impl Into<String>,
+    ) -> Self {
+        Self {
+            reason: reason.into(),
+            field: Some(field.into()),
+            kind,
+        }
+    }
+
+    /// The request as a whole refused as `kind` (a body that is not JSON).
+    pub fn whole(kind: Refusal, reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            field: None,
+            kind,
+        }
+    }
+}
+
 impl ApiError {
-    pub fn invalid(reason: impl Into<String>) -> Self {
-        ApiError::InvalidRequest(reason.into())
+    /// 400: the parameter or header `field` refused as `kind`.
+    pub fn invalid(
+        kind: Refusal,
+        field: impl Into<Cow<'static, str>>,
+        reason: impl Into<String>,
+    ) -> Self {
+        ApiError::InvalidRequest(Refused::field(kind, field, reason))
+    }
+
+    /// 422: the body field `field` refused as `kind`.
+    pub fn unprocessable(
+        kind: Refusal,
+        field: impl Into<Cow<'static, str>>,
+        reason: impl Into<String>,
+    ) -> Self {
+        ApiError::Unprocessable(Refused::field(kind, field, reason))
     }
 
     fn code(&self) -> ErrorCode {
@@ -93,12 +143,13 @@ impl ApiError {
 
     fn reason(&self) -> Option<String> {
         match self {
-            ApiError::InvalidRequest(r)
-            | ApiError::Conflict(r)
+            ApiError::InvalidRequest(refused) | ApiError::Unprocessable(refused) => {
+                Some(refused.reason.clone())
+            }
+            ApiError::Conflict(r)
             | ApiError::PreconditionFailed(r)
             | ApiError::PayloadTooLarge(r)
-            | ApiError::UnsupportedMediaType(r)
-            | ApiError::Unprocessable(r) => Some(r.clone()),
+            | ApiError::UnsupportedMediaType(r) => Some(r.clone()),
             ApiError::Unauthorized => {
                 Some("a valid API key is required: Authorization: Bearer svc_...".to_owned())
             }
@@ -119,9 +170,15 @@ impl ApiError {
 
     /// The JSON body of this error.
     pub fn body(&self) -> ErrorResponse {
+        let refused = match self {
+            ApiError::InvalidRequest(refused) | ApiError::Unprocessable(refused) => Some(refused),
+            _ => None,
+        };
         ErrorResponse {
             error: self.code(),
             reason: self.reason(),
+            field: refused.and_then(|r| r.field.as_deref().map(str::to_owned)),
+            kind: refused.map(|r| r.kind),
         }
     }
 }
@@ -187,7 +244,14 @@ impl ResponseError for ApiError {
 /// A rule of the domain broken by a body: 422 naming the field (any other error as usual).
 pub(crate) fn unprocessable(e: Error) -> ApiError {
     match e {
-        Error::Invalid { field, reason } => ApiError::Unprocessable(format!("{field} {reason}")),
+        Error::Invalid {
+            field,
+            reason,
+            kind,
+        } => {
+            let reason = format!("{field} {reason}");
+            ApiError::Unprocessable(Refused::field(kind, field, reason))
+        }
         other => other.into(),
     }
 }
@@ -196,8 +260,13 @@ impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
         match e {
             Error::NotFound => ApiError::NotFound(None),
-            Error::Invalid { field, reason } => {
-                ApiError::InvalidRequest(format!("{field}: {reason}"))
+            Error::Invalid {
+                field,
+                reason,
+                kind,
+            } => {
+                let reason = format!("{field}: {reason}");
+                ApiError::InvalidRequest(Refused::field(kind, field, reason))
             }
             Error::Conflict(reason) => ApiError::Conflict(reason),
             Error::PreconditionFailed(reason) => ApiError::PreconditionFailed(reason),

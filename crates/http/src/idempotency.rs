@@ -20,6 +20,7 @@ use actix_web::{
     web,
 };
 use posture_domain::{
+    Refusal,
     api_key::Principal,
     idempotency::{Claim, Fingerprint, IdempotencyKey, StoredAnswer, is_kept},
 };
@@ -82,10 +83,11 @@ pub(crate) async fn admit(
     let context = context(&principal, &key);
     match claim {
         Err(e) => Ok(req.error_response(ApiError::from(e))),
-        Ok(Claim::OtherRequest) => Ok(req.error_response(ApiError::Unprocessable(
+        Ok(Claim::OtherRequest) => Ok(req.error_response(ApiError::unprocessable(
+            Refusal::Invalid,
+            "Idempotency-Key",
             "Idempotency-Key was used for another request (another body or route) in the \
-             last 24 hours: send a new key for a new request"
-                .into(),
+             last 24 hours: send a new key for a new request",
         ))),
         Ok(Claim::InProgress) => Ok(req.error_response(ApiError::Conflict(
             "a request with this Idempotency-Key is still in progress: retry after it ends".into(),

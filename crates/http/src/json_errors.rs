@@ -11,6 +11,7 @@ use actix_web::{
     http::{StatusCode, header},
     middleware::ErrorHandlerResponse,
 };
+use posture_domain::Refusal;
 use posture_wire::{ErrorCode, ErrorResponse};
 
 fn code_for(status: StatusCode) -> ErrorCode {
@@ -56,9 +57,13 @@ pub(crate) fn ensure_json<B: MessageBody + 'static>(
             new.append_header((name.clone(), value.clone()));
         }
     }
+    // A 400 here is the framework's own (a request it could not read): `malformed`.
+    let kind = matches!(status.as_u16(), 400 | 422).then_some(Refusal::Malformed);
     let body = new.json(ErrorResponse {
         error: code_for(status),
         reason,
+        field: None,
+        kind,
     });
     Ok(ErrorHandlerResponse::Response(
         ServiceResponse::new(req, body).map_body(|_, b| EitherBody::right(b)),

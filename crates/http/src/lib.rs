@@ -41,7 +41,7 @@ use actix_web::{
 };
 
 pub use client_ip::TrustedProxies;
-pub use error::ApiError;
+pub use error::{ApiError, Refused};
 pub use export_slots::ExportSlots;
 pub use reads::{ReadReplicas, Reads};
 pub use state::{

@@ -12,6 +12,8 @@ use actix_web::{
     http::header::{self, EntityTag, Header as _, IfMatch, IfNoneMatch},
 };
 
+use posture_domain::Refusal;
+
 use crate::error::ApiError;
 
 /// The tag of a subscription at `version`.
@@ -51,6 +53,8 @@ pub fn if_match_tags(req: &HttpRequest) -> Result<Option<Vec<String>>, ApiError>
                 .collect(),
         )),
         Ok(IfMatch::Items(_)) | Err(_) => Err(ApiError::invalid(
+            Refusal::Malformed,
+            "If-Match",
             "If-Match: must be * or entity tags such as \"v3\" (the resource's ETag, quoted)",
         )),
     }

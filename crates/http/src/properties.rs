@@ -15,7 +15,10 @@
 use std::sync::LazyLock;
 
 use actix_web::dev::Extensions;
-use posture_domain::webhook::{SubscriptionRequest, TargetPolicy};
+use posture_domain::{
+    Refusal,
+    webhook::{SubscriptionRequest, TargetPolicy},
+};
 use posture_wire::webhooks::CreateWebhookRequest;
 use proptest::{prelude::*, strategy::BoxedStrategy};
 use regex::Regex;
@@ -243,11 +246,19 @@ fn valid_query() -> impl Strategy<Value = (usize, String)> {
 
 /// A reason for a refused query: it names the parameter (or says which are allowed).
 fn check_refusal(route: &Route, query: &str, error: ApiError) -> Result<(), TestCaseError> {
-    let ApiError::InvalidRequest(reason) = error else {
+    let ApiError::InvalidRequest(refused) = error else {
         return Err(TestCaseError::fail(format!(
             "{query:?}: not a 400: {error:?}"
         )));
     };
+    // For programs: the parameter, one the route takes unless it is the unknown one.
+    let field = refused.field.as_deref().unwrap_or_default();
+    prop_assert!(
+        refused.kind == Refusal::Unknown || route.names.iter().any(|n| n == field),
+        "{query:?}: field {field:?} ({:?})",
+        refused.kind
+    );
+    let reason = refused.reason;
     prop_assert!(
         reason.len() <= 4 * query.len() + 1024,
         "a reason of {} bytes for a query of {}",

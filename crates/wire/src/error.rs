@@ -1,5 +1,6 @@
-//! The error body: `{error, reason?}` with the matching HTTP status.
+//! The error body: `{error, reason?, field?, kind?}` with the matching HTTP status.
 
+use posture_domain::Refusal;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Serialize;
 
@@ -113,13 +114,51 @@ pub struct ErrorResponse {
     pub error: ErrorCode,
     /// What was wrong, for a human; names the parameter, field or missing scope.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(example = &"limit: must be an integer from 1 to 500")]
+    #[schemars(example = &"after: cursor does not match this request")]
     pub reason: Option<String>,
+    /// On a 400 or 422: the query parameter, header or body field refused (a body field by
+    /// its path, e.g. `findings[2].id`); absent when the request as a whole is refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(example = &"after")]
+    pub field: Option<String>,
+    // On a 400 or 422: how the value was refused. A `//` comment: a doc comment would replace
+    // the description `refusal_schema` writes (the kinds and their meanings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "refusal_schema")]
+    pub kind: Option<Refusal>,
+}
+
+/// A string, not an `enum`: the set of kinds may grow (additively), and a generated client
+/// must read a kind it does not know rather than fail on it.
+fn refusal_schema(_: &mut SchemaGenerator) -> Schema {
+    let meanings: Vec<String> = Refusal::ALL
+        .iter()
+        .map(|kind| format!("- `{}`: {}.", kind.as_str(), kind.meaning()))
+        .collect();
+    json_schema!({
+        "type": "string",
+        "description": format!(
+            "On a 400 or 422, how the value was refused, for programs; the set may grow, so \
+             read a kind you do not know as `invalid`:\n\n{}",
+            meanings.join("\n")
+        ),
+        "examples": ["cursor_mismatch"],
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kind_is_written_as_serde_writes_it() {
+        for kind in Refusal::ALL {
+            assert_eq!(
+                serde_json::to_value(kind).unwrap(),
+                serde_json::Value::from(kind.as_str())
+            );
+        }
+    }
 
     #[test]
     fn every_code_is_written_as_serde_writes_it() {

@@ -1,9 +1,9 @@
 //! The error policy: JSON bodies everywhere, 404 and 405, no-store.
 
-use posture_domain::Scope;
+use posture_domain::{Refusal, Scope};
 use reqwest::StatusCode;
 
-use crate::support::{TestApp, assert_error};
+use crate::support::{TestApp, assert_error, assert_refused};
 
 #[tokio::test]
 async fn an_unknown_route_is_404_with_a_json_body() {
@@ -66,10 +66,11 @@ async fn an_unknown_query_parameter_is_400_naming_it() {
     let app = TestApp::start().await;
     let (customer, _) = app.customer("A").await;
     let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
-    let reason = assert_error(
+    let reason = assert_refused(
         app.get("/api/v1/identities?colour=red", &key).await,
         StatusCode::BAD_REQUEST,
-        "invalid_request",
+        "colour",
+        Refusal::Unknown,
     )
     .await;
     assert!(

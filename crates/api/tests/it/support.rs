@@ -2,6 +2,8 @@
 //! on an ephemeral loopback port, over a database of the test's own, called with a real
 //! HTTP client.
 
+mod errors;
+
 use std::{net::TcpListener, sync::Arc, time::Duration};
 
 use chrono::Utc;
@@ -22,6 +24,8 @@ use posture_store_postgres::PgStore;
 use posture_test_support::{TestDb, fixtures, proxy::FreezingProxy};
 use reqwest::{Client, Response, StatusCode};
 use serde_json::Value;
+
+pub use self::errors::{assert_error, assert_refused};
 
 /// How a test server differs from the default one.
 struct Options {
@@ -476,24 +480,4 @@ impl Drop for TestApp {
         })
         .join();
     }
-}
-
-/// Asserts the `{error, reason?}` body with this code; returns the reason.
-pub async fn assert_error(response: Response, status: StatusCode, code: &str) -> String {
-    assert_eq!(response.status(), status);
-    assert_eq!(
-        response
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok()),
-        Some("application/json")
-    );
-    let body: Value = response.json().await.unwrap();
-    assert_eq!(body["error"], code, "{body}");
-    let keys: Vec<&String> = body.as_object().unwrap().keys().collect();
-    assert!(
-        keys.iter().all(|k| *k == "error" || *k == "reason"),
-        "only error and reason: {body}"
-    );
-    body["reason"].as_str().unwrap_or_default().to_owned()
 }

@@ -47,7 +47,7 @@ proptest! {
                 prop_assert!(!created.event_types.is_empty());
                 prop_assert!(created.event_types.len() <= 4, "duplicates are dropped");
             }
-            Err(Error::Invalid { field, reason }) => {
+            Err(Error::Invalid { field, reason, .. }) => {
                 prop_assert!(
                     ["name", "webhookUrl", "webhookType", "eventTypes"].contains(&field.as_ref()),
                     "{field}: {reason}"

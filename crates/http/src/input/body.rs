@@ -10,15 +10,25 @@
 //!   while streaming);
 //! * not JSON → 400;
 //! * JSON that does not fit the type (not an object, a missing, unknown or wrongly typed
-//!   field) → 422 whose reason names the field's path (`eventTypes[0]: invalid type: ...`).
+//!   field) → 422 whose reason names the field's path (`eventTypes[0]: invalid type: ...`),
+//!   and whose `field` and `kind` say so for programs. The kind comes from serde's own
+//!   structured errors (`unknown_field`, `missing_field`, ...): the body is read into a
+//!   `serde_value::Value` and deserialised with an error type that keeps them, where
+//!   serde_json's would keep only their text.
+
+use std::fmt;
 
 use actix_web::{FromRequest, HttpRequest, dev::Payload, http::header, web};
 use futures_util::{StreamExt as _, future::LocalBoxFuture};
+use posture_domain::Refusal;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
-use serde::de::DeserializeOwned;
+use serde::de::{self, DeserializeOwned, Unexpected};
 use serde_path_to_error::Segment;
 
-use crate::{MAX_BODY_BYTES, error::ApiError};
+use crate::{
+    MAX_BODY_BYTES,
+    error::{ApiError, Refused},
+};
 
 /// The JSON body of a route, as the route table declares it.
 pub struct Body {
@@ -93,7 +103,12 @@ async fn read(req: &HttpRequest, mut payload: Payload) -> Result<web::BytesMut, 
     }
     let mut body = web::BytesMut::new();
     while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|_| ApiError::invalid("the body could not be read"))?;
+        let chunk = chunk.map_err(|_| {
+            ApiError::InvalidRequest(Refused::whole(
+                Refusal::Malformed,
+                "the body could not be read",
+            ))
+        })?;
         if body.len() + chunk.len() > MAX_BODY_BYTES {
             return Err(too_large());
         }
@@ -106,35 +121,130 @@ async fn read(req: &HttpRequest, mut payload: Payload) -> Result<web::BytesMut, 
 pub(crate) fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     // Syntax first (400), then the shape (422): errors of the second step carry no
     // line/column noise, only the path.
-    let value: serde_json::Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::invalid(format!("the body is not valid JSON ({e})")))?;
+    let value: serde_value::Value = serde_json::from_slice(body).map_err(|e| {
+        let reason = format!("the body is not valid JSON ({e})");
+        ApiError::InvalidRequest(Refused::whole(Refusal::Malformed, reason))
+    })?;
     // Serde would read a struct from an array of its fields in order: every body is an
     // object, as every body schema says.
-    if !value.is_object() {
-        return Err(ApiError::Unprocessable(
-            "the body must be a JSON object".to_owned(),
-        ));
+    if !matches!(value, serde_value::Value::Map(_)) {
+        return Err(ApiError::Unprocessable(Refused::whole(
+            Refusal::Malformed,
+            "the body must be a JSON object",
+        )));
     }
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let reason = e.inner().to_string();
-        let mut path = e.path().to_string();
-        // An unknown field's path ends with the field, which the reason names already.
-        if let (true, Some(Segment::Map { key })) = (
-            reason.starts_with("unknown field"),
-            e.path().iter().next_back(),
-        ) {
-            path = path
-                .strip_suffix(key.as_str())
-                .unwrap_or(&path)
-                .trim_end_matches('.')
-                .to_owned();
-        }
-        ApiError::Unprocessable(if path.is_empty() || path == "." {
-            reason
-        } else {
-            format!("{path}: {reason}")
+    let deserializer = serde_value::ValueDeserializer::<ShapeError>::new(value);
+    serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let at = match e.path().to_string() {
+            path if path == "." => String::new(),
+            path => path,
+        };
+        let last_key = match e.path().iter().next_back() {
+            Some(Segment::Map { key }) => Some(key.clone()),
+            _ => None,
+        };
+        let shape = e.into_inner();
+        // Where the value is: an unknown field's path ends with it already (and the reason
+        // names it, so the reason's path leaves it out); a missing one's is its parent's.
+        let (field, reason_at) = match shape.missing {
+            Some(missing) if at.is_empty() => (missing.to_owned(), at),
+            Some(missing) => (format!("{at}.{missing}"), at),
+            None if shape.kind == Refusal::Unknown => {
+                let parent = last_key
+                    .and_then(|key| at.strip_suffix(key.as_str()))
+                    .unwrap_or(&at)
+                    .trim_end_matches('.')
+                    .to_owned();
+                (at, parent)
+            }
+            None => (at.clone(), at),
+        };
+        let reason = match reason_at.is_empty() {
+            true => shape.message,
+            false => format!("{reason_at}: {}", shape.message),
+        };
+        ApiError::Unprocessable(match field.is_empty() {
+            true => Refused::whole(shape.kind, reason),
+            false => Refused::field(shape.kind, field, reason),
         })
     })
+}
+
+/// A body that does not fit its type, with the kind serde said (serde's own texts).
+#[derive(Debug)]
+struct ShapeError {
+    kind: Refusal,
+    message: String,
+    /// The field a `missing_field` names (the path is then its parent's).
+    missing: Option<&'static str>,
+}
+
+impl ShapeError {
+    fn new(kind: Refusal, message: impl fmt::Display) -> Self {
+        Self {
+            kind,
+            message: message.to_string(),
+            missing: None,
+        }
+    }
+}
+
+impl fmt::Display for ShapeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ShapeError {}
+
+/// Each method keeps serde's text (`de::value::Error` writes the default one) and its kind.
+impl de::Error for ShapeError {
+    fn custom<T: fmt::Display>(message: T) -> Self {
+        Self::new(Refusal::Invalid, message)
+    }
+
+    fn invalid_type(unexpected: Unexpected<'_>, expected: &dyn de::Expected) -> Self {
+        let text = de::value::Error::invalid_type(unexpected, expected);
+        Self::new(Refusal::Malformed, text)
+    }
+
+    fn invalid_value(unexpected: Unexpected<'_>, expected: &dyn de::Expected) -> Self {
+        let kind = match unexpected {
+            // A number of the right type that its type cannot hold (300 for a u8).
+            Unexpected::Unsigned(_) | Unexpected::Signed(_) | Unexpected::Float(_) => {
+                Refusal::OutOfRange
+            }
+            _ => Refusal::Invalid,
+        };
+        Self::new(kind, de::value::Error::invalid_value(unexpected, expected))
+    }
+
+    fn invalid_length(len: usize, expected: &dyn de::Expected) -> Self {
+        let text = de::value::Error::invalid_length(len, expected);
+        Self::new(Refusal::OutOfRange, text)
+    }
+
+    fn unknown_variant(variant: &str, expected: &'static [&'static str]) -> Self {
+        let text = de::value::Error::unknown_variant(variant, expected);
+        Self::new(Refusal::Invalid, text)
+    }
+
+    fn unknown_field(field: &str, expected: &'static [&'static str]) -> Self {
+        let text = de::value::Error::unknown_field(field, expected);
+        Self::new(Refusal::Unknown, text)
+    }
+
+    fn missing_field(field: &'static str) -> Self {
+        Self {
+            missing: Some(field),
+            ..Self::new(Refusal::Missing, de::value::Error::missing_field(field))
+        }
+    }
+
+    fn duplicate_field(field: &'static str) -> Self {
+        let text = de::value::Error::duplicate_field(field);
+        Self::new(Refusal::Repeated, text)
+    }
 }
 
 /// A JSON body deserialised into `T`.
@@ -173,11 +283,20 @@ mod tests {
 
     use super::*;
 
-    fn unprocessable(body: serde_json::Value) -> String {
+    fn refused(body: serde_json::Value) -> Refused {
         match decode::<CreateWebhookRequest>(body.to_string().as_bytes()) {
-            Err(ApiError::Unprocessable(reason)) => reason,
+            Err(ApiError::Unprocessable(refused)) => refused,
             other => panic!("expected 422, got {:?}", other.map(|_| ())),
         }
+    }
+
+    fn unprocessable(body: serde_json::Value) -> String {
+        refused(body).reason
+    }
+
+    fn field_and_kind(body: serde_json::Value) -> (Option<String>, Refusal) {
+        let refused = refused(body);
+        (refused.field.map(|f| f.into_owned()), refused.kind)
     }
 
     fn valid() -> serde_json::Value {
@@ -204,6 +323,62 @@ mod tests {
         let mut body = valid();
         body.as_object_mut().unwrap().remove("webhookType");
         assert!(unprocessable(body).contains("missing field `webhookType`"));
+    }
+
+    #[test]
+    fn programs_read_the_field_and_the_kind_serde_said() {
+        let field = |f: &str| Some(f.to_owned());
+        let mut body = valid();
+        body["secret"] = json!("mine");
+        assert_eq!(field_and_kind(body), (field("secret"), Refusal::Unknown));
+        let mut body = valid();
+        body.as_object_mut().unwrap().remove("webhookType");
+        assert_eq!(
+            field_and_kind(body),
+            (field("webhookType"), Refusal::Missing)
+        );
+        let mut body = valid();
+        body["eventTypes"] = json!(["finding_low", 7]);
+        assert_eq!(
+            field_and_kind(body),
+            (field("eventTypes[1]"), Refusal::Malformed)
+        );
+        assert_eq!(field_and_kind(json!([1])), (None, Refusal::Malformed));
+    }
+
+    #[test]
+    fn a_number_its_type_cannot_hold_is_out_of_range() {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Nested {
+            #[expect(dead_code, reason = "read by serde only")]
+            small: u8,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        struct Outer {
+            #[expect(dead_code, reason = "read by serde only")]
+            inner: Nested,
+        }
+        let refuse = |body: serde_json::Value| match decode::<Outer>(body.to_string().as_bytes()) {
+            Err(ApiError::Unprocessable(refused)) => refused,
+            other => panic!("expected 422, got {:?}", other.map(|_| ())),
+        };
+        let refused = refuse(json!({"inner": {"small": 300}}));
+        assert_eq!(refused.field.as_deref(), Some("inner.small"));
+        assert_eq!(refused.kind, Refusal::OutOfRange);
+        // An unknown nested field: the field names it, the reason names it once.
+        let refused = refuse(json!({"inner": {"small": 1, "big": 2}}));
+        assert_eq!(refused.field.as_deref(), Some("inner.big"));
+        assert_eq!(refused.kind, Refusal::Unknown);
+        assert!(
+            refused.reason.starts_with("inner: unknown field `big`"),
+            "{}",
+            refused.reason
+        );
+        // A missing nested field: its parent's path, then the field.
+        let refused = refuse(json!({"inner": {}}));
+        assert_eq!(refused.field.as_deref(), Some("inner.small"));
+        assert_eq!(refused.reason, "inner: missing field `small`");
     }
 
     #[test]

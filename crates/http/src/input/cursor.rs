@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use actix_web::HttpRequest;
 use posture_domain::{
-    CustomerId,
+    CustomerId, Refusal,
     cursor::{Cursor, CursorContext, CursorError},
     page::SortKey,
     secrets::Keyring,
@@ -99,6 +99,8 @@ pub(crate) fn canonical_query(query: &str, skip: &[&str]) -> String {
         .finish()
 }
 
+/// Every refused cursor is a `cursor_mismatch`: whether altered, made for other parameters
+/// or before a key rotation, the caller's way on is the first page.
 fn refused(e: CursorError) -> ApiError {
-    ApiError::invalid(format!("after: {e}"))
+    ApiError::invalid(Refusal::CursorMismatch, "after", format!("after: {e}"))
 }

@@ -18,7 +18,9 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, generate::SchemaSettings};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::error::ApiError;
+use posture_domain::Refusal;
+
+use crate::error::{ApiError, Refused};
 
 /// One part of a route's query: a type whose fields are parameters.
 #[derive(Clone, Copy)]
@@ -178,18 +180,24 @@ pub(crate) fn parse(
             } else {
                 format!("allowed: {}", names.join(", "))
             };
-            return Err(ApiError::invalid(format!(
-                "unknown query parameter {name:?}; {allowed}"
-            )));
+            let reason = format!("unknown query parameter {name:?}; {allowed}");
+            return Err(ApiError::invalid(
+                Refusal::Unknown,
+                name.into_owned(),
+                reason,
+            ));
         }
         if seen.contains(&name) {
             if is_list(parts, &name) {
                 repeated_lists = true;
                 continue;
             }
-            return Err(ApiError::invalid(format!(
-                "{name} is given more than once; it takes one value"
-            )));
+            let reason = format!("{name} is given more than once; it takes one value");
+            return Err(ApiError::invalid(
+                Refusal::Repeated,
+                name.into_owned(),
+                reason,
+            ));
         }
         seen.push(name);
     }
@@ -217,12 +225,14 @@ fn parse_into<T: DeserializeOwned + 'static>(
     let deserializer =
         serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
     let value: T = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        // serde_urlencoded says only "custom" (its errors carry no kind): `invalid`.
         let path = e.path().to_string();
         let reason = e.into_inner().to_string();
         if path == "." {
-            ApiError::invalid(reason)
+            ApiError::InvalidRequest(Refused::whole(Refusal::Invalid, reason))
         } else {
-            ApiError::invalid(format!("{path} {reason}"))
+            let reason = format!("{path} {reason}");
+            ApiError::invalid(Refusal::Invalid, path, reason)
         }
     })?;
     extensions.insert(Parsed(value));
@@ -278,11 +288,27 @@ mod tests {
         Ok(extensions.remove::<Parsed<PageQuery>>().unwrap().0)
     }
 
-    fn reason(query: &str) -> String {
+    fn refused(query: &str) -> Refused {
         match run(query) {
-            Err(ApiError::InvalidRequest(reason)) => reason,
+            Err(ApiError::InvalidRequest(refused)) => refused,
             other => panic!("expected a 400 for {query:?}, got {:?}", other.map(|_| ())),
         }
+    }
+
+    fn reason(query: &str) -> String {
+        refused(query).reason
+    }
+
+    #[test]
+    fn programs_read_the_parameter_and_the_kind() {
+        let of = |query: &str| {
+            let refused = refused(query);
+            (refused.field.map(|f| f.into_owned()), refused.kind)
+        };
+        let field = |f: &str| Some(f.to_owned());
+        assert_eq!(of("limit=5&sort=id"), (field("sort"), Refusal::Unknown));
+        assert_eq!(of("limit=5&limit=6"), (field("limit"), Refusal::Repeated));
+        assert_eq!(of("limit=x"), (field("limit"), Refusal::Invalid));
     }
 
     #[test]

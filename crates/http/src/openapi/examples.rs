@@ -10,7 +10,7 @@
 //! Another test validates every example against its schema.
 
 use indexmap::IndexMap;
-use posture_domain::Scope;
+use posture_domain::{Refusal, Scope};
 use serde_json::{Map, Value, json};
 
 use crate::error::ApiError;
@@ -157,7 +157,11 @@ pub fn of_schema(schema: &Value, examples: &IndexMap<String, Value>) -> Option<V
 /// The error body an operation answers with this status (its own scope in a 403).
 fn error_example(status: &str, scope: Option<&str>) -> Option<Value> {
     let error = match status {
-        "400" => ApiError::invalid("limit: must be an integer from 1 to 500"),
+        "400" => ApiError::invalid(
+            Refusal::CursorMismatch,
+            "after",
+            "after: cursor does not match this request",
+        ),
         "401" => ApiError::Unauthorized,
         "403" => ApiError::InsufficientScope(
             scope
@@ -171,7 +175,11 @@ fn error_example(status: &str, scope: Option<&str>) -> Option<Value> {
         ),
         "413" => ApiError::PayloadTooLarge("the body is larger than 65536 bytes".to_owned()),
         "415" => ApiError::UnsupportedMediaType("Content-Type must be application/json".to_owned()),
-        "422" => ApiError::Unprocessable("webhookUrl: must be an https:// URL".to_owned()),
+        "422" => ApiError::unprocessable(
+            Refusal::Invalid,
+            "webhookUrl",
+            "webhookUrl: must be an https:// URL",
+        ),
         "429" => ApiError::RateLimited { retry_after: 12 },
         "500" => ApiError::Internal,
         "503" => ApiError::Unavailable,

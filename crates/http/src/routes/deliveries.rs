@@ -4,7 +4,7 @@
 
 use actix_web::{HttpResponse, web};
 use posture_domain::{
-    DeliveryId, Error, Scope, WebhookId,
+    DeliveryId, Error, Refusal, Scope, WebhookId,
     delivery::{
         Delivery, DeliveryEvent, DeliveryStatus, DeliveryTarget, Outcome, TEST_CUSTOMER_RATE,
         TEST_RATE,
@@ -211,17 +211,23 @@ async fn recover(
     let now = state.clock.now();
     let until = request.until.unwrap_or(now);
     if until <= request.since {
-        return Err(ApiError::Unprocessable(
-            "until: must be later than since".into(),
+        return Err(ApiError::unprocessable(
+            Refusal::OutOfRange,
+            "until",
+            "until: must be later than since",
         ));
     }
     let oldest = now - state.webhook_ops.retention;
     if request.since < oldest {
-        return Err(ApiError::Unprocessable(format!(
-            "since: the delivery log keeps {} days; give a time after {}",
-            state.webhook_ops.retention.num_days(),
-            oldest.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-        )));
+        return Err(ApiError::unprocessable(
+            Refusal::OutOfRange,
+            "since",
+            format!(
+                "since: the delivery log keeps {} days; give a time after {}",
+                state.webhook_ops.retention.num_days(),
+                oldest.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ),
+        ));
     }
     let requeued = state
         .ports
@@ -239,8 +245,13 @@ fn test_event(request: &TestDeliveryRequest) -> Result<DeliveryEvent, ApiError> 
     match &request.event_type {
         None => Ok(DeliveryEvent::Ping),
         Some(text) => text.parse().map_err(|e: Error| match e {
-            Error::Invalid { field, reason } => {
-                ApiError::Unprocessable(format!("{field}: {reason}"))
+            Error::Invalid {
+                field,
+                reason,
+                kind,
+            } => {
+                let reason = format!("{field}: {reason}");
+                ApiError::unprocessable(kind, field, reason)
             }
             other => other.into(),
         }),

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use actix_web::{HttpResponse, http::header::EntityTag, web};
 use posture_domain::{
-    Error, FindingId, Scope,
+    Error, FindingId, Refusal, Scope,
     rate_limit::RateBucket,
     triage::{MAX_BULK, TriageChange, TriageReason, TriageState, WRITE_RATE},
 };
@@ -87,32 +87,48 @@ async fn triage_findings(
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
     if request.findings.is_empty() || request.findings.len() > MAX_BULK {
-        return Err(ApiError::Unprocessable(format!(
-            "findings: 1 to {MAX_BULK} findings, not {}",
-            request.findings.len()
-        )));
+        return Err(ApiError::unprocessable(
+            Refusal::OutOfRange,
+            "findings",
+            format!(
+                "findings: 1 to {MAX_BULK} findings, not {}",
+                request.findings.len()
+            ),
+        ));
     }
     let mut seen = HashSet::with_capacity(request.findings.len());
     let mut items = Vec::with_capacity(request.findings.len());
     for (n, item) in request.findings.into_iter().enumerate() {
-        let id = item
-            .id
-            .parse::<FindingId>()
-            .map_err(|e| ApiError::Unprocessable(format!("findings[{n}].id: {e}")))?;
+        let id = item.id.parse::<FindingId>().map_err(|e| {
+            let kind = match &e {
+                Error::Invalid { kind, .. } => *kind,
+                _ => Refusal::Invalid,
+            };
+            ApiError::unprocessable(
+                kind,
+                format!("findings[{n}].id"),
+                format!("findings[{n}].id: {e}"),
+            )
+        })?;
         if !seen.insert(id.clone()) {
-            return Err(ApiError::Unprocessable(format!(
-                "findings[{n}].id: {} is given twice",
-                id.as_str()
-            )));
+            return Err(ApiError::unprocessable(
+                Refusal::Repeated,
+                format!("findings[{n}].id"),
+                format!("findings[{n}].id: {} is given twice", id.as_str()),
+            ));
         }
         let expected = item
             .if_match
             .map(|tag| match tag.parse::<EntityTag>() {
                 Ok(tag) if !tag.weak => Ok(vec![tag.tag().to_owned()]),
-                _ => Err(ApiError::Unprocessable(format!(
-                    "findings[{n}].ifMatch: must be the finding's strong ETag, quoted as \
-                     sent (\"f...\")"
-                ))),
+                _ => Err(ApiError::unprocessable(
+                    Refusal::Malformed,
+                    format!("findings[{n}].ifMatch"),
+                    format!(
+                        "findings[{n}].ifMatch: must be the finding's strong ETag, quoted as \
+                         sent (\"f...\")"
+                    ),
+                )),
             })
             .transpose()?;
         items.push((id, expected));

@@ -9,10 +9,10 @@ use actix_web::{
     body::BoxBody,
     http::{StatusCode, header},
 };
-use posture_domain::Error;
+use posture_domain::{Error, Refusal};
 use serde_json::json;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, Refused};
 
 pub(crate) const ERROR_URN: &str = "urn:ietf:params:scim:api:messages:2.0:Error";
 pub(crate) const CONTENT_TYPE: &str = "application/scim+json";
@@ -28,7 +28,7 @@ impl ScimError {
     /// A 400 of a kind RFC 7644 names (`invalidFilter`, `invalidSyntax`, ...).
     pub(crate) fn bad_request(scim_type: &'static str, detail: impl Into<String>) -> Self {
         Self {
-            api: ApiError::InvalidRequest(detail.into()),
+            api: ApiError::InvalidRequest(Refused::whole(Refusal::Invalid, detail)),
             scim_type: Some(scim_type),
         }
     }
@@ -60,7 +60,7 @@ impl From<Error> for ScimError {
     fn from(e: Error) -> Self {
         match e {
             Error::NotFound => Self::not_found(),
-            Error::Invalid { field, reason } => {
+            Error::Invalid { field, reason, .. } => {
                 let scim_type = match field.as_ref() {
                     "filter" => "invalidFilter",
                     "page" => "tooMany",

@@ -2,7 +2,7 @@
 //! order, without gaps or repeats; the cursor is authenticated and bound to its request.
 
 use posture_domain::{
-    CustomerScope,
+    CustomerScope, Refusal,
     cursor::{Cursor, CursorContext, CursorKey},
     page::{KeyPart, SortKey},
 };
@@ -10,7 +10,7 @@ use posture_test_support::fixtures::{finding, identity, recommendation, tenant, 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{TestApp, assert_error};
+use crate::support::{TestApp, assert_refused};
 
 /// Every list, with the field that identifies its rows.
 const LISTS: [(&str, &str); 6] = [
@@ -176,11 +176,13 @@ async fn after_with_offset_is_400() {
         .get_json("/api/v1/findings?limit=3", &key, StatusCode::OK)
         .await;
     let cursor = first["meta"]["nextCursor"].as_str().unwrap();
-    let reason = assert_error(
+    // Not a cursor to start again without: `invalid`, not `cursor_mismatch`.
+    let reason = assert_refused(
         app.get(&format!("/api/v1/findings?offset=3&after={cursor}"), &key)
             .await,
         StatusCode::BAD_REQUEST,
-        "invalid_request",
+        "after",
+        Refusal::Invalid,
     )
     .await;
     assert!(reason.contains("offset"), "{reason}");
@@ -215,10 +217,11 @@ async fn after_with_the_default_offset_of_zero_is_the_cursors_page() {
 
 /// Asserts the request is refused as a cursor that does not match it.
 async fn refused_as_mismatch(app: &TestApp, key: &str, url: &str) {
-    let reason = assert_error(
+    let reason = assert_refused(
         app.get(url, key).await,
         StatusCode::BAD_REQUEST,
-        "invalid_request",
+        "after",
+        Refusal::CursorMismatch,
     )
     .await;
     assert!(
@@ -286,11 +289,12 @@ async fn a_cursor_from_before_a_key_rotation_says_to_restart_from_the_first_page
             filters: "",
         },
     );
-    let reason = assert_error(
+    let reason = assert_refused(
         app.get(&format!("/api/v1/identities?after={cursor}"), &key)
             .await,
         StatusCode::BAD_REQUEST,
-        "invalid_request",
+        "after",
+        Refusal::CursorMismatch,
     )
     .await;
     assert!(reason.contains("restart from the first page"), "{reason}");

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use actix_web::{HttpRequest, HttpResponse, http::header, web};
 use posture_domain::{
-    EventId, KeyHash, Scope,
+    EventId, KeyHash, Refusal, Scope,
     event::{EventFilter, EventPage},
     ports::EventRepository,
 };
@@ -97,8 +97,13 @@ fn last_event_id(req: &HttpRequest) -> Result<Option<EventId>, ApiError> {
     let Some(value) = req.headers().get("last-event-id") else {
         return Ok(None);
     };
-    let refused =
-        || ApiError::invalid("Last-Event-ID: not an event id (send the `id` of an event received)");
+    let refused = || {
+        ApiError::invalid(
+            Refusal::Malformed,
+            "Last-Event-ID",
+            "Last-Event-ID: not an event id (send the `id` of an event received)",
+        )
+    };
     let id = value.to_str().map_err(|_| refused())?.trim();
     if id.is_empty() {
         // A client that received no event yet may send it empty: read from `after`.
@@ -203,6 +208,8 @@ async fn key_is_revoked(state: &ApiState, key: &KeyHash, caller: &Caller) -> boo
 /// `after` names no event of the caller's (another customer's, or one past retention).
 fn unknown_after() -> ApiError {
     ApiError::invalid(
+        Refusal::CursorMismatch,
+        "after",
         "after: no event of yours has this id (or it is older than the retention period): \
          start again with createdSince",
     )
