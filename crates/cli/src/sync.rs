@@ -277,7 +277,9 @@ async fn read_pages(
         };
         let body: ListBody = match read {
             Ok((body, _)) => body,
-            Err(e) if cursor.is_some() && e.is_refused_cursor() => {
+            // Only the saved cursor (the first request) restarts the list: one the service
+            // has just issued and refuses is an error, never a loop.
+            Err(e) if cursor.is_some() && !began && e.is_refused_cursor() => {
                 return Err(ReadError::RefusedCursor);
             }
             Err(e) => return Err(ReadError::Api(e)),

@@ -131,11 +131,14 @@ impl SubscriptionRequest {
 
 /// A subscription name: 1 to [`MAX_NAME_LEN`] characters, not blank, no control character.
 pub fn validate_name(name: String) -> Result<String, Error> {
-    if name.chars().count() > MAX_NAME_LEN
-        || name.chars().all(|c| c.is_whitespace() || c.is_control())
-    {
+    let kind = match name.chars().count() > MAX_NAME_LEN {
+        true => Refusal::OutOfRange,
+        // Empty or blank.
+        false => Refusal::Invalid,
+    };
+    if kind == Refusal::OutOfRange || name.chars().all(|c| c.is_whitespace() || c.is_control()) {
         return Err(Error::refused(
-            Refusal::OutOfRange,
+            kind,
             "name",
             format!("must be 1 to {MAX_NAME_LEN} characters"),
         ));
@@ -153,7 +156,7 @@ pub fn validate_name(name: String) -> Result<String, Error> {
 pub fn validate_event_types(texts: &[String]) -> Result<Vec<EventType>, Error> {
     if texts.is_empty() {
         return Err(Error::refused(
-            Refusal::Missing,
+            Refusal::OutOfRange,
             "eventTypes",
             format!(
                 "must list at least one of {}",

@@ -114,12 +114,12 @@ pub struct ErrorResponse {
     pub error: ErrorCode,
     /// What was wrong, for a human; names the parameter, field or missing scope.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(example = &"after: cursor does not match this request")]
+    #[schemars(example = &"unknown query parameter \"colour\"; allowed: limit, after")]
     pub reason: Option<String>,
     /// On a 400 or 422: the query parameter, header or body field refused (a body field by
     /// its path, e.g. `findings[2].id`); absent when the request as a whole is refused.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schemars(example = &"after")]
+    #[schemars(example = &"colour")]
     pub field: Option<String>,
     // On a 400 or 422: how the value was refused. A `//` comment: a doc comment would replace
     // the description `refusal_schema` writes (the kinds and their meanings).
@@ -142,7 +142,7 @@ fn refusal_schema(_: &mut SchemaGenerator) -> Schema {
              read a kind you do not know as `invalid`:\n\n{}",
             meanings.join("\n")
         ),
-        "examples": ["cursor_mismatch"],
+        "examples": ["unknown"],
     })
 }
 

@@ -170,6 +170,15 @@ pub(crate) fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     })
 }
 
+/// What was found, named as JSON names it (`null`, where serde says "unit value"), as
+/// serde_json's own errors do.
+fn as_json(unexpected: Unexpected<'_>) -> Unexpected<'_> {
+    match unexpected {
+        Unexpected::Unit => Unexpected::Other("null"),
+        other => other,
+    }
+}
+
 /// A body that does not fit its type, with the kind serde said (serde's own texts).
 #[derive(Debug)]
 struct ShapeError {
@@ -204,11 +213,12 @@ impl de::Error for ShapeError {
     }
 
     fn invalid_type(unexpected: Unexpected<'_>, expected: &dyn de::Expected) -> Self {
-        let text = de::value::Error::invalid_type(unexpected, expected);
+        let text = de::value::Error::invalid_type(as_json(unexpected), expected);
         Self::new(Refusal::Malformed, text)
     }
 
     fn invalid_value(unexpected: Unexpected<'_>, expected: &dyn de::Expected) -> Self {
+        let unexpected = as_json(unexpected);
         let kind = match unexpected {
             // A number of the right type that its type cannot hold (300 for a u8).
             Unexpected::Unsigned(_) | Unexpected::Signed(_) | Unexpected::Float(_) => {

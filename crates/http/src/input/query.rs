@@ -215,6 +215,9 @@ pub(crate) fn parse(
     Ok(())
 }
 
+/// The parameter every cursor is given as (a list's `after`, the event feed's).
+const CURSOR: &str = "after";
+
 /// A parsed part, waiting in the extensions for its handler.
 struct Parsed<T>(T);
 
@@ -225,14 +228,20 @@ fn parse_into<T: DeserializeOwned + 'static>(
     let deserializer =
         serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
     let value: T = serde_path_to_error::deserialize(deserializer).map_err(|e| {
-        // serde_urlencoded says only "custom" (its errors carry no kind): `invalid`.
+        // serde_urlencoded says only "custom" (its errors carry no kind): `invalid`, but a
+        // cursor (`after`) that is not even shaped as one is refused as every cursor that
+        // is not this request's is: `cursor_mismatch`, start again without it.
         let path = e.path().to_string();
         let reason = e.into_inner().to_string();
+        let kind = match path.as_str() {
+            CURSOR => Refusal::CursorMismatch,
+            _ => Refusal::Invalid,
+        };
         if path == "." {
-            ApiError::InvalidRequest(Refused::whole(Refusal::Invalid, reason))
+            ApiError::InvalidRequest(Refused::whole(kind, reason))
         } else {
             let reason = format!("{path} {reason}");
-            ApiError::invalid(Refusal::Invalid, path, reason)
+            ApiError::invalid(kind, path, reason)
         }
     })?;
     extensions.insert(Parsed(value));
@@ -309,6 +318,7 @@ mod tests {
         assert_eq!(of("limit=5&sort=id"), (field("sort"), Refusal::Unknown));
         assert_eq!(of("limit=5&limit=6"), (field("limit"), Refusal::Repeated));
         assert_eq!(of("limit=x"), (field("limit"), Refusal::Invalid));
+        assert_eq!(of("after=%20"), (field("after"), Refusal::CursorMismatch));
     }
 
     #[test]

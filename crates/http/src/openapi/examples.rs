@@ -157,10 +157,11 @@ pub fn of_schema(schema: &Value, examples: &IndexMap<String, Value>) -> Option<V
 /// The error body an operation answers with this status (its own scope in a 403).
 fn error_example(status: &str, scope: Option<&str>) -> Option<Value> {
     let error = match status {
+        // Every operation refuses a parameter it does not take.
         "400" => ApiError::invalid(
-            Refusal::CursorMismatch,
-            "after",
-            "after: cursor does not match this request",
+            Refusal::Unknown,
+            "colour",
+            "unknown query parameter \"colour\"; allowed: limit, after",
         ),
         "401" => ApiError::Unauthorized,
         "403" => ApiError::InsufficientScope(

@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
-use posture_domain::{Scope, ports::ApiKeyRepository as _};
+use posture_domain::{Refusal, Scope, ports::ApiKeyRepository as _};
 use posture_test_support::{fixtures, waits::wait_for};
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::support::{TestApp, assert_error};
+use crate::support::{TestApp, assert_error, assert_refused};
 
 /// `(type, finding id)` of each event of a page.
 fn kinds(page: &Value) -> Vec<(String, String)> {
@@ -141,16 +141,23 @@ async fn every_event_of_every_pass_is_in_the_feed_in_commit_order() {
         .await
         .unwrap();
     assert_eq!(self::ids(&resumed), ids[2..]);
-    for bad in ["not-an-id", "{}", &uuid::Uuid::now_v7().to_string()] {
+    // A refusal names the header, not `after`: a client restarting "without `after`" would
+    // send the same header again.
+    let unknown = uuid::Uuid::now_v7().to_string();
+    for (bad, kind) in [
+        ("not-an-id", Refusal::Malformed),
+        ("{}", Refusal::Malformed),
+        (unknown.as_str(), Refusal::CursorMismatch),
+    ] {
         let response = app
             .client
-            .get(app.url("/api/v1/events"))
+            .get(app.url(&format!("/api/v1/events?after={}", ids[1])))
             .bearer_auth(&key)
             .header("last-event-id", bad)
             .send()
             .await
             .unwrap();
-        assert_error(response, StatusCode::BAD_REQUEST, "invalid_request").await;
+        assert_refused(response, StatusCode::BAD_REQUEST, "Last-Event-ID", kind).await;
     }
     let response = app.get("/api/v1/events?limit=2", &key).await;
     let link = response.headers()["link"].to_str().unwrap().to_owned();

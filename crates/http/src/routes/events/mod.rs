@@ -100,7 +100,7 @@ fn last_event_id(req: &HttpRequest) -> Result<Option<EventId>, ApiError> {
     let refused = || {
         ApiError::invalid(
             Refusal::Malformed,
-            "Last-Event-ID",
+            LAST_EVENT_ID.name,
             "Last-Event-ID: not an event id (send the `id` of an event received)",
         )
     };
@@ -118,11 +118,31 @@ async fn list_events(
     Input(query): Input<EventsQuery>,
     state: web::Data<ApiState>,
 ) -> Result<HttpResponse, ApiError> {
-    let after = match (last_event_id(&req)?, &query.after) {
-        (Some(last), _) => Some(last),
-        (None, None) => None,
-        (None, Some(after)) => Some(after.event_id().ok_or_else(unknown_after)?),
+    let (after, named_by) = match (last_event_id(&req)?, &query.after) {
+        (Some(last), _) => (Some(last), LAST_EVENT_ID.name),
+        (None, None) => (None, "after"),
+        (None, Some(after)) => (Some(after.event_id().ok_or_else(unknown_after)?), "after"),
     };
+    // The feed says "no such event" of `after`; a position the header named is the header's.
+    read_after(req, caller, query, state, after)
+        .await
+        .map_err(|e| match e {
+            ApiError::InvalidRequest(refused)
+                if named_by == LAST_EVENT_ID.name && refused.kind == Refusal::CursorMismatch =>
+            {
+                unknown_position(LAST_EVENT_ID.name)
+            }
+            other => other,
+        })
+}
+
+async fn read_after(
+    req: HttpRequest,
+    caller: Caller,
+    query: EventsQuery,
+    state: web::Data<ApiState>,
+    after: Option<EventId>,
+) -> Result<HttpResponse, ApiError> {
     let filter = EventFilter {
         types: query.event_type.0.clone(),
         created_since: query.created_since.map(|t| t.0),
@@ -207,11 +227,18 @@ async fn key_is_revoked(state: &ApiState, key: &KeyHash, caller: &Caller) -> boo
 
 /// `after` names no event of the caller's (another customer's, or one past retention).
 fn unknown_after() -> ApiError {
+    unknown_position("after")
+}
+
+/// `field` (`after` or `Last-Event-ID`) names no event of the caller's.
+fn unknown_position(field: &'static str) -> ApiError {
     ApiError::invalid(
         Refusal::CursorMismatch,
-        "after",
-        "after: no event of yours has this id (or it is older than the retention period): \
-         start again with createdSince",
+        field,
+        format!(
+            "{field}: no event of yours has this id (or it is older than the retention \
+             period): start again with createdSince"
+        ),
     )
 }
 
