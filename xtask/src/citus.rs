@@ -27,7 +27,7 @@ pub const TESTED: &str = "13.2";
 
 /// Makes sure the Citus extension is installed for the machine's PostgreSQL.
 pub fn ensure() -> anyhow::Result<()> {
-    if posture_test_support::citus::installed() {
+    if posture_test_servers::citus::installed() {
         return Ok(());
     }
     let Some(source) = std::env::var_os("CITUS_SOURCE") else {
@@ -44,7 +44,7 @@ pub fn ensure() -> anyhow::Result<()> {
 
 /// The `pg_config` of the PostgreSQL whose server the tasks start.
 fn pg_config() -> anyhow::Result<PathBuf> {
-    let bin = posture_test_support::servers::postgres_bin()
+    let bin = posture_test_servers::servers::postgres_bin()
         .context("PostgreSQL's server binaries were not found")?;
     let pg_config = bin.join("pg_config");
     if pg_config.is_file() {
@@ -110,7 +110,7 @@ fn build(source: &Path) -> anyhow::Result<()> {
         .current_dir(&tree)
         .stdout(std::process::Stdio::null()))
     .context("installing Citus")?;
-    if !posture_test_support::citus::installed() {
+    if !posture_test_servers::citus::installed() {
         bail!("Citus was built and installed, but PostgreSQL does not see it");
     }
     eprintln_status(&format!(

@@ -16,10 +16,10 @@ pub fn free_port() -> anyhow::Result<u16> {
 pub fn postgres(
     name: &str,
     settings: &str,
-) -> anyhow::Result<posture_test_support::servers::PostgresServer> {
+) -> anyhow::Result<posture_test_servers::servers::PostgresServer> {
     let started = std::time::Instant::now();
     let server =
-        posture_test_support::servers::PostgresServer::start(&scratch_dir(name)?, settings)?;
+        posture_test_servers::servers::PostgresServer::start(&scratch_dir(name)?, settings)?;
     eprintln_status(&format!(
         "PostgreSQL on 127.0.0.1:{} (started in {:.1} s)",
         server.port(),
@@ -34,11 +34,11 @@ pub fn citus(
     name: &str,
     workers: usize,
     settings: &str,
-) -> anyhow::Result<posture_test_support::citus::CitusCluster> {
+) -> anyhow::Result<posture_test_servers::citus::CitusCluster> {
     crate::citus::ensure()?;
     let started = std::time::Instant::now();
     let cluster =
-        posture_test_support::citus::CitusCluster::start(&scratch_dir(name)?, workers, settings)?;
+        posture_test_servers::citus::CitusCluster::start(&scratch_dir(name)?, workers, settings)?;
     eprintln_status(&format!(
         "Citus on 127.0.0.1: coordinator {}, workers {} (started in {:.1} s)",
         cluster.coordinator.port(),
@@ -55,7 +55,7 @@ pub fn citus(
 
 /// Makes `cluster` one database: the extension on every node, the coordinator and each
 /// worker registered with the coordinator.
-pub fn citus_join(cluster: &posture_test_support::citus::CitusCluster) -> anyhow::Result<()> {
+pub fn citus_join(cluster: &posture_test_servers::citus::CitusCluster) -> anyhow::Result<()> {
     let coordinator = &cluster.coordinator;
     for node in std::iter::once(coordinator).chain(&cluster.workers) {
         psql_value(&node.url, "CREATE EXTENSION IF NOT EXISTS citus")?;
@@ -75,8 +75,8 @@ pub fn citus_join(cluster: &posture_test_support::citus::CitusCluster) -> anyhow
 
 /// Registers `worker` with `coordinator`.
 pub fn citus_add_node(
-    coordinator: &posture_test_support::servers::PostgresServer,
-    worker: &posture_test_support::servers::PostgresServer,
+    coordinator: &posture_test_servers::servers::PostgresServer,
+    worker: &posture_test_servers::servers::PostgresServer,
 ) -> anyhow::Result<()> {
     psql_value(
         &coordinator.url,
@@ -86,8 +86,8 @@ pub fn citus_add_node(
 }
 
 /// A throwaway Redis.
-pub fn redis() -> anyhow::Result<posture_test_support::servers::RedisServer> {
-    let server = posture_test_support::servers::RedisServer::start()?;
+pub fn redis() -> anyhow::Result<posture_test_servers::servers::RedisServer> {
+    let server = posture_test_servers::servers::RedisServer::start()?;
     eprintln_status(&format!("Redis at {}", server.url()));
     Ok(server)
 }

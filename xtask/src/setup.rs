@@ -50,7 +50,7 @@ fn pgbouncer() -> bool {
 
 pub const POSTGRES: Need = Need {
     what: "PostgreSQL's server and client (initdb, pg_ctl, psql)",
-    present: || posture_test_support::servers::postgres_bin().is_some() && program("psql"),
+    present: || posture_test_servers::servers::postgres_bin().is_some() && program("psql"),
     packages: &["postgresql"],
 };
 pub const LOCALES: Need = Need {
@@ -135,10 +135,10 @@ pub const CITUS_BUILD: Need = Need {
     what: "the Citus extension, or what building it takes (PostgreSQL's server headers, a C \
            compiler, make, the headers of curl, lz4, zstd and Kerberos)",
     present: || {
-        posture_test_support::citus::installed()
+        posture_test_servers::citus::installed()
             || (program("cc")
                 && program("make")
-                && posture_test_support::servers::postgres_bin()
+                && posture_test_servers::servers::postgres_bin()
                     .is_some_and(|bin| bin.join("pg_config").is_file())
                 && ["curl/curl.h", "lz4.h", "zstd.h", "krb5.h"]
                     .iter()

@@ -20,9 +20,10 @@ pub mod fixtures;
 pub mod logs;
 pub mod pgbouncer;
 pub mod proxy;
-pub mod servers;
 pub mod standard_webhooks;
 pub mod waits;
+
+pub use posture_test_servers::servers;
 
 use std::{fmt::Write as _, path::Path};
 

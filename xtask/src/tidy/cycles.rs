@@ -16,10 +16,10 @@ use std::{
 };
 
 /// A module's path from its crate's root (`["routes", "findings"]`).
-type ModPath = Vec<String>;
+pub(super) type ModPath = Vec<String>;
 
 /// The modules of one crate: their paths, from the files under `src/`.
-fn modules(src: &Path, files: &[PathBuf]) -> BTreeSet<ModPath> {
+pub(super) fn modules(src: &Path, files: &[PathBuf]) -> BTreeSet<ModPath> {
     files
         .iter()
         .filter_map(|file| module_of(src, file))
@@ -27,7 +27,7 @@ fn modules(src: &Path, files: &[PathBuf]) -> BTreeSet<ModPath> {
 }
 
 /// The module a file defines (`None` for files outside `src/`).
-fn module_of(src: &Path, file: &Path) -> Option<ModPath> {
+pub(super) fn module_of(src: &Path, file: &Path) -> Option<ModPath> {
     let relative = file.strip_prefix(src).ok()?;
     let mut parts: ModPath = relative
         .iter()
@@ -43,7 +43,7 @@ fn module_of(src: &Path, file: &Path) -> Option<ModPath> {
 }
 
 /// The paths a use-tree names: `a::{b, c::{d, e}}` gives `a::b`, `a::c::d`, `a::c::e`.
-fn expand(tree: &str) -> Vec<String> {
+pub(super) fn expand(tree: &str) -> Vec<String> {
     let tree = tree.trim();
     let Some(open) = tree.find('{') else {
         let path = tree.split(" as ").next().unwrap_or(tree).trim();
@@ -79,7 +79,7 @@ fn expand(tree: &str) -> Vec<String> {
 
 /// Every path of `text` that starts with `crate::` or `super::` (comments, doc links
 /// included, do not count: they are not dependencies).
-fn referenced_paths(text: &str) -> Vec<String> {
+pub(super) fn referenced_paths(text: &str) -> Vec<String> {
     let code: String = text
         .lines()
         .filter(|l| !l.trim_start().starts_with("//"))
@@ -118,7 +118,7 @@ fn referenced_paths(text: &str) -> Vec<String> {
 /// The names a module's text re-exports (`pub use`, `pub(crate) use`), each with the path
 /// it stands for as written there (a path without `crate`/`super`/`self` is the module's own
 /// child's: `pub use error::X` is `self::error::X`).
-fn reexports(text: &str) -> BTreeMap<String, String> {
+pub(super) fn reexports(text: &str) -> BTreeMap<String, String> {
     let mut names = BTreeMap::new();
     for opening in ["pub use ", "pub(crate) use "] {
         for (at, _) in text.match_indices(opening) {
@@ -145,11 +145,11 @@ fn reexports(text: &str) -> BTreeMap<String, String> {
 }
 
 /// Re-exports by module.
-type Reexports = BTreeMap<ModPath, BTreeMap<String, String>>;
+pub(super) type Reexports = BTreeMap<ModPath, BTreeMap<String, String>>;
 
 /// The module `path` (as written in module `from`) names, as deep as modules exist, and
 /// through re-exports to where the name is declared.
-fn resolve(
+pub(super) fn resolve(
     path: &str,
     from: &ModPath,
     modules: &BTreeSet<ModPath>,

@@ -34,6 +34,7 @@ use crate::{files::project_root, process::eprintln_status};
 mod citations;
 mod clock;
 mod cycles;
+mod layers;
 mod map;
 mod tree;
 
@@ -66,6 +67,7 @@ pub fn run() -> anyhow::Result<()> {
         file_lengths(),
         vague_modules(),
         module_cycles(),
+        layers::upward_imports(&rust_files()),
         tree::tree(),
         layering().context("reading cargo metadata")?,
         map::architecture_map(graph().context("reading cargo metadata")?),
@@ -435,6 +437,11 @@ mod tests {
     #[test]
     fn no_modules_depend_on_each_other_in_a_circle() {
         assert_eq!(module_cycles(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn each_crate_s_files_are_in_layers() {
+        assert_eq!(layers::upward_imports(&rust_files()), Vec::<String>::new());
     }
 
     #[test]

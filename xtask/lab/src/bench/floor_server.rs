@@ -57,7 +57,7 @@ pub fn run(
         // A server of the customer's (its `--customer`), stopped after its route's run.
         let port = crate::servers::free_port()?;
         let server = Guard(vec![
-            Command::new(bin_dir.join("xtask"))
+            Command::new(bin_dir.join("posture-lab"))
                 .args(["bench-floor", "--url", database_url])
                 .args(["--postmaster", &postmaster.to_string()])
                 .args(["--customer", &customer.id])

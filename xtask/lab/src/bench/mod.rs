@@ -146,7 +146,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
                 "posture-cli",
                 // The database client's floor (floor.rs) is measured optimised.
                 "-p",
-                "xtask",
+                "posture-lab",
             ]),
     )?;
     let bin_dir: PathBuf = project_root().join("target").join("release");
@@ -432,7 +432,7 @@ fn floors(
     floor_server::run(bin_dir, database_url, postmaster, loaded, duration, figures)
 }
 
-/// `cargo xtask bench-floor` (hidden, run by the bench from the release build): the
+/// `posture-lab bench-floor` (hidden, run by the bench from the release build): the
 /// database client's floor, or with `--serve` the floor's server.
 pub fn run_floor(args: &FloorArgs) -> anyhow::Result<()> {
     match args.serve {

@@ -157,7 +157,7 @@ fn sources() -> Vec<String> {
         }
     }
     let mut out = Vec::new();
-    for dir in ["crates", "xtask/src"] {
+    for dir in ["crates", "xtask/src", "xtask/lab/src"] {
         walk(&project_root().join(dir), &mut out);
     }
     out

@@ -130,7 +130,7 @@ pub fn run(
         ),
     ] {
         let client = |seconds: u64| -> anyhow::Result<(f64, f64)> {
-            let mut command = Command::new(bin_dir.join("xtask"));
+            let mut command = Command::new(bin_dir.join("posture-lab"));
             command
                 .args(["bench-floor", "--url", database_url])
                 .args(["--postmaster", &postmaster.to_string()])
@@ -174,7 +174,7 @@ pub enum Work {
     Detail,
 }
 
-/// `cargo xtask bench-floor` (hidden): the database client's floor, run by the bench from
+/// `posture-lab bench-floor` (hidden): the database client's floor, run by the bench from
 /// the release build; prints `{"client_us", "database_us"}`.
 #[derive(Args, Debug)]
 pub struct FloorArgs {
