@@ -79,23 +79,40 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs a task of the lab: `cargo run -p posture-lab -- <task> <args>`, its status as ours.
+/// Runs a task of the lab: `cargo run -p posture-lab -- <task> <args>` in this process's
+/// place (on Unix), so Ctrl-C, the exit status and the working directory are the task's
+/// as when `cargo xtask` ran it itself (`cargo xtask demo` cleans up before the prompt).
 fn lab(args: &[String]) -> anyhow::Result<()> {
     let task = args.first().map(String::as_str).unwrap_or_default();
     if !LAB_TASKS.contains(&task) {
         anyhow::bail!("no task `{task}` (`cargo xtask --help` lists them)");
     }
-    let status =
-        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .current_dir(files::project_root())
-            .args(["run", "--quiet", "--package", "posture-lab", "--"])
-            .args(args)
-            .status()?;
-    match status.code() {
+    let manifest = files::project_root().join("Cargo.toml");
+    let mut command =
+        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command
+        .args([
+            "run",
+            "--quiet",
+            "--package",
+            "posture-lab",
+            "--manifest-path",
+        ])
+        .arg(&manifest)
+        .arg("--")
+        .args(args);
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt as _;
+        // Returns only if the program could not be started.
+        Err(anyhow::Error::new(command.exec()).context("running cargo"))
+    }
+    #[cfg(not(unix))]
+    match command.status()?.code() {
         Some(0) => Ok(()),
         // The lab said what failed; exit as it did.
         Some(code) => std::process::exit(code),
-        None => anyhow::bail!("posture-lab was stopped by a signal"),
+        None => anyhow::bail!("posture-lab was stopped"),
     }
 }
 
@@ -121,6 +138,26 @@ impl Task {
             Task::Notices { check } => notices::run(check),
             Task::VendorDocs => vendor_docs::run(),
             Task::Lab(args) => lab(&args),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    /// `cargo xtask --help` names every task of the lab a contributor may run.
+    #[test]
+    fn the_help_names_every_lab_task() {
+        let help = super::Cli::command()
+            .get_after_help()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        for task in super::LAB_TASKS.iter().filter(|t| **t != "bench-floor") {
+            assert!(
+                help.split([' ', ',', '.', ':']).any(|w| w == *task),
+                "{task} missing from: {help}"
+            );
         }
     }
 }

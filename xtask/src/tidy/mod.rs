@@ -350,6 +350,22 @@ fn layering() -> anyhow::Result<Vec<String>> {
         ],
         "the domain knows no I/O",
     );
+    forbid(
+        &mut found,
+        "xtask",
+        &graph.closure("xtask"),
+        &[
+            "actix-web",
+            "reqwest",
+            "tokio",
+            "tokio-postgres",
+            "diesel",
+            "posture-http",
+            "posture-test-support",
+        ],
+        "xtask builds in seconds (`cargo xtask tidy` on a fresh checkout); what runs posture \
+         belongs to the lab (xtask/lab)",
+    );
     for inbound in ["posture-http", "posture-console"] {
         forbid(
             &mut found,

@@ -85,7 +85,7 @@ impl<'a> FromSql<'a> for Owned {
 }
 
 /// Runs the HTTP floor and the database client's floors (the client from the release build
-/// of xtask in `bin_dir`); records each beside PostgreSQL's CPU for the same work.
+/// of posture-lab in `bin_dir`); records each beside PostgreSQL's CPU for the same work.
 pub fn run(
     bin_dir: &Path,
     server: &Server,

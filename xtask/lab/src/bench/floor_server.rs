@@ -25,7 +25,7 @@ use super::{
 };
 use crate::binaries::{Guard, wait_until_listening};
 
-/// Runs the server (from the release build of xtask in `bin_dir`) and measures both routes
+/// Runs the server (from the release build of posture-lab in `bin_dir`) and measures both routes
 /// under wrk, each beside PostgreSQL's CPU for the same requests.
 pub fn run(
     bin_dir: &Path,
