@@ -6,7 +6,6 @@
 
 use std::collections::HashSet;
 
-use chrono::{DateTime, Utc};
 use diesel::{
     QueryableByName,
     sql_types::{Array, Int2, Nullable, Text, Timestamptz, Uuid as SqlUuid},
@@ -25,6 +24,11 @@ macro_rules! json_text_array {
             "::jsonb) WITH ORDINALITY AS x(e, n) ORDER BY n)"
         )
     };
+}
+
+/// One column of a batch, as an array to bind (`unnest($n::text[])`).
+fn column<'a, R, T>(rows: &'a [R], value: impl Fn(&'a R) -> T) -> Vec<T> {
+    rows.iter().map(value).collect()
 }
 
 fn json_list(items: &[String]) -> String {
@@ -78,35 +82,17 @@ impl PassRun<'_> {
             .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
             .bind::<Timestamptz, _>(self.modified_at)
             .bind::<SqlUuid, _>(self.pass_id.as_uuid())
-            .bind::<Array<Text>, _>(rows.iter().map(|r| r.id.as_str()).collect::<Vec<_>>())
-            .bind::<Array<SqlUuid>, _>(
-                rows.iter()
-                    .map(|r| r.cloud_tenant_id.as_uuid())
-                    .collect::<Vec<_>>(),
-            )
-            .bind::<Array<Text>, _>(
-                rows.iter()
-                    .map(|r| r.finding_type.as_str())
-                    .collect::<Vec<_>>(),
-            )
-            .bind::<Array<Text>, _>(rows.iter().map(|r| r.severity.as_str()).collect::<Vec<_>>())
-            .bind::<Array<Text>, _>(rows.iter().map(|r| r.status.as_str()).collect::<Vec<_>>())
-            .bind::<Array<Text>, _>(rows.iter().map(|r| r.title.as_str()).collect::<Vec<_>>())
-            .bind::<Array<Nullable<Text>>, _>(
-                rows.iter()
-                    .map(|r| r.description.as_deref())
-                    .collect::<Vec<_>>(),
-            )
-            .bind::<Array<Nullable<Text>>, _>(
-                rows.iter()
-                    .map(|r| r.identity_id.as_ref().map(|i| i.as_str()))
-                    .collect::<Vec<_>>(),
-            )
-            .bind::<Array<Nullable<Timestamptz>>, _>(
-                rows.iter()
-                    .map(|r| r.detected_at)
-                    .collect::<Vec<Option<DateTime<Utc>>>>(),
-            )
+            .bind::<Array<Text>, _>(column(&rows, |r| r.id.as_str()))
+            .bind::<Array<SqlUuid>, _>(column(&rows, |r| r.cloud_tenant_id.as_uuid()))
+            .bind::<Array<Text>, _>(column(&rows, |r| r.finding_type.as_str()))
+            .bind::<Array<Text>, _>(column(&rows, |r| r.severity.as_str()))
+            .bind::<Array<Text>, _>(column(&rows, |r| r.status.as_str()))
+            .bind::<Array<Text>, _>(column(&rows, |r| r.title.as_str()))
+            .bind::<Array<Nullable<Text>>, _>(column(&rows, |r| r.description.as_deref()))
+            .bind::<Array<Nullable<Text>>, _>(column(&rows, |r| {
+                r.identity_id.as_ref().map(|i| i.as_str())
+            }))
+            .bind::<Array<Nullable<Timestamptz>>, _>(column(&rows, |r| r.detected_at))
             .bind::<Timestamptz, _>(self.modified_at)
             .execute(self.conn)
             .await?;
@@ -155,37 +141,13 @@ impl PassRun<'_> {
         ))
         .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
         .bind::<Timestamptz, _>(self.modified_at)
-        .bind::<Array<Text>, _>(rows.iter().map(|r| r.id.as_str()).collect::<Vec<_>>())
-        .bind::<Array<SqlUuid>, _>(
-            rows.iter()
-                .map(|r| r.cloud_tenant_id.as_uuid())
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Text>, _>(
-            rows.iter()
-                .map(|r| r.identity_id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Text>, _>(
-            rows.iter()
-                .map(|r| json_list(&r.current_roles))
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Text>, _>(
-            rows.iter()
-                .map(|r| r.recommended_role.name.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Text>, _>(
-            rows.iter()
-                .map(|r| json_list(&r.recommended_role.actions))
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Text>, _>(
-            rows.iter()
-                .map(|r| json_list(&r.removed_actions))
-                .collect::<Vec<_>>(),
-        )
+        .bind::<Array<Text>, _>(column(&rows, |r| r.id.as_str()))
+        .bind::<Array<SqlUuid>, _>(column(&rows, |r| r.cloud_tenant_id.as_uuid()))
+        .bind::<Array<Text>, _>(column(&rows, |r| r.identity_id.as_str()))
+        .bind::<Array<Text>, _>(column(&rows, |r| json_list(&r.current_roles)))
+        .bind::<Array<Text>, _>(column(&rows, |r| r.recommended_role.name.as_str()))
+        .bind::<Array<Text>, _>(column(&rows, |r| json_list(&r.recommended_role.actions)))
+        .bind::<Array<Text>, _>(column(&rows, |r| json_list(&r.removed_actions)))
         .bind::<Timestamptz, _>(self.modified_at)
         .execute(self.conn)
         .await?;
@@ -227,23 +189,13 @@ impl PassRun<'_> {
         )
         .bind::<SqlUuid, _>(self.scope.customer_id().as_uuid())
         .bind::<SqlUuid, _>(self.pass_id.as_uuid())
-        .bind::<Array<Text>, _>(
-            rows.iter()
-                .map(|r| r.identity_id.as_str())
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<SqlUuid>, _>(
-            rows.iter()
-                .map(|r| r.cloud_tenant_id.as_uuid())
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Int2>, _>(rows.iter().map(|r| i16::from(r.score)).collect::<Vec<_>>())
-        .bind::<Array<Text>, _>(
-            rows.iter()
-                .map(|r| serde_json::to_string(&r.factors).unwrap_or_else(|_| "{}".to_owned()))
-                .collect::<Vec<_>>(),
-        )
-        .bind::<Array<Timestamptz>, _>(rows.iter().map(recorded).collect::<Vec<_>>())
+        .bind::<Array<Text>, _>(column(&rows, |r| r.identity_id.as_str()))
+        .bind::<Array<SqlUuid>, _>(column(&rows, |r| r.cloud_tenant_id.as_uuid()))
+        .bind::<Array<Int2>, _>(column(&rows, |r| i16::from(r.score)))
+        .bind::<Array<Text>, _>(column(&rows, |r| {
+            serde_json::to_string(&r.factors).unwrap_or_else(|_| "{}".to_owned())
+        }))
+        .bind::<Array<Timestamptz>, _>(column(&rows, recorded))
         .execute(self.conn)
         .await?;
         Ok(())
