@@ -2,7 +2,7 @@
 //! (docs/scim.md), read-only: admins see who may sign in when provisioning is required, and
 //! who the admin group holds. Changes come from the identity provider only.
 
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{HttpResponse, web};
 use maud::{Markup, html};
 use posture_domain::{
     console::Provisioning,
@@ -13,7 +13,7 @@ use serde::Deserialize;
 use crate::{
     ConsoleError, ConsoleState, PREFIX,
     pages::{self, Viewer, frame, time},
-    session::{self, Signed},
+    session::Signed,
 };
 
 /// Users or groups on one page.
@@ -36,12 +36,10 @@ fn window(query: &PageQuery) -> ListWindow {
 
 /// `GET users`: the provisioned users, a page at a time.
 pub async fn users(
-    req: HttpRequest,
+    signed: Signed,
     state: web::Data<ConsoleState>,
-    path: web::Path<String>,
     query: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ConsoleError> {
-    let signed = session::require(&req, &state, &path).await?;
     let window = window(&query);
     let page = state
         .ports
@@ -53,12 +51,10 @@ pub async fn users(
 
 /// `GET groups`: the provisioned groups, a page at a time (no members).
 pub async fn groups(
-    req: HttpRequest,
+    signed: Signed,
     state: web::Data<ConsoleState>,
-    path: web::Path<String>,
     query: web::Query<PageQuery>,
 ) -> Result<HttpResponse, ConsoleError> {
-    let signed = session::require(&req, &state, &path).await?;
     let window = window(&query);
     let page = state
         .ports
@@ -70,12 +66,11 @@ pub async fn groups(
 
 /// `GET groups/{group}`: one group and its members.
 pub async fn group(
-    req: HttpRequest,
+    signed: Signed,
     state: web::Data<ConsoleState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ConsoleError> {
-    let (customer, group) = path.into_inner();
-    let signed = session::require(&req, &state, &customer).await?;
+    let (_, group) = path.into_inner();
     let id = group
         .parse::<ScimGroupId>()
         .map_err(|_| ConsoleError::NotFound)?;

@@ -5,7 +5,7 @@
 //! it by NOTIFY at once). The full key is in one response only, the one answering the issue
 //! form, sent with `Cache-Control: no-store`; it is never logged.
 
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{HttpResponse, web};
 use chrono::{DateTime, Duration, NaiveDate, NaiveTime, Utc};
 use posture_domain::{
     ApiKey, KeyId, Scope,
@@ -82,12 +82,10 @@ async fn find_key(
 
 /// `GET keys`: the customer's keys (newest first, a page at a time) and the issue form.
 pub async fn list(
-    req: HttpRequest,
+    signed: Signed,
     state: web::Data<ConsoleState>,
-    path: web::Path<String>,
     query: web::Query<ListQuery>,
 ) -> Result<HttpResponse, ConsoleError> {
-    let signed = session::require(&req, &state, &path).await?;
     let page = keys_page(&state, &signed, query.before.as_deref()).await?;
     let revoked = match query.revoked.as_deref().map(str::parse::<KeyId>) {
         Some(Ok(id)) => find_key(&state, &signed, id).await?,
@@ -192,12 +190,10 @@ fn expiry(request: &Request, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>
 
 /// `POST keys`: issues a key and shows it once.
 pub async fn issue(
-    req: HttpRequest,
+    signed: Signed,
     state: web::Data<ConsoleState>,
-    path: web::Path<String>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ConsoleError> {
-    let signed = session::require(&req, &state, &path).await?;
     let fields = session::checked_form(&body, &signed)?;
     let request = read_issue_form(&fields, &state.keyring, &signed.session.csrf_token);
     if let Some(error) = refusal(&request, state.clock.now()) {
@@ -306,12 +302,11 @@ async fn key_of(
 
 /// `GET keys/{key}/revoke`: asks first.
 pub async fn confirm_revoke(
-    req: HttpRequest,
+    signed: Signed,
     state: web::Data<ConsoleState>,
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ConsoleError> {
     let (customer, key) = path.into_inner();
-    let signed = session::require(&req, &state, &customer).await?;
     let key = key_of(&state, &signed, &key).await?;
     if key.revoked_at.is_some() {
         return Ok(session::redirect(format!(
@@ -327,13 +322,12 @@ pub async fn confirm_revoke(
 
 /// `POST keys/{key}/revoke`: revokes at once.
 pub async fn revoke(
-    req: HttpRequest,
+    signed: Signed,
     state: web::Data<ConsoleState>,
     path: web::Path<(String, String)>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ConsoleError> {
     let (customer, key) = path.into_inner();
-    let signed = session::require(&req, &state, &customer).await?;
     session::checked_form(&body, &signed)?;
     let id: KeyId = key.parse().map_err(|_| ConsoleError::NotFound)?;
     let (key, revoked_now) = state
@@ -359,12 +353,10 @@ pub struct AuditQuery {
 /// `GET audit`: who signed in and out, issued and revoked which key (newest first, a page
 /// at a time).
 pub async fn audit(
-    req: HttpRequest,
+    signed: Signed,
     state: web::Data<ConsoleState>,
-    path: web::Path<String>,
     query: web::Query<AuditQuery>,
 ) -> Result<HttpResponse, ConsoleError> {
-    let signed = session::require(&req, &state, &path).await?;
     let before = query
         .before
         .as_deref()

@@ -1,8 +1,11 @@
 //! Sessions in cookies, CSRF-checked forms, and what a request says about where it came from.
 
+use std::{future::Future, pin::Pin};
+
 use actix_web::{
-    HttpRequest,
+    FromRequest, HttpRequest,
     cookie::{Cookie, SameSite, time::Duration as CookieDuration},
+    dev::Payload,
     web,
 };
 use posture_domain::{
@@ -181,6 +184,32 @@ pub async fn require(
         customer,
         customer_text: customer.to_string(),
     })
+}
+
+/// A handler that takes [`Signed`] runs only for a live session of the customer its path
+/// names (`{customer}`); otherwise the console answers as [`require`] does (the sign-in
+/// page). Every signed-in page and form says so in its signature, once.
+impl FromRequest for Signed {
+    type Error = ConsoleError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ConsoleError>>>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let req = req.clone();
+        Box::pin(async move {
+            let state = req
+                .app_data::<web::Data<ConsoleState>>()
+                .cloned()
+                .ok_or_else(|| {
+                    ConsoleError::Internal("the console's state is not mounted".into())
+                })?;
+            let customer = req
+                .match_info()
+                .get("customer")
+                .unwrap_or_default()
+                .to_owned();
+            require(&req, &state, &customer).await
+        })
+    }
 }
 
 /// The fields of a urlencoded form (the first 64), checked for the session's CSRF token.

@@ -2,7 +2,7 @@
 //! admin can end another admin's session, or every session but their own ("sign out
 //! everywhere else": a lost laptop, an admin who left). Both are written to the audit log.
 
-use actix_web::{HttpRequest, HttpResponse, web};
+use actix_web::{HttpResponse, web};
 use posture_domain::console::SessionsToEnd;
 use serde::Deserialize;
 
@@ -18,12 +18,10 @@ pub struct SessionsQuery {
 
 /// `GET sessions`: the customer's live sessions.
 pub async fn list(
-    req: HttpRequest,
+    signed: Signed,
     state: web::Data<ConsoleState>,
-    path: web::Path<String>,
     query: web::Query<SessionsQuery>,
 ) -> Result<HttpResponse, ConsoleError> {
-    let signed = session::require(&req, &state, &path).await?;
     let sessions = state
         .ports
         .console
@@ -66,13 +64,12 @@ async fn end(
 
 /// `POST sessions/{session}/end`: ends another admin's session.
 pub async fn end_one(
-    req: HttpRequest,
+    signed: Signed,
     state: web::Data<ConsoleState>,
     path: web::Path<(String, String)>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ConsoleError> {
-    let (customer, id) = path.into_inner();
-    let signed = session::require(&req, &state, &customer).await?;
+    let (_, id) = path.into_inner();
     session::checked_form(&body, &signed)?;
     let id: uuid::Uuid = id.parse().map_err(|_| ConsoleError::NotFound)?;
     end(&state, &signed, SessionsToEnd::One(id)).await
@@ -80,12 +77,10 @@ pub async fn end_one(
 
 /// `POST sessions/end-others`: ends every session but the admin's own.
 pub async fn end_others(
-    req: HttpRequest,
+    signed: Signed,
     state: web::Data<ConsoleState>,
-    path: web::Path<String>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ConsoleError> {
-    let signed = session::require(&req, &state, &path).await?;
     session::checked_form(&body, &signed)?;
     end(&state, &signed, SessionsToEnd::AllOthers).await
 }

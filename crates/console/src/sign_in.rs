@@ -24,7 +24,7 @@ use serde::Deserialize;
 use crate::{
     ConsoleError, ConsoleState, PREFIX,
     pages::{self, Viewer},
-    session::{self, session_cookie, sign_in_cookie},
+    session::{self, Signed, session_cookie, sign_in_cookie},
 };
 
 /// Longest `code`, `state` or `error` value read from the provider's redirect.
@@ -377,12 +377,11 @@ fn signed_in(
 
 /// Ends the session here and in the database.
 pub async fn sign_out(
+    signed: Signed,
     req: HttpRequest,
     state: web::Data<ConsoleState>,
-    path: web::Path<String>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ConsoleError> {
-    let signed = session::require(&req, &state, &path).await?;
     session::checked_form(&body, &signed)?;
     state
         .ports
