@@ -11,6 +11,7 @@ mod macros;
 
 pub mod api_key;
 pub mod clock;
+mod closed_set;
 pub mod console;
 pub mod cursor;
 pub mod customer;
@@ -41,15 +42,8 @@ pub mod webhook;
 pub mod webhook_change;
 pub mod webhook_target;
 
-/// A closed set of values with one wire string each (severity, status, kind, scope...).
-pub trait ClosedSet: Sized + Copy + PartialEq + std::str::FromStr + 'static {
-    /// What the value is called in messages ("severity").
-    const WHAT: &'static str;
-    /// The wire strings of every value, in declaration order.
-    fn allowed() -> Vec<&'static str>;
-}
-
 pub use api_key::{ApiKey, ApiKeySecret, KeyHash, Principal, Scope, ScopeSet};
+pub use closed_set::ClosedSet;
 pub use customer::{Customer, CustomerScope};
 pub use error::{Error, Refusal, Result};
 pub use ids::{

@@ -43,15 +43,13 @@ use actix_web::{
 pub use client_ip::TrustedProxies;
 pub use error::{ApiError, Refused};
 pub use export_slots::ExportSlots;
+pub use input::MAX_BODY_BYTES;
 pub use reads::{ReadReplicas, Reads};
 pub use state::{
     ApiState, DEFAULT_CONCURRENT_EXPORTS, DEFAULT_EXPORT_STALL, DEFAULT_EXPORT_WAIT, MetricsRender,
     Ports, WebhookOps,
 };
 pub use telemetry::RequestId;
-
-/// Largest request body accepted anywhere.
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 async fn not_found() -> Result<HttpResponse, ApiError> {
     Err(ApiError::NotFound(Some("no such route")))

@@ -21,6 +21,13 @@ pub fn subscription_tag(version: u32) -> EntityTag {
     EntityTag::new_strong(format!("v{version}"))
 }
 
+/// `If-Match` as posture reads it: `*`, or a comma-separated list of entity tags (weak or
+/// strong, RFC 9110); empty states no precondition. An opaque tag may hold a comma by RFC
+/// 9110, but posture's tags never do and the list is split at every comma, so the pattern
+/// leaves the comma out of a tag: whatever it allows, [`if_match`] reads (a
+/// property test); `W/",x"` is a 400.
+pub(crate) const IF_MATCH_PATTERN: &str = "^(|\\*|(W/)?\"[\\x21\\x23-\\x2b\\x2d-\\x7e]*\"([ \\t]*,[ \\t]*(W/)?\"[\\x21\\x23-\\x2b\\x2d-\\x7e]*\")*)$";
+
 /// The versions the request's `If-Match` accepts: `None` without the header (or an empty
 /// one) or with `*` (any current subscription). Weak tags never match (strong comparison, RFC 9110 13.1.1),
 /// nor do tags posture did not make: with only those, no version is accepted (412).

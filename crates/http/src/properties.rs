@@ -414,7 +414,7 @@ const EVENTS: [&str; 4] = [
 
 /// Values of `If-Match` the contract allows, generated from its pattern.
 fn if_match_value() -> BoxedStrategy<String> {
-    let pattern = crate::openapi::IF_MATCH_PATTERN
+    let pattern = crate::preconditions::IF_MATCH_PATTERN
         .trim_start_matches('^')
         .trim_end_matches('$');
     proptest::string::string_regex(pattern)
@@ -431,7 +431,7 @@ fn if_match_of(value: &str) -> Result<Option<Vec<u32>>, ApiError> {
 
 #[test]
 fn an_if_match_tag_with_a_comma_is_outside_the_contract() {
-    let pattern = Regex::new(crate::openapi::IF_MATCH_PATTERN).expect("a regex");
+    let pattern = Regex::new(crate::preconditions::IF_MATCH_PATTERN).expect("a regex");
     for value in ["W/\",ZOC\"", "\"v1,\"", "\"a\", W/\"b,c\""] {
         assert!(!pattern.is_match(value), "{value}");
     }

@@ -7,7 +7,7 @@ use std::{net::SocketAddr, time::Duration};
 pub use metrics_exporter_prometheus::PrometheusHandle;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 
-use crate::ConfigError;
+use crate::args::ConfigError;
 
 /// Histogram buckets of durations, in seconds.
 const DURATION_BUCKETS: &[f64] = &[

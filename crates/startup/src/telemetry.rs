@@ -22,7 +22,7 @@ use tracing_subscriber::{
     util::SubscriberInitExt as _,
 };
 
-use crate::{LogArgs, LogFormat};
+use crate::args::{LogArgs, LogFormat};
 
 /// Installs the global subscriber. A bad filter falls back to `info` with a warning.
 pub fn init(args: &LogArgs) {

@@ -7,13 +7,7 @@
 //! in the background, so that its next requests find it: a replica's request never waits
 //! for the primary.
 
-use std::{
-    collections::HashSet,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
-    },
-};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -26,6 +20,8 @@ use crate::{
     PgStore,
     caches::{KeyCache, ReadVersion, Reader},
     error::db_error,
+    replay::ReplayState,
+    store::ReplicaLink,
 };
 
 /// The node's WAL position as a number: on the primary, its insert position (at or past
@@ -64,46 +60,16 @@ pub(crate) async fn notify_data_changed(
 /// most (more misses meanwhile read the replica alone).
 const MAX_FILLING: usize = 256;
 
-/// What a replica's store shares with its lag check.
-#[derive(Default)]
-pub(crate) struct ReplayState {
-    /// The primary's WAL position this replica has replayed, as last read (0: never read).
-    replayed: AtomicU64,
-    /// Customers whose version is being read from the primary.
-    filling: Mutex<HashSet<Uuid>>,
-}
-
-impl ReplayState {
-    /// Records the position the replica has replayed, as just read. (A store, not a
-    /// maximum: a reading older than another only makes the replica take fewer versions.)
-    pub(crate) fn replayed(&self, position: u64) {
-        self.replayed.store(position, Ordering::Release);
-    }
-
-    /// The position last recorded.
-    fn position(&self) -> u64 {
-        AtomicU64::load(&self.replayed, Ordering::Acquire)
-    }
-}
-
-/// A replica's store: its primary (for the cache and to fill it) and its replay state.
-#[derive(Clone)]
-pub(crate) struct ReplicaLink {
-    pub(crate) primary: PgStore,
-    pub(crate) state: Arc<ReplayState>,
-}
-
 impl PgStore {
     /// A store on the replica behind `self`'s pool whose versions come from `primary`'s
     /// cache, the position it has replayed recorded in `state`.
     pub(crate) fn replica_of(self, primary: &PgStore, state: Arc<ReplayState>) -> Self {
-        Self {
-            replica: Some(Arc::new(ReplicaLink {
-                primary: primary.clone(),
-                state,
-            })),
-            ..self
-        }
+        let mut store = self;
+        store.replica = Some(Arc::new(ReplicaLink {
+            primary: primary.clone(),
+            state,
+        }));
+        store
     }
 
     /// The same replica's store, filling the cache through `primary` (an HTTP worker's own

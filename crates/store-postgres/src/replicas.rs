@@ -24,11 +24,7 @@ use std::{
 
 use posture_domain::Error;
 
-use crate::{
-    PgConfig, PgStore,
-    data_versions::{ReplayState, WAL_POSITION},
-    error::db_error,
-};
+use crate::{PgConfig, PgStore, data_versions::WAL_POSITION, error::db_error, replay::ReplayState};
 
 /// How the replicas are used.
 #[derive(Clone, Debug)]

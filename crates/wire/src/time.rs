@@ -35,7 +35,7 @@ pub mod option {
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
         match time {
-            Some(time) => super::serialize(time, serializer),
+            Some(time) => crate::time::serialize(time, serializer),
             None => serializer.serialize_none(),
         }
     }

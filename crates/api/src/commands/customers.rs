@@ -12,7 +12,7 @@ use posture_domain::{
 use posture_oidc::OidcSignIn;
 use serde_json::{Value, json};
 
-use super::{customer_scope, fail, store};
+use super::operator::{customer_scope, fail, store};
 use crate::{
     cli::{CustomersCommand, ProvisioningArgs, SetSsoArgs, SsoCommand},
     config::Networks,

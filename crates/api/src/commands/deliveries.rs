@@ -10,7 +10,7 @@ use posture_domain::{
 };
 use serde_json::{Value, json};
 
-use super::{customer_scope, fail, store};
+use super::operator::{customer_scope, fail, store};
 use crate::{
     cli::DeliveriesCommand,
     output::{emit, table},

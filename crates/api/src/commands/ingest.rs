@@ -20,7 +20,7 @@ use posture_domain::{
 };
 use serde_json::json;
 
-use super::{customer_scope, store};
+use super::operator::{customer_scope, store};
 use crate::{
     cli::IngestArgs,
     output::{emit, warn},

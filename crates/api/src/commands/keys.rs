@@ -7,7 +7,7 @@ use posture_domain::{
 };
 use serde_json::{Value, json};
 
-use super::{customer_scope, fail, store};
+use super::operator::{customer_scope, fail, store};
 use crate::{
     cli::{IssueKeyArgs, KeysCommand},
     output::{emit, table},

@@ -5,15 +5,13 @@ mod customers;
 mod deliveries;
 mod ingest;
 mod keys;
+mod operator;
 mod secrets;
 mod tenants;
 
 use anyhow::Context as _;
-use posture_domain::{CustomerId, CustomerScope};
-use posture_store_postgres::{PgStore, migrations};
+use posture_store_postgres::migrations;
 use serde_json::json;
-
-use posture_startup::DatabaseArgs;
 
 use crate::{
     cli::{Cli, Command},
@@ -59,28 +57,5 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ingest(args) => ingest::run(args, json).await,
         Command::Deliveries(command) => deliveries::run(command, json).await,
         Command::Secrets(command) => secrets::run(command, json).await,
-    }
-}
-
-/// A store for one operator command (a small pool).
-fn store(database: &DatabaseArgs) -> anyhow::Result<PgStore> {
-    let mut config = database.pg_config()?;
-    config.max_connections = 2;
-    PgStore::new(&config).context("DATABASE_URL")
-}
-
-/// The scope of `--customer ID`.
-fn customer_scope(id: &str) -> anyhow::Result<CustomerScope> {
-    let id: CustomerId = id
-        .parse()
-        .map_err(|_| anyhow::anyhow!("--customer: {id:?} is not a customer id (a UUID)"))?;
-    Ok(CustomerScope::for_operator(id))
-}
-
-/// Turns a domain error into a message for operators, keeping its causes.
-fn fail(context: &str, e: posture_domain::Error) -> anyhow::Error {
-    match e {
-        posture_domain::Error::NotFound => anyhow::anyhow!("{context}: not found"),
-        other => anyhow::Error::new(other).context(context.to_owned()),
     }
 }

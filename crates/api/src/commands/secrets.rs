@@ -16,7 +16,7 @@ use posture_domain::{
 };
 use serde_json::json;
 
-use super::store;
+use super::operator::store;
 use crate::{cli::SecretsCommand, output::emit};
 
 /// Secrets read per round trip.

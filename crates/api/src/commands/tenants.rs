@@ -3,7 +3,7 @@
 use posture_domain::{ports::TenantRepository, tenant::NewTenant};
 use serde_json::json;
 
-use super::{customer_scope, fail, store};
+use super::operator::{customer_scope, fail, store};
 use crate::{cli::TenantsCommand, output::emit};
 
 pub async fn run(command: TenantsCommand, json: bool) -> anyhow::Result<()> {

@@ -6,7 +6,7 @@
 //!   of `T` is optional, as the contract says (`requestBody.required: false`): an operation
 //!   whose body is all optional accepts none; otherwise as below;
 //! * not `application/json` (or `application/*+json`) → 415;
-//! * over [`MAX_BODY_BYTES`](crate::MAX_BODY_BYTES) → 413 (checked on `Content-Length` and
+//! * over [`MAX_BODY_BYTES`] → 413 (checked on `Content-Length` and
 //!   while streaming);
 //! * not JSON → 400;
 //! * JSON that does not fit the type (not an object, a missing, unknown or wrongly typed
@@ -25,10 +25,10 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::de::{self, DeserializeOwned, Unexpected};
 use serde_path_to_error::Segment;
 
-use crate::{
-    MAX_BODY_BYTES,
-    error::{ApiError, Refused},
-};
+use crate::error::{ApiError, Refused};
+
+/// Largest request body accepted anywhere.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// The JSON body of a route, as the route table declares it.
 pub struct Body {

@@ -17,7 +17,7 @@ mod list;
 mod path;
 mod query;
 
-pub use body::{Body, Json, all_optional};
+pub use body::{Body, Json, MAX_BODY_BYTES, all_optional};
 pub use list::{ListQuery, TenantFilter};
 pub use path::{
     DELIVERY_ID, EVENT_ID, EXTERNAL_ID, Id, PathParam, Resource, WEBHOOK_ID, not_found,

@@ -33,13 +33,6 @@ pub const API_VERSION: &str = "1.0.0";
 
 const SECURITY_SCHEME: &str = "bearerAuth";
 
-/// `If-Match` as posture reads it: `*`, or a comma-separated list of entity tags (weak or
-/// strong, RFC 9110); empty states no precondition. An opaque tag may hold a comma by RFC
-/// 9110, but posture's tags never do and the list is split at every comma, so the pattern
-/// leaves the comma out of a tag: whatever it allows, `preconditions::if_match` reads (a
-/// property test); `W/",x"` is a 400.
-pub(crate) const IF_MATCH_PATTERN: &str = "^(|\\*|(W/)?\"[\\x21\\x23-\\x2b\\x2d-\\x7e]*\"([ \\t]*,[ \\t]*(W/)?\"[\\x21\\x23-\\x2b\\x2d-\\x7e]*\")*)$";
-
 fn generator() -> SchemaGenerator {
     SchemaSettings::draft2020_12()
         .with(|s| {

@@ -12,7 +12,7 @@ use posture_wire::ErrorResponse;
 use schemars::SchemaGenerator;
 use serde_json::Value;
 
-use super::{IF_MATCH_PATTERN, SECURITY_SCHEME, headers, json_content, schema_object, texts};
+use super::{SECURITY_SCHEME, headers, json_content, schema_object, texts};
 use crate::{
     input::query_generator,
     routes::{Access, Endpoint, Success, schema},
@@ -179,7 +179,7 @@ fn parameters(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Vec<Refer
                     .to_owned(),
             ),
             false,
-            schemars::json_schema!({"type": "string", "pattern": IF_MATCH_PATTERN}),
+            schemars::json_schema!({"type": "string", "pattern": crate::preconditions::IF_MATCH_PATTERN}),
         ));
     }
     parameters

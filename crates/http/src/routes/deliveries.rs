@@ -36,7 +36,6 @@ const RESENDS_FINDINGS: Access = Access::AllOf(&[Scope::ManageWebhooks, Scope::R
 
 pub static LIST: Endpoint = Endpoint {
     path: "/webhooks/{id}/deliveries",
-    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "listWebhookDeliveries",
     tag: "webhooks",
     summary: "List a subscription's deliveries",
@@ -50,12 +49,11 @@ pub static LIST: Endpoint = Endpoint {
     errors: &[400, 404],
     handler: || web::route().to(list_deliveries),
     tagging: Tagging::DataVersion,
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
 };
 
 pub static GET: Endpoint = Endpoint {
     path: "/webhooks/{id}/deliveries/{deliveryId}",
-    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "getWebhookDelivery",
     tag: "webhooks",
     summary: "Get a delivery with its attempts",
@@ -66,13 +64,12 @@ pub static GET: Endpoint = Endpoint {
     errors: &[400, 404],
     handler: || web::route().to(get_delivery),
     tagging: Tagging::DataVersion,
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
 };
 
 pub static REDELIVER: Endpoint = Endpoint {
     method: HttpMethod::Post,
     path: "/webhooks/{id}/deliveries/{deliveryId}/redeliver",
-    access: RESENDS_FINDINGS,
     operation_id: "redeliverWebhookDelivery",
     idempotent: true,
     tag: "webhooks",
@@ -84,13 +81,12 @@ pub static REDELIVER: Endpoint = Endpoint {
     success: Success::json::<DataResponse<DeliveryResponse>>(202, "Queued again."),
     errors: &[400, 404, 409],
     handler: || web::route().to(redeliver),
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(RESENDS_FINDINGS)
 };
 
 pub static RECOVER: Endpoint = Endpoint {
     method: HttpMethod::Post,
     path: "/webhooks/{id}/recover",
-    access: RESENDS_FINDINGS,
     operation_id: "recoverWebhookDeliveries",
     idempotent: true,
     tag: "webhooks",
@@ -104,13 +100,12 @@ pub static RECOVER: Endpoint = Endpoint {
     success: Success::json::<DataResponse<RecoverResponse>>(202, "How many were queued."),
     errors: &[400, 404, 409, 413, 415, 422],
     handler: || web::route().to(recover),
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(RESENDS_FINDINGS)
 };
 
 pub static TEST: Endpoint = Endpoint {
     method: HttpMethod::Post,
     path: "/webhooks/{id}/test",
-    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "testWebhook",
     idempotent: true,
     tag: "webhooks",
@@ -131,7 +126,7 @@ pub static TEST: Endpoint = Endpoint {
     ),
     errors: &[400, 404, 413, 415, 422],
     handler: || web::route().to(test_webhook),
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
 };
 
 /// A delivery route's `NotFound`: the subscription's when it is not the caller's active

@@ -23,7 +23,6 @@ use crate::{
 
 pub static LIST: Endpoint = Endpoint {
     path: "/findings",
-    access: Access::Scope(Scope::ReadFindings),
     operation_id: "listFindings",
     tag: "findings",
     summary: "List findings",
@@ -43,12 +42,11 @@ pub static LIST: Endpoint = Endpoint {
     handler: || web::route().to(list_findings),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ReadFindings))
 };
 
 pub static GET: Endpoint = Endpoint {
     path: "/findings/{id}",
-    access: Access::Scope(Scope::ReadFindings),
     operation_id: "getFinding",
     tag: "findings",
     summary: "Get a finding",
@@ -63,13 +61,12 @@ pub static GET: Endpoint = Endpoint {
     handler: || web::route().to(get_finding),
     tagging: Tagging::ByRoute,
     reads: ReadsFrom::Replica,
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ReadFindings))
 };
 
 pub static PATCH: Endpoint = Endpoint {
     method: HttpMethod::Patch,
     path: "/findings/{id}",
-    access: super::triage::TRIAGES,
     operation_id: "triageFinding",
     tag: "findings",
     summary: "Triage a finding",
@@ -89,12 +86,11 @@ pub static PATCH: Endpoint = Endpoint {
     success_headers: &["ETag"],
     if_match: true,
     handler: || web::route().to(triage_finding),
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(super::triage::TRIAGES)
 };
 
 pub static HISTORY: Endpoint = Endpoint {
     path: "/findings/{id}/triage",
-    access: Access::Scope(Scope::ReadFindings),
     operation_id: "listFindingTriage",
     tag: "findings",
     summary: "List a finding's triage history",
@@ -109,7 +105,7 @@ pub static HISTORY: Endpoint = Endpoint {
     handler: || web::route().to(triage_history),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ReadFindings))
 };
 
 async fn list_findings(

@@ -19,7 +19,6 @@ use crate::{
 
 pub static LIST: Endpoint = Endpoint {
     path: "/identities",
-    access: Access::Scope(Scope::ReadIdentities),
     operation_id: "listIdentities",
     tag: "identities",
     summary: "List identities",
@@ -37,12 +36,11 @@ pub static LIST: Endpoint = Endpoint {
     handler: || web::route().to(list_identities),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ReadIdentities))
 };
 
 pub static GET: Endpoint = Endpoint {
     path: "/identities/{id}",
-    access: Access::Scope(Scope::ReadIdentities),
     operation_id: "getIdentity",
     tag: "identities",
     summary: "Get an identity with its role assignments",
@@ -54,7 +52,7 @@ pub static GET: Endpoint = Endpoint {
     handler: || web::route().to(get_identity),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ReadIdentities))
 };
 
 async fn list_identities(

@@ -8,7 +8,6 @@ use crate::{auth::Caller, error::ApiError, state::ApiState};
 
 pub static CURRENT: Endpoint = Endpoint {
     path: "/keys/current",
-    access: Access::AnyKey,
     operation_id: "getCurrentKey",
     tag: "keys",
     summary: "Describe the calling key",
@@ -21,7 +20,7 @@ pub static CURRENT: Endpoint = Endpoint {
                   changing.",
     success: Success::json::<DataResponse<CurrentKeyResponse>>(200, "The calling key."),
     handler: || web::route().to(current_key),
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::AnyKey)
 };
 
 async fn current_key(caller: Caller, state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {

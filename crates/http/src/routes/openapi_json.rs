@@ -6,7 +6,7 @@
 use actix_web::{HttpResponse, http::header::ContentType, web};
 use schemars::{Schema, SchemaGenerator, json_schema};
 
-use super::{Endpoint, Success};
+use super::{Access, Endpoint, Success};
 use crate::state::ApiState;
 
 fn document_schema(_: &mut SchemaGenerator) -> Schema {
@@ -41,7 +41,7 @@ pub static GET: Endpoint = Endpoint {
     },
     errors: &[400],
     handler: || web::route().to(get_openapi),
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Public)
 };
 
 async fn get_openapi(state: web::Data<ApiState>) -> HttpResponse {

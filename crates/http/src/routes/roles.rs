@@ -19,7 +19,6 @@ use crate::{
 
 pub static LIST: Endpoint = Endpoint {
     path: "/roles",
-    access: Access::Scope(Scope::ReadRoles),
     operation_id: "listRoleRecommendations",
     tag: "roles",
     summary: "List right-sized role recommendations",
@@ -40,7 +39,7 @@ pub static LIST: Endpoint = Endpoint {
     handler: || web::route().to(list_roles),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ReadRoles))
 };
 
 async fn list_roles(

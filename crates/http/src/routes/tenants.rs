@@ -14,7 +14,6 @@ use crate::{
 
 pub static LIST: Endpoint = Endpoint {
     path: "/tenants",
-    access: Access::Scope(Scope::ReadIdentities),
     operation_id: "listTenants",
     tag: "tenants",
     summary: "List connected tenants",
@@ -27,7 +26,7 @@ pub static LIST: Endpoint = Endpoint {
     handler: || web::route().to(list_tenants),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ReadIdentities))
 };
 
 async fn list_tenants(

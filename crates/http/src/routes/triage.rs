@@ -28,7 +28,6 @@ pub(super) const TRIAGES: Access = Access::AllOf(&[Scope::ReadFindings, Scope::W
 pub static BULK: Endpoint = Endpoint {
     method: HttpMethod::Post,
     path: "/findings/triage",
-    access: TRIAGES,
     operation_id: "triageFindings",
     idempotent: true,
     tag: "findings",
@@ -45,7 +44,7 @@ pub static BULK: Endpoint = Endpoint {
     success: Success::json::<BulkTriageResponse>(200, "What happened to each finding."),
     errors: &[400, 413, 415, 422],
     handler: || web::route().to(triage_findings),
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(TRIAGES)
 };
 
 /// The change `request` asks for `now`, checked, or a 422 naming the field.

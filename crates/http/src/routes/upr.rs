@@ -24,7 +24,6 @@ use crate::{
 
 pub static ROLLUP: Endpoint = Endpoint {
     path: "/upr",
-    access: Access::Scope(Scope::ReadUpr),
     operation_id: "getUprRollup",
     tag: "upr",
     summary: "The UPR rollup",
@@ -37,12 +36,11 @@ pub static ROLLUP: Endpoint = Endpoint {
     handler: || web::route().to(get_rollup),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ReadUpr))
 };
 
 pub static PRINCIPALS: Endpoint = Endpoint {
     path: "/upr/principals",
-    access: Access::Scope(Scope::ReadUpr),
     operation_id: "listUprPrincipals",
     tag: "upr",
     summary: "List principals by UPR score",
@@ -59,12 +57,11 @@ pub static PRINCIPALS: Endpoint = Endpoint {
     handler: || web::route().to(list_principals),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ReadUpr))
 };
 
 pub static TREND: Endpoint = Endpoint {
     path: "/upr/trend",
-    access: Access::Scope(Scope::ReadUpr),
     operation_id: "getUprTrend",
     tag: "upr",
     summary: "The UPR trend",
@@ -76,7 +73,7 @@ pub static TREND: Endpoint = Endpoint {
     handler: || web::route().to(get_trend),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ReadUpr))
 };
 
 async fn get_rollup(

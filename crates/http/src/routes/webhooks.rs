@@ -29,7 +29,6 @@ use crate::{
 pub static CREATE: Endpoint = Endpoint {
     method: HttpMethod::Post,
     path: "/webhooks",
-    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "createWebhook",
     idempotent: true,
     tag: "webhooks",
@@ -45,12 +44,11 @@ pub static CREATE: Endpoint = Endpoint {
     errors: &[400, 409, 413, 415, 422],
     success_headers: &["Location"],
     handler: || web::route().to(create_webhook),
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
 };
 
 pub static LIST: Endpoint = Endpoint {
     path: "/webhooks",
-    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "listWebhooks",
     tag: "webhooks",
     summary: "List active webhook subscriptions",
@@ -61,12 +59,11 @@ pub static LIST: Endpoint = Endpoint {
     errors: &[400],
     handler: || web::route().to(list_webhooks),
     tagging: Tagging::DataVersion,
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
 };
 
 pub static GET: Endpoint = Endpoint {
     path: "/webhooks/{id}",
-    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "getWebhook",
     tag: "webhooks",
     summary: "Get a webhook subscription",
@@ -80,13 +77,12 @@ pub static GET: Endpoint = Endpoint {
     success_headers: &["ETag"],
     handler: || web::route().to(get_webhook),
     tagging: Tagging::ByRoute,
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
 };
 
 pub static PATCH: Endpoint = Endpoint {
     method: HttpMethod::Patch,
     path: "/webhooks/{id}",
-    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "updateWebhook",
     tag: "webhooks",
     summary: "Edit, pause or resume a webhook subscription",
@@ -103,13 +99,12 @@ pub static PATCH: Endpoint = Endpoint {
     success_headers: &["ETag"],
     if_match: true,
     handler: || web::route().to(patch_webhook),
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
 };
 
 pub static ROTATE_SECRET: Endpoint = Endpoint {
     method: HttpMethod::Post,
     path: "/webhooks/{id}/rotate-secret",
-    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "rotateWebhookSecret",
     idempotent: true,
     tag: "webhooks",
@@ -132,13 +127,12 @@ pub static ROTATE_SECRET: Endpoint = Endpoint {
     success_headers: &["ETag"],
     if_match: true,
     handler: || web::route().to(rotate_secret),
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
 };
 
 pub static DELETE: Endpoint = Endpoint {
     method: HttpMethod::Delete,
     path: "/webhooks/{id}",
-    access: Access::Scope(Scope::ManageWebhooks),
     operation_id: "deleteWebhook",
     tag: "webhooks",
     summary: "Deactivate a webhook subscription",
@@ -151,7 +145,7 @@ pub static DELETE: Endpoint = Endpoint {
     },
     errors: &[400, 404],
     handler: || web::route().to(delete_webhook),
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
 };
 
 async fn create_webhook(

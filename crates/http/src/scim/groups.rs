@@ -15,8 +15,9 @@ use posture_domain::scim::{
 };
 
 use super::{
-    ListParams, ScimError, answer, base, if_match, json_body, not_modified, render, resource,
-    shape_of,
+    ScimError,
+    exchange::{ListParams, answer, base, if_match, json_body, not_modified, resource, shape_of},
+    render,
 };
 use crate::{auth::Caller, state::ApiState};
 
@@ -71,7 +72,7 @@ async fn read(
         .await?
         .ok_or_else(ScimError::not_found)?;
     if not_modified(&req, group.meta.version) {
-        return Ok(super::unchanged(group.meta.version));
+        return Ok(super::exchange::unchanged(group.meta.version));
     }
     let body = shape.apply(render::group(&group, &base(&req)));
     Ok(answer(StatusCode::OK, &body, Some(group.meta.version)))

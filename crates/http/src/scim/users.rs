@@ -11,8 +11,9 @@ use posture_domain::{
 };
 
 use super::{
-    ListParams, ScimError, answer, base, if_match, json_body, not_modified, render, resource,
-    shape_of,
+    ScimError,
+    exchange::{ListParams, answer, base, if_match, json_body, not_modified, resource, shape_of},
+    render,
 };
 use crate::{auth::Caller, error::ApiError, state::ApiState};
 
@@ -71,7 +72,7 @@ async fn read(
         .await?
         .ok_or_else(ScimError::not_found)?;
     if not_modified(&req, user.meta.version) {
-        return Ok(super::unchanged(user.meta.version));
+        return Ok(super::exchange::unchanged(user.meta.version));
     }
     let body = shape_of(&req)?.apply(render::user(&user, &base(&req)));
     Ok(answer(StatusCode::OK, &body, Some(user.meta.version)))

@@ -1,6 +1,7 @@
 //! The caches that `NOTIFY` keeps true in each serving process: authenticated keys (here),
 //! customers' data versions (`versions.rs`), and the word of changed data that waiting
-//! feed requests hear (`changes.rs`).
+//! feed requests hear (`changes.rs`). The `LISTEN` connection that keeps them true is
+//! `cache_listen.rs` at the crate's root, beside the store it runs on.
 //!
 //! The authenticated-key cache: a request with a known key costs no database round trip,
 //! and a revocation still takes effect on the next request.
@@ -59,18 +60,18 @@ const RECENT_FOR: Duration = Duration::from_secs(24 * 3600);
 /// Unknown keys, and recently valid keys, remembered at most (each).
 const MAX_REMEMBERED: usize = 10_000;
 /// How often the `LISTEN` connection is checked.
-const PING_EVERY: Duration = Duration::from_millis(500);
+pub(crate) const PING_EVERY: Duration = Duration::from_millis(500);
 /// How long a check may go unanswered before the connection is given up and replaced. The
 /// cache stops being served [`FRESH_FOR`] after the last answered check whatever this is;
 /// this only decides when to reconnect, so it is long: a database slow to answer under load
 /// is waited for (the cache serves again as soon as a check is answered in time), where
 /// giving up would add a reconnection to its load.
-const PING_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const PING_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long after a check's query was sent its answer lets the cache be served: the
 /// longest a revocation can go unnoticed by a process whose `LISTEN` connection stalled.
 const FRESH_FOR: Duration = Duration::from_millis(1500);
 /// Pause before reconnecting a lost `LISTEN` connection.
-const RECONNECT_AFTER: Duration = Duration::from_secs(1);
+pub(crate) const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 
 struct Entry {
     hash: KeyHash,
@@ -161,7 +162,7 @@ pub(crate) struct KeyCache {
     /// Customers' data versions, served under the same rule as the keys.
     versions: versions::DataVersions,
     /// Word of changed data to waiting feed requests.
-    changes: tokio::sync::broadcast::Sender<changes::Heard>,
+    pub(crate) changes: tokio::sync::broadcast::Sender<changes::Heard>,
 }
 
 impl Default for KeyCache {
@@ -296,7 +297,7 @@ impl KeyCache {
 
     /// The `LISTEN` connection answered a query sent at `sent`: every notification of a
     /// change committed before then has been handled.
-    fn confirm(&self, sent: Instant) {
+    pub(crate) fn confirm(&self, sent: Instant) {
         let until = micros(sent.saturating_duration_since(self.started) + FRESH_FOR);
         self.fresh_until.fetch_max(until, Ordering::AcqRel);
     }
@@ -342,7 +343,7 @@ impl KeyCache {
     }
 
     /// A notification on `posture_data`: that customer's data changed.
-    fn data_changed(&self, payload: &str) {
+    pub(crate) fn data_changed(&self, payload: &str) {
         let customer = payload.parse::<uuid::Uuid>().ok();
         match customer {
             Some(customer) => self.versions.forget(customer),
@@ -353,7 +354,7 @@ impl KeyCache {
     }
 
     /// The `LISTEN` connection (re)started, or ended: nothing cached so far can be trusted.
-    fn set_live(&self, live: bool) {
+    pub(crate) fn set_live(&self, live: bool) {
         self.invalidate();
         self.versions.clear();
         if live {
@@ -380,10 +381,10 @@ fn micros(d: Duration) -> u64 {
 }
 
 mod changes;
-mod listen;
 #[cfg(test)]
 mod tests;
 mod versions;
 
+pub(crate) use changes::Heard;
 pub use versions::VersionLookups;
 pub(crate) use versions::{DATA_CHANNEL, ReadVersion, Reader};

@@ -139,7 +139,7 @@ pub(crate) async fn fan_out(
     .await?;
     if queued > 0 {
         // Delivered to listening workers when the pass commits.
-        crate::notify_workers(conn).await?;
+        crate::wake::notify_workers(conn).await?;
     }
     Ok(queued)
 }

@@ -87,7 +87,7 @@ pub(crate) async fn requeue_one(
     .optional()
     .map_err(db_error)?;
     if let Some(row) = row {
-        crate::notify_workers(conn).await.map_err(db_error)?;
+        crate::wake::notify_workers(conn).await.map_err(db_error)?;
         return row.try_into();
     }
     let mut query = webhook_deliveries::table
@@ -308,7 +308,7 @@ impl PgStore {
             .execute(conn)
             .await?;
             if requeued > 0 {
-                crate::notify_workers(conn).await?;
+                crate::wake::notify_workers(conn).await?;
             }
             Ok::<_, diesel::result::Error>(Ok(requeued as u64))
         })

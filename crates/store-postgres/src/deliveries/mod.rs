@@ -10,7 +10,7 @@ use diesel::{
     prelude::*,
     sql_types::{Array, Bool, Integer, Nullable, Text, Timestamptz, Uuid as SqlUuid},
 };
-use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
+use diesel_async::{AsyncConnection, RunQueryDsl};
 use futures_util::StreamExt as _;
 use posture_domain::{
     CustomerScope, DeliveryId, Error, Page, PageRequest, Result, WebhookId,
@@ -39,10 +39,6 @@ pub(crate) use fanout::{fan_out, last_event, record_changes, record_events};
 pub(crate) use rows::DELIVERY_COLUMNS;
 use rows::DeliveryRow;
 
-/// The dedicated connection that `LISTEN`s for queued deliveries.
-#[derive(Default)]
-pub(crate) struct Listener(tokio::sync::Mutex<Option<AsyncPgConnection>>);
-
 impl PgStore {
     async fn listen(&self, timeout: Duration) -> Result<bool> {
         let mut slot = self.listener.0.lock().await;
@@ -52,7 +48,7 @@ impl PgStore {
                 .connect()
                 .await
                 .map_err(|e| Error::Unavailable(Box::new(e)))?;
-            diesel::sql_query(format!("LISTEN {}", crate::DELIVERY_CHANNEL))
+            diesel::sql_query(format!("LISTEN {}", crate::wake::DELIVERY_CHANNEL))
                 .execute(&mut conn)
                 .await
                 .map_err(db_error)?;

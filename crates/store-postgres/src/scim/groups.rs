@@ -16,7 +16,10 @@ use posture_domain::{
 };
 use uuid::Uuid;
 
-use super::{Tx, Writer, check_version, limit_reached, meta, settle};
+use super::{
+    Writer,
+    outcome::{Tx, check_version, limit_reached, meta, settle},
+};
 use crate::{
     PgStore,
     error::db_error,

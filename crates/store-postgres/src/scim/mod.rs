@@ -6,26 +6,28 @@
 
 mod audit;
 mod groups;
+mod outcome;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use diesel::{prelude::*, result::Error as DieselError};
+use diesel::prelude::*;
 use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl};
 use posture_domain::{
     CustomerScope, Error, KeyId, Result,
     ports::ScimRepository,
     scim::{
-        GroupAttributes, GroupFilter, GroupPatch, ListPage, ListWindow, MAX_USERS, MatchOn, Meta,
+        GroupAttributes, GroupFilter, GroupPatch, ListPage, ListWindow, MAX_USERS, MatchOn,
         ScimGroup, ScimGroupId, ScimUser, ScimUserId, UserAttributes, UserExtras, UserFilter,
     },
 };
 use uuid::Uuid;
 
 pub(crate) use self::audit::Writer;
+use self::outcome::{Tx, check_version, limit_reached, meta, settle};
 
 use crate::{
     PgStore,
-    error::{corrupt, db_error, is_foreign_key_violation, is_unique_violation},
+    error::{corrupt, db_error},
     schema::{scim_group_members, scim_groups, scim_users},
 };
 
@@ -60,63 +62,6 @@ impl TryFrom<UserRow> for ScimUser {
             },
             meta: meta(row.created_at, row.updated_at, row.version),
         })
-    }
-}
-
-fn meta(created: DateTime<Utc>, modified: DateTime<Utc>, version: i64) -> Meta {
-    Meta {
-        created,
-        modified,
-        version: u64::try_from(version).unwrap_or_default(),
-    }
-}
-
-/// What a refused write says: a limit reached.
-pub(crate) fn limit_reached(what: &'static str, max: u64) -> Error {
-    Error::invalid(
-        what,
-        format!("a customer has at most {max} provisioned {what}"),
-    )
-}
-
-/// The version a write must find: `Ok(())` when `expected` is none or holds.
-pub(crate) fn check_version(found: i64, expected: Option<u64>) -> Result<()> {
-    match expected {
-        Some(expected) if u64::try_from(found).ok() != Some(expected) => Err(
-            Error::PreconditionFailed("the resource changed since that version".to_owned()),
-        ),
-        _ => Ok(()),
-    }
-}
-
-/// Why a write's transaction stopped (and rolled back): the database, or a refusal decided
-/// inside it (a version that does not hold, a limit, a member that is not a user).
-pub(crate) enum Tx {
-    Db(DieselError),
-    Refused(Error),
-}
-
-impl From<DieselError> for Tx {
-    fn from(e: DieselError) -> Self {
-        Tx::Db(e)
-    }
-}
-
-/// A write's outcome; a unique violation (of the resource's name) is `taken`.
-pub(crate) fn settle<T>(
-    outcome: std::result::Result<T, Tx>,
-    taken: impl FnOnce() -> Error,
-) -> Result<T> {
-    match outcome {
-        Ok(value) => Ok(value),
-        Err(Tx::Refused(e)) => Err(e),
-        Err(Tx::Db(e)) if is_unique_violation(&e) => Err(taken()),
-        // A member deleted between its check and its row (a race of two requests).
-        Err(Tx::Db(e)) if is_foreign_key_violation(&e) => Err(Error::invalid(
-            "members",
-            "a member is not a user provisioned for this customer",
-        )),
-        Err(Tx::Db(e)) => Err(db_error(e)),
     }
 }
 

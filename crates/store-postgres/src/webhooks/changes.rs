@@ -14,7 +14,7 @@ use posture_domain::{
 };
 use uuid::Uuid;
 
-use super::{SubscriptionRow, secrets::changed};
+use super::{row::SubscriptionRow, secrets::changed};
 use crate::{
     PgStore,
     error::db_error,
@@ -88,7 +88,7 @@ impl PgStore {
                 .await?;
                 if patch.active == Some(true) {
                     // Held deliveries are due: wake the workers when this commits.
-                    crate::notify_workers(conn).await?;
+                    crate::wake::notify_workers(conn).await?;
                 }
                 crate::data_versions::notify_data_changed(conn, &[customer]).await?;
                 Ok::<_, diesel::result::Error>(Ok(row))

@@ -1,11 +1,13 @@
-//! Webhook subscriptions: creating, reading and deactivating them (`mod.rs`), their
-//! secrets and rotations (`secrets.rs`), and changing them — a consumer's patch, the
-//! worker's disabling and hold expiry (`changes.rs`).
+//! Webhook subscriptions: creating, reading and deactivating them (`mod.rs`; a
+//! subscription's row in `row.rs`), their secrets and rotations (`secrets.rs`), and changing
+//! them — a consumer's patch, the worker's disabling and hold expiry (`changes.rs`).
 
 mod changes;
+mod row;
 mod secrets;
 
 pub(crate) use changes::{disable_failing, expire_holds_and_secrets};
+pub(crate) use row::SubscriptionRow;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -16,73 +18,17 @@ use posture_domain::{
     page::SortKey,
     ports::{SubscriptionSecrets, WebhookRepository},
     secrets::SealedSecret,
-    webhook::{EventType, NewSubscription, Subscription, SubscriptionStatus},
+    webhook::{NewSubscription, Subscription},
     webhook_change::SubscriptionPatch,
 };
 use uuid::Uuid;
 
 use crate::{
     PgStore,
-    error::{corrupt, db_error},
+    error::db_error,
     schema::{customers, webhook_deliveries, webhook_subscriptions},
     sync::{after_key, after_time_key, read_time_key, time_key},
 };
-
-#[derive(Queryable, Selectable, QueryableByName)]
-#[diesel(table_name = webhook_subscriptions, check_for_backend(diesel::pg::Pg))]
-pub(crate) struct SubscriptionRow {
-    id: Uuid,
-    name: String,
-    webhook_url: String,
-    webhook_type: String,
-    event_types: Vec<String>,
-    active: bool,
-    created_at: DateTime<Utc>,
-    deactivated_at: Option<DateTime<Utc>>,
-    paused_at: Option<DateTime<Utc>>,
-    disabled_at: Option<DateTime<Utc>>,
-    disabled_reason: Option<String>,
-    previous_secret_expires_at: Option<DateTime<Utc>>,
-    version: i32,
-}
-
-impl TryFrom<SubscriptionRow> for Subscription {
-    type Error = Error;
-
-    fn try_from(row: SubscriptionRow) -> Result<Self> {
-        Ok(Subscription {
-            id: WebhookId::from_uuid(row.id),
-            name: row.name,
-            webhook_url: row.webhook_url,
-            webhook_type: row
-                .webhook_type
-                .parse()
-                .map_err(|e| corrupt("webhook type", e))?,
-            event_types: row
-                .event_types
-                .iter()
-                .map(|e| {
-                    e.parse::<EventType>()
-                        .map_err(|err| corrupt("event type", err))
-                })
-                .collect::<Result<_>>()?,
-            active: row.active,
-            status: match (row.disabled_at, row.paused_at) {
-                (Some(_), _) => SubscriptionStatus::Disabled,
-                (None, Some(_)) => SubscriptionStatus::Paused,
-                (None, None) => SubscriptionStatus::Active,
-            },
-            disabled_reason: row
-                .disabled_reason
-                .map(|r| r.parse().map_err(|e| corrupt("disabled reason", e)))
-                .transpose()?,
-            previous_secret_expires_at: row.previous_secret_expires_at,
-            version: row.version.max(1) as u32,
-            created_at: row.created_at,
-            deactivated_at: row.deactivated_at,
-        })
-    }
-}
 
 /// Deactivates an active subscription and cancels its pending deliveries (inside the
 /// caller's transaction). `NotFound` when it is not active.

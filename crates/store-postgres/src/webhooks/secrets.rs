@@ -16,7 +16,7 @@ use posture_domain::{
 };
 use uuid::Uuid;
 
-use super::SubscriptionRow;
+use super::row::SubscriptionRow;
 use crate::{
     PgStore,
     error::db_error,

@@ -11,6 +11,7 @@
 
 mod citus;
 mod cluster;
+mod context;
 mod deliveries;
 mod failover;
 mod outages;
@@ -18,19 +19,21 @@ mod patroni;
 mod receiver;
 mod report;
 mod restarts;
+mod runtime;
 pub mod soak;
 mod traffic;
 
 use std::{net::TcpListener, time::Instant};
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use clap::Args;
-use serde_json::json;
 
 use crate::{binaries::build_binaries_as, files::project_root, process::eprintln_status};
-use cluster::{Cluster, Customer};
+use cluster::Cluster;
+pub use context::{Context, EVERY_EVENT};
 use receiver::Receiver;
 use report::Report;
+pub use runtime::block_on;
 
 /// The scenarios, in the order they run.
 const SCENARIOS: &[&str] = &[
@@ -61,98 +64,6 @@ pub struct ChaosArgs {
     /// Run optimised binaries (`cargo build --release`), as deployed.
     #[arg(long)]
     release: bool,
-}
-
-/// What scenarios share: the receiver and the way to subscribe to it.
-pub struct Context {
-    pub receiver: Receiver,
-    hook_base: String,
-    api: String,
-}
-
-/// Every event type.
-pub const EVERY_EVENT: &[&str] = &[
-    "finding_critical",
-    "finding_high",
-    "finding_medium",
-    "finding_low",
-];
-
-impl Context {
-    /// Subscribes `customer` to the receiver's endpoint `name`; returns the subscription id.
-    pub fn subscribe(
-        &self,
-        customer: &Customer,
-        name: &str,
-        events: &[&str],
-    ) -> anyhow::Result<String> {
-        let url = format!("{}/hook/{name}", self.hook_base);
-        self.subscribe_at(customer, name, &url, events)
-    }
-
-    /// Subscribes `customer` to `url`, whose deliveries endpoint `name` checks.
-    pub fn subscribe_at(
-        &self,
-        customer: &Customer,
-        name: &str,
-        url: &str,
-        events: &[&str],
-    ) -> anyhow::Result<String> {
-        self.subscribe_through(&self.api, customer, name, url, events)
-    }
-
-    /// As [`Context::subscribe`], through the API at `api` (another deployment's).
-    pub fn subscribe_on(
-        &self,
-        api: &str,
-        customer: &Customer,
-        name: &str,
-        events: &[&str],
-    ) -> anyhow::Result<String> {
-        let url = format!("{}/hook/{name}", self.hook_base);
-        self.subscribe_through(api, customer, name, &url, events)
-    }
-
-    fn subscribe_through(
-        &self,
-        api: &str,
-        customer: &Customer,
-        name: &str,
-        url: &str,
-        events: &[&str],
-    ) -> anyhow::Result<String> {
-        let body = json!({"name": name, "webhookUrl": url, "webhookType": "generic", "eventTypes": events});
-        let created = block_on(async {
-            let response = reqwest::Client::new()
-                .post(format!("{api}/api/v1/webhooks"))
-                .bearer_auth(&customer.key)
-                .json(&body)
-                .send()
-                .await?;
-            anyhow::ensure!(
-                response.status().is_success(),
-                "subscribing: {}",
-                response.status()
-            );
-            Ok(response.json::<serde_json::Value>().await?)
-        })??;
-        let secret = created["data"]["signingSecret"]
-            .as_str()
-            .context("signingSecret")?;
-        self.receiver.set_secret(name, secret.to_owned());
-        Ok(created["data"]["id"]
-            .as_str()
-            .context("subscription id")?
-            .to_owned())
-    }
-}
-
-/// Runs a future to completion on a runtime of its own.
-pub fn block_on<F: std::future::Future>(future: F) -> anyhow::Result<F::Output> {
-    Ok(tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?
-        .block_on(future))
 }
 
 pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {

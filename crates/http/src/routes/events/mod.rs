@@ -31,7 +31,6 @@ use crate::{
 
 pub static LIST: Endpoint = Endpoint {
     path: "/events",
-    access: Access::Scope(Scope::ReadFindings),
     operation_id: "listEvents",
     tag: "events",
     summary: "List finding events",
@@ -60,12 +59,11 @@ pub static LIST: Endpoint = Endpoint {
     success_headers: &["Link"],
     errors: &[400, 429, 503],
     handler: || web::route().to(list_events),
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ReadFindings))
 };
 
 pub static GET: Endpoint = Endpoint {
     path: "/events/{id}",
-    access: Access::Scope(Scope::ReadFindings),
     operation_id: "getEvent",
     tag: "events",
     summary: "Get a finding event",
@@ -75,7 +73,7 @@ pub static GET: Endpoint = Endpoint {
     success: Success::json::<DataResponse<EventResponse>>(200, "The event."),
     errors: &[400, 404],
     handler: || web::route().to(get_event),
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ReadFindings))
 };
 
 /// The `Last-Event-ID` request header, as the contract states it: cursor-shaped (an empty

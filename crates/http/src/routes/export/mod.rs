@@ -115,7 +115,6 @@ fn cef_schema(_: &mut SchemaGenerator) -> Schema {
 
 pub static EXPORT: Endpoint = Endpoint {
     path: "/findings/export",
-    access: Access::Scope(Scope::ReadFindings),
     operation_id: "exportFindings",
     tag: "findings",
     summary: "Export findings as NDJSON, CEF or OCSF",
@@ -142,7 +141,7 @@ pub static EXPORT: Endpoint = Endpoint {
     success_headers: &["Content-Disposition", "X-Total-Count", "X-Synced-Through"],
     handler: || web::route().to(export_findings),
     reads: ReadsFrom::Replica,
-    ..Endpoint::DEFAULT
+    ..Endpoint::open_to(Access::Scope(Scope::ReadFindings))
 };
 
 async fn export_findings(

@@ -5,11 +5,13 @@ use std::{pin::pin, time::Instant};
 
 use futures_util::{FutureExt as _, StreamExt as _};
 
-use super::{
-    APPLICATION_NAME, CHANNEL, DATA_CHANNEL, KeyCacheStats, PING_EVERY, PING_TIMEOUT,
-    RECONNECT_AFTER,
+use crate::{
+    PgStore,
+    caches::{
+        APPLICATION_NAME, CHANNEL, DATA_CHANNEL, KeyCacheStats, PING_EVERY, PING_TIMEOUT,
+        RECONNECT_AFTER,
+    },
 };
-use crate::PgStore;
 
 /// Why the `LISTEN` connection of the key cache ended.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,318 @@
+//! [`PgStore`]: the pools, caches and listeners every port implementation shares.
+
+use std::{
+    collections::HashMap,
+    fmt,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use chrono::{DateTime, Utc};
+
+use diesel_async::{
+    AsyncPgConnection, RunQueryDsl,
+    pooled_connection::{
+        AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
+        deadpool::{Object, Pool},
+    },
+};
+use posture_domain::{Error, KeyId, clock::Clock};
+
+use crate::{
+    PgConfig, caches, connect,
+    error::{self, db_error},
+    migrations,
+    replay::ReplayState,
+    wake,
+};
+
+/// Pool usage, for metrics and readiness.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStatus {
+    pub max_size: usize,
+    pub size: usize,
+    pub available: usize,
+    pub waiting: usize,
+}
+
+/// The PostgreSQL implementation of posture's ports. Cheap to clone (shares the pool).
+#[derive(Clone)]
+pub struct PgStore {
+    pool: Pool<AsyncPgConnection>,
+    /// How to build another pool like `pool`.
+    recipe: Arc<PoolRecipe>,
+    /// The pools of the HTTP workers' stores, for [`PgStore::status`].
+    worker_pools: Arc<Mutex<Vec<Pool<AsyncPgConnection>>>>,
+    pub(crate) key_touches: Arc<KeyTouches>,
+    pub(crate) key_cache: Arc<caches::KeyCache>,
+    /// Set on a read replica's store: its primary, whose data versions it may take.
+    pub(crate) replica: Option<Arc<ReplicaLink>>,
+    /// For the dedicated `LISTEN` connections (workers, the key cache).
+    pub(crate) listen: connect::Connector,
+    pub(crate) listener: Arc<wake::Listener>,
+    /// Most keys a customer may hold at once ([`PgConfig::max_active_keys`]).
+    pub(crate) max_active_keys: u32,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// Whether the database is a Citus coordinator, once asked (`spanning.rs`).
+    pub(crate) citus: Arc<tokio::sync::OnceCell<bool>>,
+}
+
+impl fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PgStore")
+            .field("pool", &self.status())
+            .finish()
+    }
+}
+
+/// What every pool of a store is built from: where it connects and how each new connection
+/// is set up.
+struct PoolRecipe {
+    url: String,
+    connector: connect::Connector,
+    settings: String,
+    acquire_timeout: Duration,
+}
+
+impl PoolRecipe {
+    /// A pool of at most `size` connections, opened on demand.
+    fn pool(&self, size: usize) -> Result<Pool<AsyncPgConnection>, Error> {
+        let mut manager_config = ManagerConfig::default();
+        // Reuse costs nothing in steady state; after a connection-class failure, each
+        // connection is checked before reuse for a while (error.rs).
+        manager_config.recycling_method = RecyclingMethod::CustomFunction(Box::new(|conn| {
+            Box::pin(async move {
+                if crate::pool_health::connections_suspect() {
+                    use diesel_async::RunQueryDsl as _;
+                    diesel::sql_query("SELECT 1").execute(conn).await?;
+                }
+                Ok(())
+            })
+        }));
+        let settings = self.settings.clone();
+        let connector = self.connector.clone();
+        manager_config.custom_setup = Box::new(move |_| {
+            let settings = settings.clone();
+            let connector = connector.clone();
+            Box::pin(async move {
+                use diesel_async::SimpleAsyncConnection as _;
+                let mut conn = connector.connect().await?;
+                if !settings.is_empty() {
+                    conn.batch_execute(&settings)
+                        .await
+                        .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+                }
+                Ok(conn)
+            })
+        });
+        let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new_with_config(
+            self.url.clone(),
+            manager_config,
+        );
+        Pool::builder(manager)
+            .max_size(size)
+            .wait_timeout(Some(self.acquire_timeout))
+            .create_timeout(Some(self.acquire_timeout))
+            .recycle_timeout(Some(self.acquire_timeout))
+            .runtime(deadpool::Runtime::Tokio1)
+            .build()
+            .map_err(Error::internal)
+    }
+}
+
+impl PgStore {
+    /// How many `last_used_at` writes this store has decided (each runs off the request
+    /// path): a test counts them instead of waiting for one that should not come.
+    pub fn key_touches_started(&self) -> u64 {
+        AtomicU64::load(&self.key_touches.started, Ordering::Relaxed)
+    }
+}
+
+impl PgStore {
+    /// A store on a new pool. Connections are opened on demand; call [`PgStore::ping`] to
+    /// fail fast at start-up.
+    pub fn new(config: &PgConfig) -> Result<Self, Error> {
+        let connector = connect::Connector::new(&config.url)?;
+        let listen = match &config.listen_url {
+            Some(url) => connect::Connector::new(url)?,
+            None => connector.clone(),
+        };
+        let recipe = Arc::new(PoolRecipe {
+            url: config.url.clone(),
+            connector,
+            settings: config.session_settings(),
+            acquire_timeout: config.acquire_timeout,
+        });
+        let pool = recipe.pool(config.max_connections)?;
+        Ok(Self {
+            pool,
+            recipe,
+            worker_pools: Arc::default(),
+            key_touches: Arc::default(),
+            key_cache: Arc::default(),
+            replica: None,
+            listen,
+            listener: Arc::default(),
+            max_active_keys: config.max_active_keys,
+            clock: config.clock.clone(),
+            citus: Arc::default(),
+        })
+    }
+
+    /// The store of one HTTP worker: the same caches and listeners, and a pool of `size`
+    /// connections of its own, for its statements. A connection's protocol task runs on the
+    /// runtime that opened it, so a pool used by one single-threaded worker keeps every
+    /// round trip on that worker's thread, where a shared pool hands each one across
+    /// threads (measured: docs/performance.md, "Overhead per request").
+    pub fn for_worker(&self, size: usize) -> Result<Self, Error> {
+        let pool = self.recipe.pool(size.max(1))?;
+        self.worker_pools
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(pool.clone());
+        Ok(Self {
+            pool,
+            worker_pools: Arc::default(),
+            ..self.clone()
+        })
+    }
+
+    /// A pooled connection; `Unavailable` when none can be had in time.
+    pub(crate) async fn conn(&self) -> Result<Object<AsyncPgConnection>, Error> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| Error::Unavailable(Box::new(e)))
+    }
+
+    /// Checks that the database answers.
+    pub async fn ping(&self) -> Result<(), Error> {
+        let mut conn = self.conn().await?;
+        diesel::sql_query("SELECT 1")
+            .execute(&mut conn)
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
+    /// The language of the server's messages on posture's connections (`lc_messages`) when
+    /// it is not English: connection failures are then not told from other errors (500
+    /// instead of 503). `None` when it is English, or the server's default. The binaries
+    /// warn at start-up with the fix (docs/operations.md).
+    pub async fn messages_not_in_english(&self) -> Result<Option<String>, Error> {
+        #[derive(diesel::QueryableByName)]
+        struct Setting {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            value: String,
+        }
+        let mut conn = self.conn().await?;
+        let setting: Setting = diesel::sql_query("SELECT current_setting('lc_messages') AS value")
+            .get_result(&mut conn)
+            .await
+            .map_err(db_error)?;
+        Ok((!error::is_english(&setting.value)).then_some(setting.value))
+    }
+
+    /// At start-up: warns, with the fix, when the server's messages are not in English on
+    /// posture's connections (see [`PgStore::messages_not_in_english`]).
+    pub async fn warn_unless_messages_in_english(&self) {
+        match self.messages_not_in_english().await {
+            Ok(None) => {}
+            Ok(Some(lc_messages)) => tracing::warn!(
+                lc_messages,
+                "PostgreSQL answers posture in another language than English and this role \
+                 may not change it: a lost connection or a statement timeout then answers 500 \
+                 instead of 503 with Retry-After. Fix: GRANT SET ON PARAMETER lc_messages TO \
+                 <posture's role> (PostgreSQL 15+), or ALTER ROLE <posture's role> SET \
+                 lc_messages = 'C' (see docs/operations.md)"
+            ),
+            Err(e) => tracing::warn!(error = %e, "reading lc_messages failed"),
+        }
+    }
+
+    /// The clock of the store's decisions, for the code that shares them (the HTTP state,
+    /// the console, the delivery worker): one clock per process, so a test moves them all.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        self.clock.clone()
+    }
+
+    /// The pool's usage; for a store whose HTTP workers have pools of their own
+    /// ([`PgStore::for_worker`]), the sum of its pool and theirs.
+    pub fn status(&self) -> PoolStatus {
+        let workers = self
+            .worker_pools
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        std::iter::once(&self.pool)
+            .chain(workers.iter())
+            .map(Pool::status)
+            .fold(PoolStatus::default(), |sum, status| PoolStatus {
+                max_size: sum.max_size + status.max_size,
+                size: sum.size + status.size,
+                available: sum.available + status.available,
+                waiting: sum.waiting + status.waiting,
+            })
+    }
+}
+
+#[async_trait::async_trait]
+impl posture_domain::ports::StoreHealth for PgStore {
+    async fn ping(&self) -> Result<(), Error> {
+        PgStore::ping(self).await
+    }
+
+    async fn schema_is_current(&self) -> Result<bool, Error> {
+        #[derive(diesel::QueryableByName)]
+        struct Latest {
+            #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Text>)]
+            version: Option<String>,
+        }
+        let mut conn = self.conn().await?;
+        let applied: Latest =
+            diesel::sql_query("SELECT max(version) AS version FROM __diesel_schema_migrations")
+                .get_result(&mut conn)
+                .await
+                .map_err(db_error)?;
+        Ok(applied.version >= migrations::latest_version())
+    }
+}
+
+/// When each key's `last_used_at` was last written by this process (on the store's clock),
+/// so a busy key costs one write a minute, not one per request.
+#[derive(Default)]
+pub(crate) struct KeyTouches {
+    last: Mutex<HashMap<KeyId, DateTime<Utc>>>,
+    /// Writes decided since the start ([`PgStore::key_touches_started`]).
+    started: AtomicU64,
+}
+
+const TOUCH_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
+
+impl KeyTouches {
+    /// Whether `last_used_at` of this key is due for a write at `now` (and records that it
+    /// happens).
+    pub(crate) fn due(&self, key: KeyId, now: DateTime<Utc>) -> bool {
+        let mut touches = self
+            .last
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match touches.get(&key) {
+            Some(last) if now - *last < TOUCH_EVERY && now >= *last => false,
+            _ => {
+                touches.insert(key, now);
+                self.started.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+        }
+    }
+}
+
+/// A replica's store: its primary (for the cache and to fill it) and its replay state.
+#[derive(Clone)]
+pub(crate) struct ReplicaLink {
+    pub(crate) primary: PgStore,
+    pub(crate) state: Arc<ReplayState>,
+}
