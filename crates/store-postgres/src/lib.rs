@@ -6,13 +6,11 @@
 //! errors become domain errors in `error.rs`, at the port boundary.
 
 mod api_keys;
-mod cache_listen;
 mod caches;
 mod config;
 mod connect;
 mod console;
 mod customers;
-mod data_changes;
 mod data_versions;
 mod deliveries;
 mod error;

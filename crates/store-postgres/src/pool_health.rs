@@ -1,5 +1,5 @@
 //! Whether the pool's connections are suspect: set when a connection-class failure is seen
-//! (`error.rs` classifies it), read by the pool's recycling (`lib.rs`), which then checks
+//! (`error.rs` classifies it), read by the pool's recycling (`store.rs`), which then checks
 //! each connection with a query before handing it out, so a connection the server closed
 //! is discarded even when its client has not noticed yet. In steady state reuse costs
 //! nothing. One flag for the process: every pool reaches the same servers.

@@ -22,7 +22,7 @@ use diesel_async::{
 use posture_domain::{Error, KeyId, clock::Clock};
 
 use crate::{
-    PgConfig, caches, connect,
+    KeyCacheStats, PgConfig, caches, connect,
     error::{self, db_error},
     migrations,
     replay::ReplayState,
@@ -124,6 +124,18 @@ impl PoolRecipe {
 }
 
 impl PgStore {
+    /// Starts serving authenticated keys from memory, invalidated through `LISTEN` (call
+    /// once per serving process, inside its runtime). Without it every request reads the
+    /// key from the database.
+    pub fn start_key_cache(&self) -> tokio::task::JoinHandle<()> {
+        caches::follow_key_changes(self.listen.clone(), Arc::clone(&self.key_cache))
+    }
+
+    /// Hits and misses of the key cache.
+    pub fn key_cache_stats(&self) -> KeyCacheStats {
+        self.key_cache.stats()
+    }
+
     /// How many `last_used_at` writes this store has decided (each runs off the request
     /// path): a test counts them instead of waiting for one that should not come.
     pub fn key_touches_started(&self) -> u64 {
@@ -255,6 +267,15 @@ impl PgStore {
                 available: sum.available + status.available,
                 waiting: sum.waiting + status.waiting,
             })
+    }
+}
+
+impl posture_domain::ports::DataChanges for PgStore {
+    fn subscribe(
+        &self,
+        customer: posture_domain::CustomerId,
+    ) -> Box<dyn posture_domain::ports::DataChangeSubscription> {
+        caches::subscription(&self.key_cache, customer)
     }
 }
 

@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::{SECURITY_SCHEME, headers, json_content, schema_object, texts};
 use crate::{
     input::query_generator,
+    preconditions::IF_MATCH_PATTERN,
     routes::{Access, Endpoint, Success, schema},
 };
 
@@ -179,7 +180,7 @@ fn parameters(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Vec<Refer
                     .to_owned(),
             ),
             false,
-            schemars::json_schema!({"type": "string", "pattern": crate::preconditions::IF_MATCH_PATTERN}),
+            schemars::json_schema!({"type": "string", "pattern": IF_MATCH_PATTERN}),
         ));
     }
     parameters

@@ -13,8 +13,10 @@ use futures_util::StreamExt as _;
 use posture_domain::scim::ListWindow;
 use serde_json::Value;
 
-use super::error;
-use super::{error::ScimError, render};
+use super::{
+    error::{self, ScimError},
+    render,
+};
 use crate::{error::ApiError, state::ApiState};
 
 /// Where SCIM is served.

@@ -5,7 +5,8 @@
 //! without `provision:scim` a key gets 403 here. Every answer, errors included, is
 //! `application/scim+json`; a body is JSON (`application/scim+json` or `application/json`)
 //! of at most [`MAX_BODY_BYTES`]. `discovery.rs` describes the service, `users.rs` and
-//! `groups.rs` serve the resources, `render.rs` shows them, `error.rs` answers errors.
+//! `groups.rs` serve the resources, `exchange.rs` reads their requests and answers in
+//! SCIM's shape, `render.rs` shows resources, `error.rs` answers errors.
 
 mod discovery;
 mod error;

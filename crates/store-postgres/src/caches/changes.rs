@@ -1,24 +1,57 @@
-//! Word of changed data as the key cache's `LISTEN` connection hears it (the `posture_data`
-//! notification every pass sends at commit), for the requests waiting on the events feed
-//! (`data_changes.rs` at the crate's root).
+//! Word of changed data for requests waiting on the events feed, from the `LISTEN`
+//! connection (`listen.rs`: the `posture_data` notification every pass sends at commit): a
+//! waiting request reads the database again only when its customer's data changed, not on a
+//! timer. While that connection is down, notifications may be missed: waiters then look
+//! again every [`UNHEARD_EVERY`].
 
-use std::time::Instant;
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
-/// A notification as the waiters hear it.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Heard {
-    /// Whose data changed; `None` when any customer's may have changed unheard (the
-    /// `LISTEN` connection restarted).
-    pub(crate) customer: Option<uuid::Uuid>,
-    /// When it arrived: the commit it announces is visible to any read begun since.
-    pub(crate) at: Instant,
+use async_trait::async_trait;
+use posture_domain::{CustomerId, ports::DataChangeSubscription};
+use tokio::sync::broadcast::{Receiver, error::RecvError};
+
+use super::keys::{Heard, KeyCache};
+
+/// How often a waiter looks again while the `LISTEN` connection is down.
+const UNHEARD_EVERY: Duration = Duration::from_secs(1);
+
+/// What a request waiting for `customer`'s data to change listens to.
+pub(crate) fn subscription(
+    cache: &Arc<KeyCache>,
+    customer: CustomerId,
+) -> Box<dyn DataChangeSubscription> {
+    Box::new(Subscription {
+        customer: customer.as_uuid(),
+        changes: cache.changes(),
+        cache: Arc::clone(cache),
+    })
 }
 
-impl Heard {
-    pub(crate) fn now(customer: Option<uuid::Uuid>) -> Self {
-        Self {
-            customer,
-            at: Instant::now(),
+struct Subscription {
+    customer: uuid::Uuid,
+    changes: Receiver<Heard>,
+    cache: Arc<KeyCache>,
+}
+
+#[async_trait]
+impl DataChangeSubscription for Subscription {
+    async fn changed(&mut self) -> Instant {
+        loop {
+            let heard = tokio::time::timeout(UNHEARD_EVERY, self.changes.recv()).await;
+            match heard {
+                Ok(Ok(heard)) if heard.customer.is_some_and(|c| c != self.customer) => continue,
+                // Ours, or anyone's: look.
+                Ok(Ok(heard)) => return heard.at,
+                // More than the buffer, unheard: look, with a read begun from now.
+                Ok(Err(RecvError::Lagged(_))) => return Instant::now(),
+                // The cache (and its sender) outlives every request.
+                Ok(Err(RecvError::Closed)) => return Instant::now(),
+                Err(_) if !self.cache.is_live() => return Instant::now(),
+                Err(_) => continue,
+            }
         }
     }
 }
