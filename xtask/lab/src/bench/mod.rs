@@ -90,6 +90,11 @@ pub struct BenchArgs {
     /// reading a streaming replica), on the same data.
     #[arg(long)]
     replicas_only: bool,
+    /// Measure only the delivery log at depth (`delivery_log.rs`: one subscription with
+    /// 100,000 deliveries, its pages and filters); run it with small data
+    /// (`--customers 2 --findings 2000 --largest 1000`), which it does not read.
+    #[arg(long)]
+    delivery_log_only: bool,
     /// Measure posture on Citus against one node (`citus.rs`: the small customer's list,
     /// the detail, a pass of 200,000 findings and its fan-out; the time to distribute the
     /// single-node data in place; the spread over the nodes), on the same data.
@@ -223,6 +228,12 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
     };
     if args.cli_only {
         cli::run(&server, &ingest, &loaded.largest, &mut figures)?;
+        drop(server);
+        return finish(&figures);
+    }
+    if args.delivery_log_only {
+        let key = deliveries::subscribed_customer(&bin_dir, &postgres.url, &server.base)?;
+        delivery_log::run(&server, &postgres.url, &key, 16, duration, &mut figures)?;
         drop(server);
         return finish(&figures);
     }

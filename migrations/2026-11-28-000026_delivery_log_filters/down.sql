@@ -1,0 +1,2 @@
+DROP INDEX webhook_deliveries_log_event_idx;
+DROP INDEX webhook_deliveries_log_status_idx;
