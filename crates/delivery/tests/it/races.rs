@@ -43,6 +43,33 @@ async fn someone_waits_for(conn: &mut AsyncPgConnection, table: &str) {
     }
 }
 
+/// Sessions waiting for a lock, on any node: on Citus a worker node's waits show in
+/// `citus_lock_waits`, not in the coordinator's `pg_locks`.
+async fn lock_waits(conn: &mut AsyncPgConnection) -> i64 {
+    let local = count(conn, "SELECT count(*) AS n FROM pg_locks WHERE NOT granted").await;
+    let citus = count(
+        conn,
+        "SELECT count(*) AS n FROM pg_extension WHERE extname = 'citus'",
+    )
+    .await;
+    match citus {
+        0 => local,
+        _ => local + count(conn, "SELECT count(*) AS n FROM citus_lock_waits").await,
+    }
+}
+
+/// Waits until more sessions wait for a lock than `before`.
+async fn another_waits(conn: &mut AsyncPgConnection, before: i64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while lock_waits(conn).await <= before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no other session waits for a lock"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_deactivation_during_a_pass_fan_out_leaves_no_delivery_pending() {
     let setup = Setup::new().await;
@@ -67,12 +94,14 @@ async fn a_deactivation_during_a_pass_fan_out_leaves_no_delivery_pending() {
         tokio::spawn(async move { fixtures::ingest(&store, customer, &text).await })
     };
     someone_waits_for(&mut holder, "analyzer_passes").await;
-    // The deactivation runs while the pass's deliveries are written but not committed.
+    let before = lock_waits(&mut holder).await;
+    // The deactivation runs while the pass's deliveries are written but not committed: it
+    // waits for the pass's locks.
     let deactivation = {
         let store = setup.store.clone();
         tokio::spawn(async move { store.deactivate_subscription(customer, subscription).await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    another_waits(&mut holder, before).await;
     diesel::sql_query("ROLLBACK")
         .execute(&mut holder)
         .await
