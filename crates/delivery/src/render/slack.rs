@@ -11,7 +11,7 @@ use posture_domain::delivery::Delivery;
 use posture_wire::findings::FindingResponse;
 use serde_json::{Value, json};
 
-use super::{headline, one_line, origin, truncate};
+use super::chat::{headline, one_line, origin, truncate};
 
 const MAX_BLOCKS: usize = 50;
 

@@ -12,7 +12,7 @@ use posture_domain::delivery::Delivery;
 use posture_wire::findings::FindingResponse;
 use serde_json::{Value, json};
 
-use super::{headline, one_line, origin, truncate};
+use super::chat::{headline, one_line, origin, truncate};
 
 /// The size budget of a message (Teams' limit is about 28 KB).
 pub(crate) const MAX_BYTES: usize = 27_000;

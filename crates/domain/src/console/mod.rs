@@ -22,8 +22,8 @@ mod sso;
 
 pub use provisioning::{Admission, MAX_CLAIM_NAME_LEN, ProvisionedSignIn, Provisioning};
 pub use sso::{
-    AdminRule, MAX_ADMIN_ENTRIES, MAX_DISPLAY_NAME_CHARS, SsoConfig, SsoSettings, issuer_host,
-    validate_display_name, validate_issuer,
+    AdminRule, MAX_ADMIN_ENTRIES, MAX_DISPLAY_NAME_CHARS, MAX_SSO_FIELD_LEN, SsoConfig,
+    SsoSettings, issuer_host, validate_display_name, validate_issuer,
 };
 
 use crate::{
@@ -32,8 +32,6 @@ use crate::{
     ids::{CustomerId, KeyId},
 };
 
-/// Longest issuer URL, client id or claim value accepted in a configuration.
-pub const MAX_SSO_FIELD_LEN: usize = 1024;
 /// How long a sign-in may take between the redirect and the callback.
 pub const SIGN_IN_LIFETIME: Duration = Duration::from_secs(600);
 /// Most sign-ins of one customer waiting for their callback; older ones go first.

@@ -4,8 +4,11 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{MAX_SSO_FIELD_LEN, Provisioning};
+use super::Provisioning;
 use crate::{error::Error, ids::CustomerId};
+
+/// Longest issuer URL, client id or claim value accepted in a configuration.
+pub const MAX_SSO_FIELD_LEN: usize = 1024;
 
 /// Most admin values or subjects in one rule.
 pub const MAX_ADMIN_ENTRIES: usize = 100;

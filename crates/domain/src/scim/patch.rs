@@ -358,10 +358,10 @@ impl GroupPatch {
             })
             .sum();
         if let Some(name) = &patch.display_name {
-            super::required_text("displayName", name)?;
+            super::model::required_text("displayName", name)?;
         }
         if let Some(external_id) = &patch.external_id {
-            super::optional_text("externalId", external_id.as_deref())?;
+            super::model::optional_text("externalId", external_id.as_deref())?;
         }
         if named > super::MAX_MEMBERS_PER_REQUEST {
             return Err(Error::invalid(

@@ -94,7 +94,14 @@ async fn modified_at_moves_only_when_a_pass_changes_what_the_api_serves() {
     changed[3]["severity"] = json!("critical");
     changed[5]["removedActions"] = json!(["*", "Microsoft.Authorization/*"]);
     app.ingest(customer, &changed).await;
-    let findings = get("/api/v1/findings").await;
+    // Heard on the LISTEN connection a moment after the commit, as above.
+    let mut findings = get("/api/v1/findings").await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while time(&findings["meta"]["syncedThrough"]) == second && std::time::Instant::now() < deadline
+    {
+        tokio::task::yield_now().await;
+        findings = get("/api/v1/findings").await;
+    }
     let third = time(&findings["meta"]["syncedThrough"]);
     assert!(third > second);
     assert_eq!(time(&by_id(&findings, "f1")["modifiedAt"]), first);
