@@ -88,8 +88,7 @@ fn lab(args: &[String]) -> anyhow::Result<()> {
         anyhow::bail!("no task `{task}` (`cargo xtask --help` lists them)");
     }
     let manifest = files::project_root().join("Cargo.toml");
-    let mut command =
-        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut command = process::cargo();
     command
         .args([
             "run",

@@ -37,7 +37,7 @@ fn cargo_about() -> anyhow::Result<PathBuf> {
         root.display()
     ));
     run_command(
-        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        crate::process::cargo()
             .args(["install", "--locked", "--quiet", "--features", "cli"])
             .args(["--version", CARGO_ABOUT, "--root"])
             .arg(&root)
@@ -50,7 +50,7 @@ fn cargo_about() -> anyhow::Result<PathBuf> {
 /// The crates (name and version) a package is built from: its normal dependencies, on Linux.
 fn shipped(package: &str) -> anyhow::Result<BTreeSet<String>> {
     let text = output(
-        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        crate::process::cargo()
             .current_dir(project_root())
             .args(["tree", "--locked", "-e", "normal", "--prefix", "none"])
             .args(["--target", "x86_64-unknown-linux-gnu", "-p", package]),

@@ -7,8 +7,6 @@
 //! `target/test-venv` (`TEST_PYTHON`), installed here when missing; the PgBouncer tests run
 //! `TEST_PGBOUNCER` (1.21 or later, built into `target/pgbouncer` when missing).
 
-use std::process::Command;
-
 use crate::{
     files::project_root,
     process::{eprintln_status, python_venv},
@@ -34,7 +32,7 @@ pub fn run(extra: &[String]) -> anyhow::Result<()> {
         Ok(_) => None,
         Err(_) => Some(redis()?),
     };
-    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut command = crate::process::cargo();
     command
         .current_dir(project_root())
         .args(["test", "--workspace"])
@@ -81,7 +79,7 @@ pub fn run_citus(extra: &[String]) -> anyhow::Result<()> {
     };
     let cluster = citus("test-citus", 2, "")?;
     let redis = redis()?;
-    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut command = crate::process::cargo();
     // Every crate's `tests/it` (the store's, the API's, the worker's, the delivery's and the
     // limiter's): the workspace as a whole, so nothing is built again for the run.
     command

@@ -25,11 +25,17 @@ pub fn build_binaries() -> anyhow::Result<PathBuf> {
 /// Builds `posture-api`, `posture-worker` and the customers' `posture`, optimised when
 /// `release`; returns their directory.
 pub fn build_binaries_as(release: bool) -> anyhow::Result<PathBuf> {
+    build_binaries_with(release, &[])
+}
+
+/// [`build_binaries_as`], with the packages in `more` built in the same cargo run (so their
+/// shared dependencies are built once, with the same features).
+pub fn build_binaries_with(release: bool, more: &[&str]) -> anyhow::Result<PathBuf> {
     let profile = if release { "release" } else { "debug" };
     eprintln_status(&format!(
         "building posture-api, posture-worker and posture ({profile})"
     ));
-    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut cargo = crate::process::cargo();
     cargo.current_dir(project_root()).args([
         "build",
         "--quiet",
@@ -40,6 +46,9 @@ pub fn build_binaries_as(release: bool) -> anyhow::Result<PathBuf> {
         "-p",
         "posture-cli",
     ]);
+    for package in more {
+        cargo.args(["-p", package]);
+    }
     if release {
         cargo.arg("--release");
     }

@@ -22,7 +22,6 @@
 use std::{
     collections::{BTreeSet, HashMap},
     path::{Path, PathBuf},
-    process::Command,
     sync::OnceLock,
 };
 
@@ -223,7 +222,7 @@ fn graph() -> anyhow::Result<&'static Graph> {
     if let Some(graph) = GRAPH.get() {
         return Ok(graph);
     }
-    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let output = crate::process::cargo()
         .current_dir(project_root())
         .args(["metadata", "--format-version", "1", "--locked"])
         .output()?;

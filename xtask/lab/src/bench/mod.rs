@@ -31,15 +31,15 @@ mod scheduler;
 mod sql;
 mod sync;
 
-use std::{path::PathBuf, process::Command, time::Duration};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
 
 use crate::{
-    files::{project_root, scratch_dir},
+    files::scratch_dir,
     gen_data::GenDataArgs,
-    process::{eprintln_status, on_path, run},
+    process::{eprintln_status, on_path},
 };
 
 pub use floor::FloorArgs;
@@ -135,26 +135,8 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
     }
     require("wrk", "wrk")?;
     require("pgbench", "postgresql-contrib")?;
-    eprintln_status("building release binaries");
-    run(
-        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .current_dir(project_root())
-            .args([
-                "build",
-                "--release",
-                "--quiet",
-                "-p",
-                "posture-api",
-                "-p",
-                "posture-worker",
-                "-p",
-                "posture-cli",
-                // The database client's floor (floor.rs) is measured optimised.
-                "-p",
-                "posture-lab",
-            ]),
-    )?;
-    let bin_dir: PathBuf = project_root().join("target").join("release");
+    // The database client's floor (floor.rs) is measured optimised too.
+    let bin_dir = crate::binaries::build_binaries_with(true, &["posture-lab"])?;
     let bin = bin_dir.join("posture-api");
     let _scheduler = scheduler::OneGroup::for_the_run();
     if args.scale {
