@@ -95,19 +95,6 @@ pub(super) fn fan_out_customer(bin: &Path, database_url: &str) -> anyhow::Result
     Ok((id, key))
 }
 
-/// A new customer with its subscriptions to a local receiver that counts what it gets:
-/// its `manage:webhooks` key.
-pub(super) fn subscribed_customer(
-    bin_dir: &Path,
-    database_url: &str,
-    base: &str,
-) -> anyhow::Result<String> {
-    let (_, key) = fan_out_customer(&bin_dir.join("posture-api"), database_url)?;
-    let hook = counting_receiver(Arc::new(AtomicU64::new(0)))?;
-    subscribe(base, &key, &hook)?;
-    Ok(key)
-}
-
 /// Fan-out of a pass with 100,000 new findings to 25 subscriptions, then one worker's
 /// deliveries per second to a local receiver. Returns the customer's `manage:webhooks` key.
 pub fn run(

@@ -90,8 +90,9 @@ pub struct BenchArgs {
     /// reading a streaming replica), on the same data.
     #[arg(long)]
     replicas_only: bool,
-    /// Measure only the delivery log at depth (`delivery_log.rs`: one subscription with
-    /// 100,000 deliveries, its pages and filters); run it with small data
+    /// Measure only the webhooks (`deliveries.rs`: a pass's fan-out, one and two workers;
+    /// `delivery_log.rs`: one subscription with 100,000 deliveries, its pages and filters);
+    /// run it with small data
     /// (`--customers 2 --findings 2000 --largest 1000`), which it does not read.
     #[arg(long)]
     delivery_log_only: bool,
@@ -214,7 +215,15 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         return finish(&figures);
     }
     if args.delivery_log_only {
-        let key = deliveries::subscribed_customer(&bin_dir, &postgres.url, &server.base)?;
+        // The fan-out and the workers too: they write what the log reads.
+        let key = deliveries::run(
+            &bin_dir,
+            &postgres.url,
+            &server.base,
+            args.seconds,
+            args.pool_size,
+            &mut figures,
+        )?;
         delivery_log::run(&server, &postgres.url, &key, 16, duration, &mut figures)?;
         drop(server);
         return finish(&figures);
