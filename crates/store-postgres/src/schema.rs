@@ -398,6 +398,16 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    webhook_delivery_totals (customer_id, subscription_id, event_type, status) {
+        customer_id -> Uuid,
+        subscription_id -> Uuid,
+        event_type -> Text,
+        status -> Text,
+        total -> BigInt,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     customers,
     tenants,
@@ -427,4 +437,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     scim_users,
     scim_groups,
     scim_group_members,
+    webhook_delivery_totals,
 );

@@ -379,6 +379,39 @@ impl TestDb {
         counts
     }
 
+    /// Asserts that the delivery log's totals (migration 000027, kept by the deliveries'
+    /// triggers) equal a count of the deliveries, key by key; returns how many deliveries
+    /// there are, so that a test can show it counted something.
+    pub async fn assert_delivery_totals(&self) -> i64 {
+        #[derive(diesel::QueryableByName, Debug, PartialEq)]
+        struct Total {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            key: String,
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            n: i64,
+        }
+        let mut conn = self.connection().await;
+        let key = "concat_ws(' ', customer_id, subscription_id, event_type, status)";
+        let kept: Vec<Total> = diesel::sql_query(format!(
+            "SELECT {key} AS key, total AS n FROM webhook_delivery_totals \
+             WHERE total <> 0 ORDER BY 1"
+        ))
+        .load(&mut conn)
+        .await
+        .unwrap();
+        let counted: Vec<Total> = diesel::sql_query(format!(
+            "SELECT {key} AS key, count(*) AS n FROM webhook_deliveries GROUP BY 1 ORDER BY 1"
+        ))
+        .load(&mut conn)
+        .await
+        .unwrap();
+        assert_eq!(
+            kept, counted,
+            "the delivery totals against a count of the deliveries"
+        );
+        counted.iter().map(|total| total.n).sum()
+    }
+
     /// The settings of [`TestDb::store`]: a pool of 8 on this test's database, as the
     /// runtime role.
     pub fn config(&self) -> PgConfig {

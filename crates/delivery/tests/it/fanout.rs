@@ -203,6 +203,7 @@ async fn deactivating_a_subscription_cancels_its_pending_deliveries() {
     let deliveries = setup.deliveries(customer).await;
     assert_eq!(deliveries.len(), 1);
     assert_eq!(deliveries[0].status, DeliveryStatus::Cancelled);
+    assert_eq!(setup.db.assert_delivery_totals().await, 1);
 }
 
 #[tokio::test]

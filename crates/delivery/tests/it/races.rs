@@ -165,6 +165,7 @@ async fn orphaned_deliveries_never_keep_the_claim_from_deliverable_ones() {
         .filter(|d| d.status == DeliveryStatus::Cancelled)
         .count();
     assert_eq!(cancelled, 20, "the orphans met are cancelled");
+    assert_eq!(setup.db.assert_delivery_totals().await, 21);
 }
 
 /// During a rolling upgrade a newer ingest may write a delivery of an event type this build

@@ -64,6 +64,11 @@ async fn the_sweep_deletes_finished_deliveries_past_the_retention_and_keeps_the_
         .unwrap()
         .n;
     assert_eq!(attempts, 0, "the attempts went with their deliveries");
+    assert_eq!(
+        setup.db.assert_delivery_totals().await,
+        1,
+        "the totals lost the two swept"
+    );
     assert_eq!(worker.sweep().await.unwrap(), 0, "nothing more to sweep");
 }
 

@@ -110,6 +110,10 @@ async fn gone_deactivates_the_subscription() {
         statuses.contains(&DeliveryStatus::Failed) && statuses.contains(&DeliveryStatus::Cancelled),
         "{statuses:?}"
     );
+    assert_eq!(
+        setup.db.assert_delivery_totals().await,
+        statuses.len() as i64
+    );
 }
 
 #[tokio::test]

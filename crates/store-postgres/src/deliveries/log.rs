@@ -23,14 +23,14 @@ use crate::{
         rows::{self, DeliveryRow},
     },
     error::db_error,
-    schema::{webhook_deliveries, webhook_subscriptions},
+    schema::{webhook_deliveries, webhook_delivery_totals, webhook_subscriptions},
     spanning::{Spanning, across_customers},
     sync::after_key,
 };
 
 /// `NotFound` unless the subscription is an active one of the customer.
 async fn active_subscription(
-    conn: &mut AsyncPgConnection,
+    conn: &AsyncPgConnection,
     customer: Uuid,
     subscription: Uuid,
 ) -> Result<()> {
@@ -38,7 +38,7 @@ async fn active_subscription(
         .find((customer, subscription))
         .filter(webhook_subscriptions::active)
         .select(webhook_subscriptions::id)
-        .first(conn)
+        .first(&mut &*conn)
         .await
         .optional()
         .map_err(db_error)?;
@@ -149,6 +149,36 @@ pub(super) fn known_event_types() -> Vec<&'static str> {
         .collect()
 }
 
+/// `meta.total` of a page of the log: summed from the subscription's totals by event type
+/// and state (migration 000027: a few rows, however long the log), or, with `createdSince`
+/// (which the totals do not know), counted over the log's index.
+async fn count_log<'a>(
+    conn: &AsyncPgConnection,
+    customer: Uuid,
+    subscription: Uuid,
+    filter: &DeliveryFilter,
+    filtered: impl Fn() -> webhook_deliveries::BoxedQuery<'a, diesel::pg::Pg>,
+) -> QueryResult<i64> {
+    if filter.created_since.is_some() {
+        return filtered().count().get_result(&mut &*conn).await;
+    }
+    let mut query = webhook_delivery_totals::table
+        .filter(webhook_delivery_totals::customer_id.eq(customer))
+        .filter(webhook_delivery_totals::subscription_id.eq(subscription))
+        .filter(webhook_delivery_totals::event_type.eq_any(known_event_types()))
+        .select(diesel::dsl::sql::<diesel::sql_types::BigInt>(
+            "coalesce(sum(total), 0)::bigint",
+        ))
+        .into_boxed();
+    if let Some(status) = filter.status {
+        query = query.filter(webhook_delivery_totals::status.eq(status.as_str()));
+    }
+    if let Some(event) = filter.event_type {
+        query = query.filter(webhook_delivery_totals::event_type.eq(event.as_str()));
+    }
+    query.get_result(&mut &*conn).await
+}
+
 impl PgStore {
     pub(crate) async fn log_page(
         &self,
@@ -168,8 +198,7 @@ impl PgStore {
             reader.end()?;
             Ok((created, id))
         })?;
-        let mut conn = self.conn().await?;
-        active_subscription(&mut conn, customer, subscription.as_uuid()).await?;
+        let conn = self.conn().await?;
         let filtered = || {
             let mut query = webhook_deliveries::table
                 .filter(webhook_deliveries::customer_id.eq(customer))
@@ -189,11 +218,6 @@ impl PgStore {
             }
             query
         };
-        let total: i64 = filtered()
-            .count()
-            .get_result(&mut conn)
-            .await
-            .map_err(db_error)?;
         let mut rows = filtered();
         if let Some((created, id)) = after {
             // A row comparison: one range of the log index, read from where the page starts.
@@ -207,17 +231,25 @@ impl PgStore {
                 .sql(")"),
             );
         }
-        let rows: Vec<DeliveryRow> = rows
+        let rows = rows
             .order((
                 webhook_deliveries::created_at.desc(),
                 webhook_deliveries::id.desc(),
             ))
             .limit(page.fetch())
             .offset(i64::try_from(page.offset()).unwrap_or(i64::MAX))
-            .select(DeliveryRow::as_select())
-            .load(&mut conn)
-            .await
-            .map_err(db_error)?;
+            .select(DeliveryRow::as_select());
+        // One round trip: the subscription's check, the total and the page are pipelined
+        // (the page of a subscription that is not the customer's active one is read for
+        // nothing, and the customer's rows only).
+        let (active, total, rows) = futures_util::future::join3(
+            active_subscription(&conn, customer, subscription.as_uuid()),
+            count_log(&conn, customer, subscription.as_uuid(), filter, filtered),
+            async { rows.load::<DeliveryRow>(&mut &*conn).await },
+        )
+        .await;
+        active?;
+        let (total, rows) = (total.map_err(db_error)?, rows.map_err(db_error)?);
         let rows = rows
             .into_iter()
             .map(Delivery::try_from)
@@ -233,7 +265,7 @@ impl PgStore {
     ) -> Result<(Delivery, Vec<Attempt>)> {
         let customer = scope.customer_id().as_uuid();
         let mut conn = self.conn().await?;
-        active_subscription(&mut conn, customer, subscription.as_uuid()).await?;
+        active_subscription(&conn, customer, subscription.as_uuid()).await?;
         let row: DeliveryRow = webhook_deliveries::table
             .find((customer, id.as_uuid()))
             .filter(webhook_deliveries::subscription_id.eq(subscription.as_uuid()))

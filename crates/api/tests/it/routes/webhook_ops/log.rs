@@ -89,15 +89,19 @@ async fn the_log_shows_each_delivery_with_its_outcome_and_the_detail_its_attempt
     );
 }
 
-/// The event types of the log entries matching `query`.
+/// The event types of the log entries matching `query` (one page), having checked that
+/// `meta.total` counts them.
 async fn only(ops: &Ops, webhook: &str, query: &str) -> Vec<String> {
     let path = format!("/api/v1/webhooks/{webhook}/deliveries?{query}");
-    ops.app.get_json(&path, &ops.key, StatusCode::OK).await["data"]
+    let page = ops.app.get_json(&path, &ops.key, StatusCode::OK).await;
+    let types: Vec<String> = page["data"]
         .as_array()
         .unwrap()
         .iter()
         .map(|d| d["eventType"].as_str().unwrap().to_owned())
-        .collect()
+        .collect();
+    assert_eq!(page["meta"]["total"], types.len(), "meta.total of {query}");
+    types
 }
 
 /// Five deliveries of one subscription: passes with new findings of mixed severities.
@@ -165,7 +169,14 @@ async fn the_log_pages_newest_first_with_a_cursor_and_filters() {
         vec!["finding_low"]
     );
     assert_eq!(only(&ops, &webhook, "status=delivered").await.len(), 5);
+    assert_eq!(
+        only(&ops, &webhook, "status=delivered&eventType=finding_high")
+            .await
+            .len(),
+        2
+    );
     assert!(only(&ops, &webhook, "status=failed").await.is_empty());
+    assert_eq!(ops.app.db.assert_delivery_totals().await, 5);
     assert!(
         only(&ops, &webhook, "createdSince=2999-01-01T00:00:00Z")
             .await

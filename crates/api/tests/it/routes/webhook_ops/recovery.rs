@@ -83,6 +83,8 @@ async fn an_outage_is_recovered_oldest_first_within_the_window_and_one_recovery_
     let wider = recover(window_start - Duration::hours(1)).await;
     let body: serde_json::Value = wider.json().await.unwrap();
     assert_eq!(body["data"]["requeued"], 1, "only c1");
+    // Failed, pending again, delivered: the log's totals followed every change.
+    assert!(ops.app.db.assert_delivery_totals().await >= 3);
 }
 
 #[tokio::test]

@@ -67,6 +67,7 @@ async fn a_ping_is_signed_both_ways_sent_at_once_and_logged_as_a_test() {
     assert_eq!(log[0]["status"], "delivered");
     assert_eq!(log[0]["attempts"], 1);
     assert_eq!(log[0]["findingCount"], 0);
+    assert_eq!(ops.app.db.assert_delivery_totals().await, 1);
 }
 
 #[tokio::test]

@@ -1,0 +1,5 @@
+DROP TRIGGER webhook_deliveries_count_delete ON webhook_deliveries;
+DROP TRIGGER webhook_deliveries_count_update ON webhook_deliveries;
+DROP TRIGGER webhook_deliveries_count_insert ON webhook_deliveries;
+DROP FUNCTION count_webhook_deliveries();
+DROP TABLE webhook_delivery_totals;
