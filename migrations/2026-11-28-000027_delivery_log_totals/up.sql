@@ -7,9 +7,13 @@
 --
 -- Each statement adds its rows' +1 (as they are after it) and -1 (as they were before it),
 -- summed by key: one upsert per key it changed, in key order. Statements that change
--- no delivery's state (a claim's lease, a release) sum to nothing and write nothing; two
--- statements that change the same keys take their row locks in the same order, so they
--- wait for each other but cannot deadlock over the totals.
+-- no delivery's state (a claim's lease, a release) sum to nothing and write nothing. Each
+-- statement takes its keys in the same order, so two of them wait for each other over the
+-- totals without deadlocking; a transaction of several statements that also locks its
+-- subscription locks the subscription first (as a pass's fan-out and an attempt do).
+--
+-- Not kept: `TRUNCATE webhook_deliveries` (no statement trigger sees its rows). Truncate
+-- `webhook_delivery_totals` with it.
 CREATE TABLE webhook_delivery_totals (
     customer_id     uuid NOT NULL,
     subscription_id uuid NOT NULL,
@@ -19,24 +23,28 @@ CREATE TABLE webhook_delivery_totals (
     PRIMARY KEY (customer_id, subscription_id, event_type, status)
 );
 
-CREATE FUNCTION count_webhook_deliveries() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Run as its owner (the migrating role), so that the runtime role needs no write on the
+-- totals: it cannot set a customer's totals itself, and a release writing deliveries works
+-- from the moment this migration commits, before `migrate --runtime-role` grants anything.
+CREATE FUNCTION count_webhook_deliveries() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    changes webhook_delivery_totals[];
-    change webhook_delivery_totals;
+    changes public.webhook_delivery_totals[];
+    change public.webhook_delivery_totals;
 BEGIN
     -- The statement's rows summed by key, in key order, read on their own: on Citus a
     -- statement that names a distributed table runs on Citus's executor, which does not see
     -- a trigger's transition tables. (`total` holds the change here.)
     IF TG_OP = 'INSERT' THEN
         SELECT array_agg(ROW(customer_id, subscription_id, event_type, status, n)
-                             ::webhook_delivery_totals
+                             ::public.webhook_delivery_totals
                          ORDER BY customer_id, subscription_id, event_type, status)
         INTO changes
         FROM (SELECT customer_id, subscription_id, event_type, status, count(*) AS n
               FROM added GROUP BY 1, 2, 3, 4) c;
     ELSIF TG_OP = 'UPDATE' THEN
         SELECT array_agg(ROW(customer_id, subscription_id, event_type, status, n)
-                             ::webhook_delivery_totals
+                             ::public.webhook_delivery_totals
                          ORDER BY customer_id, subscription_id, event_type, status)
         INTO changes
         FROM (SELECT customer_id, subscription_id, event_type, status, sum(n) AS n
@@ -47,7 +55,7 @@ BEGIN
               GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0) c;
     ELSE
         SELECT array_agg(ROW(customer_id, subscription_id, event_type, status, -n)
-                             ::webhook_delivery_totals
+                             ::public.webhook_delivery_totals
                          ORDER BY customer_id, subscription_id, event_type, status)
         INTO changes
         FROM (SELECT customer_id, subscription_id, event_type, status, count(*) AS n
@@ -55,7 +63,7 @@ BEGIN
     END IF;
     -- One upsert per key (on Citus each runs on the node of the customer's shard).
     FOREACH change IN ARRAY coalesce(changes, '{}') LOOP
-        INSERT INTO webhook_delivery_totals AS t
+        INSERT INTO public.webhook_delivery_totals AS t
             (customer_id, subscription_id, event_type, status, total)
         VALUES (change.customer_id, change.subscription_id, change.event_type, change.status,
                 change.total)

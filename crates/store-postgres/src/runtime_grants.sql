@@ -91,10 +91,8 @@ GRANT INSERT, DELETE ON webhook_deliveries, webhook_attempts TO {role};
 GRANT UPDATE (body, status, attempts, next_attempt_at, lease_until, leased_by, delivered_at,
     last_error, trigger, schedule_start, last_attempt_at, last_status_code)
     ON webhook_deliveries TO {role};
--- The delivery log's totals, kept by the deliveries' triggers (migration 000027), run as
--- the writer.
-GRANT INSERT ON webhook_delivery_totals TO {role};
-GRANT UPDATE (total) ON webhook_delivery_totals TO {role};
+-- (The delivery log's totals are written by the deliveries' triggers, which run as the
+-- owner: migration 000027. The runtime role only reads them.)
 
 -- The console: single sign-on settings (replaced whole or removed), sign-ins and sessions.
 GRANT INSERT, DELETE ON console_sso, console_sign_ins, console_sessions TO {role};

@@ -207,8 +207,18 @@ impl DeliveryRepository for PgStore {
                 .map(|_| ())
                 .map_err(db_error);
         }
-        // 410: failed, and the subscription deactivated with it.
+        // 410: failed, and the subscription deactivated with it. The subscription is locked
+        // first, as a pass's fan-out locks it before it writes deliveries: recording the
+        // attempt first would hold the delivery log's totals while waiting for a pass that
+        // waits for them (migration 000027).
         conn.transaction(async |conn| {
+            diesel::sql_query(
+                "SELECT 1 FROM webhook_subscriptions WHERE customer_id = $1 AND id = $2 FOR UPDATE",
+            )
+            .bind::<SqlUuid, _>(customer)
+            .bind::<SqlUuid, _>(delivery.subscription_id.as_uuid())
+            .execute(conn)
+            .await?;
             record.execute(conn).await?;
             crate::webhooks::deactivate(conn, customer, delivery.subscription_id.as_uuid()).await?;
             Ok::<_, diesel::result::Error>(())

@@ -98,6 +98,10 @@ async fn the_runtime_role_cannot_rewrite_a_key_or_delete_what_it_only_appends() 
         "UPDATE analyzer_passes SET findings = 0",
         "UPDATE findings SET customer_id = '6f2c1d1e-0c4b-4f31-9a67-1f6c7b1d2e3f'",
         "UPDATE webhook_deliveries SET customer_id = '6f2c1d1e-0c4b-4f31-9a67-1f6c7b1d2e3f'",
+        // The delivery log's totals: written by the owner's triggers only.
+        "UPDATE webhook_delivery_totals SET total = 0",
+        "INSERT INTO webhook_delivery_totals VALUES ('6f2c1d1e-0c4b-4f31-9a67-1f6c7b1d2e3f', \
+         '6f2c1d1e-0c4b-4f31-9a67-1f6c7b1d2e3f', 'ping', 'delivered', 1)",
     ] {
         let error = refused(&mut conn, sql).await;
         // Citus refuses any change of a row's customer (its distribution column) first.
@@ -283,15 +287,16 @@ async fn the_owners_functions_qualify_their_names_and_search_pg_temp_last() {
     }
     let settings: Vec<Setting> = diesel::sql_query(
         "SELECT proname::text AS name, array_to_string(proconfig, ',') AS config \
-         FROM pg_proc WHERE proname IN ('posture_analyze', 'posture_uuid_v7')",
+         FROM pg_proc \
+         WHERE proname IN ('posture_analyze', 'posture_uuid_v7', 'count_webhook_deliveries')",
     )
     .load(&mut conn)
     .await
     .unwrap();
     assert_eq!(
         settings.len(),
-        3,
-        "posture_analyze (two) and posture_uuid_v7"
+        4,
+        "posture_analyze (two), posture_uuid_v7 and the delivery log's counting trigger"
     );
     for setting in settings {
         assert_eq!(
