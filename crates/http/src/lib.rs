@@ -6,6 +6,7 @@
 //! [route table](routes::ENDPOINTS)). This
 //! crate depends on the domain's ports only; the binary wires the adapters in.
 
+mod answer;
 mod auth;
 pub mod client_ip;
 mod compression;
@@ -15,6 +16,7 @@ mod error;
 pub mod event_waits;
 pub mod export_slots;
 mod gate;
+mod handler;
 mod health;
 mod idempotency;
 pub mod input;

@@ -14,7 +14,7 @@ use actix_web::{
 
 use posture_domain::Refusal;
 
-use crate::error::ApiError;
+use crate::{answer::Reply, error::ApiError};
 
 /// The tag of a subscription at `version`.
 pub fn subscription_tag(version: u32) -> EntityTag {
@@ -69,15 +69,15 @@ pub fn if_match_tags(req: &HttpRequest) -> Result<Option<Vec<String>>, ApiError>
 
 /// A read tagged `tag`: 304 when `If-None-Match` holds it, else `body` — with the tag
 /// either way.
-pub fn tagged(req: &HttpRequest, tag: EntityTag, body: impl serde::Serialize) -> HttpResponse {
+pub fn tagged<T: serde::Serialize>(req: &HttpRequest, tag: EntityTag, body: T) -> Reply<T> {
     if not_modified(req, &tag) {
-        return HttpResponse::NotModified()
-            .insert_header((header::ETAG, tag))
-            .finish();
+        return Reply::not_modified(
+            HttpResponse::NotModified()
+                .insert_header((header::ETAG, tag))
+                .finish(),
+        );
     }
-    HttpResponse::Ok()
-        .insert_header((header::ETAG, tag))
-        .json(body)
+    Reply::new(&body).header((header::ETAG, tag))
 }
 
 /// Whether the request's `If-None-Match` holds `tag` (weak comparison).
@@ -91,6 +91,6 @@ fn not_modified(req: &HttpRequest, tag: &EntityTag) -> bool {
 
 /// A read of a subscription at `version`: 304 when `If-None-Match` holds its tag, else
 /// `body` — with the tag either way.
-pub fn tagged_read(req: &HttpRequest, version: u32, body: impl serde::Serialize) -> HttpResponse {
+pub fn tagged_read<T: serde::Serialize>(req: &HttpRequest, version: u32, body: T) -> Reply<T> {
     tagged(req, subscription_tag(version), body)
 }

@@ -43,14 +43,14 @@ static ROUTES: LazyLock<Vec<Route>> = LazyLock::new(|| {
         .map(|endpoint| {
             let mut generator = query_generator();
             let params = endpoint
-                .query
+                .query_parts()
                 .iter()
                 .flat_map(|part| part.params(&mut generator))
                 .map(|p| (p.name, serde_json::to_value(&p.schema).expect("a schema")))
                 .collect();
             Route {
                 endpoint,
-                names: declared_names(endpoint.query),
+                names: declared_names(&endpoint.query_parts()),
                 params,
             }
         })
@@ -60,7 +60,7 @@ static ROUTES: LazyLock<Vec<Route>> = LazyLock::new(|| {
 fn parse_on(route: &Route, query: &str) -> Result<(), ApiError> {
     parse(
         query,
-        route.endpoint.query,
+        &route.endpoint.query_parts(),
         &route.names,
         &mut Extensions::new(),
     )

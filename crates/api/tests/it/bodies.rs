@@ -62,7 +62,7 @@ async fn an_operation_whose_body_is_all_optional_accepts_none() {
     let (customer, _) = app.customer("A").await;
     let key = app.key_with_every_scope(customer).await;
     let (mut optional, mut required) = (Vec::new(), Vec::new());
-    for endpoint in ENDPOINTS.iter().filter(|e| e.body.is_some()) {
+    for endpoint in ENDPOINTS.iter().filter(|e| e.handler.body.is_some()) {
         let (method, template) = (endpoint.method.as_str(), endpoint.full_path());
         let declared = &DOCUMENT["paths"][&template][method.to_lowercase()]["requestBody"];
         let (without, body) = call(&app, &key, method, &template, None).await;

@@ -21,7 +21,7 @@ use std::fmt;
 use actix_web::{FromRequest, HttpRequest, dev::Payload, http::header, web};
 use futures_util::{StreamExt as _, future::LocalBoxFuture};
 use posture_domain::Refusal;
-use schemars::{JsonSchema, Schema, SchemaGenerator};
+use schemars::{Schema, SchemaGenerator};
 use serde::de::{self, DeserializeOwned, Unexpected};
 use serde_path_to_error::Segment;
 
@@ -29,26 +29,6 @@ use crate::error::{ApiError, Refused};
 
 /// Largest request body accepted anywhere.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
-
-/// The JSON body of a route, as the route table declares it.
-pub struct Body {
-    pub description: &'static str,
-    pub schema: fn(&mut SchemaGenerator) -> Schema,
-}
-
-impl Body {
-    /// A JSON body of type `T`.
-    pub const fn json<T: JsonSchema>(description: &'static str) -> Self {
-        Self {
-            description,
-            schema: body_schema::<T>,
-        }
-    }
-}
-
-fn body_schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
-    generator.subschema_for::<T>()
-}
 
 /// Whether a body schema (a `$ref` to a component of `generator`, or inline) requires no
 /// field, so that the operation may be called without a body.
@@ -257,7 +237,7 @@ impl de::Error for ShapeError {
     }
 }
 
-/// A JSON body deserialised into `T`.
+/// A JSON body deserialised into `T`, whose schema the contract states.
 pub struct Json<T>(pub T);
 
 impl<T: DeserializeOwned + 'static> FromRequest for Json<T> {

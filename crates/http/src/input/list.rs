@@ -3,10 +3,14 @@
 //!
 //! A list handler takes a [`ListQuery`] (and its own filters with `Input`), calls its port
 //! and answers [`ListQuery::respond`]: nothing else. Roll-ups that take only a tenant use
-//! [`TenantFilter`].
+//! [`TenantFilter`]. Which parts of the skeleton a list takes (its page always; its tenant,
+//! order and `modifiedSince` if it has them) its type says: `ListQuery<(TenantQuery,
+//! PageQuery)>`, in the order the contract lists them.
+
+use std::marker::PhantomData;
 
 use actix_web::{
-    FromRequest, HttpRequest, HttpResponse,
+    FromRequest, HttpRequest,
     dev::Payload,
     http::header::{self, HeaderValue},
     web,
@@ -23,13 +27,14 @@ use posture_wire::{
     paging::{ModifiedSinceQuery, OrderQuery, PageQuery},
     query::{TenantParam, TenantQuery},
 };
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Serialize, de::DeserializeOwned};
 
 use super::{
     cursor::CursorBinding,
-    query::{take, take_declared},
+    query::{QueryPart, part, take, take_declared},
 };
-use crate::{auth::Caller, error::ApiError, reads::Reads, state::ApiState};
+use crate::{answer::Reply, auth::Caller, error::ApiError, reads::Reads, state::ApiState};
 
 /// An unknown tenant and a tenant of another customer are answered alike.
 const NO_SUCH_TENANT: ApiError = ApiError::NotFound(Some("tenant not found"));
@@ -93,14 +98,54 @@ impl FromRequest for TenantFilter {
 /// The page of a list, its order and `modifiedSince` (on the lists that can be kept in
 /// sync) and its tenant filter (when the route declares one), resolved; and how to link the
 /// next page.
-pub struct ListQuery {
+pub struct ListQuery<P> {
     page: PageRequest,
     tenant: Option<Tenant>,
     modified_since: Option<DateTime<Utc>>,
     binding: CursorBinding,
+    parts: PhantomData<P>,
 }
 
-impl ListQuery {
+/// A part of the query that [`ListQuery`] reads.
+pub trait ListPart: DeserializeOwned + JsonSchema + 'static {
+    /// Whether it is the page (`limit`, `offset`, `after`).
+    const PAGE: bool = false;
+}
+
+impl ListPart for PageQuery {
+    const PAGE: bool = true;
+}
+
+impl ListPart for TenantQuery {}
+
+impl ListPart for OrderQuery {}
+
+impl ListPart for ModifiedSinceQuery {}
+
+/// The parts of a list's query, in the order the contract lists their parameters: the page
+/// once among them (a list without it does not compile).
+pub trait ListParts: 'static {
+    const PARTS: &'static [QueryPart];
+}
+
+macro_rules! list_parts {
+    ($($part:ident),+) => {
+        impl<$($part: ListPart),+> ListParts for ($($part,)+) {
+            const PARTS: &'static [QueryPart] = {
+                let pages = 0 $(+ $part::PAGE as usize)+;
+                assert!(pages == 1, "a list's query parts hold its page, PageQuery, once");
+                &[$(part::<$part>()),+]
+            };
+        }
+    };
+}
+
+list_parts!(A);
+list_parts!(A, B);
+list_parts!(A, B, C);
+list_parts!(A, B, C, D);
+
+impl<P> ListQuery<P> {
     pub fn page(&self) -> PageRequest {
         self.page.clone()
     }
@@ -120,20 +165,18 @@ impl ListQuery {
     }
 
     /// The list response: `{data, meta}`, and `Link: rel="next"` when more rows follow.
-    pub fn respond<T: Serialize>(&self, page: Page<T>) -> HttpResponse {
+    pub fn respond<T: Serialize>(&self, page: Page<T>) -> Reply<ListResponse<T>> {
         let through = match self.page.order() {
             ListOrder::Modified { .. } => page.synced_through,
             ListOrder::Natural => None,
         };
         let next = page.next.clone().map(|key| self.binding.next(key, through));
         let (cursor, link) = next.unzip();
-        let mut response = list_response(page, &self.page, self.tenant_id(), cursor);
-        if let Some(link) = link
-            && let Ok(value) = HeaderValue::try_from(link)
-        {
-            response.headers_mut().insert(header::LINK, value);
+        let response = list_response(page, &self.page, self.tenant_id(), cursor);
+        match link.and_then(|link| HeaderValue::try_from(link).ok()) {
+            Some(link) => response.header((header::LINK, link)),
+            None => response,
         }
-        response
     }
 }
 
@@ -147,7 +190,7 @@ fn order_of(order: Option<OrderQuery>, since: Option<&ModifiedSinceQuery>) -> Op
     asked.or(since.then_some(OrderBy::Modified))
 }
 
-impl FromRequest for ListQuery {
+impl<P: 'static> FromRequest for ListQuery<P> {
     type Error = ApiError;
     type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
@@ -187,6 +230,7 @@ impl FromRequest for ListQuery {
                 tenant: tenant.await?,
                 modified_since,
                 binding,
+                parts: PhantomData,
             })
         })
     }
@@ -201,10 +245,10 @@ fn list_response<T: Serialize>(
     request: &PageRequest,
     tenant: Option<CloudTenantId>,
     next_cursor: Option<String>,
-) -> HttpResponse {
+) -> Reply<ListResponse<T>> {
     // Sized for the page up front: growing a buffer of tens of KiB by doubling copies it
     // several times over.
-    let mut body = Vec::with_capacity(256 + page.items.len() * LIST_ITEM_BYTES);
+    let capacity = 256 + page.items.len() * LIST_ITEM_BYTES;
     let list = ListResponse {
         data: page.items,
         meta: ListMeta {
@@ -216,13 +260,5 @@ fn list_response<T: Serialize>(
             tenant: tenant.map(|t| t.to_string()),
         },
     };
-    match serde_json::to_writer(&mut body, &list) {
-        Ok(()) => HttpResponse::Ok()
-            .content_type(actix_web::http::header::ContentType::json())
-            .body(body),
-        Err(e) => {
-            tracing::error!(error = %e, "serialising a list failed");
-            actix_web::ResponseError::error_response(&ApiError::Internal)
-        }
-    }
+    Reply::sized(&list, capacity)
 }

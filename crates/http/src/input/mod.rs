@@ -1,15 +1,16 @@
-//! Inputs declared once: a route's query parameters, path parameters and body are typed
-//! declarations in its [`Endpoint`](crate::routes::Endpoint), from which both the parsing and
-//! the OpenAPI document derive.
+//! Inputs declared once: a route's query parameters, path parameters and body are the types
+//! of its handler's extractors, each of which declares what it reads
+//! ([`Declares`](crate::routes::Declares)); both the parsing and the OpenAPI document derive
+//! from them.
 //!
-//! * **Query** (`query.rs`): the endpoint lists [`QueryPart`]s, types of `posture-wire` whose
-//!   fields are the parameters. The route's middleware refuses parameters no part declares
-//!   and repeated ones, then parses every part; handlers take them with [`Input`],
-//!   [`ListQuery`] or [`TenantFilter`] (`list.rs`, the skeleton every list shares).
-//! * **Path** (`path.rs`): the `{id}` of a resource, declared as a [`PathParam`], parsed by
-//!   [`Id`]; an id that cannot exist is 404 like a missing one.
-//! * **Body** (`body.rs`): [`Json`] reads a bounded JSON body into the type whose schema the
-//!   endpoint declares with [`Body::json`].
+//! * **Query** (`query.rs`): [`QueryPart`]s, types of `posture-wire` whose fields are the
+//!   parameters, read with [`Input`], [`ListQuery`] or [`TenantFilter`] (`list.rs`, the
+//!   skeleton every list shares). The route's middleware refuses parameters no part declares
+//!   and repeated ones, then parses every part for the handler.
+//! * **Path** (`path.rs`): the `{id}` of a resource, a [`PathParam`] its [`Resource`] names,
+//!   parsed by [`Id`]; an id that cannot exist is 404 like a missing one.
+//! * **Body** (`body.rs`): [`Json`] reads a bounded JSON body into its type, whose schema the
+//!   contract states.
 
 mod body;
 mod cursor;
@@ -17,8 +18,8 @@ mod list;
 mod path;
 mod query;
 
-pub use body::{Body, Json, MAX_BODY_BYTES, all_optional};
-pub use list::{ListQuery, TenantFilter};
+pub use body::{Json, MAX_BODY_BYTES, all_optional};
+pub use list::{ListPart, ListParts, ListQuery, TenantFilter};
 pub use path::{
     DELIVERY_ID, EVENT_ID, EXTERNAL_ID, Id, PathParam, Resource, WEBHOOK_ID, not_found,
 };

@@ -70,28 +70,32 @@ pub trait Resource: std::str::FromStr + 'static {
     /// The reason of its 404.
     const NOT_FOUND: &'static str;
     /// The path parameter holding its id.
-    const PARAM: &'static str = ID;
+    const PARAM: &'static PathParam;
 }
 
 impl Resource for FindingId {
     const NOT_FOUND: &'static str = "finding not found";
+    const PARAM: &'static PathParam = &EXTERNAL_ID;
 }
 
 impl Resource for IdentityId {
     const NOT_FOUND: &'static str = "identity not found";
+    const PARAM: &'static PathParam = &EXTERNAL_ID;
 }
 
 impl Resource for WebhookId {
     const NOT_FOUND: &'static str = "webhook subscription not found";
+    const PARAM: &'static PathParam = &WEBHOOK_ID;
 }
 
 impl Resource for posture_domain::EventId {
     const NOT_FOUND: &'static str = "event not found";
+    const PARAM: &'static PathParam = &EVENT_ID;
 }
 
 impl Resource for DeliveryId {
     const NOT_FOUND: &'static str = "delivery not found";
-    const PARAM: &'static str = "deliveryId";
+    const PARAM: &'static PathParam = &DELIVERY_ID;
 }
 
 /// The 404 of resource `T`.
@@ -117,7 +121,7 @@ impl<T: Resource> FromRequest for Id<T> {
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
         ready(
             req.match_info()
-                .get(T::PARAM)
+                .get(T::PARAM.name)
                 .and_then(|raw| raw.parse::<T>().ok())
                 .map(Id)
                 .ok_or_else(not_found_error::<T>),

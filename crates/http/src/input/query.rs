@@ -5,8 +5,9 @@
 //! 3. Each part is deserialised from the whole query string; a bad value is a 400 whose
 //!    reason starts with the parameter's name (`limit must be an integer from 1 to ...`).
 //! 4. The parsed parts go into the request's extensions, where [`Input`] (and the list
-//!    extractors of `list.rs`) take them. A handler asking for a part its endpoint does not
-//!    declare is a bug: 500, which every test that calls the route catches.
+//!    extractors of `list.rs`) take them. The parts a route parses are the ones its
+//!    handler's extractors declare (`handler.rs`), so a handler cannot ask for a part that
+//!    was not parsed; were one missing, it is a 500 with an `ERROR` line naming it.
 
 use std::{
     borrow::Cow,

@@ -1,7 +1,7 @@
-//! One operation of the contract, folded from its [`Endpoint`]'s typed fields: its
-//! parameters (path, query parts, the conditional headers its `tagging` and `if_match`
-//! call for), its responses (success, 304 when it is conditional, its errors), its request
-//! body and its security requirement.
+//! One operation of the contract, folded from its [`Endpoint`]'s typed fields and its
+//! handler's types: its parameters (path, query parts, the conditional headers its `tagging`
+//! and `if_match` call for), its responses (success, 304 when it is conditional, its
+//! errors), its request body and its security requirement.
 
 use aide::openapi::{
     MediaType, Operation, Parameter, ParameterData, ParameterSchemaOrContent, QueryStyle,
@@ -16,7 +16,7 @@ use super::{SECURITY_SCHEME, headers, json_content, schema_object, texts};
 use crate::{
     input::query_generator,
     preconditions::IF_MATCH_PATTERN,
-    routes::{Access, Endpoint, Success, schema},
+    routes::{Access, Content, Endpoint, schema},
 };
 
 /// The operation of `endpoint`.
@@ -114,8 +114,7 @@ fn parameter(
 /// Its path parameters, the parameters of its query parts, and the conditional headers.
 fn parameters(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Vec<ReferenceOr<Parameter>> {
     let mut parameters: Vec<_> = endpoint
-        .path_params
-        .iter()
+        .path_params()
         .map(|p| {
             let schema = (p.schema)(generator);
             parameter(
@@ -128,7 +127,7 @@ fn parameters(endpoint: &Endpoint, generator: &mut SchemaGenerator) -> Vec<Refer
         })
         .collect();
     let mut query_generator = query_generator();
-    for part in endpoint.query {
+    for part in endpoint.query_parts() {
         for p in part.params(&mut query_generator) {
             parameters.push(parameter(
                 ParamIn::Query,
@@ -234,31 +233,22 @@ fn responses(
             ),
         );
     }
-    let (status, description, content) = match &endpoint.success {
-        Success::Json {
-            status,
-            description,
-            schema,
-        } => (*status, *description, json_content(schema(generator))),
-        Success::Media {
-            status,
-            description,
-            content,
-        } => {
-            let content = content
-                .iter()
-                .map(|(media, schema)| {
-                    let media_type = MediaType {
-                        schema: Some(schema_object(schema(generator))),
-                        ..MediaType::default()
-                    };
-                    ((*media).to_owned(), media_type)
-                })
-                .collect();
-            (*status, *description, content)
-        }
-        Success::NoContent { description } => (204, *description, IndexMap::new()),
+    let answer = endpoint.handler.answer;
+    let content = match answer.content {
+        Content::Json(schema) => json_content(schema(generator)),
+        Content::Media(content) => content
+            .iter()
+            .map(|(media, schema)| {
+                let media_type = MediaType {
+                    schema: Some(schema_object(schema(generator))),
+                    ..MediaType::default()
+                };
+                ((*media).to_owned(), media_type)
+            })
+            .collect(),
+        Content::Empty => IndexMap::new(),
     };
+    let (status, description) = (answer.status, endpoint.success);
     let mut success = response(description, content, success_headers);
     if let ReferenceOr::Item(success) = &mut success {
         success.links = links(endpoint.operation_id);
@@ -318,11 +308,11 @@ fn request_body(
     endpoint: &Endpoint,
     generator: &mut SchemaGenerator,
 ) -> Option<ReferenceOr<RequestBody>> {
-    endpoint.body.as_ref().map(|body| {
-        let schema = (body.schema)(generator);
+    endpoint.handler.body.map(|schema| {
+        let schema = schema(generator);
         let required = !crate::input::all_optional(&schema, generator);
         ReferenceOr::Item(RequestBody {
-            description: Some(body.description.to_owned()),
+            description: Some(endpoint.body.to_owned()),
             content: json_content(schema),
             required,
             ..RequestBody::default()

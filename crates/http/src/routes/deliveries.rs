@@ -2,7 +2,7 @@
 //! a redelivery, the recovery of a window after an outage (these two also `read:findings`),
 //! and a test delivery.
 
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use posture_domain::{
     DeliveryId, Error, Refusal, Scope, WebhookId,
     delivery::{
@@ -21,11 +21,12 @@ use posture_wire::{
     paging::PageQuery,
 };
 
-use super::{Access, Endpoint, HttpMethod, Success, Tagging};
+use super::{Access, Endpoint, HttpMethod, Reply, Tagging};
 use crate::{
     auth::Caller,
     error::ApiError,
-    input::{Body, DELIVERY_ID, Id, Input, Json, ListQuery, WEBHOOK_ID, not_found, part},
+    handler,
+    input::{Id, Input, Json, ListQuery, not_found},
     state::ApiState,
 };
 
@@ -42,14 +43,14 @@ pub static LIST: Endpoint = Endpoint {
     description: "The delivery log of an active subscription, newest first (then by id): what \
                   was sent, what is pending, and why an attempt failed. Kept for the retention \
                   the operator sets (30 days by default). Cursor-paged like every list.",
-    path_params: &[&WEBHOOK_ID],
-    query: &[part::<DeliveriesQuery>(), part::<PageQuery>()],
-    success: Success::json::<ListResponse<DeliveryResponse>>(200, "A page of deliveries."),
+    success: "A page of deliveries.",
     success_headers: &["Link"],
     errors: &[400, 404],
-    handler: || web::route().to(list_deliveries),
     tagging: Tagging::DataVersion,
-    ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
+    ..Endpoint::of(
+        handler!(list_deliveries),
+        Access::Scope(Scope::ManageWebhooks),
+    )
 };
 
 pub static GET: Endpoint = Endpoint {
@@ -59,12 +60,10 @@ pub static GET: Endpoint = Endpoint {
     summary: "Get a delivery with its attempts",
     description: "One delivery of the subscription and every attempt made (time, HTTP status, \
                   latency, error). Receivers' answer bodies are never shown.",
-    path_params: &[&WEBHOOK_ID, &DELIVERY_ID],
-    success: Success::json::<DataResponse<DeliveryDetailResponse>>(200, "The delivery."),
+    success: "The delivery.",
     errors: &[400, 404],
-    handler: || web::route().to(get_delivery),
     tagging: Tagging::DataVersion,
-    ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
+    ..Endpoint::of(handler!(get_delivery), Access::Scope(Scope::ManageWebhooks))
 };
 
 pub static REDELIVER: Endpoint = Endpoint {
@@ -77,11 +76,9 @@ pub static REDELIVER: Endpoint = Endpoint {
     description: "Queues the delivery again, at once and on a fresh retry schedule: the same \
                   bytes under the same `X-Service-Delivery`/`webhook-id` (receivers that \
                   deduplicate see a repeat), signed anew. A delivery still pending is 409.",
-    path_params: &[&WEBHOOK_ID, &DELIVERY_ID],
-    success: Success::json::<DataResponse<DeliveryResponse>>(202, "Queued again."),
+    success: "Queued again.",
     errors: &[400, 404, 409],
-    handler: || web::route().to(redeliver),
-    ..Endpoint::open_to(RESENDS_FINDINGS)
+    ..Endpoint::of(handler!(redeliver), RESENDS_FINDINGS)
 };
 
 pub static RECOVER: Endpoint = Endpoint {
@@ -95,12 +92,10 @@ pub static RECOVER: Endpoint = Endpoint {
                   (tests aside) queued in `[since, until)`, oldest first, each on a fresh \
                   schedule. A window reaching past the log's retention, or ending before it \
                   starts, is 422; while deliveries of an earlier recovery are pending, 409.",
-    path_params: &[&WEBHOOK_ID],
-    body: Some(Body::json::<RecoverRequest>("The window.")),
-    success: Success::json::<DataResponse<RecoverResponse>>(202, "How many were queued."),
+    body: "The window.",
+    success: "How many were queued.",
     errors: &[400, 404, 409, 413, 415, 422],
-    handler: || web::route().to(recover),
-    ..Endpoint::open_to(RESENDS_FINDINGS)
+    ..Endpoint::of(handler!(recover), RESENDS_FINDINGS)
 };
 
 pub static TEST: Endpoint = Endpoint {
@@ -116,17 +111,10 @@ pub static TEST: Endpoint = Endpoint {
                   Never retried; the same address rules and timeout as every delivery. The \
                   answer is 200 even when the receiver refuses (`delivered: false`). At most \
                   5 tests per subscription a minute (429 with `Retry-After`).",
-    path_params: &[&WEBHOOK_ID],
-    body: Some(Body::json::<TestDeliveryRequest>(
-        "What to send (`{}` for a ping).",
-    )),
-    success: Success::json::<DataResponse<TestDeliveryResponse>>(
-        200,
-        "What the receiver answered.",
-    ),
+    body: "What to send (`{}` for a ping).",
+    success: "What the receiver answered.",
     errors: &[400, 404, 413, 415, 422],
-    handler: || web::route().to(test_webhook),
-    ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
+    ..Endpoint::of(handler!(test_webhook), Access::Scope(Scope::ManageWebhooks))
 };
 
 /// A delivery route's `NotFound`: the subscription's when it is not the caller's active
@@ -148,10 +136,10 @@ async fn subscription_exists(
 async fn list_deliveries(
     caller: Caller,
     Id(id): Id<WebhookId>,
-    list: ListQuery,
     Input(filters): Input<DeliveriesQuery>,
+    list: ListQuery<(PageQuery,)>,
     state: web::Data<ApiState>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<ListResponse<DeliveryResponse>>, ApiError> {
     let page = state
         .ports
         .deliveries
@@ -166,7 +154,7 @@ async fn get_delivery(
     Id(id): Id<WebhookId>,
     Id(delivery): Id<DeliveryId>,
     state: web::Data<ApiState>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<DataResponse<DeliveryDetailResponse>>, ApiError> {
     subscription_exists(&state, &caller, id).await?;
     let (delivery, attempts) = state
         .ports
@@ -174,7 +162,7 @@ async fn get_delivery(
         .subscription_delivery(caller.scope(), id, delivery)
         .await
         .map_err(not_found::<DeliveryId>)?;
-    Ok(HttpResponse::Ok().json(DataResponse {
+    Ok(Reply::new(&DataResponse {
         data: DeliveryDetailResponse::new(delivery, attempts),
     }))
 }
@@ -184,7 +172,7 @@ async fn redeliver(
     Id(id): Id<WebhookId>,
     Id(delivery): Id<DeliveryId>,
     state: web::Data<ApiState>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<DataResponse<DeliveryResponse>, 202>, ApiError> {
     subscription_exists(&state, &caller, id).await?;
     let delivery = state
         .ports
@@ -192,7 +180,7 @@ async fn redeliver(
         .redeliver(caller.scope(), id, delivery)
         .await
         .map_err(not_found::<DeliveryId>)?;
-    Ok(HttpResponse::Accepted().json(DataResponse {
+    Ok(Reply::new(&DataResponse {
         data: DeliveryResponse::from(delivery),
     }))
 }
@@ -202,7 +190,7 @@ async fn recover(
     Id(id): Id<WebhookId>,
     Json(request): Json<RecoverRequest>,
     state: web::Data<ApiState>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<DataResponse<RecoverResponse>, 202>, ApiError> {
     let now = state.clock.now();
     let until = request.until.unwrap_or(now);
     if until <= request.since {
@@ -230,7 +218,7 @@ async fn recover(
         .recover(caller.scope(), id, request.since, until)
         .await
         .map_err(not_found::<WebhookId>)?;
-    Ok(HttpResponse::Accepted().json(DataResponse {
+    Ok(Reply::new(&DataResponse {
         data: RecoverResponse { requeued },
     }))
 }
@@ -286,7 +274,7 @@ async fn test_webhook(
     Id(id): Id<WebhookId>,
     Json(request): Json<TestDeliveryRequest>,
     state: web::Data<ApiState>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<DataResponse<TestDeliveryResponse>>, ApiError> {
     let event = test_event(&request)?;
     let scope = caller.scope();
     let webhooks = &state.ports.webhooks;
@@ -335,7 +323,7 @@ async fn test_webhook(
         delivered,
         "test delivery"
     );
-    Ok(HttpResponse::Ok().json(DataResponse {
+    Ok(Reply::new(&DataResponse {
         data: TestDeliveryResponse {
             delivery_id: recorded.id.to_string(),
             delivered,

@@ -1,11 +1,10 @@
 //! What a route declares: [`Endpoint`] and the parts it is made of.
 
-use actix_web::{Route, web};
-use schemars::{JsonSchema, Schema, SchemaGenerator};
-
 use crate::{
+    answer::SchemaFn,
     auth::Access,
-    input::{Body, PathParam, QueryPart},
+    handler::Handler,
+    input::{PathParam, QueryPart},
 };
 
 /// The prefix of every route.
@@ -40,14 +39,6 @@ impl HttpMethod {
     }
 }
 
-/// A function giving a JSON Schema (registering named schemas in the generator).
-pub type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
-
-/// The schema of a wire type.
-pub fn schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
-    generator.subschema_for::<T>()
-}
-
 /// A request header a route reads beyond the conditional ones (which `tagging` and
 /// `if_match` declare), as the contract states it.
 pub struct RequestHeader {
@@ -79,57 +70,33 @@ fn key_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     })
 }
 
-/// What a route answers when it succeeds.
-pub enum Success {
-    /// A JSON body.
-    Json {
-        status: u16,
-        description: &'static str,
-        schema: SchemaFn,
-    },
-    /// 204 without a body.
-    NoContent { description: &'static str },
-    /// A body in one of several media types (the export).
-    Media {
-        status: u16,
-        description: &'static str,
-        content: &'static [(&'static str, SchemaFn)],
-    },
-}
-
-impl Success {
-    /// A JSON body of type `T` with this status.
-    pub const fn json<T: JsonSchema>(status: u16, description: &'static str) -> Self {
-        Success::Json {
-            status,
-            description,
-            schema: schema::<T>,
-        }
-    }
-}
-
 /// One route: how it is served and what the contract says of it. A static states what
-/// differs from [`Endpoint::open_to`], which takes who may call it: there is no route
-/// without an access rule. This does not compile:
+/// differs from [`Endpoint::of`], which takes its handler (whose types declare what the
+/// route reads and answers: `handler.rs`) and who may call it: there is no route without
+/// an access rule. This does not compile:
 ///
 /// ```compile_fail,E0061
-/// use posture_http::routes::{Endpoint, HttpMethod};
+/// use posture_http::{ApiError, handler, routes::{Endpoint, HttpMethod, NoContent}};
+///
+/// async fn delete() -> Result<NoContent, ApiError> {
+///     Ok(NoContent)
+/// }
 ///
 /// static FORGOTTEN: Endpoint = Endpoint {
 ///     method: HttpMethod::Delete,
-///     path: "/webhooks/{id}",
-///     ..Endpoint::open_to()
+///     path: "/webhooks",
+///     ..Endpoint::of(handler!(delete))
 /// };
 /// ```
 ///
-/// nor does a route without `open_to` that does not name all its fields, `access` among them:
+/// nor does a route without `of` that does not name all its fields, `access` among them:
 ///
 /// ```compile_fail,E0063
 /// use posture_http::routes::{Endpoint, HttpMethod};
 ///
 /// static FORGOTTEN: Endpoint = Endpoint {
 ///     method: HttpMethod::Delete,
-///     path: "/webhooks/{id}",
+///     path: "/webhooks",
 /// };
 /// ```
 ///
@@ -137,13 +104,19 @@ impl Success {
 ///
 /// ```
 /// use posture_domain::Scope;
-/// use posture_http::routes::{Access, Endpoint, HttpMethod};
+/// use posture_http::{ApiError, handler, routes::{Access, Endpoint, HttpMethod, NoContent}};
+///
+/// async fn delete() -> Result<NoContent, ApiError> {
+///     Ok(NoContent)
+/// }
 ///
 /// static DELETE: Endpoint = Endpoint {
 ///     method: HttpMethod::Delete,
-///     path: "/webhooks/{id}",
-///     ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
+///     path: "/webhooks",
+///     success: "Deleted.",
+///     ..Endpoint::of(handler!(delete), Access::Scope(Scope::ManageWebhooks))
 /// };
+/// assert_eq!(DELETE.handler.answer.status, 204);
 /// ```
 pub struct Endpoint {
     pub method: HttpMethod,
@@ -155,15 +128,12 @@ pub struct Endpoint {
     pub tag: &'static str,
     pub summary: &'static str,
     pub description: &'static str,
-    /// The parameters of the path's `{...}` segments.
-    pub path_params: &'static [&'static PathParam],
-    /// The parts of the query string: every parameter the route accepts (any other is 400).
-    pub query: &'static [QueryPart],
     /// Request headers it reads (beyond authentication and the conditional headers).
     pub request_headers: &'static [&'static RequestHeader],
-    /// The JSON body it takes, if any.
-    pub body: Option<Body>,
-    pub success: Success,
+    /// What its JSON body is, when its handler reads one (the schema is the handler's).
+    pub body: &'static str,
+    /// What its success answer is (the status and schema are the handler's).
+    pub success: &'static str,
     /// Error statuses of this route beyond those of every authenticated route
     /// (401, 403, 429, 500, 503).
     pub errors: &'static [u16],
@@ -179,16 +149,17 @@ pub struct Endpoint {
     pub tagging: Tagging,
     /// Which database its reads may come from.
     pub reads: ReadsFrom,
-    /// The actix route (without its method guard, which comes from `method`).
-    pub handler: fn() -> Route,
+    /// Its handler: how actix serves it, and what it reads (path parameters, query parts,
+    /// body) and answers, from its types (`handler.rs`).
+    pub handler: Handler,
 }
 
 impl Endpoint {
-    /// What a route open to `access` has unless its static says otherwise. `path`,
-    /// `operation_id`, `tag`, `summary`, `description`, `success` and `handler` are always
-    /// given (a test checks). `access` has no default: a forgotten rule would otherwise
-    /// open the route to anyone.
-    pub const fn open_to(access: Access) -> Endpoint {
+    /// What a route served by `handler` and open to `access` has unless its static says
+    /// otherwise. `path`, `operation_id`, `tag`, `summary`, `description`, `success` (and
+    /// `body`, when the handler reads one) are always given (a test checks). `access` has no
+    /// default: a forgotten rule would otherwise open the route to anyone.
+    pub const fn of(handler: Handler, access: Access) -> Endpoint {
         Endpoint {
             method: HttpMethod::Get,
             path: "",
@@ -197,19 +168,34 @@ impl Endpoint {
             tag: "",
             summary: "",
             description: "",
-            path_params: &[],
-            query: &[],
             request_headers: &[],
-            body: None,
-            success: Success::NoContent { description: "" },
+            body: "",
+            success: "",
             errors: &[],
             success_headers: &[],
             if_match: false,
             idempotent: false,
             tagging: Tagging::None,
             reads: ReadsFrom::Primary,
-            handler: web::route,
+            handler,
         }
+    }
+
+    /// The parameters of the path's `{...}` segments, as its handler reads them.
+    pub fn path_params(&self) -> impl Iterator<Item = &'static PathParam> + use<> {
+        self.handler.path.iter().copied().flatten().copied()
+    }
+
+    /// The parts of the query string: every parameter the route accepts (any other is 400),
+    /// as its handler reads them.
+    pub fn query_parts(&self) -> Vec<QueryPart> {
+        self.handler
+            .query
+            .iter()
+            .copied()
+            .flatten()
+            .copied()
+            .collect()
     }
 
     /// The full path, `/api/v1/...`.

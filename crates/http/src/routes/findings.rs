@@ -1,7 +1,7 @@
 //! `GET /findings`, `GET /findings/{id}`, its triage (`PATCH /findings/{id}`) and the
 //! triage's history (`GET /findings/{id}/triage`).
 
-use actix_web::{HttpRequest, HttpResponse, http::header, web};
+use actix_web::{HttpRequest, http::header, web};
 use posture_domain::{FindingId, Scope, finding::Finding};
 use posture_wire::{
     DataResponse, ListResponse,
@@ -11,11 +11,12 @@ use posture_wire::{
     triage::{PatchFindingRequest, TriageRecordResponse},
 };
 
-use super::{Access, Endpoint, HttpMethod, ReadsFrom, Success, Tagging};
+use super::{Access, Endpoint, HttpMethod, ReadsFrom, Reply, Tagging};
 use crate::{
     auth::Caller,
     error::ApiError,
-    input::{Body, EXTERNAL_ID, Id, Input, Json, ListQuery, not_found, part},
+    handler,
+    input::{Id, Input, Json, ListQuery, not_found},
     preconditions::{if_match_tags, tagged},
     reads::Reads,
     state::ApiState,
@@ -29,20 +30,12 @@ pub static LIST: Endpoint = Endpoint {
     description: "Analyzer findings across the customer's connected tenants, most severe \
                   first, then newest detection, then id. Filters combine (AND); values within \
                   one filter are alternatives (OR). `meta.total` counts every match.",
-    query: &[
-        part::<FindingsQuery>(),
-        part::<TenantQuery>(),
-        part::<OrderQuery>(),
-        part::<ModifiedSinceQuery>(),
-        part::<PageQuery>(),
-    ],
-    success: Success::json::<ListResponse<FindingResponse>>(200, "A page of findings."),
+    success: "A page of findings.",
     success_headers: &["Link"],
     errors: &[400, 404],
-    handler: || web::route().to(list_findings),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
-    ..Endpoint::open_to(Access::Scope(Scope::ReadFindings))
+    ..Endpoint::of(handler!(list_findings), Access::Scope(Scope::ReadFindings))
 };
 
 pub static GET: Endpoint = Endpoint {
@@ -54,14 +47,12 @@ pub static GET: Endpoint = Endpoint {
                   of another customer is 404. Its `ETag` is strong: send it as `If-Match` to \
                   `PATCH` the finding only if it has not changed, or as `If-None-Match` to \
                   get 304 while it has not.",
-    path_params: &[&EXTERNAL_ID],
-    success: Success::json::<DataResponse<FindingResponse>>(200, "The finding."),
+    success: "The finding.",
     errors: &[400, 404],
     success_headers: &["ETag"],
-    handler: || web::route().to(get_finding),
     tagging: Tagging::ByRoute,
     reads: ReadsFrom::Replica,
-    ..Endpoint::open_to(Access::Scope(Scope::ReadFindings))
+    ..Endpoint::of(handler!(get_finding), Access::Scope(Scope::ReadFindings))
 };
 
 pub static PATCH: Endpoint = Endpoint {
@@ -79,14 +70,12 @@ pub static PATCH: Endpoint = Endpoint {
                   `If-Match` the last write wins. Needs `write:findings` and \
                   `read:findings`. While an analyzer pass of the customer is being written \
                   the write waits for it, up to 5 seconds (then 503 with `Retry-After`).",
-    path_params: &[&EXTERNAL_ID],
-    body: Some(Body::json::<PatchFindingRequest>("The triage to write.")),
-    success: Success::json::<DataResponse<FindingResponse>>(200, "The finding as triaged."),
+    body: "The triage to write.",
+    success: "The finding as triaged.",
     errors: &[400, 404, 412, 413, 415, 422],
     success_headers: &["ETag"],
     if_match: true,
-    handler: || web::route().to(triage_finding),
-    ..Endpoint::open_to(super::triage::TRIAGES)
+    ..Endpoint::of(handler!(triage_finding), super::triage::TRIAGES)
 };
 
 pub static HISTORY: Endpoint = Endpoint {
@@ -97,23 +86,20 @@ pub static HISTORY: Endpoint = Endpoint {
     description: "Every change of the finding's triage, newest first: who (the key), when, \
                   from which state and reason to which, with its comment and expiry. An id of \
                   another customer is 404.",
-    path_params: &[&EXTERNAL_ID],
-    query: &[part::<PageQuery>()],
-    success: Success::json::<ListResponse<TriageRecordResponse>>(200, "A page of changes."),
+    success: "A page of changes.",
     success_headers: &["Link"],
     errors: &[400, 404],
-    handler: || web::route().to(triage_history),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
-    ..Endpoint::open_to(Access::Scope(Scope::ReadFindings))
+    ..Endpoint::of(handler!(triage_history), Access::Scope(Scope::ReadFindings))
 };
 
 async fn list_findings(
     caller: Caller,
-    list: ListQuery,
     Input(filters): Input<FindingsQuery>,
+    list: ListQuery<(TenantQuery, OrderQuery, ModifiedSinceQuery, PageQuery)>,
     reads: Reads,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<ListResponse<FindingResponse>>, ApiError> {
     let filter = filters.filter(list.tenant_id(), list.modified_since());
     let page = reads
         .findings
@@ -131,7 +117,7 @@ async fn get_finding(
     Id(id): Id<FindingId>,
     req: HttpRequest,
     reads: Reads,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<DataResponse<FindingResponse>>, ApiError> {
     let finding = reads
         .findings
         .get_finding(caller.scope(), &id)
@@ -153,7 +139,7 @@ async fn triage_finding(
     req: HttpRequest,
     Json(request): Json<PatchFindingRequest>,
     state: web::Data<ApiState>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<DataResponse<FindingResponse>>, ApiError> {
     let expected = if_match_tags(&req)?;
     let change = super::triage::change_of(request.triage, state.clock.now())?;
     super::triage::spend_write_budget(&state, &caller).await?;
@@ -175,19 +161,17 @@ async fn triage_finding(
         triage.state = change.state.as_str(),
         "finding triaged"
     );
-    Ok(HttpResponse::Ok()
-        .insert_header((header::ETAG, finding_tag(&finding)))
-        .json(DataResponse {
-            data: FindingResponse::from(finding),
-        }))
+    let tag = finding_tag(&finding);
+    let data = FindingResponse::from(finding);
+    Ok(Reply::new(&DataResponse { data }).header((header::ETAG, tag)))
 }
 
 async fn triage_history(
     caller: Caller,
     Id(id): Id<FindingId>,
-    list: ListQuery,
+    list: ListQuery<(PageQuery,)>,
     reads: Reads,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<ListResponse<TriageRecordResponse>>, ApiError> {
     let page = reads
         .findings
         .triage_history(caller.scope(), &id, list.page())

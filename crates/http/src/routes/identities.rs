@@ -1,6 +1,5 @@
 //! `GET /identities` and `GET /identities/{id}`.
 
-use actix_web::{HttpResponse, web};
 use posture_domain::{IdentityId, Scope, identity::IdentityFilter};
 use posture_wire::{
     DataResponse, ListResponse,
@@ -9,11 +8,12 @@ use posture_wire::{
     query::TenantQuery,
 };
 
-use super::{Access, Endpoint, ReadsFrom, Success, Tagging};
+use super::{Access, Endpoint, ReadsFrom, Reply, Tagging};
 use crate::{
     auth::Caller,
     error::ApiError,
-    input::{EXTERNAL_ID, Id, ListQuery, not_found, part},
+    handler,
+    input::{Id, ListQuery, not_found},
     reads::Reads,
 };
 
@@ -24,19 +24,15 @@ pub static LIST: Endpoint = Endpoint {
     summary: "List identities",
     description: "Users, groups, service principals, managed identities and agent identities \
                   across the customer's connected tenants, ordered by id.",
-    query: &[
-        part::<PageQuery>(),
-        part::<TenantQuery>(),
-        part::<OrderQuery>(),
-        part::<ModifiedSinceQuery>(),
-    ],
     success_headers: &["Link"],
-    success: Success::json::<ListResponse<IdentityResponse>>(200, "A page of identities."),
+    success: "A page of identities.",
     errors: &[400, 404],
-    handler: || web::route().to(list_identities),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
-    ..Endpoint::open_to(Access::Scope(Scope::ReadIdentities))
+    ..Endpoint::of(
+        handler!(list_identities),
+        Access::Scope(Scope::ReadIdentities),
+    )
 };
 
 pub static GET: Endpoint = Endpoint {
@@ -46,20 +42,18 @@ pub static GET: Endpoint = Endpoint {
     summary: "Get an identity with its role assignments",
     description: "One identity of the customer, including its role assignments. An id of \
                   another customer is 404.",
-    path_params: &[&EXTERNAL_ID],
-    success: Success::json::<DataResponse<IdentityDetailResponse>>(200, "The identity."),
+    success: "The identity.",
     errors: &[400, 404],
-    handler: || web::route().to(get_identity),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
-    ..Endpoint::open_to(Access::Scope(Scope::ReadIdentities))
+    ..Endpoint::of(handler!(get_identity), Access::Scope(Scope::ReadIdentities))
 };
 
 async fn list_identities(
     caller: Caller,
-    list: ListQuery,
+    list: ListQuery<(PageQuery, TenantQuery, OrderQuery, ModifiedSinceQuery)>,
     reads: Reads,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<ListResponse<IdentityResponse>>, ApiError> {
     let filter = IdentityFilter {
         modified_since: list.modified_since(),
         tenant: list.tenant_id(),
@@ -75,13 +69,13 @@ async fn get_identity(
     caller: Caller,
     Id(id): Id<IdentityId>,
     reads: Reads,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<DataResponse<IdentityDetailResponse>>, ApiError> {
     let detail = reads
         .identities
         .get_identity(caller.scope(), &id)
         .await
         .map_err(not_found::<IdentityId>)?;
-    Ok(HttpResponse::Ok().json(DataResponse {
+    Ok(Reply::new(&DataResponse {
         data: IdentityDetailResponse::from(detail),
     }))
 }

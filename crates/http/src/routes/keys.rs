@@ -1,10 +1,10 @@
 //! `GET /keys/current`: the key a request presents, described to its holder.
 
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use posture_wire::{DataResponse, keys::CurrentKeyResponse};
 
-use super::{Access, Endpoint, Success};
-use crate::{auth::Caller, error::ApiError, state::ApiState};
+use super::{Access, Endpoint, Reply};
+use crate::{auth::Caller, error::ApiError, handler, state::ApiState};
 
 pub static CURRENT: Endpoint = Endpoint {
     path: "/keys/current",
@@ -18,12 +18,14 @@ pub static CURRENT: Endpoint = Endpoint {
                   a minute per key, off the request path, so it can lag by a minute. Never \
                   conditional (no `ETag`): `lastUsedAt` changes without the customer's data \
                   changing.",
-    success: Success::json::<DataResponse<CurrentKeyResponse>>(200, "The calling key."),
-    handler: || web::route().to(current_key),
-    ..Endpoint::open_to(Access::AnyKey)
+    success: "The calling key.",
+    ..Endpoint::of(handler!(current_key), Access::AnyKey)
 };
 
-async fn current_key(caller: Caller, state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
+async fn current_key(
+    caller: Caller,
+    state: web::Data<ApiState>,
+) -> Result<Reply<DataResponse<CurrentKeyResponse>>, ApiError> {
     let current = state
         .ports
         .keys
@@ -34,7 +36,7 @@ async fn current_key(caller: Caller, state: web::Data<ApiState>) -> Result<HttpR
             posture_domain::Error::NotFound => ApiError::Unauthorized,
             other => other.into(),
         })?;
-    Ok(HttpResponse::Ok().json(DataResponse {
+    Ok(Reply::new(&DataResponse {
         data: CurrentKeyResponse::from(current),
     }))
 }

@@ -2,10 +2,11 @@
 //! are both built, so neither can have a route the other lacks.
 //!
 //! Each route is one [`Endpoint`], declared next to its handler: method, path (relative to
-//! `/api/v1`), required scope, its typed inputs (path parameters, query parts, body), handler,
-//! and what the contract says of it: how it answers conditional reads ([`Tagging`]) and
-//! where it reads ([`ReadsFrom`]). Registration wraps every route in
-//! [`check_scope_and_query`]: the scope check, then the query parsed by the declared parts.
+//! `/api/v1`), required scope, its handler (whose argument and return types are its typed
+//! inputs — path parameters, query parts, body — and its success answer: `handler.rs`), and
+//! what the contract says of it: how it answers conditional reads ([`Tagging`]) and where it
+//! reads ([`ReadsFrom`]). Registration wraps every route in [`check_scope_and_query`]: the
+//! scope check, then the query parsed by the parts its handler reads.
 //! Adding a route is adding an `Endpoint` to [`ENDPOINTS`] beside its handler; `cargo xtask
 //! openapi` then shows the contract change.
 
@@ -33,16 +34,16 @@ use actix_web::{
     web,
 };
 
+pub use crate::answer::{Answer, Answers, Built, Content, NoContent, Reply, SchemaFn, schema};
 pub use crate::auth::Access;
+pub use crate::handler::{Arguments, Declares, Handler, route_to};
 use crate::{
     auth::authorize,
     error::ApiError,
-    input::{declared_names, parse_query},
+    input::{QueryPart, declared_names, parse_query},
 };
 pub(crate) use endpoint::IDEMPOTENCY_KEY;
-pub use endpoint::{
-    Endpoint, HttpMethod, PREFIX, ReadsFrom, RequestHeader, SchemaFn, Success, Tagging, schema,
-};
+pub use endpoint::{Endpoint, HttpMethod, PREFIX, ReadsFrom, RequestHeader, Tagging};
 
 /// Every route of the API, in registration order (a literal path before a templated one).
 pub static ENDPOINTS: &[&Endpoint] = &[
@@ -154,14 +155,15 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
         let allow = allowed.join(", ");
         let mut resource = web::resource(path);
         for endpoint in endpoints {
-            let names: Rc<[String]> = declared_names(endpoint.query).into();
+            let parts: Rc<[QueryPart]> = endpoint.query_parts().into();
+            let names: Rc<[String]> = declared_names(&parts).into();
             let mut methods = vec![endpoint.method.actix()];
             if endpoint.method == HttpMethod::Get {
                 methods.push(actix_web::http::Method::HEAD);
             }
             for method in methods {
-                let names = names.clone();
-                let route = (endpoint.handler)().method(method).wrap(from_fn(
+                let (parts, names) = (parts.clone(), names.clone());
+                let route = (endpoint.handler.route)().method(method).wrap(from_fn(
                     move |mut req: ServiceRequest, next| {
                         if endpoint.path != path {
                             for (value, name) in path.split('/').zip(endpoint.path.split('/')) {
@@ -172,7 +174,7 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
                                 }
                             }
                         }
-                        check_scope_and_query(endpoint, names.clone(), req, next)
+                        check_scope_and_query(endpoint, parts.clone(), names.clone(), req, next)
                     },
                 ));
                 resource = resource.route(route);
@@ -190,6 +192,7 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
 /// the query string must be one the route declares (parsed here, once, for the handler).
 async fn check_scope_and_query(
     endpoint: &'static Endpoint,
+    parts: Rc<[QueryPart]>,
     names: Rc<[String]>,
     req: ServiceRequest,
     next: Next<BoxBody>,
@@ -197,7 +200,7 @@ async fn check_scope_and_query(
     let admitted = authorize(&req, endpoint.access).and_then(|()| {
         parse_query(
             req.query_string(),
-            endpoint.query,
+            &parts,
             &names,
             &mut req.extensions_mut(),
         )
@@ -248,6 +251,17 @@ mod tests {
                 endpoint.method.as_str(),
                 endpoint.path
             );
+        }
+    }
+
+    #[test]
+    fn no_two_arguments_of_a_handler_read_the_same_parameter() {
+        for endpoint in ENDPOINTS {
+            let names = declared_names(&endpoint.query_parts());
+            let mut distinct = names.clone();
+            distinct.sort();
+            distinct.dedup();
+            assert_eq!(names.len(), distinct.len(), "{}", endpoint.operation_id);
         }
     }
 

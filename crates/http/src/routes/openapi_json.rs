@@ -6,8 +6,8 @@
 use actix_web::{HttpResponse, http::header::ContentType, web};
 use schemars::{Schema, SchemaGenerator, json_schema};
 
-use super::{Access, Endpoint, Success};
-use crate::state::ApiState;
+use super::{Access, Answer, Answers, Built, Content, Endpoint};
+use crate::{handler, state::ApiState};
 
 fn document_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
@@ -34,18 +34,25 @@ pub static GET: Endpoint = Endpoint {
     summary: "The OpenAPI 3.1 contract",
     description: "This document. Public: no key is needed (it is rate-limited per client \
                   address like any unauthenticated request).",
-    success: Success::Json {
-        status: 200,
-        description: "The OpenAPI document.",
-        schema: document_schema,
-    },
+    success: "The OpenAPI document.",
     errors: &[400],
-    handler: || web::route().to(get_openapi),
-    ..Endpoint::open_to(Access::Public)
+    ..Endpoint::of(handler!(get_openapi), Access::Public)
 };
 
-async fn get_openapi(state: web::Data<ApiState>) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type(ContentType::json())
-        .body(state.contract.clone())
+/// The document, rendered once (so not a [`Reply`](super::Reply) of a type).
+enum Document {}
+
+impl Answers for Document {
+    const ANSWER: Answer = Answer {
+        status: 200,
+        content: Content::Json(document_schema),
+    };
+}
+
+async fn get_openapi(state: web::Data<ApiState>) -> Built<Document> {
+    Built::new(
+        HttpResponse::Ok()
+            .content_type(ContentType::json())
+            .body(state.contract.clone()),
+    )
 }

@@ -1,6 +1,5 @@
 //! `GET /roles`: right-sized role recommendations.
 
-use actix_web::{HttpResponse, web};
 use posture_domain::{Scope, recommendation::RecommendationFilter};
 use posture_wire::{
     ListResponse,
@@ -9,13 +8,8 @@ use posture_wire::{
     recommendations::RoleRecommendationResponse,
 };
 
-use super::{Access, Endpoint, ReadsFrom, Success, Tagging};
-use crate::{
-    auth::Caller,
-    error::ApiError,
-    input::{ListQuery, part},
-    reads::Reads,
-};
+use super::{Access, Endpoint, ReadsFrom, Reply, Tagging};
+use crate::{auth::Caller, error::ApiError, handler, input::ListQuery, reads::Reads};
 
 pub static LIST: Endpoint = Endpoint {
     path: "/roles",
@@ -24,29 +18,19 @@ pub static LIST: Endpoint = Endpoint {
     summary: "List right-sized role recommendations",
     description: "Each recommendation with its target identity, the roles it holds, the role \
                   recommended instead and what applying it removes; ordered by id.",
-    query: &[
-        part::<TenantQuery>(),
-        part::<OrderQuery>(),
-        part::<ModifiedSinceQuery>(),
-        part::<PageQuery>(),
-    ],
     success_headers: &["Link"],
-    success: Success::json::<ListResponse<RoleRecommendationResponse>>(
-        200,
-        "A page of recommendations.",
-    ),
+    success: "A page of recommendations.",
     errors: &[400, 404],
-    handler: || web::route().to(list_roles),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
-    ..Endpoint::open_to(Access::Scope(Scope::ReadRoles))
+    ..Endpoint::of(handler!(list_roles), Access::Scope(Scope::ReadRoles))
 };
 
 async fn list_roles(
     caller: Caller,
-    list: ListQuery,
+    list: ListQuery<(TenantQuery, OrderQuery, ModifiedSinceQuery, PageQuery)>,
     reads: Reads,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<ListResponse<RoleRecommendationResponse>>, ApiError> {
     let filter = RecommendationFilter {
         modified_since: list.modified_since(),
         tenant: list.tenant_id(),

@@ -1,16 +1,10 @@
 //! `GET /tenants`.
 
-use actix_web::{HttpResponse, web};
 use posture_domain::{Page, Scope, page::Start};
 use posture_wire::{ListResponse, paging::PageQuery, query::TenantQuery, tenants::TenantResponse};
 
-use super::{Access, Endpoint, ReadsFrom, Success, Tagging};
-use crate::{
-    auth::Caller,
-    error::ApiError,
-    input::{ListQuery, part},
-    reads::Reads,
-};
+use super::{Access, Endpoint, ReadsFrom, Reply, Tagging};
+use crate::{auth::Caller, error::ApiError, handler, input::ListQuery, reads::Reads};
 
 pub static LIST: Endpoint = Endpoint {
     path: "/tenants",
@@ -19,21 +13,19 @@ pub static LIST: Endpoint = Endpoint {
     summary: "List connected tenants",
     description: "The cloud directory tenants connected to the customer, ordered by \
                   cloudTenantId. Gated by `read:identities`.",
-    query: &[part::<PageQuery>(), part::<TenantQuery>()],
     success_headers: &["Link"],
-    success: Success::json::<ListResponse<TenantResponse>>(200, "A page of tenants."),
+    success: "A page of tenants.",
     errors: &[400, 404],
-    handler: || web::route().to(list_tenants),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
-    ..Endpoint::open_to(Access::Scope(Scope::ReadIdentities))
+    ..Endpoint::of(handler!(list_tenants), Access::Scope(Scope::ReadIdentities))
 };
 
 async fn list_tenants(
     caller: Caller,
-    list: ListQuery,
+    list: ListQuery<(PageQuery, TenantQuery)>,
     reads: Reads,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<ListResponse<TenantResponse>>, ApiError> {
     let page = match list.tenant() {
         // Filtered to one tenant: that row, already resolved, is the whole list.
         Some(tenant) => Page {

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use actix_web::{HttpResponse, http::header::EntityTag, web};
+use actix_web::{http::header::EntityTag, web};
 use posture_domain::{
     Error, FindingId, Refusal, Scope,
     rate_limit::RateBucket,
@@ -14,11 +14,12 @@ use posture_wire::{
     triage_bulk::{BulkTriageRequest, BulkTriageResponse},
 };
 
-use super::{Access, Endpoint, HttpMethod, Success};
+use super::{Access, Endpoint, HttpMethod, Reply};
 use crate::{
     auth::Caller,
     error::{ApiError, unprocessable},
-    input::{Body, Json},
+    handler,
+    input::Json,
     state::ApiState,
 };
 
@@ -38,13 +39,10 @@ pub static BULK: Endpoint = Endpoint {
                   `ifMatch` no longer holds). Counts once against the rate limit and the \
                   customer's triage write budget (120 writes a minute, a bulk or a PATCH \
                   each). Needs `write:findings` and `read:findings`.",
-    body: Some(Body::json::<BulkTriageRequest>(
-        "The findings and the triage to write.",
-    )),
-    success: Success::json::<BulkTriageResponse>(200, "What happened to each finding."),
+    body: "The findings and the triage to write.",
+    success: "What happened to each finding.",
     errors: &[400, 413, 415, 422],
-    handler: || web::route().to(triage_findings),
-    ..Endpoint::open_to(TRIAGES)
+    ..Endpoint::of(handler!(triage_findings), TRIAGES)
 };
 
 /// The change `request` asks for `now`, checked, or a 422 naming the field.
@@ -84,7 +82,7 @@ async fn triage_findings(
     caller: Caller,
     Json(request): Json<BulkTriageRequest>,
     state: web::Data<ApiState>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<BulkTriageResponse>, ApiError> {
     if request.findings.is_empty() || request.findings.len() > MAX_BULK {
         return Err(ApiError::unprocessable(
             Refusal::OutOfRange,
@@ -148,5 +146,5 @@ async fn triage_findings(
         triage.state = change.state.as_str(),
         "findings triaged in bulk"
     );
-    Ok(HttpResponse::Ok().json(answer))
+    Ok(Reply::new(&answer))
 }

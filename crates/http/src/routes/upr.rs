@@ -1,6 +1,6 @@
 //! `GET /upr`, `/upr/principals` and `/upr/trend`.
 
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use chrono::Duration;
 use posture_domain::{Scope, upr::UprFilter};
 use posture_wire::{
@@ -13,11 +13,12 @@ use posture_wire::{
     },
 };
 
-use super::{Access, Endpoint, ReadsFrom, Success, Tagging};
+use super::{Access, Endpoint, ReadsFrom, Reply, Tagging};
 use crate::{
     auth::Caller,
     error::ApiError,
-    input::{Input, ListQuery, TenantFilter, part},
+    handler,
+    input::{Input, ListQuery, TenantFilter},
     reads::Reads,
     state::ApiState,
 };
@@ -30,13 +31,11 @@ pub static ROLLUP: Endpoint = Endpoint {
     description: "Principal count, mean score and counts per band over the latest score of \
                   each principal (bands: critical 80-100, high 60-79, medium 40-59, low 0-39), \
                   overall and per tenant. With `tenant`, restricted to that tenant.",
-    query: &[part::<TenantQuery>()],
-    success: Success::json::<DataResponse<UprRollupResponse>>(200, "The rollup."),
+    success: "The rollup.",
     errors: &[400, 404],
-    handler: || web::route().to(get_rollup),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
-    ..Endpoint::open_to(Access::Scope(Scope::ReadUpr))
+    ..Endpoint::of(handler!(get_rollup), Access::Scope(Scope::ReadUpr))
 };
 
 pub static PRINCIPALS: Endpoint = Endpoint {
@@ -46,18 +45,12 @@ pub static PRINCIPALS: Endpoint = Endpoint {
     summary: "List principals by UPR score",
     description: "The latest score of each principal with its factor contributions, highest \
                   score first (then identity id).",
-    query: &[
-        part::<UprPrincipalsQuery>(),
-        part::<TenantQuery>(),
-        part::<PageQuery>(),
-    ],
-    success: Success::json::<ListResponse<UprPrincipalResponse>>(200, "A page of principals."),
+    success: "A page of principals.",
     success_headers: &["Link"],
     errors: &[400, 404],
-    handler: || web::route().to(list_principals),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
-    ..Endpoint::open_to(Access::Scope(Scope::ReadUpr))
+    ..Endpoint::of(handler!(list_principals), Access::Scope(Scope::ReadUpr))
 };
 
 pub static TREND: Endpoint = Endpoint {
@@ -67,32 +60,30 @@ pub static TREND: Endpoint = Endpoint {
     summary: "The UPR trend",
     description: "One point per day that has scores over the last `days` days (UTC, today \
                   included), oldest first: the figures over the scores recorded that day.",
-    query: &[part::<TrendQuery>(), part::<TenantQuery>()],
-    success: Success::json::<UprTrendResponse>(200, "The trend."),
+    success: "The trend.",
     errors: &[400, 404],
-    handler: || web::route().to(get_trend),
     tagging: Tagging::DataVersion,
     reads: ReadsFrom::Replica,
-    ..Endpoint::open_to(Access::Scope(Scope::ReadUpr))
+    ..Endpoint::of(handler!(get_trend), Access::Scope(Scope::ReadUpr))
 };
 
 async fn get_rollup(
     caller: Caller,
     tenant: TenantFilter,
     reads: Reads,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<DataResponse<UprRollupResponse>>, ApiError> {
     let rollup = reads.upr.upr_rollup(caller.scope(), tenant.id()).await?;
-    Ok(HttpResponse::Ok().json(DataResponse {
+    Ok(Reply::new(&DataResponse {
         data: UprRollupResponse::new(rollup, tenant.id().map(|t| t.to_string())),
     }))
 }
 
 async fn list_principals(
     caller: Caller,
-    list: ListQuery,
     Input(query): Input<UprPrincipalsQuery>,
+    list: ListQuery<(TenantQuery, PageQuery)>,
     reads: Reads,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<ListResponse<UprPrincipalResponse>>, ApiError> {
     let filter = UprFilter {
         tenant: list.tenant_id(),
         min_score: query.min_score(),
@@ -106,18 +97,18 @@ async fn list_principals(
 
 async fn get_trend(
     caller: Caller,
-    tenant: TenantFilter,
     Input(query): Input<TrendQuery>,
+    tenant: TenantFilter,
     reads: Reads,
     state: web::Data<ApiState>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<UprTrendResponse>, ApiError> {
     let days = query.days()?;
     let points = reads
         .upr
         .upr_trend(caller.scope(), tenant.id(), days)
         .await?;
     let today = state.clock.now().date_naive();
-    Ok(HttpResponse::Ok().json(UprTrendResponse {
+    Ok(Reply::new(&UprTrendResponse {
         data: points.into_iter().map(Into::into).collect(),
         meta: UprTrendMeta {
             days,

@@ -1,7 +1,7 @@
 //! `/webhooks`: create, list, read, edit (pause, resume), rotate the secret of, and
 //! deactivate subscriptions (`manage:webhooks`).
 
-use actix_web::{HttpRequest, HttpResponse, http::header, web};
+use actix_web::{HttpRequest, http::header, web};
 use posture_domain::{
     Scope, WebhookId,
     secrets::SigningSecret,
@@ -17,11 +17,12 @@ use posture_wire::{
     },
 };
 
-use super::{Access, Endpoint, HttpMethod, Success, Tagging};
+use super::{Access, Endpoint, HttpMethod, NoContent, Reply, Tagging};
 use crate::{
     auth::Caller,
     error::{ApiError, unprocessable},
-    input::{Body, Id, Json, ListQuery, WEBHOOK_ID, not_found, part},
+    handler,
+    input::{Id, Json, ListQuery, not_found},
     preconditions::{if_match, subscription_tag, tagged_read},
     state::ApiState,
 };
@@ -36,15 +37,14 @@ pub static CREATE: Endpoint = Endpoint {
     description: "Subscribes a receiver to new findings of the listed severities. The response \
                   is the only one that shows `signingSecret`. A customer has at most 25 active \
                   subscriptions.",
-    body: Some(Body::json::<CreateWebhookRequest>("The subscription.")),
-    success: Success::json::<DataResponse<CreatedWebhookResponse>>(
-        201,
-        "The subscription, with its signing secret.",
-    ),
+    body: "The subscription.",
+    success: "The subscription, with its signing secret.",
     errors: &[400, 409, 413, 415, 422],
     success_headers: &["Location"],
-    handler: || web::route().to(create_webhook),
-    ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
+    ..Endpoint::of(
+        handler!(create_webhook),
+        Access::Scope(Scope::ManageWebhooks),
+    )
 };
 
 pub static LIST: Endpoint = Endpoint {
@@ -53,13 +53,14 @@ pub static LIST: Endpoint = Endpoint {
     tag: "webhooks",
     summary: "List active webhook subscriptions",
     description: "The customer's active subscriptions, oldest first. Secrets are never shown.",
-    query: &[part::<PageQuery>()],
-    success: Success::json::<ListResponse<WebhookResponse>>(200, "A page of subscriptions."),
+    success: "A page of subscriptions.",
     success_headers: &["Link"],
     errors: &[400],
-    handler: || web::route().to(list_webhooks),
     tagging: Tagging::DataVersion,
-    ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
+    ..Endpoint::of(
+        handler!(list_webhooks),
+        Access::Scope(Scope::ManageWebhooks),
+    )
 };
 
 pub static GET: Endpoint = Endpoint {
@@ -71,13 +72,11 @@ pub static GET: Endpoint = Endpoint {
                   another customer, is 404. Its `ETag` is strong (`\"v3\"`): send it as \
                   `If-Match` to `PATCH` or rotate it only if it has not changed, or as \
                   `If-None-Match` to get 304 while it has not.",
-    path_params: &[&WEBHOOK_ID],
-    success: Success::json::<DataResponse<WebhookResponse>>(200, "The subscription."),
+    success: "The subscription.",
     errors: &[400, 404],
     success_headers: &["ETag"],
-    handler: || web::route().to(get_webhook),
     tagging: Tagging::ByRoute,
-    ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
+    ..Endpoint::of(handler!(get_webhook), Access::Scope(Scope::ManageWebhooks))
 };
 
 pub static PATCH: Endpoint = Endpoint {
@@ -92,14 +91,15 @@ pub static PATCH: Endpoint = Endpoint {
                   subscription posture disabled. `webhookType` and the secret cannot change \
                   (422). Send the subscription's `ETag` as `If-Match` to change it only if \
                   nobody else did since you read it (412 otherwise).",
-    path_params: &[&WEBHOOK_ID],
-    body: Some(Body::json::<PatchWebhookRequest>("The fields to change.")),
-    success: Success::json::<DataResponse<WebhookResponse>>(200, "The subscription as changed."),
+    body: "The fields to change.",
+    success: "The subscription as changed.",
     errors: &[400, 404, 412, 413, 415, 422],
     success_headers: &["ETag"],
     if_match: true,
-    handler: || web::route().to(patch_webhook),
-    ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
+    ..Endpoint::of(
+        handler!(patch_webhook),
+        Access::Scope(Scope::ManageWebhooks),
+    )
 };
 
 pub static ROTATE_SECRET: Endpoint = Endpoint {
@@ -115,19 +115,15 @@ pub static ROTATE_SECRET: Endpoint = Endpoint {
                   `X-Service-Signature-256` keeps the previous secret until the overlap ends. \
                   `0` switches at once (a leaked secret). Rotating again while an overlap \
                   lasts is 409 unless `force` is true.",
-    path_params: &[&WEBHOOK_ID],
-    body: Some(Body::json::<RotateSecretRequest>(
-        "The overlap (`{}` for a day).",
-    )),
-    success: Success::json::<DataResponse<RotatedSecretResponse>>(
-        200,
-        "The new secret, and when the previous one stops signing.",
-    ),
+    body: "The overlap (`{}` for a day).",
+    success: "The new secret, and when the previous one stops signing.",
     errors: &[400, 404, 409, 412, 413, 415, 422],
     success_headers: &["ETag"],
     if_match: true,
-    handler: || web::route().to(rotate_secret),
-    ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
+    ..Endpoint::of(
+        handler!(rotate_secret),
+        Access::Scope(Scope::ManageWebhooks),
+    )
 };
 
 pub static DELETE: Endpoint = Endpoint {
@@ -139,20 +135,19 @@ pub static DELETE: Endpoint = Endpoint {
     description: "Deactivates the subscription: it receives nothing more, its pending \
                   deliveries are cancelled, and it is no longer listed or readable (the record \
                   is kept for audit). Deleting it again is 404.",
-    path_params: &[&WEBHOOK_ID],
-    success: Success::NoContent {
-        description: "Deactivated.",
-    },
+    success: "Deactivated.",
     errors: &[400, 404],
-    handler: || web::route().to(delete_webhook),
-    ..Endpoint::open_to(Access::Scope(Scope::ManageWebhooks))
+    ..Endpoint::of(
+        handler!(delete_webhook),
+        Access::Scope(Scope::ManageWebhooks),
+    )
 };
 
 async fn create_webhook(
     caller: Caller,
     Json(request): Json<CreateWebhookRequest>,
     state: web::Data<ApiState>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<DataResponse<CreatedWebhookResponse>, 201>, ApiError> {
     let subscription = SubscriptionRequest::from(request)
         .validate(state.webhook_policy)
         .map_err(unprocessable)?;
@@ -167,24 +162,19 @@ async fn create_webhook(
         .webhooks
         .create_subscription(scope, id, &subscription, &sealed, MAX_ACTIVE_SUBSCRIPTIONS)
         .await?;
-    Ok(HttpResponse::Created()
-        .insert_header((
-            header::LOCATION,
-            format!("{}/webhooks/{}", super::PREFIX, created.id),
-        ))
-        .json(DataResponse {
-            data: CreatedWebhookResponse {
-                webhook: created.into(),
-                signing_secret: secret.expose().to_owned(),
-            },
-        }))
+    let location = format!("{}/webhooks/{}", super::PREFIX, created.id);
+    let data = CreatedWebhookResponse {
+        webhook: created.into(),
+        signing_secret: secret.expose().to_owned(),
+    };
+    Ok(Reply::new(&DataResponse { data }).header((header::LOCATION, location)))
 }
 
 async fn list_webhooks(
     caller: Caller,
-    list: ListQuery,
+    list: ListQuery<(PageQuery,)>,
     state: web::Data<ApiState>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<ListResponse<WebhookResponse>>, ApiError> {
     let page = state
         .ports
         .webhooks
@@ -198,7 +188,7 @@ async fn get_webhook(
     Id(id): Id<WebhookId>,
     req: HttpRequest,
     state: web::Data<ApiState>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<DataResponse<WebhookResponse>>, ApiError> {
     let subscription = state
         .ports
         .webhooks
@@ -216,12 +206,10 @@ async fn get_webhook(
 }
 
 /// A subscription changed: 200 with its new tag.
-fn changed(subscription: Subscription) -> HttpResponse {
-    HttpResponse::Ok()
-        .insert_header((header::ETAG, subscription_tag(subscription.version)))
-        .json(DataResponse {
-            data: WebhookResponse::from(subscription),
-        })
+fn changed(subscription: Subscription) -> Reply<DataResponse<WebhookResponse>> {
+    let tag = subscription_tag(subscription.version);
+    let data = WebhookResponse::from(subscription);
+    Reply::new(&DataResponse { data }).header((header::ETAG, tag))
 }
 
 async fn patch_webhook(
@@ -230,7 +218,7 @@ async fn patch_webhook(
     req: HttpRequest,
     Json(request): Json<PatchWebhookRequest>,
     state: web::Data<ApiState>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<DataResponse<WebhookResponse>>, ApiError> {
     let expected = if_match(&req)?;
     let patch = SubscriptionPatchRequest::from(request)
         .validate(state.webhook_policy)
@@ -250,7 +238,7 @@ async fn rotate_secret(
     req: HttpRequest,
     Json(request): Json<RotateSecretRequest>,
     state: web::Data<ApiState>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<DataResponse<RotatedSecretResponse>>, ApiError> {
     let expected = if_match(&req)?;
     let rotation =
         Rotation::new(request.grace_period_seconds, request.force).map_err(unprocessable)?;
@@ -279,26 +267,24 @@ async fn rotate_secret(
         forced = rotation.force,
         "webhook signing secret rotated"
     );
-    Ok(HttpResponse::Ok()
-        .insert_header((header::ETAG, subscription_tag(subscription.version)))
-        .json(DataResponse {
-            data: RotatedSecretResponse {
-                signing_secret: secret.expose().to_owned(),
-                previous_secret_expires_at: subscription.previous_secret_expires_at,
-            },
-        }))
+    let data = RotatedSecretResponse {
+        signing_secret: secret.expose().to_owned(),
+        previous_secret_expires_at: subscription.previous_secret_expires_at,
+    };
+    Ok(Reply::new(&DataResponse { data })
+        .header((header::ETAG, subscription_tag(subscription.version))))
 }
 
 async fn delete_webhook(
     caller: Caller,
     Id(id): Id<WebhookId>,
     state: web::Data<ApiState>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<NoContent, ApiError> {
     state
         .ports
         .webhooks
         .deactivate_subscription(caller.scope(), id)
         .await
         .map_err(not_found::<WebhookId>)?;
-    Ok(HttpResponse::NoContent().finish())
+    Ok(NoContent)
 }

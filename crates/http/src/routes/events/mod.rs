@@ -21,11 +21,12 @@ use posture_wire::{
     events::{EventListMeta, EventListResponse, EventResponse, EventsQuery},
 };
 
-use super::{Access, Endpoint, RequestHeader, Success, schema};
+use super::{Access, Answer, Answers, Built, Content, Endpoint, Reply, RequestHeader, schema};
 use crate::{
     auth::{Caller, presented_key},
     error::ApiError,
-    input::{EVENT_ID, Id, Input, canonical_query, not_found, part},
+    handler,
+    input::{Id, Input, canonical_query, not_found},
     state::ApiState,
 };
 
@@ -45,21 +46,12 @@ pub static LIST: Endpoint = Endpoint {
                   text/event-stream`, a stream of Server-Sent Events instead: every event \
                   after `after` (or `Last-Event-ID`) as it is committed, one per message \
                   (`id:` the event's id, `data:` the event as JSON).",
-    query: &[part::<EventsQuery>()],
     request_headers: &[&LAST_EVENT_ID],
-    success: Success::Media {
-        status: 200,
-        description: "A page of events; or, asked for with `Accept: text/event-stream`, the \
-                      stream of them.",
-        content: &[
-            ("application/json", schema::<EventListResponse>),
-            ("text/event-stream", stream::schema),
-        ],
-    },
+    success: "A page of events; or, asked for with `Accept: text/event-stream`, the stream \
+              of them.",
     success_headers: &["Link"],
     errors: &[400, 429, 503],
-    handler: || web::route().to(list_events),
-    ..Endpoint::open_to(Access::Scope(Scope::ReadFindings))
+    ..Endpoint::of(handler!(list_events), Access::Scope(Scope::ReadFindings))
 };
 
 pub static GET: Endpoint = Endpoint {
@@ -69,11 +61,9 @@ pub static GET: Endpoint = Endpoint {
     summary: "Get a finding event",
     description: "One event of the customer (an id of another customer, or past retention, \
                   is 404).",
-    path_params: &[&EVENT_ID],
-    success: Success::json::<DataResponse<EventResponse>>(200, "The event."),
+    success: "The event.",
     errors: &[400, 404],
-    handler: || web::route().to(get_event),
-    ..Endpoint::open_to(Access::Scope(Scope::ReadFindings))
+    ..Endpoint::of(handler!(get_event), Access::Scope(Scope::ReadFindings))
 };
 
 /// The `Last-Event-ID` request header, as the contract states it: cursor-shaped (an empty
@@ -110,12 +100,25 @@ fn last_event_id(req: &HttpRequest) -> Result<Option<EventId>, ApiError> {
     id.parse().map(Some).map_err(|_| refused())
 }
 
+/// The feed's answer: a page of events as JSON, or their stream.
+enum Feed {}
+
+impl Answers for Feed {
+    const ANSWER: Answer = Answer {
+        status: 200,
+        content: Content::Media(&[
+            ("application/json", schema::<EventListResponse>),
+            ("text/event-stream", stream::schema),
+        ]),
+    };
+}
+
 async fn list_events(
     req: HttpRequest,
     caller: Caller,
     Input(query): Input<EventsQuery>,
     state: web::Data<ApiState>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Built<Feed>, ApiError> {
     let (after, named_by) = match (last_event_id(&req)?, &query.after) {
         (Some(last), _) => (Some(last), LAST_EVENT_ID.name),
         (None, None) => (None, "after"),
@@ -124,6 +127,7 @@ async fn list_events(
     // The feed says "no such event" of `after`; a position the header named is the header's.
     read_after(req, caller, query, state, after)
         .await
+        .map(Built::new)
         .map_err(|e| match e {
             ApiError::InvalidRequest(refused)
                 if named_by == LAST_EVENT_ID.name && refused.kind == Refusal::CursorMismatch =>
@@ -295,14 +299,14 @@ async fn get_event(
     caller: Caller,
     Id(id): Id<EventId>,
     state: web::Data<ApiState>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Reply<DataResponse<EventResponse>>, ApiError> {
     let event = state
         .ports
         .events
         .get_event(caller.scope(), id)
         .await
         .map_err(not_found::<EventId>)?;
-    Ok(HttpResponse::Ok().json(DataResponse {
+    Ok(Reply::new(&DataResponse {
         data: EventResponse::from(event),
     }))
 }

@@ -23,15 +23,15 @@ use posture_wire::{
     findings::{ExportQuery, FindingResponse, FindingsQuery},
     ndjson, ocsf,
     paging::ModifiedSinceQuery,
-    query::TenantQuery,
 };
 use schemars::{Schema, SchemaGenerator, json_schema};
 
-use super::{Access, Endpoint, ReadsFrom, Success};
+use super::{Access, Answer, Answers, Built, Content, Endpoint, ReadsFrom};
 use crate::{
     auth::Caller,
     error::ApiError,
-    input::{Input, TenantFilter, part},
+    handler,
+    input::{Input, TenantFilter},
     reads::Reads,
     state::ApiState,
 };
@@ -123,36 +123,38 @@ pub static EXPORT: Endpoint = Endpoint {
                   feed (the last one too). `X-Total-Count` gives the number of lines. No match \
                   is an empty 200 body. With `modifiedSince`, only what changed since; \
                   `X-Synced-Through` is what to send next time. Documented in docs/export.md.",
-    query: &[
-        part::<ExportQuery>(),
-        part::<FindingsQuery>(),
-        part::<TenantQuery>(),
-        part::<ModifiedSinceQuery>(),
-    ],
-    success: Success::Media {
-        status: 200,
-        description: "The findings, one per line.",
-        content: &[
-            ("application/x-ndjson", ndjson_schema),
-            ("text/plain; charset=utf-8", cef_schema),
-        ],
-    },
+    success: "The findings, one per line.",
     errors: &[400, 404],
     success_headers: &["Content-Disposition", "X-Total-Count", "X-Synced-Through"],
-    handler: || web::route().to(export_findings),
     reads: ReadsFrom::Replica,
-    ..Endpoint::open_to(Access::Scope(Scope::ReadFindings))
+    ..Endpoint::of(
+        handler!(export_findings),
+        Access::Scope(Scope::ReadFindings),
+    )
 };
+
+/// The export's answer: the findings as lines, in the format asked for.
+enum Lines {}
+
+impl Answers for Lines {
+    const ANSWER: Answer = Answer {
+        status: 200,
+        content: Content::Media(&[
+            ("application/x-ndjson", ndjson_schema),
+            ("text/plain; charset=utf-8", cef_schema),
+        ]),
+    };
+}
 
 async fn export_findings(
     caller: Caller,
-    tenant: TenantFilter,
     Input(export): Input<ExportQuery>,
     Input(filters): Input<FindingsQuery>,
+    tenant: TenantFilter,
     Input(since): Input<ModifiedSinceQuery>,
     reads: Reads,
     state: web::Data<ApiState>,
-) -> Result<HttpResponse, ApiError> {
+) -> Result<Built<Lines>, ApiError> {
     let format = export.format();
     let filter = filters.filter(tenant.id(), since.modified_since.map(|t| t.0));
     let slot = state
@@ -186,5 +188,5 @@ async fn export_findings(
             through.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
         ));
     }
-    Ok(response.streaming(body))
+    Ok(Built::new(response.streaming(body)))
 }
