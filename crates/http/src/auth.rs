@@ -90,7 +90,7 @@ pub(crate) fn presented_key(headers: &HeaderMap) -> Option<KeyHash> {
         .map(|secret| secret.hash())
 }
 
-/// The route's scope check (run by the per-route middleware of the route table): the caller
+/// The route's scope check (run by `routes::serve`, after the gate): the caller
 /// must hold every scope of `access`; the first one missing is named.
 pub(crate) fn authorize(req: &ServiceRequest, access: Access) -> Result<(), ApiError> {
     if access == Access::Public {

@@ -17,14 +17,12 @@
 
 use actix_http::{ResponseHead, body::BodySize, encoding::Encoder};
 use actix_web::{
-    Error,
     body::{BoxBody, EitherBody, MessageBody},
     dev::{ServiceRequest, ServiceResponse},
     http::{
         StatusCode,
         header::{self, AcceptEncoding, ContentEncoding, Encoding, Header as _, HeaderValue},
     },
-    middleware::Next,
 };
 
 /// Bodies smaller than this are sent as they are.
@@ -34,7 +32,7 @@ pub const MIN_BYTES: u64 = 1024;
 const SUPPORTED: [Encoding; 3] = [Encoding::identity(), Encoding::zstd(), Encoding::gzip()];
 
 /// The encoding the request asks for, among those posture has.
-fn negotiated(req: &ServiceRequest) -> ContentEncoding {
+pub(crate) fn negotiated(req: &ServiceRequest) -> ContentEncoding {
     let Ok(accepted) = AcceptEncoding::parse(req.request()) else {
         return ContentEncoding::Identity;
     };
@@ -88,14 +86,13 @@ fn compressed(encoding: ContentEncoding, body: &[u8]) -> Option<Vec<u8>> {
 /// zstd's level (actix-http's streaming encoder uses the same).
 const ZSTD_LEVEL: i32 = 3;
 
-/// The middleware (outside the JSON error bodies, inside the access log).
-pub(crate) async fn compress(
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<impl MessageBody>, Error> {
-    let encoding = negotiated(&req);
-    let response = next.call(req).await?;
-    Ok(response.map_body(move |head, body| {
+/// The response compressed as `encoding` says, if it pays (the module's rules). Applied by
+/// the one middleware (`pipeline.rs`), outside the JSON error bodies, inside the access log.
+pub(crate) fn encode<B: MessageBody + 'static>(
+    encoding: ContentEncoding,
+    response: ServiceResponse<B>,
+) -> ServiceResponse<impl MessageBody> {
+    response.map_body(move |head, body| {
         let as_it_is = |head: &mut ResponseHead, body| {
             EitherBody::left(Encoder::response(ContentEncoding::Identity, head, body))
         };
@@ -124,14 +121,23 @@ pub(crate) async fn compress(
                 EitherBody::left(Encoder::response(encoding, head, stream))
             }
         }
-    }))
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use actix_web::{App, HttpResponse, test, web};
+    use actix_web::{App, Error, HttpResponse, middleware::Next, test, web};
 
     use super::*;
+
+    /// The compression alone, as a middleware.
+    async fn compress(
+        req: ServiceRequest,
+        next: Next<impl MessageBody + 'static>,
+    ) -> Result<ServiceResponse<impl MessageBody>, Error> {
+        let encoding = negotiated(&req);
+        Ok(encode(encoding, next.call(req).await?))
+    }
 
     async fn served(
         path: &str,

@@ -31,7 +31,7 @@
 
 use actix_web::{
     Error, HttpMessage, HttpResponse,
-    body::{EitherBody, MessageBody},
+    body::{BoxBody, MessageBody},
     dev::{ServiceRequest, ServiceResponse},
     http::{
         StatusCode,
@@ -52,7 +52,7 @@ use crate::{
     conditional,
     error::ApiError,
     reads::Reads,
-    routes::{self, Endpoint, ReadsFrom},
+    routes::{self, Endpoint, ReadsFrom, Routed},
     state::ApiState,
 };
 
@@ -172,9 +172,13 @@ fn reads_for(state: &ApiState, endpoint: Option<&Endpoint>) -> Reads {
 
 /// A valid key: a conditional read whose tag the client holds is not counted (304); any
 /// other request counts against the key.
-async fn admit_key(req: &ServiceRequest, state: &ApiState, principal: Principal) -> Admission {
+async fn admit_key(
+    req: &ServiceRequest,
+    state: &ApiState,
+    endpoint: Option<&'static Endpoint>,
+    principal: Principal,
+) -> Admission {
     let bucket = RateBucket::Key(principal.key_id());
-    let endpoint = routes::endpoint_of(req.method(), req.path());
     let reads = reads_for(state, endpoint);
     let tag = conditional::tag(req, endpoint, state, &reads, &principal).await;
     if let Some(tag) = tag.as_ref().filter(|tag| conditional::matches(req, tag)) {
@@ -213,8 +217,13 @@ async fn admit_key(req: &ServiceRequest, state: &ApiState, principal: Principal)
     }
 }
 
-/// Authenticates and counts the request (see the module's rules).
-pub(crate) async fn authenticate_and_count(req: &ServiceRequest, state: &ApiState) -> Admission {
+/// Authenticates and counts the request (see the module's rules) for `endpoint`, the route
+/// it reaches (`None`: a path of no route, or a route outside the table).
+pub(crate) async fn authenticate_and_count(
+    req: &ServiceRequest,
+    state: &ApiState,
+    endpoint: Option<&'static Endpoint>,
+) -> Admission {
     if routes::is_public(req.path()) {
         let counted = count(state, address_bucket(req, state)).await;
         let refusal = counted.over_limit();
@@ -226,7 +235,7 @@ pub(crate) async fn authenticate_and_count(req: &ServiceRequest, state: &ApiStat
         return Admission::anonymous(counted, refusal);
     };
     match state.ports.keys.known_key(&hash) {
-        KnownKey::Valid(principal) => admit_key(req, state, principal).await,
+        KnownKey::Valid(principal) => admit_key(req, state, endpoint, principal).await,
         KnownKey::Unknown => {
             let counted = count(state, address_bucket(req, state)).await;
             let refusal = counted.over_limit().or(Some(ApiError::Unauthorized));
@@ -240,7 +249,7 @@ pub(crate) async fn authenticate_and_count(req: &ServiceRequest, state: &ApiStat
                 return Admission::anonymous(counted, refusal);
             }
             match state.ports.keys.authenticate(&hash).await {
-                Ok(Some(principal)) => admit_key(req, state, principal).await,
+                Ok(Some(principal)) => admit_key(req, state, endpoint, principal).await,
                 Ok(None) => {
                     let counted = count(state, address).await;
                     let refusal = counted.over_limit().or(Some(ApiError::Unauthorized));
@@ -255,26 +264,30 @@ pub(crate) async fn authenticate_and_count(req: &ServiceRequest, state: &ApiStat
     }
 }
 
-pub(crate) async fn gate(
+/// Admits a request of `/api/v1` reaching `route` (`None`: no route of the table; the
+/// router answers it) and serves it (`routes::serve`), or answers for it.
+pub(crate) async fn gate<B: MessageBody + 'static>(
+    route: Option<&'static Routed>,
     req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, Error> {
+    next: Next<B>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
     let Some(state) = req.app_data::<web::Data<ApiState>>().cloned() else {
-        return Ok(req.error_response(ApiError::Internal).map_into_right_body());
+        return Ok(req.error_response(ApiError::Internal));
     };
-    let admission = authenticate_and_count(&req, &state).await;
+    let admission = authenticate_and_count(&req, &state, route.map(|r| r.endpoint)).await;
     let mut response = match admission.refusal {
-        Some(refusal) => req.error_response(refusal).map_into_right_body(),
-        None if admission.not_modified => req
-            .into_response(HttpResponse::NotModified().finish())
-            .map_into_right_body(),
+        Some(refusal) => req.error_response(refusal),
+        None if admission.not_modified => req.into_response(HttpResponse::NotModified().finish()),
         None => {
             if let Some((principal, reads)) = admission.principal {
                 let mut extensions = req.extensions_mut();
                 extensions.insert(principal);
                 extensions.insert(reads);
             }
-            next.call(req).await?.map_into_left_body()
+            match route {
+                Some(route) => routes::serve(route, req, next).await?,
+                None => next.call(req).await?.map_into_boxed_body(),
+            }
         }
     };
     let tagged = response.status() == StatusCode::OK || admission.not_modified;

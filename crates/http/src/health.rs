@@ -68,8 +68,8 @@ pub(crate) async fn metrics(state: web::Data<ApiState>) -> HttpResponse {
     }
 }
 
-/// The headers every response of the application carries (set by the outermost middleware,
-/// [`crate::telemetry::telemetry`], so that one layer does it for all):
+/// The headers every response of the application carries (set by the one middleware,
+/// `pipeline.rs`):
 /// `X-Content-Type-Options: nosniff`, unless the response set its own, and, when serving
 /// TLS (`hsts`), `Strict-Transport-Security`.
 pub(crate) fn security_headers(headers: &mut actix_web::http::header::HeaderMap, hsts: bool) {

@@ -10,7 +10,7 @@
 
 use actix_web::{
     HttpMessage as _,
-    body::{BodySize, BoxBody, MessageBody as _},
+    body::{BodySize, BoxBody, MessageBody},
     dev::{Payload, ServiceRequest, ServiceResponse},
     http::{
         StatusCode,
@@ -52,12 +52,17 @@ fn context(principal: &Principal, key: &IdempotencyKey) -> Vec<u8> {
 }
 
 /// Runs the request through its `Idempotency-Key`, if it has one.
-pub(crate) async fn admit(
+pub(crate) async fn admit<B: MessageBody + 'static>(
     mut req: ServiceRequest,
-    next: Next<BoxBody>,
+    next: Next<B>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let run = |req: ServiceRequest| async move {
+        next.call(req)
+            .await
+            .map(ServiceResponse::map_into_boxed_body)
+    };
     let Some(value) = req.headers().get("idempotency-key") else {
-        return next.call(req).await;
+        return run(req).await;
     };
     let key = match IdempotencyKey::parse(value.as_bytes()) {
         Ok(key) => key,
@@ -66,7 +71,7 @@ pub(crate) async fn admit(
     let principal = req.extensions().get::<Principal>().cloned();
     let state = req.app_data::<web::Data<ApiState>>().cloned();
     let (Some(principal), Some(state)) = (principal, state) else {
-        return next.call(req).await;
+        return run(req).await;
     };
     // The body, read once (within the body limit) and put back for the route.
     let body = match req.extract::<web::Bytes>().await {
@@ -97,7 +102,7 @@ pub(crate) async fn admit(
             Err(e) => Ok(req.error_response(e)),
         },
         Ok(Claim::Run(claim)) => {
-            let response = next.call(req).await;
+            let response = run(req).await;
             let status = match &response {
                 Ok(response) => response.status().as_u16(),
                 Err(e) => e.as_response_error().status_code().as_u16(),

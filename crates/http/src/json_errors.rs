@@ -1,15 +1,15 @@
-//! A safety net: any 4xx or 5xx response that is not already JSON (an error produced by
+//! A safety net, applied by the one middleware (`pipeline.rs`): any 4xx or 5xx response
+//! that is not already JSON (an error produced by
 //! actix itself, e.g. a malformed request line or an oversized payload) gets the
 //! `{error, reason?}` body, so callers never see a plain-text error. HTML pages (the
 //! console's errors in words) and SCIM's errors (`application/scim+json`, RFC 7644's shape)
 //! are left as they are.
 
 use actix_web::{
-    HttpResponse, Result,
+    HttpResponse,
     body::{EitherBody, MessageBody},
     dev::ServiceResponse,
     http::{StatusCode, header},
-    middleware::ErrorHandlerResponse,
 };
 use posture_domain::Refusal;
 use posture_wire::{ErrorCode, ErrorResponse};
@@ -42,13 +42,14 @@ fn is_json_or_page(res: &ServiceResponse<impl MessageBody>) -> bool {
         })
 }
 
+/// `res` with the `{error, reason}` body if it is an error without a JSON body (or a page).
 pub(crate) fn ensure_json<B: MessageBody + 'static>(
     res: ServiceResponse<B>,
-) -> Result<ErrorHandlerResponse<B>> {
-    if is_json_or_page(&res) {
-        return Ok(ErrorHandlerResponse::Response(res.map_into_left_body()));
-    }
+) -> ServiceResponse<EitherBody<B>> {
     let status = res.status();
+    if !(status.is_client_error() || status.is_server_error()) || is_json_or_page(&res) {
+        return res.map_into_left_body();
+    }
     let reason = status.canonical_reason().map(|r| r.to_lowercase());
     let (req, old) = res.into_parts();
     let mut new = HttpResponse::build(status);
@@ -65,7 +66,5 @@ pub(crate) fn ensure_json<B: MessageBody + 'static>(
         field: None,
         kind,
     });
-    Ok(ErrorHandlerResponse::Response(
-        ServiceResponse::new(req, body).map_body(|_, b| EitherBody::right(b)),
-    ))
+    ServiceResponse::new(req, body).map_into_right_body()
 }

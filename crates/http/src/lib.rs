@@ -1,8 +1,10 @@
 //! posture's HTTP API on actix-web.
 //!
-//! [`app`] builds the application: request ids and the access log, JSON error bodies for
-//! every 4xx/5xx, compressed responses (`compression.rs`), `/healthz` and `/readyz`, the API reference page (`/api/v1/docs`), and the `/api/v1` scope (the gate:
-//! authentication and rate limits; `Cache-Control: no-store`; the routes of the
+//! [`app`] builds the application: one middleware (`pipeline.rs`: request ids and the access
+//! log, under `/api/v1` the gate — authentication and rate limits, `Cache-Control:
+//! no-store` — and the route's scope and query, JSON error bodies for every 4xx/5xx,
+//! compressed responses), `/healthz` and `/readyz`, the API reference page
+//! (`/api/v1/docs`), and the `/api/v1` scope (the routes of the
 //! [route table](routes::ENDPOINTS)). This
 //! crate depends on the domain's ports only; the binary wires the adapters in.
 
@@ -22,6 +24,7 @@ mod idempotency;
 pub mod input;
 mod json_errors;
 pub mod openapi;
+mod pipeline;
 mod preconditions;
 #[cfg(test)]
 mod properties;
@@ -38,7 +41,7 @@ use actix_web::{
     body::MessageBody,
     dev::{ServiceFactory, ServiceRequest, ServiceResponse},
     http::header,
-    middleware::{DefaultHeaders, ErrorHandlers, from_fn},
+    middleware::{DefaultHeaders, from_fn},
     web,
 };
 
@@ -73,12 +76,9 @@ pub fn app(
     App::new()
         .app_data(state)
         .app_data(web::PayloadConfig::new(MAX_BODY_BYTES))
-        .wrap(ErrorHandlers::new().default_handler(json_errors::ensure_json))
-        .wrap(from_fn(compression::compress))
-        // Also sets the headers of every response (`health::security_headers`).
-        .wrap(from_fn(move |req, next| {
-            telemetry::telemetry(hsts, req, next)
-        }))
+        // The one middleware: telemetry, the gate and the route's admission under
+        // `/api/v1`, JSON errors, compression (`pipeline.rs`).
+        .wrap(from_fn(move |req, next| pipeline::serve(hsts, req, next)))
         .service(web::resource("/healthz").route(web::get().to(health::healthz)))
         .service(web::resource("/readyz").route(web::get().to(health::readyz)))
         .service(web::resource("/metrics").route(web::get().to(health::metrics)))
@@ -95,8 +95,6 @@ pub fn app(
         .configure(scim::register)
         .service(
             web::scope(routes::PREFIX)
-                // Also `Cache-Control: no-store` on what the scope answers.
-                .wrap(from_fn(gate::gate))
                 .configure(routes::register)
                 .default_service(web::to(not_found)),
         )

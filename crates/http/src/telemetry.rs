@@ -1,6 +1,6 @@
-//! Request ids and the access log: one event per request. The same outermost layer sets
-//! the headers every response carries (`health::security_headers`): one layer rather than
-//! one each, as each layer costs every request.
+//! Request ids and the access log: one event per request, begun and ended by the one
+//! middleware (`pipeline.rs`), which also sets the headers every response carries
+//! (`health::security_headers`) here.
 //!
 //! The request id is taken from `X-Request-Id` when it is a short token of safe characters,
 //! otherwise generated; it is echoed in the response and carried by a span that wraps the
@@ -9,20 +9,18 @@
 //! the raw path), `http.status`, `http.latency_ms`, `request.id` and `key.id` (the key's
 //! public id; the key itself is never logged).
 
-use std::{cell::RefCell, collections::HashMap, time::Instant};
+use std::{borrow::Cow, cell::RefCell, collections::HashMap, time::Instant};
 
 use actix_web::{
-    Error, HttpMessage,
-    body::MessageBody,
+    HttpMessage,
     dev::{ServiceRequest, ServiceResponse},
     http::{
         Method,
         header::{HeaderName, HeaderValue},
     },
-    middleware::Next,
 };
 use posture_domain::Principal;
-use tracing::{Instrument, field};
+use tracing::field;
 
 /// The request id header, in and out.
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -67,15 +65,18 @@ struct Series {
     duration: metrics::Histogram,
 }
 
+/// A route label: a template of the table (no copy), or another route's pattern.
+type Route = Cow<'static, str>;
+
 thread_local! {
     /// Each worker's handles of the series it has recorded, so that a request costs no
     /// label strings and no registry lookup. Bounded: every label comes from a closed set.
-    static SERIES: RefCell<HashMap<(&'static str, String, u16), Series>> =
+    static SERIES: RefCell<HashMap<(&'static str, Route, u16), Series>> =
         RefCell::new(HashMap::new());
 }
 
 /// Counts a request and records its duration.
-fn record(method: &'static str, route: String, status: u16, seconds: f64) {
+fn record(method: &'static str, route: Route, status: u16, seconds: f64) {
     SERIES.with(|series| {
         let mut series = series.borrow_mut();
         let handles =
@@ -84,7 +85,7 @@ fn record(method: &'static str, route: String, status: u16, seconds: f64) {
                 .or_insert_with_key(|(method, route, status)| {
                     let labels = [
                         ("method", (*method).to_owned()),
-                        ("route", route.clone()),
+                        ("route", route.clone().into_owned()),
                         ("status", status.to_string()),
                     ];
                     Series {
@@ -100,58 +101,79 @@ fn record(method: &'static str, route: String, status: u16, seconds: f64) {
     });
 }
 
-/// `hsts`: whether responses carry `Strict-Transport-Security` (serving TLS), read once
-/// when the application is built.
-pub(crate) async fn telemetry(
-    hsts: bool,
-    req: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<impl MessageBody>, Error> {
-    let id = incoming_id(&req).unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
-    req.extensions_mut().insert(RequestId(id.clone()));
-    let span = tracing::info_span!(
-        "request",
-        request.id = %id,
-        http.method = %req.method(),
-        http.route = field::Empty,
-        key.id = field::Empty,
-    );
-    let started = Instant::now();
-    let mut response = next.call(req).instrument(span.clone()).await?;
-    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
-    if let Ok(value) = HeaderValue::from_str(&id) {
-        response.headers_mut().insert(REQUEST_ID, value);
-    }
-    crate::health::security_headers(response.headers_mut(), hsts);
-    let request = response.request();
-    let route = request
-        .match_pattern()
-        .unwrap_or_else(|| "unmatched".to_owned());
-    let key = request
-        .extensions()
-        .get::<Principal>()
-        .map(|p| p.key_id().to_string());
-    span.record("http.route", route.as_str());
-    if let Some(key) = &key {
-        span.record("key.id", key.as_str());
-    }
-    let status = response.status().as_u16();
-    // Every label comes from a closed set, so that no request can add a series: the method
-    // is one HTTP defines or OTHER, the route a template of the table or `unmatched`.
-    record(
-        method_label(response.request().method()),
-        route,
-        status,
-        latency_ms / 1000.0,
-    );
-    span.in_scope(|| {
-        tracing::info!(
-            http.status = status,
-            http.latency_ms = latency_ms,
-            "request served"
+/// A request being served: its id, its span, when it began.
+pub(crate) struct Served {
+    id: Option<HeaderValue>,
+    pub(crate) span: tracing::Span,
+    started: Instant,
+}
+
+impl Served {
+    /// Begins `req`: its id (taken or made), in its extensions and its span.
+    pub(crate) fn start(req: &ServiceRequest) -> Served {
+        let id = incoming_id(req).unwrap_or_else(|| uuid::Uuid::now_v7().simple().to_string());
+        let span = tracing::info_span!(
+            "request",
+            request.id = %id,
+            http.method = %req.method(),
+            http.route = field::Empty,
+            key.id = field::Empty,
         );
-    });
-    Ok(response)
+        let header = HeaderValue::from_str(&id).ok();
+        req.extensions_mut().insert(RequestId(id));
+        Served {
+            id: header,
+            span,
+            started: Instant::now(),
+        }
+    }
+
+    /// Ends it: the headers every response carries, its series, its access event. `route`:
+    /// its template in the route table, if it reached one.
+    pub(crate) fn finish<B>(
+        self,
+        mut response: ServiceResponse<B>,
+        route: Option<&'static str>,
+        hsts: bool,
+    ) -> ServiceResponse<B> {
+        let latency_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        if let Some(id) = self.id {
+            response.headers_mut().insert(REQUEST_ID, id);
+        }
+        crate::health::security_headers(response.headers_mut(), hsts);
+        let request = response.request();
+        let route: Route = match route {
+            Some(route) => Cow::Borrowed(route),
+            None => Cow::Owned(
+                request
+                    .match_pattern()
+                    .unwrap_or_else(|| "unmatched".to_owned()),
+            ),
+        };
+        let span = self.span;
+        span.record("http.route", route.as_ref());
+        if let Some(principal) = request.extensions().get::<Principal>() {
+            span.record("key.id", field::display(principal.key_id()));
+        }
+        let status = response.status().as_u16();
+        // Every label comes from a closed set, so that no request can add a series: the
+        // method is one HTTP defines or OTHER, the route a template of the table or
+        // `unmatched`.
+        record(
+            method_label(request.method()),
+            route,
+            status,
+            latency_ms / 1000.0,
+        );
+        span.in_scope(|| {
+            tracing::info!(
+                http.status = status,
+                http.latency_ms = latency_ms,
+                "request served"
+            );
+        });
+        response
+    }
 }
 
 #[cfg(test)]

@@ -5,8 +5,9 @@
 //! `/api/v1`), required scope, its handler (whose argument and return types are its typed
 //! inputs — path parameters, query parts, body — and its success answer: `handler.rs`), and
 //! what the contract says of it: how it answers conditional reads ([`Tagging`]) and where it
-//! reads ([`ReadsFrom`]). Registration wraps every route in [`check_scope_and_query`]: the
-//! scope check, then the query parsed by the parts its handler reads.
+//! reads ([`ReadsFrom`]). The one middleware of every request (`pipeline.rs`) finds the
+//! request's route in the table once ([`route_of`]); the gate admits the caller, then
+//! [`serve`] checks the route's scope and parses the query by the parts its handler reads.
 //! Adding a route is adding an `Endpoint` to [`ENDPOINTS`] beside its handler; `cargo xtask
 //! openapi` then shows the contract change.
 
@@ -19,16 +20,15 @@ mod identities;
 mod keys;
 mod openapi_json;
 mod roles;
+mod table;
 mod tenants;
 mod triage;
 mod upr;
 mod webhooks;
 
-use std::rc::Rc;
-
 use actix_web::{
     HttpMessage as _, HttpResponse,
-    body::{BodySize, BoxBody, MessageBody as _},
+    body::{BodySize, BoxBody, MessageBody},
     dev::{ServiceRequest, ServiceResponse},
     middleware::{Next, from_fn},
     web,
@@ -37,83 +37,12 @@ use actix_web::{
 pub use crate::answer::{Answer, Answers, Built, Content, NoContent, Reply, SchemaFn, schema};
 pub use crate::auth::Access;
 pub use crate::handler::{Arguments, Declares, Handler, route_to};
-use crate::{
-    auth::authorize,
-    error::ApiError,
-    input::{QueryPart, declared_names, parse_query},
-};
+use crate::{auth::authorize, error::ApiError, input::parse_query};
 pub(crate) use endpoint::IDEMPOTENCY_KEY;
 pub use endpoint::{Endpoint, HttpMethod, PREFIX, ReadsFrom, RequestHeader, Tagging};
-
-/// Every route of the API, in registration order (a literal path before a templated one).
-pub static ENDPOINTS: &[&Endpoint] = &[
-    &identities::LIST,
-    &identities::GET,
-    &findings::LIST,
-    &export::EXPORT,
-    &triage::BULK,
-    &findings::GET,
-    &findings::PATCH,
-    &findings::HISTORY,
-    &roles::LIST,
-    &upr::ROLLUP,
-    &upr::PRINCIPALS,
-    &upr::TREND,
-    &tenants::LIST,
-    &webhooks::CREATE,
-    &webhooks::LIST,
-    &webhooks::GET,
-    &webhooks::PATCH,
-    &webhooks::ROTATE_SECRET,
-    &deliveries::LIST,
-    &deliveries::GET,
-    &deliveries::REDELIVER,
-    &deliveries::RECOVER,
-    &deliveries::TEST,
-    &webhooks::DELETE,
-    &events::LIST,
-    &events::GET,
-    &keys::CURRENT,
-    &openapi_json::GET,
-];
-
-/// Whether `path` matches `template` (a `{...}` segment matches any one segment).
-fn matches_template(path: &str, template: &str) -> bool {
-    let (mut path, mut template) = (path.split('/'), template.split('/'));
-    loop {
-        match (path.next(), template.next()) {
-            (None, None) => return true,
-            (Some(p), Some(t)) if p == t || (t.starts_with('{') && t.ends_with('}')) => {}
-            _ => return false,
-        }
-    }
-}
-
-/// The endpoint a request reaches, as the router will choose it: the first of
-/// [`ENDPOINTS`] (registration order: a literal path before a templated one) with its method
-/// and a path its template matches.
-pub(crate) fn endpoint_of(
-    method: &actix_web::http::Method,
-    path: &str,
-) -> Option<&'static Endpoint> {
-    let relative = path.strip_prefix(PREFIX)?;
-    // HEAD is the GET of the same route without its body (its tag, its reads).
-    let method = match *method {
-        actix_web::http::Method::HEAD => &actix_web::http::Method::GET,
-        _ => method,
-    };
-    ENDPOINTS
-        .iter()
-        .copied()
-        .find(|e| e.method.actix() == method && matches_template(relative, e.path))
-}
-
-/// Whether `path` (a request path) is a public route.
-pub(crate) fn is_public(path: &str) -> bool {
-    ENDPOINTS
-        .iter()
-        .any(|e| e.access == Access::Public && path.strip_prefix(PREFIX) == Some(e.path))
-}
+pub use table::ENDPOINTS;
+use table::matches_template;
+pub(crate) use table::{Routed, is_public, route_of};
 
 /// Registers every endpoint in the `/api/v1` scope. Paths are registered once, with all
 /// their methods, a GET with HEAD too (the same answer without its body, as HTTP tools and
@@ -155,17 +84,17 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
         let allow = allowed.join(", ");
         let mut resource = web::resource(path);
         for endpoint in endpoints {
-            let parts: Rc<[QueryPart]> = endpoint.query_parts().into();
-            let names: Rc<[String]> = declared_names(&parts).into();
             let mut methods = vec![endpoint.method.actix()];
             if endpoint.method == HttpMethod::Get {
                 methods.push(actix_web::http::Method::HEAD);
             }
             for method in methods {
-                let (parts, names) = (parts.clone(), names.clone());
-                let route = (endpoint.handler.route)().method(method).wrap(from_fn(
-                    move |mut req: ServiceRequest, next| {
-                        if endpoint.path != path {
+                let route = (endpoint.handler.route)().method(method);
+                // A shadowed route's parameters, from the literal path it answers on.
+                let route = match endpoint.path == path {
+                    true => route,
+                    false => route.wrap(from_fn(
+                        move |mut req: ServiceRequest, next: Next<BoxBody>| {
                             for (value, name) in path.split('/').zip(endpoint.path.split('/')) {
                                 if let Some(name) =
                                     name.strip_prefix('{').and_then(|n| n.strip_suffix('}'))
@@ -173,10 +102,10 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
                                     req.match_info_mut().add_static(name, value);
                                 }
                             }
-                        }
-                        check_scope_and_query(endpoint, parts.clone(), names.clone(), req, next)
-                    },
-                ));
+                            next.call(req)
+                        },
+                    )),
+                };
                 resource = resource.route(route);
             }
         }
@@ -188,27 +117,28 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
     }
 }
 
-/// Per-route middleware built from the table: the caller must hold the route's scope, and
-/// the query string must be one the route declares (parsed here, once, for the handler).
-async fn check_scope_and_query(
-    endpoint: &'static Endpoint,
-    parts: Rc<[QueryPart]>,
-    names: Rc<[String]>,
+/// The route's own admission, for an admitted caller (`gate.rs`): the caller must hold the
+/// route's scope, and the query string must be one the route declares (parsed here, once,
+/// for the handler); an idempotent route's key is honoured (`idempotency.rs`). Then the
+/// route runs (the router finds it).
+pub(crate) async fn serve<B: MessageBody + 'static>(
+    route: &'static Routed,
     req: ServiceRequest,
-    next: Next<BoxBody>,
+    next: Next<B>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let endpoint = route.endpoint;
     let admitted = authorize(&req, endpoint.access).and_then(|()| {
         parse_query(
             req.query_string(),
-            &parts,
-            &names,
+            &route.parts,
+            &route.names,
             &mut req.extensions_mut(),
         )
     });
     let head = req.method() == actix_web::http::Method::HEAD;
     let response = match admitted {
         Ok(()) if endpoint.idempotent => crate::idempotency::admit(req, next).await?,
-        Ok(()) => next.call(req).await?,
+        Ok(()) => next.call(req).await?.map_into_boxed_body(),
         Err(e) => req.error_response(e),
     };
     // A HEAD sends no body: a streamed one (an export, a stream of events) is dropped
@@ -237,9 +167,8 @@ async fn check_scope_and_query(
 
 #[cfg(test)]
 mod tests {
-    use actix_web::http::Method;
-
     use super::*;
+    use crate::input::declared_names;
 
     #[test]
     fn only_authenticated_reads_are_tagged_or_read_from_a_replica() {
@@ -275,27 +204,5 @@ mod tests {
                 endpoint.operation_id
             );
         }
-    }
-
-    #[test]
-    fn a_request_reaches_the_endpoint_the_router_chooses() {
-        let of = |method: Method, path: &str| endpoint_of(&method, path).map(|e| e.operation_id);
-        assert_eq!(
-            of(Method::GET, "/api/v1/findings/export"),
-            Some("exportFindings")
-        );
-        assert_eq!(of(Method::GET, "/api/v1/findings/f-1"), Some("getFinding"));
-        assert_eq!(
-            of(Method::GET, "/api/v1/webhooks/abc/deliveries"),
-            Some("listWebhookDeliveries")
-        );
-        assert_eq!(
-            of(Method::DELETE, "/api/v1/webhooks/abc"),
-            Some("deleteWebhook")
-        );
-        assert_eq!(of(Method::PUT, "/api/v1/webhooks/abc"), None);
-        assert_eq!(of(Method::GET, "/api/v1/findings/f-1/more"), None);
-        assert_eq!(of(Method::GET, "/api/v1findings"), None);
-        assert_eq!(of(Method::GET, "/metrics"), None);
     }
 }

@@ -87,7 +87,7 @@ async fn scim_gate(
             .error_response(ScimError::from(ApiError::Internal))
             .map_into_right_body());
     };
-    let admission = gate::authenticate_and_count(&req, &state).await;
+    let admission = gate::authenticate_and_count(&req, &state, None).await;
     let refusal = admission.refusal.or_else(|| match &admission.principal {
         Some((principal, _)) if principal.has_scope(Scope::ProvisionScim) => None,
         Some(_) => Some(ApiError::InsufficientScope(Scope::ProvisionScim)),
