@@ -130,6 +130,29 @@ static BASE32_LOWER: LazyLock<data_encoding::Encoding> = LazyLock::new(|| {
         .expect("a static, valid base32 specification")
 });
 
+/// Whether `presented` has the form and checksum of a key posture issues (decoded on the
+/// stack: the check allocates nothing).
+fn is_well_formed(presented: &str) -> bool {
+    let Some(body) = presented.strip_prefix(KEY_PREFIX) else {
+        return false;
+    };
+    let mut bytes = [0u8; RANDOM_BYTES + CHECKSUM_BYTES];
+    let fits = BASE32_LOWER
+        .decode_len(body.len())
+        .is_ok_and(|len| len == bytes.len());
+    if presented.len() != KEY_LEN || !fits {
+        return false;
+    }
+    if BASE32_LOWER
+        .decode_mut(body.as_bytes(), &mut bytes)
+        .is_err()
+    {
+        return false;
+    }
+    let (random, checksum) = bytes.split_at(RANDOM_BYTES);
+    crc32fast::hash(random).to_be_bytes() == checksum
+}
+
 /// A full API key. Shown once at issue; its `Debug` never prints it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ApiKeySecret(String);
@@ -149,13 +172,14 @@ impl ApiKeySecret {
     /// Checks the form and checksum of a presented key. `None` means it cannot be a key
     /// posture issued, so no lookup is needed.
     pub fn parse(presented: &str) -> Option<Self> {
-        if presented.len() != KEY_LEN {
-            return None;
-        }
-        let body = presented.strip_prefix(KEY_PREFIX)?;
-        let bytes = BASE32_LOWER.decode(body.as_bytes()).ok()?;
-        let (random, checksum) = bytes.split_at(RANDOM_BYTES);
-        (crc32fast::hash(random).to_be_bytes() == checksum).then(|| Self(presented.to_owned()))
+        is_well_formed(presented).then(|| Self(presented.to_owned()))
+    }
+
+    /// The hash of a presented key of valid form, as [`parse`](Self::parse) then
+    /// [`hash`](Self::hash) give it, without copying the key: what every request's key check
+    /// needs, with no allocation.
+    pub fn hash_presented(presented: &str) -> Option<KeyHash> {
+        is_well_formed(presented).then(|| KeyHash(Sha256::digest(presented.as_bytes()).into()))
     }
 
     /// The SHA-256 of the key: what is stored and looked up.
@@ -362,6 +386,32 @@ mod tests {
         assert_eq!(ApiKeySecret::parse(&tampered), None);
         assert_eq!(ApiKeySecret::parse("svc_short"), None);
         assert_eq!(ApiKeySecret::parse(&key.expose().to_uppercase()), None);
+    }
+
+    #[test]
+    fn a_presented_key_hashes_as_its_parsed_key_and_a_malformed_one_not_at_all() {
+        let key = ApiKeySecret::generate().unwrap();
+        assert_eq!(ApiKeySecret::hash_presented(key.expose()), Some(key.hash()));
+        let tampered = format!("{}{}", &key.expose()[..KEY_LEN - 1], {
+            if key.expose().ends_with('a') {
+                'b'
+            } else {
+                'a'
+            }
+        });
+        for malformed in [
+            tampered.as_str(),
+            "svc_short",
+            "",
+            &key.expose().to_uppercase(),
+            &format!("{}a", key.expose()),
+            &key.expose().replacen("svc_", "svk_", 1),
+            // The right length, a character outside the alphabet.
+            &format!("{}1", &key.expose()[..KEY_LEN - 1]),
+        ] {
+            assert_eq!(ApiKeySecret::hash_presented(malformed), None, "{malformed}");
+            assert_eq!(ApiKeySecret::parse(malformed), None, "{malformed}");
+        }
     }
 
     #[test]

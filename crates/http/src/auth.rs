@@ -85,9 +85,7 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 /// The hash of the presented key, if the request presents one of a valid form (checksum
 /// included: a made-up key costs no lookup).
 pub(crate) fn presented_key(headers: &HeaderMap) -> Option<KeyHash> {
-    bearer_token(headers)
-        .and_then(ApiKeySecret::parse)
-        .map(|secret| secret.hash())
+    bearer_token(headers).and_then(ApiKeySecret::hash_presented)
 }
 
 /// The route's scope check (run by `routes::serve`, after the gate): the caller
