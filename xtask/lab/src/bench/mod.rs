@@ -215,16 +215,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         return finish(&figures);
     }
     if args.delivery_log_only {
-        // The fan-out and the workers too: they write what the log reads.
-        let key = deliveries::run(
-            &bin_dir,
-            &postgres.url,
-            &server.base,
-            args.seconds,
-            args.pool_size,
-            &mut figures,
-        )?;
-        delivery_log::run(&server, &postgres.url, &key, 16, duration, &mut figures)?;
+        webhooks(&bin_dir, &server, &postgres.url, args, &mut figures)?;
         drop(server);
         return finish(&figures);
     }
@@ -345,22 +336,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         duration,
         &mut figures,
     )?;
-    let webhooks_key = deliveries::run(
-        &bin_dir,
-        &postgres.url,
-        &server.base,
-        args.seconds,
-        args.pool_size,
-        &mut figures,
-    )?;
-    delivery_log::run(
-        &server,
-        &postgres.url,
-        &webhooks_key,
-        16,
-        duration,
-        &mut figures,
-    )?;
+    webhooks(&bin_dir, &server, &postgres.url, args, &mut figures)?;
     events::run(
         &bin,
         &server,
@@ -404,6 +380,28 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
 }
 
 /// Writes the report and prints it.
+/// The webhooks' figures: a pass's fan-out and the workers (`deliveries.rs`), then the
+/// delivery log they wrote, at 16 connections (`delivery_log.rs`).
+fn webhooks(
+    bin_dir: &std::path::Path,
+    server: &http::Server,
+    database_url: &str,
+    args: &BenchArgs,
+    figures: &mut Vec<Figure>,
+) -> anyhow::Result<()> {
+    let seconds = args.seconds;
+    let key = deliveries::run(
+        bin_dir,
+        database_url,
+        &server.base,
+        seconds,
+        args.pool_size,
+        figures,
+    )?;
+    let duration = Duration::from_secs(seconds);
+    delivery_log::run(server, database_url, &key, 16, duration, figures)
+}
+
 fn finish(figures: &[Figure]) -> anyhow::Result<()> {
     let path = report::write(figures).context("writing the report")?;
     report::print(figures);
