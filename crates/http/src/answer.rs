@@ -114,9 +114,15 @@ fn status_of(status: u16) -> StatusCode {
 }
 
 impl<T: JsonSchema, const STATUS: u16> Answers for Reply<T, STATUS> {
-    const ANSWER: Answer = Answer {
-        status: STATUS,
-        content: Content::Json(schema::<T>),
+    const ANSWER: Answer = {
+        assert!(
+            STATUS >= 200 && STATUS < 300,
+            "a reply is a success: a 2xx status"
+        );
+        Answer {
+            status: STATUS,
+            content: Content::Json(schema::<T>),
+        }
     };
 }
 

@@ -2,17 +2,18 @@
 //!
 //! [`presented_key`] reads `Authorization: Bearer <key>`: the key's form and checksum are
 //! checked first (no lookup for a made-up key); the gate (`gate.rs`) then has its SHA-256
-//! looked up among unrevoked, unexpired keys, so a revocation applies at once, and puts the
-//! resulting [`Principal`] into the request's extensions. Each route's required scope
-//! is checked by a per-route middleware built from the route table ([`authorize`]), so
-//! a route cannot be registered without its scope. Handlers get the caller through
-//! [`Caller`], which exists only after authentication.
+//! looked up among unrevoked, unexpired keys. Each route's required scope is checked by
+//! `routes::serve` ([`authorize`]) for the route the router will dispatch to (found on the
+//! percent-decoded path the router matches), which only then puts the [`Principal`] into the
+//! request's extensions: a route cannot be declared without its access rule, and a handler
+//! reached any other way has no caller. Handlers get the caller through [`Caller`], which
+//! exists only after both.
 
 use std::future::{Ready, ready};
 
 use actix_web::{
     FromRequest, HttpMessage, HttpRequest,
-    dev::{Payload, ServiceRequest},
+    dev::Payload,
     http::header::{AUTHORIZATION, HeaderMap},
 };
 use posture_domain::{ApiKeySecret, CustomerScope, KeyHash, KeyId, Principal, Scope};
@@ -90,14 +91,11 @@ pub(crate) fn presented_key(headers: &HeaderMap) -> Option<KeyHash> {
 
 /// The route's scope check (run by `routes::serve`, after the gate): the caller
 /// must hold every scope of `access`; the first one missing is named.
-pub(crate) fn authorize(req: &ServiceRequest, access: Access) -> Result<(), ApiError> {
+pub(crate) fn authorize(principal: Option<&Principal>, access: Access) -> Result<(), ApiError> {
     if access == Access::Public {
         return Ok(());
     }
-    let extensions = req.extensions();
-    let principal = extensions
-        .get::<Principal>()
-        .ok_or(ApiError::Unauthorized)?;
+    let principal = principal.ok_or(ApiError::Unauthorized)?;
     match access
         .scopes()
         .iter()

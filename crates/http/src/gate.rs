@@ -30,7 +30,7 @@
 //! window's end), and the IETF draft fields `RateLimit-Policy` and `RateLimit`.
 
 use actix_web::{
-    Error, HttpMessage, HttpResponse,
+    Error, HttpResponse,
     body::{BoxBody, MessageBody},
     dev::{ServiceRequest, ServiceResponse},
     http::{
@@ -224,7 +224,7 @@ pub(crate) async fn authenticate_and_count(
     state: &ApiState,
     endpoint: Option<&'static Endpoint>,
 ) -> Admission {
-    if routes::is_public(req.path()) {
+    if routes::is_public(req.match_info().as_str()) {
         let counted = count(state, address_bucket(req, state)).await;
         let refusal = counted.over_limit();
         return Admission::anonymous(counted, refusal);
@@ -278,17 +278,12 @@ pub(crate) async fn gate<B: MessageBody + 'static>(
     let mut response = match admission.refusal {
         Some(refusal) => req.error_response(refusal),
         None if admission.not_modified => req.into_response(HttpResponse::NotModified().finish()),
-        None => {
-            if let Some((principal, reads)) = admission.principal {
-                let mut extensions = req.extensions_mut();
-                extensions.insert(principal);
-                extensions.insert(reads);
-            }
-            match route {
-                Some(route) => routes::serve(route, req, next).await?,
-                None => next.call(req).await?.map_into_boxed_body(),
-            }
-        }
+        // The caller is handed to the route that was checked for it, and to no other: a
+        // request the table finds no route for (a 404, a 405) reaches no handler as anyone.
+        None => match route {
+            Some(route) => routes::serve(route, admission.principal, req, next).await?,
+            None => next.call(req).await?.map_into_boxed_body(),
+        },
     };
     let tagged = response.status() == StatusCode::OK || admission.not_modified;
     if let Some(tag) = admission.tag.as_ref().filter(|_| tagged)

@@ -1,8 +1,11 @@
 //! A route's handler is its declaration: the path parameters, query parts and JSON body a
 //! route reads come from its handler's argument types ([`Declares`]), and its success answer
 //! (status and body) from its return type ([`Answers`], `answer.rs`). [`handler!`](crate::handler) takes
-//! both from the function it serves, so the contract and the handler cannot disagree: a
-//! handler that reads something undeclared, or answers an undeclared shape, does not compile.
+//! both from the function it serves, so the contract and the handler cannot disagree on
+//! them: a handler that reads something undeclared, or answers an undeclared shape, does not
+//! compile. (A handler taking the `HttpRequest` may still read headers by hand: the
+//! conditional ones and `Last-Event-ID`, which the `Endpoint` states with `if_match`,
+//! `tagging` and `request_headers`.)
 //!
 //! A handler answering what its type does not state (a bare `HttpResponse`) does not
 //! compile:

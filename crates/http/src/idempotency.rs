@@ -1,6 +1,6 @@
 //! `Idempotency-Key` on the POSTs that create or act (the IETF httpapi idempotency-key
-//! draft): the route table marks them (`Endpoint::idempotent`), and the
-//! per-route middleware sends their requests through [`admit`] after the scope check.
+//! draft): the route table marks them (`Endpoint::idempotent`), and the route's admission
+//! (`routes::serve`) sends their requests through [`admit`] after the scope check.
 //!
 //! A request with a key claims it for its API key; its answer, if it would be the same again
 //! ([`is_kept`]), is kept 24 hours with its body sealed, and a retry with the same key and

@@ -44,8 +44,11 @@ pub(crate) async fn serve<B: MessageBody + 'static>(
 ) -> Result<ServiceResponse<impl MessageBody>, Error> {
     let served = Served::start(&req);
     let encoding = compression::negotiated(&req);
-    let route = match is_api(req.path()) {
-        true => Some(routes::route_of(req.method(), req.path())),
+    // The path as the router matches it, percent-decoded: the route found here must be
+    // the one the router dispatches to.
+    let path = req.match_info().as_str();
+    let route = match is_api(path) {
+        true => Some(routes::route_of(req.method(), path)),
         false => None,
     };
     let span = served.span.clone();

@@ -257,6 +257,69 @@ async fn provision_scim_alone_opens_no_route() {
     }
 }
 
+/// `path` with the last letter of its collection percent-encoded
+/// (`/api/v1/webhooks/x` → `/api/v1/webhook%73/x`): the same route to the router, which
+/// matches the path decoded.
+fn encoded(path: &str) -> String {
+    let rest = path.strip_prefix("/api/v1/").unwrap();
+    let end = rest.find('/').unwrap_or(rest.len());
+    let letter = rest[..end]
+        .bytes()
+        .rposition(|b| b.is_ascii_lowercase())
+        .unwrap();
+    let byte = rest.as_bytes()[letter];
+    format!(
+        "/api/v1/{}%{byte:02X}{}",
+        &rest[..letter],
+        &rest[letter + 1..]
+    )
+}
+
+#[tokio::test]
+async fn a_percent_encoded_path_is_checked_as_the_route_it_reaches() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ProvisionScim]).await;
+    assert_eq!(
+        encoded("/api/v1/webhooks/x/test"),
+        "/api/v1/webhook%73/x/test"
+    );
+    for (method, path, scope) in scoped_routes() {
+        let path = encoded(&path);
+        let response = app
+            .client
+            .request(method.clone(), app.url(&path))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap();
+        let reason = assert_error(response, StatusCode::FORBIDDEN, "insufficient_scope").await;
+        assert!(reason.contains(scope.as_str()), "{method} {path}: {reason}");
+    }
+    // With the scope, the encoded path is the route, its query parsed for it.
+    let (_, reader) = app.key(customer, &[Scope::ReadFindings]).await;
+    let body = app
+        .get_json("/api/v1/finding%73?limit=1", &reader, StatusCode::OK)
+        .await;
+    assert_eq!(body["meta"]["limit"], 1, "{body}");
+    // The prefix encoded is the API too: gated, counted.
+    let response = app
+        .client
+        .get(app.url("/ap%69/v1/findings"))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.headers().contains_key("x-ratelimit-limit"));
+    assert_error(response, StatusCode::UNAUTHORIZED, "unauthorized").await;
+    // An empty id is no route: the router's 404, not a route's 403.
+    assert_error(
+        app.get("/api/v1/findings/", &key).await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn every_route_but_the_contract_is_401_without_a_key() {
     let app = TestApp::start().await;

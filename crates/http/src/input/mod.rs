@@ -5,8 +5,8 @@
 //!
 //! * **Query** (`query.rs`): [`QueryPart`]s, types of `posture-wire` whose fields are the
 //!   parameters, read with [`Input`], [`ListQuery`] or [`TenantFilter`] (`list.rs`, the
-//!   skeleton every list shares). The route's middleware refuses parameters no part declares
-//!   and repeated ones, then parses every part for the handler.
+//!   skeleton every list shares). The route's admission (`routes::serve`) refuses parameters
+//!   no part declares and repeated ones, then parses every part for the handler.
 //! * **Path** (`path.rs`): the `{id}` of a resource, a [`PathParam`] its [`Resource`] names,
 //!   parsed by [`Id`]; an id that cannot exist is 404 like a missing one.
 //! * **Body** (`body.rs`): [`Json`] reads a bounded JSON body into its type, whose schema the

@@ -37,7 +37,9 @@ use actix_web::{
 pub use crate::answer::{Answer, Answers, Built, Content, NoContent, Reply, SchemaFn, schema};
 pub use crate::auth::Access;
 pub use crate::handler::{Arguments, Declares, Handler, route_to};
-use crate::{auth::authorize, error::ApiError, input::parse_query};
+use posture_domain::Principal;
+
+use crate::{auth::authorize, error::ApiError, input::parse_query, reads::Reads};
 pub(crate) use endpoint::IDEMPOTENCY_KEY;
 pub use endpoint::{Endpoint, HttpMethod, PREFIX, ReadsFrom, RequestHeader, Tagging};
 pub use table::ENDPOINTS;
@@ -117,22 +119,29 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
     }
 }
 
-/// The route's own admission, for an admitted caller (`gate.rs`): the caller must hold the
-/// route's scope, and the query string must be one the route declares (parsed here, once,
-/// for the handler); an idempotent route's key is honoured (`idempotency.rs`). Then the
-/// route runs (the router finds it).
+/// The route's own admission, for a caller the gate admitted (`gate.rs`): the caller must
+/// hold the route's scope, and the query string must be one the route declares (parsed
+/// here, once, for the handler); an idempotent route's key is honoured (`idempotency.rs`).
+/// Then the route runs (the router finds it), its caller in the request's extensions: only
+/// a route checked here has one.
 pub(crate) async fn serve<B: MessageBody + 'static>(
     route: &'static Routed,
+    caller: Option<(Principal, Reads)>,
     req: ServiceRequest,
     next: Next<B>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let endpoint = route.endpoint;
-    let admitted = authorize(&req, endpoint.access).and_then(|()| {
+    let admitted = authorize(caller.as_ref().map(|(p, _)| p), endpoint.access).and_then(|()| {
+        let mut extensions = req.extensions_mut();
+        if let Some((principal, reads)) = caller {
+            extensions.insert(principal);
+            extensions.insert(reads);
+        }
         parse_query(
             req.query_string(),
             &route.parts,
             &route.names,
-            &mut req.extensions_mut(),
+            &mut extensions,
         )
     });
     let head = req.method() == actix_web::http::Method::HEAD;

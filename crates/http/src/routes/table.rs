@@ -94,13 +94,15 @@ fn first_segment(relative: &str) -> &str {
     relative.split('/').next().unwrap_or(relative)
 }
 
-/// Whether `path` matches `template` (a `{...}` segment matches any one segment).
+/// Whether `path` matches `template` as actix's router matches it: a `{...}` segment
+/// matches any one segment that is not empty.
 pub(super) fn matches_template(path: &str, template: &str) -> bool {
     let (mut path, mut template) = (path.split('/'), template.split('/'));
     loop {
         match (path.next(), template.next()) {
             (None, None) => return true,
-            (Some(p), Some(t)) if p == t || (t.starts_with('{') && t.ends_with('}')) => {}
+            (Some(p), Some(t)) if p == t => {}
+            (Some(p), Some(t)) if t.starts_with('{') && t.ends_with('}') && !p.is_empty() => {}
             _ => return false,
         }
     }
@@ -118,7 +120,9 @@ fn collection(relative: &str) -> impl Iterator<Item = &'static Routed> {
 
 /// The route a request reaches, as the router will choose it: the first of [`ENDPOINTS`]
 /// (registration order: a literal path before a templated one) with its method and a path
-/// its template matches.
+/// its template matches. `path` is the path the router matches: percent-decoded
+/// (`ServiceRequest::match_info().as_str()`), not as sent, or `/api/v1/webhook%73/x` would
+/// reach its route unchecked.
 pub(crate) fn route_of(method: &Method, path: &str) -> Option<&'static Routed> {
     let relative = path.strip_prefix(PREFIX)?;
     // HEAD is the GET of the same route without its body (its tag, its reads).
@@ -189,6 +193,8 @@ mod tests {
         );
         assert_eq!(of(Method::PUT, "/api/v1/webhooks/abc"), None);
         assert_eq!(of(Method::GET, "/api/v1/findings/f-1/more"), None);
+        assert_eq!(of(Method::GET, "/api/v1/findings/"), None, "no empty id");
+        assert_eq!(of(Method::POST, "/api/v1/webhooks//test"), None);
         assert_eq!(of(Method::GET, "/api/v1findings"), None);
         assert_eq!(of(Method::GET, "/api/v1"), None);
         assert_eq!(of(Method::GET, "/api/v1/"), None);
