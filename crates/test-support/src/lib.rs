@@ -303,6 +303,22 @@ impl TestDb {
         AsyncPgConnection::establish(&self.url).await.unwrap()
     }
 
+    /// Reverts the newest migration (its `down.sql`); returns its version.
+    pub async fn revert_last_migration(&self) -> String {
+        use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
+        use diesel_migrations::MigrationHarness as _;
+
+        let conn = self.connection().await;
+        tokio::task::spawn_blocking(move || {
+            let mut conn = AsyncConnectionWrapper::<AsyncPgConnection>::from(conn);
+            conn.revert_last_migration(posture_store_postgres::migrations::MIGRATIONS)
+                .unwrap()
+                .to_string()
+        })
+        .await
+        .unwrap()
+    }
+
     /// Runs one SQL statement as the owner; returns the rows it changed.
     pub async fn execute(&self, sql: &str) -> usize {
         diesel_async::RunQueryDsl::execute(diesel::sql_query(sql), &mut self.connection().await)

@@ -251,3 +251,58 @@ async fn slack_and_teams_subscriptions_get_their_renderings_signed_too() {
     );
     assert_eq!(card["attachments"][0]["content"]["version"], "1.4");
 }
+
+/// The delivery log's totals (migration `2026-11-28-000027_delivery_log_totals`) come to
+/// databases that hold deliveries already: its `down.sql` takes them away, and applying it
+/// again counts every delivery there, by status, and keeps counting after.
+#[tokio::test]
+async fn the_totals_migration_counts_the_deliveries_already_there() {
+    let setup = Setup::new().await;
+    let (customer, tenant) = setup.customer("A").await;
+    let server = receiver(200).await;
+    setup
+        .subscribe(
+            customer,
+            &hook_url(&server),
+            &["finding_critical", "finding_high"],
+        )
+        .await;
+    let reverted = setup.db.revert_last_migration().await;
+    assert_eq!(
+        reverted.replace('-', ""),
+        "20261128000027",
+        "the newest migration is no longer the totals': revert down to it"
+    );
+    setup
+        .pass(
+            customer,
+            &[
+                finding("c1", &tenant, "critical"),
+                finding("h1", &tenant, "high"),
+            ],
+        )
+        .await;
+    assert_eq!(setup.worker(true).drain().await.unwrap(), 2);
+    setup
+        .pass(
+            customer,
+            &[
+                finding("c1", &tenant, "critical"),
+                finding("h1", &tenant, "high"),
+                finding("c2", &tenant, "critical"),
+            ],
+        )
+        .await;
+
+    let applied = posture_store_postgres::migrations::run_pending(setup.db.url())
+        .await
+        .unwrap();
+    assert_eq!(applied.len(), 1, "{applied:?}");
+    assert_eq!(
+        setup.db.assert_delivery_totals().await,
+        3,
+        "two delivered, one pending"
+    );
+    assert_eq!(setup.worker(true).drain().await.unwrap(), 1);
+    assert_eq!(setup.db.assert_delivery_totals().await, 3);
+}
