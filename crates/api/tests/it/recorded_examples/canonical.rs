@@ -74,7 +74,7 @@ impl Canonical {
 
     /// A time of the run: those within an hour of the run's first time by rank (7 s apart,
     /// their order kept), later ones (an expiry, a rotation's overlap) by their distance
-    /// from it in whole hours; the precision of each is kept.
+    /// from it in whole hours; the precision of each is kept, by its class.
     fn time(&self, text: &str) -> String {
         let parsed: DateTime<Utc> = text.parse().unwrap();
         let times: Vec<DateTime<Utc>> = self.times.iter().map(|t| t.parse().unwrap()).collect();
@@ -89,9 +89,17 @@ impl Canonical {
         } else {
             base + Duration::hours(((parsed - first).num_minutes() + 30) / 60)
         } + Duration::microseconds((rank * 104_729) % 1_000_000);
-        let digits = text
+        // Written with the fewest of 0, 3, 6 or 9 digits that say it all: a time PostgreSQL
+        // kept (microseconds) has 3 when its microseconds end in 000, one run in a thousand.
+        // Its class is what the example shows: a whole second (a time the test chose),
+        // microseconds, or a clock's nanoseconds.
+        let digits = match text
             .split_once('.')
-            .map_or(0, |(_, f)| f.trim_end_matches('Z').len());
+            .map_or(0, |(_, f)| f.trim_end_matches('Z').len())
+        {
+            3 => 6,
+            n => n,
+        };
         let format = match digits {
             0 => "%Y-%m-%dT%H:%M:%SZ".to_owned(),
             n => format!("%Y-%m-%dT%H:%M:%S%.{n}fZ"),
@@ -183,4 +191,20 @@ const FIXED_IDS: [&str; 3] = [
 
 fn is_time(text: &str) -> bool {
     text.len() >= 20 && text.ends_with('Z') && text.parse::<DateTime<Utc>>().is_ok()
+}
+
+#[test]
+fn a_time_written_short_because_its_microseconds_end_in_zeros_is_canonical_alike() {
+    let canonical = |second: &str| {
+        let today = NaiveDate::from_ymd_opt(2026, 11, 28).unwrap();
+        let mut canonical = Canonical::new("http://receiver".into(), today);
+        let value = json!({"createdAt": "2026-11-28T10:00:00.123456Z", "lastAttemptAt": second});
+        canonical.note_times(&value);
+        canonical.rewrite("", &value)
+    };
+    let short = canonical("2026-11-28T10:00:01.837Z");
+    assert_eq!(short, canonical("2026-11-28T10:00:01.837832Z"));
+    assert_eq!(short["lastAttemptAt"], "2026-11-20T06:00:07.104729Z");
+    let whole = canonical("2026-11-28T10:00:01Z");
+    assert_eq!(whole["lastAttemptAt"], "2026-11-20T06:00:07Z");
 }
