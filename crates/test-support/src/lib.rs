@@ -20,6 +20,7 @@ pub mod fixtures;
 pub mod logs;
 pub mod pgbouncer;
 pub mod proxy;
+mod revert;
 pub mod standard_webhooks;
 pub mod waits;
 
@@ -298,25 +299,19 @@ impl TestDb {
         url.into()
     }
 
+    /// Reverts the newest migration (its `down.sql`); returns its version (`revert.rs`).
+    pub async fn revert_last_migration(&self) -> String {
+        revert::last_migration(self.connection().await).await
+    }
+
+    /// Whether this test's database is on Citus (a coordinator and workers).
+    pub fn on_citus(&self) -> bool {
+        self.nodes.len() > 1
+    }
+
     /// A connection to this test's database.
     pub async fn connection(&self) -> AsyncPgConnection {
         AsyncPgConnection::establish(&self.url).await.unwrap()
-    }
-
-    /// Reverts the newest migration (its `down.sql`); returns its version.
-    pub async fn revert_last_migration(&self) -> String {
-        use diesel_async::async_connection_wrapper::AsyncConnectionWrapper;
-        use diesel_migrations::MigrationHarness as _;
-
-        let conn = self.connection().await;
-        tokio::task::spawn_blocking(move || {
-            let mut conn = AsyncConnectionWrapper::<AsyncPgConnection>::from(conn);
-            conn.revert_last_migration(posture_store_postgres::migrations::MIGRATIONS)
-                .unwrap()
-                .to_string()
-        })
-        .await
-        .unwrap()
     }
 
     /// Runs one SQL statement as the owner; returns the rows it changed.

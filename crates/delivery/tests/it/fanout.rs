@@ -258,6 +258,12 @@ async fn slack_and_teams_subscriptions_get_their_renderings_signed_too() {
 #[tokio::test]
 async fn the_totals_migration_counts_the_deliveries_already_there() {
     let setup = Setup::new().await;
+    if setup.db.on_citus() {
+        // Reverting fails there (`TestDb::revert_last_migration`); the Citus suite
+        // distributes a database with deliveries in place instead.
+        eprintln!("on PostgreSQL only");
+        return;
+    }
     let (customer, tenant) = setup.customer("A").await;
     let server = receiver(200).await;
     setup
