@@ -245,16 +245,27 @@ async fn provision_scim_alone_opens_no_route() {
     let routes = scoped_routes();
     assert!(!routes.is_empty());
     for (method, path, scope) in routes {
-        let response = app
-            .client
-            .request(method.clone(), app.url(&path))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .unwrap();
-        let reason = assert_error(response, StatusCode::FORBIDDEN, "insufficient_scope").await;
-        assert!(reason.contains(scope.as_str()), "{method} {path}: {reason}");
+        assert_scope_refused(&app, &key, method, &path, scope).await;
     }
+}
+
+/// `method path` with `key` is refused: 403 `insufficient_scope`, naming `scope`.
+async fn assert_scope_refused(
+    app: &TestApp,
+    key: &str,
+    method: reqwest::Method,
+    path: &str,
+    scope: Scope,
+) {
+    let response = app
+        .client
+        .request(method.clone(), app.url(path))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    let reason = assert_error(response, StatusCode::FORBIDDEN, "insufficient_scope").await;
+    assert!(reason.contains(scope.as_str()), "{method} {path}: {reason}");
 }
 
 /// `path` with the last letter of its collection percent-encoded
@@ -285,16 +296,7 @@ async fn a_percent_encoded_path_is_checked_as_the_route_it_reaches() {
         "/api/v1/webhook%73/x/test"
     );
     for (method, path, scope) in scoped_routes() {
-        let path = encoded(&path);
-        let response = app
-            .client
-            .request(method.clone(), app.url(&path))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .unwrap();
-        let reason = assert_error(response, StatusCode::FORBIDDEN, "insufficient_scope").await;
-        assert!(reason.contains(scope.as_str()), "{method} {path}: {reason}");
+        assert_scope_refused(&app, &key, method, &encoded(&path), scope).await;
     }
     // With the scope, the encoded path is the route, its query parsed for it.
     let (_, reader) = app.key(customer, &[Scope::ReadFindings]).await;

@@ -11,13 +11,8 @@ use crate::support::{Setup, finding, hook_url, receiver};
 async fn a_pass_delivers_one_signed_post_per_subscribed_severity_with_new_findings() {
     let setup = Setup::new().await;
     let (customer, tenant) = setup.customer("A").await;
-    let server = receiver(200).await;
-    let (_, secret) = setup
-        .subscribe(
-            customer,
-            &hook_url(&server),
-            &["finding_critical", "finding_high"],
-        )
+    let (server, _, secret) = setup
+        .subscribed(customer, 200, &["finding_critical", "finding_high"])
         .await;
     let summary = setup
         .pass(
@@ -157,10 +152,7 @@ async fn nothing_goes_to_another_customers_or_a_deactivated_subscription() {
 async fn one_hundred_fifty_new_findings_make_two_deliveries_of_100_and_50() {
     let setup = Setup::new().await;
     let (customer, tenant) = setup.customer("A").await;
-    let server = receiver(200).await;
-    setup
-        .subscribe(customer, &hook_url(&server), &["finding_critical"])
-        .await;
+    let (server, _, _) = setup.subscribed(customer, 200, &["finding_critical"]).await;
     let records: Vec<Value> = (0..150)
         .map(|i| finding(&format!("c{i:03}"), &tenant, "critical"))
         .collect();
@@ -186,10 +178,7 @@ async fn one_hundred_fifty_new_findings_make_two_deliveries_of_100_and_50() {
 async fn deactivating_a_subscription_cancels_its_pending_deliveries() {
     let setup = Setup::new().await;
     let (customer, tenant) = setup.customer("A").await;
-    let server = receiver(200).await;
-    let (id, _) = setup
-        .subscribe(customer, &hook_url(&server), &["finding_high"])
-        .await;
+    let (server, id, _) = setup.subscribed(customer, 200, &["finding_high"]).await;
     setup
         .pass(customer, &[finding("h1", &tenant, "high")])
         .await;
@@ -265,13 +254,8 @@ async fn the_totals_migration_counts_the_deliveries_already_there() {
         return;
     }
     let (customer, tenant) = setup.customer("A").await;
-    let server = receiver(200).await;
-    setup
-        .subscribe(
-            customer,
-            &hook_url(&server),
-            &["finding_critical", "finding_high"],
-        )
+    let (_server, _, _) = setup
+        .subscribed(customer, 200, &["finding_critical", "finding_high"])
         .await;
     let reverted = setup.db.revert_last_migration().await;
     assert_eq!(

@@ -44,11 +44,10 @@ async fn a_pass_queues_one_event_per_kind_of_change_each_finding_with_its_change
             ],
         )
         .await;
-    let lifecycle = receiver(200).await;
-    setup
-        .subscribe(
+    let (lifecycle, _, _) = setup
+        .subscribed(
             customer,
-            &hook_url(&lifecycle),
+            200,
             &[
                 "finding_resolved",
                 "finding_reopened",
@@ -57,11 +56,10 @@ async fn a_pass_queues_one_event_per_kind_of_change_each_finding_with_its_change
             ],
         )
         .await;
-    let severities = receiver(200).await;
-    setup
-        .subscribe(
+    let (severities, _, _) = setup
+        .subscribed(
             customer,
-            &hook_url(&severities),
+            200,
             &["finding_critical", "finding_high", "finding_low"],
         )
         .await;
@@ -180,10 +178,7 @@ async fn without_a_lifecycle_subscription_a_pass_queues_no_lifecycle_event() {
             &[identity.clone(), finding("f1", &tenant, "high", "open")],
         )
         .await;
-    let server = receiver(200).await;
-    setup
-        .subscribe(customer, &hook_url(&server), &["finding_high"])
-        .await;
+    let (_server, _, _) = setup.subscribed(customer, 200, &["finding_high"]).await;
     let summary = setup
         .pass(
             customer,

@@ -74,10 +74,7 @@ async fn another_waits(conn: &mut AsyncPgConnection, before: i64) {
 async fn a_deactivation_during_a_pass_fan_out_leaves_no_delivery_pending() {
     let setup = Setup::new().await;
     let (customer, tenant) = setup.customer("A").await;
-    let server = receiver(200).await;
-    let (subscription, _) = setup
-        .subscribe(customer, &hook_url(&server), &["finding_critical"])
-        .await;
+    let (_server, subscription, _) = setup.subscribed(customer, 200, &["finding_critical"]).await;
     // Hold the pass after its fan-out: it records itself in analyzer_passes last.
     let mut holder = AsyncPgConnection::establish(setup.db.url()).await.unwrap();
     diesel::sql_query("BEGIN")
@@ -122,10 +119,7 @@ async fn a_deactivation_during_a_pass_fan_out_leaves_no_delivery_pending() {
 async fn orphaned_deliveries_never_keep_the_claim_from_deliverable_ones() {
     let setup = Setup::new().await;
     let (customer, tenant) = setup.customer("A").await;
-    let server = receiver(200).await;
-    let (orphaned, _) = setup
-        .subscribe(customer, &hook_url(&server), &["finding_critical"])
-        .await;
+    let (server, orphaned, _) = setup.subscribed(customer, 200, &["finding_critical"]).await;
     // 20 deliveries (2,000 new critical findings), then their subscription deactivated the
     // way the race above could leave it: inactive, its deliveries still pending.
     let records: Vec<_> = (0..2000)
@@ -175,10 +169,7 @@ async fn orphaned_deliveries_never_keep_the_claim_from_deliverable_ones() {
 async fn a_delivery_of_an_event_type_from_a_newer_build_waits_and_breaks_nothing() {
     let setup = Setup::new().await;
     let (customer, tenant) = setup.customer("A").await;
-    let server = receiver(200).await;
-    setup
-        .subscribe(customer, &hook_url(&server), &["finding_high"])
-        .await;
+    let (_server, _, _) = setup.subscribed(customer, 200, &["finding_high"]).await;
     setup
         .pass(customer, &[finding("h1", &tenant, "high")])
         .await;

@@ -10,11 +10,10 @@ use crate::support::{Setup, finding, hook_url, receiver};
 async fn the_sweep_deletes_finished_deliveries_past_the_retention_and_keeps_the_rest() {
     let setup = Setup::new().await;
     let (customer, tenant) = setup.customer("A").await;
-    let server = receiver(200).await;
-    setup
-        .subscribe(
+    let (_server, _, _) = setup
+        .subscribed(
             customer,
-            &hook_url(&server),
+            200,
             &["finding_critical", "finding_high", "finding_low"],
         )
         .await;

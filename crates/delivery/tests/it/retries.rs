@@ -65,13 +65,8 @@ async fn a_receiver_failing_twice_gets_the_same_delivery_on_the_third_attempt() 
 async fn gone_deactivates_the_subscription() {
     let setup = Setup::new().await;
     let (customer, tenant) = setup.customer("A").await;
-    let server = receiver(410).await;
-    let (id, _) = setup
-        .subscribe(
-            customer,
-            &hook_url(&server),
-            &["finding_critical", "finding_high"],
-        )
+    let (server, id, _) = setup
+        .subscribed(customer, 410, &["finding_critical", "finding_high"])
         .await;
     setup
         .pass(

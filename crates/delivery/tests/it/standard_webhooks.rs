@@ -103,10 +103,7 @@ async fn every_attempt_is_signed_both_ways_with_its_own_timestamp_and_the_same_w
 async fn the_official_standardwebhooks_library_verifies_a_delivery_and_rejects_its_replay() {
     let setup = Setup::new().await;
     let (customer, tenant) = setup.customer("A").await;
-    let server = crate::support::receiver(200).await;
-    let (_, secret) = setup
-        .subscribe(customer, &hook_url(&server), &["finding_critical"])
-        .await;
+    let (server, _, secret) = setup.subscribed(customer, 200, &["finding_critical"]).await;
     let (_, other_secret) = setup
         .subscribe(customer, "http://127.0.0.1:9/unused", &["finding_low"])
         .await;

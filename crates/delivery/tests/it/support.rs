@@ -64,6 +64,19 @@ impl Setup {
         self.subscribe_as(scope, url, "generic", event_types).await
     }
 
+    /// A receiver answering `status` to every POST, and a subscription of it for these event
+    /// types: the receiver, the subscription's id and its secret.
+    pub async fn subscribed(
+        &self,
+        scope: CustomerScope,
+        status: u16,
+        event_types: &[&str],
+    ) -> (MockServer, WebhookId, String) {
+        let server = receiver(status).await;
+        let (id, secret) = self.subscribe(scope, &hook_url(&server), event_types).await;
+        (server, id, secret)
+    }
+
     pub async fn subscribe_as(
         &self,
         scope: CustomerScope,
