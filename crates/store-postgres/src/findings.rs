@@ -20,6 +20,7 @@ use crate::{
     error::db_error,
     finding_rows::in_order,
     identities::IdentitySummaryRow,
+    rendered::RenderOnce,
     schema::{finding_totals, findings, identities},
     sync::{after_key, after_time_key, read_time_key, synced_through, time_key},
     text::At,
@@ -480,6 +481,7 @@ impl FindingRepository for PgStore {
                 FindingRow::as_select(),
                 Option::<IdentitySummaryRow>::as_select(),
             ))
+            .rendered_once()
             .get_result::<FindingWithIdentity>(&mut conn)
             .await
             .optional()

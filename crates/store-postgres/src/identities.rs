@@ -16,6 +16,7 @@ use uuid::Uuid;
 use crate::{
     PgStore,
     error::{corrupt, db_error},
+    rendered::RenderOnce,
     schema::{identities, identity_totals, role_assignments},
     sync::{PassBound, keyset_order},
     text::Parsed,
@@ -176,12 +177,14 @@ impl IdentityRepository for PgStore {
         let identity = identities::table
             .find((customer, id.as_str()))
             .select(IdentityRow::as_select())
+            .rendered_once()
             .get_result::<IdentityRow>(&mut &*conn);
         let assignments = role_assignments::table
             .filter(role_assignments::customer_id.eq(customer))
             .filter(role_assignments::identity_id.eq(id.as_str()))
             .order(role_assignments::position)
             .select(RoleAssignmentRow::as_select())
+            .rendered_once()
             .load::<RoleAssignmentRow>(&mut &*conn);
         let (identity, assignments) = futures_util::future::try_join(identity, assignments)
             .await

@@ -24,6 +24,7 @@ mod ingest;
 pub mod migrations;
 mod pool_health;
 mod recommendations;
+mod rendered;
 mod replay;
 mod replicas;
 mod schema;

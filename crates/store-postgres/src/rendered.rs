@@ -1,0 +1,143 @@
+//! A statement's SQL rendered once per process, not once per execution.
+//!
+//! diesel-async renders a query's SQL each time it runs it (walking the query's tree, quoting
+//! every identifier into a new `String`) and only then looks its prepared statement up, by
+//! the query's type when the type names its SQL. On the detail route that walk was about 5 %
+//! of `posture-api`'s CPU (docs/performance.md). [`Rendered`] keeps the query as it is (its
+//! binds, its rows, its prepared statement) and answers the rendering with the SQL of the
+//! first execution of the same type.
+//!
+//! Only a query whose type determines its SQL is cached: one with a static query id
+//! (`QueryId::HAS_STATIC_QUERY_ID`, the guarantee diesel's own statement cache relies on)
+//! that is safe to cache as a prepared statement (which rules out the constructs whose SQL
+//! depends on the values bound, such as a list of `IN` parameters). Any other query is
+//! rendered each time, as before; a boxed query (its filters chosen at run time) always is.
+
+use std::{
+    any::TypeId,
+    collections::HashMap,
+    sync::{LazyLock, RwLock},
+};
+
+use diesel::{
+    pg::{Pg, PgQueryBuilder},
+    query_builder::{AstPass, Query, QueryBuilder, QueryFragment, QueryId},
+    result::QueryResult,
+};
+
+/// The SQL of each query type rendered so far, by the type's query id. Bounded by the
+/// query types of the program.
+static SQL: LazyLock<RwLock<HashMap<TypeId, &'static str>>> = LazyLock::new(Default::default);
+
+/// A query whose SQL is rendered once per query type (see the module's documentation).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rendered<Q>(Q);
+
+/// [`Rendered`] for any query: `query.rendered_once().get_result(conn)`.
+pub(crate) trait RenderOnce: Sized {
+    fn rendered_once(self) -> Rendered<Self> {
+        Rendered(self)
+    }
+}
+
+impl<Q: Query> RenderOnce for Q {}
+
+impl<Q: Query> Query for Rendered<Q> {
+    type SqlType = Q::SqlType;
+}
+
+impl<Q: QueryId> QueryId for Rendered<Q> {
+    type QueryId = Q::QueryId;
+    const HAS_STATIC_QUERY_ID: bool = Q::HAS_STATIC_QUERY_ID;
+}
+
+impl<Q: QueryFragment<Pg> + QueryId> QueryFragment<Pg> for Rendered<Q> {
+    fn walk_ast<'b>(&'b self, pass: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        self.0.walk_ast(pass)
+    }
+
+    fn to_sql(&self, out: &mut PgQueryBuilder, backend: &Pg) -> QueryResult<()> {
+        let Some(id) = Q::query_id().filter(|_| {
+            // The flag first: a query of no static id is not walked twice.
+            matches!(self.0.is_safe_to_cache_prepared(backend), Ok(true))
+        }) else {
+            return self.0.to_sql(out, backend);
+        };
+        let cached = SQL
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(&id)
+            .copied();
+        let sql = match cached {
+            Some(sql) => sql,
+            None => {
+                let mut builder = PgQueryBuilder::default();
+                self.0.to_sql(&mut builder, backend)?;
+                let sql: &'static str = builder.finish().leak();
+                *SQL.write()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .entry(id)
+                    .or_insert(sql)
+            }
+        };
+        out.push_sql(sql);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use diesel::{debug_query, prelude::*};
+
+    use super::*;
+    use crate::schema::findings;
+
+    fn sql_of(query: &impl QueryFragment<Pg>) -> String {
+        let mut builder = PgQueryBuilder::default();
+        query.to_sql(&mut builder, &Pg).unwrap();
+        builder.finish()
+    }
+
+    #[test]
+    fn a_static_query_is_rendered_as_diesel_renders_it_and_binds_its_own_values() {
+        let query = |id: &str| {
+            findings::table
+                .filter(findings::id.eq(id.to_owned()))
+                .select(findings::title)
+        };
+        let plain = sql_of(&query("a"));
+        assert_eq!(sql_of(&query("a").rendered_once()), plain);
+        // The second of the type comes from the cache, its values its own.
+        let second = query("b").rendered_once();
+        assert_eq!(sql_of(&second), plain);
+        assert!(
+            debug_query::<Pg, _>(&second)
+                .to_string()
+                .ends_with("-- binds: [\"b\"]"),
+            "{}",
+            debug_query::<Pg, _>(&second)
+        );
+        assert!(cached(&second), "the type's SQL is kept");
+    }
+
+    fn cached<Q: QueryId>(_: &Q) -> bool {
+        Q::query_id().is_some_and(|id| SQL.read().unwrap().contains_key(&id))
+    }
+
+    #[test]
+    fn a_boxed_query_is_rendered_each_time() {
+        let boxed = |severity: Option<&str>| {
+            let mut query = findings::table.select(findings::id).into_boxed::<Pg>();
+            if let Some(severity) = severity {
+                query = query.filter(findings::severity.eq(severity.to_owned()));
+            }
+            query
+        };
+        let without = sql_of(&boxed(None).rendered_once());
+        let with = sql_of(&boxed(Some("high")).rendered_once());
+        assert_ne!(without, with);
+        assert_eq!(with, sql_of(&boxed(Some("high"))));
+        assert_eq!(without, sql_of(&boxed(None)));
+        assert!(!cached(&boxed(None).rendered_once()));
+    }
+}
