@@ -83,14 +83,13 @@ pub fn app(
         .service(web::resource("/readyz").route(web::get().to(health::readyz)))
         .service(web::resource("/metrics").route(web::get().to(health::metrics)))
         // The reference page is public and static: registered before the gated scope.
-        .service(web::resource(docs_page::PATH).route(web::get().to(docs_page::serve_page)))
+        // A scope: its prefix is compared as text, where the template of its assets would be
+        // tried with a regular expression on every request.
         .service(
-            web::resource(format!("{}/", docs_page::PATH))
-                .route(web::get().to(docs_page::redirect_to_page)),
-        )
-        .service(
-            web::resource(format!("{}/{{file}}", docs_page::PATH))
-                .route(web::get().to(docs_page::serve_asset)),
+            web::scope(docs_page::PATH)
+                .service(web::resource("").route(web::get().to(docs_page::serve_page)))
+                .service(web::resource("/").route(web::get().to(docs_page::redirect_to_page)))
+                .service(web::resource("/{file}").route(web::get().to(docs_page::serve_asset))),
         )
         .configure(scim::register)
         .service(

@@ -27,7 +27,7 @@ mod upr;
 mod webhooks;
 
 use actix_web::{
-    HttpMessage as _, HttpResponse,
+    HttpMessage as _, HttpResponse, Resource,
     body::{BodySize, BoxBody, MessageBody},
     dev::{ServiceRequest, ServiceResponse},
     middleware::{Next, from_fn},
@@ -49,7 +49,48 @@ pub(crate) use table::{Routed, is_public, route_of};
 /// Registers every endpoint in the `/api/v1` scope. Paths are registered once, with all
 /// their methods, a GET with HEAD too (the same answer without its body, as HTTP tools and
 /// caches expect); any other method gets 405 with `Allow`.
+///
+/// Each collection's paths are a scope of their own (`/findings`: `""`, `/{id}`, ...):
+/// actix-web tries a scope's resources in turn, each template with a regular expression, so
+/// a request tries only its collection's, not every template before it in the table.
 pub(crate) fn register(cfg: &mut web::ServiceConfig) {
+    let mut collections: Vec<(&'static str, Vec<Resource>)> = Vec::new();
+    for (path, resource) in resources() {
+        let (collection, _) = in_collection(path);
+        if collection.is_empty() {
+            cfg.service(resource);
+            continue;
+        }
+        match collections.iter_mut().find(|(c, _)| *c == collection) {
+            Some((_, resources)) => resources.push(resource),
+            None => collections.push((collection, vec![resource])),
+        }
+    }
+    for (collection, resources) in collections {
+        let scope = resources
+            .into_iter()
+            .fold(web::scope(collection), |scope, resource| {
+                scope.service(resource)
+            });
+        cfg.service(scope);
+    }
+}
+
+/// A path's collection and the rest of it: `/findings/{id}` → (`/findings`, `/{id}`),
+/// `/findings` → (`/findings`, `""`); the root, `""`, is in none.
+fn in_collection(path: &'static str) -> (&'static str, &'static str) {
+    let segment = path.split('/').nth(1).unwrap_or_default();
+    path.split_at(if segment.is_empty() {
+        0
+    } else {
+        1 + segment.len()
+    })
+}
+
+/// One resource per path of the table, in the table's order, its path relative to its
+/// collection (`/findings/{id}` → `/{id}`; `/findings` → `""`).
+fn resources() -> Vec<(&'static str, Resource)> {
+    let mut resources = Vec::new();
     let mut paths: Vec<&'static str> = Vec::new();
     for endpoint in ENDPOINTS {
         if !paths.contains(&endpoint.path) {
@@ -84,7 +125,7 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
             }
         }
         let allow = allowed.join(", ");
-        let mut resource = web::resource(path);
+        let mut resource = web::resource(in_collection(path).1);
         for endpoint in endpoints {
             let mut methods = vec![endpoint.method.actix()];
             if endpoint.method == HttpMethod::Get {
@@ -115,8 +156,9 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
             let allow = allow.clone();
             async move { Err::<HttpResponse, _>(ApiError::MethodNotAllowed { allow }) }
         }));
-        cfg.service(resource);
+        resources.push((path, resource));
     }
+    resources
 }
 
 /// The route's own admission, for a caller the gate admitted (`gate.rs`): the caller must
