@@ -51,6 +51,8 @@ fn digits(out: &mut [u8], mut n: u32, width: usize) {
 
 /// The RFC 3339 form of `time` in `buf`, and its length; `None` for what only chrono writes.
 fn write(time: &DateTime<Utc>, buf: &mut [u8; MAX_LEN]) -> Option<usize> {
+    // Once: each of `DateTime`'s field getters converts it to the local (here UTC) time anew.
+    let time = time.naive_utc();
     let year = u32::try_from(time.year()).ok().filter(|&y| y <= 9999)?;
     let nanos = time.nanosecond();
     if nanos >= 1_000_000_000 {
