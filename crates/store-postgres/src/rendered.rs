@@ -10,8 +10,9 @@
 //! Only a query whose type determines its SQL is cached: one with a static query id
 //! (`QueryId::HAS_STATIC_QUERY_ID`, the guarantee diesel's own statement cache relies on)
 //! that is safe to cache as a prepared statement (which rules out the constructs whose SQL
-//! depends on the values bound, such as a list of `IN` parameters). Any other query is
-//! rendered each time, as before; a boxed query (its filters chosen at run time) always is.
+//! depends on the values bound: an insert's optional values, an `UPDATE`, literal SQL). Any
+//! other query is rendered each time, as before; a boxed query (its filters chosen at run
+//! time) has no static query id, so it always is.
 
 use std::{
     any::TypeId,
@@ -57,10 +58,10 @@ impl<Q: QueryFragment<Pg> + QueryId> QueryFragment<Pg> for Rendered<Q> {
     }
 
     fn to_sql(&self, out: &mut PgQueryBuilder, backend: &Pg) -> QueryResult<()> {
-        let Some(id) = Q::query_id().filter(|_| {
-            // The flag first: a query of no static id is not walked twice.
-            matches!(self.0.is_safe_to_cache_prepared(backend), Ok(true))
-        }) else {
+        // The id first: a query of no static id is not walked for the flag.
+        let Some(id) =
+            Q::query_id().filter(|_| matches!(self.0.is_safe_to_cache_prepared(backend), Ok(true)))
+        else {
             return self.0.to_sql(out, backend);
         };
         let cached = SQL
@@ -73,11 +74,13 @@ impl<Q: QueryFragment<Pg> + QueryId> QueryFragment<Pg> for Rendered<Q> {
             None => {
                 let mut builder = PgQueryBuilder::default();
                 self.0.to_sql(&mut builder, backend)?;
-                let sql: &'static str = builder.finish().leak();
+                let sql = builder.finish();
+                // Kept for the process's life, once per type: a rendering that lost a race
+                // is dropped.
                 *SQL.write()
                     .unwrap_or_else(|poisoned| poisoned.into_inner())
                     .entry(id)
-                    .or_insert(sql)
+                    .or_insert_with(|| sql.leak())
             }
         };
         out.push_sql(sql);
