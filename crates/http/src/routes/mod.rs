@@ -43,8 +43,8 @@ use crate::{auth::authorize, error::ApiError, input::parse_query, reads::Reads};
 pub(crate) use endpoint::IDEMPOTENCY_KEY;
 pub use endpoint::{Endpoint, HttpMethod, PREFIX, ReadsFrom, RequestHeader, Tagging};
 pub use table::ENDPOINTS;
-use table::matches_template;
 pub(crate) use table::{Routed, is_public, route_of};
+use table::{first_segment, matches_template};
 
 /// Registers every endpoint in the `/api/v1` scope. Paths are registered once, with all
 /// their methods, a GET with HEAD too (the same answer without its body, as HTTP tools and
@@ -79,7 +79,7 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
 /// A path's collection and the rest of it: `/findings/{id}` → (`/findings`, `/{id}`),
 /// `/findings` → (`/findings`, `""`); the root, `""`, is in none.
 fn in_collection(path: &'static str) -> (&'static str, &'static str) {
-    let segment = path.split('/').nth(1).unwrap_or_default();
+    let segment = first_segment(path);
     path.split_at(if segment.is_empty() {
         0
     } else {

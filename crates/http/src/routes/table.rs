@@ -89,7 +89,7 @@ static TABLE: LazyLock<Table> = LazyLock::new(|| {
 });
 
 /// The first segment of a path relative to `/api/v1` (`/findings/f-1` → `findings`).
-fn first_segment(relative: &str) -> &str {
+pub(super) fn first_segment(relative: &str) -> &str {
     let relative = relative.strip_prefix('/').unwrap_or(relative);
     relative.split('/').next().unwrap_or(relative)
 }
