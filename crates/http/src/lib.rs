@@ -56,7 +56,8 @@ pub use state::{
 };
 pub use telemetry::RequestId;
 
-async fn not_found() -> Result<HttpResponse, ApiError> {
+/// The answer of a path no route has: the API's 404, for every scope's unmatched paths.
+pub(crate) async fn not_found() -> Result<HttpResponse, ApiError> {
     Err(ApiError::NotFound(Some("no such route")))
 }
 
@@ -89,7 +90,8 @@ pub fn app(
             web::scope(docs_page::PATH)
                 .service(web::resource("").route(web::get().to(docs_page::serve_page)))
                 .service(web::resource("/").route(web::get().to(docs_page::redirect_to_page)))
-                .service(web::resource("/{file}").route(web::get().to(docs_page::serve_asset))),
+                .service(web::resource("/{file}").route(web::get().to(docs_page::serve_asset)))
+                .default_service(web::to(not_found)),
         )
         .configure(scim::register)
         .service(

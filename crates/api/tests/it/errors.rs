@@ -10,12 +10,22 @@ async fn an_unknown_route_is_404_with_a_json_body() {
     let app = TestApp::start().await;
     let (customer, _) = app.customer("A").await;
     let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
-    assert_error(
-        app.get("/api/v1/nothing-here", &key).await,
-        StatusCode::NOT_FOUND,
-        "not_found",
-    )
-    .await;
+    // At the root, and inside each scope of the router: a collection's (`/findings`,
+    // `/webhooks`) and the reference page's.
+    for path in [
+        "/api/v1/nothing-here",
+        "/api/v1/findings/f-1/more",
+        "/api/v1/webhooks/w/deliveries/d/x/y",
+        "/api/v1/docs/a/b",
+    ] {
+        let reason = assert_error(
+            app.get(path, &key).await,
+            StatusCode::NOT_FOUND,
+            "not_found",
+        )
+        .await;
+        assert_eq!(reason, "no such route", "{path}");
+    }
     let outside = app.client.get(app.url("/elsewhere")).send().await.unwrap();
     assert_error(outside, StatusCode::NOT_FOUND, "not_found").await;
 }

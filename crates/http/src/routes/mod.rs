@@ -71,7 +71,9 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
             .into_iter()
             .fold(web::scope(collection), |scope, resource| {
                 scope.service(resource)
-            });
+            })
+            // A path under the collection that no template matches (`/findings/a/b`).
+            .default_service(web::to(crate::not_found));
         cfg.service(scope);
     }
 }
