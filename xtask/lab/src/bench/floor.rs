@@ -49,16 +49,20 @@ const LIST_IDS: &str = "SELECT id, severity_rank, detected_at FROM findings \
 const LIST_TOTAL: &str = "SELECT sum(total)::int8 FROM finding_totals \
     WHERE customer_id = $1::text::uuid AND severity = ANY($2) AND status = ANY($3)";
 const ROWS: &str = "SELECT f.id, f.cloud_tenant_id, f.finding_type, f.severity, f.status, \
-    f.title, f.description, f.detected_at, f.updated_at, f.modified_at, i.id, i.display_name, \
-    i.kind, i.cloud_tenant_id FROM findings f LEFT JOIN identities i \
+    f.title, f.description, f.detected_at, f.updated_at, f.modified_at, f.triage_state, \
+    f.triage_reason, f.triage_comment, f.triage_expires_at, f.triage_updated_at, \
+    f.triage_key_id, f.triage_key_name, i.id, i.display_name, i.kind, i.cloud_tenant_id \
+    FROM findings f LEFT JOIN identities i \
     ON i.customer_id = f.customer_id AND i.id = f.identity_id \
     WHERE f.customer_id = $1::text::uuid AND f.id = ANY($2)";
 
 /// The same page in one statement: the deferred join inside PostgreSQL (not what posture
 /// sends; measured beside it, docs/performance.md).
 const LIST_ONE: &str = "SELECT f.id, f.cloud_tenant_id, f.finding_type, f.severity, f.status, \
-    f.title, f.description, f.detected_at, f.updated_at, f.modified_at, i.id, i.display_name, \
-    i.kind, i.cloud_tenant_id FROM findings f LEFT JOIN identities i \
+    f.title, f.description, f.detected_at, f.updated_at, f.modified_at, f.triage_state, \
+    f.triage_reason, f.triage_comment, f.triage_expires_at, f.triage_updated_at, \
+    f.triage_key_id, f.triage_key_name, i.id, i.display_name, i.kind, i.cloud_tenant_id \
+    FROM findings f LEFT JOIN identities i \
     ON i.customer_id = f.customer_id AND i.id = f.identity_id \
     WHERE f.customer_id = $1::text::uuid AND f.id IN (SELECT id FROM findings \
     WHERE customer_id = $1::text::uuid AND severity_rank = ANY($2) AND status = ANY($3) \
@@ -66,8 +70,10 @@ const LIST_ONE: &str = "SELECT f.id, f.cloud_tenant_id, f.finding_type, f.severi
     ORDER BY f.severity_rank, f.detected_at DESC, f.id";
 
 const DETAIL: &str = "SELECT f.id, f.cloud_tenant_id, f.finding_type, f.severity, f.status, \
-    f.title, f.description, f.detected_at, f.updated_at, f.modified_at, i.id, i.display_name, \
-    i.kind, i.cloud_tenant_id FROM findings f LEFT JOIN identities i \
+    f.title, f.description, f.detected_at, f.updated_at, f.modified_at, f.triage_state, \
+    f.triage_reason, f.triage_comment, f.triage_expires_at, f.triage_updated_at, \
+    f.triage_key_id, f.triage_key_name, i.id, i.display_name, i.kind, i.cloud_tenant_id \
+    FROM findings f LEFT JOIN identities i \
     ON i.customer_id = f.customer_id AND i.id = f.identity_id \
     WHERE f.customer_id = $1::text::uuid AND f.id = $2";
 
@@ -315,7 +321,7 @@ impl Prepared {
 
 /// Every column of the rows, as owned values, the text ones checked as UTF-8.
 fn decode(rows: &[tokio_postgres::Row]) -> anyhow::Result<()> {
-    const TEXT: [usize; 8] = [0, 2, 3, 4, 5, 6, 10, 11];
+    const TEXT: [usize; 13] = [0, 2, 3, 4, 5, 6, 10, 11, 12, 16, 17, 18, 19];
     for row in rows {
         for column in 0..row.len() {
             if TEXT.contains(&column) {

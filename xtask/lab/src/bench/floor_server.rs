@@ -272,6 +272,57 @@ struct Finding<'a> {
     detected_at: Time,
     updated_at: Time,
     modified_at: Time,
+    triage: Triage<'a>,
+}
+
+/// A finding's `triage` as the API writes it: a mark past its expiry reads as `untriaged`.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Triage<'a> {
+    state: &'a str,
+    reason: Option<&'a str>,
+    comment: Option<&'a str>,
+    expires_at: Option<Time>,
+    updated_at: Option<Time>,
+    updated_by: Option<Actor<'a>>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Actor<'a> {
+    key_id: Id,
+    name: &'a str,
+}
+
+impl<'a> Triage<'a> {
+    fn read(row: &'a tokio_postgres::Row) -> Result<Self, tokio_postgres::Error> {
+        let expires_at: Option<Time> = row.try_get(13)?;
+        if let Some(expiry) = expires_at.as_ref().filter(|e| e.0 <= chrono::Utc::now()) {
+            return Ok(Triage {
+                state: "untriaged",
+                reason: None,
+                comment: None,
+                expires_at: None,
+                updated_at: Some(Time(expiry.0)),
+                updated_by: None,
+            });
+        }
+        let updated_by = match row.try_get::<_, Option<Id>>(15)? {
+            None => None,
+            Some(key_id) => Some(Actor {
+                key_id,
+                name: row.try_get(16)?,
+            }),
+        };
+        Ok(Triage {
+            state: row.try_get(10)?,
+            reason: row.try_get(11)?,
+            comment: row.try_get(12)?,
+            expires_at,
+            updated_at: row.try_get(14)?,
+            updated_by,
+        })
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -285,13 +336,13 @@ struct Identity<'a> {
 
 impl<'a> Finding<'a> {
     fn read(row: &'a tokio_postgres::Row) -> Result<Self, tokio_postgres::Error> {
-        let identity = match row.try_get::<_, Option<&str>>(10)? {
+        let identity = match row.try_get::<_, Option<&str>>(17)? {
             None => None,
             Some(id) => Some(Identity {
                 id,
-                display_name: row.try_get(11)?,
-                kind: row.try_get(12)?,
-                cloud_tenant_id: row.try_get(13)?,
+                display_name: row.try_get(18)?,
+                kind: row.try_get(19)?,
+                cloud_tenant_id: row.try_get(20)?,
             }),
         };
         Ok(Finding {
@@ -306,6 +357,7 @@ impl<'a> Finding<'a> {
             detected_at: row.try_get(7)?,
             updated_at: row.try_get(8)?,
             modified_at: row.try_get(9)?,
+            triage: Triage::read(row)?,
         })
     }
 }
