@@ -327,6 +327,11 @@ impl LogThrottle {
     }
 }
 
+/// The answer of a path no route has: the API's 404, for every scope's unmatched paths.
+pub(crate) async fn not_found() -> Result<actix_web::HttpResponse, ApiError> {
+    Err(ApiError::NotFound(Some("no such route")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::LogThrottle;

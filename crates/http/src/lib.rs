@@ -56,11 +56,6 @@ pub use state::{
 };
 pub use telemetry::RequestId;
 
-/// The answer of a path no route has: the API's 404, for every scope's unmatched paths.
-pub(crate) async fn not_found() -> Result<HttpResponse, ApiError> {
-    Err(ApiError::NotFound(Some("no such route")))
-}
-
 /// The application of one worker.
 pub fn app(
     state: web::Data<ApiState>,
@@ -91,15 +86,15 @@ pub fn app(
                 .service(web::resource("").route(web::get().to(docs_page::serve_page)))
                 .service(web::resource("/").route(web::get().to(docs_page::redirect_to_page)))
                 .service(web::resource("/{file}").route(web::get().to(docs_page::serve_asset)))
-                .default_service(web::to(not_found)),
+                .default_service(web::to(error::not_found)),
         )
         .configure(scim::register)
         .service(
             web::scope(routes::PREFIX)
                 .configure(routes::register)
-                .default_service(web::to(not_found)),
+                .default_service(web::to(error::not_found)),
         )
-        .default_service(web::to(not_found))
+        .default_service(web::to(error::not_found))
 }
 
 /// The application serving only `/metrics` (for `POSTURE_METRICS_BIND`).

@@ -73,7 +73,7 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
                 scope.service(resource)
             })
             // A path under the collection that no template matches (`/findings/a/b`).
-            .default_service(web::to(crate::not_found));
+            .default_service(web::to(crate::error::not_found));
         cfg.service(scope);
     }
 }
