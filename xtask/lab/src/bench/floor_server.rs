@@ -296,8 +296,12 @@ struct Actor<'a> {
 
 impl<'a> Triage<'a> {
     fn read(row: &'a tokio_postgres::Row) -> Result<Self, tokio_postgres::Error> {
+        let state: &str = row.try_get(10)?;
         let expires_at: Option<Time> = row.try_get(13)?;
-        if let Some(expiry) = expires_at.as_ref().filter(|e| e.0 <= chrono::Utc::now()) {
+        let expired = expires_at
+            .as_ref()
+            .filter(|e| state != "untriaged" && e.0 <= chrono::Utc::now());
+        if let Some(expiry) = expired {
             return Ok(Triage {
                 state: "untriaged",
                 reason: None,
@@ -309,13 +313,14 @@ impl<'a> Triage<'a> {
         }
         let updated_by = match row.try_get::<_, Option<Id>>(15)? {
             None => None,
+            // A key's name is written with its id; posture reads a missing one as "".
             Some(key_id) => Some(Actor {
                 key_id,
-                name: row.try_get(16)?,
+                name: row.try_get::<_, Option<&str>>(16)?.unwrap_or(""),
             }),
         };
         Ok(Triage {
-            state: row.try_get(10)?,
+            state,
             reason: row.try_get(11)?,
             comment: row.try_get(12)?,
             expires_at,

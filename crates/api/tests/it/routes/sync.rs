@@ -373,21 +373,26 @@ async fn a_syncing_client_misses_nothing_and_reads_nothing_twice_while_passes_co
         .map(|row| time(&row["modifiedAt"]))
         .max()
         .unwrap();
-    let mut watermark = watermark;
-    loop {
-        let (read, through, _) = sync_once(&app, &key, watermark.as_deref()).await;
-        absorb(&mut store, watermark.as_deref(), &read, through.as_deref());
-        watermark = through.or(watermark);
-        if watermark
-            .as_ref()
-            .is_some_and(|w| time(&json!(w)) >= newest)
-        {
-            break;
+    // One deadline for all of it: `changed` also wakes by itself while the cache is not
+    // listening, so a bound that never moves must fail here, not wait forever.
+    let caught_up = async {
+        let mut watermark = watermark;
+        loop {
+            let (read, through, _) = sync_once(&app, &key, watermark.as_deref()).await;
+            absorb(&mut store, watermark.as_deref(), &read, through.as_deref());
+            watermark = through.or(watermark);
+            if watermark
+                .as_ref()
+                .is_some_and(|w| time(&json!(w)) >= newest)
+            {
+                return;
+            }
+            changes.changed().await;
         }
-        tokio::time::timeout(std::time::Duration::from_secs(10), changes.changed())
-            .await
-            .expect("the last pass was never heard");
-    }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), caught_up)
+        .await
+        .expect("syncedThrough never reached the last pass");
     for row in rows(&truth) {
         let id = row["id"].as_str().unwrap();
         let (title, _) = store.get(id).unwrap_or_else(|| panic!("{id} missed"));
