@@ -20,7 +20,7 @@ use crate::{
     error::db_error,
     finding_rows::in_order,
     identities::IdentitySummaryRow,
-    rendered::RenderOnce,
+    rendered::{RenderOnce, eq_any},
     schema::{finding_totals, findings, identities},
     sync::{after_key, after_time_key, read_time_key, synced_through, time_key},
     text::At,
@@ -374,21 +374,30 @@ impl FindingRepository for PgStore {
         // The page and its next key, from the keys the index gave.
         let keyed = page.page_of(ids, total, sort_key);
         let ids: Vec<String> = keyed.items.into_iter().map(|(id, _)| id).collect();
-        let rows = if ids.is_empty() {
-            Vec::new()
-        } else {
-            let mut rows = findings_with_identity!(customer)
-                .filter(findings::id.eq_any(&ids))
-                .into_boxed();
-            if let ListOrder::Modified { .. } = page.order()
-                && let Some(bound) = through
-            {
-                rows = rows.filter(findings::modified_at.le(bound));
-            }
-            rows.load::<FindingWithIdentity>(&mut &*conn)
-                .await
-                .map_err(db_error)?
+        // Two fixed statements, each rendered once (`rendered.rs`), rather than one boxed.
+        let bound = match page.order() {
+            ListOrder::Modified { .. } => through,
+            ListOrder::Natural => None,
         };
+        let rows = match (ids.is_empty(), bound) {
+            (true, _) => Ok(Vec::new()),
+            (false, None) => {
+                findings_with_identity!(customer)
+                    .filter(eq_any(findings::id, &ids))
+                    .rendered_once()
+                    .load::<FindingWithIdentity>(&mut &*conn)
+                    .await
+            }
+            (false, Some(bound)) => {
+                findings_with_identity!(customer)
+                    .filter(eq_any(findings::id, &ids))
+                    .filter(findings::modified_at.le(bound))
+                    .rendered_once()
+                    .load::<FindingWithIdentity>(&mut &*conn)
+                    .await
+            }
+        }
+        .map_err(db_error)?;
         let items = in_order(&ids, rows)
             .into_iter()
             .map(|row| to_finding(row, now))
@@ -413,7 +422,8 @@ impl FindingRepository for PgStore {
         let wanted: Vec<&str> = ids.iter().map(FindingId::as_str).collect();
         let mut conn = self.conn().await?;
         let rows = findings_with_identity!(customer)
-            .filter(findings::id.eq_any(&wanted))
+            .filter(eq_any(findings::id, &wanted))
+            .rendered_once()
             .load::<FindingWithIdentity>(&mut conn)
             .await
             .map_err(db_error)?;

@@ -21,9 +21,11 @@ use std::{
 };
 
 use diesel::{
+    expression::{AppearsOnTable, Expression, SelectableExpression, ValidGrouping},
     pg::{Pg, PgQueryBuilder},
     query_builder::{AstPass, Query, QueryBuilder, QueryFragment, QueryId},
     result::QueryResult,
+    sql_types::{Array, Bool, SingleValue, SqlType, is_nullable::NotNull},
 };
 
 /// The SQL of each query type rendered so far, by the type's query id. Bounded by the
@@ -88,6 +90,68 @@ impl<Q: QueryFragment<Pg> + QueryId> QueryFragment<Pg> for Rendered<Q> {
     }
 }
 
+/// `column = ANY($n)`, the values bound as one array: the SQL diesel's `eq_any` renders on
+/// PostgreSQL, but with a static query id, so a statement using it can be [`Rendered`] once.
+/// diesel's own node (`Many`) has none: on other backends its SQL grows with the values.
+/// For a column that is not nullable (its result is `Bool`).
+#[derive(Debug, Clone, Copy, QueryId, ValidGrouping)]
+pub(crate) struct EqAny<C, V> {
+    column: C,
+    values: V,
+}
+
+/// `column = ANY(values)` ([`EqAny`]): `eq_any(findings::id, &ids)`.
+pub(crate) fn eq_any<C, T>(
+    column: C,
+    values: T,
+) -> EqAny<C, <T as diesel::expression::AsExpression<Array<C::SqlType>>>::Expression>
+where
+    C: Expression,
+    C::SqlType: SqlType<IsNull = NotNull> + SingleValue + 'static,
+    T: diesel::expression::AsExpression<Array<C::SqlType>>,
+{
+    EqAny {
+        column,
+        values: values.as_expression(),
+    }
+}
+
+impl<C, V> Expression for EqAny<C, V>
+where
+    C: Expression<SqlType: 'static>,
+    V: Expression<SqlType = Array<C::SqlType>>,
+{
+    type SqlType = Bool;
+}
+
+impl<C, V, QS> AppearsOnTable<QS> for EqAny<C, V>
+where
+    C: AppearsOnTable<QS>,
+    V: AppearsOnTable<QS>,
+    Self: Expression,
+{
+}
+
+impl<C, V, QS> SelectableExpression<QS> for EqAny<C, V>
+where
+    C: SelectableExpression<QS>,
+    V: SelectableExpression<QS>,
+    Self: AppearsOnTable<QS>,
+{
+}
+
+impl<C: QueryFragment<Pg>, V: QueryFragment<Pg>> QueryFragment<Pg> for EqAny<C, V> {
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        // Parenthesised, as diesel groups its own.
+        out.push_sql("(");
+        self.column.walk_ast(out.reborrow())?;
+        out.push_sql(" = ANY(");
+        self.values.walk_ast(out.reborrow())?;
+        out.push_sql("))");
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use diesel::{debug_query, prelude::*};
@@ -125,6 +189,39 @@ mod tests {
 
     fn cached<Q: QueryId>(_: &Q) -> bool {
         Q::query_id().is_some_and(|id| SQL.read().unwrap().contains_key(&id))
+    }
+
+    #[test]
+    fn eq_any_is_diesels_eq_any_with_a_static_query_id() {
+        let ids = |ids: &[&str]| ids.iter().map(|id| (*id).to_owned()).collect::<Vec<_>>();
+        let (one, three) = (ids(&["a"]), ids(&["a", "b", "c"]));
+        let ours = |ids| {
+            findings::table
+                .filter(eq_any(findings::id, ids))
+                .select(findings::title)
+        };
+        let diesels = |ids| {
+            findings::table
+                .filter(findings::id.eq_any(ids))
+                .select(findings::title)
+        };
+        assert_eq!(sql_of(&ours(&one)), sql_of(&diesels(&one)));
+        assert_eq!(sql_of(&ours(&three)), sql_of(&diesels(&three)));
+        assert_eq!(
+            debug_query::<Pg, _>(&ours(&three)).to_string(),
+            debug_query::<Pg, _>(&diesels(&three)).to_string(),
+            "the same binds"
+        );
+        let first = ours(&one).rendered_once();
+        assert_eq!(sql_of(&first), sql_of(&diesels(&one)));
+        assert!(
+            cached(&first),
+            "its SQL is kept, whatever the number of values"
+        );
+        assert_eq!(
+            sql_of(&ours(&three).rendered_once()),
+            sql_of(&diesels(&three))
+        );
     }
 
     #[test]
