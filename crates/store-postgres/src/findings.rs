@@ -375,10 +375,7 @@ impl FindingRepository for PgStore {
         let keyed = page.page_of(ids, total, sort_key);
         let ids: Vec<String> = keyed.items.into_iter().map(|(id, _)| id).collect();
         // Two fixed statements, each rendered once (`rendered.rs`), rather than one boxed.
-        let bound = match page.order() {
-            ListOrder::Modified { .. } => through,
-            ListOrder::Natural => None,
-        };
+        let bound = through.filter(|_| matches!(page.order(), ListOrder::Modified { .. }));
         let rows = match (ids.is_empty(), bound) {
             (true, _) => Ok(Vec::new()),
             (false, None) => {

@@ -12,7 +12,8 @@
 //! that is safe to cache as a prepared statement (which rules out the constructs whose SQL
 //! depends on the values bound: an insert's optional values, an `UPDATE`, literal SQL). Any
 //! other query is rendered each time, as before; a boxed query (its filters chosen at run
-//! time) has no static query id, so it always is.
+//! time) has no static query id, so it always is. [`eq_any`] is diesel's `eq_any` with a
+//! static query id, for the statements that read rows by a list of ids.
 
 use std::{
     any::TypeId,
