@@ -376,22 +376,13 @@ impl FindingRepository for PgStore {
         let ids: Vec<String> = keyed.items.into_iter().map(|(id, _)| id).collect();
         // Two fixed statements, each rendered once (`rendered.rs`), rather than one boxed.
         let bound = through.filter(|_| matches!(page.order(), ListOrder::Modified { .. }));
+        let by_id = findings_with_identity!(customer).filter(eq_any(findings::id, &ids));
         let rows = match (ids.is_empty(), bound) {
             (true, _) => Ok(Vec::new()),
-            (false, None) => {
-                findings_with_identity!(customer)
-                    .filter(eq_any(findings::id, &ids))
-                    .rendered_once()
-                    .load::<FindingWithIdentity>(&mut &*conn)
-                    .await
-            }
+            (false, None) => by_id.rendered_once().load(&mut &*conn).await,
             (false, Some(bound)) => {
-                findings_with_identity!(customer)
-                    .filter(eq_any(findings::id, &ids))
-                    .filter(findings::modified_at.le(bound))
-                    .rendered_once()
-                    .load::<FindingWithIdentity>(&mut &*conn)
-                    .await
+                let by_id = by_id.filter(findings::modified_at.le(bound));
+                by_id.rendered_once().load(&mut &*conn).await
             }
         }
         .map_err(db_error)?;
