@@ -86,21 +86,77 @@ pub(crate) fn to_finding(
     })
 }
 
-/// `rows` in the order of `ids` (each id once; ids without a row are skipped), in one pass.
-pub(crate) fn in_order<S: AsRef<str>>(
+/// The findings of `rows` in the order of `ids` (each id once; ids without a row are
+/// skipped), their triage as it reads at `now`, in one pass: each row becomes its finding
+/// where it lands, so a page's rows are moved once rather than once per step.
+pub(crate) fn findings_in_order<S: AsRef<str>>(
     ids: &[S],
     rows: Vec<FindingWithIdentity>,
-) -> Vec<FindingWithIdentity> {
+    now: DateTime<Utc>,
+) -> Result<Vec<Finding>> {
     let position: std::collections::HashMap<&str, usize> = ids
         .iter()
         .enumerate()
         .map(|(i, id)| (id.as_ref(), i))
         .collect();
-    let mut slots: Vec<Option<FindingWithIdentity>> = (0..ids.len()).map(|_| None).collect();
+    let mut slots: Vec<Option<Finding>> = (0..ids.len()).map(|_| None).collect();
     for row in rows {
-        if let Some(&i) = position.get(row.0.id.as_str()) {
-            slots[i] = Some(row);
-        }
+        let Some(&i) = position.get(row.0.id.as_str()) else {
+            continue;
+        };
+        slots[i] = Some(to_finding(row, now)?);
     }
-    slots.into_iter().flatten().collect()
+    Ok(slots.into_iter().flatten().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str) -> FindingWithIdentity {
+        let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let row = FindingRow {
+            id: id.to_owned(),
+            cloud_tenant_id: Uuid::nil(),
+            finding_type: "tier0_permanent_root".to_owned(),
+            severity: Parsed(Severity::High),
+            status: Parsed(FindingStatus::Open),
+            title: format!("title of {id}"),
+            description: None,
+            detected_at: at,
+            updated_at: at,
+            modified_at: at,
+            triage_state: Parsed(TriageState::Untriaged),
+            triage_reason: None,
+            triage_comment: None,
+            triage_expires_at: None,
+            triage_updated_at: None,
+            triage_key_id: None,
+            triage_key_name: None,
+        };
+        (row, None)
+    }
+
+    fn ids_of(findings: &[Finding]) -> Vec<&str> {
+        findings.iter().map(|f| f.id.as_str()).collect()
+    }
+
+    #[test]
+    fn findings_come_in_the_order_of_the_ids_and_ids_without_a_row_are_skipped() {
+        let now = DateTime::from_timestamp(1_800_000_100, 0).unwrap();
+        let rows = vec![row("f-3"), row("f-1"), row("f-9"), row("f-2")];
+        let findings = findings_in_order(&["f-1", "f-2", "f-4", "f-3"], rows, now).unwrap();
+        // f-9 was not asked for; f-4 has no row.
+        assert_eq!(ids_of(&findings), ["f-1", "f-2", "f-3"]);
+        assert_eq!(findings[2].title, "title of f-3");
+    }
+
+    #[test]
+    fn a_corrupt_row_fails_the_page_rather_than_vanishing_from_it() {
+        let now = DateTime::from_timestamp(1_800_000_100, 0).unwrap();
+        let mut bad = row("f-2");
+        bad.0.finding_type = "Not A Type".to_owned();
+        let rows = vec![row("f-1"), bad];
+        assert!(findings_in_order(&["f-1", "f-2"], rows, now).is_err());
+    }
 }

@@ -18,7 +18,7 @@ pub(crate) use crate::finding_rows::{FindingRow, FindingWithIdentity, to_finding
 use crate::{
     PgStore,
     error::db_error,
-    finding_rows::in_order,
+    finding_rows::findings_in_order,
     identities::IdentitySummaryRow,
     rendered::{RenderOnce, eq_any},
     schema::{finding_totals, findings, identities},
@@ -386,10 +386,7 @@ impl FindingRepository for PgStore {
             }
         }
         .map_err(db_error)?;
-        let items = in_order(&ids, rows)
-            .into_iter()
-            .map(|row| to_finding(row, now))
-            .collect::<Result<Vec<_>>>()?;
+        let items = findings_in_order(&ids, rows, now)?;
         Ok(Page {
             items,
             total,
@@ -416,10 +413,7 @@ impl FindingRepository for PgStore {
             .await
             .map_err(db_error)?;
         let now = self.clock.now();
-        in_order(&wanted, rows)
-            .into_iter()
-            .map(|row| to_finding(row, now))
-            .collect()
+        findings_in_order(&wanted, rows, now)
     }
 
     async fn export_findings(
