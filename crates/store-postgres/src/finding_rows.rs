@@ -88,14 +88,16 @@ pub(crate) fn to_finding(
 
 /// The findings of `rows` in the order of `ids` (each id once; ids without a row are
 /// skipped), their triage as it reads at `now`, in one pass: each row becomes its finding
-/// where it lands, so a page's rows are moved once rather than once per step.
+/// where it lands (a row moved once, its finding twice, where a row was moved three times).
+/// `ids` is a page or a delivery's chunk of ids (bounded, see below).
 pub(crate) fn findings_in_order<S: AsRef<str>>(
     ids: &[S],
     rows: Vec<FindingWithIdentity>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Finding>> {
     // hashbrown's default hasher (foldhash): SipHash cost about 1 % of a list's CPU here.
-    // The keys are at most a page of ids, so a flood of colliding ids stays bounded.
+    // foldhash does not resist a flood of colliding keys; the bound does: the ids are a
+    // page (at most `MAX_LIMIT`, 500) or a delivery's chunk (at most `CHUNK_SIZE`, 100).
     let position: hashbrown::HashMap<&str, usize> = ids
         .iter()
         .enumerate()
@@ -151,6 +153,15 @@ mod tests {
         // f-9 was not asked for; f-4 has no row.
         assert_eq!(ids_of(&findings), ["f-1", "f-2", "f-3"]);
         assert_eq!(findings[2].title, "title of f-3");
+    }
+
+    #[test]
+    fn a_corrupt_row_not_asked_for_is_not_read() {
+        let now = DateTime::from_timestamp(1_800_000_100, 0).unwrap();
+        let mut bad = row("f-2");
+        bad.0.finding_type = "Not A Type".to_owned();
+        let findings = findings_in_order(&["f-1"], vec![bad, row("f-1")], now).unwrap();
+        assert_eq!(ids_of(&findings), ["f-1"]);
     }
 
     #[test]

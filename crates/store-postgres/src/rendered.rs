@@ -111,6 +111,15 @@ where
     C::SqlType: SqlType<IsNull = NotNull> + SingleValue + 'static,
     T: diesel::expression::AsExpression<Array<C::SqlType>>,
 {
+    // diesel renders `IN (...)` for a column that is itself an array (`= ANY` would compare
+    // it with each element's elements): such a column fails the build here (when the call
+    // is compiled to code; `cargo check` alone does not evaluate it).
+    const {
+        assert!(
+            !<C::SqlType as SqlType>::IS_ARRAY,
+            "eq_any takes a column of scalars, not of arrays"
+        )
+    };
     EqAny {
         column,
         values: values.as_expression(),

@@ -128,7 +128,9 @@ async fn two_api_processes_share_their_counts_through_redis_over_tls_as_a_limite
     let http = crate::support::client();
     // On a loaded machine a first answer over TLS (handshake, AUTH, script) can take longer
     // than the limiter waits: that instance then counts in process for a second, as designed.
-    // The counting below starts once each instance has had Redis answer on a key of its own.
+    // The counting below starts once each instance has had Redis answer on a key other than
+    // the one counted. (The warm key's requests count towards the customer's own limit too,
+    // ten times the key's by default: at most 12 of its 40.)
     for instance in [&first, &second] {
         until_redis_answers(&http, &instance.base, &warm_key).await;
     }
@@ -161,7 +163,7 @@ async fn two_api_processes_share_their_counts_through_redis_over_tls_as_a_limite
 
 /// Sends requests with `warm_key` to the instance at `base` until its `/readyz` reports the
 /// limiter as shared after one of them (a request that timed out on Redis reports `degraded`
-/// until a later one, at most a second later, gets an answer).
+/// until a later one gets an answer: Redis is tried again at most once a second).
 async fn until_redis_answers(http: &reqwest::Client, base: &str, warm_key: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
