@@ -5,10 +5,12 @@
 //! read-then-write race), on Redis's own clock (so instances agree on window boundaries
 //! whatever their clocks). When Redis cannot be reached it falls back to counting in this
 //! process — requests are never refused because of Redis — warns once per outage, retries
-//! Redis at most once a second, and says so in its [`LimiterState`].
+//! Redis at most once a second, and says so in its [`LimiterState`]. A check waits 250 ms
+//! for Redis; a connection slower to make than that is made in the background (within 5 s)
+//! and used from the next retry on.
 
 use std::{
-    sync::Mutex,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
@@ -53,6 +55,11 @@ return {tonumber(count or '0'), (index + 1) * window - phase, now}
 
 /// How long a check may wait for Redis before the in-process limiter answers.
 const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
+/// How long making a connection may take (TCP, TLS, AUTH). It goes on in a task of its own
+/// when the check that started it stops waiting: a Redis whose handshake takes longer than
+/// a check may wait (a distant one over TLS) is then used from the next retry on, where
+/// an attempt cut off with the check would never have finished.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often Redis is retried during an outage.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
 
@@ -60,12 +67,23 @@ const PROBE_EVERY: Duration = Duration::from_secs(1);
 #[derive(Debug, thiserror::Error)]
 enum RedisFailure {
     #[error("no connection from the pool")]
-    Pool(#[source] deadpool_redis::PoolError),
+    Pool(#[source] Arc<deadpool_redis::PoolError>),
     #[error("the rate-limit script failed")]
     Script(#[source] redis::RedisError),
     #[error("no answer within {} ms", REDIS_TIMEOUT.as_millis())]
     Timeout,
 }
+
+/// The kept connection, or the one being made.
+#[derive(Default)]
+struct Slot {
+    connection: Option<MultiplexedConnection>,
+    /// Tells the checks waiting for the connection being made how it ended.
+    connecting: Option<tokio::sync::watch::Receiver<Option<Connected>>>,
+}
+
+/// How making a connection ended.
+type Connected = std::result::Result<MultiplexedConnection, Arc<deadpool_redis::PoolError>>;
 
 struct Health {
     /// When the current outage started (epoch seconds); `None` while Redis answers.
@@ -80,7 +98,7 @@ struct Health {
 /// Checking a connection out of the pool for every request would cost a `PING` each time.
 pub struct RedisRateLimiter {
     pool: Pool,
-    connection: Mutex<Option<MultiplexedConnection>>,
+    connection: Arc<Mutex<Slot>>,
     policy: RatePolicy,
     script: redis::Script,
     peek_script: redis::Script,
@@ -95,15 +113,15 @@ impl RedisRateLimiter {
             .builder()
             .map_err(|e| Error::invalid("REDIS_URL", e.to_string()))?
             .max_size(32)
-            .wait_timeout(Some(REDIS_TIMEOUT))
-            .create_timeout(Some(REDIS_TIMEOUT))
+            .wait_timeout(Some(CONNECT_TIMEOUT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
             .recycle_timeout(Some(REDIS_TIMEOUT))
             .runtime(Runtime::Tokio1)
             .build()
             .map_err(|e| Error::invalid("REDIS_URL", e.to_string()))?;
         Ok(Self {
             pool,
-            connection: Mutex::new(None),
+            connection: Arc::default(),
             policy,
             script: redis::Script::new(CHECK_SCRIPT),
             peek_script: redis::Script::new(PEEK_SCRIPT),
@@ -133,21 +151,43 @@ impl RedisRateLimiter {
         }
     }
 
-    /// The shared multiplexed connection (a new one from the pool if there is none).
+    /// The shared multiplexed connection. Without one, a new one is made from the pool in a
+    /// task of its own (one at a time), which keeps it even if this check stops waiting.
     async fn connection(&self) -> std::result::Result<MultiplexedConnection, RedisFailure> {
-        if let Some(conn) = self.lock_connection().clone() {
-            return Ok(conn);
+        let mut ended = {
+            let mut slot = lock(&self.connection);
+            if let Some(conn) = &slot.connection {
+                return Ok(conn.clone());
+            }
+            match &slot.connecting {
+                Some(ended) => ended.clone(),
+                None => {
+                    let (tell, ended) = tokio::sync::watch::channel(None);
+                    slot.connecting = Some(ended.clone());
+                    tokio::spawn(connect(self.pool.clone(), self.connection.clone(), tell));
+                    ended
+                }
+            }
+        };
+        let connected = ended.wait_for(Option::is_some).await.map(|c| c.clone());
+        let Ok(connected) = connected else {
+            // The task ended without a word (its runtime stopped): the next check starts
+            // another rather than waiting on this one.
+            let mut slot = lock(&self.connection);
+            if slot
+                .connecting
+                .as_ref()
+                .is_some_and(|c| c.same_channel(&ended))
+            {
+                slot.connecting = None;
+            }
+            return Err(RedisFailure::Timeout);
+        };
+        match connected {
+            Some(Ok(conn)) => Ok(conn),
+            Some(Err(e)) => Err(RedisFailure::Pool(e)),
+            None => Err(RedisFailure::Timeout),
         }
-        let pooled = self.pool.get().await.map_err(RedisFailure::Pool)?;
-        let conn = deadpool_redis::Connection::take(pooled);
-        *self.lock_connection() = Some(conn.clone());
-        Ok(conn)
-    }
-
-    fn lock_connection(&self) -> std::sync::MutexGuard<'_, Option<MultiplexedConnection>> {
-        self.connection
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Runs the counting or the peeking script on `bucket` in Redis.
@@ -195,9 +235,7 @@ impl RedisRateLimiter {
     }
 
     fn health(&self) -> std::sync::MutexGuard<'_, Health> {
-        self.health
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.health)
     }
 
     /// Whether to ask Redis for this request: always while healthy, once a second while not.
@@ -215,8 +253,9 @@ impl RedisRateLimiter {
     }
 
     fn redis_failed(&self, error: &RedisFailure) {
-        // The connection may be dead: the next attempt gets a fresh one.
-        self.lock_connection().take();
+        // The connection may be dead: the next attempt gets a fresh one (one being made goes
+        // on: it is new).
+        lock(&self.connection).connection.take();
         let mut health = self.health();
         health.next_probe = Instant::now() + PROBE_EVERY;
         if health.degraded_since.is_none() {
@@ -237,6 +276,34 @@ impl RedisRateLimiter {
             );
         }
     }
+}
+
+/// Makes a connection from `pool` into `slot`, and tells the checks waiting for it.
+async fn connect(
+    pool: Pool,
+    slot: Arc<Mutex<Slot>>,
+    tell: tokio::sync::watch::Sender<Option<Connected>>,
+) {
+    let connected = pool
+        .get()
+        .await
+        .map(deadpool_redis::Connection::take)
+        .map_err(Arc::new);
+    {
+        let mut slot = lock(&slot);
+        slot.connecting = None;
+        if let Ok(conn) = &connected {
+            slot.connection = Some(conn.clone());
+        }
+    }
+    // Nobody may be waiting any more: the connection is kept all the same.
+    let _ = tell.send(Some(connected));
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Whether a look at a bucket counts a request or only reads the count.

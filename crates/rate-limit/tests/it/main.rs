@@ -135,20 +135,26 @@ async fn redis_down_never_fails_a_check_and_sharing_resumes_when_it_is_back() {
     assert!(matches!(limiter.state(), LimiterState::Degraded { .. }));
 
     redis.restart().unwrap();
-    // Checks count in the process until the limiter's next probe finds Redis again.
-    let decision = wait_for(
-        "the limiter to share again",
-        Duration::from_secs(5),
-        || async {
-            let decision = limiter.check(&bucket).await.unwrap();
-            (limiter.state() == LimiterState::Shared).then_some(decision)
-        },
-    )
+    // Checks count in the process until the limiter's next probe finds Redis again. The
+    // restarted Redis is empty: counting starts again there, shared.
+    counts_in_redis_again(&limiter, &bucket, &redis).await;
+}
+
+/// Checks `bucket` until `limiter` shares again (its next probe answered), and that the
+/// check which did was the bucket's first count in `redis`, shared with another limiter.
+async fn counts_in_redis_again(
+    limiter: &RedisRateLimiter,
+    bucket: &RateBucket,
+    redis: &RedisServer,
+) {
+    let decision = wait_for("the limiter to share", Duration::from_secs(5), || async {
+        let decision = limiter.check(bucket).await.unwrap();
+        (limiter.state() == LimiterState::Shared).then_some(decision)
+    })
     .await;
-    // The restarted Redis is empty: counting starts again there, shared.
     assert_eq!(decision.remaining, 4);
     let other = RedisRateLimiter::new(&redis.url(), POLICY).unwrap();
-    assert_eq!(other.check(&bucket).await.unwrap().remaining, 3);
+    assert_eq!(other.check(bucket).await.unwrap().remaining, 3);
 }
 
 #[tokio::test]
@@ -164,4 +170,45 @@ async fn counters_are_named_by_the_key_id() {
         .await
         .unwrap();
     assert_eq!(keys.len(), 1, "{keys:?}");
+}
+
+/// A TCP relay to `upstream` that waits `delay` before relaying each new connection: a
+/// Redis whose connection takes longer to make than a check may wait (a distant one over
+/// TLS, say).
+async fn slow_relay(upstream: String, delay: Duration) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                if let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }
+            });
+        }
+    });
+    format!("redis://{address}")
+}
+
+#[tokio::test]
+async fn a_connection_slower_to_make_than_a_check_waits_is_made_all_the_same_and_used() {
+    let redis = RedisServer::start().unwrap();
+    let upstream = redis.url().trim_start_matches("redis://").to_owned();
+    // Longer than a check waits for Redis (250 ms), well within the time a connection may
+    // take to make (5 s).
+    let url = slow_relay(upstream, Duration::from_millis(600)).await;
+    let limiter = RedisRateLimiter::new(&url, POLICY).unwrap();
+    let bucket = key();
+    let first = limiter.check(&bucket).await.unwrap();
+    assert!(first.allowed);
+    assert!(
+        matches!(limiter.state(), LimiterState::Degraded { .. }),
+        "the first check did not wait for the connection"
+    );
+    // The connection was made meanwhile: the next retry (at most a second later) uses it.
+    // Had the attempt been cut off with the check, every retry would start a new one and
+    // time out the same way. (The in-process counts stay in the process.)
+    counts_in_redis_again(&limiter, &bucket, &redis).await;
 }
