@@ -15,7 +15,10 @@ use std::{
 };
 
 use async_trait::async_trait;
-use deadpool_redis::{Config, Pool, Runtime, redis::aio::MultiplexedConnection};
+use deadpool_redis::{
+    Manager, Pool, Runtime,
+    redis::{AsyncConnectionConfig, aio::MultiplexedConnection},
+};
 use posture_domain::{
     Error, Result,
     rate_limit::{LimiterState, RateBucket, RateDecision, RateLimiter, RatePolicy},
@@ -55,7 +58,8 @@ return {tonumber(count or '0'), (index + 1) * window - phase, now}
 
 /// How long a check may wait for Redis before the in-process limiter answers.
 const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
-/// How long making a connection may take (TCP, TLS, AUTH). It goes on in a task of its own
+/// How long making a connection may take (TCP, TLS, AUTH, given to redis-rs and to the
+/// pool). It goes on in a task of its own
 /// when the check that started it stops waiting: a Redis whose handshake takes longer than
 /// a check may wait (a distant one over TLS) is then used from the next retry on, where
 /// an attempt cut off with the check would never have finished.
@@ -68,8 +72,8 @@ const PROBE_EVERY: Duration = Duration::from_secs(1);
 enum RedisFailure {
     #[error("no connection from the pool")]
     Pool(#[source] Arc<deadpool_redis::PoolError>),
-    #[error("the rate-limit script failed")]
-    Script(#[source] redis::RedisError),
+    #[error("the command failed")]
+    Command(#[source] redis::RedisError),
     #[error("no answer within {} ms", REDIS_TIMEOUT.as_millis())]
     Timeout,
 }
@@ -77,13 +81,17 @@ enum RedisFailure {
 /// The kept connection, or the one being made.
 #[derive(Default)]
 struct Slot {
-    connection: Option<MultiplexedConnection>,
+    /// The connection and its number: a failure drops it only if it is still the one that
+    /// failed (not a newer one made meanwhile).
+    connection: Option<(u64, MultiplexedConnection)>,
+    /// Connections made so far.
+    made: u64,
     /// Tells the checks waiting for the connection being made how it ended.
     connecting: Option<tokio::sync::watch::Receiver<Option<Connected>>>,
 }
 
 /// How making a connection ended.
-type Connected = std::result::Result<MultiplexedConnection, Arc<deadpool_redis::PoolError>>;
+type Connected = std::result::Result<(u64, MultiplexedConnection), Arc<deadpool_redis::PoolError>>;
 
 struct Health {
     /// When the current outage started (epoch seconds); `None` while Redis answers.
@@ -109,9 +117,11 @@ pub struct RedisRateLimiter {
 impl RedisRateLimiter {
     /// A limiter on `url` (`redis://host:port/db`). Connections are made on demand.
     pub fn new(url: &str, policy: RatePolicy) -> Result<Self> {
-        let pool = Config::from_url(url)
-            .builder()
-            .map_err(|e| Error::invalid("REDIS_URL", e.to_string()))?
+        // redis-rs gives up making a connection after 1 s unless told otherwise.
+        let making = AsyncConnectionConfig::new().set_connection_timeout(Some(CONNECT_TIMEOUT));
+        let manager = Manager::new_with_config(url, making)
+            .map_err(|e| Error::invalid("REDIS_URL", e.to_string()))?;
+        let pool = Pool::builder(manager)
             .max_size(32)
             .wait_timeout(Some(CONNECT_TIMEOUT))
             .create_timeout(Some(CONNECT_TIMEOUT))
@@ -133,17 +143,20 @@ impl RedisRateLimiter {
         })
     }
 
-    /// Whether Redis answers now.
+    /// Whether Redis answers within the time a check waits for it. The connection it needs
+    /// is made as a check's is: if it takes longer, it is made all the same, for the checks.
     pub async fn ping(&self) -> Result<()> {
-        let mut conn = self
-            .pool
-            .get()
-            .await
-            .map_err(|e| Error::Unavailable(Box::new(e)))?;
-        let pong: String = redis::cmd("PING")
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| Error::Unavailable(Box::new(e)))?;
+        let unavailable = |e: RedisFailure| Error::Unavailable(Box::new(e));
+        let pong = tokio::time::timeout(REDIS_TIMEOUT, async {
+            let (_, mut conn) = self.connection().await?;
+            redis::cmd("PING")
+                .query_async::<String>(&mut conn)
+                .await
+                .map_err(RedisFailure::Command)
+        })
+        .await
+        .map_err(|_| unavailable(RedisFailure::Timeout))?
+        .map_err(unavailable)?;
         if pong == "PONG" {
             Ok(())
         } else {
@@ -151,52 +164,57 @@ impl RedisRateLimiter {
         }
     }
 
-    /// The shared multiplexed connection. Without one, a new one is made from the pool in a
-    /// task of its own (one at a time), which keeps it even if this check stops waiting.
-    async fn connection(&self) -> std::result::Result<MultiplexedConnection, RedisFailure> {
-        let mut ended = {
-            let mut slot = lock(&self.connection);
-            if let Some(conn) = &slot.connection {
-                return Ok(conn.clone());
-            }
-            match &slot.connecting {
-                Some(ended) => ended.clone(),
-                None => {
-                    let (tell, ended) = tokio::sync::watch::channel(None);
-                    slot.connecting = Some(ended.clone());
-                    tokio::spawn(connect(self.pool.clone(), self.connection.clone(), tell));
-                    ended
+    /// The shared multiplexed connection and its number. Without one, a new one is made
+    /// from the pool in a task of its own (one at a time), which keeps it even if this check
+    /// stops waiting.
+    async fn connection(&self) -> std::result::Result<(u64, MultiplexedConnection), RedisFailure> {
+        // Twice at most: a task dropped before it said how it ended (its runtime stopped)
+        // is replaced once; a loop could spin without ever yielding to the check's timeout.
+        for _ in 0..2 {
+            let mut ended = {
+                let mut slot = lock(&self.connection);
+                if let Some(kept) = &slot.connection {
+                    return Ok(kept.clone());
+                }
+                match &slot.connecting {
+                    Some(ended) => ended.clone(),
+                    None => {
+                        let (tell, ended) = tokio::sync::watch::channel(None);
+                        slot.connecting = Some(ended.clone());
+                        tokio::spawn(connect(self.pool.clone(), self.connection.clone(), tell));
+                        ended
+                    }
+                }
+            };
+            let connected = ended.wait_for(Option::is_some).await.map(|c| c.clone());
+            match connected {
+                Ok(Some(connected)) => return connected.map_err(RedisFailure::Pool),
+                Ok(None) => break,
+                Err(_) => {
+                    let mut slot = lock(&self.connection);
+                    if slot
+                        .connecting
+                        .as_ref()
+                        .is_some_and(|c| c.same_channel(&ended))
+                    {
+                        slot.connecting = None;
+                    }
                 }
             }
-        };
-        let connected = ended.wait_for(Option::is_some).await.map(|c| c.clone());
-        let Ok(connected) = connected else {
-            // The task ended without a word (its runtime stopped): the next check starts
-            // another rather than waiting on this one.
-            let mut slot = lock(&self.connection);
-            if slot
-                .connecting
-                .as_ref()
-                .is_some_and(|c| c.same_channel(&ended))
-            {
-                slot.connecting = None;
-            }
-            return Err(RedisFailure::Timeout);
-        };
-        match connected {
-            Some(Ok(conn)) => Ok(conn),
-            Some(Err(e)) => Err(RedisFailure::Pool(e)),
-            None => Err(RedisFailure::Timeout),
         }
+        Err(RedisFailure::Timeout)
     }
 
     /// Runs the counting or the peeking script on `bucket` in Redis.
+    /// `used` is the number of the connection it used (for [`Self::redis_failed`]).
     async fn shared(
         &self,
         bucket: &RateBucket,
         look: Look,
+        used: &mut Option<u64>,
     ) -> std::result::Result<RateDecision, RedisFailure> {
-        let mut conn = self.connection().await?;
+        let (number, mut conn) = self.connection().await?;
+        *used = Some(number);
         let script = match look {
             Look::Count => &self.script,
             Look::Peek => &self.peek_script,
@@ -207,7 +225,7 @@ impl RedisRateLimiter {
             .arg(self.policy.phase(bucket))
             .invoke_async(&mut conn)
             .await
-            .map_err(RedisFailure::Script)?;
+            .map_err(RedisFailure::Command)?;
         Ok(match look {
             Look::Count => self.policy.decide(count, reset, now),
             Look::Peek => self.policy.peeked(count, reset, now),
@@ -218,13 +236,16 @@ impl RedisRateLimiter {
     /// process: a check never fails because Redis does.
     async fn look(&self, bucket: &RateBucket, look: Look) -> RateDecision {
         if self.should_try_redis() {
-            match tokio::time::timeout(REDIS_TIMEOUT, self.shared(bucket, look)).await {
+            let mut used = None;
+            let answer =
+                tokio::time::timeout(REDIS_TIMEOUT, self.shared(bucket, look, &mut used)).await;
+            match answer {
                 Ok(Ok(decision)) => {
                     self.redis_answered();
                     return decision;
                 }
-                Ok(Err(error)) => self.redis_failed(&error),
-                Err(_) => self.redis_failed(&RedisFailure::Timeout),
+                Ok(Err(error)) => self.redis_failed(&error, used),
+                Err(_) => self.redis_failed(&RedisFailure::Timeout, used),
             }
         }
         let now = self.fallback.now();
@@ -252,10 +273,16 @@ impl RedisRateLimiter {
         false
     }
 
-    fn redis_failed(&self, error: &RedisFailure) {
-        // The connection may be dead: the next attempt gets a fresh one (one being made goes
-        // on: it is new).
-        lock(&self.connection).connection.take();
+    /// `used`: the number of the connection that failed, if the check got one.
+    fn redis_failed(&self, error: &RedisFailure, used: Option<u64>) {
+        // That connection may be dead: the next attempt gets a fresh one. A newer one, or
+        // one being made, is new and stays.
+        {
+            let mut slot = lock(&self.connection);
+            if used.is_some() && slot.connection.as_ref().map(|(number, _)| *number) == used {
+                slot.connection = None;
+            }
+        }
         let mut health = self.health();
         health.next_probe = Instant::now() + PROBE_EVERY;
         if health.degraded_since.is_none() {
@@ -289,13 +316,16 @@ async fn connect(
         .await
         .map(deadpool_redis::Connection::take)
         .map_err(Arc::new);
-    {
+    let connected = {
         let mut slot = lock(&slot);
         slot.connecting = None;
-        if let Ok(conn) = &connected {
-            slot.connection = Some(conn.clone());
-        }
-    }
+        connected.map(|conn| {
+            slot.made += 1;
+            let kept = (slot.made, conn);
+            slot.connection = Some(kept.clone());
+            kept
+        })
+    };
     // Nobody may be waiting any more: the connection is kept all the same.
     let _ = tell.send(Some(connected));
 }

@@ -147,7 +147,7 @@ async fn counts_in_redis_again(
     bucket: &RateBucket,
     redis: &RedisServer,
 ) {
-    let decision = wait_for("the limiter to share", Duration::from_secs(5), || async {
+    let decision = wait_for("the limiter to share", Duration::from_secs(10), || async {
         let decision = limiter.check(bucket).await.unwrap();
         (limiter.state() == LimiterState::Shared).then_some(decision)
     })
@@ -196,9 +196,9 @@ async fn slow_relay(upstream: String, delay: Duration) -> String {
 async fn a_connection_slower_to_make_than_a_check_waits_is_made_all_the_same_and_used() {
     let redis = RedisServer::start().unwrap();
     let upstream = redis.url().trim_start_matches("redis://").to_owned();
-    // Longer than a check waits for Redis (250 ms), well within the time a connection may
-    // take to make (5 s).
-    let url = slow_relay(upstream, Duration::from_millis(600)).await;
+    // Longer than a check waits for Redis (250 ms) and than redis-rs's own default for making
+    // a connection (1 s), well within the time posture gives it (5 s).
+    let url = slow_relay(upstream, Duration::from_millis(1500)).await;
     let limiter = RedisRateLimiter::new(&url, POLICY).unwrap();
     let bucket = key();
     let first = limiter.check(&bucket).await.unwrap();
