@@ -86,6 +86,8 @@ struct Slot {
     connection: Option<(u64, MultiplexedConnection)>,
     /// Connections made so far.
     made: u64,
+    /// Whether the last attempt to make one failed (its error is logged once a run of them).
+    failing: bool,
     /// Tells the checks waiting for the connection being made how it ended.
     connecting: Option<tokio::sync::watch::Receiver<Option<Connected>>>,
 }
@@ -102,8 +104,8 @@ struct Health {
 /// The rate limiter shared through Redis, with an in-process fallback.
 ///
 /// Checks go over one multiplexed connection (concurrent commands are pipelined on it),
-/// taken from the pool — which creates and health-checks it — and kept until it fails.
-/// Checking a connection out of the pool for every request would cost a `PING` each time.
+/// made by the pool and taken out of it, and kept until a check on it fails. Checking a
+/// connection out of the pool for every request would cost a `PING` each time.
 pub struct RedisRateLimiter {
     pool: Pool,
     connection: Arc<Mutex<Slot>>,
@@ -125,7 +127,6 @@ impl RedisRateLimiter {
             .max_size(32)
             .wait_timeout(Some(CONNECT_TIMEOUT))
             .create_timeout(Some(CONNECT_TIMEOUT))
-            .recycle_timeout(Some(REDIS_TIMEOUT))
             .runtime(Runtime::Tokio1)
             .build()
             .map_err(|e| Error::invalid("REDIS_URL", e.to_string()))?;
@@ -176,19 +177,12 @@ impl RedisRateLimiter {
                 if let Some(kept) = &slot.connection {
                     return Ok(kept.clone());
                 }
-                match &slot.connecting {
-                    Some(ended) => ended.clone(),
-                    None => {
-                        let (tell, ended) = tokio::sync::watch::channel(None);
-                        slot.connecting = Some(ended.clone());
-                        tokio::spawn(connect(self.pool.clone(), self.connection.clone(), tell));
-                        ended
-                    }
-                }
+                self.start_connecting(&mut slot)
             };
             let connected = ended.wait_for(Option::is_some).await.map(|c| c.clone());
             match connected {
                 Ok(Some(connected)) => return connected.map_err(RedisFailure::Pool),
+                // Not reached: `wait_for` returns once the value is `Some`.
                 Ok(None) => break,
                 Err(_) => {
                     let mut slot = lock(&self.connection);
@@ -273,14 +267,28 @@ impl RedisRateLimiter {
         false
     }
 
+    /// The connection being made, started now if none is: one at a time, in a task of its
+    /// own (a slow handshake goes on after the check that started it stops waiting).
+    fn start_connecting(&self, slot: &mut Slot) -> tokio::sync::watch::Receiver<Option<Connected>> {
+        if let Some(ended) = &slot.connecting {
+            return ended.clone();
+        }
+        let (tell, ended) = tokio::sync::watch::channel(None);
+        slot.connecting = Some(ended.clone());
+        tokio::spawn(connect(self.pool.clone(), self.connection.clone(), tell));
+        ended
+    }
+
     /// `used`: the number of the connection that failed, if the check got one.
     fn redis_failed(&self, error: &RedisFailure, used: Option<u64>) {
-        // That connection may be dead: the next attempt gets a fresh one. A newer one, or
-        // one being made, is new and stays.
+        // That connection may be dead: a fresh one is made at once, for the next retry (a
+        // slow handshake would otherwise take that retry too). A newer one, or one being
+        // made, is new and stays.
         {
             let mut slot = lock(&self.connection);
             if used.is_some() && slot.connection.as_ref().map(|(number, _)| *number) == used {
                 slot.connection = None;
+                self.start_connecting(&mut slot);
             }
         }
         let mut health = self.health();
@@ -319,6 +327,17 @@ async fn connect(
     let connected = {
         let mut slot = lock(&slot);
         slot.connecting = None;
+        match &connected {
+            // The checks waiting for it may have given up (it took longer than they wait):
+            // its reason (AUTH refused, a certificate not trusted...) is said here, once a
+            // run of failures.
+            Err(error) if !slot.failing => tracing::warn!(
+                error = error.as_ref() as &dyn std::error::Error,
+                "making a connection to Redis failed"
+            ),
+            _ => {}
+        }
+        slot.failing = connected.is_err();
         connected.map(|conn| {
             slot.made += 1;
             let kept = (slot.made, conn);
