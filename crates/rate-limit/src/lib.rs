@@ -179,21 +179,22 @@ impl RedisRateLimiter {
                 }
                 self.start_connecting(&mut slot)
             };
-            let connected = ended.wait_for(Option::is_some).await.map(|c| c.clone());
-            match connected {
-                Ok(Some(connected)) => return connected.map_err(RedisFailure::Pool),
-                // Not reached: `wait_for` returns once the value is `Some`.
-                Ok(None) => break,
-                Err(_) => {
-                    let mut slot = lock(&self.connection);
-                    if slot
-                        .connecting
-                        .as_ref()
-                        .is_some_and(|c| c.same_channel(&ended))
-                    {
-                        slot.connecting = None;
-                    }
-                }
+            // `None` only when the task ended without a word: its channel goes, for another.
+            let connected = ended
+                .wait_for(Option::is_some)
+                .await
+                .ok()
+                .and_then(|c| c.clone());
+            if let Some(connected) = connected {
+                return connected.map_err(RedisFailure::Pool);
+            }
+            let mut slot = lock(&self.connection);
+            if slot
+                .connecting
+                .as_ref()
+                .is_some_and(|c| c.same_channel(&ended))
+            {
+                slot.connecting = None;
             }
         }
         Err(RedisFailure::Timeout)

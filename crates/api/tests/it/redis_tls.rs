@@ -4,6 +4,7 @@
 use std::process::{Child, Command, Stdio};
 
 use posture_domain::Scope;
+use posture_test_support::waits::wait_for;
 use reqwest::StatusCode;
 
 use crate::{rate_limits::ApiProcess, support::TestApp};
@@ -165,8 +166,8 @@ async fn two_api_processes_share_their_counts_through_redis_over_tls_as_a_limite
 /// limiter as shared after one of them (a request that timed out on Redis reports `degraded`
 /// until a later one gets an answer: Redis is tried again at most once a second).
 async fn until_redis_answers(http: &reqwest::Client, base: &str, warm_key: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
+    let what = format!("Redis over TLS to answer {base}");
+    wait_for(&what, std::time::Duration::from_secs(30), || async {
         let warm = http
             .get(format!("{base}/api/v1/tenants"))
             .bearer_auth(warm_key)
@@ -178,23 +179,11 @@ async fn until_redis_answers(http: &reqwest::Client, base: &str, warm_key: &str)
             "{}",
             warm.status()
         );
-        let ready: serde_json::Value = http
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let ready = http.get(format!("{base}/readyz")).send().await.unwrap();
+        let ready: serde_json::Value = ready.json().await.unwrap();
         let mode = &ready["checks"]["rateLimiter"]["mode"];
-        if mode == "shared" {
-            return;
-        }
-        assert_eq!(mode, "degraded", "{ready}");
-        assert!(
-            std::time::Instant::now() < deadline,
-            "Redis over TLS never answered {base} within 30 s: {ready}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+        assert!(mode == "shared" || mode == "degraded", "{ready}");
+        (mode == "shared").then_some(())
+    })
+    .await;
 }
