@@ -141,7 +141,8 @@ async fn redis_down_never_fails_a_check_and_sharing_resumes_when_it_is_back() {
 }
 
 /// Checks `bucket` until `limiter` shares again (its next probe answered), and that the
-/// check which did was the bucket's first count in `redis`, shared with another limiter.
+/// check which did counted in `redis`, shared with another limiter. (A probe that timed out
+/// may have counted there too, so the count is read, not assumed to be the first.)
 async fn counts_in_redis_again(
     limiter: &RedisRateLimiter,
     bucket: &RateBucket,
@@ -152,9 +153,12 @@ async fn counts_in_redis_again(
         (limiter.state() == LimiterState::Shared).then_some(decision)
     })
     .await;
-    assert_eq!(decision.remaining, 4);
+    assert!(decision.remaining < POLICY.limit, "{decision:?}");
     let other = RedisRateLimiter::new(&redis.url(), POLICY).unwrap();
-    assert_eq!(other.check(bucket).await.unwrap().remaining, 3);
+    assert_eq!(
+        other.check(bucket).await.unwrap().remaining,
+        decision.remaining.saturating_sub(1)
+    );
 }
 
 #[tokio::test]
