@@ -1,5 +1,7 @@
 //! Analyzer findings: severities, statuses, types and filters.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -41,9 +43,19 @@ pub const FINDING_TYPE_PATTERN: &str = "^[a-z][a-z0-9_]{0,63}$";
 /// [`FindingType::CATALOGUE`]; an analyzer newer than posture may report others, which are
 /// stored, served, filtered and exported like any (so upgrading the analyzer first never
 /// stops a customer's updates).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct FindingType(String);
+///
+/// A type of the catalogue is held as the catalogue's own text: reading one from a row or
+/// a request does not allocate (a list page reads a hundred).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(try_from = "String")]
+pub struct FindingType(Cow<'static, str>);
+
+impl Serialize for FindingType {
+    /// The type's text, borrowed (`into = "String"` would clone it per value written).
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
 
 impl FindingType {
     /// The types posture knows, with what each means (docs and contract examples).
@@ -100,7 +112,15 @@ impl FindingType {
 
     /// Whether posture's catalogue names this type.
     pub fn is_known(&self) -> bool {
-        Self::CATALOGUE.iter().any(|(name, _)| *name == self.0)
+        Self::catalogued(&self.0).is_some()
+    }
+
+    /// The catalogue's own text of `text`, when the catalogue names it.
+    fn catalogued(text: &str) -> Option<&'static str> {
+        Self::CATALOGUE
+            .iter()
+            .map(|(name, _)| *name)
+            .find(|name| *name == text)
     }
 
     fn valid(text: &str) -> bool {
@@ -121,8 +141,10 @@ impl std::str::FromStr for FindingType {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self, Error> {
-        if Self::valid(s) {
-            Ok(Self(s.to_owned()))
+        if let Some(known) = Self::catalogued(s) {
+            Ok(Self(Cow::Borrowed(known)))
+        } else if Self::valid(s) {
+            Ok(Self(Cow::Owned(s.to_owned())))
         } else {
             Err(Error::invalid(
                 "findingType",
@@ -139,8 +161,10 @@ impl TryFrom<String> for FindingType {
     type Error = Error;
 
     fn try_from(s: String) -> Result<Self, Error> {
-        if Self::valid(&s) {
-            Ok(Self(s))
+        if let Some(known) = Self::catalogued(&s) {
+            Ok(Self(Cow::Borrowed(known)))
+        } else if Self::valid(&s) {
+            Ok(Self(Cow::Owned(s)))
         } else {
             s.parse()
         }
@@ -149,7 +173,7 @@ impl TryFrom<String> for FindingType {
 
 impl From<FindingType> for String {
     fn from(t: FindingType) -> String {
-        t.0
+        t.0.into_owned()
     }
 }
 
@@ -274,6 +298,28 @@ mod tests {
                 .parse::<FindingType>()
                 .unwrap()
                 .is_known()
+        );
+    }
+
+    #[test]
+    fn a_finding_type_reads_and_writes_as_its_text_catalogued_or_not() {
+        for text in ["mfa_not_enforced", "oauth_consent_grant"] {
+            let parsed: FindingType = text.parse().unwrap();
+            let taken = FindingType::try_from(text.to_owned()).unwrap();
+            let read: FindingType = serde_json::from_str(&format!("\"{text}\"")).unwrap();
+            assert_eq!(parsed, taken);
+            assert_eq!(parsed, read);
+            assert_eq!(parsed.as_str(), text);
+            assert_eq!(String::from(parsed.clone()), text);
+            assert_eq!(
+                serde_json::to_string(&parsed).unwrap(),
+                format!("\"{text}\"")
+            );
+        }
+        let refused = serde_json::from_str::<FindingType>("\"Not A Type\"").unwrap_err();
+        assert!(
+            refused.to_string().contains("not a finding type"),
+            "{refused}"
         );
     }
 

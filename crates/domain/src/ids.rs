@@ -192,9 +192,16 @@ static EXTERNAL_ID_BYTES: [bool; 256] = {
 macro_rules! external_id {
     ($(#[$meta:meta])* $name:ident, $field:literal) => {
         $(#[$meta])*
-        #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
+        #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+        #[serde(try_from = "String")]
         pub struct $name(String);
+
+        impl Serialize for $name {
+            /// The id's text, borrowed (`into = "String"` would clone it per value written).
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(&self.0)
+            }
+        }
 
         impl $name {
             pub fn as_str(&self) -> &str {
@@ -289,6 +296,15 @@ mod tests {
                 .is_err()
         );
         assert!("contoso".parse::<CloudTenantId>().is_err());
+    }
+
+    #[test]
+    fn external_ids_serialise_as_their_text_and_read_back() {
+        let id: FindingId = "f-0001:a@b".parse().unwrap();
+        assert_eq!(serde_json::to_string(&id).unwrap(), "\"f-0001:a@b\"");
+        let back: FindingId = serde_json::from_str("\"f-0001:a@b\"").unwrap();
+        assert_eq!(back, id);
+        assert!(serde_json::from_str::<IdentityId>("\"a/b\"").is_err());
     }
 
     #[test]
