@@ -227,8 +227,16 @@ fn parse_into<T: DeserializeOwned + 'static>(
     extensions: &mut Extensions,
 ) -> Result<(), ApiError> {
     let deserializer =
-        serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
-    let value: T = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        || serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+    // Without the parameter's path first: tracking it copies every name the part reads,
+    // its own and the other parts' (a list's query is read once per part). A value that
+    // fails is read again with the path, for the reason: parsing is a pure function of
+    // the query string, so the second read fails the same way.
+    if let Ok(value) = T::deserialize(deserializer()) {
+        extensions.insert(Parsed(value));
+        return Ok(());
+    }
+    let value: T = serde_path_to_error::deserialize(deserializer()).map_err(|e| {
         // serde_urlencoded says only "custom" (its errors carry no kind): `invalid`, but a
         // cursor (`after`) that is not even shaped as one is refused as every cursor that
         // is not this request's is: `cursor_mismatch`, start again without it.
