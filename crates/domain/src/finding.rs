@@ -44,8 +44,9 @@ pub const FINDING_TYPE_PATTERN: &str = "^[a-z][a-z0-9_]{0,63}$";
 /// stored, served, filtered and exported like any (so upgrading the analyzer first never
 /// stops a customer's updates).
 ///
-/// A type of the catalogue is held as the catalogue's own text: reading one from a row or
-/// a request does not allocate (a list page reads a hundred).
+/// A type of the catalogue is held as the catalogue's own text: parsing one from borrowed
+/// text (`FromStr`, as a row's column is read) does not allocate (a list page reads a
+/// hundred).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
 #[serde(try_from = "String")]
 pub struct FindingType(Cow<'static, str>);
@@ -309,6 +310,10 @@ mod tests {
             let read: FindingType = serde_json::from_str(&format!("\"{text}\"")).unwrap();
             assert_eq!(parsed, taken);
             assert_eq!(parsed, read);
+            // The catalogue's text is borrowed, whichever way the type was read.
+            for t in [&parsed, &taken, &read] {
+                assert_eq!(matches!(t.0, Cow::Borrowed(_)), parsed.is_known(), "{text}");
+            }
             assert_eq!(parsed.as_str(), text);
             assert_eq!(String::from(parsed.clone()), text);
             assert_eq!(

@@ -2,7 +2,12 @@
 //! and the domain value made of it, its triage as it reads at a given time.
 
 use chrono::{DateTime, Utc};
-use diesel::prelude::*;
+use diesel::{
+    deserialize::{self, FromSql, FromSqlRow},
+    pg::{Pg, PgValue},
+    prelude::*,
+    sql_types::Text,
+};
 use posture_domain::{
     CloudTenantId, FindingId, KeyId, Result,
     finding::{Finding, FindingStatus, FindingType, Severity},
@@ -18,12 +23,27 @@ use crate::{
     text::{At, Parsed},
 };
 
+/// A finding type read from its column without a `String` (a type of the catalogue is
+/// held as the catalogue's text). A value that is not a finding type (the column has no
+/// `CHECK`) is kept for [`to_finding`] to refuse, so it fails that finding alone, as a
+/// corrupt id does, and not the whole statement: a triage then skips the finding it
+/// cannot read, and the error names the value.
+#[derive(Debug, FromSqlRow)]
+pub(crate) struct TypeColumn(Result<FindingType, posture_domain::Error>);
+
+impl FromSql<Text, Pg> for TypeColumn {
+    fn from_sql(value: PgValue<'_>) -> deserialize::Result<Self> {
+        let text = std::str::from_utf8(value.as_bytes())?;
+        Ok(Self(text.parse()))
+    }
+}
+
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = findings, check_for_backend(diesel::pg::Pg))]
 pub(crate) struct FindingRow {
     pub(crate) id: String,
     cloud_tenant_id: Uuid,
-    finding_type: Parsed<FindingType>,
+    finding_type: TypeColumn,
     severity: Parsed<Severity>,
     status: Parsed<FindingStatus>,
     title: String,
@@ -72,7 +92,7 @@ pub(crate) fn to_finding(
     Ok(Finding {
         id: FindingId::try_from(row.id).map_err(|e| corrupt("finding id", e))?,
         cloud_tenant_id: CloudTenantId::from_uuid(row.cloud_tenant_id),
-        finding_type: row.finding_type.0,
+        finding_type: row.finding_type.0.map_err(|e| corrupt("finding type", e))?,
         severity: row.severity.0,
         status: row.status.0,
         title: row.title,
@@ -121,7 +141,7 @@ mod tests {
         let row = FindingRow {
             id: id.to_owned(),
             cloud_tenant_id: Uuid::nil(),
-            finding_type: Parsed("tier0_permanent_root".parse().unwrap()),
+            finding_type: TypeColumn("tier0_permanent_root".parse()),
             severity: Parsed(Severity::High),
             status: Parsed(FindingStatus::Open),
             title: format!("title of {id}"),
@@ -157,7 +177,8 @@ mod tests {
     #[test]
     fn a_corrupt_row_not_asked_for_is_not_read() {
         let now = DateTime::from_timestamp(1_800_000_100, 0).unwrap();
-        let bad = row("f 2");
+        let mut bad = row("f-2");
+        bad.0.finding_type = TypeColumn("Not A Type".parse());
         let findings = findings_in_order(&["f-1"], vec![bad, row("f-1")], now).unwrap();
         assert_eq!(ids_of(&findings), ["f-1"]);
     }
@@ -165,8 +186,32 @@ mod tests {
     #[test]
     fn a_corrupt_row_fails_the_page_rather_than_vanishing_from_it() {
         let now = DateTime::from_timestamp(1_800_000_100, 0).unwrap();
-        let bad = row("f 2");
+        let mut bad = row("f-2");
+        bad.0.finding_type = TypeColumn("Not A Type".parse());
         let rows = vec![row("f-1"), bad];
+        let refused = findings_in_order(&["f-1", "f-2"], rows, now).unwrap_err();
+        // The cause an `ERROR` line logs names the column and the value.
+        let reason = std::error::Error::source(&refused).map(ToString::to_string);
+        let reason = reason.unwrap_or_default();
+        assert!(reason.contains("finding type"), "{reason}");
+        assert!(reason.contains("Not A Type"), "{reason}");
+        // A corrupt id is refused the same way.
+        let rows = vec![row("f-1"), row("f 2")];
         assert!(findings_in_order(&["f-1", "f 2"], rows, now).is_err());
+    }
+
+    #[test]
+    fn a_type_column_reads_any_text_and_keeps_a_bad_value_for_the_finding() {
+        // text's oid (not read by the conversion).
+        const TEXT: std::num::NonZeroU32 = std::num::NonZeroU32::new(25).unwrap();
+        let read = |text: &[u8]| TypeColumn::from_sql(PgValue::new(text, &TEXT));
+        let known = read(b"mfa_not_enforced").unwrap().0.unwrap();
+        assert_eq!(known.as_str(), "mfa_not_enforced");
+        assert!(known.is_known());
+        let newer = read(b"oauth_consent_grant").unwrap().0.unwrap();
+        assert!(!newer.is_known());
+        assert!(read(b"Not A Type").unwrap().0.is_err());
+        // Bytes that are not UTF-8 are not text: the column itself is refused.
+        assert!(read(&[0xff, 0xfe]).is_err());
     }
 }

@@ -111,8 +111,8 @@ mod tests {
 
     #[test]
     fn the_canonical_form_is_sorted_decoded_and_encoded_again_without_the_skipped() {
-        // `status=open` and `status=%6Fpen` are one filter (a decoded value is compared),
-        // and a name's values keep their order by value.
+        // Values are compared decoded (`%6Fpen` is `open`), pairs are sorted by name then
+        // value, and the page parameters are left out.
         let query = "status=%6Fpen&severity=high&limit=5&after=x&severity=critical&q=a+b%26c";
         assert_eq!(
             canonical_query(query, &PAGE_PARAMS),
