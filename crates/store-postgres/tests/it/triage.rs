@@ -13,6 +13,7 @@ use posture_domain::{
     page::ListOrder,
     ports::{ApiKeyRepository, FindingRepository},
     triage::{TriageChange, TriageReason, TriageState},
+    triage_bulk::BulkOutcome,
 };
 use posture_test_support::{
     TestDb,
@@ -151,6 +152,40 @@ async fn if_match_holds_only_for_the_current_tag() {
         .await
         .unwrap();
     assert_eq!(history.total, 1);
+}
+
+#[tokio::test]
+async fn a_finding_whose_stored_type_cannot_be_read_fails_alone() {
+    let db = TestDb::new().await;
+    let (store, clock) = db.store_with_clock();
+    let (scope, key, _) = setup(&store, "A").await;
+    // The column has no CHECK: a value written around the ingest's validation.
+    db.execute("UPDATE findings SET finding_type = 'Not A Type' WHERE id = 'f2'")
+        .await;
+    // Reading it is an internal error whose cause (what the ERROR line logs) names it.
+    let read = store.get_finding(scope, &id("f2")).await.unwrap_err();
+    let cause = std::error::Error::source(&read).map(ToString::to_string);
+    let cause = cause.unwrap_or_default();
+    assert!(cause.contains("finding type"), "{cause}");
+    assert!(cause.contains("Not A Type"), "{cause}");
+    // A triage finds no finding it can read there, as for an unknown id...
+    let now = clock.now();
+    let single = store
+        .triage_finding(scope, &id("f2"), &dismiss(now, None), key, None)
+        .await;
+    assert!(matches!(single, Err(Error::NotFound)), "{single:?}");
+    // ...and a bulk triage says so of that item alone, triaging the other.
+    let items = [(id("f1"), None), (id("f2"), None)];
+    let bulk = store
+        .triage_findings(scope, &items, &dismiss(now, None), key)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&bulk.outcomes[0].1, BulkOutcome::Triaged(f) if f.triage.state == TriageState::Dismissed),
+        "{:?}",
+        bulk.outcomes
+    );
+    assert_eq!(bulk.outcomes[1].1, BulkOutcome::NotFound);
 }
 
 #[tokio::test]
