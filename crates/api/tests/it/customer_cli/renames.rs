@@ -6,7 +6,13 @@ use posture_cli::{
     progress::Quiet,
     sync::{SyncOptions, sync},
 };
-use posture_test_support::fixtures::{finding, identity, recommendation};
+use std::time::Duration;
+
+use posture_test_support::{
+    fixtures::{finding, identity, recommendation},
+    waits::wait_for,
+};
+use reqwest::StatusCode;
 
 use super::{TempDb, cli, sync::assert_mirror_is_the_server};
 use crate::support::TestApp;
@@ -32,8 +38,21 @@ async fn a_renamed_identity_reaches_the_findings_of_a_synced_copy() {
         .await
         .unwrap();
 
-    // A pass renames u1 and changes nothing else.
+    // A pass renames u1 and changes nothing else. The server reports a pass's bound from a
+    // cache that follows the pass's notification, which reaches it just after the commit:
+    // the sync starts once the server serves the new bound (the pass is in what it serves).
+    let bound = || async {
+        let page = app
+            .get_json("/api/v1/findings?limit=1", &key, StatusCode::OK)
+            .await;
+        page["meta"]["syncedThrough"].clone()
+    };
+    let before = bound().await;
     app.ingest(customer, &pass("Ada Lovelace")).await;
+    wait_for("the new pass's bound", Duration::from_secs(20), || async {
+        (bound().await != before).then_some(())
+    })
+    .await;
     let report = sync(&api, db.0.clone(), &Quiet, &SyncOptions::default())
         .await
         .unwrap();
