@@ -124,6 +124,24 @@ impl FindingType {
             .find(|name| *name == text)
     }
 
+    /// The type of `text`: the catalogue's own text when it names it, else `text` (copied
+    /// only if borrowed) when well formed.
+    fn of(text: Cow<'_, str>) -> Result<Self, Error> {
+        if let Some(known) = Self::catalogued(&text) {
+            Ok(Self(Cow::Borrowed(known)))
+        } else if Self::valid(&text) {
+            Ok(Self(Cow::Owned(text.into_owned())))
+        } else {
+            Err(Error::invalid(
+                "findingType",
+                format!(
+                    "{text:?} is not a finding type (lower snake case, starting with a letter, \
+                     at most {MAX_FINDING_TYPE_LEN} characters)"
+                ),
+            ))
+        }
+    }
+
     fn valid(text: &str) -> bool {
         let mut chars = text.chars();
         text.len() <= MAX_FINDING_TYPE_LEN
@@ -142,19 +160,7 @@ impl std::str::FromStr for FindingType {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self, Error> {
-        if let Some(known) = Self::catalogued(s) {
-            Ok(Self(Cow::Borrowed(known)))
-        } else if Self::valid(s) {
-            Ok(Self(Cow::Owned(s.to_owned())))
-        } else {
-            Err(Error::invalid(
-                "findingType",
-                format!(
-                    "{s:?} is not a finding type (lower snake case, starting with a letter, \
-                     at most {MAX_FINDING_TYPE_LEN} characters)"
-                ),
-            ))
-        }
+        Self::of(Cow::Borrowed(s))
     }
 }
 
@@ -162,13 +168,7 @@ impl TryFrom<String> for FindingType {
     type Error = Error;
 
     fn try_from(s: String) -> Result<Self, Error> {
-        if let Some(known) = Self::catalogued(&s) {
-            Ok(Self(Cow::Borrowed(known)))
-        } else if Self::valid(&s) {
-            Ok(Self(Cow::Owned(s)))
-        } else {
-            s.parse()
-        }
+        Self::of(Cow::Owned(s))
     }
 }
 

@@ -1,13 +1,13 @@
 //! A copy kept by `posture sync` follows what the rows embed: a pass that renames an
 //! identity modifies the findings and role recommendations that show it.
 
+use std::time::Duration;
+
 use posture_cli::{
     mirror::{Mirror, Resource},
     progress::Quiet,
     sync::{SyncOptions, sync},
 };
-use std::time::Duration;
-
 use posture_test_support::{
     fixtures::{finding, identity, recommendation},
     waits::wait_for,
