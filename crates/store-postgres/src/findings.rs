@@ -18,7 +18,7 @@ pub(crate) use crate::finding_rows::{FindingRow, FindingWithIdentity, to_finding
 use crate::{
     PgStore,
     error::db_error,
-    finding_rows::findings_in_order,
+    finding_rows::findings_in_order_from,
     identities::IdentitySummaryRow,
     rendered::{RenderOnce, eq_any},
     schema::{finding_totals, findings, identities},
@@ -377,16 +377,19 @@ impl FindingRepository for PgStore {
         // Two fixed statements, each rendered once (`rendered.rs`), rather than one boxed.
         let bound = through.filter(|_| matches!(page.order(), ListOrder::Modified { .. }));
         let by_id = findings_with_identity!(customer).filter(eq_any(findings::id, &ids));
-        let rows = match (ids.is_empty(), bound) {
-            (true, _) => Ok(Vec::new()),
-            (false, None) => by_id.rendered_once().load(&mut &*conn).await,
+        // The rows become findings as they arrive (`findings_in_order_from`).
+        let items = match (ids.is_empty(), bound) {
+            (true, _) => Vec::new(),
+            (false, None) => {
+                let rows = by_id.rendered_once().load_stream(&mut &*conn).await;
+                findings_in_order_from(&ids, rows.map_err(db_error)?, now).await?
+            }
             (false, Some(bound)) => {
                 let by_id = by_id.filter(findings::modified_at.le(bound));
-                by_id.rendered_once().load(&mut &*conn).await
+                let rows = by_id.rendered_once().load_stream(&mut &*conn).await;
+                findings_in_order_from(&ids, rows.map_err(db_error)?, now).await?
             }
-        }
-        .map_err(db_error)?;
-        let items = findings_in_order(&ids, rows, now)?;
+        };
         Ok(Page {
             items,
             total,
@@ -409,11 +412,10 @@ impl FindingRepository for PgStore {
         let rows = findings_with_identity!(customer)
             .filter(eq_any(findings::id, &wanted))
             .rendered_once()
-            .load::<FindingWithIdentity>(&mut conn)
+            .load_stream::<FindingWithIdentity>(&mut conn)
             .await
             .map_err(db_error)?;
-        let now = self.clock.now();
-        findings_in_order(&wanted, rows, now)
+        findings_in_order_from(&wanted, rows, self.clock.now()).await
     }
 
     async fn export_findings(
