@@ -14,7 +14,7 @@ use posture_domain::{
     clock::{Clock, ManualClock, system},
     console::Actor,
     delivery,
-    ports::ApiKeyRepository,
+    ports::{ApiKeyRepository, DataVersionRepository},
     rate_limit::{RateLimiter, RatePolicy},
     webhook::TargetPolicy,
 };
@@ -375,8 +375,25 @@ impl TestApp {
         (scope, tenant)
     }
 
-    /// Runs an analyzer pass for the customer.
+    /// Runs an analyzer pass for the customer, then waits until the server serves the
+    /// pass's data version: its cache hears the pass's `NOTIFY` just after the commit, so
+    /// a request sent in between still carries the previous pass's `ETag` and
+    /// `meta.syncedThrough` (as docs/api.md says). Every pass bumps the version.
     pub async fn ingest(&self, scope: CustomerScope, records: &[Value]) {
+        let store = &self.store;
+        let before = store.data_version(scope).await.unwrap();
+        self.ingest_unheard(scope, records).await;
+        posture_test_support::waits::wait_for(
+            "the server serving the pass's data version",
+            Duration::from_secs(20),
+            || async move { (store.data_version(scope).await.unwrap() > before).then_some(()) },
+        )
+        .await;
+    }
+
+    /// Runs an analyzer pass for the customer and returns at its commit, before the server
+    /// has heard of it (for the tests of how soon it does).
+    pub async fn ingest_unheard(&self, scope: CustomerScope, records: &[Value]) {
         fixtures::ingest(&self.store, scope, &fixtures::lines(records))
             .await
             .unwrap();

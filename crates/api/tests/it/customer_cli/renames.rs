@@ -1,17 +1,12 @@
 //! A copy kept by `posture sync` follows what the rows embed: a pass that renames an
 //! identity modifies the findings and role recommendations that show it.
 
-use std::time::Duration;
-
 use posture_cli::{
     mirror::{Mirror, Resource},
     progress::Quiet,
     sync::{SyncOptions, sync},
 };
-use posture_test_support::{
-    fixtures::{finding, identity, recommendation},
-    waits::wait_for,
-};
+use posture_test_support::fixtures::{finding, identity, recommendation};
 use reqwest::StatusCode;
 
 use super::{TempDb, cli, sync::assert_mirror_is_the_server};
@@ -38,9 +33,8 @@ async fn a_renamed_identity_reaches_the_findings_of_a_synced_copy() {
         .await
         .unwrap();
 
-    // A pass renames u1 and changes nothing else. The server reports a pass's bound from a
-    // cache that follows the pass's notification, which reaches it just after the commit:
-    // the sync starts once the server serves the new bound (the pass is in what it serves).
+    // A pass renames u1 and changes nothing else. `ingest` returns once the server serves
+    // the pass (its bound is reported from a cache that follows the pass's notification).
     let bound = || async {
         let page = app
             .get_json("/api/v1/findings?limit=1", &key, StatusCode::OK)
@@ -49,10 +43,7 @@ async fn a_renamed_identity_reaches_the_findings_of_a_synced_copy() {
     };
     let before = bound().await;
     app.ingest(customer, &pass("Ada Lovelace")).await;
-    wait_for("the new pass's bound", Duration::from_secs(20), || async {
-        (bound().await != before).then_some(())
-    })
-    .await;
+    assert_ne!(bound().await, before, "the new pass's bound is served");
     let report = sync(&api, db.0.clone(), &Quiet, &SyncOptions::default())
         .await
         .unwrap();

@@ -137,7 +137,7 @@ async fn a_pass_a_webhook_change_or_a_new_tenant_gives_a_new_tag() {
     let key = app.key_with_every_scope(customer).await;
     app.key_cache_live().await;
     let tag = etag(&app.get("/api/v1/findings", &key).await);
-    app.ingest(customer, &[finding("f2", &tenant, "low", "open", "u1")])
+    app.ingest_unheard(customer, &[finding("f2", &tenant, "low", "open", "u1")])
         .await;
     let tag = changes_within_a_second(&app, "/api/v1/findings", &key, &tag).await;
 
@@ -158,7 +158,7 @@ async fn a_pass_a_webhook_change_or_a_new_tenant_gives_a_new_tag() {
 
     let tenants = etag(&app.get("/api/v1/tenants", &key).await);
     let new_tenant = uuid::Uuid::new_v4().to_string();
-    app.ingest(
+    app.ingest_unheard(
         customer,
         &[posture_test_support::fixtures::tenant(
             &new_tenant,
