@@ -175,6 +175,17 @@ pub trait RateLimiter: Send + Sync {
     /// before paying for a key lookup (`allowed`: a request is left), and answers a
     /// conditional request that matched (304, which costs no quota) with its headers.
     async fn peek(&self, bucket: &RateBucket) -> Result<RateDecision>;
+    /// [`RateLimiter::check`] at once, for a limiter that decides without waiting (one
+    /// in process); `None`: call `check`. The gate asks this first on every request: the
+    /// future of a trait object's `async fn` is boxed, an allocation a count made in
+    /// process does not need.
+    fn check_now(&self, _bucket: &RateBucket) -> Option<RateDecision> {
+        None
+    }
+    /// [`RateLimiter::peek`] at once, as [`RateLimiter::check_now`] is `check`.
+    fn peek_now(&self, _bucket: &RateBucket) -> Option<RateDecision> {
+        None
+    }
     /// The limiter's current state.
     fn state(&self) -> LimiterState;
 }

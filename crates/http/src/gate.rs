@@ -77,17 +77,25 @@ pub(crate) fn set_headers(headers: &mut HeaderMap, bucket: &RateBucket, d: &Rate
         headers.insert(name, HeaderValue::from(value));
     }
     let policy = bucket.policy_name();
-    if let Ok(value) =
-        HeaderValue::from_str(&format!("\"{policy}\";q={};w={}", d.limit, d.window_secs))
-    {
+    let quota = format_args!("\"{policy}\";q={};w={}", d.limit, d.window_secs);
+    if let Some(value) = header_value(quota) {
         headers.insert(POLICY, value);
     }
-    if let Ok(value) = HeaderValue::from_str(&format!(
-        "\"{policy}\";r={};t={}",
-        d.remaining, d.retry_after
-    )) {
+    let state = format_args!("\"{policy}\";r={};t={}", d.remaining, d.retry_after);
+    if let Some(value) = header_value(state) {
         headers.insert(RATELIMIT, value);
     }
+}
+
+/// `text` as a header value, written on the stack first: the value's own copy is the one
+/// allocation (`format!` then `from_str` made two). `None` if it is longer than a policy's
+/// name and four numbers can be, or not a valid value.
+fn header_value(text: std::fmt::Arguments<'_>) -> Option<HeaderValue> {
+    let mut buffer = [0u8; 128];
+    let mut rest = &mut buffer[..];
+    std::io::Write::write_fmt(&mut rest, text).ok()?;
+    let written = 128 - rest.len();
+    HeaderValue::from_bytes(&buffer[..written]).ok()
 }
 
 /// One request counted against one bucket.
@@ -116,7 +124,11 @@ async fn count_on(
     limiter: &dyn posture_domain::rate_limit::RateLimiter,
     bucket: RateBucket,
 ) -> Counted {
-    let decision = match limiter.check(&bucket).await {
+    let decided = match limiter.check_now(&bucket) {
+        Some(decision) => Ok(decision),
+        None => limiter.check(&bucket).await,
+    };
+    let decision = match decided {
         Ok(decision) => Some(decision),
         Err(e) => {
             // The limiters answer even without Redis; this is a bug, not a reason to refuse.
@@ -127,12 +139,20 @@ async fn count_on(
     Counted { bucket, decision }
 }
 
+/// The state of `bucket`'s window, without counting (at once when the limiter can).
+async fn peek(
+    limiter: &dyn posture_domain::rate_limit::RateLimiter,
+    bucket: &RateBucket,
+) -> posture_domain::Result<RateDecision> {
+    match limiter.peek_now(bucket) {
+        Some(decision) => Ok(decision),
+        None => limiter.peek(bucket).await,
+    }
+}
+
 /// Whether the bucket has a request left (a limiter failure counts as yes, as in `count`).
 async fn has_budget(state: &ApiState, bucket: &RateBucket) -> bool {
-    state
-        .ports
-        .limiter
-        .peek(bucket)
+    peek(state.ports.limiter.as_ref(), bucket)
         .await
         .map_or(true, |d| d.allowed)
 }
@@ -182,7 +202,7 @@ async fn admit_key(
     let reads = reads_for(state, endpoint);
     let tag = conditional::tag(req, endpoint, state, &reads, &principal).await;
     if let Some(tag) = tag.as_ref().filter(|tag| conditional::matches(req, tag)) {
-        let decision = state.ports.limiter.peek(&bucket).await.ok();
+        let decision = peek(state.ports.limiter.as_ref(), &bucket).await.ok();
         return Admission {
             principal: Some((principal, reads)),
             counted: Counted { bucket, decision },
@@ -302,4 +322,41 @@ pub(crate) async fn gate<B: MessageBody + 'static>(
             .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use posture_domain::CustomerId;
+
+    use super::*;
+
+    /// The rate-limit headers hold the longest policy name with the largest numbers (the
+    /// values are written on the stack, in 128 bytes).
+    #[test]
+    fn the_largest_rate_limit_headers_fit() {
+        let bucket = RateBucket::CustomerTriageWrites(CustomerId::generate());
+        let decision = RateDecision {
+            limit: u32::MAX,
+            remaining: u32::MAX,
+            reset_at: u64::MAX,
+            retry_after: u64::MAX,
+            window_secs: u32::MAX,
+            allowed: true,
+        };
+        let mut headers = HeaderMap::new();
+        set_headers(&mut headers, &bucket, &decision);
+        let header = |name: &str| headers.get(name).map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(
+            header("ratelimit-policy").as_deref(),
+            Some("\"triage-writes-per-customer\";q=4294967295;w=4294967295")
+        );
+        assert_eq!(
+            header("ratelimit").as_deref(),
+            Some("\"triage-writes-per-customer\";r=4294967295;t=18446744073709551615")
+        );
+        assert_eq!(
+            header("x-ratelimit-reset").as_deref(),
+            Some("18446744073709551615")
+        );
+    }
 }

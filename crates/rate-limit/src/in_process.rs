@@ -168,6 +168,14 @@ impl RateLimiter for InProcessRateLimiter {
         Ok(self.peek_at(bucket, self.now()))
     }
 
+    fn check_now(&self, bucket: &RateBucket) -> Option<RateDecision> {
+        Some(self.check_at(bucket, self.now()))
+    }
+
+    fn peek_now(&self, bucket: &RateBucket) -> Option<RateDecision> {
+        Some(self.peek_at(bucket, self.now()))
+    }
+
     fn state(&self) -> LimiterState {
         LimiterState::InProcess
     }
@@ -183,6 +191,22 @@ mod tests {
         limit: 3,
         window_secs: 60,
     };
+
+    /// The gate's allocation-free path counts in the same buckets as `check` and `peek`.
+    #[tokio::test]
+    async fn a_count_made_at_once_is_the_count_check_makes() {
+        // A clock that stands still: every count falls in one window.
+        let clock = Arc::new(posture_domain::clock::ManualClock::starting_now());
+        let limiter = InProcessRateLimiter::with_clock(POLICY, clock);
+        let key = RateBucket::Key(KeyId::generate());
+        let first = limiter.check_now(&key).expect("decided in process");
+        assert_eq!(first.remaining, 2);
+        assert_eq!(limiter.peek_now(&key).map(|d| d.remaining), Some(2));
+        assert_eq!(limiter.check(&key).await.unwrap().remaining, 1);
+        assert_eq!(limiter.check_now(&key).map(|d| d.remaining), Some(0));
+        assert!(!limiter.peek(&key).await.unwrap().allowed);
+        assert!(!limiter.check_now(&key).unwrap().allowed);
+    }
 
     #[test]
     fn the_request_after_the_limit_is_refused_until_the_window_resets() {
