@@ -94,7 +94,8 @@ fn header_value(text: std::fmt::Arguments<'_>) -> Option<HeaderValue> {
     let mut buffer = [0u8; 128];
     let mut rest = &mut buffer[..];
     std::io::Write::write_fmt(&mut rest, text).ok()?;
-    let written = 128 - rest.len();
+    let unused = rest.len();
+    let written = buffer.len() - unused;
     HeaderValue::from_bytes(&buffer[..written]).ok()
 }
 
@@ -124,11 +125,7 @@ async fn count_on(
     limiter: &dyn posture_domain::rate_limit::RateLimiter,
     bucket: RateBucket,
 ) -> Counted {
-    let decided = match limiter.check_now(&bucket) {
-        Some(decision) => Ok(decision),
-        None => limiter.check(&bucket).await,
-    };
-    let decision = match decided {
+    let decision = match check(limiter, &bucket).await {
         Ok(decision) => Some(decision),
         Err(e) => {
             // The limiters answer even without Redis; this is a bug, not a reason to refuse.
@@ -137,6 +134,17 @@ async fn count_on(
         }
     };
     Counted { bucket, decision }
+}
+
+/// One request of `bucket` counted (at once when the limiter can).
+async fn check(
+    limiter: &dyn posture_domain::rate_limit::RateLimiter,
+    bucket: &RateBucket,
+) -> posture_domain::Result<RateDecision> {
+    match limiter.check_now(bucket) {
+        Some(decision) => Ok(decision),
+        None => limiter.check(bucket).await,
+    }
 }
 
 /// The state of `bucket`'s window, without counting (at once when the limiter can).

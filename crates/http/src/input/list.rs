@@ -238,9 +238,9 @@ impl<P: 'static> FromRequest for ListQuery<P> {
 
 /// About the size of one serialised list item, rounded up for the largest, a finding with
 /// its identity and `triage` object: about 700 bytes (a page of 100 of the demo's was 69,333
-/// bytes; the other lists' items are smaller). Too
-/// small an estimate grows the buffer once by doubling, copying the page written so far
-/// (0.6 % of a list's CPU when it was 640); too large a one costs only untouched memory.
+/// bytes; the other lists' items are smaller). Too small an estimate grows the buffer once
+/// by doubling, copying the page written so far (0.6 % of a list's CPU when it was 640);
+/// too large a one costs only untouched memory.
 const LIST_ITEM_BYTES: usize = 800;
 
 /// A list response: `{data, meta}`.
