@@ -13,7 +13,7 @@ use std::{
 use chrono::{DateTime, Utc};
 
 use diesel_async::{
-    AsyncPgConnection, RunQueryDsl,
+    AsyncPgConnection, RunQueryDsl, SimpleAsyncConnection as _,
     pooled_connection::{
         AsyncDieselConnectionManager, ManagerConfig, RecyclingMethod,
         deadpool::{Object, Pool},
@@ -83,22 +83,22 @@ impl PoolRecipe {
         let mut manager_config = ManagerConfig::default();
         // Reuse costs nothing in steady state; after a connection-class failure, each
         // connection is checked before reuse for a while (error.rs).
-        manager_config.recycling_method = RecyclingMethod::CustomFunction(Box::new(|conn| {
-            Box::pin(async move {
-                if crate::pool_health::connections_suspect() {
-                    use diesel_async::RunQueryDsl as _;
-                    diesel::sql_query("SELECT 1").execute(conn).await?;
-                }
-                Ok(())
-            })
-        }));
+        manager_config.recycling_method =
+            RecyclingMethod::CustomFunction(Box::new(|conn: &mut AsyncPgConnection| {
+                Box::pin(async move {
+                    if crate::pool_health::connections_suspect() {
+                        // A simple query: nothing prepared and closed again.
+                        conn.batch_execute("SELECT 1").await?;
+                    }
+                    Ok(())
+                })
+            }));
         let settings = self.settings.clone();
         let connector = self.connector.clone();
         manager_config.custom_setup = Box::new(move |_| {
             let settings = settings.clone();
             let connector = connector.clone();
             Box::pin(async move {
-                use diesel_async::SimpleAsyncConnection as _;
                 let mut conn = connector.connect().await?;
                 if !settings.is_empty() {
                     conn.batch_execute(&settings)
@@ -203,10 +203,8 @@ impl PgStore {
     /// Checks that the database answers.
     pub async fn ping(&self) -> Result<(), Error> {
         let mut conn = self.conn().await?;
-        diesel::sql_query("SELECT 1")
-            .execute(&mut conn)
-            .await
-            .map_err(db_error)?;
+        // A simple query: nothing prepared and closed again.
+        conn.batch_execute("SELECT 1").await.map_err(db_error)?;
         Ok(())
     }
 

@@ -3,6 +3,7 @@
 
 use std::{pin::pin, sync::Arc, time::Instant};
 
+use diesel_async::SimpleAsyncConnection as _;
 use futures_util::{FutureExt as _, StreamExt as _};
 
 use super::{
@@ -83,13 +84,12 @@ async fn follow(listen: &Connector, cache: &KeyCache) -> Result<(), ListenError>
             }
         }
         let sent = Instant::now();
-        tokio::time::timeout(
-            PING_TIMEOUT,
-            diesel::sql_query("SELECT 1").execute(&mut conn),
-        )
-        .await
-        .map_err(|_| ListenError::Stalled)?
-        .map_err(ListenError::Query)?;
+        // The simple-query protocol: `sql_query` would prepare and close a statement each
+        // time (two more messages, and a named statement each ping in the server's log).
+        tokio::time::timeout(PING_TIMEOUT, conn.batch_execute("SELECT 1"))
+            .await
+            .map_err(|_| ListenError::Stalled)?
+            .map_err(ListenError::Query)?;
         // The server sent what was pending before its answer; handle it before vouching
         // for the cache.
         {
