@@ -84,8 +84,8 @@ async fn follow(listen: &Connector, cache: &KeyCache) -> Result<(), ListenError>
             }
         }
         let sent = Instant::now();
-        // The simple-query protocol: `sql_query` would prepare and close a statement each
-        // time (two more messages, and a named statement each ping in the server's log).
+        // The simple-query protocol: `sql_query` would prepare a named statement each time
+        // (a round trip more) and close it again.
         tokio::time::timeout(PING_TIMEOUT, conn.batch_execute("SELECT 1"))
             .await
             .map_err(|_| ListenError::Stalled)?
