@@ -10,7 +10,7 @@
 use std::{path::Path, sync::Arc};
 
 use diesel::{ConnectionError, ConnectionResult};
-use diesel_async::AsyncPgConnection;
+use diesel_async::{AsyncPgConnection, SimpleAsyncConnection as _};
 use posture_domain::Error;
 use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::{CertificateDer, pem::PemObject as _};
@@ -162,6 +162,13 @@ fn roots(path: Option<&str>) -> Result<RootCertStore, Error> {
         }
     }
     Ok(roots)
+}
+
+/// Whether `conn` answers: the liveness probe of the pool's recycling, readiness and the
+/// `LISTEN` connection. A simple query (`sql_query` would prepare a named statement each
+/// time, a round trip more, and close it again).
+pub(crate) async fn probe(conn: &mut AsyncPgConnection) -> diesel::QueryResult<()> {
+    conn.batch_execute("SELECT 1").await
 }
 
 #[cfg(test)]

@@ -87,8 +87,7 @@ impl PoolRecipe {
             RecyclingMethod::CustomFunction(Box::new(|conn: &mut AsyncPgConnection| {
                 Box::pin(async move {
                     if crate::pool_health::connections_suspect() {
-                        // A simple query: nothing prepared and closed again.
-                        conn.batch_execute("SELECT 1").await?;
+                        connect::probe(conn).await?;
                     }
                     Ok(())
                 })
@@ -203,9 +202,7 @@ impl PgStore {
     /// Checks that the database answers.
     pub async fn ping(&self) -> Result<(), Error> {
         let mut conn = self.conn().await?;
-        // A simple query: nothing prepared and closed again.
-        conn.batch_execute("SELECT 1").await.map_err(db_error)?;
-        Ok(())
+        connect::probe(&mut conn).await.map_err(db_error)
     }
 
     /// The language of the server's messages on posture's connections (`lc_messages`) when

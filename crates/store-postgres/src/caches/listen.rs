@@ -3,7 +3,6 @@
 
 use std::{pin::pin, sync::Arc, time::Instant};
 
-use diesel_async::SimpleAsyncConnection as _;
 use futures_util::{FutureExt as _, StreamExt as _};
 
 use super::{
@@ -84,9 +83,7 @@ async fn follow(listen: &Connector, cache: &KeyCache) -> Result<(), ListenError>
             }
         }
         let sent = Instant::now();
-        // The simple-query protocol: `sql_query` would prepare a named statement each time
-        // (a round trip more) and close it again.
-        tokio::time::timeout(PING_TIMEOUT, conn.batch_execute("SELECT 1"))
+        tokio::time::timeout(PING_TIMEOUT, crate::connect::probe(&mut conn))
             .await
             .map_err(|_| ListenError::Stalled)?
             .map_err(ListenError::Query)?;
