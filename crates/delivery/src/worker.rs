@@ -11,10 +11,11 @@
 use std::{sync::Arc, time::Duration};
 
 use posture_domain::{
-    CustomerScope, Error, Result,
+    CustomerId, CustomerScope, Error, Result,
     delivery::{
         Attempt, ClaimedDelivery, Delivery, DeliveryTarget, NextStep, Outcome, RetryPolicy,
     },
+    fair_share::{FairShare, Lane, LaneBook},
     ports::{
         DeliveryRepository, EventRepository, FindingRepository, IdempotencyRepository,
         PassStatistics,
@@ -28,7 +29,7 @@ mod housekeeping;
 
 use crate::{
     client::WebhookClient,
-    render::render,
+    render,
     secrets::{Secrets, open_secrets},
 };
 
@@ -37,8 +38,13 @@ use crate::{
 pub struct WorkerConfig {
     /// Names the worker's claims (host, process, random part).
     pub id: String,
-    /// Deliveries sent at once.
+    /// Deliveries sent at once to receivers that answer promptly (the prompt lane).
     pub concurrency: usize,
+    /// Deliveries sent at once to receivers recognised slow (the slow lane).
+    pub slow_concurrency: usize,
+    /// The bounds every worker applies together: deliveries in flight per subscription,
+    /// and the latency from which a subscription is served on the slow lane.
+    pub share: FairShare,
     /// How long a claim lasts; must exceed the request timeout.
     pub lease: Duration,
     /// Longest sleep without a notification.
@@ -165,34 +171,44 @@ impl Worker {
         }
     }
 
-    /// The body of a delivery (rendered once, then the stored bytes) and its signing secret.
+    /// The body of a delivery and its signing secret. The body is the one it carries (a
+    /// test, or one rendered before bodies were shared), or rendered from its chunk's
+    /// snapshot: the one kept, or, at the chunk's first attempt, the findings read now and
+    /// kept for every subscription (another worker's, when it kept one first).
     async fn prepare(
         &self,
         delivery: &Delivery,
         target: &DeliveryTarget,
-        body: Option<Vec<u8>>,
+        (body, snapshot): (Option<Vec<u8>>, Option<Vec<u8>>),
     ) -> std::result::Result<(Vec<u8>, Secrets), Unprepared> {
         let unprepared = |what: &str, e: Error| match e {
             Error::Unavailable(_) => Unprepared::Unavailable(e),
             other => Unprepared::Unsendable(format!("{what}: {}", error_chain(&other))),
         };
-        let body = match body {
-            Some(body) => body,
-            None => {
-                let scope = CustomerScope::for_operator(delivery.customer_id);
-                let findings = self
-                    .findings
-                    .findings_by_ids(scope, &delivery.finding_ids)
-                    .await
-                    .map_err(|e| unprepared("reading the findings failed", e))?;
-                let body = render(target.webhook_type, delivery, findings).map_err(|e| {
+        let body = match (body, snapshot) {
+            (Some(body), _) => body,
+            (None, snapshot) => {
+                let snapshot = match snapshot {
+                    Some(snapshot) => snapshot,
+                    None => {
+                        let scope = CustomerScope::for_operator(delivery.customer_id);
+                        let findings = self
+                            .findings
+                            .findings_by_ids(scope, &delivery.finding_ids)
+                            .await
+                            .map_err(|e| unprepared("reading the findings failed", e))?;
+                        let snapshot = render::snapshot(findings).map_err(|e| {
+                            Unprepared::Unsendable(format!("rendering the body failed: {e}"))
+                        })?;
+                        self.deliveries
+                            .keep_snapshot(delivery, &snapshot)
+                            .await
+                            .map_err(|e| unprepared("keeping the body failed", e))?
+                    }
+                };
+                render::render_snapshot(target.webhook_type, delivery, &snapshot).map_err(|e| {
                     Unprepared::Unsendable(format!("rendering the body failed: {e}"))
-                })?;
-                self.deliveries
-                    .store_body(delivery, &body)
-                    .await
-                    .map_err(|e| unprepared("storing the body failed", e))?;
-                body
+                })?
             }
         };
         let secrets = open_secrets(&self.keyring, delivery, target)
@@ -208,8 +224,9 @@ impl Worker {
             delivery,
             target,
             body,
+            snapshot,
         } = claimed;
-        let (outcome, attempt) = match self.prepare(&delivery, &target, body).await {
+        let (outcome, attempt) = match self.prepare(&delivery, &target, (body, snapshot)).await {
             Ok((body, secrets)) => {
                 let id = delivery.id.to_string();
                 let headers = secrets.headers(&delivery, &id);
@@ -300,94 +317,147 @@ impl Worker {
         }
     }
 
-    /// Sends a batch with bounded concurrency. Deliveries not started when `stop` turns
-    /// true are released for other workers.
-    async fn process(
+    /// Claims what `lane`'s free slots may take and starts sending each claimed delivery
+    /// in `tasks`; returns how many were claimed.
+    async fn claim_into(
         self: &Arc<Self>,
-        batch: Vec<ClaimedDelivery>,
-        stop: &watch::Receiver<bool>,
-    ) -> usize {
-        let semaphore = Arc::new(tokio::sync::Semaphore::new(self.config.concurrency.max(1)));
-        let mut tasks = JoinSet::new();
-        let mut unstarted = Vec::new();
-        for claimed in batch {
-            if *stop.borrow() {
-                unstarted.push(claimed.delivery);
-                continue;
-            }
-            let Ok(permit) = semaphore.clone().acquire_owned().await else {
-                break;
-            };
+        lane: Lane,
+        book: &mut LaneBook,
+        tasks: &mut JoinSet<(Lane, CustomerId)>,
+    ) -> Result<usize> {
+        let claim = book.claim(&self.config.id, lane, self.config.lease, self.config.share);
+        if claim.limit == 0 {
+            return Ok(0);
+        }
+        let claimed = self.deliveries.claim_due(&claim).await?;
+        let count = claimed.len();
+        for delivery in claimed {
+            let customer = delivery.delivery.customer_id;
+            book.take(lane, customer);
             let worker = self.clone();
             tasks.spawn(async move {
-                let id = claimed.delivery.id;
-                if let Err(e) = worker.deliver(claimed).await {
+                let id = delivery.delivery.id;
+                if let Err(e) = worker.deliver(delivery).await {
                     // The lease ends and another attempt follows; nothing is lost.
                     tracing::warn!(delivery.id = %id, error = error_chain(&e), "delivery not attempted: the database is unreachable");
                 }
-                drop(permit);
+                (lane, customer)
             });
         }
-        let started = tasks.len();
-        while tasks.join_next().await.is_some() {}
-        if !unstarted.is_empty() {
-            let refs: Vec<_> = unstarted.iter().collect();
-            if let Err(e) = self.deliveries.release(&self.config.id, &refs).await {
-                tracing::warn!(error = %e, "could not release unstarted claims; their leases will expire");
-            }
+        if count > 0 {
+            publish_lanes(book);
         }
-        started
+        Ok(count)
     }
 
-    fn batch_size(&self) -> u32 {
-        u32::try_from(self.config.concurrency.max(1) * 2).unwrap_or(u32::MAX)
+    /// Claims for every lane with free slots; returns how many were claimed (a failed claim
+    /// is logged and counts none: the next look tries again).
+    async fn claim_lanes(
+        self: &Arc<Self>,
+        book: &mut LaneBook,
+        tasks: &mut JoinSet<(Lane, CustomerId)>,
+        only_if_worth_it: bool,
+    ) -> usize {
+        let mut claimed = 0;
+        for lane in Lane::ALL {
+            let free = book.free(lane);
+            // After a completion, a lane claims once a quarter of it is free (or all of it):
+            // one statement per finished delivery would cost the database more than the
+            // sending. A notification or the poll interval claims whatever is free.
+            let slots = book.slots(lane).slots;
+            if free == 0 || (only_if_worth_it && free < (slots / 4).max(1) && free < slots) {
+                continue;
+            }
+            match self.claim_into(lane, book, tasks).await {
+                Ok(n) => claimed += n,
+                Err(e) => {
+                    tracing::warn!(lane = lane.as_str(), error = %e, "claiming deliveries failed; retrying")
+                }
+            }
+        }
+        claimed
+    }
+
+    /// A worker's slots: its concurrency on the prompt lane, its slow concurrency on the
+    /// slow one.
+    fn lanes(&self) -> LaneBook {
+        LaneBook::new(self.config.concurrency, self.config.slow_concurrency)
     }
 
     /// Sends everything due now, then returns how many deliveries were attempted
     /// (`posture-worker --once`).
     pub async fn drain(self: &Arc<Self>) -> Result<usize> {
-        let (_tx, stop) = watch::channel(false);
+        let mut book = self.lanes();
+        let mut tasks = JoinSet::new();
         let mut attempted = 0;
         loop {
-            let batch = self
-                .deliveries
-                .claim_due(&self.config.id, self.batch_size(), self.config.lease)
-                .await?;
-            if batch.is_empty() {
+            let mut claimed = 0;
+            for lane in Lane::ALL {
+                if book.free(lane) > 0 {
+                    claimed += self.claim_into(lane, &mut book, &mut tasks).await?;
+                }
+            }
+            attempted += claimed;
+            if claimed == 0 && tasks.is_empty() {
                 return Ok(attempted);
             }
-            attempted += self.process(batch, &stop).await;
+            if let Some(Ok((lane, customer))) = tasks.join_next().await {
+                book.give_back(lane, customer);
+            }
+            while let Some(Ok((lane, customer))) = tasks.try_join_next() {
+                book.give_back(lane, customer);
+            }
         }
     }
 
-    /// Works until `stop` turns true.
+    /// Works until `stop` turns true: claims as slots free, each lane on its own, and does
+    /// the housekeeping (gauges, sweeps, triage expiry) beside, so that a long sweep never
+    /// holds a claim back.
     pub async fn run(self: &Arc<Self>, mut stop: watch::Receiver<bool>) {
-        tracing::info!(worker = %self.config.id, concurrency = self.config.concurrency, "posture-worker running");
+        tracing::info!(
+            worker = %self.config.id,
+            concurrency = self.config.concurrency,
+            slow_concurrency = self.config.slow_concurrency,
+            "posture-worker running"
+        );
+        let housekeeping = tokio::spawn({
+            let worker = self.clone();
+            let mut stop = stop.clone();
+            async move {
+                while !*stop.borrow() {
+                    worker.refresh_queue_gauges().await;
+                    worker.sweep_when_due().await;
+                    worker.expire_triage_when_due().await;
+                    tokio::select! {
+                        _ = stop.changed() => {}
+                        () = tokio::time::sleep(HOUSEKEEPING_EVERY) => {}
+                    }
+                }
+            }
+        });
+        let mut book = self.lanes();
+        let mut tasks: JoinSet<(Lane, CustomerId)> = JoinSet::new();
         // LISTEN failures in a row: the wait before trying again grows from 1 s to the poll
         // interval, so a LISTEN broken for a moment (a restart, a full server) is back within
         // seconds, and one broken for good costs a line per poll interval.
         let mut listen_failures: u32 = 0;
+        let mut after_completion = false;
         while !*stop.borrow() {
-            self.refresh_queue_gauges().await;
-            self.sweep_when_due().await;
-            self.expire_triage_when_due().await;
-            let batch = match self
-                .deliveries
-                .claim_due(&self.config.id, self.batch_size(), self.config.lease)
-                .await
-            {
-                Ok(batch) => batch,
-                Err(e) => {
-                    tracing::warn!(error = %e, "claiming deliveries failed; retrying");
-                    Vec::new()
-                }
-            };
-            if !batch.is_empty() {
-                self.process(batch, &stop).await;
-                continue;
-            }
+            self.claim_lanes(&mut book, &mut tasks, after_completion)
+                .await;
+            after_completion = false;
             tokio::select! {
                 _ = stop.changed() => {}
+                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                    if let Ok((lane, customer)) = done {
+                        book.give_back(lane, customer);
+                    }
+                    while let Some(Ok((lane, customer))) = tasks.try_join_next() {
+                        book.give_back(lane, customer);
+                    }
+                    publish_lanes(&book);
+                    after_completion = true;
+                }
                 woken = self.deliveries.wait_for_work(self.config.poll_interval) => {
                     match woken {
                         Ok(_) => listen_failures = 0,
@@ -406,7 +476,25 @@ impl Worker {
                 }
             }
         }
+        // Nothing new starts; what is in flight finishes (each bounded by the timeout).
+        while tasks.join_next().await.is_some() {}
+        let _ = housekeeping.await;
         tracing::info!(worker = %self.config.id, "posture-worker stopped");
+    }
+}
+
+/// How often the housekeeping looks whether a gauge or a sweep is due.
+const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(1);
+
+/// `posture_worker_slots{lane, state}`: this worker's slots of each lane, and those busy.
+fn publish_lanes(book: &LaneBook) {
+    for lane in Lane::ALL {
+        let slots = book.slots(lane).slots;
+        let free = book.free(lane);
+        metrics::gauge!("posture_worker_slots", "lane" => lane.as_str(), "state" => "max")
+            .set(slots as f64);
+        metrics::gauge!("posture_worker_slots", "lane" => lane.as_str(), "state" => "busy")
+            .set((slots - free) as f64);
     }
 }
 

@@ -287,8 +287,13 @@ pub struct DeliveryTarget {
 pub struct ClaimedDelivery {
     pub delivery: Delivery,
     pub target: DeliveryTarget,
-    /// The body rendered at the first attempt (every retry sends the same bytes).
+    /// The body it carries: a test's, or one rendered before bodies were shared (every
+    /// retry sends the same bytes).
     pub body: Option<Vec<u8>>,
+    /// The findings its chunk carries, as the chunk's first attempt read them, shared by
+    /// every subscription's delivery of the chunk (JSON as the API shows findings): `None`
+    /// until that attempt.
+    pub snapshot: Option<Vec<u8>>,
 }
 
 /// One attempt, as recorded.

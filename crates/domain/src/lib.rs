@@ -20,6 +20,7 @@ pub mod egress;
 pub mod error;
 pub mod event;
 pub mod event_type;
+pub mod fair_share;
 pub mod finding;
 pub mod idempotency;
 pub mod identity;

@@ -93,6 +93,12 @@ GRANT UPDATE (body, status, attempts, next_attempt_at, lease_until, leased_by, d
     ON webhook_deliveries TO {role};
 -- (The delivery log's totals are written by the deliveries' triggers, which run as the
 -- owner: migration 000027. The runtime role only reads them.)
+-- Each subscription's moving average latency, written with its attempts (migration 000028).
+GRANT INSERT ON webhook_latency TO {role};
+GRANT UPDATE (latency_ms, updated_at) ON webhook_latency TO {role};
+-- The bodies deliveries share, kept by the first attempt of a chunk and deleted by the
+-- retention sweep (migration 000029).
+GRANT INSERT, DELETE ON webhook_bodies TO {role};
 
 -- The console: single sign-on settings (replaced whole or removed), sign-ins and sessions.
 GRANT INSERT, DELETE ON console_sso, console_sign_ins, console_sessions TO {role};

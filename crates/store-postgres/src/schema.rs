@@ -408,6 +408,26 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    webhook_latency (customer_id, subscription_id) {
+        customer_id -> Uuid,
+        subscription_id -> Uuid,
+        latency_ms -> Integer,
+        updated_at -> Timestamptz,
+    }
+}
+
+diesel::table! {
+    webhook_bodies (customer_id, pass_id, event_type, chunk) {
+        customer_id -> Uuid,
+        pass_id -> Uuid,
+        event_type -> Text,
+        chunk -> Integer,
+        findings -> Bytea,
+        created_at -> Timestamptz,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     customers,
     tenants,
@@ -438,4 +458,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     scim_groups,
     scim_group_members,
     webhook_delivery_totals,
+    webhook_latency,
+    webhook_bodies,
 );

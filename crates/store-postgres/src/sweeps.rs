@@ -1,5 +1,5 @@
-//! The worker's retention sweeps, in batches: finished deliveries (with their attempts)
-//! and events older than their retention.
+//! The worker's retention sweeps, in batches: finished deliveries (with their attempts), the
+//! bodies no delivery refers to any more, and events older than their retention.
 //!
 //! On one PostgreSQL node each batch is one statement over every customer. On Citus a
 //! statement that locks rows or stops at a `LIMIT` must reach one shard, so a batch there
@@ -50,6 +50,28 @@ fn purge_deliveries(customer: bool) -> String {
     )
 }
 
+/// A batch of kept snapshots of chunks queued before `$1` of which no delivery is left,
+/// oldest first. `customer` narrows it to the customer `$3`.
+fn purge_bodies(customer: bool) -> String {
+    let (old, gone) = if customer {
+        ("AND b.customer_id = $3", "AND kept.customer_id = $3")
+    } else {
+        ("", "")
+    };
+    format!(
+        "DELETE FROM webhook_bodies kept USING ( \
+             SELECT b.customer_id, b.pass_id, b.event_type, b.chunk FROM webhook_bodies b \
+             WHERE b.created_at < $1 {old} \
+               AND NOT EXISTS ( \
+                   SELECT 1 FROM webhook_deliveries d \
+                   WHERE d.customer_id = b.customer_id AND d.pass_id = b.pass_id \
+                     AND d.event_type = b.event_type AND d.chunk = b.chunk) \
+             ORDER BY b.created_at LIMIT $2) gone \
+         WHERE kept.customer_id = gone.customer_id AND kept.pass_id = gone.pass_id \
+           AND kept.event_type = gone.event_type AND kept.chunk = gone.chunk {gone}"
+    )
+}
+
 /// Every customer's id, in order, for a sweep that goes customer by customer (`customers`
 /// is on every node of Citus: read where the statement runs).
 pub(crate) async fn customer_ids(conn: &mut AsyncPgConnection) -> QueryResult<Vec<Uuid>> {
@@ -70,9 +92,42 @@ impl PgStore {
     /// Deletes at most `batch` finished deliveries created before `cutoff`, with their
     /// attempts; returns how many deliveries.
     pub(crate) async fn purge(&self, cutoff: DateTime<Utc>, batch: u32) -> Result<u64> {
+        self.delete_in_batches(
+            (cutoff, batch),
+            "SELECT customer_id FROM webhook_deliveries \
+             WHERE status <> 'pending' AND created_at < $1 \
+             GROUP BY customer_id ORDER BY min(created_at) LIMIT $2",
+            purge_deliveries,
+        )
+        .await
+    }
+
+    /// Deletes at most `batch` kept snapshots of chunks queued before `cutoff` that no
+    /// delivery refers to any more (the retention sweep deleted every delivery of the
+    /// chunk); returns how many.
+    pub(crate) async fn purge_bodies(&self, cutoff: DateTime<Utc>, batch: u32) -> Result<u64> {
+        self.delete_in_batches(
+            (cutoff, batch),
+            "SELECT customer_id FROM webhook_bodies WHERE created_at < $1 \
+             GROUP BY customer_id ORDER BY min(created_at) LIMIT $2",
+            purge_bodies,
+        )
+        .await
+    }
+
+    /// Runs the batch `statement(false)` (`$1` the cutoff, `$2` the batch) on one node; on
+    /// Citus, `statement(true)` (`$3` the customer) for each customer `customers` names (the
+    /// sweep's statement across customers, `$1` and `$2` as well) until `batch` rows are
+    /// deleted. Returns how many.
+    async fn delete_in_batches(
+        &self,
+        (cutoff, batch): (DateTime<Utc>, u32),
+        customers: &'static str,
+        statement: fn(bool) -> String,
+    ) -> Result<u64> {
         let mut conn = self.conn().await?;
         if !self.on_citus(&mut conn).await.map_err(db_error)? {
-            let deleted = diesel::sql_query(purge_deliveries(false))
+            let deleted = diesel::sql_query(statement(false))
                 .bind::<Timestamptz, _>(cutoff)
                 .bind::<BigInt, _>(i64::from(batch))
                 .execute(&mut conn)
@@ -83,14 +138,10 @@ impl PgStore {
         let customers: Vec<CustomerRow> =
             across_customers(&mut conn, Spanning::DeliveryRetention, |conn| {
                 Box::pin(
-                    diesel::sql_query(
-                        "SELECT customer_id FROM webhook_deliveries \
-                         WHERE status <> 'pending' AND created_at < $1 \
-                         GROUP BY customer_id ORDER BY min(created_at) LIMIT $2",
-                    )
-                    .bind::<Timestamptz, _>(cutoff)
-                    .bind::<BigInt, _>(i64::from(batch))
-                    .load(conn),
+                    diesel::sql_query(customers)
+                        .bind::<Timestamptz, _>(cutoff)
+                        .bind::<BigInt, _>(i64::from(batch))
+                        .load(conn),
                 )
             })
             .await
@@ -101,7 +152,7 @@ impl PgStore {
             if left == 0 {
                 break;
             }
-            deleted += diesel::sql_query(purge_deliveries(true))
+            deleted += diesel::sql_query(statement(true))
                 .bind::<Timestamptz, _>(cutoff)
                 .bind::<BigInt, _>(left as i64)
                 .bind::<SqlUuid, _>(customer_id)

@@ -304,6 +304,34 @@ impl TestDb {
         revert::last_migration(self.connection().await).await
     }
 
+    /// Applies the pending migrations and grants the runtime role what they need, as
+    /// `posture-api migrate --runtime-role` does; returns the versions applied.
+    pub async fn migrate(&self) -> Vec<String> {
+        let applied = migrations::run_pending(&self.url).await.unwrap();
+        migrations::grant_runtime(&self.url, &RUNTIME_ROLE.parse().unwrap())
+            .await
+            .unwrap();
+        applied
+    }
+
+    /// Reverts migrations, the newest first, until the one of `version` (its digits, as
+    /// `20261128000027`) is reverted too; returns the versions reverted, in that order.
+    pub async fn revert_through(&self, version: &str) -> Vec<String> {
+        let mut reverted = Vec::new();
+        loop {
+            let last = self.revert_last_migration().await;
+            let done = last.replace('-', "") == version;
+            assert!(
+                reverted.len() < 100 && last.replace('-', "").as_str() > version || done,
+                "migration {version} is not among those applied"
+            );
+            reverted.push(last);
+            if done {
+                return reverted;
+            }
+        }
+    }
+
     /// Whether this test's database is on Citus (a coordinator and workers).
     pub fn on_citus(&self) -> bool {
         self.nodes.len() > 1

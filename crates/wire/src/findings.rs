@@ -15,8 +15,9 @@ use crate::{
     triage::TriageResponse,
 };
 
-/// An analyzer finding. The same shape in lists, detail, exports and webhook bodies.
-#[derive(Clone, Debug, Serialize, JsonSchema)]
+/// An analyzer finding. The same shape in lists, detail, exports and webhook bodies (read
+/// back by the worker from the snapshot a chunk of deliveries shares).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FindingResponse {
     pub id: String,

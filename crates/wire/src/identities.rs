@@ -8,7 +8,7 @@ use posture_domain::{
     },
 };
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// An identity (user, group, service principal, managed identity or agent identity).
 #[derive(Clone, Debug, Serialize, JsonSchema)]
@@ -91,7 +91,7 @@ impl From<IdentityDetail> for IdentityDetailResponse {
 }
 
 /// The short form of an identity inside findings, recommendations and scores.
-#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IdentitySummaryResponse {
     pub id: String,

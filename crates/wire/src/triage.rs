@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Who wrote a triage mark: the key, by id and by its name then.
-#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TriageActorResponse {
     pub key_id: String,
@@ -29,7 +29,7 @@ impl From<TriageActor> for TriageActorResponse {
 /// The customer's triage of a finding, independent of the analyzer's `status`: a pass that
 /// reports the finding again keeps it. A mark past its `expiresAt` reads as `untriaged` at
 /// once (its `updatedAt` is then the expiry, `updatedBy` null).
-#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TriageResponse {
     #[schemars(schema_with = "crate::closed_set::<TriageState>")]

@@ -6,7 +6,7 @@ use std::{io::Write as _, process::ExitCode, sync::Arc, time::Duration};
 use anyhow::Context as _;
 use clap::Parser;
 use posture_delivery::{Worker, WorkerConfig};
-use posture_domain::delivery::RetryPolicy;
+use posture_domain::{delivery::RetryPolicy, fair_share::FairShare};
 use posture_startup::{DatabaseArgs, LogArgs, SecretArgs, WebhookArgs, telemetry};
 use posture_store_postgres::PgStore;
 
@@ -33,9 +33,22 @@ struct Cli {
     /// (`disabledReason: failing`; the customer re-enables it).
     #[arg(long, env = "POSTURE_WEBHOOK_DISABLE_AFTER_DAYS", default_value_t = posture_domain::webhook::DEFAULT_DISABLE_AFTER_DAYS, value_parser = clap::value_parser!(u32).range(1..=90))]
     disable_after_days: u32,
-    /// Deliveries sent at once.
+    /// Deliveries sent at once to receivers that answer promptly (the prompt lane).
     #[arg(long, env = "POSTURE_WORKER_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
     concurrency: u32,
+    /// Deliveries sent at once to receivers recognised slow (the slow lane; default: a
+    /// quarter of the concurrency, at least 1).
+    #[arg(long, env = "POSTURE_WORKER_SLOW_CONCURRENCY", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    slow_concurrency: Option<u32>,
+    /// Deliveries of one subscription in flight at once, over every worker (set the same on
+    /// every worker).
+    #[arg(long, env = "POSTURE_WEBHOOK_SUBSCRIPTION_IN_FLIGHT", default_value_t = posture_domain::fair_share::DEFAULT_PER_SUBSCRIPTION, value_parser = clap::value_parser!(u32).range(1..=256))]
+    subscription_in_flight: u32,
+    /// The average latency (ms) from which a subscription is served on the slow lane; below
+    /// the timeout (default: 2,000, or half the timeout when that is shorter; set the same
+    /// on every worker).
+    #[arg(long, env = "POSTURE_WEBHOOK_SLOW_MS", value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    slow_ms: Option<u64>,
     /// Seconds a claim lasts (a crashed worker's deliveries are retried after it); must exceed
     /// the timeout.
     #[arg(long, env = "POSTURE_WORKER_LEASE_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(2..=3600))]
@@ -71,6 +84,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             cli.webhooks.timeout_secs
         );
     }
+    let slow_after = match cli.slow_ms.map(Duration::from_millis) {
+        Some(slow) if slow >= cli.webhooks.timeout() => anyhow::bail!(
+            "POSTURE_WEBHOOK_SLOW_MS ({} ms) must be below POSTURE_WEBHOOK_TIMEOUT_SECS ({} s)",
+            slow.as_millis(),
+            cli.webhooks.timeout_secs
+        ),
+        Some(slow) => slow,
+        None => posture_domain::fair_share::DEFAULT_SLOW_AFTER.min(cli.webhooks.timeout() / 2),
+    };
     let store = Arc::new(PgStore::new(&cli.database.pg_config()?).context("DATABASE_URL")?);
     store
         .ping()
@@ -80,6 +102,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let config = WorkerConfig {
         id: worker_id(),
         concurrency: cli.concurrency as usize,
+        slow_concurrency: cli
+            .slow_concurrency
+            .map_or((cli.concurrency as usize / 4).max(1), |n| n as usize),
+        share: FairShare {
+            per_subscription: cli.subscription_in_flight,
+            slow_after,
+        },
         lease: Duration::from_secs(cli.lease_secs),
         poll_interval: Duration::from_secs(cli.poll_secs),
         retry: RetryPolicy {

@@ -232,6 +232,8 @@ async fn failed_deliveries_are_listed_by_status_and_can_be_retried() {
             WorkerConfig {
                 id: "cli-test".into(),
                 concurrency: 1,
+                slow_concurrency: 1,
+                share: posture_domain::fair_share::FairShare::default(),
                 lease: Duration::from_secs(5),
                 poll_interval: Duration::from_secs(1),
                 retry: RetryPolicy {

@@ -151,3 +151,40 @@ fn a_cef_line_has_no_control_character_and_parses_back() {
     assert_eq!(ext["externalId"], "f-1");
     assert_eq!(ext["duid"], "u-1");
 }
+
+/// A body rendered from a chunk's snapshot is byte for byte the body rendered from the
+/// findings themselves, for every format, hostile text, triage and sub-second times
+/// included: the snapshot loses nothing a body shows.
+#[test]
+fn a_body_rendered_from_the_snapshot_is_the_body_rendered_from_the_findings() {
+    let mut triaged = finding();
+    triaged.id = "f-2".parse().unwrap();
+    triaged.identity = None;
+    triaged.description = None;
+    triaged.modified_at = Utc.with_ymd_and_hms(2026, 11, 22, 6, 0, 0).unwrap()
+        + chrono::Duration::nanoseconds(123_456_789);
+    triaged.triage = posture_domain::triage::Triage {
+        state: posture_domain::triage::TriageState::RiskAccepted,
+        reason: Some(posture_domain::triage::TriageReason::CompensatingControl),
+        comment: Some(format!("𝒜 {}", hostile())),
+        expires_at: Some(Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).unwrap()),
+        updated_at: Some(Utc.with_ymd_and_hms(2026, 11, 23, 6, 0, 0).unwrap()),
+        updated_by: Some(posture_domain::triage::TriageActor {
+            key_id: posture_domain::KeyId::generate(),
+            key_name: hostile(),
+        }),
+    };
+    let findings = vec![finding(), triaged];
+    let snapshot = super::snapshot(findings.clone()).unwrap();
+    let delivery = delivery();
+    for kind in [WebhookType::Generic, WebhookType::Slack, WebhookType::Teams] {
+        let direct = render(kind, &delivery, findings.clone()).unwrap();
+        let shared = super::render_snapshot(kind, &delivery, &snapshot).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&shared),
+            String::from_utf8_lossy(&direct),
+            "{kind:?}"
+        );
+    }
+    assert!(super::render_snapshot(WebhookType::Generic, &delivery, b"{}").is_err());
+}

@@ -90,6 +90,13 @@ impl Worker {
                 "delivery log swept"
             );
         }
+        let bodies = in_rounds(SWEEP_BATCH, || {
+            self.deliveries.purge_snapshots(cutoff, SWEEP_BATCH)
+        })
+        .await?;
+        if bodies > 0 {
+            tracing::debug!(bodies, "bodies of chunks no delivery is left of deleted");
+        }
         self.sweep_events().await?;
         let now = self.config.clock.now();
         if let Some(keys) = &self.idempotency {

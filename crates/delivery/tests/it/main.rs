@@ -3,8 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
+mod bodies;
 mod credentials;
+mod fair;
 mod fanout;
+mod gate;
 mod hostile_receivers;
 mod lifecycle;
 mod races;

@@ -1,6 +1,7 @@
 //! The races of the outbox, made deterministic: a deactivation while a pass fans out, orphaned
 //! deliveries in front of the claim, and deliveries that cannot be prepared.
 
+use posture_domain::fair_share::ClaimRequest;
 use std::time::Duration;
 
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
@@ -143,7 +144,7 @@ async fn orphaned_deliveries_never_keep_the_claim_from_deliverable_ones() {
         .await;
     let claimed = setup
         .store
-        .claim_due("w1", 10, Duration::from_secs(30))
+        .claim_due(&ClaimRequest::unbounded("w1", 10, Duration::from_secs(30)))
         .await
         .unwrap();
     assert_eq!(
@@ -195,7 +196,7 @@ async fn a_delivery_of_an_event_type_from_a_newer_build_waits_and_breaks_nothing
     .unwrap();
     let claimed = setup
         .store
-        .claim_due("w1", 10, Duration::from_secs(30))
+        .claim_due(&ClaimRequest::unbounded("w1", 10, Duration::from_secs(30)))
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1, "the known one is claimed");

@@ -1,6 +1,7 @@
 //! Outcomes of attempts: retries with the same delivery id and bytes, 410, timeouts,
 //! exhaustion, Retry-After, redirects.
 
+use posture_domain::fair_share::ClaimRequest;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -10,24 +11,15 @@ use posture_domain::{
 };
 use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
 
-use crate::support::{Setup, eventually, finding, hook_url, receiver, run_in_background};
+use crate::support::{
+    Setup, eventually, failing_first, finding, hook_url, receiver, run_in_background,
+};
 
 #[tokio::test]
 async fn a_receiver_failing_twice_gets_the_same_delivery_on_the_third_attempt() {
     let setup = Setup::new().await;
     let (customer, tenant) = setup.customer("A").await;
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(500))
-        .up_to_n_times(2)
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(200))
-        .with_priority(2)
-        .mount(&server)
-        .await;
+    let server = failing_first(2).await;
     setup
         .one_delivery_to(customer, &tenant, &hook_url(&server), "critical")
         .await;
@@ -81,7 +73,7 @@ async fn gone_deactivates_the_subscription() {
     // One delivery answered 410; the other must not be sent afterwards.
     let claimed = setup
         .store
-        .claim_due("w1", 1, Duration::from_secs(5))
+        .claim_due(&ClaimRequest::unbounded("w1", 1, Duration::from_secs(5)))
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);

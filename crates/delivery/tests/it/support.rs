@@ -124,30 +124,20 @@ impl Setup {
     }
 
     fn worker_retrying(&self, allow_private: bool, id: &str, base: Duration) -> Arc<Worker> {
+        self.worker_of(WorkerConfig {
+            allow_private,
+            retry: RetryPolicy {
+                base,
+                max_attempts: 4,
+            },
+            ..worker_config(id)
+        })
+    }
+
+    /// A worker of this store and keyring, as `config` says.
+    pub fn worker_of(&self, config: WorkerConfig) -> Arc<Worker> {
         let store = Arc::new(self.store.clone());
-        Arc::new(
-            Worker::new(
-                store.clone(),
-                store,
-                self.keyring.clone(),
-                WorkerConfig {
-                    id: id.into(),
-                    concurrency: 8,
-                    lease: Duration::from_secs(5),
-                    poll_interval: Duration::from_millis(100),
-                    retry: RetryPolicy {
-                        base,
-                        max_attempts: 4,
-                    },
-                    timeout: Duration::from_secs(1),
-                    allow_private,
-                    retention: chrono::Duration::days(30),
-                    disable_after: chrono::Duration::days(5),
-                    clock: posture_domain::clock::system(),
-                },
-            )
-            .unwrap(),
-        )
+        Arc::new(Worker::new(store.clone(), store, self.keyring.clone(), config).unwrap())
     }
 
     pub async fn deliveries(&self, scope: CustomerScope) -> Vec<Delivery> {
@@ -158,11 +148,50 @@ impl Setup {
     }
 }
 
+/// The tests' worker settings: 8 prompt slots and 2 slow ones, a second's timeout, 4
+/// attempts, private receivers allowed.
+pub fn worker_config(id: &str) -> WorkerConfig {
+    WorkerConfig {
+        id: id.into(),
+        concurrency: 8,
+        slow_concurrency: 2,
+        share: posture_domain::fair_share::FairShare::default(),
+        lease: Duration::from_secs(5),
+        poll_interval: Duration::from_millis(100),
+        retry: RetryPolicy {
+            base: Duration::from_millis(100),
+            max_attempts: 4,
+        },
+        timeout: Duration::from_secs(1),
+        allow_private: true,
+        retention: chrono::Duration::days(30),
+        disable_after: chrono::Duration::days(5),
+        clock: posture_domain::clock::system(),
+    }
+}
+
 /// A receiver answering `status` to every POST.
 pub async fn receiver(status: u16) -> MockServer {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .respond_with(ResponseTemplate::new(status))
+        .mount(&server)
+        .await;
+    server
+}
+
+/// A receiver failing the first `n` POSTs with 500, then answering 200.
+pub async fn failing_first(n: u64) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(500))
+        .up_to_n_times(n)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200))
+        .with_priority(2)
         .mount(&server)
         .await;
     server

@@ -121,17 +121,23 @@ pub trait SecretRotationRepository: Send + Sync {
 /// The outbox of webhook deliveries, worked by any number of workers.
 #[async_trait]
 pub trait DeliveryRepository: Send + Sync {
-    /// Claims up to `limit` due deliveries of active subscriptions for `lease`: no other
-    /// worker claims them until the lease ends (a crashed worker's claims are retried then).
+    /// Claims up to `claim.limit` due deliveries of active subscriptions of the claim's
+    /// lane for its lease, within the bounds of fair shares (`crate::fair_share`): no
+    /// other worker claims them until the lease ends (a crashed worker's claims are
+    /// retried then).
     async fn claim_due(
         &self,
-        worker: &str,
-        limit: u32,
-        lease: std::time::Duration,
+        claim: &crate::fair_share::ClaimRequest<'_>,
     ) -> Result<Vec<ClaimedDelivery>>;
-    /// Keeps the body rendered at the first attempt (the first stored body wins).
-    async fn store_body(&self, delivery: &Delivery, body: &[u8]) -> Result<()>;
-    /// Records an attempt and what follows it; ends the lease.
+    /// Keeps `snapshot`, the findings of `delivery`'s chunk as its first attempt read them,
+    /// for every delivery of the chunk; returns the snapshot kept (the first one kept wins:
+    /// two workers starting the chunk at once both send the same).
+    async fn keep_snapshot(&self, delivery: &Delivery, snapshot: &[u8]) -> Result<Vec<u8>>;
+    /// Deletes at most `batch` kept snapshots of chunks queued before `cutoff` of which no
+    /// delivery is left (the retention sweep deleted them all); returns how many.
+    async fn purge_snapshots(&self, cutoff: DateTime<Utc>, batch: u32) -> Result<u64>;
+    /// Records an attempt and what follows it, and the attempt's latency in its
+    /// subscription's moving average; ends the lease.
     async fn finish_attempt(
         &self,
         worker: &str,
@@ -139,8 +145,6 @@ pub trait DeliveryRepository: Send + Sync {
         attempt: &Attempt,
         next: NextStep,
     ) -> Result<()>;
-    /// Gives up the leases of claimed deliveries that were not attempted (shutdown).
-    async fn release(&self, worker: &str, deliveries: &[&Delivery]) -> Result<()>;
     /// How many deliveries wait (for metrics).
     async fn queue_depth(&self) -> Result<QueueDepth>;
     /// Waits until new deliveries are queued or `timeout` passes; `true` if woken.

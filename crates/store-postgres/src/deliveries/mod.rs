@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use diesel::{
     QueryableByName,
     prelude::*,
-    sql_types::{Array, Bool, Integer, Nullable, Text, Timestamptz, Uuid as SqlUuid},
+    sql_types::{Bool, Integer, Nullable, Text, Timestamptz, Uuid as SqlUuid},
 };
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use futures_util::StreamExt as _;
@@ -18,6 +18,7 @@ use posture_domain::{
         Attempt, ClaimedDelivery, Delivery, DeliveryFilter, DeliveryStatus, DeliveryTarget,
         NextStep, QueueDepth,
     },
+    fair_share::{ClaimRequest, LATENCY_WEIGHT_TENTHS},
     ports::DeliveryRepository,
     secrets::SealedSecret,
 };
@@ -84,21 +85,16 @@ impl PgStore {
 
 #[async_trait]
 impl DeliveryRepository for PgStore {
-    async fn claim_due(
-        &self,
-        worker: &str,
-        limit: u32,
-        lease: Duration,
-    ) -> Result<Vec<ClaimedDelivery>> {
+    async fn claim_due(&self, claim: &ClaimRequest<'_>) -> Result<Vec<ClaimedDelivery>> {
         let mut conn = self.conn().await?;
         let mut rows = if self.on_citus(&mut conn).await.map_err(db_error)? {
-            claims::claim_per_customer(&mut conn, worker, limit, lease).await
+            claims::claim_per_customer(&mut conn, claim).await
         } else {
-            claims::claim(&mut conn, worker, limit, lease).await
+            claims::claim(&mut conn, claim).await
         }
         .map_err(db_error)?;
         // Oldest due first, as claimed (RETURNING keeps no order).
-        rows.sort_by_key(|row| row.delivery.due_at());
+        rows.sort_by_key(|row| row.delivery.claim_order());
         rows.into_iter()
             .map(|row| {
                 Ok(ClaimedDelivery {
@@ -128,23 +124,73 @@ impl DeliveryRepository for PgStore {
                         },
                     },
                     body: row.body,
+                    snapshot: row
+                        .snapshot
+                        .map(|packed| crate::compressed::unpack(&packed, "delivery body"))
+                        .transpose()?,
                 })
             })
             .collect()
     }
 
-    async fn store_body(&self, delivery: &Delivery, body: &[u8]) -> Result<()> {
+    async fn keep_snapshot(&self, delivery: &Delivery, snapshot: &[u8]) -> Result<Vec<u8>> {
+        #[derive(QueryableByName)]
+        struct Kept {
+            #[diesel(sql_type = diesel::sql_types::Bytea)]
+            findings: Vec<u8>,
+        }
+        let Some(pass) = delivery.pass_id else {
+            return Err(Error::internal(
+                "a delivery of no pass (a test) carries its own body",
+            ));
+        };
+        let packed = crate::compressed::pack(snapshot)?;
         let mut conn = self.conn().await?;
-        diesel::update(
-            webhook_deliveries::table
-                .find((delivery.customer_id.as_uuid(), delivery.id.as_uuid()))
-                .filter(webhook_deliveries::body.is_null()),
+        let key = (
+            delivery.customer_id.as_uuid(),
+            pass.as_uuid(),
+            delivery.event_type.as_str(),
+            i32::try_from(delivery.chunk).unwrap_or(i32::MAX),
+        );
+        let inserted: Option<Kept> = diesel::sql_query(
+            "INSERT INTO webhook_bodies (customer_id, pass_id, event_type, chunk, findings, \
+                                         created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (customer_id, pass_id, event_type, chunk) DO NOTHING \
+             RETURNING findings",
         )
-        .set(webhook_deliveries::body.eq(body))
-        .execute(&mut conn)
+        .bind::<SqlUuid, _>(key.0)
+        .bind::<SqlUuid, _>(key.1)
+        .bind::<Text, _>(key.2)
+        .bind::<Integer, _>(key.3)
+        .bind::<diesel::sql_types::Bytea, _>(&packed)
+        .bind::<Timestamptz, _>(delivery.created_at)
+        .get_result(&mut conn)
+        .await
+        .optional()
+        .map_err(db_error)?;
+        if inserted.is_some() {
+            return Ok(snapshot.to_vec());
+        }
+        // Another worker kept the chunk's first (the insert waited for it to commit): its
+        // snapshot is what every delivery of the chunk sends, this one's included. Read in a
+        // statement of its own, which sees that commit.
+        let kept: Kept = diesel::sql_query(
+            "SELECT findings FROM webhook_bodies \
+             WHERE customer_id = $1 AND pass_id = $2 AND event_type = $3 AND chunk = $4",
+        )
+        .bind::<SqlUuid, _>(key.0)
+        .bind::<SqlUuid, _>(key.1)
+        .bind::<Text, _>(key.2)
+        .bind::<Integer, _>(key.3)
+        .get_result(&mut conn)
         .await
         .map_err(db_error)?;
-        Ok(())
+        crate::compressed::unpack(&kept.findings, "delivery body")
+    }
+
+    async fn purge_snapshots(&self, cutoff: DateTime<Utc>, batch: u32) -> Result<u64> {
+        self.purge_bodies(cutoff, batch).await
     }
 
     async fn finish_attempt(
@@ -164,9 +210,12 @@ impl DeliveryRepository for PgStore {
             NextStep::Failed | NextStep::Gone => ("failed", None, false),
         };
         // One statement (atomic, one round trip): the attempt; the delivery, if this worker
-        // still holds it; the subscription's failure clock — started by the first failure
-        // since the last success, stopped by a success, written only when it changes.
-        let record = diesel::sql_query(
+        // still holds it; the subscription's moving average latency (its own table: an
+        // attempt never waits for a pass's lock on the subscription); the subscription's
+        // failure clock — started by the first failure since the last success, stopped by
+        // a success, written only when it changes.
+        let weight = LATENCY_WEIGHT_TENTHS;
+        let record = diesel::sql_query(format!(
             "WITH attempt AS ( \
                  INSERT INTO webhook_attempts (customer_id, delivery_id, attempt, started_at, \
                      latency_ms, status_code, error, response_excerpt, worker, detail) \
@@ -180,13 +229,21 @@ impl DeliveryRepository for PgStore {
                     last_error = $6, lease_until = NULL, leased_by = NULL, \
                     last_attempt_at = $3, last_status_code = $8 \
                  WHERE customer_id = $1 AND id = $2 AND leased_by = $7 \
-                 RETURNING subscription_id) \
+                 RETURNING subscription_id), \
+             latency AS ( \
+                 INSERT INTO webhook_latency (customer_id, subscription_id, latency_ms, \
+                                              updated_at) \
+                 SELECT $1, subscription_id, $4, now() FROM delivery \
+                 ON CONFLICT (customer_id, subscription_id) DO UPDATE \
+                    SET latency_ms = ((10 - {weight})::int8 * webhook_latency.latency_ms \
+                                      + {weight}::int8 * excluded.latency_ms) / 10, \
+                        updated_at = excluded.updated_at) \
              UPDATE webhook_subscriptions s \
                 SET failing_since = CASE WHEN $5 THEN NULL ELSE now() END \
              FROM delivery \
              WHERE s.customer_id = $1 AND s.id = delivery.subscription_id \
                AND (s.failing_since IS NULL) <> $5",
-        )
+        ))
         .bind::<SqlUuid, _>(customer)
         .bind::<SqlUuid, _>(id)
         .bind::<Timestamptz, _>(attempt.started_at)
@@ -225,35 +282,6 @@ impl DeliveryRepository for PgStore {
         })
         .await
         .map_err(db_error)
-    }
-
-    async fn release(&self, worker: &str, deliveries: &[&Delivery]) -> Result<()> {
-        if deliveries.is_empty() {
-            return Ok(());
-        }
-        // Customer by customer: each statement runs on that customer's node with Citus.
-        let mut by_customer: std::collections::BTreeMap<uuid::Uuid, Vec<uuid::Uuid>> =
-            std::collections::BTreeMap::new();
-        for delivery in deliveries {
-            by_customer
-                .entry(delivery.customer_id.as_uuid())
-                .or_default()
-                .push(delivery.id.as_uuid());
-        }
-        let mut conn = self.conn().await?;
-        for (customer, ids) in by_customer {
-            diesel::sql_query(
-                "UPDATE webhook_deliveries SET lease_until = NULL, leased_by = NULL \
-                 WHERE customer_id = $2 AND id = ANY($3) AND leased_by = $1",
-            )
-            .bind::<Text, _>(worker)
-            .bind::<SqlUuid, _>(customer)
-            .bind::<Array<SqlUuid>, _>(ids)
-            .execute(&mut conn)
-            .await
-            .map_err(db_error)?;
-        }
-        Ok(())
     }
 
     async fn queue_depth(&self) -> Result<QueueDepth> {

@@ -44,9 +44,10 @@ pub(crate) struct DeliveryRow {
 }
 
 impl DeliveryRow {
-    /// When it is due: claims hand deliveries on oldest due first.
-    pub(crate) fn due_at(&self) -> DateTime<Utc> {
-        self.next_attempt_at
+    /// Where it stands in its subscription's queue: oldest due first, a pass's chunks in
+    /// order (claims hand deliveries on so).
+    pub(crate) fn claim_order(&self) -> (DateTime<Utc>, i32) {
+        (self.next_attempt_at, self.chunk)
     }
 }
 

@@ -45,6 +45,11 @@ const CROSS_CUSTOMER_INDEXES: &[(&str, &str)] = &[
         "the worker's retention sweep deletes the oldest finished deliveries of every customer",
     ),
     (
+        "webhook_bodies_retention_idx",
+        "the worker's retention sweep deletes the oldest bodies of every customer no delivery \
+         refers to",
+    ),
+    (
         "analyzer_passes_finished_idx",
         "the worker's ingest gauges read the passes of every customer finished lately",
     ),

@@ -118,6 +118,8 @@ impl Ops {
                 WorkerConfig {
                     id: "ops-test".into(),
                     concurrency,
+                    slow_concurrency: 1,
+                    share: posture_domain::fair_share::FairShare::default(),
                     lease: Duration::from_secs(5),
                     poll_interval: Duration::from_millis(100),
                     // A failed delivery's retry is a minute away: a drain attempts each
