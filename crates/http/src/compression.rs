@@ -84,7 +84,7 @@ fn compressed(encoding: ContentEncoding, body: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// zstd's level (actix-http's streaming encoder uses the same).
-const ZSTD_LEVEL: i32 = 3;
+pub(crate) const ZSTD_LEVEL: i32 = 3;
 
 /// The response compressed as `encoding` says, if it pays (the module's rules). Applied by
 /// the one middleware (`pipeline.rs`), outside the JSON error bodies, inside the access log.

@@ -3,10 +3,10 @@
 //! (`routes::serve`) sends their requests through [`admit`] after the scope check.
 //!
 //! A request with a key claims it for its API key; its answer, if it would be the same again
-//! ([`is_kept`]), is kept 24 hours with its body sealed, and a retry with the same key and
-//! request gets it again with `Idempotent-Replayed: true`. Another request with the key is a
-//! 422; a retry while the first still runs is a 409. A request without the header runs as
-//! always.
+//! ([`is_kept`]), is kept 24 hours with its body compressed and sealed, and a retry with the
+//! same key and request gets it again with `Idempotent-Replayed: true`. Another request with
+//! the key is a 422; a retry while the first still runs is a 409. A request without the
+//! header runs as always.
 
 use actix_web::{
     HttpMessage as _,
@@ -138,9 +138,8 @@ pub(crate) async fn admit<B: MessageBody + 'static>(
                     Some(((*name).to_owned(), value.to_owned()))
                 })
                 .collect();
-            let kept = state
-                .keyring
-                .seal_answer(&bytes, &context)
+            let kept = pack(&bytes)
+                .and_then(|packed| state.keyring.seal_answer(&packed, &context))
                 .map(|body| StoredAnswer {
                     status,
                     headers,
@@ -167,6 +166,26 @@ pub(crate) async fn admit<B: MessageBody + 'static>(
     }
 }
 
+/// The first bytes of a zstd frame: what [`pack`] writes, and no JSON body begins with.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// An answer as it is kept: compressed (a bulk triage's answer repeats its comment in each
+/// of 500 findings), then sealed.
+fn pack(body: &[u8]) -> Result<Vec<u8>, posture_domain::Error> {
+    zstd::bulk::compress(body, crate::compression::ZSTD_LEVEL)
+        .map_err(|e| posture_domain::Error::internal(format!("compressing an answer: {e}")))
+}
+
+/// A kept answer's body as it was sent: unpacked, or as it is when it was kept before
+/// answers were compressed (a JSON body, never a zstd frame).
+fn unpack(kept: Vec<u8>) -> Result<Vec<u8>, posture_domain::Error> {
+    if !kept.starts_with(&ZSTD_MAGIC) {
+        return Ok(kept);
+    }
+    zstd::bulk::decompress(&kept, MAX_KEPT_BYTES as usize)
+        .map_err(|e| posture_domain::Error::internal(format!("a kept answer: {e}")))
+}
+
 /// Whether an answer's body may be kept: its size known, and within [`MAX_KEPT_BYTES`].
 fn fits(body: &BoxBody) -> bool {
     matches!(
@@ -184,6 +203,7 @@ fn replay(
     let body = state
         .keyring
         .open_answer(&answer.body, context)
+        .and_then(unpack)
         .map_err(ApiError::from)?;
     let status = StatusCode::from_u16(answer.status).map_err(|_| ApiError::Internal)?;
     let mut response = actix_web::HttpResponse::build(status);
@@ -204,6 +224,27 @@ mod tests {
     use actix_web::body::{BodyStream, BoxBody};
 
     use super::*;
+
+    #[test]
+    fn an_answer_is_kept_packed_and_one_kept_before_packing_reads_as_it_was() {
+        let answer = format!("{{\"data\":[{}]}}", "{\"comment\":\"é\"},".repeat(5000));
+        let packed = pack(answer.as_bytes()).unwrap();
+        assert!(
+            packed.len() * 20 < answer.len(),
+            "{} to {}",
+            answer.len(),
+            packed.len()
+        );
+        assert_eq!(unpack(packed).unwrap(), answer.as_bytes());
+        assert_eq!(
+            unpack(answer.clone().into_bytes()).unwrap(),
+            answer.as_bytes()
+        );
+        assert_eq!(unpack(Vec::new()).unwrap(), b"");
+        let mut broken = pack(b"{}").unwrap();
+        broken.truncate(6);
+        assert!(unpack(broken).is_err());
+    }
 
     #[test]
     fn only_a_sized_answer_within_the_bound_is_kept() {

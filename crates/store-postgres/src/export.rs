@@ -87,12 +87,7 @@ impl FindingBatches for PgFindingCursor {
         let Some(conn) = self.conn.as_mut() else {
             return Ok(None);
         };
-        let mut query = findings::table
-            .left_join(
-                identities::table.on(identities::customer_id
-                    .eq(findings::customer_id)
-                    .and(identities::id.nullable().eq(findings::identity_id))),
-            )
+        let mut query = crate::findings::findings_joined!()
             .filter(findings::customer_id.eq(self.customer))
             .into_boxed();
         if let Some(last) = &self.last_id {

@@ -21,6 +21,7 @@ use crate::{
     identities::IdentitySummaryRow,
     schema::findings,
     text::{At, Parsed},
+    triage_comments::{Comment, OfFinding},
 };
 
 /// A finding type read from its column without a `String` (a type of the catalogue is
@@ -56,6 +57,10 @@ pub(crate) struct FindingRow {
     modified_at: DateTime<Utc>,
     triage_state: Parsed<TriageState>,
     triage_reason: Option<Parsed<TriageReason>>,
+    #[diesel(
+        select_expression = Comment::<OfFinding>::new(),
+        select_expression_type = Comment<OfFinding>
+    )]
     triage_comment: Option<String>,
     triage_expires_at: Option<DateTime<Utc>>,
     triage_updated_at: Option<DateTime<Utc>>,

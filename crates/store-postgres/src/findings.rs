@@ -86,15 +86,33 @@ macro_rules! triage_filter {
 }
 pub(crate) use triage_filter;
 
-/// Findings with their identity, by id (the rows of one page).
-macro_rules! findings_with_identity {
-    ($customer:expr) => {
+/// The findings with what their rows show besides their own columns: the identity a finding
+/// names, and the change whose comment its triage carries (`triage_comments`).
+macro_rules! findings_joined {
+    () => {
         findings::table
             .left_join(
                 identities::table.on(identities::customer_id
                     .eq(findings::customer_id)
                     .and(identities::id.nullable().eq(findings::identity_id))),
             )
+            .left_join(
+                crate::schema::triage_changes::table.on(crate::schema::triage_changes::customer_id
+                    .eq(findings::customer_id)
+                    .and(
+                        crate::schema::triage_changes::id
+                            .nullable()
+                            .eq(findings::triage_change_id),
+                    )),
+            )
+    };
+}
+pub(crate) use findings_joined;
+
+/// Findings with their identity, by id (the rows of one page).
+macro_rules! findings_with_identity {
+    ($customer:expr) => {
+        crate::findings::findings_joined!()
             .filter(findings::customer_id.eq($customer))
             .select((
                 FindingRow::as_select(),
@@ -463,12 +481,7 @@ impl FindingRepository for PgStore {
     async fn get_finding(&self, scope: CustomerScope, id: &FindingId) -> Result<Finding> {
         let customer = scope.customer_id().as_uuid();
         let mut conn = self.conn().await?;
-        let row = findings::table
-            .left_join(
-                identities::table.on(identities::customer_id
-                    .eq(findings::customer_id)
-                    .and(identities::id.nullable().eq(findings::identity_id))),
-            )
+        let row = findings_joined!()
             .filter(findings::customer_id.eq(customer))
             .filter(findings::id.eq(id.as_str()))
             .select((

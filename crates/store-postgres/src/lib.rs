@@ -38,6 +38,7 @@ mod tenants;
 mod text;
 mod triage;
 mod triage_bulk;
+mod triage_comments;
 mod triage_expiry;
 mod upr;
 mod wake;

@@ -48,8 +48,10 @@ GRANT UPDATE (cloud_tenant_id, finding_type, severity, status, title, descriptio
     detected_at, updated_at, last_pass_id, modified_at) ON findings TO {role};
 -- Triage (`write:findings`): a finding's mark and its history, appended only.
 GRANT UPDATE (triage_state, triage_reason, triage_comment, triage_expires_at, triage_updated_at,
-    triage_key_id, triage_key_name) ON findings TO {role};
-GRANT INSERT ON finding_triage_history TO {role};
+    triage_key_id, triage_key_name, triage_change_id) ON findings TO {role};
+-- A finding keeps its newest 100 history records: the older ones are deleted, and the
+-- comments (kept once per write) no finding or record names any more (migration 000030).
+GRANT INSERT, DELETE ON finding_triage_history, triage_changes TO {role};
 -- `Idempotency-Key`: claimed, answered, freed and forgotten.
 GRANT INSERT, DELETE ON idempotency_keys TO {role};
 GRANT UPDATE (fingerprint, claim, running_until, kept_until, status, headers, body_key_id, body_nonce,

@@ -101,6 +101,7 @@ diesel::table! {
         triage_updated_at -> Nullable<Timestamptz>,
         triage_key_id -> Nullable<Uuid>,
         triage_key_name -> Nullable<Text>,
+        triage_change_id -> Nullable<Uuid>,
     }
 }
 
@@ -341,6 +342,7 @@ diesel::table! {
         to_reason -> Nullable<Text>,
         comment -> Nullable<Text>,
         expires_at -> Nullable<Timestamptz>,
+        change_id -> Nullable<Uuid>,
     }
 }
 
@@ -428,6 +430,15 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    triage_changes (customer_id, id) {
+        customer_id -> Uuid,
+        id -> Uuid,
+        comment -> Text,
+        created_at -> Timestamptz,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     customers,
     tenants,
@@ -460,4 +471,5 @@ diesel::allow_tables_to_appear_in_same_query!(
     webhook_delivery_totals,
     webhook_latency,
     webhook_bodies,
+    triage_changes,
 );

@@ -25,9 +25,12 @@ use crate::{
     error::db_error,
     findings::{FindingRow, FindingWithIdentity, findings_with_identity, to_finding},
     identities::IdentitySummaryRow,
-    schema::{api_keys, customer_sync, finding_triage_history, findings, identities},
+    schema::{
+        api_keys, customer_sync, finding_triage_history, findings, identities, triage_changes,
+    },
     sync::{after_key, read_text_key, text_key},
     text::Parsed,
+    triage_comments::{Comment, OfRecord},
 };
 
 /// How long a triage waits for the customer's running pass before answering 503.
@@ -50,6 +53,10 @@ struct HistoryRow {
     from_reason: Option<Parsed<TriageReason>>,
     to_state: Parsed<TriageState>,
     to_reason: Option<Parsed<TriageReason>>,
+    #[diesel(
+        select_expression = Comment::<OfRecord>::new(),
+        select_expression_type = Comment<OfRecord>
+    )]
     comment: Option<String>,
     expires_at: Option<DateTime<Utc>>,
 }
@@ -218,15 +225,20 @@ pub(crate) enum Refused {
 /// A finding to triage: its id, and the tags `If-Match` accepts (`None`: any).
 pub(crate) type Target<'a> = (&'a FindingId, Option<&'a [String]>);
 
-/// Writes `change` to the findings `targets`, in the caller's transaction under the
-/// customer's lock, in three statements whatever their number: the rows locked and read,
-/// the written ones updated, their history records inserted. Per target, in order: the
-/// state before and the history record's id, or why it was not written.
+/// Records a finding keeps at most: older ones are deleted as new ones come.
+pub const HISTORY_KEPT: i64 = 100;
+
+/// Writes `change` (the write `change_id`) to the findings `targets`, in the caller's
+/// transaction under the customer's lock, in a few statements whatever their number: the
+/// rows locked and read, the change's comment kept once, the written rows updated, their
+/// history records inserted, the records past a finding's newest [`HISTORY_KEPT`] deleted.
+/// Per target, in order: the state before and the history record's id, or why it was not
+/// written.
 pub(crate) async fn write_many(
     conn: &mut AsyncPgConnection,
     writer: &Writer,
     targets: &[Target<'_>],
-    change: &TriageChange,
+    (change_id, change): (Uuid, &TriageChange),
 ) -> QueryResult<Vec<std::result::Result<(TriageState, Uuid), Refused>>> {
     let customer = writer.customer;
     let ids: Vec<&str> = targets.iter().map(|(id, _)| id.as_str()).collect();
@@ -261,6 +273,22 @@ pub(crate) async fn write_many(
     if !written.is_empty() {
         let key_name = Some(writer.key_name.as_str());
         let ids: Vec<&str> = written.iter().map(|(id, ..)| *id).collect();
+        // The comment, once for every finding of the write.
+        let kept = match &change.comment {
+            Some(comment) => {
+                diesel::insert_into(triage_changes::table)
+                    .values((
+                        triage_changes::customer_id.eq(customer),
+                        triage_changes::id.eq(change_id),
+                        triage_changes::comment.eq(comment),
+                        triage_changes::created_at.eq(writer.now),
+                    ))
+                    .execute(&mut *conn)
+                    .await?;
+                Some(change_id)
+            }
+            None => None,
+        };
         diesel::update(
             findings::table
                 .filter(findings::customer_id.eq(customer))
@@ -269,7 +297,8 @@ pub(crate) async fn write_many(
         .set((
             findings::triage_state.eq(change.state.as_str()),
             findings::triage_reason.eq(change.reason.map(|r| r.as_str())),
-            findings::triage_comment.eq(change.comment.as_deref()),
+            findings::triage_comment.eq(None::<&str>),
+            findings::triage_change_id.eq(kept),
             findings::triage_expires_at.eq(change.expires_at),
             findings::triage_updated_at.eq(writer.now),
             findings::triage_key_id.eq(Some(writer.by.as_uuid())),
@@ -293,20 +322,56 @@ pub(crate) async fn write_many(
                         .eq(before.triage.reason.map(|r| r.as_str())),
                     finding_triage_history::to_state.eq(change.state.as_str()),
                     finding_triage_history::to_reason.eq(change.reason.map(|r| r.as_str())),
-                    finding_triage_history::comment.eq(change.comment.as_deref()),
+                    finding_triage_history::change_id.eq(kept),
                     finding_triage_history::expires_at.eq(change.expires_at),
                 )
             })
             .collect();
         diesel::insert_into(finding_triage_history::table)
             .values(&records)
-            .execute(conn)
+            .execute(&mut *conn)
             .await?;
+        prune_history(conn, customer, &ids).await?;
     }
     Ok(outcomes
         .into_iter()
         .map(|outcome| outcome.map(|(before, record)| (before.triage.state, record)))
         .collect())
+}
+
+/// Deletes the history records of the customer's `findings` past each one's newest
+/// [`HISTORY_KEPT`], and the comments of the changes no finding and no record names any more.
+/// One statement; the records it deletes are still seen by its own reads, so they are
+/// excluded by hand.
+pub(crate) async fn prune_history(
+    conn: &mut AsyncPgConnection,
+    customer: Uuid,
+    findings: &[&str],
+) -> QueryResult<usize> {
+    diesel::sql_query(format!(
+        "WITH excess AS ( \
+             SELECT h.id, h.change_id FROM unnest($2::text[]) AS f(finding_id) \
+             CROSS JOIN LATERAL ( \
+                 SELECT id, change_id FROM finding_triage_history \
+                 WHERE customer_id = $1 AND finding_id = f.finding_id \
+                 ORDER BY id DESC OFFSET {HISTORY_KEPT}) h), \
+         pruned AS ( \
+             DELETE FROM finding_triage_history h USING excess \
+             WHERE h.customer_id = $1 AND h.id = excess.id \
+             RETURNING h.change_id) \
+         DELETE FROM triage_changes c \
+         WHERE c.customer_id = $1 \
+           AND c.id IN (SELECT change_id FROM pruned WHERE change_id IS NOT NULL) \
+           AND NOT EXISTS (SELECT 1 FROM findings f \
+                           WHERE f.customer_id = $1 AND f.triage_change_id = c.id) \
+           AND NOT EXISTS (SELECT 1 FROM finding_triage_history h \
+                           WHERE h.customer_id = $1 AND h.change_id = c.id \
+                             AND h.id NOT IN (SELECT id FROM excess))"
+    ))
+    .bind::<diesel::sql_types::Uuid, _>(customer)
+    .bind::<diesel::sql_types::Array<diesel::sql_types::Text>, _>(findings)
+    .execute(conn)
+    .await
 }
 
 impl PgStore {
@@ -345,7 +410,8 @@ impl PgStore {
             .transaction(async |conn| {
                 let writer = Writer::locked(conn, customer, (by, key_name), now).await?;
                 let modified_at = writer.modified_at;
-                let written = write_many(conn, &writer, &[(id, expected)], change).await?;
+                let written =
+                    write_many(conn, &writer, &[(id, expected)], (Uuid::now_v7(), change)).await?;
                 // The write's history record is the change the event names.
                 let (from, record) = match written.into_iter().next() {
                     Some(Ok(written)) => written,
@@ -389,18 +455,27 @@ impl PgStore {
         if exists.is_none() {
             return Err(Error::NotFound);
         }
-        let history = || {
-            finding_triage_history::table
-                .filter(finding_triage_history::customer_id.eq(customer))
-                .filter(finding_triage_history::finding_id.eq(id.as_str()))
-                .into_boxed()
-        };
-        let total: i64 = history()
+        let total: i64 = finding_triage_history::table
+            .filter(finding_triage_history::customer_id.eq(customer))
+            .filter(finding_triage_history::finding_id.eq(id.as_str()))
             .count()
             .get_result(&mut conn)
             .await
             .map_err(db_error)?;
-        let mut rows = history();
+        // With the change whose comment each record carries (`triage_comments`).
+        let mut rows = finding_triage_history::table
+            .left_join(
+                triage_changes::table.on(triage_changes::customer_id
+                    .eq(finding_triage_history::customer_id)
+                    .and(
+                        triage_changes::id
+                            .nullable()
+                            .eq(finding_triage_history::change_id),
+                    )),
+            )
+            .filter(finding_triage_history::customer_id.eq(customer))
+            .filter(finding_triage_history::finding_id.eq(id.as_str()))
+            .into_boxed();
         if let Some(after) = after {
             rows = rows.filter(finding_triage_history::id.lt(after));
         }

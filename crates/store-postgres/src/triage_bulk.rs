@@ -47,7 +47,7 @@ impl PgStore {
                 let mut written = Vec::new();
                 for ((id, _), outcome) in items
                     .iter()
-                    .zip(write_many(conn, &writer, &targets, change).await?)
+                    .zip(write_many(conn, &writer, &targets, (change_id, change)).await?)
                 {
                     match outcome {
                         Ok((from, _)) => written.push((id.as_str(), from)),

@@ -120,6 +120,7 @@ async fn expire_marks(
         findings::triage_state.eq(TriageState::Untriaged.as_str()),
         findings::triage_reason.eq(None::<&str>),
         findings::triage_comment.eq(None::<&str>),
+        findings::triage_change_id.eq(None::<Uuid>),
         findings::triage_expires_at.eq(None::<DateTime<Utc>>),
         // As reads have shown it since the expiry: updated then, by no key.
         findings::triage_updated_at.eq(findings::triage_expires_at),
@@ -147,6 +148,7 @@ async fn expire_marks(
         .values(records)
         .execute(conn)
         .await?;
+    crate::triage::prune_history(conn, customer, &ids).await?;
     let events: Vec<_> = marks
         .iter()
         .map(|(id, state, ..)| {

@@ -277,6 +277,24 @@ async fn a_bulk_of_500_findings_with_the_longest_comment_is_replayed_not_written
     let again = post().await.unwrap();
     assert_eq!(again.headers()["idempotent-replayed"], "true");
     assert_eq!(again.bytes().await.unwrap(), first);
+    // Kept compressed: the comment once, not 500 times.
+    #[derive(diesel::QueryableByName)]
+    struct Kept {
+        #[diesel(sql_type = diesel::sql_types::Integer)]
+        bytes: i32,
+    }
+    let kept: Kept = diesel_async::RunQueryDsl::get_result(
+        diesel::sql_query("SELECT length(body) AS bytes FROM idempotency_keys"),
+        &mut app.db.connection().await,
+    )
+    .await
+    .unwrap();
+    assert!(
+        (kept.bytes as usize) * 10 < first.len(),
+        "{} bytes kept of {}",
+        kept.bytes,
+        first.len()
+    );
     let history = app
         .get_json("/api/v1/findings/f-499/triage", &key, StatusCode::OK)
         .await;
