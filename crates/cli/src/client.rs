@@ -246,8 +246,8 @@ impl Api {
                 StatusCode::TOO_MANY_REQUESTS => {
                     let wait = retry_after.unwrap_or(Duration::from_secs(1));
                     (self.notices)(&format!(
-                        "rate limited: the key's requests are used up until the window \
-                         resets; waiting {} s as the service asks (Retry-After)",
+                        "rate limited: {}; waiting {} s as the service asks (Retry-After)",
+                        used_up(response.headers()),
                         wait.as_secs()
                     ));
                     tokio::time::sleep(wait).await;
@@ -356,6 +356,41 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     Some(Duration::from_secs(seconds).clamp(Duration::from_secs(1), MAX_RETRY_AFTER))
 }
 
+/// Which budget a 429 says is used up, in words: the first policy of its `RateLimit`
+/// header (the one that refused), as the service names it.
+fn used_up(headers: &HeaderMap) -> String {
+    let policy = headers
+        .get("ratelimit")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split([';', ',']).next())
+        .map(|name| name.trim().trim_matches('"'))
+        .filter(|name| {
+            !name.is_empty()
+                && name.len() <= 64
+                && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'-')
+        });
+    let words = match policy {
+        None | Some("per-key") => "the key's requests are used up until the window resets",
+        Some("per-customer") => {
+            "your organisation's requests (all its keys together) are used up until the window \
+             resets"
+        }
+        Some("triage-writes-per-customer") => {
+            "your organisation's triage writes (120 a minute, all keys together) are used up"
+        }
+        Some("triage-bytes-per-customer") => {
+            "what your organisation's triage writes may add to storage this hour is used up \
+             (32 MiB: 1 KiB a finding written, and the comment once)"
+        }
+        Some("webhook-test") => "this subscription's test deliveries (5 a minute) are used up",
+        Some("webhook-test-per-customer") => {
+            "your organisation's test deliveries (20 a minute) are used up"
+        }
+        Some(other) => return format!("the service's budget \"{other}\" is used up"),
+    };
+    words.to_owned()
+}
+
 /// A refused request, in words.
 async fn refusal(response: Response) -> ApiError {
     let status = response.status();
@@ -425,5 +460,27 @@ mod tests {
             "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
         );
         assert_eq!(retry_after(&headers), None);
+    }
+
+    #[test]
+    fn a_429_is_said_by_the_budget_that_refused_it() {
+        let said = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert("ratelimit", value.parse().unwrap());
+            used_up(&headers)
+        };
+        assert!(
+            said("\"triage-writes-per-customer\";r=0;t=37, \"per-key\";r=878;t=600")
+                .contains("triage writes (120 a minute")
+        );
+        assert!(said("\"triage-bytes-per-customer\";r=10;t=3000").contains("storage"));
+        assert!(said("\"per-key\";r=0;t=60").contains("the key's requests"));
+        assert_eq!(
+            said("\"a-newer-budget\";r=0;t=1"),
+            "the service's budget \"a-newer-budget\" is used up"
+        );
+        // What a server sends is shown only when it is a plain name.
+        assert!(said("\"\\u001b[31mred\";r=0").contains("the key's requests"));
+        assert!(used_up(&HeaderMap::new()).contains("the key's requests"));
     }
 }

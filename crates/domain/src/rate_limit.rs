@@ -81,6 +81,19 @@ impl RatePolicy {
         }
     }
 
+    /// The decision on spending `cost` of a window holding `count` (before it), resetting
+    /// at `reset_at`: allowed when the whole cost fits, and then `count + cost` is the
+    /// window's; refused otherwise, the window left as it was (a refused spend costs
+    /// nothing: it did nothing).
+    pub fn spent(&self, count: u64, cost: u64, reset_at: u64, now: u64) -> RateDecision {
+        let allowed = count.saturating_add(cost) <= u64::from(self.limit);
+        let after = if allowed { count + cost } else { count };
+        RateDecision {
+            allowed,
+            ..self.decide(after, reset_at, now)
+        }
+    }
+
     /// The state of a window holding `count` requests, without counting one: `allowed`
     /// says whether one more would be.
     pub fn peeked(&self, count: u64, reset_at: u64, now: u64) -> RateDecision {
@@ -111,6 +124,10 @@ pub enum RateBucket {
     CustomerWebhookTests(CustomerId),
     /// Triage writes of a customer's keys together (a bulk counts once).
     CustomerTriageWrites(CustomerId),
+    /// What a customer's triage writes add to storage, in bytes (`triage::stored_cost`).
+    CustomerTriageBytes(CustomerId),
+    /// SCIM writes of a customer's provisioning keys together.
+    CustomerScimWrites(CustomerId),
 }
 
 impl RateBucket {
@@ -124,6 +141,8 @@ impl RateBucket {
             RateBucket::Customer(_) => "per-customer",
             RateBucket::CustomerWebhookTests(_) => "webhook-test-per-customer",
             RateBucket::CustomerTriageWrites(_) => "triage-writes-per-customer",
+            RateBucket::CustomerTriageBytes(_) => "triage-bytes-per-customer",
+            RateBucket::CustomerScimWrites(_) => "scim-writes-per-customer",
         }
     }
 }
@@ -138,6 +157,8 @@ impl fmt::Display for RateBucket {
             RateBucket::Customer(id) => write!(f, "customer:{id}"),
             RateBucket::CustomerWebhookTests(id) => write!(f, "webhook-tests-of:{id}"),
             RateBucket::CustomerTriageWrites(id) => write!(f, "triage-writes-of:{id}"),
+            RateBucket::CustomerTriageBytes(id) => write!(f, "triage-bytes-of:{id}"),
+            RateBucket::CustomerScimWrites(id) => write!(f, "scim-writes-of:{id}"),
         }
     }
 }
@@ -175,6 +196,9 @@ pub trait RateLimiter: Send + Sync {
     /// before paying for a key lookup (`allowed`: a request is left), and answers a
     /// conditional request that matched (304, which costs no quota) with its headers.
     async fn peek(&self, bucket: &RateBucket) -> Result<RateDecision>;
+    /// Spends `cost` of `bucket`'s window when all of it fits ([`RatePolicy::spent`]): a
+    /// budget counted in units other than requests (bytes). A refused spend costs nothing.
+    async fn spend(&self, bucket: &RateBucket, cost: u32) -> Result<RateDecision>;
     /// [`RateLimiter::check`] at once, for a limiter that decides without waiting (one
     /// in process); `None`: call `check`. The gate asks this first on every request: the
     /// future of a trait object's `async fn` is boxed, an allocation a count made in
@@ -189,6 +213,62 @@ pub trait RateLimiter: Send + Sync {
     /// The limiter's current state.
     fn state(&self) -> LimiterState;
 }
+
+/// What a customer holds a place for while a request lasts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PlaceKind {
+    /// A request waiting on the events feed (`wait=`), or a stream of it.
+    Waiting,
+    /// An export streaming.
+    Export,
+}
+
+impl PlaceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlaceKind::Waiting => "waiting",
+            PlaceKind::Export => "export",
+        }
+    }
+}
+
+/// A place of a customer, held by one request (`holder`: unique to it).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Place {
+    pub kind: PlaceKind,
+    pub customer: CustomerId,
+    pub holder: uuid::Uuid,
+}
+
+impl Place {
+    /// A new place of `kind` for a request of `customer`.
+    pub fn new(kind: PlaceKind, customer: CustomerId) -> Self {
+        Self {
+            kind,
+            customer,
+            holder: uuid::Uuid::new_v4(),
+        }
+    }
+}
+
+/// Places a customer holds at once, counted over every instance when they share a counter
+/// (Redis), in this process otherwise. A place is held on a lease ([`PLACE_LEASE`]) its
+/// holder renews while its request lasts ([`Places::keep`]): an instance that dies gives its
+/// places back when their leases end.
+#[async_trait]
+pub trait Places: Send + Sync {
+    /// Takes `place` if its customer holds fewer than `limit` of its kind: `false` if not.
+    async fn take(&self, place: &Place, limit: u32) -> Result<bool>;
+    /// Renews `place`'s lease.
+    async fn keep(&self, place: &Place) -> Result<()>;
+    /// Gives `place` back.
+    async fn give_back(&self, place: &Place) -> Result<()>;
+    /// The counter's current state.
+    fn state(&self) -> LimiterState;
+}
+
+/// How long a place is held without its holder renewing it.
+pub const PLACE_LEASE: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[cfg(test)]
 mod tests {
@@ -243,6 +323,22 @@ mod tests {
         let digest = sha2::Sha256::digest(b"ip:192.0.2.7");
         let first = u64::from_be_bytes(digest[..8].try_into().unwrap());
         assert_eq!(POLICY.phase(&bucket), first % 60);
+    }
+
+    #[test]
+    fn a_spend_that_does_not_fit_is_refused_and_costs_nothing() {
+        let budget = RatePolicy {
+            limit: 100,
+            window_secs: 60,
+        };
+        let fits = budget.spent(40, 60, 60, 10);
+        assert!(fits.allowed);
+        assert_eq!(fits.remaining, 0);
+        let over = budget.spent(40, 61, 60, 10);
+        assert!(!over.allowed);
+        assert_eq!(over.remaining, 60, "the window is as it was");
+        assert_eq!(over.retry_after, 50);
+        assert!(!budget.spent(u64::MAX, 1, 60, 10).allowed);
     }
 
     #[test]

@@ -213,6 +213,30 @@ pub const WRITE_RATE: crate::rate_limit::RatePolicy = crate::rate_limit::RatePol
     window_secs: 60,
 };
 
+/// What a customer's triage writes may add to storage together, in bytes, per hour: 32 MiB
+/// (each write costing [`stored_cost`]). Sixty of the largest bulks an hour (500 findings and a
+/// comment of 2,000 four-byte characters), 32,000 findings an hour with short comments.
+pub const BYTES_RATE: crate::rate_limit::RatePolicy = crate::rate_limit::RatePolicy {
+    limit: 32 << 20,
+    window_secs: 3600,
+};
+
+/// What one finding written costs the byte budget, besides the comment: its history record,
+/// its event, its share of the deliveries of up to 25 subscriptions and of the kept answer,
+/// as measured (docs/operations.md, "Fair shares").
+pub const STORED_PER_FINDING: u32 = 1024;
+
+/// What a triage write of `findings` findings with `comment` adds to storage, as the byte
+/// budget counts it: the comment once (it is kept once per write) and
+/// [`STORED_PER_FINDING`] per finding.
+pub fn stored_cost(findings: usize, comment: Option<&str>) -> u32 {
+    let per_finding = u64::try_from(findings)
+        .unwrap_or(u64::MAX)
+        .saturating_mul(u64::from(STORED_PER_FINDING));
+    let comment = comment.map_or(0, |c| c.len() as u64);
+    u32::try_from(per_finding.saturating_add(comment)).unwrap_or(u32::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,6 +317,16 @@ mod tests {
             let accepted = change(TriageState::Acknowledged, None, Some(&text), None).is_ok();
             assert_eq!(pattern.is_match(&text), accepted, "{c:?}");
         }
+    }
+
+    #[test]
+    fn the_largest_bulk_costs_about_half_a_mebibyte_of_the_hours_32() {
+        let comment = "𝒜".repeat(MAX_COMMENT_CHARS);
+        let largest = stored_cost(MAX_BULK, Some(&comment));
+        assert_eq!(largest, 500 * 1024 + 8000);
+        assert_eq!(BYTES_RATE.limit / largest, 64, "the largest bulks an hour");
+        assert_eq!(stored_cost(1, None), 1024);
+        assert_eq!(stored_cost(usize::MAX, None), u32::MAX);
     }
 
     #[test]

@@ -28,7 +28,10 @@ use actix_web::{
     HttpResponse, ResponseError,
     http::{StatusCode, header},
 };
-use posture_domain::{Error, Refusal, Scope};
+use posture_domain::{
+    Error, Refusal, Scope,
+    rate_limit::{RateBucket, RateDecision},
+};
 use posture_wire::{ErrorCode, ErrorResponse};
 
 /// An error answered to an API caller.
@@ -56,10 +59,17 @@ pub enum ApiError {
     Unprocessable(Refused),
     /// 429; `retry_after` in seconds.
     RateLimited { retry_after: u64 },
-    /// 429 for one operation's own limit (test deliveries), not the key's request quota.
+    /// 429 for a place the request would hold (a wait, an export), not the key's request
+    /// quota.
     OperationLimited {
         what: &'static str,
         retry_after: u64,
+    },
+    /// 429 for a budget of the customer's (or of a subscription's) over a window: its
+    /// rate-limit headers describe the budget that refused ([`RefusedBy`]).
+    OverBudget {
+        what: &'static str,
+        refused: Box<RefusedBy>,
     },
     /// 503.
     Unavailable,
@@ -67,6 +77,33 @@ pub enum ApiError {
     Busy(&'static str),
     /// 500.
     Internal,
+}
+
+/// The budget that refused a request, and its state: the response's rate-limit headers
+/// name it (kept in the response's extensions for the layer that writes them).
+#[derive(Clone, Debug)]
+pub struct RefusedBy {
+    pub bucket: RateBucket,
+    pub decision: RateDecision,
+}
+
+impl ApiError {
+    /// 429 by `bucket`'s budget (`what` says which, for people) when `decision` refuses.
+    pub(crate) fn over_budget(
+        what: &'static str,
+        bucket: RateBucket,
+        decision: RateDecision,
+    ) -> Result<(), ApiError> {
+        if decision.allowed {
+            return Ok(());
+        }
+        metrics::counter!("posture_rate_limit_rejections_total", "policy" => bucket.policy_name())
+            .increment(1);
+        Err(ApiError::OverBudget {
+            what,
+            refused: Box::new(RefusedBy { bucket, decision }),
+        })
+    }
 }
 
 /// A refused value: the sentence for people, and what and how for programs.
@@ -133,9 +170,9 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => ErrorCode::PayloadTooLarge,
             ApiError::UnsupportedMediaType(_) => ErrorCode::UnsupportedMediaType,
             ApiError::Unprocessable(_) => ErrorCode::UnprocessableEntity,
-            ApiError::RateLimited { .. } | ApiError::OperationLimited { .. } => {
-                ErrorCode::RateLimited
-            }
+            ApiError::RateLimited { .. }
+            | ApiError::OperationLimited { .. }
+            | ApiError::OverBudget { .. } => ErrorCode::RateLimited,
             ApiError::Unavailable | ApiError::Busy(_) => ErrorCode::Unavailable,
             ApiError::Internal => ErrorCode::Internal,
         }
@@ -162,6 +199,11 @@ impl ApiError {
             ApiError::OperationLimited { what, retry_after } => {
                 Some(format!("{what}; retry in {retry_after} s"))
             }
+            ApiError::OverBudget { what, refused } => Some(format!(
+                "{what} (policy {}); retry in {} s",
+                refused.bucket.policy_name(),
+                refused.decision.retry_after
+            )),
             ApiError::Unavailable => Some("a backing service is unavailable; retry".to_owned()),
             ApiError::Busy(reason) => Some((*reason).to_owned()),
             ApiError::Internal => None,
@@ -205,9 +247,9 @@ impl ResponseError for ApiError {
             ApiError::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::RateLimited { .. } | ApiError::OperationLimited { .. } => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
+            ApiError::RateLimited { .. }
+            | ApiError::OperationLimited { .. }
+            | ApiError::OverBudget { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable | ApiError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -231,6 +273,13 @@ impl ResponseError for ApiError {
             ApiError::RateLimited { retry_after }
             | ApiError::OperationLimited { retry_after, .. } => {
                 response.insert_header((header::RETRY_AFTER, retry_after.to_string()));
+            }
+            ApiError::OverBudget { refused, .. } => {
+                response.insert_header((
+                    header::RETRY_AFTER,
+                    refused.decision.retry_after.to_string(),
+                ));
+                response.extensions_mut().insert((**refused).clone());
             }
             ApiError::Unavailable | ApiError::Busy(_) => {
                 response.insert_header((header::RETRY_AFTER, "5"));

@@ -1,11 +1,14 @@
-//! Export slots: how many exports stream at once per instance, shared fairly.
+//! Export slots: how many exports stream at once per instance, shared fairly, and per
+//! customer over every instance.
 //!
 //! An export holds a database connection (and a snapshot) for as long as it streams, so
 //! their number is bounded (`slots`). One customer holds at most `per_customer` of them
-//! (half the slots, at least one), so no customer can take them all. A request that cannot
-//! get a slot within `wait` is answered 503 with `Retry-After` rather than queueing for
-//! ever. A slot is given back when the export ends, whatever ends it (the last line, the
-//! client going away, the stall bound of `routes/export/`).
+//! (half the slots, at least one), so no customer can take them all; and at most
+//! [`EXPORTS_PER_CUSTOMER`] over every instance (its places, shared through Redis when it
+//! is configured: `crate::places`). A request that cannot get a slot within `wait` is
+//! answered 503 with `Retry-After` rather than queueing for ever; one whose customer has its
+//! exports streaming already, 429. A slot is given back when the export ends, whatever ends
+//! it (the last line, the client going away, the stall bound of `routes/export/`).
 
 use std::{
     collections::HashMap,
@@ -13,8 +16,16 @@ use std::{
     time::Duration,
 };
 
-use posture_domain::CustomerId;
+use posture_domain::{
+    CustomerId,
+    rate_limit::{PlaceKind, Places},
+};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::places::HeldPlace;
+
+/// Exports one customer streams at once, over every instance.
+pub const EXPORTS_PER_CUSTOMER: u32 = 2;
 
 /// The export slots of one instance.
 pub struct ExportSlots {
@@ -23,6 +34,8 @@ pub struct ExportSlots {
     wait: Duration,
     /// The customers exporting or waiting to, with their own semaphores.
     customers: Mutex<HashMap<CustomerId, Arc<Semaphore>>>,
+    /// The customers' places over every instance.
+    places: Arc<dyn Places>,
 }
 
 /// Why no slot was given.
@@ -30,6 +43,8 @@ pub struct ExportSlots {
 pub enum NoSlot {
     /// Every slot stayed busy for the whole wait.
     Busy,
+    /// The customer has [`EXPORTS_PER_CUSTOMER`] exports streaming already.
+    CustomerBusy,
 }
 
 /// A slot, held for the whole export.
@@ -38,6 +53,7 @@ pub struct ExportSlot {
     permits: Option<(OwnedSemaphorePermit, OwnedSemaphorePermit)>,
     customer: CustomerId,
     slots: Arc<ExportSlots>,
+    _place: HeldPlace,
 }
 
 impl Drop for ExportSlot {
@@ -51,8 +67,9 @@ impl Drop for ExportSlot {
 
 impl ExportSlots {
     /// `slots` exports at once (at least 1), each customer at most half of them (at least
-    /// 1), a request waiting at most `wait` for its turn.
-    pub fn new(slots: usize, wait: Duration) -> Self {
+    /// 1), a request waiting at most `wait` for its turn; each customer's exports over
+    /// every instance counted in `places`.
+    pub fn new(slots: usize, wait: Duration, places: Arc<dyn Places>) -> Self {
         let slots = slots.max(1);
         metrics::gauge!("posture_export_slots", "state" => "max").set(slots as f64);
         Self {
@@ -60,6 +77,7 @@ impl ExportSlots {
             per_customer: (slots / 2).max(1),
             wait,
             customers: Mutex::default(),
+            places,
         }
     }
 
@@ -97,8 +115,26 @@ impl ExportSlots {
         }
     }
 
-    /// A slot for `customer`: its own share first, then one of the instance's.
+    /// A slot for `customer`: its place over every instance, then its own share of this
+    /// instance, then one of the instance's.
     pub async fn acquire(self: &Arc<Self>, customer: CustomerId) -> Result<ExportSlot, NoSlot> {
+        let place = match HeldPlace::take(
+            &self.places,
+            PlaceKind::Export,
+            customer,
+            EXPORTS_PER_CUSTOMER,
+        )
+        .await
+        {
+            Ok(Some(place)) => place,
+            Ok(None) => {
+                metrics::counter!("posture_export_slot_refusals_total").increment(1);
+                return Err(NoSlot::CustomerBusy);
+            }
+            // The places never fail (they count in this process when Redis does not answer):
+            // a failure here is a bug, and the export is refused as busy.
+            Err(_) => return Err(NoSlot::Busy),
+        };
         let own = self.customer_semaphore(customer);
         let total = self.total.clone();
         let acquired = tokio::time::timeout(self.wait, async move {
@@ -114,6 +150,7 @@ impl ExportSlots {
                     permits: Some(permits),
                     customer,
                     slots: self.clone(),
+                    _place: place,
                 }
             }),
             _ => {
@@ -137,12 +174,17 @@ impl ExportSlots {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event_waits::tests::SharedPlaces;
+
+    fn slots(n: usize, wait: Duration) -> Arc<ExportSlots> {
+        Arc::new(ExportSlots::new(n, wait, Arc::new(SharedPlaces::default())))
+    }
 
     const WAIT: Duration = Duration::from_millis(50);
 
     #[tokio::test]
     async fn one_customer_cannot_take_every_slot() {
-        let slots = Arc::new(ExportSlots::new(2, WAIT));
+        let slots = slots(2, WAIT);
         let a = CustomerId::generate();
         let b = CustomerId::generate();
         let first = slots.acquire(a).await.unwrap();
@@ -153,13 +195,33 @@ mod tests {
         );
         let other = slots.acquire(b).await.unwrap();
         drop(first);
+        crate::event_waits::tests::settle().await;
         assert!(slots.acquire(a).await.is_ok(), "a's slot came back");
         drop(other);
     }
 
+    /// Two instances sharing the places give a customer 2 exports in all, not 2 each.
+    #[tokio::test]
+    async fn a_customer_streams_at_most_its_exports_over_every_instance() {
+        let shared: Arc<dyn Places> = Arc::new(SharedPlaces::default());
+        let instances: Vec<Arc<ExportSlots>> = (0..2)
+            .map(|_| Arc::new(ExportSlots::new(4, WAIT, shared.clone())))
+            .collect();
+        let a = CustomerId::generate();
+        let held = [
+            instances[0].acquire(a).await.unwrap(),
+            instances[1].acquire(a).await.unwrap(),
+        ];
+        for instance in &instances {
+            assert_eq!(instance.acquire(a).await.err(), Some(NoSlot::CustomerBusy));
+        }
+        assert!(instances[0].acquire(CustomerId::generate()).await.is_ok());
+        drop(held);
+    }
+
     #[tokio::test]
     async fn waiting_ends_after_the_wait_with_busy() {
-        let slots = Arc::new(ExportSlots::new(1, WAIT));
+        let slots = slots(1, WAIT);
         let held = slots.acquire(CustomerId::generate()).await.unwrap();
         let started = std::time::Instant::now();
         assert_eq!(
@@ -173,7 +235,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiter_gets_the_slot_when_it_is_given_back() {
-        let slots = Arc::new(ExportSlots::new(1, Duration::from_secs(5)));
+        let slots = slots(1, Duration::from_secs(5));
         let held = slots.acquire(CustomerId::generate()).await.unwrap();
         let waiter = {
             let slots = slots.clone();
@@ -186,7 +248,7 @@ mod tests {
 
     #[tokio::test]
     async fn customers_are_forgotten_when_they_hold_nothing() {
-        let slots = Arc::new(ExportSlots::new(4, WAIT));
+        let slots = slots(4, WAIT);
         for _ in 0..100 {
             let slot = slots.acquire(CustomerId::generate()).await.unwrap();
             drop(slot);

@@ -87,11 +87,41 @@ pub(crate) fn set_headers(headers: &mut HeaderMap, bucket: &RateBucket, d: &Rate
     }
 }
 
+/// The headers of a response refused by a budget of the route's (`refused`), the key's (or
+/// address's) bucket `counted` counted as well: `X-RateLimit-*` describe the budget that
+/// refused, `RateLimit-Policy` and `RateLimit` list it first, then the counted bucket.
+pub(crate) fn set_refused_headers(
+    headers: &mut HeaderMap,
+    refused: &crate::error::RefusedBy,
+    counted: Option<(&RateBucket, &RateDecision)>,
+) {
+    set_headers(headers, &refused.bucket, &refused.decision);
+    let Some((bucket, decision)) = counted else {
+        return;
+    };
+    let (first, other) = (refused.bucket.policy_name(), bucket.policy_name());
+    let (d, c) = (&refused.decision, decision);
+    let quotas = format_args!(
+        "\"{first}\";q={};w={}, \"{other}\";q={};w={}",
+        d.limit, d.window_secs, c.limit, c.window_secs
+    );
+    if let Some(value) = header_value(quotas) {
+        headers.insert(POLICY, value);
+    }
+    let states = format_args!(
+        "\"{first}\";r={};t={}, \"{other}\";r={};t={}",
+        d.remaining, d.retry_after, c.remaining, c.retry_after
+    );
+    if let Some(value) = header_value(states) {
+        headers.insert(RATELIMIT, value);
+    }
+}
+
 /// `text` as a header value, written on the stack first: the value's own copy is the one
-/// allocation (`format!` then `from_str` made two). `None` if it is longer than a policy's
-/// name and four numbers can be, or not a valid value.
+/// allocation (`format!` then `from_str` made two). `None` if it is longer than two
+/// policies' names and eight numbers can be, or not a valid value.
 fn header_value(text: std::fmt::Arguments<'_>) -> Option<HeaderValue> {
-    let mut buffer = [0u8; 128];
+    let mut buffer = [0u8; 256];
     let mut rest = &mut buffer[..];
     std::io::Write::write_fmt(&mut rest, text).ok()?;
     let unused = rest.len();
@@ -320,9 +350,7 @@ pub(crate) async fn gate<B: MessageBody + 'static>(
         response.headers_mut().insert(header::ETAG, value);
     }
     let counted = admission.counted;
-    if let Some(decision) = &counted.decision {
-        set_headers(response.headers_mut(), &counted.bucket, decision);
-    }
+    write_rate_headers(&mut response, &counted);
     // Nothing of the API is cached on the way, unless a route says otherwise (a stream).
     if !response.headers().contains_key(header::CACHE_CONTROL) {
         response
@@ -330,6 +358,29 @@ pub(crate) async fn gate<B: MessageBody + 'static>(
             .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
     Ok(response)
+}
+
+/// The rate-limit headers of `response`: of the budget that refused it, if one did, and of
+/// the bucket the request `counted` against.
+pub(crate) fn write_rate_headers<B>(response: &mut ServiceResponse<B>, counted: &Counted) {
+    let refused = response
+        .response()
+        .extensions()
+        .get::<crate::error::RefusedBy>()
+        .cloned();
+    let decision = counted.decision.as_ref();
+    match refused {
+        Some(refused) => set_refused_headers(
+            response.headers_mut(),
+            &refused,
+            decision.map(|d| (&counted.bucket, d)),
+        ),
+        None => {
+            if let Some(decision) = decision {
+                set_headers(response.headers_mut(), &counted.bucket, decision);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

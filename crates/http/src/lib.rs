@@ -25,6 +25,7 @@ pub mod input;
 mod json_errors;
 pub mod openapi;
 mod pipeline;
+mod places;
 mod preconditions;
 #[cfg(test)]
 mod properties;
@@ -51,8 +52,8 @@ pub use export_slots::ExportSlots;
 pub use input::MAX_BODY_BYTES;
 pub use reads::{ReadReplicas, Reads};
 pub use state::{
-    ApiState, DEFAULT_CONCURRENT_EXPORTS, DEFAULT_EXPORT_STALL, DEFAULT_EXPORT_WAIT, MetricsRender,
-    Ports, WebhookOps,
+    ApiState, Budgets, DEFAULT_CONCURRENT_EXPORTS, DEFAULT_EXPORT_STALL, DEFAULT_EXPORT_WAIT,
+    MetricsRender, Ports, WebhookOps,
 };
 pub use telemetry::RequestId;
 

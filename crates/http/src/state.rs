@@ -50,9 +50,8 @@ pub struct ApiState {
     /// Counts every request of a customer's keys together, besides each key's own bucket
     /// (`POSTURE_CUSTOMER_RATE_LIMIT`); `None`: no such budget.
     pub customer_limiter: Option<Arc<dyn RateLimiter>>,
-    /// Counts each customer's triage writes, a bulk once (the write budget,
-    /// [`posture_domain::triage::WRITE_RATE`]).
-    pub triage_limiter: Arc<dyn RateLimiter>,
+    /// What each customer may spend (docs/operations.md, "Fair shares").
+    pub budgets: Budgets,
     /// Seals webhook signing secrets.
     pub keyring: Arc<Keyring>,
     /// Which webhook receivers are accepted.
@@ -80,6 +79,20 @@ pub struct ApiState {
     /// builds the state), for
     /// `GET /openapi.json`.
     pub contract: actix_web::web::Bytes,
+}
+
+/// What each customer may spend, all its keys together: counted through Redis when it is
+/// configured (one budget over every instance), in each instance's process otherwise.
+#[derive(Clone)]
+pub struct Budgets {
+    /// Triage writes, a bulk once ([`posture_domain::triage::WRITE_RATE`]).
+    pub triage_writes: Arc<dyn RateLimiter>,
+    /// What triage writes add to storage, in bytes ([`posture_domain::triage::BYTES_RATE`]).
+    pub triage_bytes: Arc<dyn RateLimiter>,
+    /// SCIM writes ([`posture_domain::scim::WRITE_RATE`]).
+    pub scim_writes: Arc<dyn RateLimiter>,
+    /// Places held while a request lasts: waits on the events feed, exports.
+    pub places: Arc<dyn posture_domain::rate_limit::Places>,
 }
 
 /// What the webhook operation routes need beyond the ports.

@@ -49,6 +49,18 @@ impl Lru {
     /// Adds one to `bucket` in its window `window` at `tick`, evicting the least recently
     /// used past `capacity`.
     fn increment(&mut self, bucket: &RateBucket, window: u64, tick: u64, capacity: usize) -> u64 {
+        self.add(bucket, (window, tick, capacity), |count| count + 1)
+    }
+
+    /// Sets `bucket`'s count in its window `window` (zero when its count is of another
+    /// window) to `next` of it, at `tick`, evicting the least recently used past `capacity`;
+    /// returns the new count.
+    fn add(
+        &mut self,
+        bucket: &RateBucket,
+        (window, tick, capacity): (u64, u64, usize),
+        next: impl FnOnce(u64) -> u64,
+    ) -> u64 {
         let count = match self.counts.get_mut(bucket) {
             Some((at, count, last)) => {
                 self.by_use.remove(last);
@@ -57,7 +69,7 @@ impl Lru {
                     *at = window;
                     *count = 0;
                 }
-                *count += 1;
+                *count = next(*count);
                 *count
             }
             None => {
@@ -67,8 +79,9 @@ impl Lru {
                     };
                     self.counts.remove(&oldest);
                 }
-                self.counts.insert(bucket.clone(), (window, 1, tick));
-                1
+                let count = next(0);
+                self.counts.insert(bucket.clone(), (window, count, tick));
+                count
             }
         };
         self.by_use.insert(tick, bucket.clone());
@@ -123,38 +136,57 @@ impl InProcessRateLimiter {
         let mut counters = self.counters();
         counters.tick += 1;
         let tick = counters.tick;
-        // Keys and customers are bounded by the data (known ids), addresses and the like
-        // by the least recently used going first.
-        let count = match bucket {
-            RateBucket::Key(_)
-            | RateBucket::Customer(_)
-            | RateBucket::CustomerWebhookTests(_)
-            | RateBucket::CustomerTriageWrites(_) => {
-                counters
-                    .keys
-                    .increment(bucket, window, tick, Self::MAX_KEYS)
-            }
-            RateBucket::Address(_) | RateBucket::SignIn(_) | RateBucket::WebhookTest(_) => counters
-                .addresses
-                .increment(bucket, window, tick, Self::MAX_ADDRESSES),
-        };
+        let (lru, capacity) = counters.of(bucket);
+        let count = lru.increment(bucket, window, tick, capacity);
         self.policy.decide(count, reset_at, now)
+    }
+
+    /// Spends `cost` of `bucket` at `now` (epoch seconds), if all of it fits.
+    pub fn spend_at(&self, bucket: &RateBucket, cost: u32, now: u64) -> RateDecision {
+        let (window, reset_at) = self.policy.window_of(bucket, now);
+        let limit = u64::from(self.policy.limit);
+        let cost = u64::from(cost);
+        let mut counters = self.counters();
+        counters.tick += 1;
+        let tick = counters.tick;
+        let (lru, capacity) = counters.of(bucket);
+        let mut before = 0;
+        lru.add(bucket, (window, tick, capacity), |count| {
+            before = count;
+            if count.saturating_add(cost) <= limit {
+                count + cost
+            } else {
+                count
+            }
+        });
+        self.policy.spent(before, cost, reset_at, now)
     }
 
     /// The state of `bucket` at `now`, without counting a request.
     pub fn peek_at(&self, bucket: &RateBucket, now: u64) -> RateDecision {
         let (window, reset_at) = self.policy.window_of(bucket, now);
-        let counters = self.counters();
-        let count = match bucket {
+        let mut counters = self.counters();
+        let count = counters.of(bucket).0.get(bucket, window);
+        self.policy.peeked(count, reset_at, now)
+    }
+}
+
+impl Counters {
+    /// Where `bucket` is counted, and how many of its kind are kept: keys and customers are
+    /// bounded by the data (known ids), addresses and the like by the least recently used
+    /// going first.
+    fn of(&mut self, bucket: &RateBucket) -> (&mut Lru, usize) {
+        match bucket {
             RateBucket::Key(_)
             | RateBucket::Customer(_)
             | RateBucket::CustomerWebhookTests(_)
-            | RateBucket::CustomerTriageWrites(_) => counters.keys.get(bucket, window),
+            | RateBucket::CustomerTriageWrites(_)
+            | RateBucket::CustomerTriageBytes(_)
+            | RateBucket::CustomerScimWrites(_) => (&mut self.keys, InProcessRateLimiter::MAX_KEYS),
             RateBucket::Address(_) | RateBucket::SignIn(_) | RateBucket::WebhookTest(_) => {
-                counters.addresses.get(bucket, window)
+                (&mut self.addresses, InProcessRateLimiter::MAX_ADDRESSES)
             }
-        };
-        self.policy.peeked(count, reset_at, now)
+        }
     }
 }
 
@@ -166,6 +198,10 @@ impl RateLimiter for InProcessRateLimiter {
 
     async fn peek(&self, bucket: &RateBucket) -> Result<RateDecision> {
         Ok(self.peek_at(bucket, self.now()))
+    }
+
+    async fn spend(&self, bucket: &RateBucket, cost: u32) -> Result<RateDecision> {
+        Ok(self.spend_at(bucket, cost, self.now()))
     }
 
     fn check_now(&self, bucket: &RateBucket) -> Option<RateDecision> {

@@ -1,4 +1,4 @@
-//! posture's rate limiters: shared through Redis, and in this process.
+//! posture's rate limiters and place counters: shared through Redis, and in this process.
 //!
 //! [`RedisRateLimiter`] counts requests of every `posture-api` instance together: one
 //! atomic Lua script per check increments the window's counter and sets its expiry (no
@@ -25,8 +25,10 @@ use posture_domain::{
 };
 
 mod in_process;
+mod places;
 
 pub use in_process::InProcessRateLimiter;
+pub use places::InProcessPlaces;
 
 /// Counts one request in the bucket's current window (ARGV: the window's length, the
 /// bucket's phase): returns {count, reset (epoch s), now (epoch s)}.
@@ -54,6 +56,26 @@ local phase = tonumber(ARGV[2])
 local index = math.floor((now + phase) / window)
 local count = redis.call('GET', KEYS[1] .. ':' .. index)
 return {tonumber(count or '0'), (index + 1) * window - phase, now}
+";
+
+/// Spends a cost of the bucket's current window if all of it fits (ARGV: the window's
+/// length, the bucket's phase, the cost, the limit): returns {count before, reset, now}.
+const SPEND_SCRIPT: &str = r"
+local time = redis.call('TIME')
+local now = tonumber(time[1])
+local window = tonumber(ARGV[1])
+local phase = tonumber(ARGV[2])
+local cost = tonumber(ARGV[3])
+local limit = tonumber(ARGV[4])
+local index = math.floor((now + phase) / window)
+local reset = (index + 1) * window - phase
+local key = KEYS[1] .. ':' .. index
+local count = tonumber(redis.call('GET', key) or '0')
+if count + cost <= limit then
+  redis.call('INCRBY', key, cost)
+  redis.call('EXPIREAT', key, reset + 1)
+end
+return {count, reset, now}
 ";
 
 /// How long a check may wait for Redis before the in-process limiter answers.
@@ -112,7 +134,14 @@ pub struct RedisRateLimiter {
     policy: RatePolicy,
     script: redis::Script,
     peek_script: redis::Script,
+    spend_script: redis::Script,
     fallback: InProcessRateLimiter,
+    /// The places taken while Redis is unreachable.
+    places: InProcessPlaces,
+    take_place_script: redis::Script,
+    keep_place_script: redis::Script,
+    /// How long a place lasts unrenewed ([`posture_domain::rate_limit::PLACE_LEASE`]).
+    place_lease: Duration,
     health: Mutex<Health>,
 }
 
@@ -136,12 +165,24 @@ impl RedisRateLimiter {
             policy,
             script: redis::Script::new(CHECK_SCRIPT),
             peek_script: redis::Script::new(PEEK_SCRIPT),
+            spend_script: redis::Script::new(SPEND_SCRIPT),
+            places: InProcessPlaces::new(),
+            take_place_script: redis::Script::new(places::TAKE_SCRIPT),
+            keep_place_script: redis::Script::new(places::KEEP_SCRIPT),
+            place_lease: posture_domain::rate_limit::PLACE_LEASE,
             fallback: InProcessRateLimiter::new(policy),
             health: Mutex::new(Health {
                 degraded_since: None,
                 next_probe: Instant::now(),
             }),
         })
+    }
+
+    /// Places lapse after `lease` unrenewed (tests shorten it).
+    #[must_use]
+    pub fn with_place_lease(mut self, lease: Duration) -> Self {
+        self.place_lease = lease;
+        self
     }
 
     /// Whether Redis answers within the time a check waits for it. The connection it needs
@@ -200,53 +241,80 @@ impl RedisRateLimiter {
         Err(RedisFailure::Timeout)
     }
 
-    /// Runs the counting or the peeking script on `bucket` in Redis.
-    /// `used` is the number of the connection it used (for [`Self::redis_failed`]).
+    /// Runs the counting, peeking or spending script on `bucket` in Redis.
     async fn shared(
         &self,
+        conn: &mut MultiplexedConnection,
         bucket: &RateBucket,
         look: Look,
-        used: &mut Option<u64>,
-    ) -> std::result::Result<RateDecision, RedisFailure> {
-        let (number, mut conn) = self.connection().await?;
-        *used = Some(number);
+    ) -> redis::RedisResult<RateDecision> {
         let script = match look {
             Look::Count => &self.script,
             Look::Peek => &self.peek_script,
+            Look::Spend(_) => &self.spend_script,
         };
-        let (count, reset, now): (u64, u64, u64) = script
-            .key(bucket_key(bucket))
+        let mut invocation = script.key(bucket_key(bucket));
+        invocation
             .arg(self.policy.window_secs.max(1))
-            .arg(self.policy.phase(bucket))
-            .invoke_async(&mut conn)
-            .await
-            .map_err(RedisFailure::Command)?;
+            .arg(self.policy.phase(bucket));
+        if let Look::Spend(cost) = look {
+            invocation.arg(cost).arg(self.policy.limit);
+        }
+        let (count, reset, now): (u64, u64, u64) = invocation.invoke_async(conn).await?;
         Ok(match look {
             Look::Count => self.policy.decide(count, reset, now),
             Look::Peek => self.policy.peeked(count, reset, now),
+            Look::Spend(cost) => self.policy.spent(count, u64::from(cost), reset, now),
         })
     }
 
     /// Looks at `bucket` in Redis when it may be tried, else (or when it fails) in this
     /// process: a check never fails because Redis does.
     async fn look(&self, bucket: &RateBucket, look: Look) -> RateDecision {
-        if self.should_try_redis() {
-            let mut used = None;
-            let answer =
-                tokio::time::timeout(REDIS_TIMEOUT, self.shared(bucket, look, &mut used)).await;
-            match answer {
-                Ok(Ok(decision)) => {
-                    self.redis_answered();
-                    return decision;
-                }
-                Ok(Err(error)) => self.redis_failed(&error, used),
-                Err(_) => self.redis_failed(&RedisFailure::Timeout, used),
-            }
+        if let Some(decision) = self
+            .on_redis(|mut conn| async move { self.shared(&mut conn, bucket, look).await })
+            .await
+        {
+            return decision;
         }
         let now = self.fallback.now();
         match look {
             Look::Count => self.fallback.check_at(bucket, now),
             Look::Peek => self.fallback.peek_at(bucket, now),
+            Look::Spend(cost) => self.fallback.spend_at(bucket, cost, now),
+        }
+    }
+
+    /// What `ask` gets from Redis on the shared connection, when Redis may be tried and
+    /// answers within [`REDIS_TIMEOUT`]; `None` otherwise (the caller answers in this
+    /// process, and a failure is counted in the limiter's health).
+    pub(crate) async fn on_redis<T, F, Fut>(&self, ask: F) -> Option<T>
+    where
+        F: FnOnce(MultiplexedConnection) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        if !self.should_try_redis() {
+            return None;
+        }
+        let mut used = None;
+        let attempt = async {
+            let (number, conn) = self.connection().await?;
+            used = Some(number);
+            ask(conn).await.map_err(RedisFailure::Command)
+        };
+        match tokio::time::timeout(REDIS_TIMEOUT, attempt).await {
+            Ok(Ok(answered)) => {
+                self.redis_answered();
+                Some(answered)
+            }
+            Ok(Err(error)) => {
+                self.redis_failed(&error, used);
+                None
+            }
+            Err(_) => {
+                self.redis_failed(&RedisFailure::Timeout, used);
+                None
+            }
         }
     }
 
@@ -350,17 +418,18 @@ async fn connect(
     let _ = tell.send(Some(connected));
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Whether a look at a bucket counts a request or only reads the count.
+/// Whether a look at a bucket counts a request, only reads the count, or spends a cost.
 #[derive(Clone, Copy)]
 enum Look {
     Count,
     Peek,
+    Spend(u32),
 }
 
 /// The Redis key of a bucket (each window appends `:<index>`). The hash tag keeps every
@@ -377,6 +446,10 @@ impl RateLimiter for RedisRateLimiter {
 
     async fn peek(&self, bucket: &RateBucket) -> Result<RateDecision> {
         Ok(self.look(bucket, Look::Peek).await)
+    }
+
+    async fn spend(&self, bucket: &RateBucket, cost: u32) -> Result<RateDecision> {
+        Ok(self.look(bucket, Look::Spend(cost)).await)
     }
 
     fn state(&self) -> LimiterState {

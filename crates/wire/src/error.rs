@@ -79,7 +79,9 @@ impl ErrorCode {
                 "422: the body is well-formed JSON but breaks a rule."
             }
             ErrorCode::RateLimited => {
-                "429: the key's (or address's) request quota for the window is used up."
+                "429: a quota is used up: the key's (or address's) requests of the window, a \
+                 budget of the customer's (`RateLimit-Policy` names the one that refused \
+                 first), or the places a customer may hold at once (waits, exports)."
             }
             ErrorCode::Internal => "500: an unexpected error; details are logged, never returned.",
             ErrorCode::Unavailable => "503: a backing service is unreachable; retry later.",

@@ -4,9 +4,12 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use posture_domain::rate_limit::{RateLimiter, RatePolicy};
-use posture_rate_limit::InProcessRateLimiter;
-use posture_rate_limit::RedisRateLimiter;
+use posture_domain::{
+    clock::Clock,
+    rate_limit::{Places, RateLimiter, RatePolicy},
+};
+use posture_http::Budgets;
+use posture_rate_limit::{InProcessPlaces, InProcessRateLimiter, RedisRateLimiter};
 
 use crate::config::RateLimitArgs;
 
@@ -54,5 +57,51 @@ pub async fn limiter_with(
             }
             Ok(Arc::new(redis))
         }
+    }
+}
+
+/// The customers' budgets the settings ask for: each shared through Redis when `redis_url`
+/// is set (one budget over every instance), in this process otherwise.
+pub async fn budgets(redis_url: Option<&str>) -> anyhow::Result<Budgets> {
+    let places: Arc<dyn Places> = match redis_url {
+        None => Arc::new(InProcessPlaces::new()),
+        // Any policy: this one counts places, not requests.
+        Some(url) => Arc::new(
+            RedisRateLimiter::new(url, posture_domain::triage::WRITE_RATE).context("REDIS_URL")?,
+        ),
+    };
+    Ok(Budgets {
+        triage_writes: limiter_with(
+            "triage writes per customer",
+            posture_domain::triage::WRITE_RATE,
+            redis_url,
+        )
+        .await?,
+        triage_bytes: limiter_with(
+            "bytes triage writes add per customer",
+            posture_domain::triage::BYTES_RATE,
+            redis_url,
+        )
+        .await?,
+        scim_writes: limiter_with(
+            "SCIM writes per customer",
+            posture_domain::scim::WRITE_RATE,
+            redis_url,
+        )
+        .await?,
+        places,
+    })
+}
+
+/// The customers' budgets counted in this process, their windows on `clock` (tests).
+pub fn budgets_in_process(clock: Arc<dyn Clock>) -> Budgets {
+    let counted = |policy| -> Arc<dyn RateLimiter> {
+        Arc::new(InProcessRateLimiter::with_clock(policy, clock.clone()))
+    };
+    Budgets {
+        triage_writes: counted(posture_domain::triage::WRITE_RATE),
+        triage_bytes: counted(posture_domain::triage::BYTES_RATE),
+        scim_writes: counted(posture_domain::scim::WRITE_RATE),
+        places: Arc::new(InProcessPlaces::new()),
     }
 }

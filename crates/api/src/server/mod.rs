@@ -24,7 +24,7 @@ mod replicas;
 mod tls;
 
 pub use console::{console_ports, console_state};
-pub use limiters::{limiter, limiter_with};
+pub use limiters::{budgets, budgets_in_process, limiter, limiter_with};
 pub use observed::metrics_render;
 pub use ports::{WorkerPools, ports};
 pub use tls::tls_config;
@@ -46,8 +46,8 @@ pub struct Wiring {
     pub test_limiter: Arc<dyn RateLimiter>,
     /// Counts test deliveries per customer (`TEST_CUSTOMER_RATE`).
     pub customer_test_limiter: Arc<dyn RateLimiter>,
-    /// Counts each customer's triage writes (`WRITE_RATE`: the write budget).
-    pub triage_limiter: Arc<dyn RateLimiter>,
+    /// What each customer may spend (triage writes and bytes, SCIM writes, places).
+    pub budgets: posture_http::Budgets,
     /// Counts each customer's requests, all keys together (`None`: no such budget).
     pub customer_limiter: Option<Arc<dyn RateLimiter>>,
     /// Exports streaming at once (each holds a database connection for its whole stream).
@@ -86,7 +86,7 @@ pub fn api_state(
         ports: ports(store, wiring.replicas, limiter),
         trusted_proxies: wiring.trusted_proxies,
         customer_limiter: wiring.customer_limiter,
-        triage_limiter: wiring.triage_limiter,
+        budgets: wiring.budgets.clone(),
         keyring,
         webhook_policy: wiring.webhook_policy,
         webhook_ops: WebhookOps {
@@ -98,10 +98,12 @@ pub fn api_state(
         event_waits: EventWaits::new(
             Arc::new(store.clone()),
             posture_http::event_waits::DEFAULT_MAX_WAITING,
+            wiring.budgets.places.clone(),
         ),
         exports: Arc::new(ExportSlots::new(
             wiring.concurrent_exports,
             wiring.export_wait,
+            wiring.budgets.places.clone(),
         )),
         export_stall: wiring.export_stall,
         metrics: wiring.metrics,
@@ -289,12 +291,7 @@ async fn wiring(
             redis,
         )
         .await?,
-        triage_limiter: limiter_with(
-            "triage writes per customer",
-            posture_domain::triage::WRITE_RATE,
-            redis,
-        )
-        .await?,
+        budgets: budgets(redis).await?,
         customer_limiter: Some(
             limiter_with(
                 "requests per customer",

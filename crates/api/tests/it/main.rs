@@ -5,6 +5,7 @@
 
 mod auth;
 mod bodies;
+mod budgets;
 mod cli;
 mod compression;
 mod console;

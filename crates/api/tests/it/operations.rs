@@ -258,9 +258,7 @@ async fn https_serving_works_with_a_self_signed_certificate_and_sends_hsts() {
             customer_test_limiter: Arc::new(InProcessRateLimiter::new(
                 posture_domain::delivery::TEST_CUSTOMER_RATE,
             )),
-            triage_limiter: Arc::new(InProcessRateLimiter::new(
-                posture_domain::triage::WRITE_RATE,
-            )),
+            budgets: server::budgets_in_process(posture_domain::clock::system()),
             customer_limiter: None,
             concurrent_exports: 1,
             export_wait: posture_http::DEFAULT_EXPORT_WAIT,

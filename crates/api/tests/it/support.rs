@@ -52,6 +52,9 @@ struct Options {
     /// The events feed's waiting places and streams, as the test sets them (`None`: as
     /// `serve` sets them by default).
     event_waits: Option<fn(EventWaits) -> EventWaits>,
+    /// The customers' budgets, as the test sets them (`None`: as `serve` sets them, counted
+    /// in this process).
+    budgets: Option<fn(posture_http::Budgets) -> posture_http::Budgets>,
 }
 
 impl Default for Options {
@@ -73,6 +76,7 @@ impl Default for Options {
             server: None,
             clock: None,
             event_waits: None,
+            budgets: None,
         }
     }
 }
@@ -248,6 +252,15 @@ impl TestApp {
 
     /// A server whose events feed waits and streams are as `set` makes them (a stream
     /// period, a heartbeat, a slow reader's bound).
+    /// With the customers' budgets as `set` makes them of the default ones.
+    pub async fn with_budgets(set: fn(posture_http::Budgets) -> posture_http::Budgets) -> Self {
+        Self::build(Options {
+            budgets: Some(set),
+            ..Options::default()
+        })
+        .await
+    }
+
     pub async fn with_event_waits(set: fn(EventWaits) -> EventWaits) -> Self {
         Self::build(Options {
             event_waits: Some(set),
@@ -299,11 +312,12 @@ impl TestApp {
                 customer_test_limiter: Arc::new(InProcessRateLimiter::new(
                     delivery::TEST_CUSTOMER_RATE,
                 )),
-                // The write budget's windows on the test's clock, when it holds one.
-                triage_limiter: Arc::new(InProcessRateLimiter::with_clock(
-                    posture_domain::triage::WRITE_RATE,
-                    clock.clone().map_or_else(system, |c| c as _),
-                )),
+                // The budgets' windows on the test's clock, when it holds one.
+                budgets: {
+                    let budgets =
+                        server::budgets_in_process(clock.clone().map_or_else(system, |c| c as _));
+                    options.budgets.map_or(budgets.clone(), |set| set(budgets))
+                },
                 customer_limiter: options.customer_limiter,
                 concurrent_exports: options.exports,
                 export_wait: options.export_wait,

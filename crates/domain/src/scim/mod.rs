@@ -19,7 +19,7 @@ pub use model::{
     DEFAULT_PAGE, Email, GroupAttributes, ListPage, ListWindow, MAX_EMAILS, MAX_GROUPS,
     MAX_MEMBERS, MAX_MEMBERS_LISTED, MAX_MEMBERS_PER_REQUEST, MAX_OPERATIONS, MAX_PAGE, MAX_TEXT,
     MAX_USERS, Member, Meta, PersonName, ScimGroup, ScimUser, UserAttributes, UserExtras,
-    group_name_key, user_name_key,
+    WRITE_RATE, group_name_key, user_name_key,
 };
 pub use patch::{GroupPatch, MemberChange, PatchOperation, PatchRequest, apply_user_patch};
 pub use resource::{group_from_resource, user_from_resource};

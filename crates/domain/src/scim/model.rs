@@ -26,6 +26,13 @@ pub const MAX_OPERATIONS: usize = 1_000;
 pub const MAX_MEMBERS_LISTED: u64 = 10_000;
 /// Members named by one request (a group's creation, replacement or PATCH).
 pub const MAX_MEMBERS_PER_REQUEST: usize = 1_000;
+/// Writes (creations, replacements, changes, deletions of users and groups) a customer's
+/// provisioning keys may make together: 600 a minute (an identity provider's first cycle of
+/// 100,000 users in under three hours). Each write adds a line to the customer's audit log.
+pub const WRITE_RATE: crate::rate_limit::RatePolicy = crate::rate_limit::RatePolicy {
+    limit: 600,
+    window_secs: 60,
+};
 /// Resources of one list page (`count`); the default when `count` is absent.
 pub const MAX_PAGE: u32 = 500;
 pub const DEFAULT_PAGE: u32 = 100;

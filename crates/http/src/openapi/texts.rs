@@ -11,7 +11,11 @@ pub(super) fn status_description(status: u16) -> &'static str {
         413 => "The body is too large.",
         415 => "The body is not `application/json`.",
         422 => "The body breaks a rule: `reason` names the field.",
-        429 => "Request quota of the window used up; retry after `Retry-After` seconds.",
+        429 => {
+            "A quota of the window is used up (the key's requests, or a budget of the \
+             customer's the route counts: `RateLimit-Policy` names the one that refused \
+             first); retry after `Retry-After` seconds."
+        }
         500 => "Unexpected error; nothing is revealed, the cause is logged.",
         503 => "A backing service is unavailable; retry later.",
         _ => "Error.",

@@ -251,22 +251,20 @@ async fn test_allowed(
     let ops = &state.webhook_ops;
     let customer = RateBucket::CustomerWebhookTests(scope.customer_id());
     let decision = ops.customer_test_limiter.check(&customer).await?;
-    if !decision.allowed {
-        return Err(ApiError::OperationLimited {
-            what: "test deliveries are limited to 20 a minute per customer",
-            retry_after: decision.retry_after,
-        });
-    }
     debug_assert_eq!(decision.limit, TEST_CUSTOMER_RATE.limit);
-    let decision = ops.test_limiter.check(&RateBucket::WebhookTest(id)).await?;
-    if !decision.allowed {
-        return Err(ApiError::OperationLimited {
-            what: "test deliveries are limited to 5 a minute per subscription",
-            retry_after: decision.retry_after,
-        });
-    }
+    ApiError::over_budget(
+        "test deliveries are limited to 20 a minute per customer",
+        customer,
+        decision,
+    )?;
+    let subscription = RateBucket::WebhookTest(id);
+    let decision = ops.test_limiter.check(&subscription).await?;
     debug_assert_eq!(decision.limit, TEST_RATE.limit);
-    Ok(())
+    ApiError::over_budget(
+        "test deliveries are limited to 5 a minute per subscription",
+        subscription,
+        decision,
+    )
 }
 
 async fn test_webhook(

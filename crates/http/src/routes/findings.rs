@@ -142,7 +142,7 @@ async fn triage_finding(
 ) -> Result<Reply<DataResponse<FindingResponse>>, ApiError> {
     let expected = if_match_tags(&req)?;
     let change = super::triage::change_of(request.triage, state.clock.now())?;
-    super::triage::spend_write_budget(&state, &caller).await?;
+    super::triage::spend_write_budget(&state, &caller, 1, &change).await?;
     let finding = state
         .ports
         .reads

@@ -7,7 +7,7 @@ use actix_web::{http::header::EntityTag, web};
 use posture_domain::{
     Error, FindingId, Refusal, Scope,
     rate_limit::RateBucket,
-    triage::{MAX_BULK, TriageChange, TriageReason, TriageState, WRITE_RATE},
+    triage::{MAX_BULK, TriageChange, TriageReason, TriageState, WRITE_RATE, stored_cost},
 };
 use posture_wire::{
     triage::TriageRequest,
@@ -37,8 +37,9 @@ pub static BULK: Endpoint = Endpoint {
                   `PATCH /findings/{id}` does to one: the answer says per finding whether it \
                   was `triaged` (with the finding), `not_found`, or `precondition_failed` (its \
                   `ifMatch` no longer holds). Counts once against the rate limit and the \
-                  customer's triage write budget (120 writes a minute, a bulk or a PATCH \
-                  each). Needs `write:findings` and `read:findings`.",
+                  customer's triage budgets (120 writes a minute, a bulk or a PATCH \
+                  each; 32 MiB an hour of what they add to storage, 1 KiB a finding and the \
+                  comment once). Needs `write:findings` and `read:findings`.",
     body: "The findings and the triage to write.",
     success: "What happened to each finding.",
     errors: &[400, 413, 415, 422],
@@ -64,18 +65,37 @@ pub(super) fn change_of(
         .map_err(unprocessable)
 }
 
-/// Counts one triage write of the caller's customer: 429 past [`WRITE_RATE`].
-pub(super) async fn spend_write_budget(state: &ApiState, caller: &Caller) -> Result<(), ApiError> {
-    let bucket = RateBucket::CustomerTriageWrites(caller.scope().customer_id());
-    let decision = state.triage_limiter.check(&bucket).await?;
-    if !decision.allowed {
-        return Err(ApiError::OperationLimited {
-            what: "triage writes are limited to 120 a minute per customer",
-            retry_after: decision.retry_after,
-        });
-    }
+/// Counts one triage write of `findings` findings with `change`'s comment against the
+/// caller's customer's budgets: 429 past the write budget ([`WRITE_RATE`]), or past what
+/// its writes may add to storage (`posture_domain::triage::BYTES_RATE`, counted as
+/// [`stored_cost`]), naming the
+/// one that refused. A write the byte budget refuses costs it nothing (it counts as a write:
+/// every request counts).
+pub(super) async fn spend_write_budget(
+    state: &ApiState,
+    caller: &Caller,
+    findings: usize,
+    change: &TriageChange,
+) -> Result<(), ApiError> {
+    let customer = caller.scope().customer_id();
+    let budgets = &state.budgets;
+    let writes = RateBucket::CustomerTriageWrites(customer);
+    let decision = budgets.triage_writes.check(&writes).await?;
     debug_assert_eq!(decision.limit, WRITE_RATE.limit);
-    Ok(())
+    ApiError::over_budget(
+        "triage writes are limited to 120 a minute per customer",
+        writes,
+        decision,
+    )?;
+    let bytes = RateBucket::CustomerTriageBytes(customer);
+    let cost = stored_cost(findings, change.comment.as_deref());
+    let decision = budgets.triage_bytes.spend(&bytes, cost).await?;
+    ApiError::over_budget(
+        "triage writes may add 32 MiB an hour per customer (1 KiB a finding written, and \
+         the comment once)",
+        bytes,
+        decision,
+    )
 }
 
 async fn triage_findings(
@@ -131,7 +151,7 @@ async fn triage_findings(
         items.push((id, expected));
     }
     let change = change_of(request.triage, state.clock.now())?;
-    spend_write_budget(&state, &caller).await?;
+    spend_write_budget(&state, &caller, items.len(), &change).await?;
     let bulk = state
         .ports
         .reads

@@ -2,7 +2,8 @@
 //! groups of the customer's console with a key holding `provision:scim`.
 //!
 //! The gate is the API's (a key, its rate limit and its customer's budget), then the scope:
-//! without `provision:scim` a key gets 403 here. Every answer, errors included, is
+//! without `provision:scim` a key gets 403 here; a write (a creation, replacement, change or
+//! deletion) counts against its customer's SCIM write budget too. Every answer, errors included, is
 //! `application/scim+json`; a body is JSON (`application/scim+json` or `application/json`)
 //! of at most [`MAX_BODY_BYTES`]. `discovery.rs` describes the service, `users.rs` and
 //! `groups.rs` serve the resources, `exchange.rs` reads their requests and answers in
@@ -88,11 +89,18 @@ async fn scim_gate(
             .map_into_right_body());
     };
     let admission = gate::authenticate_and_count(&req, &state, None).await;
-    let refusal = admission.refusal.or_else(|| match &admission.principal {
+    let mut refusal = admission.refusal.or_else(|| match &admission.principal {
         Some((principal, _)) if principal.has_scope(Scope::ProvisionScim) => None,
         Some(_) => Some(ApiError::InsufficientScope(Scope::ProvisionScim)),
         None => Some(ApiError::Unauthorized),
     });
+    if let (None, Some((principal, _))) = (&refusal, &admission.principal)
+        && writes(&req)
+    {
+        refusal = spend_write_budget(&state, principal.scope().customer_id())
+            .await
+            .err();
+    }
     let mut response = match (refusal, admission.principal) {
         (Some(refusal), _) => req
             .error_response(ScimError::from(refusal))
@@ -104,13 +112,36 @@ async fn scim_gate(
             next.call(req).await?.map_into_left_body()
         }
     };
-    if let Some(decision) = &admission.counted.decision {
-        gate::set_headers(response.headers_mut(), &admission.counted.bucket, decision);
-    }
+    gate::write_rate_headers(&mut response, &admission.counted);
     response
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(response)
+}
+
+/// Whether a request writes users or groups (a search is a read, however it is sent).
+fn writes(req: &ServiceRequest) -> bool {
+    use actix_web::http::Method;
+    match *req.method() {
+        Method::PUT | Method::PATCH | Method::DELETE => true,
+        Method::POST => !req.path().ends_with("/.search"),
+        _ => false,
+    }
+}
+
+/// Counts a SCIM write against its customer's budget
+/// (`posture_domain::scim::WRITE_RATE`): 429 past it.
+async fn spend_write_budget(
+    state: &ApiState,
+    customer: posture_domain::CustomerId,
+) -> Result<(), ApiError> {
+    let bucket = posture_domain::rate_limit::RateBucket::CustomerScimWrites(customer);
+    let decision = state.budgets.scim_writes.check(&bucket).await?;
+    ApiError::over_budget(
+        "SCIM writes are limited to 600 a minute per customer",
+        bucket,
+        decision,
+    )
 }
 
 async fn discovery_config(req: HttpRequest) -> HttpResponse {

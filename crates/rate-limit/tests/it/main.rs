@@ -43,6 +43,85 @@ async fn two_limiters_on_one_redis_count_one_key_together() {
     assert_eq!(a.state(), LimiterState::Shared);
 }
 
+/// A budget counted in bytes, spent by two instances: one budget, not two; a spend that
+/// does not fit is refused whole and costs nothing, so a smaller one still fits.
+#[tokio::test]
+async fn a_byte_budget_is_spent_once_over_every_instance() {
+    let bytes = RatePolicy {
+        limit: 1000,
+        window_secs: 900,
+    };
+    let a = RedisRateLimiter::new(&redis_url(), bytes).unwrap();
+    let b = RedisRateLimiter::new(&redis_url(), bytes).unwrap();
+    let bucket = RateBucket::CustomerTriageBytes(posture_domain::CustomerId::generate());
+    let first = a.spend(&bucket, 600).await.unwrap();
+    assert!(first.allowed);
+    assert_eq!(first.remaining, 400);
+    let over = b.spend(&bucket, 401).await.unwrap();
+    assert!(
+        !over.allowed,
+        "the other instance sees what the first spent"
+    );
+    assert_eq!(over.remaining, 400, "a refused spend costs nothing");
+    assert!(over.retry_after >= 1);
+    let rest = b.spend(&bucket, 400).await.unwrap();
+    assert!(rest.allowed);
+    assert_eq!(rest.remaining, 0);
+    assert!(!a.spend(&bucket, 1).await.unwrap().allowed);
+}
+
+/// A customer's places are one count over every instance; a place its holder stops
+/// renewing (its instance died) lapses with its lease, and a renewed one does not.
+#[tokio::test]
+async fn places_are_counted_over_every_instance_and_lapse_unrenewed() {
+    use posture_domain::rate_limit::{Place, PlaceKind, Places};
+    let lease = Duration::from_millis(600);
+    let a = RedisRateLimiter::new(&redis_url(), POLICY)
+        .unwrap()
+        .with_place_lease(lease);
+    let b = RedisRateLimiter::new(&redis_url(), POLICY)
+        .unwrap()
+        .with_place_lease(lease);
+    let customer = posture_domain::CustomerId::generate();
+    let kept = Place::new(PlaceKind::Waiting, customer);
+    let lapsing = Place::new(PlaceKind::Waiting, customer);
+    assert!(a.take(&kept, 2).await.unwrap());
+    assert!(b.take(&lapsing, 2).await.unwrap());
+    let third = Place::new(PlaceKind::Waiting, customer);
+    assert!(
+        !a.take(&third, 2).await.unwrap(),
+        "two held, over both instances"
+    );
+    assert!(
+        a.take(&Place::new(PlaceKind::Export, customer), 1)
+            .await
+            .unwrap(),
+        "another kind counts apart"
+    );
+    // `kept` is renewed, `lapsing` is not: within two leases only `lapsing` lapses.
+    wait_for(
+        "the unrenewed place to lapse",
+        Duration::from_secs(5),
+        || async {
+            a.keep(&kept).await.unwrap();
+            b.take(&third, 2).await.unwrap().then_some(())
+        },
+    )
+    .await;
+    assert!(
+        !a.take(&Place::new(PlaceKind::Waiting, customer), 2)
+            .await
+            .unwrap(),
+        "the renewed place is still held"
+    );
+    a.give_back(&kept).await.unwrap();
+    assert!(
+        b.take(&Place::new(PlaceKind::Waiting, customer), 2)
+            .await
+            .unwrap()
+    );
+}
+
 #[tokio::test]
 async fn the_budget_of_a_bucket_is_shared_and_read_without_counting() {
     let a = RedisRateLimiter::new(&redis_url(), POLICY).unwrap();

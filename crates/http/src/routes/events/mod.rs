@@ -170,7 +170,9 @@ async fn read_after(
     };
     if page.events.is_empty() && !wait.is_zero() && !waits.is_stopping() {
         let key = presented_key(req.headers()).ok_or(ApiError::Unauthorized)?;
-        let _slot = waits.take(caller.key_id(), caller.scope().customer_id())?;
+        let _slot = waits
+            .take(caller.key_id(), caller.scope().customer_id())
+            .await?;
         let deadline = tokio::time::Instant::now() + wait;
         let mut changes = waits.changes.subscribe(caller.scope().customer_id());
         // Read once more after subscribing: a pass may have committed in between.

@@ -76,7 +76,9 @@ pub(super) async fn open(
         return Err(ApiError::Busy("the server is shutting down"));
     }
     let key = presented_key(req.headers()).ok_or(ApiError::Unauthorized)?;
-    let slot = waits.take(caller.key_id(), caller.scope().customer_id())?;
+    let slot = waits
+        .take(caller.key_id(), caller.scope().customer_id())
+        .await?;
     // Subscribed before the first read: a pass committing in between is not missed.
     let changes = waits.changes.subscribe(caller.scope().customer_id());
     let page = read_page(state.ports.events.as_ref(), caller, &filter).await?;

@@ -30,6 +30,7 @@ use super::{Access, Answer, Answers, Built, Content, Endpoint, ReadsFrom};
 use crate::{
     auth::Caller,
     error::ApiError,
+    export_slots::NoSlot,
     handler,
     input::{Input, TenantFilter},
     reads::Reads,
@@ -161,7 +162,13 @@ async fn export_findings(
         .exports
         .acquire(caller.scope().customer_id())
         .await
-        .map_err(|_| ApiError::Busy("every export slot is in use; retry"))?;
+        .map_err(|refused| match refused {
+            NoSlot::Busy => ApiError::Busy("every export slot is in use; retry"),
+            NoSlot::CustomerBusy => ApiError::OperationLimited {
+                what: "your keys have 2 exports streaming already",
+                retry_after: 5,
+            },
+        })?;
     let cursor = reads
         .findings
         .export_findings(caller.scope(), &filter)
