@@ -125,6 +125,15 @@ pub enum CustomersCommand {
         #[command(flatten)]
         database: DatabaseArgs,
     },
+    /// What each customer's data takes in the database, by category, the largest first
+    /// (reads every row of the customers it measures).
+    Usage {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// Only this customer.
+        #[arg(long)]
+        customer: Option<String>,
+    },
     /// The customer console's sign-in: each customer's OpenID Connect provider and admins.
     #[command(subcommand)]
     Sso(SsoCommand),

@@ -18,7 +18,7 @@ use posture_domain::{
     fair_share::{FairShare, Lane, LaneBook},
     ports::{
         DeliveryRepository, EventRepository, FindingRepository, IdempotencyRepository,
-        PassStatistics,
+        PassStatistics, UsageRepository,
     },
     secrets::Keyring,
 };
@@ -81,6 +81,10 @@ pub struct Worker {
     idempotency: Option<Arc<dyn IdempotencyRepository>>,
     /// When triage marks past their expiry were last recorded.
     triage_swept_at: std::sync::Mutex<Option<std::time::Instant>>,
+    /// Where the customers' storage usage is measured (`None`: no usage gauges).
+    usage: Option<Arc<dyn UsageRepository>>,
+    /// When the usage gauges were last refreshed.
+    usage_at: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// An error with its causes, one line.
@@ -136,6 +140,8 @@ impl Worker {
             swept_at: std::sync::Mutex::default(),
             triage_swept_at: std::sync::Mutex::default(),
             idempotency: None,
+            usage: None,
+            usage_at: std::sync::Mutex::default(),
         })
     }
 
@@ -155,6 +161,13 @@ impl Worker {
     /// Forgets idempotency keys past their 24 hours at each sweep.
     pub fn with_idempotency_keys(mut self, keys: Arc<dyn IdempotencyRepository>) -> Self {
         self.idempotency = Some(keys);
+        self
+    }
+
+    /// Exports the usage gauges too (`posture_customer_usage_*`: how the customers' stored
+    /// bytes spread, hourly), measured by `usage`.
+    pub fn with_usage(mut self, usage: Arc<dyn UsageRepository>) -> Self {
+        self.usage = Some(usage);
         self
     }
 
@@ -428,6 +441,7 @@ impl Worker {
                     worker.refresh_queue_gauges().await;
                     worker.sweep_when_due().await;
                     worker.expire_triage_when_due().await;
+                    worker.refresh_usage_gauges().await;
                     tokio::select! {
                         _ = stop.changed() => {}
                         () = tokio::time::sleep(HOUSEKEEPING_EVERY) => {}

@@ -39,6 +39,7 @@ pub mod test_delivery;
 pub mod triage;
 pub mod triage_bulk;
 pub mod upr;
+pub mod usage;
 pub mod webhook;
 pub mod webhook_change;
 pub mod webhook_target;

@@ -41,6 +41,7 @@ mod triage_bulk;
 mod triage_comments;
 mod triage_expiry;
 mod upr;
+pub mod usage;
 mod wake;
 mod webhooks;
 

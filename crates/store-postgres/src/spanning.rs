@@ -39,11 +39,13 @@ pub enum Spanning {
     Reseal,
     /// `posture-api deliveries retry`: the customer of a delivery named by its id alone.
     DeliveryById,
+    /// `posture-api customers usage` and the worker's usage gauges: each customer's rows.
+    StorageUsage,
 }
 
 impl Spanning {
     /// Every one of them.
-    pub const ALL: [Spanning; 11] = [
+    pub const ALL: [Spanning; 12] = [
         Spanning::DueCustomers,
         Spanning::OrphanedDeliveries,
         Spanning::QueueDepth,
@@ -55,6 +57,7 @@ impl Spanning {
         Spanning::TriageExpiry,
         Spanning::Reseal,
         Spanning::DeliveryById,
+        Spanning::StorageUsage,
     ];
 
     /// What it does, as docs/operations.md lists it.
@@ -78,6 +81,9 @@ impl Spanning {
             Spanning::Reseal => "`posture-api secrets reseal`, every customer's secrets",
             Spanning::DeliveryById => {
                 "`posture-api deliveries retry`: the customer of a delivery named by its id"
+            }
+            Spanning::StorageUsage => {
+                "`posture-api customers usage` and the worker's usage gauges: each customer's rows"
             }
         }
     }

@@ -131,6 +131,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .context("the webhook HTTP client cannot be built")?
         .with_events(store.clone(), cli.webhooks.event_retention())
         .with_idempotency_keys(store.clone())
+        .with_usage(store.clone())
         .with_pass_statistics(store),
     );
     if let (Some(bind), false) = (cli.metrics_bind, cli.once) {

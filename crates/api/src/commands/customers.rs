@@ -1,4 +1,4 @@
-//! `posture-api customers create|list|sso`.
+//! `posture-api customers create|list|usage|sso`.
 
 use posture_domain::{
     Customer,
@@ -7,7 +7,8 @@ use posture_domain::{
         validate_issuer,
     },
     egress::EgressPolicy,
-    ports::{ConsoleRepository, CustomerRepository},
+    ports::{ConsoleRepository, CustomerRepository, UsageRepository},
+    usage::{CustomerUsage, StorageCategory},
 };
 use posture_oidc::OidcSignIn;
 use serde_json::{Value, json};
@@ -259,6 +260,96 @@ pub async fn run(command: CustomersCommand, json: bool) -> anyhow::Result<()> {
                     .join("\n")
             })
         }
+        CustomersCommand::Usage { database, customer } => {
+            let only = customer
+                .as_deref()
+                .map(customer_scope)
+                .transpose()?
+                .map(|scope| scope.customer_id());
+            let store = store(&database)?;
+            let names: std::collections::HashMap<_, _> = store
+                .list_customers()
+                .await
+                .map_err(|e| fail("listing customers", e))?
+                .into_iter()
+                .map(|c| (c.id, c.name))
+                .collect();
+            let usages = store
+                .storage_usage(only)
+                .await
+                .map_err(|e| fail("measuring the customers' data", e))?;
+            let data: Vec<Value> = usages
+                .iter()
+                .map(|u| usage_json(u, names.get(&u.customer).map(String::as_str)))
+                .collect();
+            emit(json, &json!({ "data": data }), || {
+                usage_text(&usages, &names)
+            })
+        }
         CustomersCommand::Sso(command) => run_sso(command, json).await,
     }
+}
+
+fn usage_json(usage: &CustomerUsage, name: Option<&str>) -> Value {
+    let categories: serde_json::Map<String, Value> = usage
+        .categories
+        .iter()
+        .map(|(category, u)| {
+            (
+                category.as_str().to_owned(),
+                json!({ "rows": u.rows, "bytes": u.bytes }),
+            )
+        })
+        .collect();
+    json!({
+        "customerId": usage.customer.to_string(),
+        "name": name,
+        "totalBytes": usage.total_bytes(),
+        "categories": categories,
+    })
+}
+
+/// Bytes for people: `812 B`, `4.2 KiB`, `37.5 MiB`, `1.2 GiB`.
+fn bytes_text(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+fn usage_text(
+    usages: &[CustomerUsage],
+    names: &std::collections::HashMap<posture_domain::CustomerId, String>,
+) -> String {
+    let mut lines = vec![format!(
+        "{:<36}  {:>10}  {}",
+        "customer",
+        "total",
+        StorageCategory::ALL
+            .iter()
+            .map(|c| format!("{:>10}", c.as_str()))
+            .collect::<Vec<_>>()
+            .join("  ")
+    )];
+    for usage in usages {
+        let columns: Vec<String> = StorageCategory::ALL
+            .iter()
+            .map(|c| format!("{:>10}", bytes_text(usage.bytes_of(*c))))
+            .collect();
+        lines.push(format!(
+            "{:<36}  {:>10}  {}  {}",
+            usage.customer,
+            bytes_text(usage.total_bytes()),
+            columns.join("  "),
+            names.get(&usage.customer).map_or("", String::as_str)
+        ));
+    }
+    lines.join("\n")
 }

@@ -53,6 +53,17 @@ pub trait PassStatistics: Send + Sync {
     async fn recent_passes(&self, window: std::time::Duration) -> Result<RecentPasses>;
 }
 
+/// What customers' data takes in the shared database (operators only: the `customers
+/// usage` command and the worker's gauges). Reads every row of the customers it measures.
+#[async_trait]
+pub trait UsageRepository: Send + Sync {
+    /// Each customer's usage (`customer`'s alone when given), the largest first.
+    async fn storage_usage(
+        &self,
+        customer: Option<CustomerId>,
+    ) -> Result<Vec<crate::usage::CustomerUsage>>;
+}
+
 /// Customers (operator commands only).
 #[async_trait]
 pub trait CustomerRepository: Send + Sync {

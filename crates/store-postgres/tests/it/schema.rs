@@ -378,3 +378,33 @@ async fn the_event_type_checks_list_exactly_the_domain_event_types() {
         delivered
     );
 }
+
+/// `customers usage` counts every table of customer data: a table added later is counted
+/// (or this fails).
+#[tokio::test]
+async fn the_usage_counts_every_table_of_customer_data() {
+    let db = TestDb::new().await;
+    let mut conn = db.connection().await;
+    let tables = catalog::tables(&mut conn).await;
+    let customer_tables: Vec<&str> = tables
+        .iter()
+        .filter(|t| t.columns.iter().any(|c| c.name == CUSTOMER))
+        .map(|t| t.name.as_str())
+        .collect();
+    let counted: Vec<&str> = posture_store_postgres::usage::TABLES
+        .iter()
+        .map(|(_, table)| *table)
+        .collect();
+    for table in &customer_tables {
+        assert!(
+            counted.contains(table),
+            "{table} is not counted in the usage"
+        );
+    }
+    for table in &counted {
+        assert!(
+            customer_tables.contains(table),
+            "{table} is no table of customer data"
+        );
+    }
+}
