@@ -34,6 +34,7 @@ const SCOPES: &[&str] = &[
     "read:roles",
     "read:upr",
     "manage:webhooks",
+    "write:findings",
 ];
 
 pub struct Cluster {
@@ -231,13 +232,31 @@ impl Cluster {
         wait_until_listening(&self.binds[i])
     }
 
+    /// Starts worker `i` with the scenarios' short retry, lease, poll and timeout settings.
     pub fn start_worker(&mut self, i: usize) -> anyhow::Result<()> {
-        let child = self
-            .command("posture-worker", 0)
-            .env("POSTURE_WEBHOOK_RETRY_BASE_SECS", "1")
-            .env("POSTURE_WORKER_LEASE_SECS", "5")
-            .env("POSTURE_WORKER_POLL_SECS", "1")
-            .env("POSTURE_WEBHOOK_TIMEOUT_SECS", "3")
+        self.start_worker_as(i, false)
+    }
+
+    /// Stops both workers and starts them again, with the settings of a deployment
+    /// (`deployed`: the defaults, a receiver's 10 s included) or the scenarios' short ones.
+    pub fn restart_workers(&mut self, deployed: bool) -> anyhow::Result<()> {
+        for i in 0..self.workers.len() {
+            self.signal_worker(i, "TERM")?;
+            self.start_worker_as(i, deployed)?;
+        }
+        Ok(())
+    }
+
+    fn start_worker_as(&mut self, i: usize, deployed: bool) -> anyhow::Result<()> {
+        let mut command = self.command("posture-worker", 0);
+        if !deployed {
+            command
+                .env("POSTURE_WEBHOOK_RETRY_BASE_SECS", "1")
+                .env("POSTURE_WORKER_LEASE_SECS", "5")
+                .env("POSTURE_WORKER_POLL_SECS", "1")
+                .env("POSTURE_WEBHOOK_TIMEOUT_SECS", "3");
+        }
+        let child = command
             .env("POSTURE_METRICS_BIND", &self.worker_metrics[i])
             .stdout(self.log(&format!("worker-{i}"))?)
             .stderr(self.log(&format!("worker-{i}"))?)
@@ -314,6 +333,15 @@ impl Cluster {
             .stdout(Stdio::null())
             .stderr(self.log("commands")?)
             .spawn()?)
+    }
+
+    /// Another key of `customer`'s, holding every scope.
+    pub fn key(&self, customer: &Customer) -> anyhow::Result<String> {
+        let mut args = vec!["keys", "issue", "--customer", &customer.id];
+        for scope in SCOPES {
+            args.extend(["--scope", scope]);
+        }
+        Ok(self.cli(&args)?["key"].as_str().context("key")?.to_owned())
     }
 
     /// A customer with a pass of 2,000 findings to read, for the load.

@@ -14,6 +14,7 @@ mod cluster;
 mod context;
 mod deliveries;
 mod failover;
+mod neighbours;
 mod outages;
 mod patroni;
 mod receiver;
@@ -44,6 +45,7 @@ const SCENARIOS: &[&str] = &[
     "redis",
     "listen",
     "sigterm",
+    "neighbours",
     "failover",
     "switchover",
     "failover-sync",
@@ -54,8 +56,8 @@ const SCENARIOS: &[&str] = &[
 #[derive(Args, Debug)]
 pub struct ChaosArgs {
     /// Run only these scenarios (comma-separated): workers, receivers, postgres,
-    /// connections, redis, listen, sigterm, failover, switchover, failover-sync,
-    /// citus-node, citus-rebalance.
+    /// connections, redis, listen, sigterm, neighbours, failover, switchover,
+    /// failover-sync, citus-node, citus-rebalance.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Runs of each failover scenario (each on a new Patroni cluster, about a minute).
@@ -64,6 +66,10 @@ pub struct ChaosArgs {
     /// Run optimised binaries (`cargo build --release`), as deployed.
     #[arg(long)]
     release: bool,
+    /// Run the binaries of this directory (`posture-api`, `posture-worker`) instead of
+    /// building them: another release's, to compare it with this one.
+    #[arg(long, value_name = "DIR")]
+    binaries: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
@@ -77,7 +83,10 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
     }
     let _ = rustls::crypto::ring::default_provider().install_default();
     let started = Instant::now();
-    let bin = build_binaries_as(args.release)?;
+    let bin = match &args.binaries {
+        Some(dir) => std::fs::canonicalize(dir)?,
+        None => build_binaries_as(args.release)?,
+    };
     let mut cluster = Cluster::start(bin)?;
     let receiver = Receiver::default();
     let listener = TcpListener::bind("127.0.0.1:0")?;
@@ -118,7 +127,9 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
             }
             "citus-node" => citus::node_lost(&cluster.bin, &cx, &mut report),
             "citus-rebalance" => citus::rebalance(&cluster.bin, &cx, &mut report),
-            _ => restarts::api_sigterm(&mut cluster, &mut report),
+            "neighbours" => neighbours::run(&mut cluster, &cx, &mut report),
+            "sigterm" => restarts::api_sigterm(&mut cluster, &mut report),
+            _ => unreachable!("the scenarios are checked above"),
         };
         if let Err(e) = outcome {
             report.aborted(scenario_label(name), &e);

@@ -24,11 +24,23 @@ pub enum Behaviour {
 }
 
 /// What an endpoint saw of one delivery.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Seen {
     pub attempts: u32,
     /// Distinct bodies (SHA-256) among its attempts: 1 when every retry resent the same bytes.
     pub bodies: Vec<[u8; 32]>,
+    /// When its first attempt arrived.
+    pub first_at: std::time::Instant,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Self {
+            attempts: 0,
+            bodies: Vec::new(),
+            first_at: std::time::Instant::now(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -37,6 +49,9 @@ struct Endpoint {
     secret: Option<String>,
     deliveries: HashMap<String, Seen>,
     bad_signatures: u64,
+    /// Requests being answered now, and the most ever at once.
+    open: usize,
+    most_open: usize,
 }
 
 #[derive(Clone, Default)]
@@ -81,6 +96,11 @@ impl Receiver {
             .unwrap_or_default()
     }
 
+    /// The most requests `name` was answering at once.
+    pub fn most_open(&self, name: &str) -> usize {
+        self.endpoints().get(name).map_or(0, |e| e.most_open)
+    }
+
     /// Attempts whose signature did not verify, over every endpoint.
     pub fn bad_signatures(&self) -> u64 {
         self.endpoints().values().map(|e| e.bad_signatures).sum()
@@ -103,9 +123,12 @@ async fn hook(
     let delivery = header("x-service-delivery");
     let signature = header("x-service-signature-256");
     let digest: [u8; 32] = Sha256::digest(&body).into();
+    let name = name.into_inner();
     let answer = {
         let mut endpoints = receiver.endpoints();
-        let endpoint = endpoints.entry(name.into_inner()).or_default();
+        let endpoint = endpoints.entry(name.clone()).or_default();
+        endpoint.open += 1;
+        endpoint.most_open = endpoint.most_open.max(endpoint.open);
         let verified = endpoint
             .secret
             .as_deref()
@@ -124,6 +147,8 @@ async fn hook(
             _ => Ok(None),
         }
     };
+    // Closed when the request ends, answered or dropped (a worker that gave up).
+    let _open = Open(receiver.get_ref().clone(), name);
     match answer {
         Err(()) => HttpResponse::InternalServerError().finish(),
         Ok(pause) => {
@@ -131,6 +156,17 @@ async fn hook(
                 tokio::time::sleep(pause).await;
             }
             HttpResponse::NoContent().finish()
+        }
+    }
+}
+
+/// A request an endpoint is answering.
+struct Open(Receiver, String);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if let Some(endpoint) = self.0.endpoints().get_mut(&self.1) {
+            endpoint.open = endpoint.open.saturating_sub(1);
         }
     }
 }
