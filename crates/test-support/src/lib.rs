@@ -22,16 +22,14 @@ pub mod pgbouncer;
 pub mod proxy;
 mod revert;
 pub mod standard_webhooks;
+mod template;
 pub mod waits;
 
 pub use posture_test_servers::servers;
 
-use std::{fmt::Write as _, path::Path};
-
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use posture_domain::clock::ManualClock;
 use posture_store_postgres::{PgConfig, PgStore, migrations};
-use sha2::{Digest, Sha256};
 
 /// Arbitrary but fixed advisory-lock key guarding template creation.
 const TEMPLATE_LOCK: i64 = 0x706f_7374_7572_6502;
@@ -68,43 +66,6 @@ fn with_database(url: &str, database: &str) -> String {
         Some(query) => format!("{base}/{database}?{query}"),
         None => format!("{base}/{database}"),
     }
-}
-
-/// The template's name: a hash of every migration, so a changed migration gets a fresh one.
-fn template_name() -> String {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../migrations");
-    let mut entries: Vec<_> = walk(&dir);
-    entries.sort();
-    let mut hash = Sha256::new();
-    for path in entries {
-        hash.update(
-            path.strip_prefix(&dir)
-                .unwrap()
-                .to_string_lossy()
-                .as_bytes(),
-        );
-        hash.update(std::fs::read(&path).unwrap());
-    }
-    hash.update(migrations::RUNTIME_GRANTS.as_bytes());
-    let digest = hash.finalize();
-    let mut name = String::from("posture_tpl_");
-    for byte in &digest[..6] {
-        write!(name, "{byte:02x}").unwrap();
-    }
-    name
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files.extend(walk(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files
 }
 
 async fn admin_connection(server: &str) -> AsyncPgConnection {
@@ -248,7 +209,7 @@ impl TestDb {
     /// A database of its own on another server (a superuser's URL), for tests that start
     /// their own cluster (a primary with a standby).
     pub async fn on(server: &str) -> Self {
-        let template = template_name();
+        let template = template::name();
         let nodes = nodes_of(server);
         let mut conn = admin_connection(server).await;
         ensure_template(&mut conn, &nodes, &template).await;
@@ -299,19 +260,9 @@ impl TestDb {
         url.into()
     }
 
-    /// Reverts the newest migration (its `down.sql`); returns its version (`revert.rs`).
+    /// Reverts the newest migration (its `down.sql`); returns its version.
     pub async fn revert_last_migration(&self) -> String {
         revert::last_migration(self.connection().await).await
-    }
-
-    /// Applies the pending migrations and grants the runtime role what they need, as
-    /// `posture-api migrate --runtime-role` does; returns the versions applied.
-    pub async fn migrate(&self) -> Vec<String> {
-        let applied = migrations::run_pending(&self.url).await.unwrap();
-        migrations::grant_runtime(&self.url, &RUNTIME_ROLE.parse().unwrap())
-            .await
-            .unwrap();
-        applied
     }
 
     /// Reverts migrations, the newest first, until the one of `version` (its digits, as
@@ -332,6 +283,16 @@ impl TestDb {
         }
     }
 
+    /// Applies the pending migrations and grants the runtime role what they need, as
+    /// `posture-api migrate --runtime-role` does; returns the versions applied.
+    pub async fn migrate(&self) -> Vec<String> {
+        let applied = migrations::run_pending(&self.url).await.unwrap();
+        migrations::grant_runtime(&self.url, &RUNTIME_ROLE.parse().unwrap())
+            .await
+            .unwrap();
+        applied
+    }
+
     /// Whether this test's database is on Citus (a coordinator and workers).
     pub fn on_citus(&self) -> bool {
         self.nodes.len() > 1
@@ -347,6 +308,21 @@ impl TestDb {
         diesel_async::RunQueryDsl::execute(diesel::sql_query(sql), &mut self.connection().await)
             .await
             .unwrap()
+    }
+
+    /// The number `sql` (run as the owner) answers in its column `n`.
+    pub async fn count(&self, sql: &str) -> i64 {
+        #[derive(diesel::QueryableByName)]
+        struct Count {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            n: i64,
+        }
+        let query = diesel::sql_query(sql);
+        let mut conn = self.connection().await;
+        let count: Count = diesel_async::RunQueryDsl::get_result(query, &mut conn)
+            .await
+            .unwrap();
+        count.n
     }
 
     /// A database of its own with no schema at all (for migration tests).

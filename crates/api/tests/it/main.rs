@@ -29,4 +29,5 @@ mod routes;
 mod scim;
 mod security;
 mod support;
+mod usage;
 mod waits;

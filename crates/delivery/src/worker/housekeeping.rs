@@ -9,7 +9,7 @@ use posture_domain::{
     webhook::MAX_HOLD_HOURS,
 };
 
-use super::Worker;
+use super::sending::Worker;
 
 /// The window of the ingest gauges.
 const PASS_WINDOW: Duration = Duration::from_secs(3600);

@@ -7,19 +7,6 @@ use serde_json::Value;
 
 use crate::support::{Setup, failing_first, finding, hook_url, receiver};
 
-async fn count(setup: &Setup, sql: &str) -> i64 {
-    #[derive(diesel::QueryableByName)]
-    struct Count {
-        #[diesel(sql_type = diesel::sql_types::BigInt)]
-        n: i64,
-    }
-    let mut conn = setup.db.connection().await;
-    diesel_async::RunQueryDsl::get_result::<Count>(diesel::sql_query(sql), &mut conn)
-        .await
-        .unwrap()
-        .n
-}
-
 fn findings_of(body: &[u8]) -> Value {
     let body: Value = serde_json::from_slice(body).unwrap();
     body["data"]["findings"].clone()
@@ -47,16 +34,18 @@ async fn a_chunks_findings_are_kept_once_and_every_attempt_renders_the_same_byte
     let worker = setup.worker_retrying_late(true);
     assert_eq!(worker.drain().await.unwrap(), 6);
     assert_eq!(
-        count(&setup, "SELECT count(*) AS n FROM webhook_bodies").await,
+        setup
+            .db
+            .count("SELECT count(*) AS n FROM webhook_bodies")
+            .await,
         2,
         "one per chunk, not one per subscription"
     );
     assert_eq!(
-        count(
-            &setup,
-            "SELECT count(*) AS n FROM webhook_deliveries WHERE body IS NOT NULL"
-        )
-        .await,
+        setup
+            .db
+            .count("SELECT count(*) AS n FROM webhook_deliveries WHERE body IS NOT NULL")
+            .await,
         0
     );
     // The analyzer changes a finding of the first chunk before the flaky receiver's retry.
@@ -133,7 +122,10 @@ async fn the_sweep_deletes_a_chunks_findings_once_no_delivery_of_it_is_left() {
     }
     assert_eq!(worker.sweep().await.unwrap(), 1, "the delivered one");
     assert_eq!(
-        count(&setup, "SELECT count(*) AS n FROM webhook_bodies").await,
+        setup
+            .db
+            .count("SELECT count(*) AS n FROM webhook_bodies")
+            .await,
         1,
         "the pending delivery still needs its chunk's findings"
     );
@@ -146,7 +138,10 @@ async fn the_sweep_deletes_a_chunks_findings_once_no_delivery_of_it_is_left() {
         .await;
     assert_eq!(worker.sweep().await.unwrap(), 1);
     assert_eq!(
-        count(&setup, "SELECT count(*) AS n FROM webhook_bodies").await,
+        setup
+            .db
+            .count("SELECT count(*) AS n FROM webhook_bodies")
+            .await,
         0,
         "no delivery of the chunk is left"
     );

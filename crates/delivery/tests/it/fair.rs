@@ -44,25 +44,16 @@ fn criticals(prefix: &str, tenant: &str, n: usize) -> Vec<Value> {
 
 /// Deliveries of `scope` in flight now (leased), by subscription.
 async fn in_flight(setup: &Setup, scope: CustomerScope, subscription: WebhookId) -> i64 {
-    #[derive(diesel::QueryableByName)]
-    struct Count {
-        #[diesel(sql_type = diesel::sql_types::BigInt)]
-        n: i64,
-    }
-    let mut conn = setup.db.connection().await;
-    let count: Count = diesel_async::RunQueryDsl::get_result(
-        diesel::sql_query(
+    setup
+        .db
+        .count(&format!(
             "SELECT count(*) AS n FROM webhook_deliveries \
-             WHERE customer_id = $1 AND subscription_id = $2 AND status = 'pending' \
+             WHERE customer_id = '{}' AND subscription_id = '{}' AND status = 'pending' \
                AND lease_until >= now()",
-        )
-        .bind::<diesel::sql_types::Uuid, _>(scope.customer_id().as_uuid())
-        .bind::<diesel::sql_types::Uuid, _>(subscription.as_uuid()),
-        &mut conn,
-    )
-    .await
-    .unwrap();
-    count.n
+            scope.customer_id().as_uuid(),
+            subscription.as_uuid()
+        ))
+        .await
 }
 
 /// Three subscriptions of `customer` to the receiver's held endpoints `held-0` to `held-2`

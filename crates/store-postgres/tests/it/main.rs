@@ -17,4 +17,5 @@ mod statistics;
 mod tenants;
 mod tls;
 mod triage;
+mod triage_storage;
 mod triggers;

@@ -4,7 +4,8 @@
 //!
 //! The noisy customer has three subscriptions on a receiver that answers after 9 s and 96
 //! deliveries due to it; sends the 10 largest bulk triages the contract allows (500
-//! findings, a comment of 2,000 four-byte characters, each with an `Idempotency-Key`)
+//! findings, a comment of 2,000 four-byte characters that do not compress, each with an
+//! `Idempotency-Key`)
 //! within a minute, each queueing 15 more slow deliveries; and opens streams of its events
 //! feed with 10 keys, 4 each, over both instances. Meanwhile two quiet customers read and
 //! ingest. The promises:
@@ -130,6 +131,16 @@ fn scenario(cluster: &mut Cluster, cx: &Context, report: &mut Report) -> anyhow:
         format!("{bulks:?}"),
         "all 200",
         bulks.get(&200).copied() == Some(BULKS),
+    );
+
+    let kept = cluster.count(&format!(
+        "SELECT coalesce(max(length(body)), 0) FROM idempotency_keys WHERE customer_id = '{}'",
+        noisy.id
+    ))?;
+    report.info(
+        S,
+        "a bulk's kept answer (compressed, sealed)",
+        format!("{kept} bytes"),
     );
 
     // The quiet customers' passes, while all of it goes on.
@@ -298,9 +309,7 @@ fn send_bulks(
             let ids: Vec<Value> = (first..first + 500)
                 .map(|f| json!({"id": format!("n{f:06}")}))
                 .collect();
-            // 2,000 characters of four bytes each, another character for each bulk.
-            let letter = char::from_u32(0x1_D400 + (i % 52) as u32).unwrap_or('𝒜');
-            let comment: String = std::iter::repeat_n(letter, 2000).collect();
+            let comment = incompressible_comment(&format!("{tag}-{i}"));
             let body = json!({
                 "findings": ids,
                 "triage": {"state": "acknowledged", "comment": comment},
@@ -328,4 +337,22 @@ fn send_bulks(
         }
         Ok(statuses)
     })?
+}
+
+/// 2,000 characters of four bytes each that do not compress (a text repeated or of few
+/// letters would, and would understate what a comment costs): drawn from the
+/// supplementary planes by a generator seeded with `seed`.
+fn incompressible_comment(seed: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(seed.as_bytes());
+    let mut state = u64::from_be_bytes(digest[..8].try_into().unwrap_or([7; 8])) | 1;
+    (0..2000)
+        .map(|_| {
+            // xorshift64
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            char::from_u32(0x1_0000 + (state % 0xF_0000) as u32).unwrap_or('𝒜')
+        })
+        .collect()
 }
