@@ -263,6 +263,11 @@ pub trait Places: Send + Sync {
     async fn keep(&self, place: &Place) -> Result<()>;
     /// Gives `place` back.
     async fn give_back(&self, place: &Place) -> Result<()>;
+    /// Gives `place` back at once when that needs no I/O (counted in this process): `true`
+    /// if it is given back, `false` if [`Places::give_back`] must do it.
+    fn give_back_now(&self, _place: &Place) -> bool {
+        false
+    }
     /// The counter's current state.
     fn state(&self) -> LimiterState;
 }

@@ -29,6 +29,9 @@ pub const MAX_WAITING_PER_KEY: usize = 4;
 /// places (more: 429): a customer issuing keys cannot take the places of every other
 /// customer.
 pub const MAX_WAITING_PER_CUSTOMER: usize = 32;
+/// How long a request waits for one of its customer's places before it is refused: a
+/// place given back by a request that has just answered may be on its way back.
+const PLACE_PATIENCE: std::time::Duration = std::time::Duration::from_millis(250);
 /// Places a customer may still take of an instance's reserve (the last tenth of its
 /// places).
 pub const RESERVED_PER_CUSTOMER: usize = 2;
@@ -197,13 +200,18 @@ impl EventWaits {
     pub async fn take(&self, key: KeyId, customer: CustomerId) -> Result<WaitSlot, ApiError> {
         let local = self.take_here(key, customer)?;
         let limit = u32::try_from(MAX_WAITING_PER_CUSTOMER).unwrap_or(u32::MAX);
-        let place = HeldPlace::take(&self.places, PlaceKind::Waiting, customer, limit)
-            .await?
-            .ok_or(ApiError::OperationLimited {
-                what: "your keys have 32 requests waiting for events (or streams of them) \
+        let place = HeldPlace::take(
+            &self.places,
+            (PlaceKind::Waiting, customer),
+            limit,
+            PLACE_PATIENCE,
+        )
+        .await?
+        .ok_or(ApiError::OperationLimited {
+            what: "your keys have 32 requests waiting for events (or streams of them) \
                        already",
-                retry_after: 1,
-            })?;
+            retry_after: 1,
+        })?;
         Ok(WaitSlot {
             _local: local,
             _place: place,

@@ -116,13 +116,14 @@ impl ExportSlots {
     }
 
     /// A slot for `customer`: its place over every instance, then its own share of this
-    /// instance, then one of the instance's.
+    /// instance, then one of the instance's, each waited for within the wait.
     pub async fn acquire(self: &Arc<Self>, customer: CustomerId) -> Result<ExportSlot, NoSlot> {
+        let started = tokio::time::Instant::now();
         let place = match HeldPlace::take(
             &self.places,
-            PlaceKind::Export,
-            customer,
+            (PlaceKind::Export, customer),
             EXPORTS_PER_CUSTOMER,
+            self.wait,
         )
         .await
         {
@@ -137,12 +138,13 @@ impl ExportSlots {
         };
         let own = self.customer_semaphore(customer);
         let total = self.total.clone();
-        let acquired = tokio::time::timeout(self.wait, async move {
-            let own = own.acquire_owned().await.ok()?;
-            let total = total.acquire_owned().await.ok()?;
-            Some((own, total))
-        })
-        .await;
+        let acquired =
+            tokio::time::timeout(self.wait.saturating_sub(started.elapsed()), async move {
+                let own = own.acquire_owned().await.ok()?;
+                let total = total.acquire_owned().await.ok()?;
+                Some((own, total))
+            })
+            .await;
         match acquired {
             Ok(Some(permits)) => Ok({
                 metrics::gauge!("posture_export_slots", "state" => "in_use").increment(1.0);

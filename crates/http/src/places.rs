@@ -3,7 +3,7 @@
 //! before the request waits or streams, renewed while it lasts, given back when it ends
 //! however it ends.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use posture_domain::{
     CustomerId,
@@ -11,6 +11,9 @@ use posture_domain::{
 };
 
 use crate::error::ApiError;
+
+/// How often a refused place is asked again within a request's patience.
+const RETRY_EVERY: Duration = Duration::from_millis(25);
 
 /// A place held; given back when dropped.
 pub struct HeldPlace {
@@ -21,16 +24,21 @@ pub struct HeldPlace {
 
 impl HeldPlace {
     /// A place of `kind` for a request of `customer`, if the customer holds fewer than
-    /// `limit` of them; `None` if not.
+    /// `limit` of them within `patience` (a place given back a moment ago, by a request
+    /// whose answer its client has just read, may still be on its way back); `None` if not.
     pub async fn take(
         places: &Arc<dyn Places>,
-        kind: PlaceKind,
-        customer: CustomerId,
+        (kind, customer): (PlaceKind, CustomerId),
         limit: u32,
+        patience: Duration,
     ) -> Result<Option<Self>, ApiError> {
         let place = Place::new(kind, customer);
-        if !places.take(&place, limit).await? {
-            return Ok(None);
+        let deadline = tokio::time::Instant::now() + patience;
+        while !places.take(&place, limit).await? {
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(RETRY_EVERY.min(patience)).await;
         }
         let renewing = tokio::spawn({
             let (place, places) = (place.clone(), places.clone());
@@ -56,6 +64,9 @@ impl HeldPlace {
 impl Drop for HeldPlace {
     fn drop(&mut self) {
         self.renewing.abort();
+        if self.places.give_back_now(&self.place) {
+            return;
+        }
         let (place, places) = (self.place.clone(), self.places.clone());
         // Dropped where no runtime runs (a test's end): the place lapses with its lease.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {

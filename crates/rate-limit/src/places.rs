@@ -70,6 +70,11 @@ impl Places for InProcessPlaces {
         Ok(())
     }
 
+    fn give_back_now(&self, place: &Place) -> bool {
+        self.give_back_here(place);
+        true
+    }
+
     fn state(&self) -> LimiterState {
         LimiterState::InProcess
     }

@@ -149,8 +149,8 @@ fn claim_statement(queues: &Queues) -> String {
                     sum(busy) OVER (PARTITION BY customer_id) AS customer_busy \
              FROM measured), \
          due AS ( \
-             SELECT lane.customer_id, lane.overlap, lane.customer_busy, x.id, \
-                    x.next_attempt_at, \
+             SELECT lane.customer_id, lane.subscription_id, lane.overlap, \
+                    lane.customer_busy, x.id, x.next_attempt_at, x.chunk, \
                     row_number() OVER (PARTITION BY lane.customer_id, lane.subscription_id \
                                        ORDER BY x.next_attempt_at, x.chunk, x.id) AS turn \
              FROM lane CROSS JOIN LATERAL ( \
@@ -163,14 +163,16 @@ fn claim_statement(queues: &Queues) -> String {
                  ORDER BY d.next_attempt_at, d.chunk LIMIT greatest(lane.room, 0)) x), \
          ranked AS ( \
              SELECT due.*, row_number() OVER (PARTITION BY due.customer_id \
-                                              ORDER BY turn, next_attempt_at, id) AS place \
+                                              ORDER BY turn, next_attempt_at, chunk, \
+                                                       subscription_id, id) AS place \
              FROM due), \
          chosen AS ( \
              SELECT ranked.customer_id, ranked.id, ranked.overlap FROM ranked \
              LEFT JOIN unnest($7::uuid[], $8::int[]) AS held(customer_id, n) \
                ON held.customer_id = ranked.customer_id \
              WHERE ranked.place <= $9 - coalesce(held.n, 0) \
-             ORDER BY ranked.place + ranked.customer_busy, ranked.next_attempt_at, ranked.id \
+             ORDER BY ranked.place + ranked.customer_busy, ranked.next_attempt_at, \
+                      ranked.chunk, ranked.subscription_id, ranked.id \
              LIMIT $2), \
          locked AS ( \
              SELECT d.customer_id, d.id, chosen.overlap, b.findings AS snapshot \

@@ -44,10 +44,10 @@ pub(crate) struct DeliveryRow {
 }
 
 impl DeliveryRow {
-    /// Where it stands in its subscription's queue: oldest due first, a pass's chunks in
-    /// order (claims hand deliveries on so).
-    pub(crate) fn claim_order(&self) -> (DateTime<Utc>, i32) {
-        (self.next_attempt_at, self.chunk)
+    /// The order claims hand deliveries on: oldest due first, a pass's chunks in order, then
+    /// the subscriptions in the order they were made (ids that sort by time).
+    pub(crate) fn claim_order(&self) -> (DateTime<Utc>, i32, Uuid) {
+        (self.next_attempt_at, self.chunk, self.subscription_id)
     }
 }
 

@@ -365,8 +365,9 @@ async fn the_contracts_examples_are_what_the_service_answers() {
         .0;
     // One attempt each: the failing receiver's delivery fails (and is recovered). Each
     // pass's deliveries are sent before the next pass (a delivery shows its findings as they
-    // are when it is first sent).
-    let worker = recorder.ops.worker(1);
+    // are when its chunk is first sent), one at a time, in the order they are claimed (the
+    // times the examples show keep their order).
+    let worker = recorder.ops.worker_with(1, 1);
     app.ingest(customer, &second).await;
     worker.drain().await.unwrap();
     app.ingest(customer, &third).await;
