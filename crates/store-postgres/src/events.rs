@@ -20,7 +20,9 @@ use uuid::Uuid;
 use crate::{
     PgStore,
     error::{corrupt, db_error},
-    findings::{FindingRow, FindingWithIdentity, findings_with_identity, to_finding},
+    findings::{
+        FindingRow, FindingWithIdentity, findings_with_identity, read_finding, with_comments,
+    },
     identities::IdentitySummaryRow,
     schema::{finding_events, findings, identities},
 };
@@ -77,9 +79,15 @@ async fn with_findings(
         .load(conn)
         .await
         .map_err(db_error)?;
-    let mut by_id: HashMap<String, Finding> = HashMap::with_capacity(found.len());
-    for row in found {
-        let finding = to_finding(row, now)?;
+    let reads = found
+        .into_iter()
+        .map(|row| read_finding(row, now))
+        .collect::<Result<Vec<_>>>()?;
+    let mut by_id: HashMap<String, Finding> = HashMap::with_capacity(reads.len());
+    for finding in with_comments(conn, customer, reads)
+        .await
+        .map_err(db_error)?
+    {
         by_id.insert(finding.id.as_str().to_owned(), finding);
     }
     rows.into_iter()

@@ -20,7 +20,7 @@ use uuid::Uuid;
 use crate::{
     PgStore,
     error::db_error,
-    findings::{FindingRow, FindingWithIdentity, severity_rank, to_finding},
+    findings::{FindingRow, FindingWithIdentity, read_finding, severity_rank, with_comments},
     identities::IdentitySummaryRow,
     schema::{findings, identities},
 };
@@ -134,22 +134,25 @@ impl FindingBatches for PgFindingCursor {
                 FindingRow::as_select(),
                 Option::<IdentitySummaryRow>::as_select(),
             ))
-            .load(conn)
+            .load::<FindingWithIdentity>(conn)
             .await
             .map_err(db_error)?;
-        if (rows.len() as i64) < PAGE_ROWS {
+        let last = (rows.len() as i64) < PAGE_ROWS;
+        self.last_id = rows.last().map(|(row, _)| row.id.clone());
+        let now = self.now;
+        let reads = rows
+            .into_iter()
+            .map(|row| read_finding(row, now))
+            .collect::<Result<Vec<_>>>()?;
+        // In the export's snapshot, as its rows.
+        let findings = with_comments(conn, self.customer, reads)
+            .await
+            .map_err(db_error)?;
+        if last {
             // The last page: end the transaction; the connection is closed when dropped.
             let _ = diesel::sql_query("COMMIT").execute(conn).await;
             self.conn = None;
         }
-        if rows.is_empty() {
-            return Ok(None);
-        }
-        self.last_id = rows.last().map(|(row, _)| row.id.clone());
-        let now = self.now;
-        rows.into_iter()
-            .map(|row| to_finding(row, now))
-            .collect::<Result<Vec<_>>>()
-            .map(Some)
+        Ok((!findings.is_empty()).then_some(findings))
     }
 }

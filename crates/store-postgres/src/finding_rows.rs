@@ -1,5 +1,12 @@
 //! A finding as its row is read (the detail, a list's page, the events feed, the export),
 //! and the domain value made of it, its triage as it reads at a given time.
+//!
+//! A triage comment is kept once per write (`triage_changes`), however many findings the
+//! write marks: a finding's row names the change that keeps it (`triage_change_id`), or
+//! holds its own (a mark written before comments were kept once). The rows are read
+//! without the comments ([`read_finding`]), then the comments the findings need are read
+//! in one statement ([`with_comments`]): none for a page of untriaged findings, where a
+//! join would have probed the changes once a row.
 
 use chrono::{DateTime, Utc};
 use diesel::{
@@ -21,12 +28,11 @@ use crate::{
     identities::IdentitySummaryRow,
     schema::findings,
     text::{At, Parsed},
-    triage_comments::{Comment, OfFinding},
 };
 
 /// A finding type read from its column without a `String` (a type of the catalogue is
 /// held as the catalogue's text). A value that is not a finding type (the column has no
-/// `CHECK`) is kept for [`to_finding`] to refuse, so it fails that finding alone, as a
+/// `CHECK`) is kept for [`read_finding`] to refuse, so it fails that finding alone, as a
 /// corrupt id does, and not the whole statement: a triage then skips the finding it
 /// cannot read, and the error names the value.
 #[derive(Debug, FromSqlRow)]
@@ -57,11 +63,8 @@ pub(crate) struct FindingRow {
     modified_at: DateTime<Utc>,
     triage_state: Parsed<TriageState>,
     triage_reason: Option<Parsed<TriageReason>>,
-    #[diesel(
-        select_expression = Comment::<OfFinding>::new(),
-        select_expression_type = Comment<OfFinding>
-    )]
     triage_comment: Option<String>,
+    triage_change_id: Option<Uuid>,
     triage_expires_at: Option<DateTime<Utc>>,
     triage_updated_at: Option<DateTime<Utc>>,
     triage_key_id: Option<Uuid>,
@@ -88,26 +91,79 @@ impl FindingRow {
 /// A finding row and its identity (absent when the finding names none).
 pub(crate) type FindingWithIdentity = (FindingRow, Option<IdentitySummaryRow>);
 
-/// The finding of a row, its triage as it reads at `now`.
-pub(crate) fn to_finding(
+/// A finding read from its row, its triage as it reads at `now`; its comment still to be
+/// read when its row names the change that keeps it ([`with_comments`]).
+pub(crate) struct Read {
+    pub(crate) finding: Finding,
+    kept_by: Option<Uuid>,
+}
+
+/// The finding of a row, its triage as it reads at `now` (its comment, when a change keeps
+/// it, to be read by [`with_comments`]).
+pub(crate) fn read_finding(
     (mut row, identity): FindingWithIdentity,
     now: DateTime<Utc>,
-) -> Result<Finding> {
+) -> Result<Read> {
     let triage = row.stored_triage().effective(now);
-    Ok(Finding {
-        id: FindingId::try_from(row.id).map_err(|e| corrupt("finding id", e))?,
-        cloud_tenant_id: CloudTenantId::from_uuid(row.cloud_tenant_id),
-        finding_type: row.finding_type.0.map_err(|e| corrupt("finding type", e))?,
-        severity: row.severity.0,
-        status: row.status.0,
-        title: row.title,
-        description: row.description,
-        identity: identity.map(IdentitySummary::try_from).transpose()?,
-        detected_at: row.detected_at,
-        updated_at: row.updated_at,
-        modified_at: row.modified_at,
-        triage,
+    // An expired mark reads as `untriaged`, without its comment.
+    let kept_by = row
+        .triage_change_id
+        .filter(|_| triage.state != TriageState::Untriaged);
+    Ok(Read {
+        finding: Finding {
+            id: FindingId::try_from(row.id).map_err(|e| corrupt("finding id", e))?,
+            cloud_tenant_id: CloudTenantId::from_uuid(row.cloud_tenant_id),
+            finding_type: row.finding_type.0.map_err(|e| corrupt("finding type", e))?,
+            severity: row.severity.0,
+            status: row.status.0,
+            title: row.title,
+            description: row.description,
+            identity: identity.map(IdentitySummary::try_from).transpose()?,
+            detected_at: row.detected_at,
+            updated_at: row.updated_at,
+            modified_at: row.modified_at,
+            triage,
+        },
+        kept_by,
     })
+}
+
+/// The findings of `reads`, each with its comment: those kept once per write read in one
+/// statement of the customer's (none when no finding needs one).
+pub(crate) async fn with_comments<C>(
+    conn: &mut C,
+    customer: Uuid,
+    reads: Vec<Read>,
+) -> QueryResult<Vec<Finding>>
+where
+    C: diesel_async::AsyncConnectionCore<Backend = Pg> + Send,
+{
+    use crate::{rendered::eq_any, schema::triage_changes};
+    let mut changes: Vec<Uuid> = reads.iter().filter_map(|r| r.kept_by).collect();
+    if changes.is_empty() {
+        return Ok(reads.into_iter().map(|r| r.finding).collect());
+    }
+    changes.sort_unstable();
+    changes.dedup();
+    let query = triage_changes::table
+        .filter(triage_changes::customer_id.eq(customer))
+        .filter(eq_any(triage_changes::id, &changes))
+        .select((triage_changes::id, triage_changes::comment));
+    let comments: hashbrown::HashMap<Uuid, String> =
+        diesel_async::RunQueryDsl::load::<(Uuid, String)>(query, conn)
+            .await?
+            .into_iter()
+            .collect();
+    Ok(reads
+        .into_iter()
+        .map(|read| {
+            let mut finding = read.finding;
+            if let Some(change) = read.kept_by {
+                finding.triage.comment = comments.get(&change).cloned();
+            }
+            finding
+        })
+        .collect())
 }
 
 /// A page's findings in the order of its ids, each placed in its slot as its row arrives:
@@ -117,7 +173,7 @@ pub(crate) fn to_finding(
 /// chunk of ids (bounded, see below).
 struct InOrder<'a> {
     position: hashbrown::HashMap<&'a str, usize>,
-    slots: Vec<Option<Finding>>,
+    slots: Vec<Option<Read>>,
     now: DateTime<Utc>,
 }
 
@@ -143,27 +199,28 @@ impl<'a> InOrder<'a> {
     /// Converts `row` into its finding in its slot; a row it cannot read fails the page.
     fn place(&mut self, row: FindingWithIdentity) -> Result<()> {
         if let Some(&i) = self.position.get(row.0.id.as_str()) {
-            self.slots[i] = Some(to_finding(row, self.now)?);
+            self.slots[i] = Some(read_finding(row, self.now)?);
         }
         Ok(())
     }
 
     /// The findings placed, in the order of the ids.
-    fn into_findings(self) -> Vec<Finding> {
+    fn into_reads(self) -> Vec<Read> {
         // Sized up front: `flatten` cannot say how many, and a page grown by doubling
         // moves its findings (320 bytes each) again at each step.
-        let mut findings = Vec::with_capacity(self.slots.len());
-        findings.extend(self.slots.into_iter().flatten());
-        findings
+        let mut reads = Vec::with_capacity(self.slots.len());
+        reads.extend(self.slots.into_iter().flatten());
+        reads
     }
 }
 
-/// The findings of the rows `rows` streams, in the order of `ids` (see [`InOrder`]).
+/// The findings read of the rows `rows` streams, in the order of `ids` (see [`InOrder`]);
+/// their comments still to be read ([`with_comments`]).
 pub(crate) async fn findings_in_order_from<S, R>(
     ids: &[S],
     rows: R,
     now: DateTime<Utc>,
-) -> Result<Vec<Finding>>
+) -> Result<Vec<Read>>
 where
     S: AsRef<str>,
     R: futures_util::Stream<Item = QueryResult<FindingWithIdentity>>,
@@ -174,7 +231,7 @@ where
     while let Some(row) = rows.try_next().await.map_err(db_error)? {
         page.place(row)?;
     }
-    Ok(page.into_findings())
+    Ok(page.into_reads())
 }
 
 #[cfg(test)]
@@ -193,6 +250,7 @@ mod tests {
         findings_in_order_from(ids, rows, now)
             .now_or_never()
             .expect("a ready stream")
+            .map(|reads| reads.into_iter().map(|r| r.finding).collect())
     }
 
     fn row(id: &str) -> FindingWithIdentity {
@@ -211,6 +269,7 @@ mod tests {
             triage_state: Parsed(TriageState::Untriaged),
             triage_reason: None,
             triage_comment: None,
+            triage_change_id: None,
             triage_expires_at: None,
             triage_updated_at: None,
             triage_key_id: None,

@@ -14,7 +14,9 @@ use posture_domain::{
 };
 use uuid::Uuid;
 
-pub(crate) use crate::finding_rows::{FindingRow, FindingWithIdentity, to_finding};
+pub(crate) use crate::finding_rows::{
+    FindingRow, FindingWithIdentity, read_finding, with_comments,
+};
 use crate::{
     PgStore,
     error::db_error,
@@ -86,25 +88,15 @@ macro_rules! triage_filter {
 }
 pub(crate) use triage_filter;
 
-/// The findings with what their rows show besides their own columns: the identity a finding
-/// names, and the change whose comment its triage carries (`triage_comments`).
+/// The findings with the identity each names (their triage comments are read apart:
+/// `finding_rows::with_comments`).
 macro_rules! findings_joined {
     () => {
-        findings::table
-            .left_join(
-                identities::table.on(identities::customer_id
-                    .eq(findings::customer_id)
-                    .and(identities::id.nullable().eq(findings::identity_id))),
-            )
-            .left_join(
-                crate::schema::triage_changes::table.on(crate::schema::triage_changes::customer_id
-                    .eq(findings::customer_id)
-                    .and(
-                        crate::schema::triage_changes::id
-                            .nullable()
-                            .eq(findings::triage_change_id),
-                    )),
-            )
+        findings::table.left_join(
+            identities::table.on(identities::customer_id
+                .eq(findings::customer_id)
+                .and(identities::id.nullable().eq(findings::identity_id))),
+        )
     };
 }
 pub(crate) use findings_joined;
@@ -396,7 +388,7 @@ impl FindingRepository for PgStore {
         let bound = through.filter(|_| matches!(page.order(), ListOrder::Modified { .. }));
         let by_id = findings_with_identity!(customer).filter(eq_any(findings::id, &ids));
         // The rows become findings as they arrive (`findings_in_order_from`).
-        let items = match (ids.is_empty(), bound) {
+        let reads = match (ids.is_empty(), bound) {
             (true, _) => Vec::new(),
             (false, None) => {
                 let rows = by_id.rendered_once().load_stream(&mut &*conn).await;
@@ -408,6 +400,9 @@ impl FindingRepository for PgStore {
                 findings_in_order_from(&ids, rows.map_err(db_error)?, now).await?
             }
         };
+        let items = with_comments(&mut &*conn, customer, reads)
+            .await
+            .map_err(db_error)?;
         Ok(Page {
             items,
             total,
@@ -433,7 +428,10 @@ impl FindingRepository for PgStore {
             .load_stream::<FindingWithIdentity>(&mut conn)
             .await
             .map_err(db_error)?;
-        findings_in_order_from(&wanted, rows, self.clock.now()).await
+        let reads = findings_in_order_from(&wanted, rows, self.clock.now()).await?;
+        with_comments(&mut conn, customer, reads)
+            .await
+            .map_err(db_error)
     }
 
     async fn export_findings(
@@ -494,6 +492,10 @@ impl FindingRepository for PgStore {
             .optional()
             .map_err(db_error)?
             .ok_or(Error::NotFound)?;
-        to_finding(row, self.clock.now())
+        let read = read_finding(row, self.clock.now())?;
+        let mut found = with_comments(&mut conn, customer, vec![read])
+            .await
+            .map_err(db_error)?;
+        found.pop().ok_or(Error::NotFound)
     }
 }

@@ -23,7 +23,9 @@ use uuid::Uuid;
 use crate::{
     PgStore,
     error::db_error,
-    findings::{FindingRow, FindingWithIdentity, findings_with_identity, to_finding},
+    findings::{
+        FindingRow, FindingWithIdentity, findings_with_identity, read_finding, with_comments,
+    },
     identities::IdentitySummaryRow,
     schema::{
         api_keys, customer_sync, finding_triage_history, findings, identities, triage_changes,
@@ -242,12 +244,16 @@ pub(crate) async fn write_many(
 ) -> QueryResult<Vec<std::result::Result<(TriageState, Uuid), Refused>>> {
     let customer = writer.customer;
     let ids: Vec<&str> = targets.iter().map(|(id, _)| id.as_str()).collect();
+    // A row this build cannot read is no finding to triage.
+    let reads = locked_findings(conn, customer, &ids)
+        .await?
+        .into_iter()
+        .filter_map(|row| read_finding(row, writer.now).ok())
+        .collect();
     let mut found: std::collections::HashMap<String, Finding> =
-        locked_findings(conn, customer, &ids)
+        with_comments(conn, customer, reads)
             .await?
             .into_iter()
-            // A row this build cannot read is no finding to triage.
-            .filter_map(|row| to_finding(row, writer.now).ok())
             .map(|finding| (finding.id.as_str().to_owned(), finding))
             .collect();
     let outcomes: Vec<_> = targets
@@ -425,7 +431,12 @@ impl PgStore {
                     .filter(findings::id.eq(id.as_str()))
                     .get_result::<FindingWithIdentity>(conn)
                     .await?;
-                Ok(to_finding(after, now))
+                let read = match read_finding(after, now) {
+                    Ok(read) => read,
+                    Err(e) => return Ok(Err(e)),
+                };
+                let mut after = with_comments(conn, customer, vec![read]).await?;
+                Ok(after.pop().ok_or(Error::NotFound))
             })
             .await;
         outcome.map_err(db_error)?

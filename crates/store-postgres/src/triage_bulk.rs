@@ -16,7 +16,9 @@ use uuid::Uuid;
 use crate::{
     PgStore,
     error::db_error,
-    findings::{FindingRow, FindingWithIdentity, findings_with_identity, to_finding},
+    findings::{
+        FindingRow, FindingWithIdentity, findings_with_identity, read_finding, with_comments,
+    },
     identities::IdentitySummaryRow,
     schema::{findings, identities},
     triage::{Refused, Writer, announce, triage_event, write_many},
@@ -77,13 +79,19 @@ impl PgStore {
                     .filter(findings::id.eq_any(&ids))
                     .load(conn)
                     .await?;
+                let mut reads = Vec::with_capacity(rows.len());
                 for row in rows {
                     let id = row.0.id.clone();
-                    let outcome = match to_finding(row, now) {
-                        Ok(finding) => BulkOutcome::Triaged(Box::new(finding)),
-                        Err(_) => BulkOutcome::NotFound,
-                    };
-                    outcomes.insert(id, outcome);
+                    match read_finding(row, now) {
+                        Ok(read) => reads.push(read),
+                        Err(_) => {
+                            outcomes.insert(id, BulkOutcome::NotFound);
+                        }
+                    }
+                }
+                for finding in with_comments(conn, customer, reads).await? {
+                    let id = finding.id.as_str().to_owned();
+                    outcomes.insert(id, BulkOutcome::Triaged(Box::new(finding)));
                 }
                 Ok::<_, diesel::result::Error>(outcomes)
             })

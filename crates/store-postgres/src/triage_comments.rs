@@ -1,9 +1,10 @@
 //! A triage comment is kept once per write (`triage_changes`), however many findings the
-//! write marks: a finding and a history record name the change whose comment they carry
-//! (`triage_change_id`, `change_id`). [`Comment`] reads the comment where it is: the
-//! change's, joined to the row (`LEFT JOIN triage_changes` on the customer and the change,
-//! so that Citus routes the statement to the customer's node, which a subquery would not),
-//! else the row's own column (a mark or record written before comments were kept once).
+//! write marks: a history record names the change whose comment it carries (`change_id`).
+//! [`Comment`] reads a record's comment where it is: the change's, joined to the record
+//! (`LEFT JOIN triage_changes` on the customer and the change, so that Citus routes the
+//! statement to the customer's node, which a subquery would not), else the record's own
+//! column (one written before comments were kept once). (A finding's comment is read apart,
+//! only for the findings that need one: `finding_rows::with_comments`.)
 //!
 //! It is an expression of its own, with a static query id, so the statements reading it stay
 //! prepared and cached as before (a literal SQL fragment would have made them be prepared
@@ -19,23 +20,13 @@ use diesel::{
     sql_types::{Nullable, Text},
 };
 
-use crate::schema::{finding_triage_history, findings, triage_changes};
+use crate::schema::{finding_triage_history, triage_changes};
 
 /// Where a comment is read: its SQL, and the row's own column (the expression is selectable
 /// wherever that column and the joined change's comment are).
 pub(crate) trait KeptComment: 'static {
     const SQL: &'static str;
     type Column;
-}
-
-/// A finding's triage comment.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct OfFinding;
-
-impl KeptComment for OfFinding {
-    const SQL: &'static str =
-        "coalesce(\"triage_changes\".\"comment\", \"findings\".\"triage_comment\")";
-    type Column = findings::triage_comment;
 }
 
 /// A history record's comment.
