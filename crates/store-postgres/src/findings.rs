@@ -492,10 +492,8 @@ impl FindingRepository for PgStore {
             .optional()
             .map_err(db_error)?
             .ok_or(Error::NotFound)?;
-        let read = read_finding(row, self.clock.now())?;
-        let mut found = with_comments(&mut conn, customer, vec![read])
-            .await
-            .map_err(db_error)?;
-        found.pop().ok_or(Error::NotFound)
+        let read = vec![read_finding(row, self.clock.now())?];
+        let found = with_comments(&mut conn, customer, read).await;
+        found.map_err(db_error)?.pop().ok_or(Error::NotFound)
     }
 }

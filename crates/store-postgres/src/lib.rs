@@ -40,6 +40,7 @@ mod triage;
 mod triage_bulk;
 mod triage_comments;
 mod triage_expiry;
+mod triage_history;
 mod upr;
 pub mod usage;
 mod wake;

@@ -227,13 +227,11 @@ pub(crate) enum Refused {
 /// A finding to triage: its id, and the tags `If-Match` accepts (`None`: any).
 pub(crate) type Target<'a> = (&'a FindingId, Option<&'a [String]>);
 
-/// Records a finding keeps at most: older ones are deleted as new ones come.
-pub const HISTORY_KEPT: i64 = 100;
-
 /// Writes `change` (the write `change_id`) to the findings `targets`, in the caller's
 /// transaction under the customer's lock, in a few statements whatever their number: the
 /// rows locked and read, the change's comment kept once, the written rows updated, their
-/// history records inserted, the records past a finding's newest [`HISTORY_KEPT`] deleted.
+/// history records inserted, the records past a finding's newest
+/// [`crate::triage_history::HISTORY_KEPT`] deleted.
 /// Per target, in order: the state before and the history record's id, or why it was not
 /// written.
 pub(crate) async fn write_many(
@@ -337,47 +335,12 @@ pub(crate) async fn write_many(
             .values(&records)
             .execute(&mut *conn)
             .await?;
-        prune_history(conn, customer, &ids).await?;
+        crate::triage_history::prune(conn, customer, &ids).await?;
     }
     Ok(outcomes
         .into_iter()
         .map(|outcome| outcome.map(|(before, record)| (before.triage.state, record)))
         .collect())
-}
-
-/// Deletes the history records of the customer's `findings` past each one's newest
-/// [`HISTORY_KEPT`], and the comments of the changes no finding and no record names any more.
-/// One statement; the records it deletes are still seen by its own reads, so they are
-/// excluded by hand.
-pub(crate) async fn prune_history(
-    conn: &mut AsyncPgConnection,
-    customer: Uuid,
-    findings: &[&str],
-) -> QueryResult<usize> {
-    diesel::sql_query(format!(
-        "WITH excess AS ( \
-             SELECT h.id, h.change_id FROM unnest($2::text[]) AS f(finding_id) \
-             CROSS JOIN LATERAL ( \
-                 SELECT id, change_id FROM finding_triage_history \
-                 WHERE customer_id = $1 AND finding_id = f.finding_id \
-                 ORDER BY id DESC OFFSET {HISTORY_KEPT}) h), \
-         pruned AS ( \
-             DELETE FROM finding_triage_history h USING excess \
-             WHERE h.customer_id = $1 AND h.id = excess.id \
-             RETURNING h.change_id) \
-         DELETE FROM triage_changes c \
-         WHERE c.customer_id = $1 \
-           AND c.id IN (SELECT change_id FROM pruned WHERE change_id IS NOT NULL) \
-           AND NOT EXISTS (SELECT 1 FROM findings f \
-                           WHERE f.customer_id = $1 AND f.triage_change_id = c.id) \
-           AND NOT EXISTS (SELECT 1 FROM finding_triage_history h \
-                           WHERE h.customer_id = $1 AND h.change_id = c.id \
-                             AND h.id NOT IN (SELECT id FROM excess))"
-    ))
-    .bind::<diesel::sql_types::Uuid, _>(customer)
-    .bind::<diesel::sql_types::Array<diesel::sql_types::Text>, _>(findings)
-    .execute(conn)
-    .await
 }
 
 impl PgStore {

@@ -148,7 +148,7 @@ async fn expire_marks(
         .values(records)
         .execute(conn)
         .await?;
-    crate::triage::prune_history(conn, customer, &ids).await?;
+    crate::triage_history::prune(conn, customer, &ids).await?;
     let events: Vec<_> = marks
         .iter()
         .map(|(id, state, ..)| {
