@@ -69,7 +69,10 @@ pub static PATCH: Endpoint = Endpoint {
                   only if nobody changed it since you read it (412 otherwise); without \
                   `If-Match` the last write wins. Needs `write:findings` and \
                   `read:findings`. While an analyzer pass of the customer is being written \
-                  the write waits for it, up to 5 seconds (then 503 with `Retry-After`).",
+                  the write waits for it, up to 5 seconds (then 503 with `Retry-After`). \
+                  Counts against the customer's triage budgets (120 writes a minute; 32 MiB \
+                  an hour of what they add to storage, 1 KiB a finding and the comment once): \
+                  429 past either, its `RateLimit-Policy` naming it.",
     body: "The triage to write.",
     success: "The finding as triaged.",
     errors: &[400, 404, 412, 413, 415, 422],
@@ -83,9 +86,10 @@ pub static HISTORY: Endpoint = Endpoint {
     operation_id: "listFindingTriage",
     tag: "findings",
     summary: "List a finding's triage history",
-    description: "Every change of the finding's triage, newest first: who (the key), when, \
-                  from which state and reason to which, with its comment and expiry. An id of \
-                  another customer is 404.",
+    description: "The finding's newest 100 changes of triage (older ones are forgotten as \
+                  new ones come), newest first: who (the key), when, from which state and \
+                  reason to which, with its comment and expiry. An id of another customer is \
+                  404.",
     success: "A page of changes.",
     success_headers: &["Link"],
     errors: &[400, 404],

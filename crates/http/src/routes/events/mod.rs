@@ -45,7 +45,9 @@ pub static LIST: Endpoint = Endpoint {
                   an event exists, or empty at the end of the wait. With `Accept: \
                   text/event-stream`, a stream of Server-Sent Events instead: every event \
                   after `after` (or `Last-Event-ID`) as it is committed, one per message \
-                  (`id:` the event's id, `data:` the event as JSON).",
+                  (`id:` the event's id, `data:` the event as JSON). A customer's keys hold \
+                  at most 32 waiting requests and streams at once over every instance, a key \
+                  4 on an instance (429 with `Retry-After` past either).",
     request_headers: &[&LAST_EVENT_ID],
     success: "A page of events; or, asked for with `Accept: text/event-stream`, the stream \
               of them.",

@@ -123,7 +123,9 @@ pub static EXPORT: Endpoint = Endpoint {
                   `offset`), ordered by id, streamed as it is read, each line ending in a line \
                   feed (the last one too). `X-Total-Count` gives the number of lines. No match \
                   is an empty 200 body. With `modifiedSince`, only what changed since; \
-                  `X-Synced-Through` is what to send next time. Documented in docs/export.md.",
+                  `X-Synced-Through` is what to send next time. A customer streams at most 2 \
+                  exports at once over every instance (a third waits a few seconds, then \
+                  429). Documented in docs/export.md.",
     success: "The findings, one per line.",
     errors: &[400, 404],
     success_headers: &["Content-Disposition", "X-Total-Count", "X-Synced-Through"],
