@@ -11,10 +11,27 @@ CREATE TABLE webhook_latency (
     subscription_id  uuid NOT NULL,
     latency_ms       integer NOT NULL CHECK (latency_ms >= 0),
     updated_at       timestamptz NOT NULL,
-    PRIMARY KEY (customer_id, subscription_id),
-    FOREIGN KEY (customer_id, subscription_id)
-        REFERENCES webhook_subscriptions (customer_id, id)
+    PRIMARY KEY (customer_id, subscription_id)
 );
+-- On a Citus cluster distributed already (an upgrade), the table joins the others before
+-- its foreign key: Citus refuses a key from a table of the coordinator to a distributed one.
+-- On a fresh database (or without Citus) `migrate` distributes everything after the
+-- migrations.
+DO $$
+DECLARE
+    distributed boolean := false;
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+        EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_dist_partition '
+                'WHERE logicalrelid = ''webhook_subscriptions''::regclass)' INTO distributed;
+    END IF;
+    IF distributed THEN
+        PERFORM posture_distribute_table('webhook_latency');
+    END IF;
+END;
+$$;
+ALTER TABLE webhook_latency ADD FOREIGN KEY (customer_id, subscription_id)
+    REFERENCES webhook_subscriptions (customer_id, id);
 
 -- A subscription's queue, oldest due first (a pass's chunks in order): the claim finds the
 -- subscriptions with deliveries pending by a skip scan of it and reads each one's due head.

@@ -7,7 +7,8 @@
 --
 -- Outside a transaction (metadata.toml), each statement safe to run again: the new columns
 -- have no default (no rewrite of findings); the indexes cover only the rows that name a
--- change.
+-- change. Not CONCURRENTLY (no statement of a message of several may be): each build reads
+-- its table once, writes waiting, and indexes nothing yet (no row names a change before).
 CREATE TABLE IF NOT EXISTS triage_changes (
     customer_id  uuid NOT NULL,
     id           uuid NOT NULL,

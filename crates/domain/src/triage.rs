@@ -214,7 +214,7 @@ pub const WRITE_RATE: crate::rate_limit::RatePolicy = crate::rate_limit::RatePol
 };
 
 /// What a customer's triage writes may add to storage together, in bytes, per hour: 32 MiB
-/// (each write costing [`stored_cost`]). Sixty of the largest bulks an hour (500 findings and a
+/// (each write costing [`stored_cost`]). Sixty-four of the largest bulks an hour (500 findings and a
 /// comment of 2,000 four-byte characters), 32,000 findings an hour with short comments.
 pub const BYTES_RATE: crate::rate_limit::RatePolicy = crate::rate_limit::RatePolicy {
     limit: 32 << 20,

@@ -29,13 +29,14 @@ end
 return 0
 ";
 
-/// Renews a holder's lease, if it still holds its place (ARGV: the holder, the lease in ms).
+/// Renews a holder's lease (ARGV: the holder, the lease in ms), adding it again if Redis lost
+/// it (restarted, or unreachable for longer than the lease): a request still running is
+/// counted while it runs.
 const KEEP_SCRIPT: &str = r"
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-if redis.call('ZADD', KEYS[1], 'XX', 'CH', now + tonumber(ARGV[2]), ARGV[1]) == 1 then
-  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
-end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
 return 1
 ";
 
@@ -55,6 +56,20 @@ impl RedisRateLimiter {
     fn lease_ms(&self) -> u64 {
         u64::try_from(self.place_lease.as_millis()).unwrap_or(u64::MAX)
     }
+
+    /// Takes `place`'s holder out of Redis, if Redis answers (if not, its lease ends it).
+    async fn forget_in_redis(&self, place: &Place) {
+        let key = places_key(place);
+        let _ = self
+            .on_redis(|mut conn| async move {
+                redis::cmd("ZREM")
+                    .arg(&key)
+                    .arg(place.holder.to_string())
+                    .query_async::<i64>(&mut conn)
+                    .await
+            })
+            .await;
+    }
 }
 
 #[async_trait]
@@ -73,7 +88,15 @@ impl Places for RedisRateLimiter {
             .await;
         Ok(match taken {
             Some(taken) => taken == 1,
-            None => self.places.take_here(place, limit),
+            None => {
+                let taken = self.places.take_here(place, limit);
+                if !taken {
+                    // Redis may have taken it after all and answered too late: no one would
+                    // give that back before its lease ends.
+                    self.forget_in_redis(place).await;
+                }
+                taken
+            }
         })
     }
 
@@ -96,16 +119,7 @@ impl Places for RedisRateLimiter {
         // Taken here while Redis was away, or there: given back in both (a place Redis does
         // not hear of lapses with its lease).
         self.places.give_back_here(place);
-        let key = places_key(place);
-        let _ = self
-            .on_redis(|mut conn| async move {
-                redis::cmd("ZREM")
-                    .arg(&key)
-                    .arg(place.holder.to_string())
-                    .query_async::<i64>(&mut conn)
-                    .await
-            })
-            .await;
+        self.forget_in_redis(place).await;
         Ok(())
     }
 

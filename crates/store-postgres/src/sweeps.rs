@@ -108,8 +108,14 @@ impl PgStore {
     pub(crate) async fn purge_bodies(&self, cutoff: DateTime<Utc>, batch: u32) -> Result<u64> {
         self.delete_in_batches(
             (cutoff, batch),
-            "SELECT customer_id FROM webhook_bodies WHERE created_at < $1 \
-             GROUP BY customer_id ORDER BY min(created_at) LIMIT $2",
+            // The customers with a body to delete: one a delivery still reads is not, and
+            // many such would otherwise fill the list and hold the others' back for good.
+            "SELECT b.customer_id FROM webhook_bodies b WHERE b.created_at < $1 \
+               AND NOT EXISTS ( \
+                   SELECT 1 FROM webhook_deliveries d \
+                   WHERE d.customer_id = b.customer_id AND d.pass_id = b.pass_id \
+                     AND d.event_type = b.event_type AND d.chunk = b.chunk) \
+             GROUP BY b.customer_id ORDER BY min(b.created_at) LIMIT $2",
             purge_bodies,
         )
         .await

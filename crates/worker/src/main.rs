@@ -20,9 +20,13 @@ struct Cli {
     secrets: SecretArgs,
     #[command(flatten)]
     webhooks: WebhookArgs,
-    /// Deliver what is due now, then exit (prints {"attempted": n}).
+    /// Deliver what is due now, then exit (prints how many deliveries were attempted).
     #[arg(long)]
     once: bool,
+    /// Print one JSON object on stdout instead of text (`{"attempted": n}` with `--once`;
+    /// nothing while delivering until stopped).
+    #[arg(long)]
+    json: bool,
     /// Delay before the first retry; later ones grow 4x each (capped at 12 h), with jitter.
     #[arg(long, env = "POSTURE_WEBHOOK_RETRY_BASE_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     retry_base_secs: u64,
@@ -56,6 +60,10 @@ struct Cli {
     /// Longest sleep between looks at the queue when no notification arrives.
     #[arg(long, env = "POSTURE_WORKER_POLL_SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=300))]
     poll_secs: u64,
+    /// Seconds between measures of every customer's stored data for the usage gauges
+    /// (`posture_customer_usage_*`; each reads every row, one worker at a time); 0: never.
+    #[arg(long, env = "POSTURE_WORKER_USAGE_SECS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(0..=604_800))]
+    usage_secs: u64,
     /// Serve Prometheus metrics (`/metrics`) on this address; off when unset.
     #[arg(long, env = "POSTURE_METRICS_BIND")]
     metrics_bind: Option<std::net::SocketAddr>,
@@ -121,19 +129,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         allow_private: cli.webhooks.policy().allow_private,
         clock: store.clock(),
     };
-    let worker = Arc::new(
-        Worker::new(
-            store.clone(),
-            store.clone(),
-            Arc::new(cli.secrets.keyring()?),
-            config,
-        )
-        .context("the webhook HTTP client cannot be built")?
-        .with_events(store.clone(), cli.webhooks.event_retention())
-        .with_idempotency_keys(store.clone())
-        .with_usage(store.clone())
-        .with_pass_statistics(store),
-    );
+    let mut worker = Worker::new(
+        store.clone(),
+        store.clone(),
+        Arc::new(cli.secrets.keyring()?),
+        config,
+    )
+    .context("the webhook HTTP client cannot be built")?
+    .with_events(store.clone(), cli.webhooks.event_retention())
+    .with_idempotency_keys(store.clone());
+    if cli.usage_secs > 0 {
+        worker = worker.with_usage(store.clone(), Duration::from_secs(cli.usage_secs));
+    }
+    let worker = Arc::new(worker.with_pass_statistics(store));
     if let (Some(bind), false) = (cli.metrics_bind, cli.once) {
         posture_startup::metrics::install_with_listener(bind)
             .with_context(|| format!("cannot serve metrics on {bind} (POSTURE_METRICS_BIND)"))?;
@@ -142,7 +150,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if cli.once {
         let attempted = worker.drain().await.context("delivering failed")?;
         let mut out = std::io::stdout().lock();
-        writeln!(out, "{}", serde_json::json!({ "attempted": attempted }))?;
+        if cli.json {
+            writeln!(out, "{}", serde_json::json!({ "attempted": attempted }))?;
+        } else {
+            writeln!(out, "{attempted} deliveries attempted")?;
+        }
         return Ok(());
     }
     let (stop, stopped) = tokio::sync::watch::channel(false);

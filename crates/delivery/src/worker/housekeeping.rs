@@ -22,8 +22,6 @@ const SWEEP_BATCH: u32 = 1000;
 const TRIAGE_SWEEP_EVERY: Duration = Duration::from_secs(30);
 /// Marks recorded per round of the triage sweep.
 const TRIAGE_BATCH: u32 = 500;
-/// How often a running worker measures the customers' stored data for its gauges.
-const USAGE_EVERY: Duration = Duration::from_secs(3600);
 
 /// Runs `round` (which handles at most `batch` rows) until a round handles fewer; the sum.
 async fn in_rounds<F, Fut>(batch: u32, mut round: F) -> Result<u64>
@@ -198,38 +196,28 @@ impl Worker {
         }
     }
 
-    /// Publishes how the customers' stored bytes spread, by category, at most every
-    /// [`USAGE_EVERY`] (it reads every row of customer data): the median, the 99th
-    /// percentile and the largest customer's, never which customer (`posture-api customers
-    /// usage` names them).
-    pub(super) async fn refresh_usage_gauges(&self) {
-        let Some(usage) = &self.usage else {
+    /// Publishes how the customers' stored bytes spread, by category, at once and then at
+    /// every interval of [`Worker::with_usage`] until `stop` turns true (it reads every row
+    /// of customer data, in a task of its own so that no sweep waits for it): the median,
+    /// the 99th percentile and the largest customer's, never which customer (`posture-api
+    /// customers usage` names them). A worker that finds another measuring skips its turn.
+    pub(super) async fn measure_usage_until(&self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let Some((usage, every)) = &self.usage else {
             return;
         };
-        {
-            let mut last = self.usage_at.lock().unwrap_or_else(|p| p.into_inner());
-            if last.is_some_and(|at| at.elapsed() < USAGE_EVERY) {
-                return;
+        while !*stop.borrow() {
+            match usage.storage_usage_alone().await {
+                Ok(Some(customers)) => publish_usage(&customers),
+                Ok(None) => {
+                    tracing::debug!("another worker is measuring the customers' stored data");
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "measuring the customers' stored data failed; measured again at the next interval");
+                }
             }
-            *last = Some(std::time::Instant::now());
-        }
-        let customers = match usage.storage_usage(None).await {
-            Ok(customers) => customers,
-            Err(e) => {
-                tracing::warn!(error = %e, "measuring the customers' stored data failed; measured again in an hour");
-                return;
-            }
-        };
-        metrics::gauge!("posture_customer_usage_customers").set(customers.len() as f64);
-        for category in StorageCategory::ALL {
-            let [median, p99, largest] = spread(&customers, *category);
-            for (quantile, bytes) in [("0.5", median), ("0.99", p99), ("1", largest)] {
-                metrics::gauge!(
-                    "posture_customer_usage_bytes",
-                    "category" => category.as_str(),
-                    "quantile" => quantile
-                )
-                .set(bytes as f64);
+            tokio::select! {
+                _ = stop.changed() => {}
+                () = tokio::time::sleep(*every) => {}
             }
         }
     }
@@ -245,6 +233,22 @@ impl Worker {
         }
         if let Err(e) = self.sweep().await {
             tracing::warn!(error = %e, "sweeping the delivery log failed; retrying at the next sweep");
+        }
+    }
+}
+
+/// `posture_customer_usage_*` from a measure of every customer.
+fn publish_usage(customers: &[posture_domain::usage::CustomerUsage]) {
+    metrics::gauge!("posture_customer_usage_customers").set(customers.len() as f64);
+    for category in StorageCategory::ALL {
+        let [median, p99, largest] = spread(customers, *category);
+        for (quantile, bytes) in [("0.5", median), ("0.99", p99), ("1", largest)] {
+            metrics::gauge!(
+                "posture_customer_usage_bytes",
+                "category" => category.as_str(),
+                "quantile" => quantile
+            )
+            .set(bytes as f64);
         }
     }
 }

@@ -2,13 +2,16 @@
 //! (`posture_domain::fair_share`), each claimed delivery sent at once in a task of its own;
 //! the housekeeping beside, so that a long sweep never holds a claim back.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use posture_domain::{
     CustomerId, Result,
     fair_share::{Lane, LaneBook},
 };
-use tokio::{sync::watch, task::JoinSet};
+use tokio::{
+    sync::watch,
+    task::{Id, JoinError, JoinSet},
+};
 
 use super::sending::{Worker, error_chain};
 
@@ -19,7 +22,7 @@ impl Worker {
         self: &Arc<Self>,
         lane: Lane,
         book: &mut LaneBook,
-        tasks: &mut JoinSet<(Lane, CustomerId)>,
+        tasks: &mut InFlight,
     ) -> Result<usize> {
         let claim = book.claim(&self.config.id, lane, self.config.lease, self.config.share);
         if claim.limit == 0 {
@@ -31,13 +34,12 @@ impl Worker {
             let customer = delivery.delivery.customer_id;
             book.take(lane, customer);
             let worker = self.clone();
-            tasks.spawn(async move {
+            tasks.spawn(lane, customer, async move {
                 let id = delivery.delivery.id;
                 if let Err(e) = worker.deliver(delivery).await {
                     // The lease ends and another attempt follows; nothing is lost.
                     tracing::warn!(delivery.id = %id, error = error_chain(&e), "delivery not attempted: the database is unreachable");
                 }
-                (lane, customer)
             });
         }
         if count > 0 {
@@ -51,7 +53,7 @@ impl Worker {
     async fn claim_lanes(
         self: &Arc<Self>,
         book: &mut LaneBook,
-        tasks: &mut JoinSet<(Lane, CustomerId)>,
+        tasks: &mut InFlight,
         only_if_worth_it: bool,
     ) -> usize {
         let mut claimed = 0;
@@ -84,7 +86,7 @@ impl Worker {
     /// (`posture-worker --once`).
     pub async fn drain(self: &Arc<Self>) -> Result<usize> {
         let mut book = self.lanes();
-        let mut tasks = JoinSet::new();
+        let mut tasks = InFlight::default();
         let mut attempted = 0;
         loop {
             let mut claimed = 0;
@@ -97,10 +99,10 @@ impl Worker {
             if claimed == 0 && tasks.is_empty() {
                 return Ok(attempted);
             }
-            if let Some(Ok((lane, customer))) = tasks.join_next().await {
+            if let Some((lane, customer)) = tasks.join_next().await {
                 book.give_back(lane, customer);
             }
-            while let Some(Ok((lane, customer))) = tasks.try_join_next() {
+            while let Some((lane, customer)) = tasks.try_join_next() {
                 book.give_back(lane, customer);
             }
         }
@@ -124,7 +126,6 @@ impl Worker {
                     worker.refresh_queue_gauges().await;
                     worker.sweep_when_due().await;
                     worker.expire_triage_when_due().await;
-                    worker.refresh_usage_gauges().await;
                     tokio::select! {
                         _ = stop.changed() => {}
                         () = tokio::time::sleep(HOUSEKEEPING_EVERY) => {}
@@ -132,8 +133,13 @@ impl Worker {
                 }
             }
         });
+        let usage = tokio::spawn({
+            let worker = self.clone();
+            let stop = stop.clone();
+            async move { worker.measure_usage_until(stop).await }
+        });
         let mut book = self.lanes();
-        let mut tasks: JoinSet<(Lane, CustomerId)> = JoinSet::new();
+        let mut tasks = InFlight::default();
         // LISTEN failures in a row: the wait before trying again grows from 1 s to the poll
         // interval, so a LISTEN broken for a moment (a restart, a full server) is back within
         // seconds, and one broken for good costs a line per poll interval.
@@ -145,11 +151,9 @@ impl Worker {
             after_completion = false;
             tokio::select! {
                 _ = stop.changed() => {}
-                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                    if let Ok((lane, customer)) = done {
-                        book.give_back(lane, customer);
-                    }
-                    while let Some(Ok((lane, customer))) = tasks.try_join_next() {
+                Some((lane, customer)) = tasks.join_next(), if !tasks.is_empty() => {
+                    book.give_back(lane, customer);
+                    while let Some((lane, customer)) = tasks.try_join_next() {
                         book.give_back(lane, customer);
                     }
                     publish_lanes(&book);
@@ -176,7 +180,69 @@ impl Worker {
         // Nothing new starts; what is in flight finishes (each bounded by the timeout).
         while tasks.join_next().await.is_some() {}
         let _ = housekeeping.await;
+        // A measure under way is only reads: it stops where it is.
+        usage.abort();
+        let _ = usage.await;
         tracing::info!(worker = %self.config.id, "posture-worker stopped");
+    }
+}
+
+/// The deliveries being sent, each in a task of its own, and whose slot each holds: a task
+/// that ends in any way (a panic too, which a defect could cause) gives its slot back.
+#[derive(Default)]
+struct InFlight {
+    tasks: JoinSet<()>,
+    slots: HashMap<Id, (Lane, CustomerId)>,
+}
+
+impl InFlight {
+    fn spawn(
+        &mut self,
+        lane: Lane,
+        customer: CustomerId,
+        sending: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        let task = self.tasks.spawn(sending);
+        self.slots.insert(task.id(), (lane, customer));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    /// The slot of the next task to end, once one does.
+    async fn join_next(&mut self) -> Option<(Lane, CustomerId)> {
+        loop {
+            let ended = self.tasks.join_next_with_id().await?;
+            if let Some(slot) = self.ended(ended) {
+                return Some(slot);
+            }
+        }
+    }
+
+    /// The slot of a task ended already, if any.
+    fn try_join_next(&mut self) -> Option<(Lane, CustomerId)> {
+        loop {
+            let ended = self.tasks.try_join_next_with_id()?;
+            if let Some(slot) = self.ended(ended) {
+                return Some(slot);
+            }
+        }
+    }
+
+    fn ended(
+        &mut self,
+        ended: std::result::Result<(Id, ()), JoinError>,
+    ) -> Option<(Lane, CustomerId)> {
+        let id = match ended {
+            Ok((id, ())) => id,
+            Err(e) => {
+                // The delivery's lease ends and another attempt follows; nothing is lost.
+                tracing::error!(error = %e, "a delivery's task ended before its attempt was recorded (a defect): its slot is given back");
+                e.id()
+            }
+        };
+        self.slots.remove(&id)
     }
 }
 

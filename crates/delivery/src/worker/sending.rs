@@ -71,10 +71,9 @@ pub struct Worker {
     pub(super) idempotency: Option<Arc<dyn IdempotencyRepository>>,
     /// When triage marks past their expiry were last recorded.
     pub(super) triage_swept_at: std::sync::Mutex<Option<std::time::Instant>>,
-    /// Where the customers' storage usage is measured (`None`: no usage gauges).
-    pub(super) usage: Option<Arc<dyn UsageRepository>>,
-    /// When the usage gauges were last refreshed.
-    pub(super) usage_at: std::sync::Mutex<Option<std::time::Instant>>,
+    /// Where the customers' storage usage is measured, and how often (`None`: no usage
+    /// gauges).
+    pub(super) usage: Option<(Arc<dyn UsageRepository>, std::time::Duration)>,
 }
 
 /// An error with its causes, one line.
@@ -131,7 +130,6 @@ impl Worker {
             triage_swept_at: std::sync::Mutex::default(),
             idempotency: None,
             usage: None,
-            usage_at: std::sync::Mutex::default(),
         })
     }
 
@@ -155,9 +153,14 @@ impl Worker {
     }
 
     /// Exports the usage gauges too (`posture_customer_usage_*`: how the customers' stored
-    /// bytes spread, hourly), measured by `usage`.
-    pub fn with_usage(mut self, usage: Arc<dyn UsageRepository>) -> Self {
-        self.usage = Some(usage);
+    /// bytes spread), measured by `usage` every `every` (unless another worker is measuring
+    /// at that moment).
+    pub fn with_usage(
+        mut self,
+        usage: Arc<dyn UsageRepository>,
+        every: std::time::Duration,
+    ) -> Self {
+        self.usage = Some((usage, every));
         self
     }
 

@@ -62,6 +62,11 @@ pub trait UsageRepository: Send + Sync {
         &self,
         customer: Option<CustomerId>,
     ) -> Result<Vec<crate::usage::CustomerUsage>>;
+
+    /// Every customer's usage, as [`storage_usage`](Self::storage_usage), unless another
+    /// process is measuring it at this moment (`None`): a measure reads every row, and the
+    /// workers' gauges need not read them twice at once.
+    async fn storage_usage_alone(&self) -> Result<Option<Vec<crate::usage::CustomerUsage>>>;
 }
 
 /// Customers (operator commands only).

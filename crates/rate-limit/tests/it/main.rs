@@ -122,6 +122,37 @@ async fn places_are_counted_over_every_instance_and_lapse_unrenewed() {
     );
 }
 
+/// A holder Redis lost (Redis restarted empty) while its request runs is counted again at
+/// its next renewal: the customer's limit holds across the restart.
+#[tokio::test]
+async fn a_place_redis_lost_is_counted_again_when_renewed() {
+    use posture_domain::rate_limit::{Place, PlaceKind, Places};
+    let a = RedisRateLimiter::new(&redis_url(), POLICY).unwrap();
+    let customer = posture_domain::CustomerId::generate();
+    let held = Place::new(PlaceKind::Export, customer);
+    assert!(a.take(&held, 1).await.unwrap());
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: i64 = redis::cmd("DEL")
+        .arg(format!("posture:places:{{export:{customer}}}"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    a.keep(&held).await.unwrap();
+    assert!(
+        !a.take(&Place::new(PlaceKind::Export, customer), 1)
+            .await
+            .unwrap(),
+        "the renewed holder holds its place again"
+    );
+    a.give_back(&held).await.unwrap();
+    assert!(
+        a.take(&Place::new(PlaceKind::Export, customer), 1)
+            .await
+            .unwrap()
+    );
+}
+
 #[tokio::test]
 async fn the_budget_of_a_bucket_is_shared_and_read_without_counting() {
     let a = RedisRateLimiter::new(&redis_url(), POLICY).unwrap();

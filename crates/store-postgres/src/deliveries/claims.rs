@@ -256,15 +256,15 @@ pub(super) async fn claim(
     .await
 }
 
-/// Citus: the customers with deliveries due, those with the fewest in flight first (then
-/// the oldest due), then a claim on each customer's node: first each customer's even share
-/// of `limit` (a customer with less due leaves its share to the next), then what is left,
-/// in the same order.
+/// Citus: the customers with deliveries due on the lane, those with the fewest in flight
+/// first (then the oldest due; [`VISITS_PER_SLOT`] per delivery wanted at most), then a
+/// claim on each customer's node: first each customer's even share of `limit` (a customer
+/// with less due leaves its share to the next), then what is left, in the same order.
 ///
-/// The customers come from each shard on its own (`run_command_on_shards`, which reports a
-/// shard it cannot reach instead of failing): while a worker node is down, its customers'
-/// deliveries wait and every other customer's go on. A customer whose claim fails (its node
-/// went away meanwhile) is skipped until the next claim.
+/// The customers come from each shard on its own (`run_command_on_colocated_placements`,
+/// which reports a shard it cannot reach instead of failing): while a worker node is down,
+/// its customers' deliveries wait and every other customer's go on. A customer whose claim
+/// fails (its node went away meanwhile) is skipped until the next claim.
 pub(super) async fn claim_per_customer(
     conn: &mut AsyncPgConnection,
     claim: &ClaimRequest<'_>,
@@ -272,7 +272,7 @@ pub(super) async fn claim_per_customer(
     if claim.limit == 0 {
         return Ok(Vec::new());
     }
-    let due = due_customers(conn).await?;
+    let due = due_customers(conn, claim).await?;
     if due.is_empty() {
         return Ok(Vec::new());
     }
@@ -345,13 +345,26 @@ pub(super) async fn claim_per_customer(
     }
 }
 
-/// Customers asked of each shard at most (those with the fewest deliveries in flight, then
-/// the oldest due): a claim hands out a few dozen deliveries.
-const DUE_CUSTOMERS_PER_SHARD: u32 = 1000;
+/// Subscriptions asked of each shard at most (those of the customers with the fewest
+/// deliveries in flight, then the oldest due): a claim hands out a few dozen deliveries.
+const DUE_SUBSCRIPTIONS_PER_SHARD: u32 = 1000;
 
-/// The customers with deliveries due, the fewest in flight first, then the oldest due: each
-/// shard's answer, from every shard that answers.
-async fn due_customers(conn: &mut AsyncPgConnection) -> QueryResult<Vec<Uuid>> {
+/// Customers a claim visits at most, per delivery it may take: each visit is a transaction
+/// on the customer's node, and a customer visited may have nothing to give (its
+/// subscriptions' room is full, its deliveries are of event types this build does not know).
+const VISITS_PER_SLOT: usize = 4;
+
+/// The customers with deliveries due on `claim`'s lane, the fewest in flight first, then the
+/// oldest due: each shard's answer, from every shard that answers.
+///
+/// Each shard finds its subscriptions with deliveries pending by a skip scan of the queue's
+/// index (one probe per subscription, never a count of a backlog) and leaves out those
+/// paused, disabled or deactivated (beside it on the same node); the lane is then told from
+/// the few subscriptions measured slow.
+async fn due_customers(
+    conn: &mut AsyncPgConnection,
+    claim: &ClaimRequest<'_>,
+) -> QueryResult<Vec<Uuid>> {
     #[derive(QueryableByName)]
     struct ShardAnswer {
         #[diesel(sql_type = Nullable<Text>)]
@@ -359,46 +372,100 @@ async fn due_customers(conn: &mut AsyncPgConnection) -> QueryResult<Vec<Uuid>> {
         #[diesel(sql_type = diesel::sql_types::Bool)]
         success: bool,
     }
-    // `%s` is each shard's name; the answer is JSON text:
-    // [[customer, in flight, due epoch], ...].
-    let limit = DUE_CUSTOMERS_PER_SHARD;
+    // `%1$s` is each shard of the outbox, `%2$s` the subscriptions' shard beside it; the
+    // answer is JSON text: [[customer, subscription, in flight, due epoch], ...].
+    let limit = DUE_SUBSCRIPTIONS_PER_SHARD;
     let per_shard = format!(
-        "SELECT coalesce(json_agg(json_build_array(customer_id, busy, \
+        "WITH RECURSIVE queues AS ( \
+             (SELECT customer_id, subscription_id FROM %1$s \
+              WHERE status = ''pending'' ORDER BY customer_id, subscription_id LIMIT 1) \
+             UNION ALL \
+             SELECT n.customer_id, n.subscription_id FROM queues q \
+             CROSS JOIN LATERAL ( \
+                 SELECT customer_id, subscription_id FROM %1$s \
+                 WHERE status = ''pending'' \
+                   AND (customer_id, subscription_id) > (q.customer_id, q.subscription_id) \
+                 ORDER BY customer_id, subscription_id LIMIT 1) n), \
+         heads AS ( \
+             SELECT q.customer_id, q.subscription_id, \
+                    (SELECT count(*) FROM %1$s d \
+                     WHERE d.customer_id = q.customer_id \
+                       AND d.subscription_id = q.subscription_id \
+                       AND d.status = ''pending'' AND d.lease_until >= now()) AS busy, \
+                    (SELECT d.next_attempt_at FROM %1$s d \
+                     WHERE d.customer_id = q.customer_id \
+                       AND d.subscription_id = q.subscription_id \
+                       AND d.status = ''pending'' AND d.next_attempt_at <= now() \
+                       AND (d.lease_until IS NULL OR d.lease_until < now()) \
+                     ORDER BY d.next_attempt_at, d.chunk LIMIT 1) AS due \
+             FROM queues q \
+             JOIN %2$s s ON s.customer_id = q.customer_id AND s.id = q.subscription_id \
+              AND s.active AND s.paused_at IS NULL AND s.disabled_at IS NULL) \
+         SELECT coalesce(json_agg(json_build_array(customer_id, subscription_id, busy, \
                                                    extract(epoch FROM due))), ''[]'')::text \
-         FROM (SELECT customer_id, \
-                      count(*) FILTER (WHERE lease_until >= now()) AS busy, \
-                      min(next_attempt_at) FILTER (WHERE lease_until IS NULL \
-                                                      OR lease_until < now()) AS due \
-               FROM %s \
-               WHERE status = ''pending'' AND next_attempt_at <= now() \
-               GROUP BY customer_id \
-               HAVING count(*) FILTER (WHERE lease_until IS NULL OR lease_until < now()) > 0 \
-               ORDER BY 2, 3 LIMIT {limit}) due"
+         FROM (SELECT heads.*, sum(busy) OVER (PARTITION BY customer_id) AS customer_busy \
+               FROM heads) h \
+         WHERE due IS NOT NULL \
+         ORDER BY customer_busy, due LIMIT {limit}"
     );
-    let answers: Vec<ShardAnswer> = across_customers(conn, Spanning::DueCustomers, |conn| {
-        Box::pin(
-            diesel::sql_query(format!(
-                "SELECT result, success \
-                 FROM run_command_on_shards('webhook_deliveries', '{per_shard}')"
+    let slow_after = claim.share.slow_after_ms();
+    let (answers, slow) = across_customers(conn, Spanning::DueCustomers, |conn| {
+        Box::pin(async move {
+            let answers: Vec<ShardAnswer> = diesel::sql_query(format!(
+                "SELECT result, success FROM run_command_on_colocated_placements( \
+                     'webhook_deliveries', 'webhook_subscriptions', '{per_shard}')"
             ))
-            .load(conn),
-        )
+            .load(conn)
+            .await?;
+            // The subscriptions measured slow (few), from every shard that answers.
+            let slow: Vec<ShardAnswer> = diesel::sql_query(format!(
+                "SELECT result, success FROM run_command_on_shards('webhook_latency', \
+                     'SELECT coalesce(json_agg(json_build_array(customer_id, subscription_id)), \
+                                      ''[]'')::text \
+                      FROM %s WHERE latency_ms >= {slow_after}')"
+            ))
+            .load(conn)
+            .await?;
+            Ok((answers, slow))
+        })
     })
     .await?;
-    let mut due: Vec<(u64, f64, Uuid)> = Vec::new();
+    let mut measured_slow: std::collections::HashSet<(Uuid, Uuid)> =
+        std::collections::HashSet::new();
+    for answer in slow {
+        // A shard that does not answer is on a node that answers for no delivery either.
+        let Some(text) = answer.result.filter(|_| answer.success) else {
+            continue;
+        };
+        let found: Vec<(Uuid, Uuid)> = serde_json::from_str(&text)
+            .map_err(|e| diesel::result::Error::DeserializationError(Box::new(e)))?;
+        measured_slow.extend(found);
+    }
+    let wanted_slow = claim.lane == Lane::Slow;
+    // Per customer: its deliveries in flight on the lane, and its oldest due on it.
+    let mut customers: std::collections::HashMap<Uuid, (u64, f64)> =
+        std::collections::HashMap::new();
     for answer in answers {
         let Some(text) = answer.result.filter(|_| answer.success) else {
             tracing::warn!("a shard of the outbox did not answer: its customers' deliveries wait");
             continue;
         };
-        let found: Vec<(Uuid, u64, f64)> = serde_json::from_str(&text)
+        let found: Vec<(Uuid, Uuid, u64, f64)> = serde_json::from_str(&text)
             .map_err(|e| diesel::result::Error::DeserializationError(Box::new(e)))?;
-        due.extend(
-            found
-                .into_iter()
-                .map(|(customer, busy, at)| (busy, at, customer)),
-        );
+        for (customer, subscription, busy, due) in found {
+            if measured_slow.contains(&(customer, subscription)) != wanted_slow {
+                continue;
+            }
+            let entry = customers.entry(customer).or_insert((0, f64::INFINITY));
+            entry.0 += busy;
+            entry.1 = entry.1.min(due);
+        }
     }
-    due.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let mut due: Vec<(u64, f64, Uuid)> = customers
+        .into_iter()
+        .map(|(customer, (busy, at))| (busy, at, customer))
+        .collect();
+    due.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
+    due.truncate((claim.limit as usize).saturating_mul(VISITS_PER_SLOT));
     Ok(due.into_iter().map(|(.., customer)| customer).collect())
 }
