@@ -6,8 +6,10 @@
 //! The tag is computed before the route runs, without its query: an HMAC (key derived from
 //! the server's secret key) over the customer's data version, the key, the path and the
 //! query in a canonical form. The version changes in the same transaction as every change a
-//! read route can show (a pass, a webhook or tenant change), and is read before the route's
-//! own queries, so a tag never stands for newer data than the body it came with. Tags cannot
+//! read route can show (a pass, a triage write, a webhook or tenant change), and with the
+//! latest triage expiry passed that no change has recorded yet (a mark reads `untriaged` from
+//! its expiry on); it is read before the route's own queries, so a tag never stands for
+//! newer data than the body it came with. Tags cannot
 //! be guessed (a key without the route's scope never receives one, so it cannot get a 304
 //! in place of its 403), and one key's tags mean nothing to another key.
 
@@ -39,8 +41,12 @@ pub(crate) async fn tag(
     }
     let version = reads.versions.data_version(principal.scope()).await.ok()?;
     let query = canonical_query(req.query_string(), &[]);
+    let expired_through = version
+        .expired_through
+        .map_or(i64::MIN, |through| through.timestamp_micros());
     let tag = state.keyring.tag_key().tag(&[
-        &version.to_be_bytes(),
+        &version.changes.to_be_bytes(),
+        &expired_through.to_be_bytes(),
         principal.scope().customer_id().as_uuid().as_bytes(),
         principal.key_id().as_uuid().as_bytes(),
         req.path().as_bytes(),

@@ -1,6 +1,12 @@
 //! Customers' data versions (the `ETag` of conditional reads) and pass bounds, from the
 //! primary's cache (`caches/versions.rs`) or read from the database.
 //!
+//! A triage mark reads `untriaged` from its `expiresAt` on (on the store's clock), before
+//! the worker's sweep records it with a change: so each version is read with the customer's
+//! earliest expiry not recorded yet, and once that has passed, the latest expiry passed is
+//! read with every version (one probe of the partial index of marks with an expiry) and
+//! tags the reads with it, until the sweep records them.
+//!
 //! A read replica answers from the primary's cache too, for the versions whose WAL position
 //! it has replayed (as last measured: by its lag check, or by its own last version read). On
 //! a miss it reads its own database, as it always did, and asks the primary for the version
@@ -13,7 +19,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use posture_domain::{CustomerScope, Result, ports::DataVersionRepository};
+use posture_domain::{
+    CustomerScope, Result,
+    ports::{DataVersion, DataVersionRepository},
+};
 use uuid::Uuid;
 
 use crate::{
@@ -132,13 +141,32 @@ impl PgStore {
     }
 
     /// Reads the customer's version on this store's node and caches it (the primary's).
-    async fn read_and_cache(&self, customer: Uuid) -> Result<u64> {
+    async fn read_and_cache(&self, customer: Uuid) -> Result<ReadVersion> {
         let generation = self.key_cache.data_generation();
         let mut conn = self.conn().await?;
         let read = read_version(&mut conn, customer).await.map_err(db_error)?;
         self.key_cache
             .insert_data_version(customer, read, generation);
-        Ok(read.version)
+        Ok(read)
+    }
+
+    /// The customer's version and earliest unrecorded triage expiry: cached, or read.
+    async fn version_and_expiry(&self, customer: Uuid) -> Result<(u64, Option<DateTime<Utc>>)> {
+        let (cache, reader) = self.version_cache();
+        if let Some(cached) = cache.data_version(customer, reader) {
+            return Ok(cached);
+        }
+        let read = match &self.replica {
+            None => self.read_and_cache(customer).await?,
+            Some(link) => {
+                Self::fill_later(link, customer);
+                let mut conn = self.conn().await?;
+                let read = read_version(&mut conn, customer).await.map_err(db_error)?;
+                link.state.replayed(read.position);
+                read
+            }
+        };
+        Ok((read.version, read.next_expiry))
     }
 }
 
@@ -153,15 +181,22 @@ async fn read_version(conn: &mut AsyncPgConnection, customer: Uuid) -> QueryResu
         version: Option<i64>,
         #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>)]
         synced_through: Option<DateTime<Utc>>,
+        #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>)]
+        next_expiry: Option<DateTime<Utc>>,
         #[diesel(sql_type = diesel::sql_types::BigInt)]
         position: i64,
     }
     let Row {
         version,
         synced_through,
+        next_expiry,
         position,
     } = diesel::sql_query(format!(
-        "SELECT v.version, s.synced_through, {WAL_POSITION} AS position \
+        "SELECT v.version, s.synced_through, \
+         (SELECT min(f.triage_expires_at) FROM findings f \
+          WHERE f.customer_id = s.customer_id AND f.triage_expires_at IS NOT NULL) \
+           AS next_expiry, \
+         {WAL_POSITION} AS position \
          FROM customer_sync s \
          LEFT JOIN customer_data_versions v ON v.customer_id = s.customer_id \
          WHERE s.customer_id = $1"
@@ -175,33 +210,59 @@ async fn read_version(conn: &mut AsyncPgConnection, customer: Uuid) -> QueryResu
     .unwrap_or(Row {
         version: None,
         synced_through: None,
+        next_expiry: None,
         position: 0,
     });
     Ok(ReadVersion {
         // No version row: nothing has changed since the customer was created.
         version: version.unwrap_or(0).max(0) as u64,
         synced_through,
+        next_expiry,
         position: position.max(0) as u64,
     })
 }
 
+/// The customer's latest triage expiry at or before `now` that the sweep has not recorded.
+async fn expired_through(
+    conn: &mut AsyncPgConnection,
+    customer: Uuid,
+    now: DateTime<Utc>,
+) -> QueryResult<Option<DateTime<Utc>>> {
+    #[derive(QueryableByName)]
+    struct Row {
+        #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>)]
+        through: Option<DateTime<Utc>>,
+    }
+    diesel::sql_query(
+        "SELECT max(triage_expires_at) AS through FROM findings \
+         WHERE customer_id = $1 AND triage_expires_at <= $2",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(customer)
+    .bind::<diesel::sql_types::Timestamptz, _>(now)
+    .get_result::<Row>(conn)
+    .await
+    .map(|row| row.through)
+}
+
 #[async_trait]
 impl DataVersionRepository for PgStore {
-    async fn data_version(&self, scope: CustomerScope) -> Result<u64> {
+    async fn data_version(&self, scope: CustomerScope) -> Result<DataVersion> {
         let customer = scope.customer_id().as_uuid();
-        let (cache, reader) = self.version_cache();
-        if let Some(version) = cache.data_version(customer, reader) {
-            return Ok(version);
-        }
-        match &self.replica {
-            None => self.read_and_cache(customer).await,
-            Some(link) => {
-                Self::fill_later(link, customer);
+        let (changes, next_expiry) = self.version_and_expiry(customer).await?;
+        // Reads judge an expiry on the store's clock: so does the tag.
+        let now = self.clock.now();
+        let expired_through = match next_expiry {
+            Some(next) if next <= now => {
                 let mut conn = self.conn().await?;
-                let read = read_version(&mut conn, customer).await.map_err(db_error)?;
-                link.state.replayed(read.position);
-                Ok(read.version)
+                expired_through(&mut conn, customer, now)
+                    .await
+                    .map_err(db_error)?
             }
-        }
+            _ => None,
+        };
+        Ok(DataVersion {
+            changes,
+            expired_through,
+        })
     }
 }

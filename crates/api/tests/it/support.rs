@@ -239,12 +239,12 @@ impl TestApp {
     /// `meta.syncedThrough` (as docs/api.md says). Every pass bumps the version.
     pub async fn ingest(&self, scope: CustomerScope, records: &[Value]) {
         let store = &self.store;
-        let before = store.data_version(scope).await.unwrap();
+        let before = store.data_version(scope).await.unwrap().changes;
         self.ingest_unheard(scope, records).await;
         posture_test_support::waits::wait_for(
             "the server serving the pass's data version",
             Duration::from_secs(20),
-            || async move { (store.data_version(scope).await.unwrap() > before).then_some(()) },
+            || async move { (store.data_version(scope).await.unwrap().changes > before).then_some(()) },
         )
         .await;
     }

@@ -37,12 +37,22 @@ pub use webhooks::{
     SubscriptionSecrets, WebhookRepository,
 };
 
-/// The version of what the read routes show of a customer: it changes in the same
-/// transaction as every change they could show (a pass, a webhook or tenant change), so an
-/// unchanged version means an unchanged response (conditional requests).
+/// The version of what the read routes show of a customer: an unchanged version means an
+/// unchanged response (conditional requests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataVersion {
+    /// Changes in the same transaction as every change the reads could show (a pass, a
+    /// triage write, a webhook or tenant change).
+    pub changes: u64,
+    /// The latest triage expiry passed that no change has recorded yet (`None`: none): a
+    /// mark reads `untriaged` from its `expiresAt` on, before the worker's sweep records it,
+    /// so the reads change when it passes, without a change.
+    pub expired_through: Option<chrono::DateTime<chrono::Utc>>,
+}
+
 #[async_trait]
 pub trait DataVersionRepository: Send + Sync {
-    async fn data_version(&self, scope: CustomerScope) -> Result<u64>;
+    async fn data_version(&self, scope: CustomerScope) -> Result<DataVersion>;
 }
 
 /// How the analyzer's passes went lately, over every customer (operators' metrics only: no

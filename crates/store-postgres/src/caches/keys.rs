@@ -299,9 +299,13 @@ impl KeyCache {
         self.fresh_until.fetch_max(until, Ordering::AcqRel);
     }
 
-    /// A customer's cached data version, while the cache may be served and `reader` has the
-    /// data it describes.
-    pub(crate) fn data_version(&self, customer: uuid::Uuid, reader: Reader) -> Option<u64> {
+    /// A customer's cached data version and earliest unrecorded triage expiry, while the
+    /// cache may be served and `reader` has the data it describes.
+    pub(crate) fn data_version(
+        &self,
+        customer: uuid::Uuid,
+        reader: Reader,
+    ) -> Option<(u64, Option<chrono::DateTime<chrono::Utc>>)> {
         if !self.is_live() {
             self.versions.count_miss(reader);
             return None;

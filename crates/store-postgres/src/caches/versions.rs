@@ -8,7 +8,8 @@
 //! Each version is kept with the customer's pass bound (`customers.synced_through`), read
 //! in the same statement: a pass moves the bound and bumps the version in one transaction,
 //! so both are forgotten together, and a list reports the bound from memory instead of
-//! reading it with every page.
+//! reading it with every page. So is the customer's earliest triage expiry not recorded yet:
+//! until it passes, the version alone tags the reads (see `data_versions.rs`).
 //!
 //! The versions also serve the read replicas, which cannot `LISTEN` (a hot standby refuses
 //! it): each is kept with the primary's WAL position at its read (its insert position, at
@@ -35,22 +36,24 @@ const MAX_AGE: Duration = Duration::from_secs(60);
 /// Customers whose version is kept at most; the map starts over when full.
 const MAX_ENTRIES: usize = 10_000;
 
-/// A customer's data version and pass bound, the primary's WAL position when they were
-/// read, and when.
+/// A customer's data version, pass bound and earliest unrecorded triage expiry, the
+/// primary's WAL position when they were read, and when.
 #[derive(Clone, Copy)]
 struct Entry {
     version: u64,
     synced_through: Option<DateTime<Utc>>,
+    next_expiry: Option<DateTime<Utc>>,
     position: u64,
     read_at: Instant,
 }
 
-/// A version and pass bound as read from the primary, with its WAL position (an LSN as a
-/// number) at the read.
+/// A version and pass bound as read from the primary, with the customer's earliest triage
+/// expiry not recorded yet and the WAL position (an LSN as a number) at the read.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct ReadVersion {
     pub(crate) version: u64,
     pub(crate) synced_through: Option<DateTime<Utc>>,
+    pub(crate) next_expiry: Option<DateTime<Utc>>,
     pub(crate) position: u64,
 }
 
@@ -109,10 +112,16 @@ impl DataVersions {
             .copied()
     }
 
-    /// The cached version of `customer`, if fresh and `reader` has the data it describes
-    /// (counted as a hit or a miss of `reader`).
-    pub(crate) fn get(&self, customer: Uuid, reader: Reader) -> Option<u64> {
-        let version = self.fresh(customer, reader).map(|entry| entry.version);
+    /// The cached version of `customer` and its earliest unrecorded triage expiry, if fresh
+    /// and `reader` has the data it describes (counted as a hit or a miss of `reader`).
+    pub(crate) fn get(
+        &self,
+        customer: Uuid,
+        reader: Reader,
+    ) -> Option<(u64, Option<DateTime<Utc>>)> {
+        let version = self
+            .fresh(customer, reader)
+            .map(|entry| (entry.version, entry.next_expiry));
         match version {
             Some(_) => self.hits[reader.index()].fetch_add(1, Ordering::Relaxed),
             None => self.misses[reader.index()].fetch_add(1, Ordering::Relaxed),
@@ -164,6 +173,7 @@ impl DataVersions {
             Entry {
                 version: read.version,
                 synced_through: read.synced_through,
+                next_expiry: read.next_expiry,
                 position: read.position,
                 read_at: Instant::now(),
             },
@@ -195,6 +205,7 @@ mod tests {
         ReadVersion {
             version,
             synced_through,
+            next_expiry: None,
             position,
         }
     }
@@ -210,7 +221,7 @@ mod tests {
         assert_eq!(versions.synced_through(customer, PRIMARY), None);
         let through = Some(Utc::now());
         versions.insert(customer, read(4, through, 11), versions.generation());
-        assert_eq!(versions.get(customer, PRIMARY), Some(4));
+        assert_eq!(versions.get(customer, PRIMARY), Some((4, None)));
         assert_eq!(versions.synced_through(customer, PRIMARY), Some(through));
         versions.forget(customer);
         assert_eq!(versions.get(customer, PRIMARY), None);
@@ -228,10 +239,10 @@ mod tests {
         assert_eq!(versions.synced_through(customer, behind), None);
         for replayed in [1_000, 5_000] {
             let reader = Reader::Replica { replayed };
-            assert_eq!(versions.get(customer, reader), Some(7));
+            assert_eq!(versions.get(customer, reader), Some((7, None)));
             assert_eq!(versions.synced_through(customer, reader), Some(through));
         }
-        assert_eq!(versions.get(customer, PRIMARY), Some(7));
+        assert_eq!(versions.get(customer, PRIMARY), Some((7, None)));
         assert_eq!(
             versions.lookups(),
             [

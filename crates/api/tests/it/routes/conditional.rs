@@ -4,7 +4,9 @@
 
 use std::{sync::Arc, time::Duration};
 
-use posture_domain::{Scope, rate_limit::RatePolicy};
+use posture_domain::{
+    Scope, clock::Clock as _, ports::DataVersionRepository as _, rate_limit::RatePolicy,
+};
 use posture_http::TrustedProxies;
 use posture_test_support::fixtures::finding;
 use reqwest::{Response, StatusCode};
@@ -236,4 +238,89 @@ async fn a_key_without_the_scope_gets_403_whatever_tag_it_sends() {
         assert_eq!(response.status(), StatusCode::FORBIDDEN, "{tag}");
         assert!(response.headers().get("etag").is_none());
     }
+}
+
+/// A triage mark reads `untriaged` from its `expiresAt` on, before the worker's sweep records
+/// it (no worker runs here): the lists' tag changes when it passes, not when it is recorded.
+#[tokio::test]
+async fn a_tag_changes_when_a_triage_mark_expires_before_the_sweep_records_it() {
+    let app = TestApp::with_clock().await;
+    let (customer, tenant) = app.customer_with_one_of_each("A").await;
+    app.ingest(customer, &[finding("f2", &tenant, "high", "open", "u1")])
+        .await;
+    let key = app.key_with_every_scope(customer).await;
+    app.key_cache_live().await;
+    let before = app.store.data_version(customer).await.unwrap().changes;
+    let expires = |minutes| {
+        (app.clock().now() + chrono::Duration::minutes(minutes))
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    };
+    for (id, minutes) in [("f1", 10), ("f2", 20)] {
+        let written = app
+            .client
+            .patch(app.url(&format!("/api/v1/findings/{id}")))
+            .bearer_auth(&key)
+            .json(
+                &json!({"triage": {"state": "risk_accepted", "reason": "compensating_control",
+                                     "expiresAt": expires(minutes)}}),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(written.status(), StatusCode::OK, "{id}");
+    }
+    // Both writes heard by the server's version cache (each bumps the version once).
+    let store = &app.store;
+    posture_test_support::waits::wait_for(
+        "the server serving the writes' data version",
+        Duration::from_secs(20),
+        || async move {
+            (store.data_version(customer).await.unwrap().changes >= before + 2).then_some(())
+        },
+    )
+    .await;
+    let path = "/api/v1/findings?triageState=risk_accepted";
+    let ids = |body: serde_json::Value| -> Vec<String> {
+        let mut ids: Vec<String> = body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["id"].as_str().unwrap().to_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let first = app.get(path, &key).await;
+    let tag = etag(&first);
+    assert_eq!(ids(first.json().await.unwrap()), ["f1", "f2"]);
+    app.clock().advance(Duration::from_secs(5 * 60));
+    assert_eq!(
+        conditional(&app, path, &key, &tag).await.status(),
+        StatusCode::NOT_MODIFIED,
+        "nothing expired yet"
+    );
+
+    // f1's mark expires: a new tag and a list without it, then 304 on that tag.
+    app.clock().advance(Duration::from_secs(5 * 60));
+    let after_f1 = conditional(&app, path, &key, &tag).await;
+    assert_eq!(after_f1.status(), StatusCode::OK, "f1's mark expired");
+    let tag_after_f1 = etag(&after_f1);
+    assert_ne!(tag_after_f1, tag);
+    assert_eq!(ids(after_f1.json().await.unwrap()), ["f2"]);
+    assert_eq!(
+        conditional(&app, path, &key, &tag_after_f1).await.status(),
+        StatusCode::NOT_MODIFIED
+    );
+
+    // f2's, ten minutes later: another tag, an empty list.
+    app.clock().advance(Duration::from_secs(10 * 60));
+    let after_f2 = conditional(&app, path, &key, &tag_after_f1).await;
+    assert_eq!(after_f2.status(), StatusCode::OK, "f2's mark expired");
+    let tag_after_f2 = etag(&after_f2);
+    assert!(ids(after_f2.json().await.unwrap()).is_empty());
+    assert!(tag_after_f2 != tag && tag_after_f2 != tag_after_f1);
+    assert_eq!(
+        conditional(&app, path, &key, &tag_after_f2).await.status(),
+        StatusCode::NOT_MODIFIED
+    );
 }
