@@ -23,7 +23,8 @@ Documentation: docs/cli.md";
 #[derive(Debug, Parser)]
 #[command(name = "posture", version, after_help = EXAMPLES)]
 pub struct Cli {
-    /// Print JSON for scripts instead of text: one object per line on stdout.
+    /// Print JSON for scripts instead of text: one object per line, where the text would
+    /// go (stdout; an export's summary, like its progress, on stderr).
     #[arg(long, global = true)]
     pub json: bool,
 
@@ -50,6 +51,9 @@ pub enum Command {
     },
 
     /// Write every finding (or those changed since a time) to stdout, one per line.
+    ///
+    /// The lines go to stdout exactly as the service serves them; the summary (with --json,
+    /// one object) goes to stderr, with the --modified-since value for next time.
     #[command(
         after_help = "Examples:\n  posture export > findings.ndjson\n  posture export --format ocsf --severity critical,high > findings.ocsf.ndjson\n  posture export --modified-since 2026-11-24T06:00:00Z > changed.ndjson"
     )]
@@ -71,6 +75,10 @@ pub enum Command {
         /// One connected tenant, by its cloud tenant id.
         #[arg(long)]
         tenant: Option<String>,
+        /// Comma-separated triage states, as they read at the export's start
+        /// (untriaged,acknowledged,dismissed,risk_accepted).
+        #[arg(long)]
+        triage_state: Option<String>,
     },
 
     /// Forward events of the feed to a local URL, signed as posture's webhooks are.

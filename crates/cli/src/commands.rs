@@ -111,6 +111,7 @@ async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
             status,
             finding_type,
             tenant,
+            triage_state,
         } => {
             let query = ExportQuery {
                 format: format.as_str().to_owned(),
@@ -119,6 +120,7 @@ async fn execute(cli: Cli) -> anyhow::Result<ExitCode> {
                 status,
                 finding_type,
                 tenant,
+                triage_state,
             };
             let stdout = std::io::BufWriter::with_capacity(256 * 1024, std::io::stdout().lock());
             let report = tokio::select! {

@@ -20,6 +20,7 @@ pub struct ExportQuery {
     pub status: Option<String>,
     pub finding_type: Option<String>,
     pub tenant: Option<String>,
+    pub triage_state: Option<String>,
 }
 
 impl ExportQuery {
@@ -31,6 +32,7 @@ impl ExportQuery {
             ("status", &self.status),
             ("findingType", &self.finding_type),
             ("tenant", &self.tenant),
+            ("triageState", &self.triage_state),
         ] {
             if let Some(value) = value {
                 pairs.push((name, value.as_str()));

@@ -140,6 +140,7 @@ impl From<Error> for ConsoleError {
                 ConsoleError::BadRequest(reason)
             }
             Error::Unavailable(cause) => ConsoleError::Unavailable(cause.to_string()),
+            Error::Busy(reason) => ConsoleError::Unavailable(reason.to_owned()),
             Error::Internal(cause) => ConsoleError::Internal(cause.to_string()),
         }
     }

@@ -20,23 +20,25 @@ use crate::{
 };
 
 string_enum! {
-    /// What a key may do. Bound at issue, immutable afterwards.
+    /// What a key may do. Bound at issue, immutable afterwards. Declared in the order every
+    /// list of scopes shows them (docs/api.md's table): a key's scopes, the console's form,
+    /// the contract.
     pub enum Scope ("scope") {
         /// List and inspect identities; also `GET /api/v1/tenants`.
         ReadIdentities = "read:identities",
         /// List, inspect and export findings.
         ReadFindings = "read:findings",
+        /// Triage findings (`PATCH /api/v1/findings/{id}`, `POST /api/v1/findings/triage`;
+        /// with `read:findings`, which reads them).
+        WriteFindings = "write:findings",
         /// List right-sized role recommendations.
         ReadRoles = "read:roles",
         /// The three `/api/v1/upr` routes.
         ReadUpr = "read:upr",
         /// Every `/api/v1/webhooks` route (a redelivery and a recovery with `read:findings`).
         ManageWebhooks = "manage:webhooks",
-        /// Reserved: no route consumes it; it can be pre-issued.
+        /// SCIM 2.0 provisioning under `/scim/v2`; nothing under `/api/v1`.
         ProvisionScim = "provision:scim",
-        /// Triage findings (`PATCH /api/v1/findings/{id}`; with `read:findings`, which
-        /// reads them).
-        WriteFindings = "write:findings",
     }
 }
 

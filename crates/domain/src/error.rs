@@ -32,6 +32,11 @@ pub enum Error {
     /// A backing service (database, Redis) cannot be reached right now; retrying may work.
     #[error("service unavailable")]
     Unavailable(#[source] BoxError),
+    /// What the request needs is held by other work past the request's wait (an analyzer
+    /// pass holding the customer's lock): nothing is down, and retrying shortly works. The
+    /// reason says what waits, for the caller.
+    #[error("busy: {0}")]
+    Busy(&'static str),
     /// Anything else; the cause is logged, never shown to the caller.
     #[error("internal error")]
     Internal(#[source] BoxError),

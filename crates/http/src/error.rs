@@ -325,6 +325,11 @@ impl From<Error> for ApiError {
                 }
                 ApiError::Unavailable
             }
+            // A wait, not an outage: the caller is told what waits, and it is no warning.
+            Error::Busy(reason) => {
+                tracing::info!(reason, "the request waited past its bound");
+                ApiError::Busy(reason)
+            }
             Error::Internal(cause) => {
                 tracing::error!(error = %cause, "internal error");
                 ApiError::Internal

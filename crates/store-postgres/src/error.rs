@@ -24,7 +24,6 @@ const UNAVAILABLE_MESSAGES: &[&str] = &[
     "terminating connection",
     "the database system is",
     "canceling statement due to statement timeout",
-    "canceling statement due to lock timeout",
     "could not connect",
     "connection to server",
     "server closed the connection",
@@ -68,6 +67,17 @@ fn is_connection_failure(info: &dyn diesel::result::DatabaseErrorInformation) ->
 pub(crate) fn db_error(e: DieselError) -> Error {
     match e {
         DieselError::NotFound => Error::NotFound,
+        // Only the triage writes and the expiry sweep wait with a `lock_timeout`: for the
+        // customer's lock, which an analyzer pass holds while it commits.
+        DieselError::DatabaseError(_, ref info)
+            if info
+                .message()
+                .contains("canceling statement due to lock timeout") =>
+        {
+            Error::Busy(
+                "other work (an analyzer pass) holds your organisation's findings: retry in a few seconds",
+            )
+        }
         DieselError::DatabaseError(
             DatabaseErrorKind::ClosedConnection | DatabaseErrorKind::UnableToSendCommand,
             _,

@@ -248,10 +248,48 @@ fn generate_python(dirs: &Dirs, venv: &Path) -> anyhow::Result<()> {
         .arg(&package)
         .stdout(Stdio::null()))?;
     let (files, bytes) = tree_size(&package)?;
-    eprintln_status(&format!(
-        "Python client: {files} files, {:.0} KB",
-        bytes as f64 / 1024.0
-    ));
+    let shown = format!("{files} files, {:.0} KB", bytes as f64 / 1024.0);
+    eprintln_status(&format!("Python client: {shown}"));
+    documented_size_holds(&dirs.root, "| Python |", " files, ", Some(files), bytes)
+}
+
+/// Whether docs/clients.md's row starting with `row` still states the generated size: the
+/// number before `files_mark` (the file count, when given) exactly, and the KB figure
+/// after it within a tenth.
+fn documented_size_holds(
+    root: &Path,
+    row: &str,
+    files_mark: &str,
+    files: Option<u64>,
+    bytes: u64,
+) -> anyhow::Result<()> {
+    let docs = std::fs::read_to_string(root.join("docs/clients.md"))?;
+    let line = docs
+        .lines()
+        .find(|line| line.starts_with(row))
+        .with_context(|| format!("docs/clients.md has no row {row}"))?;
+    let number_before = |text: &str, mark: &str| -> Option<u64> {
+        let before = &text[..text.find(mark)?];
+        let digits: String = before
+            .chars()
+            .rev()
+            .take_while(char::is_ascii_digit)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        digits.parse().ok()
+    };
+    let stated_kb = number_before(line.split(files_mark).last().unwrap_or(line), " KB");
+    let kb = bytes as f64 / 1024.0;
+    let files_hold = files.is_none_or(|files| number_before(line, files_mark) == Some(files));
+    let kb_holds = stated_kb.is_some_and(|stated| (stated as f64 - kb).abs() <= kb / 10.0);
+    anyhow::ensure!(
+        files_hold && kb_holds,
+        "docs/clients.md states another size ({line}): the client is now {}{kb:.0} KB; \
+         correct the row",
+        files.map_or(String::new(), |files| format!("{files} files, "))
+    );
     Ok(())
 }
 
@@ -271,7 +309,7 @@ fn generate_typescript(dirs: &Dirs) -> anyhow::Result<()> {
         "TypeScript types: {:.0} KB",
         bytes as f64 / 1024.0
     ));
-    Ok(())
+    documented_size_holds(&dirs.root, "| TypeScript |", "| one ", None, bytes)
 }
 
 fn python_suite(dirs: &Dirs, venv: &Path, env: &[(String, String)]) -> anyhow::Result<()> {

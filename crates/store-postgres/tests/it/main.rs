@@ -18,4 +18,5 @@ mod tenants;
 mod tls;
 mod triage;
 mod triage_storage;
+mod triage_waits;
 mod triggers;

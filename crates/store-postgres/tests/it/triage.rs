@@ -50,7 +50,7 @@ pub(crate) fn id(text: &str) -> FindingId {
     text.parse().unwrap()
 }
 
-fn dismiss(now: chrono::DateTime<chrono::Utc>, days: Option<i64>) -> TriageChange {
+pub(crate) fn dismiss(now: chrono::DateTime<chrono::Utc>, days: Option<i64>) -> TriageChange {
     TriageChange::new(
         TriageState::Dismissed,
         Some(TriageReason::FalsePositive),

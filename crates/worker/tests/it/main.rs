@@ -126,8 +126,13 @@ async fn a_worker_killed_mid_batch_loses_nothing() {
     // and ending them here stands for the wait; then another worker delivers the rest.
     let leased = expire_leases(&db).await;
     assert!(leased > 0, "the killed worker held leases");
-    let second = worker(&db, &["--once"], &[]).wait_with_output().unwrap();
+    let second = worker(&db, &["--once", "--json"], &[])
+        .wait_with_output()
+        .unwrap();
     assert!(second.status.success());
+    let summary: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap();
+    let attempted = summary["attempted"].as_u64().unwrap();
+    assert!(attempted > 0 && attempted <= 60, "{summary}");
     let deliveries = store
         .list_deliveries(scope, None, None, 1000)
         .await
@@ -138,6 +143,13 @@ async fn a_worker_killed_mid_batch_loses_nothing() {
             .iter()
             .all(|d| d.status == DeliveryStatus::Delivered),
         "every delivery was delivered"
+    );
+    // Nothing is due any more; without --json, a line for people.
+    let third = worker(&db, &["--once"], &[]).wait_with_output().unwrap();
+    assert!(third.status.success());
+    assert_eq!(
+        String::from_utf8(third.stdout).unwrap(),
+        "0 deliveries attempted\n"
     );
     let received = received_ids(&server.received_requests().await.unwrap());
     assert!(

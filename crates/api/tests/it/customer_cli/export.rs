@@ -76,6 +76,28 @@ async fn an_export_is_the_apis_byte_for_byte_and_crosses_the_wire_compressed() {
         assert!(report.synced_through.is_some());
     }
 
+    // `--triage-state`: the triage filter, as the API applies it.
+    let dismissed = app
+        .client
+        .patch(app.url("/api/v1/findings/f007"))
+        .bearer_auth(&key)
+        .json(&json!({"triage": {"state": "dismissed", "reason": "false_positive"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(dismissed.status(), reqwest::StatusCode::OK);
+    let query = ExportQuery {
+        format: "ndjson".into(),
+        triage_state: Some("dismissed".into()),
+        ..ExportQuery::default()
+    };
+    let mut out = Vec::new();
+    let report = export(&api, &query, &mut out, &Quiet).await.unwrap();
+    assert_eq!(report.lines, 1);
+    let line: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(line["id"], "f007");
+    assert_eq!(line["triage"]["state"], "dismissed");
+
     // A filter the API refuses: its reason, in words.
     let query = ExportQuery {
         format: "ndjson".into(),

@@ -181,3 +181,34 @@ async fn a_revoked_or_expired_key_cannot_describe_itself() {
         .await;
     }
 }
+
+/// The scopes of docs/api.md's table, in its order.
+fn documented_scopes() -> Vec<String> {
+    let api =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/api.md")).unwrap();
+    let table = api
+        .split("### Scopes")
+        .nth(1)
+        .expect("docs/api.md has a Scopes section");
+    table
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `"))
+        .map(|cell| cell.split('`').next().unwrap().to_owned())
+        .take_while(|scope| scope.contains(':'))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_key_lists_its_scopes_in_the_order_of_the_documented_table() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("A").await;
+    let documented = documented_scopes();
+    assert_eq!(documented.len(), Scope::ALL.len(), "{documented:?}");
+    // Asked for in reverse, answered in the table's order.
+    let reversed: Vec<Scope> = Scope::ALL.iter().rev().copied().collect();
+    let (_, key) = app.key(customer, &reversed).await;
+    let body = app
+        .get_json("/api/v1/keys/current", &key, StatusCode::OK)
+        .await;
+    assert_eq!(body["data"]["scopes"], serde_json::json!(documented));
+}

@@ -276,6 +276,8 @@ async fn a_test_of_a_lifecycle_event_carries_a_sample_finding_with_its_change() 
         serde_json::from_slice(&server.received_requests().await.unwrap()[0].body).unwrap();
     assert_eq!(body["type"], "finding_resolved");
     let finding = &body["data"]["findings"][0];
+    // docs/webhooks.md: a lifecycle type's sample is the high one.
+    assert_eq!(finding["id"], "sample-high");
     assert_eq!(finding["status"], "resolved");
     assert_eq!(
         finding["change"],
