@@ -11,7 +11,8 @@ use serde_json::Value;
 use super::{
     Email, MAX_OPERATIONS, ScimUserId, UserAttributes,
     resource::{
-        GROUP_URN, USER_URN, attribute_name, email, emails, member_ids, set_user_attribute, text,
+        GROUP_URN, SIMPLE_USER_ATTRIBUTES, USER_URN, attribute_name, attributes, email, emails,
+        member_ids, set_user_attribute, text,
     },
 };
 use crate::{Error, Result};
@@ -75,10 +76,12 @@ impl PatchOperation {
             .ok_or_else(|| Error::invalid("value", "is required by add and replace"))
     }
 
-    /// The path, if any (an empty one is none).
+    /// The path, if any (an empty one is none, and so is the core schema's URN itself: its
+    /// value is an object of attributes, as without a path).
     fn path(&self, urn: &str) -> Result<Option<Path>> {
         match self.path.as_deref().map(str::trim) {
             None | Some("") => Ok(None),
+            Some(path) if path.eq_ignore_ascii_case(urn.trim_end_matches(':')) => Ok(None),
             Some(path) => Path::parse(path, urn).map(Some),
         }
     }
@@ -170,8 +173,7 @@ pub fn apply_user_patch(user: &mut UserAttributes, request: &PatchRequest) -> Re
                 let object = value.as_object().ok_or_else(|| {
                     Error::invalid("value", "without a path is an object of attributes")
                 })?;
-                for (key, value) in object {
-                    let name = attribute_name(key, USER_URN);
+                for (name, key, value) in attributes(object, USER_URN)? {
                     // Entra ID may send `emails[type eq "work"].value` as a key.
                     if name.starts_with("emails[") || name.starts_with("emails.") {
                         let path = Path::parse(key, USER_URN)?;
@@ -183,6 +185,20 @@ pub fn apply_user_patch(user: &mut UserAttributes, request: &PatchRequest) -> Re
             }
             (op, Some(path)) if path.attribute == "emails" => {
                 patch_emails(&mut user.extras.emails, op, &path, operation.value.as_ref())?;
+            }
+            // A selection in a single value posture keeps selects nothing it could change.
+            (_, Some(path))
+                if path.select.is_some()
+                    && (SIMPLE_USER_ATTRIBUTES.contains(&path.attribute.as_str())
+                        || path.attribute == "name") =>
+            {
+                return Err(Error::invalid(
+                    "path",
+                    format!(
+                        "{} is a single value: a path selects none of it",
+                        path.attribute
+                    ),
+                ));
             }
             // A selection in an attribute posture does not keep: nothing to change.
             (_, Some(path)) if path.select.is_some() => {}
@@ -313,8 +329,8 @@ impl GroupPatch {
                     let object = value.as_object().ok_or_else(|| {
                         Error::invalid("value", "without a path is an object of attributes")
                     })?;
-                    for (key, value) in object {
-                        patch.set(op, &attribute_name(key, GROUP_URN), Some(value))?;
+                    for (name, _, value) in attributes(object, GROUP_URN)? {
+                        patch.set(op, &name, Some(value))?;
                     }
                 }
                 (
@@ -405,7 +421,11 @@ impl GroupPatch {
                 Some(value) if !value.is_null() => MemberChange::Remove(member_ids(value)?),
                 _ => MemberChange::RemoveAll,
             }),
-            (name, _) if name.starts_with("members.") || name.starts_with("displayname.") => {
+            (name, _)
+                if name.starts_with("members.")
+                    || name.starts_with("displayname.")
+                    || name.starts_with("externalid.") =>
+            {
                 return Err(Error::invalid(
                     "path",
                     "a group's paths are displayName, externalId, members and members[value eq \"<id>\"]",

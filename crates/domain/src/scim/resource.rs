@@ -22,8 +22,8 @@ pub fn user_from_resource(body: &Value) -> Result<UserAttributes> {
         .as_object()
         .ok_or_else(|| Error::invalid("body", "a User resource is a JSON object"))?;
     let mut user = UserAttributes::named(String::new());
-    for (key, value) in object {
-        set_user_attribute(&mut user, &attribute_name(key, USER_URN), value, false)?;
+    for (name, _, value) in attributes(object, USER_URN)? {
+        set_user_attribute(&mut user, &name, value, false)?;
     }
     user.validate()?;
     Ok(user)
@@ -39,8 +39,8 @@ pub fn group_from_resource(body: &Value) -> Result<GroupAttributes> {
         external_id: None,
         members: Vec::new(),
     };
-    for (key, value) in object {
-        match attribute_name(key, GROUP_URN).as_str() {
+    for (name, _, value) in attributes(object, GROUP_URN)? {
+        match name.as_str() {
             "displayname" => group.display_name = text("displayName", value)?.unwrap_or_default(),
             "externalid" => group.external_id = text("externalId", value)?,
             "members" => group.members = member_ids(value)?,
@@ -50,6 +50,43 @@ pub fn group_from_resource(body: &Value) -> Result<GroupAttributes> {
     group.validate()?;
     Ok(group)
 }
+
+/// The attributes of an object (a resource, or a PATCH value without a path), each by its
+/// name ([`attribute_name`]) and its key as given: its own, and those of an object under the core schema's URN
+/// itself (`{"urn:ietf:params:scim:schemas:core:2.0:User": {"active": false}}`, the form of
+/// RFC 7643 §3 for an extension's attributes, which some clients use for the core's too).
+pub(super) fn attributes<'v>(
+    object: &'v Map<String, Value>,
+    urn: &str,
+) -> Result<Vec<(String, &'v str, &'v Value)>> {
+    let schema = urn.trim_end_matches(':');
+    let mut found = Vec::with_capacity(object.len());
+    for (key, value) in object {
+        if key.eq_ignore_ascii_case(schema) {
+            let inner = value.as_object().ok_or_else(|| {
+                Error::invalid("value", "the core schema's attributes are an object")
+            })?;
+            for (key, value) in inner {
+                if key.eq_ignore_ascii_case(schema) {
+                    return Err(Error::invalid(
+                        "value",
+                        "the core schema's attributes are not nested twice",
+                    ));
+                }
+                found.push((attribute_name(key, urn), key.as_str(), value));
+            }
+        } else {
+            found.push((attribute_name(key, urn), key.as_str(), value));
+        }
+    }
+    Ok(found)
+}
+
+/// The single-valued attributes posture keeps, which have no sub-attributes: a path below
+/// one (`active.value`) is refused, never dropped (a deprovisioning must not answer 200 and
+/// change nothing).
+pub(super) const SIMPLE_USER_ATTRIBUTES: [&str; 4] =
+    ["username", "externalid", "displayname", "active"];
 
 /// An attribute's name, lowercased, without the core schema's URN.
 pub(super) fn attribute_name(key: &str, urn: &str) -> String {
@@ -91,6 +128,14 @@ pub(super) fn set_user_attribute(
         }
         "emails" => user.extras.emails = emails(value)?,
         _ => {
+            if let Some((head, _)) = name.split_once('.')
+                && SIMPLE_USER_ATTRIBUTES.contains(&head)
+            {
+                return Err(Error::invalid(
+                    "path",
+                    format!("{head} is a single value without sub-attributes"),
+                ));
+            }
             if let Some(part) = name.strip_prefix("name.") {
                 let mut person = user.extras.name.take().unwrap_or_default();
                 set_name_part(&mut person, part, value)?;

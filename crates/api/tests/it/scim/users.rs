@@ -97,6 +97,33 @@ async fn a_user_is_created_read_replaced_patched_and_deleted() {
         "untouched attributes stay"
     );
 
+    // The core schema's attributes under its URN deactivate too; a path below `active` is
+    // refused (400 invalidPath), never answered 200 with nothing changed.
+    let deactivated = scim
+        .call(
+            Method::PATCH,
+            &format!("/Users/{id}"),
+            Some(json!({
+                "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+                "Operations": [{"op": "replace", "value":
+                    {"urn:ietf:params:scim:schemas:core:2.0:User": {"active": false}}}],
+            })),
+            StatusCode::OK,
+        )
+        .await;
+    assert_eq!(deactivated["active"], false);
+    let refused = scim
+        .send(
+            Method::PATCH,
+            &format!("/Users/{id}"),
+            Some(json!({
+                "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+                "Operations": [{"op": "replace", "path": "active.value", "value": true}],
+            })),
+        )
+        .await;
+    assert_scim_error(refused, StatusCode::BAD_REQUEST, Some("invalidPath")).await;
+
     scim.call(
         Method::DELETE,
         &format!("/Users/{id}"),

@@ -198,3 +198,57 @@ fn a_group_patch_refuses_what_it_cannot_do() {
     ]);
     assert!(GroupPatch::from_request(&request(twice)).is_err());
 }
+
+#[test]
+fn every_form_of_a_deactivation_deactivates() {
+    for operations in [
+        json!([{"op": "replace", "value": {"urn:ietf:params:scim:schemas:core:2.0:User": {"active": false}}}]),
+        json!([{"op": "Replace", "value": {"URN:IETF:PARAMS:SCIM:SCHEMAS:CORE:2.0:USER": {"active": "False"}}}]),
+        json!([{"op": "replace", "path": "urn:ietf:params:scim:schemas:core:2.0:User", "value": {"active": false}}]),
+        json!([{"op": "replace", "path": "urn:ietf:params:scim:schemas:core:2.0:User:active", "value": false}]),
+        json!([{"op": "replace", "value": {"urn:ietf:params:scim:schemas:core:2.0:User:active": false}}]),
+    ] {
+        let user = patched(operations.clone()).unwrap();
+        assert_eq!(user.active, Some(false), "{operations}");
+    }
+}
+
+#[test]
+fn a_path_below_a_single_value_is_refused_never_dropped() {
+    for operations in [
+        json!([{"op": "replace", "path": "active.value", "value": false}]),
+        json!([{"op": "replace", "value": {"active.value": false}}]),
+        json!([{"op": "replace", "path": "userName.value", "value": "eve@example.com"}]),
+        json!([{"op": "replace", "path": "active[value eq true]", "value": false}]),
+        json!([{"op": "replace", "value": {"urn:ietf:params:scim:schemas:core:2.0:User": false}}]),
+        json!([{"op": "replace", "value": {"urn:ietf:params:scim:schemas:core:2.0:User":
+            {"urn:ietf:params:scim:schemas:core:2.0:User": {"active": false}}}}]),
+    ] {
+        let error = patched(operations.clone()).unwrap_err();
+        assert!(
+            matches!(&error, Error::Invalid { field, .. } if field == "path" || field == "value"),
+            "{operations}: {error:?}"
+        );
+    }
+}
+
+#[test]
+fn a_groups_members_under_the_core_schema_are_changed() {
+    let id = "0193f2a0-7c1e-7000-8000-0000000000a1";
+    let patch = GroupPatch::from_request(&request(json!([{
+        "op": "replace",
+        "value": {"urn:ietf:params:scim:schemas:core:2.0:Group": {"members": []}}
+    }])))
+    .unwrap();
+    assert_eq!(patch.members, [MemberChange::Replace(Vec::new())]);
+    let patch = GroupPatch::from_request(&request(json!([{
+        "op": "add",
+        "path": "urn:ietf:params:scim:schemas:core:2.0:Group",
+        "value": {"members": [{"value": id}]}
+    }])))
+    .unwrap();
+    assert_eq!(
+        patch.members,
+        [MemberChange::Add(vec![id.parse().unwrap()])]
+    );
+}
