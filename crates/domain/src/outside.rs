@@ -7,6 +7,21 @@
 //! [`excerpt`] keeps the lines of a body, [`one_line`] makes a single line; both replace the
 //! other control characters and bound the length at a character boundary.
 
+/// Whether `c` is invisible yet changes how text reads or compares: Unicode's format
+/// characters (general category `Cf`: zero-width spaces and joiners, bidirectional
+/// controls such as U+202E, the byte order mark, the soft hyphen, tags).
+pub fn is_invisible(c: char) -> bool {
+    use unicode_general_category::{GeneralCategory, get_general_category};
+    get_general_category(c) == GeneralCategory::Format
+}
+
+/// Whether `c` ends a line for some reader although JSON leaves it as it is: C1 controls
+/// (U+0085 NEL among them) and DEL, and the line and paragraph separators U+2028 and
+/// U+2029 (Python's `str.splitlines()` splits on all of them).
+pub fn breaks_lines_somewhere(c: char) -> bool {
+    matches!(c, '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}')
+}
+
 /// What replaces a character that cannot be kept (U+FFFD, as a decoder does).
 const REPLACEMENT: char = '\u{FFFD}';
 

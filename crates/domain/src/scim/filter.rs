@@ -53,7 +53,7 @@ impl FromStr for UserFilter {
         parse(s, USER_URN, |attribute, value| {
             Ok(match (attribute, value) {
                 ("id", Value::Text(v)) => MatchOn::Id(uuid::Uuid::parse_str(&v).ok()),
-                ("username", Value::Text(v)) => MatchOn::UserName(v.to_lowercase()),
+                ("username", Value::Text(v)) => MatchOn::UserName(super::user_name_key(&v)),
                 ("externalid", Value::Text(v)) => MatchOn::ExternalId(v),
                 ("displayname", Value::Text(v)) => MatchOn::DisplayName(v),
                 ("active", Value::Bool(v)) => MatchOn::Active(v),
@@ -71,7 +71,7 @@ impl FromStr for GroupFilter {
         parse(s, GROUP_URN, |attribute, value| {
             Ok(match (attribute, value) {
                 ("id", Value::Text(v)) => MatchOn::Id(uuid::Uuid::parse_str(&v).ok()),
-                ("displayname", Value::Text(v)) => MatchOn::GroupName(v.to_lowercase()),
+                ("displayname", Value::Text(v)) => MatchOn::GroupName(super::group_name_key(&v)),
                 ("externalid", Value::Text(v)) => MatchOn::ExternalId(v),
                 ("members" | "members.value", Value::Text(v)) => {
                     MatchOn::Member(v.parse::<ScimUserId>().ok())

@@ -107,6 +107,7 @@ impl UserAttributes {
     /// [`MAX_TEXT`], at most [`MAX_EMAILS`] addresses, one primary at most.
     pub fn validate(&self) -> Result<()> {
         required_text("userName", &self.user_name)?;
+        plainly_visible("userName", &self.user_name)?;
         optional_text("externalId", self.external_id.as_deref())?;
         optional_text("displayName", self.display_name.as_deref())?;
         if let Some(name) = &self.extras.name {
@@ -173,14 +174,40 @@ impl GroupAttributes {
 }
 
 /// A `userName` as compared (case-insensitively, RFC 7643 §4.1.1): the key of its
-/// uniqueness, and what a console sign-in is matched by.
+/// uniqueness, and what a console sign-in is matched by. Only ASCII letters are folded;
+/// every other character is compared exactly, so no look-alike (the KELVIN SIGN, a
+/// fullwidth letter) folds into an ASCII name and signs in as its holder.
 pub fn user_name_key(user_name: &str) -> String {
-    user_name.to_lowercase()
+    user_name.to_ascii_lowercase()
 }
 
-/// A group's name as compared (case-insensitively): the key of its uniqueness.
+/// A group's name as compared (case-insensitively, as [`user_name_key`]): the key of its
+/// uniqueness, and what the console's admin group is matched by.
 pub fn group_name_key(display_name: &str) -> String {
-    display_name.to_lowercase()
+    display_name.to_ascii_lowercase()
+}
+
+/// A `userName` must read as what it is: no invisible (format) characters — zero-width,
+/// bidirectional controls, a soft hyphen — no space but single spaces between other
+/// characters, so two names never differ by what a person cannot see.
+fn plainly_visible(field: &'static str, value: &str) -> Result<()> {
+    if value.chars().any(crate::outside::is_invisible) {
+        return Err(Error::invalid(
+            field,
+            "must not contain invisible characters (zero-width, bidirectional controls)",
+        ));
+    }
+    let spaced_oddly = value.starts_with(char::is_whitespace)
+        || value.ends_with(char::is_whitespace)
+        || value.contains("  ")
+        || value.chars().any(|c| c.is_whitespace() && c != ' ');
+    if spaced_oddly {
+        return Err(Error::invalid(
+            field,
+            "must not start or end with a space, nor hold other spaces than single ones",
+        ));
+    }
+    Ok(())
 }
 
 /// Creation, modification and version of a resource (`meta`).
@@ -283,6 +310,56 @@ mod tests {
         assert!(UserAttributes::named(" ").validate().is_err());
         assert!(UserAttributes::named("a".repeat(257)).validate().is_err());
         assert!(UserAttributes::named("a\nb").validate().is_err());
+    }
+
+    #[test]
+    fn look_alikes_never_fold_into_an_ascii_name() {
+        assert_eq!(
+            user_name_key("Kate@Contoso.example"),
+            "kate@contoso.example"
+        );
+        // KELVIN SIGN, fullwidth k, Cyrillic a: other names, whatever their case.
+        for look_alike in [
+            "\u{212a}ate@contoso.example",
+            "\u{ff4b}ate@contoso.example",
+            "k\u{0430}te@contoso.example",
+        ] {
+            assert_ne!(
+                user_name_key(look_alike),
+                "kate@contoso.example",
+                "{look_alike}"
+            );
+        }
+        assert_eq!(group_name_key("Posture-Admins"), "posture-admins");
+        assert_ne!(group_name_key("Posture-\u{0391}dmins"), "posture-admins");
+    }
+
+    #[test]
+    fn a_user_name_differing_only_by_what_cannot_be_seen_is_refused() {
+        for hidden in [
+            "kate@contoso.example\u{200b}",
+            "ka\u{200d}te@contoso.example",
+            "\u{202e}kate@contoso.example",
+            "kate\u{00ad}@contoso.example",
+            "\u{feff}kate@contoso.example",
+            " kate@contoso.example",
+            "kate@contoso.example ",
+            "kate  lovelace",
+            "kate\u{00a0}lovelace",
+            "kate\u{3000}lovelace",
+        ] {
+            let error = UserAttributes::named(hidden).validate().unwrap_err();
+            assert!(
+                matches!(&error, Error::Invalid { field, .. } if field == "userName"),
+                "{hidden:?}: {error:?}"
+            );
+        }
+        assert!(UserAttributes::named("Kate Lovelace").validate().is_ok());
+        assert!(
+            UserAttributes::named("kåte@contoso.example")
+                .validate()
+                .is_ok()
+        );
     }
 
     #[test]

@@ -198,6 +198,49 @@ async fn only_an_active_provisioned_member_of_the_admin_group_signs_in() {
     .await;
 }
 
+/// A look-alike of an admin's `userName` is another name: case folds only ASCII letters
+/// (Unicode's lowercasing folds the KELVIN SIGN into `k`).
+#[tokio::test]
+async fn a_look_alike_of_an_admins_name_is_not_the_admin() {
+    let p = Provisioned::start().await;
+    let kate = p.scim.create_user("kate@contoso.example").await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    p.patch(
+        &format!("/Groups/{}", p.admins),
+        json!([{"op": "add", "path": "members", "value": [{"value": kate}]}]),
+    )
+    .await;
+    for look_alike in [
+        "\u{212a}ate@contoso.example",  // KELVIN SIGN
+        "\u{ff4b}ate@contoso.example",  // fullwidth k
+        "kate@contoso.example\u{200b}", // zero-width space
+    ] {
+        refused(
+            p.sign_in(Some(look_alike)).await,
+            "You are not provisioned for this organisation",
+        )
+        .await;
+    }
+    // A provider cannot provision such a name either.
+    let hidden = p
+        .scim
+        .send(
+            Method::POST,
+            "/Users",
+            Some(
+                json!({"schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
+                        "userName": "kate@contoso.example\u{200b}"}),
+            ),
+        )
+        .await;
+    assert_eq!(hidden.status(), StatusCode::BAD_REQUEST);
+    // The name itself, in any ASCII case, is kate.
+    let response = p.sign_in(Some("KATE@contoso.example")).await;
+    assert_eq!(location(&response), format!("/console/{}/keys", p.customer));
+}
+
 #[tokio::test]
 async fn an_email_the_provider_has_not_verified_matches_nobody() {
     let p = Provisioned::start().await;
