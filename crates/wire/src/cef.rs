@@ -8,8 +8,9 @@
 //! become spaces). Extension values escape `\` and `=` and encode line breaks as `\n` (CR LF,
 //! CR, LF, NEL and the Unicode line and paragraph separators alike). CEF has no escape for
 //! other control characters: every other C0 and C1 control character (tab, NUL, ESC, DEL...)
+//! and every invisible format character (zero-width, bidirectional controls such as U+202E)
 //! becomes a space, in the header and in extension values, so a line holds no control
-//! character at all. Severity: critical 10, high 8, medium 5, low 3. Extension keys, in this
+//! character at all and reads as it is. Severity: critical 10, high 8, medium 5, low 3. Extension keys, in this
 //! order (absent values are left out): `rt` (detection time, epoch ms), `end` (last report,
 //! epoch ms), `externalId` (finding id), `act` (status), `cat` (finding type), `cs1` tenant,
 //! `cs2` identity kind, `cs3` severity (word), `cs4` title (exact, line breaks encoded),
@@ -58,7 +59,10 @@ fn escaped(text: &str, special: char, line_break: &str) -> String {
                 }
                 out.push_str(line_break);
             }
-            c if c.is_control() => out.push(' '),
+            // Invisible format characters (bidirectional controls, zero-width) too: CEF has
+            // no escape for them, and a bidirectional override would reorder the fields a
+            // person reads.
+            c if c.is_control() || posture_domain::outside::is_invisible(c) => out.push(' '),
             other => out.push(other),
         }
     }
@@ -192,6 +196,20 @@ mod tests {
         assert_eq!(
             ext["msg"],
             "pipe | backslash \\ equals = crlf \n cr \n lf \n end"
+        );
+    }
+
+    #[test]
+    fn invisible_and_separator_characters_never_reach_a_line() {
+        let title = "Admin\u{202e}nimda\u{200b}x\u{2028}y\u{2029}z\u{85}w";
+        let text = line(&finding(title, "d\u{feff}e"));
+        let (header, ext) = posture_test_support::cef::parse(&text).unwrap();
+        assert_eq!(header[5], "Admin nimda x y z w");
+        assert_eq!(ext["cs4"], "Admin nimda x\ny\nz\nw");
+        assert_eq!(ext["msg"], "d e");
+        assert!(
+            !text.chars().any(posture_domain::outside::is_invisible),
+            "{text:?}"
         );
     }
 
