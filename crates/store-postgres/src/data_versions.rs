@@ -174,7 +174,8 @@ impl PgStore {
 /// [`WAL_POSITION`] read in the same statement.
 async fn read_version(conn: &mut AsyncPgConnection, customer: Uuid) -> QueryResult<ReadVersion> {
     // With the pass bound, which the lists report: cached together (caches/versions.rs).
-    // Both rows are the customer's (on Citus colocated: one node answers the statement).
+    // Every row read is the customer's, each table filtered by it (on Citus colocated:
+    // one node answers the statement).
     #[derive(QueryableByName)]
     struct Row {
         #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::BigInt>)]
@@ -194,7 +195,7 @@ async fn read_version(conn: &mut AsyncPgConnection, customer: Uuid) -> QueryResu
     } = diesel::sql_query(format!(
         "SELECT v.version, s.synced_through, \
          (SELECT min(f.triage_expires_at) FROM findings f \
-          WHERE f.customer_id = s.customer_id AND f.triage_expires_at IS NOT NULL) \
+          WHERE f.customer_id = $1 AND f.triage_expires_at IS NOT NULL) \
            AS next_expiry, \
          {WAL_POSITION} AS position \
          FROM customer_sync s \

@@ -403,10 +403,11 @@ async fn due_customers(
               AND s.active AND s.paused_at IS NULL AND s.disabled_at IS NULL) \
          SELECT coalesce(json_agg(json_build_array(customer_id, subscription_id, busy, \
                                                    extract(epoch FROM due))), ''[]'')::text \
-         FROM (SELECT heads.*, sum(busy) OVER (PARTITION BY customer_id) AS customer_busy \
-               FROM heads) h \
-         WHERE due IS NOT NULL \
-         ORDER BY customer_busy, due LIMIT {limit}"
+         FROM (SELECT * FROM (SELECT heads.*, \
+                                     sum(busy) OVER (PARTITION BY customer_id) AS customer_busy \
+                              FROM heads) w \
+               WHERE due IS NOT NULL \
+               ORDER BY customer_busy, due LIMIT {limit}) h"
     );
     let slow_after = claim.share.slow_after_ms();
     let (answers, slow) = across_customers(conn, Spanning::DueCustomers, |conn| {
@@ -445,12 +446,31 @@ async fn due_customers(
     // Per customer: its deliveries in flight on the lane, and its oldest due on it.
     let mut customers: std::collections::HashMap<Uuid, (u64, f64)> =
         std::collections::HashMap::new();
+    // Every shard failing is no node down but a statement that cannot run: an error, never
+    // an outbox that silently looks empty.
+    if let Some(failed) = answers.iter().find(|a| !a.success)
+        && answers.iter().all(|a| !a.success)
+    {
+        return Err(diesel::result::Error::QueryBuilderError(
+            format!(
+                "no shard of the outbox answered the claim's scan: {}",
+                failed.result.as_deref().unwrap_or("no answer")
+            )
+            .into(),
+        ));
+    }
     for answer in answers {
-        let Some(text) = answer.result.filter(|_| answer.success) else {
-            tracing::warn!("a shard of the outbox did not answer: its customers' deliveries wait");
+        let Some(text) = answer.result.as_deref().filter(|_| answer.success) else {
+            tracing::warn!(
+                answer = %posture_domain::outside::one_line(
+                    answer.result.as_deref().unwrap_or(""),
+                    256
+                ),
+                "a shard of the outbox did not answer: its customers' deliveries wait"
+            );
             continue;
         };
-        let found: Vec<(Uuid, Uuid, u64, f64)> = serde_json::from_str(&text)
+        let found: Vec<(Uuid, Uuid, u64, f64)> = serde_json::from_str(text)
             .map_err(|e| diesel::result::Error::DeserializationError(Box::new(e)))?;
         for (customer, subscription, busy, due) in found {
             if measured_slow.contains(&(customer, subscription)) != wanted_slow {
