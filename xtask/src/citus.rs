@@ -51,8 +51,9 @@ fn pg_config() -> anyhow::Result<PathBuf> {
         return Ok(pg_config);
     }
     on_path("pg_config").context(
-        "pg_config was not found: install PostgreSQL's server headers \
-         (Debian/Ubuntu: apt-get install -y postgresql-server-dev-all)",
+        "pg_config was not found: install PostgreSQL's server headers at the installed \
+         server's exact version (cargo xtask setup citus does, and never upgrades the server; \
+         Debian/Ubuntu: apt-get install -y postgresql-server-dev-<major>=<the server's version>)",
     )
 }
 

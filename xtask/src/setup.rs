@@ -6,6 +6,12 @@
 //!
 //! Only Debian and Ubuntu packages are named (the machines this project runs on); on
 //! another system the message names what is missing.
+//!
+//! Nothing already installed is upgraded as a side effect: an upgrade of PostgreSQL's
+//! packages under clusters that are running breaks them. PostgreSQL's server headers are
+//! asked for at the installed server's exact version, and apt's plan is simulated first:
+//! when it would upgrade anything, or the exact version is not available, the task stops
+//! and says so.
 
 use std::{process::Command, time::Instant};
 
@@ -154,10 +160,12 @@ pub const CITUS_BUILD: Need = Need {
         "libkrb5-dev",
     ],
 };
+/// wrk; pgbench comes with PostgreSQL's server ([`POSTGRES`]), which the bench needs too:
+/// naming `postgresql` here would ask apt to upgrade an installed server.
 pub const WRK: Need = Need {
-    what: "wrk (pgbench comes with PostgreSQL)",
-    present: || program("wrk") && program("pgbench"),
-    packages: &["wrk", "postgresql"],
+    what: "wrk",
+    present: || program("wrk"),
+    packages: &["wrk"],
 };
 
 /// The tasks [`needs`] knows, for `cargo xtask setup <task>`.
@@ -267,6 +275,8 @@ pub fn ensure(task: &str) -> anyhow::Result<()> {
         .collect();
     packages.sort_unstable();
     packages.dedup();
+    let pinned = pinned_to_the_server(&packages, installed_server().as_ref());
+    let packages: Vec<&str> = pinned.iter().map(String::as_str).collect();
     let what: Vec<&str> = missing.iter().map(|n| n.what).collect();
     eprintln_status(&format!(
         "{task} needs what this machine lacks: {}",
@@ -296,15 +306,40 @@ pub fn ensure(task: &str) -> anyhow::Result<()> {
         .into_iter()
         .chain(packages.iter().copied())
         .collect();
-    if apt_get(&prefix, &install)?.is_err() {
-        eprintln_status("apt-get could not install them at once: updating its package lists first");
-        let tried = match apt_get(&prefix, &["update", "-q"])? {
-            Ok(()) => apt_get(&prefix, &install)?,
-            failed => failed,
-        };
-        if let Err(output) = tried {
-            bail!("apt-get failed:\n    {output}\nthe command was:\n    {command}");
+    let simulate: Vec<&str> = ["install", "-s", "--no-install-recommends"]
+        .into_iter()
+        .chain(packages.iter().copied())
+        .collect();
+    let plan = match simulated(&prefix, &simulate)? {
+        Ok(plan) => plan,
+        Err(_) => {
+            eprintln_status("apt-get cannot plan it yet: updating its package lists first");
+            if let Err(output) = apt_get(&prefix, &["update", "-q"])? {
+                bail!("apt-get update failed:\n    {output}");
+            }
+            match simulated(&prefix, &simulate)? {
+                Ok(plan) => plan,
+                Err(output) => bail!(
+                    "apt-get cannot install {} from its sources:\n    {output}\n(when that is \
+                     PostgreSQL's headers at the installed server's version, install them \
+                     yourself: posture never upgrades a server under its clusters)",
+                    packages.join(" ")
+                ),
+            }
         }
+    };
+    let upgrades = upgrades_in(&plan);
+    if !upgrades.is_empty() {
+        bail!(
+            "installing {} would upgrade what is installed ({}): posture's tasks never upgrade \
+             a package as a side effect (an upgrade of PostgreSQL under running clusters breaks \
+             them). Install it yourself when nothing runs on it:\n    {command}",
+            packages.join(" "),
+            upgrades.join(", ")
+        );
+    }
+    if let Err(output) = apt_get(&prefix, &install)? {
+        bail!("apt-get failed:\n    {output}\nthe command was:\n    {command}");
     }
     let still: Vec<&str> = missing
         .iter()
@@ -322,9 +357,112 @@ pub fn ensure(task: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `apt-get install -s`: its plan (`Inst` and `Conf` lines), or the end of its output when
+/// it cannot plan.
+fn simulated(prefix: &[&str], args: &[&str]) -> anyhow::Result<Result<String, String>> {
+    let (program, rest) = match prefix.split_first() {
+        Some((first, rest)) => (*first, rest),
+        None => ("apt-get", &[][..]),
+    };
+    let mut command = Command::new(program);
+    command.args(rest);
+    if !prefix.is_empty() {
+        command.arg("apt-get");
+    }
+    let out = command.args(args).output()?;
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        return Ok(Ok(text.into_owned()));
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    Ok(Err(lines[lines.len().saturating_sub(15)..].join("\n    ")))
+}
+
+/// The packages a simulated plan would upgrade: its `Inst name [installed] (new ...)` lines
+/// (a new package has no installed version in brackets).
+fn upgrades_in(plan: &str) -> Vec<String> {
+    plan.lines()
+        .filter_map(|line| line.strip_prefix("Inst "))
+        .filter_map(|rest| {
+            let (name, rest) = rest.split_once(' ')?;
+            let installed = rest.strip_prefix('[')?.split(']').next()?;
+            let new = rest.split_once('(')?.1.split_whitespace().next()?;
+            Some(format!("{name} {installed} to {new}"))
+        })
+        .collect()
+}
+
+/// The installed PostgreSQL server: its major version and its package's exact version.
+struct InstalledServer {
+    major: String,
+    version: String,
+}
+
+/// The server the tasks run (`postgres_bin`), when a Debian package installed it.
+fn installed_server() -> Option<InstalledServer> {
+    let bin = posture_test_servers::servers::postgres_bin()?;
+    let major = bin
+        .parent()?
+        .file_name()?
+        .to_str()
+        .filter(|m| m.chars().all(|c| c.is_ascii_digit()))?
+        .to_owned();
+    let out = Command::new("dpkg-query")
+        .args(["-W", "-f=${Version}", &format!("postgresql-{major}")])
+        .output()
+        .ok()
+        .filter(|out| out.status.success())?;
+    let version = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+    (!version.is_empty()).then_some(InstalledServer { major, version })
+}
+
+/// `packages` with PostgreSQL's server headers (`postgresql-server-dev-all`) asked for at
+/// the installed server's exact version, when one is installed.
+fn pinned_to_the_server(packages: &[&str], server: Option<&InstalledServer>) -> Vec<String> {
+    packages
+        .iter()
+        .map(|&package| match server {
+            Some(server) if package == "postgresql-server-dev-all" => {
+                format!("postgresql-server-dev-{}={}", server.major, server.version)
+            }
+            _ => package.to_owned(),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_that_upgrades_anything_is_seen() {
+        let plan = "NOTE: This is only a simulation!\n\
+            Inst postgresql-15 [15.18-0+deb12u1] (15.20-0+deb12u1 Debian:12.12/stable [amd64])\n\
+            Inst libkrb5-dev (1.20.1-2+deb12u4 Debian:12.12/stable [amd64])\n\
+            Conf postgresql-15 (15.20-0+deb12u1 Debian:12.12/stable [amd64])\n";
+        assert_eq!(
+            upgrades_in(plan),
+            ["postgresql-15 15.18-0+deb12u1 to 15.20-0+deb12u1"]
+        );
+        assert!(upgrades_in("Inst gcc (4:12.2.0-3 Debian:12.12/stable [amd64])\n").is_empty());
+    }
+
+    #[test]
+    fn the_server_headers_are_pinned_to_the_installed_server() {
+        let server = InstalledServer {
+            major: "15".into(),
+            version: "15.18-0+deb12u1".into(),
+        };
+        assert_eq!(
+            pinned_to_the_server(&["gcc", "postgresql-server-dev-all"], Some(&server)),
+            ["gcc", "postgresql-server-dev-15=15.18-0+deb12u1"]
+        );
+        // No server installed yet: it is installed with its headers, nothing to match.
+        assert_eq!(
+            pinned_to_the_server(&["postgresql", "postgresql-server-dev-all"], None),
+            ["postgresql", "postgresql-server-dev-all"]
+        );
+    }
 
     #[test]
     fn every_task_of_ci_is_covered_by_the_ci_list() {
