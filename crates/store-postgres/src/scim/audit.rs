@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use crate::{
     error::db_error,
-    schema::{api_keys, console_audit},
+    schema::{api_keys, console_audit, scim_users},
 };
 
 /// The key making SCIM's writes, as its audit lines name it (read before the write's
@@ -102,4 +102,48 @@ impl Writer {
             .await
             .map(drop)
     }
+}
+
+/// The users whose member rows a change inserted and deleted.
+#[derive(Default)]
+pub(super) struct Moved {
+    pub(super) added: Vec<Uuid>,
+    pub(super) removed: Vec<Uuid>,
+}
+
+/// Members an audit line names at most, per list (the rest are counted).
+const NAMED_MEMBERS: usize = 10;
+
+/// What an audit line says of a group: its name, and the members a change added and
+/// removed, counted and named by `userName` (the first [`NAMED_MEMBERS`] by name).
+pub(super) async fn group_detail(
+    conn: &mut AsyncPgConnection,
+    customer: Uuid,
+    name: &str,
+    moved: &Moved,
+) -> QueryResult<String> {
+    if moved.added.is_empty() && moved.removed.is_empty() {
+        return Ok(format!("displayName {name:?}"));
+    }
+    let mut detail = format!("displayName {name:?}");
+    for (label, ids) in [("members added", &moved.added), ("removed", &moved.removed)] {
+        detail.push_str(&format!(", {label} {}", ids.len()));
+        if ids.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = scim_users::table
+            .filter(scim_users::customer_id.eq(customer))
+            .filter(scim_users::id.eq_any(ids))
+            .select(scim_users::user_name)
+            .order(scim_users::user_name_key)
+            .limit(NAMED_MEMBERS as i64)
+            .load(conn)
+            .await?;
+        let mut shown: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+        if ids.len() > shown.len() {
+            shown.push(format!("and {} more", ids.len() - shown.len()));
+        }
+        detail.push_str(&format!(" ({})", shown.join(", ")));
+    }
+    Ok(detail)
 }

@@ -18,6 +18,7 @@ use uuid::Uuid;
 
 use super::{
     Writer,
+    audit::{Moved, group_detail},
     outcome::{Tx, check_version, limit_reached, meta, settle},
 };
 use crate::{
@@ -87,16 +88,6 @@ async fn members_of(
     Ok(by_group)
 }
 
-/// What an audit line says of a group.
-fn group_detail(name: &str, moved: &Moved) -> String {
-    match (moved.added, moved.removed) {
-        (0, 0) => format!("displayName {name:?}"),
-        (added, removed) => {
-            format!("displayName {name:?}, members added {added}, removed {removed}")
-        }
-    }
-}
-
 /// Locks a group's row and checks the version the caller named; the version and name found.
 async fn lock_group(
     conn: &mut AsyncPgConnection,
@@ -146,13 +137,6 @@ pub(super) async fn read(
     Ok(Some(row.into_group(members)))
 }
 
-/// Member rows a change inserted and deleted (a replacement deletes every member first).
-#[derive(Default)]
-struct Moved {
-    added: usize,
-    removed: usize,
-}
-
 /// Refuses a group past [`MAX_MEMBERS`], once its request's changes are made (one count
 /// per request, not per change).
 async fn check_member_limit(
@@ -189,31 +173,45 @@ async fn change_members(
     };
     let (added, removed) = match change {
         MemberChange::RemoveAll => {
-            let removed = diesel::delete(of_group()).execute(conn).await?;
-            return Ok(Moved { added: 0, removed });
+            let removed = diesel::delete(of_group())
+                .returning(scim_group_members::user_id)
+                .get_results(conn)
+                .await?;
+            return Ok(Moved {
+                added: Vec::new(),
+                removed,
+            });
         }
         MemberChange::Remove(ids) => {
             let ids: Vec<Uuid> = ids.iter().map(ScimUserId::as_uuid).collect();
             let removed =
                 diesel::delete(of_group().filter(scim_group_members::user_id.eq_any(ids)))
-                    .execute(conn)
+                    .returning(scim_group_members::user_id)
+                    .get_results(conn)
                     .await?;
-            return Ok(Moved { added: 0, removed });
+            return Ok(Moved {
+                added: Vec::new(),
+                removed,
+            });
         }
-        // Only the members not kept are deleted: the audit line counts what changed.
+        // Only the members not kept are deleted: the audit line names what changed.
         MemberChange::Replace(ids) => {
             let kept: Vec<Uuid> = ids.iter().map(ScimUserId::as_uuid).collect();
             let removed =
                 diesel::delete(of_group().filter(scim_group_members::user_id.ne_all(kept)))
-                    .execute(conn)
+                    .returning(scim_group_members::user_id)
+                    .get_results(conn)
                     .await?;
             (ids, removed)
         }
-        MemberChange::Add(ids) => (ids, 0),
+        MemberChange::Add(ids) => (ids, Vec::new()),
     };
     let wanted: BTreeSet<Uuid> = added.iter().map(ScimUserId::as_uuid).collect();
     if wanted.is_empty() {
-        return Ok(Moved { added: 0, removed });
+        return Ok(Moved {
+            added: Vec::new(),
+            removed,
+        });
     }
     let found: Vec<Uuid> = scim_users::table
         .filter(scim_users::customer_id.eq(customer))
@@ -240,7 +238,8 @@ async fn change_members(
     let inserted = diesel::insert_into(scim_group_members::table)
         .values(rows)
         .on_conflict_do_nothing()
-        .execute(conn)
+        .returning(scim_group_members::user_id)
+        .get_results(conn)
         .await?;
     Ok(Moved {
         added: inserted,
@@ -261,6 +260,7 @@ pub(super) async fn create(
     let writer = Writer::of(&mut conn, customer, by).await?;
     let outcome = conn
         .transaction(async |conn| {
+            super::turns::turn_of(conn, customer, super::turns::CREATING_GROUPS).await?;
             let groups: i64 = scim_groups::table
                 .filter(scim_groups::customer_id.eq(customer))
                 .count()
@@ -285,7 +285,7 @@ pub(super) async fn create(
             let change = MemberChange::Add(group.members.clone());
             let moved = change_members(conn, customer, id.as_uuid(), &change).await?;
             check_member_limit(conn, customer, id.as_uuid()).await?;
-            let detail = group_detail(&group.display_name, &moved);
+            let detail = group_detail(conn, customer, &group.display_name, &moved).await?;
             writer.audit(conn, "scim.group.created", detail).await?;
             read(conn, customer, id, true)
                 .await?
@@ -335,14 +335,14 @@ pub(super) async fn patch(
             let mut moved = Moved::default();
             for change in &patch.members {
                 let by_change = change_members(conn, customer, id.as_uuid(), change).await?;
-                moved.added += by_change.added;
-                moved.removed += by_change.removed;
+                moved.added.extend(by_change.added);
+                moved.removed.extend(by_change.removed);
             }
-            if moved.added > 0 {
+            if !moved.added.is_empty() {
                 check_member_limit(conn, customer, id.as_uuid()).await?;
             }
             let name = patch.display_name.as_deref().unwrap_or(&old_name);
-            let mut detail = group_detail(name, &moved);
+            let mut detail = group_detail(conn, customer, name, &moved).await?;
             if patch.display_name.as_ref().is_some_and(|n| *n != old_name) {
                 detail.push_str(&format!(", renamed from {old_name:?}"));
             }

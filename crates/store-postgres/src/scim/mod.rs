@@ -7,6 +7,7 @@
 mod audit;
 mod groups;
 mod outcome;
+mod turns;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -23,7 +24,10 @@ use posture_domain::{
 use uuid::Uuid;
 
 pub(crate) use self::audit::Writer;
-use self::outcome::{Tx, check_version, limit_reached, meta, settle};
+use self::{
+    outcome::{Tx, check_version, limit_reached, meta, settle},
+    turns::{CREATING_USERS, turn_of},
+};
 
 use crate::{
     PgStore,
@@ -145,6 +149,9 @@ impl ScimRepository for PgStore {
         let writer = Writer::of(&mut conn, customer, by).await?;
         let outcome = conn
             .transaction(async |conn| {
+                // Creates of one customer take turns, so that concurrent ones cannot pass
+                // the limit together (as a subscription's quota does: webhooks/mod.rs).
+                turn_of(conn, customer, CREATING_USERS).await?;
                 let users: i64 = scim_users::table
                     .filter(scim_users::customer_id.eq(customer))
                     .count()

@@ -13,6 +13,7 @@ mod notifications;
 mod pools;
 mod privileges;
 mod schema;
+mod scim_limits;
 mod statistics;
 mod tenants;
 mod tls;

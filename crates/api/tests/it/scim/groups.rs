@@ -383,11 +383,11 @@ async fn every_change_is_a_line_of_the_customers_audit_log_by_the_key() {
             ("scim.group.deleted", "displayName \"Owners\""),
             (
                 "scim.group.updated",
-                "displayName \"Owners\", members added 1, removed 0"
+                "displayName \"Owners\", members added 1 (\"grace@example.com\"), removed 0"
             ),
             (
                 "scim.group.updated",
-                "displayName \"Owners\", members added 1, removed 0"
+                "displayName \"Owners\", members added 1 (\"ada@example.com\"), removed 0"
             ),
             (
                 "scim.user.created",
@@ -395,11 +395,11 @@ async fn every_change_is_a_line_of_the_customers_audit_log_by_the_key() {
             ),
             (
                 "scim.group.updated",
-                "displayName \"Owners\", members added 0, removed 1, renamed from \"Admins\""
+                "displayName \"Owners\", members added 0, removed 1 (\"ada@example.com\"), renamed from \"Admins\""
             ),
             (
                 "scim.group.created",
-                "displayName \"Admins\", members added 1, removed 0"
+                "displayName \"Admins\", members added 1 (\"ada@example.com\"), removed 0"
             ),
             (
                 "scim.user.updated",
