@@ -174,7 +174,7 @@ fn error_example(status: &str, scope: Option<&str>) -> Option<Value> {
         "412" => ApiError::PreconditionFailed(
             "If-Match: the subscription changed since this ETag was read (now \"v4\")".to_owned(),
         ),
-        "413" => ApiError::PayloadTooLarge("the body is larger than 65536 bytes".to_owned()),
+        "413" => ApiError::PayloadTooLarge("the body must be at most 256 KiB".to_owned()),
         "415" => ApiError::UnsupportedMediaType("Content-Type must be application/json".to_owned()),
         "422" => ApiError::unprocessable(
             Refusal::Invalid,

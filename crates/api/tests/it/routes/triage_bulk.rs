@@ -313,3 +313,42 @@ async fn a_customers_triage_writes_share_a_budget_of_120_a_minute() {
         .advance(std::time::Duration::from_secs(retry_after));
     assert_eq!(bulk(&app, &soar, &one).await.status(), StatusCode::OK);
 }
+
+/// The largest bulk the contract allows, as a pretty-printing client writes it with every
+/// non-ASCII character escaped, fits the body limit.
+#[tokio::test]
+async fn the_largest_bulk_the_contract_allows_is_not_too_large() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer_with_one_of_each("A").await;
+    let key = app.key_with_every_scope(customer).await;
+    let findings: Vec<Value> = (0..500)
+        .map(|i| {
+            json!({"id": format!("{i:03}{}", "x".repeat(125)),
+                   "ifMatch": format!("\"{}\"", "a".repeat(198))})
+        })
+        .collect();
+    let body = json!({"findings": findings,
+                      "triage": {"state": "acknowledged", "comment": "\u{1d11e}".repeat(2000)}});
+    let text = serde_json::to_string_pretty(&body)
+        .unwrap()
+        .replace('\u{1d11e}', "\\ud834\\udd1e");
+    assert!(text.len() > 200_000, "{} bytes", text.len());
+    let response = app
+        .client
+        .post(app.url("/api/v1/findings/triage"))
+        .bearer_auth(&key)
+        .header("content-type", "application/json")
+        .body(text)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let answer: Value = response.json().await.unwrap();
+    let items = answer["data"].as_array().unwrap();
+    assert_eq!(items.len(), 500);
+    assert!(
+        items.iter().all(|item| item["outcome"] == "not_found"),
+        "{}",
+        items[0]
+    );
+}

@@ -305,18 +305,18 @@ async fn a_body_that_is_not_json_is_415_or_400() {
 }
 
 #[tokio::test]
-async fn a_body_over_64_kib_is_413() {
+async fn a_body_over_256_kib_is_413() {
     let app = TestApp::start().await;
     let (_, key) = key(&app, "A").await;
     let mut body = valid();
-    body["name"] = json!("x".repeat(70 * 1024));
+    body["name"] = json!("x".repeat(260 * 1024));
     let reason = assert_error(
         post(&app, &key, &body).await,
         StatusCode::PAYLOAD_TOO_LARGE,
         "payload_too_large",
     )
     .await;
-    assert!(reason.contains("64 KiB"), "{reason}");
+    assert!(reason.contains("256 KiB"), "{reason}");
 }
 
 #[tokio::test]
