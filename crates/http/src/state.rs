@@ -75,6 +75,11 @@ pub struct ApiState {
     pub readiness: Arc<ReadinessCache>,
     /// What time it is: the store's clock ([`posture_domain::clock`]).
     pub clock: Arc<dyn posture_domain::clock::Clock>,
+    /// The service's public base URL (`POSTURE_PUBLIC_URL`, `https://posture.example.com`):
+    /// the URLs the service names itself by (SCIM's `Location`, `meta.location`, `$ref`)
+    /// are built from it. `None`: from the request as it reached the service (its `Host`;
+    /// forwarding headers believed from the trusted proxies only).
+    pub public_url: Option<String>,
     /// The OpenAPI document, rendered once ([`crate::openapi::render`], when the binary
     /// builds the state), for
     /// `GET /openapi.json`.

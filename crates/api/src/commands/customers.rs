@@ -218,16 +218,37 @@ async fn run_sso(command: SsoCommand, json: bool) -> anyhow::Result<()> {
         }
         SsoCommand::Clear { database, customer } => {
             let scope = customer_scope(&customer)?;
-            let ended = store(&database)?
+            let store = store(&database)?;
+            // The provisioning requirement lives with the provider: it goes too, and is said.
+            let required = store
+                .console_setup(scope)
+                .await
+                .map_err(|e| fail("reading the identity provider", e))?
+                .and_then(|setup| setup.sso.provisioning);
+            let ended = store
                 .clear_sso(scope)
                 .await
                 .map_err(|e| fail("removing the identity provider", e))?;
-            let value = json!({ "removed": ended.is_some(), "sessionsEnded": ended.unwrap_or(0) });
-            emit(json, &value, || match ended {
-                Some(n) => format!(
+            let removed = required.filter(|_| ended.is_some());
+            let value = json!({
+                "removed": ended.is_some(),
+                "sessionsEnded": ended.unwrap_or(0),
+                "provisioningRemoved": removed.as_ref().map(|p| json!({
+                    "matchClaim": p.claim, "adminGroup": p.admin_group,
+                })),
+            });
+            emit(json, &value, || match (ended, &removed) {
+                (Some(n), None) => format!(
                     "identity provider removed; {n} console session(s) of the customer ended"
                 ),
-                None => "the customer had no identity provider".to_owned(),
+                (Some(n), Some(p)) => format!(
+                    "identity provider removed; {n} console session(s) of the customer ended; \
+                     SCIM provisioning was required ({:?} claim, admin group {:?}) and that \
+                     requirement is removed with it: after the next `sso set`, set it again \
+                     with `sso provisioning`",
+                    p.claim, p.admin_group
+                ),
+                (None, _) => "the customer had no identity provider".to_owned(),
             })
         }
     }

@@ -111,6 +111,7 @@ pub fn api_state(
         docs: wiring.docs,
         readiness: Arc::default(),
         clock: store.clock(),
+        public_url: None,
         contract: posture_http::openapi::render().into(),
     })
 }
@@ -200,6 +201,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     );
     let wiring = wiring(&args, &render, tls.is_some(), replicas.clone()).await?;
     let mut state = api_state(&store, limiter, wiring)?;
+    state.public_url = args.console.public_url.clone();
     state.event_waits = state
         .event_waits
         .with_max_wait(Duration::from_secs(args.event_max_wait_secs))

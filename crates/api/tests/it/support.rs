@@ -56,6 +56,8 @@ struct Options {
     /// The customers' budgets, as the test sets them (`None`: as `serve` sets them, counted
     /// in this process).
     budgets: Option<fn(posture_http::Budgets) -> posture_http::Budgets>,
+    /// `POSTURE_PUBLIC_URL` (`None`: unset).
+    public_url: Option<String>,
 }
 
 impl Default for Options {
@@ -78,6 +80,7 @@ impl Default for Options {
             clock: None,
             event_waits: None,
             budgets: None,
+            public_url: None,
         }
     }
 }
@@ -181,6 +184,7 @@ impl TestApp {
         if let Some(set) = options.event_waits {
             state.event_waits = set(state.event_waits.clone());
         }
+        state.public_url = options.public_url.clone();
         let event_waits = state.event_waits.clone();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let (handle, addr) = spawn_server(

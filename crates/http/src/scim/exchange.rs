@@ -33,11 +33,15 @@ pub(crate) fn resource(path: &str, allow: &'static str) -> actix_web::Resource {
     }))
 }
 
-/// The service's URL up to `/scim/v2`, as the client reached it (forwarding headers
-/// believed from the trusted proxies only).
+/// The service's URL up to `/scim/v2`: from `POSTURE_PUBLIC_URL` when it is set (a
+/// request's `Host` must not choose the URLs an identity provider stores), else as the
+/// client reached it (forwarding headers believed from the trusted proxies only).
 pub(crate) fn base(req: &HttpRequest) -> String {
-    let trusted = req
-        .app_data::<web::Data<ApiState>>()
+    let state = req.app_data::<web::Data<ApiState>>();
+    if let Some(public) = state.and_then(|state| state.public_url.as_deref()) {
+        return format!("{public}{PREFIX}");
+    }
+    let trusted = state
         .map(|state| state.trusted_proxies.clone())
         .unwrap_or_default();
     let (scheme, host) = crate::client_ip::request_origin(req, &trusted);

@@ -109,12 +109,27 @@ async fn sso_set_seals_the_client_secret_and_never_prints_it() {
         .unwrap();
     assert_eq!(opened.expose(), SECRET);
 
+    // The provisioning requirement goes with the provider, and the answer says so.
+    let claim = ["--match-claim", "email", "--admin-group", "Posture Admins"];
+    let command = [
+        &["customers", "sso", "provisioning", "--customer", &id][..],
+        &claim,
+    ]
+    .concat();
+    assert_eq!(
+        json_of(&posture_api(&app, &command, &[]))["provisioning"]["matchClaim"],
+        "email"
+    );
     let cleared = json_of(&posture_api(
         &app,
         &["customers", "sso", "clear", "--customer", &id],
         &[],
     ));
     assert_eq!(cleared["removed"], true);
+    assert_eq!(
+        cleared["provisioningRemoved"],
+        serde_json::json!({"matchClaim": "email", "adminGroup": "Posture Admins"})
+    );
     assert!(app.store.console_setup(scope).await.unwrap().is_none());
 }
 

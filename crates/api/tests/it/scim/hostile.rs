@@ -1,10 +1,12 @@
 //! What an outsider may send to `/scim/v2`: each refusal a 4xx in SCIM's shape, nothing
 //! kept of it.
 
+use posture_domain::Scope;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::{Scim, assert_scim_error};
+use crate::support::TestApp;
 
 #[tokio::test]
 async fn malformed_filters_are_invalid_filter() {
@@ -179,4 +181,50 @@ async fn forwarding_headers_of_an_untrusted_client_do_not_choose_the_location() 
     let expected = scim.app.url("/scim/v2/Users/");
     assert!(location.starts_with(&expected), "{location}");
     assert_eq!(body["meta"]["location"], location);
+}
+
+/// With `POSTURE_PUBLIC_URL` set, the URLs SCIM names (`Location`, `meta.location`, a
+/// member's `$ref`) are the public ones, whatever `Host` a request carries.
+#[tokio::test]
+async fn the_public_url_not_the_host_names_every_location() {
+    let app = TestApp::with_public_url("https://posture.example.com").await;
+    let (customer, _) = app.customer("A").await;
+    let (_, key) = app.key(customer, &[Scope::ProvisionScim]).await;
+    let post = |path: &'static str, body: Value| {
+        let (app, key) = (&app, &key);
+        async move {
+            app.client
+                .post(app.url(path))
+                .bearer_auth(key)
+                .header("content-type", "application/scim+json")
+                .header("host", "evil.example")
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let user = post(
+        "/scim/v2/Users",
+        json!({"schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"], "userName": "ana"}),
+    )
+    .await;
+    assert_eq!(user.status(), StatusCode::CREATED);
+    let location = user.headers()["location"].to_str().unwrap().to_owned();
+    let user: Value = user.json().await.unwrap();
+    let id = user["id"].as_str().unwrap();
+    assert_eq!(
+        location,
+        format!("https://posture.example.com/scim/v2/Users/{id}")
+    );
+    assert_eq!(user["meta"]["location"], location);
+    let group = post(
+        "/scim/v2/Groups",
+        json!({"schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group"],
+               "displayName": "Admins", "members": [{"value": id}]}),
+    )
+    .await;
+    assert_eq!(group.status(), StatusCode::CREATED);
+    let group: Value = group.json().await.unwrap();
+    assert_eq!(group["members"][0]["$ref"], location);
 }

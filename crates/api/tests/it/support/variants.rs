@@ -122,6 +122,15 @@ impl TestApp {
         .await
     }
 
+    /// A server whose public base URL (`POSTURE_PUBLIC_URL`) is `url`.
+    pub async fn with_public_url(url: &str) -> Self {
+        Self::build(Options {
+            public_url: Some(url.to_owned()),
+            ..Options::default()
+        })
+        .await
+    }
+
     /// A server whose store reads a clock the test moves ([`TestApp::clock`]), starting at
     /// the system's time.
     pub async fn with_clock() -> Self {
