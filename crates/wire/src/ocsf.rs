@@ -4,8 +4,11 @@
 //!
 //! The event's activity says what the finding's state is: `Close` (3) for a resolved finding,
 //! `Update` (2) for one an analyzer pass reported again after detecting it, `Create` (1)
-//! otherwise; `type_uid` is `2004 × 100 + activity_id`. `time` is when a pass last reported
-//! the finding. The customer's triage is OCSF's review status (`status_id`, set by the
+//! otherwise; `type_uid` is `2004 × 100 + activity_id`. `time` is the later of when a pass
+//! last reported the finding and when anything shown of it last changed (a triage too), so
+//! a consumer that keeps one line per `(uid, time)` keeps every change.
+//! `finding_info.modified_time` is when it last changed, `last_seen_time` when a pass last
+//! reported it. The customer's triage is OCSF's review status (`status_id`, set by the
 //! consumer): acknowledged is *In Progress*, dismissed or risk accepted *Suppressed*, with
 //! the reason in `status_detail`, the comment in `comment` and the whole mark in
 //! `unmapped.triage`. Times are epoch milliseconds (OCSF's `timestamp_t`), with the `_dt` RFC 3339
@@ -224,7 +227,7 @@ impl<'a> DetectionFinding<'a> {
             class_name: "Detection Finding",
             type_uid: CLASS_UID * 100 + u32::from(activity_id),
             type_name: format!("Detection Finding: {activity_name}"),
-            time: millis(f.updated_at),
+            time: millis(f.updated_at.max(f.modified_at)),
             severity_id,
             severity,
             status_id,
@@ -240,7 +243,7 @@ impl<'a> DetectionFinding<'a> {
                 created_time: millis(f.detected_at),
                 first_seen_time: millis(f.detected_at),
                 last_seen_time: millis(f.updated_at),
-                modified_time: millis(f.updated_at),
+                modified_time: millis(f.modified_at),
             },
             resources,
             metadata: Metadata {

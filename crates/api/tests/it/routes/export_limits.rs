@@ -207,27 +207,27 @@ async fn a_query_whose_connection_is_terminated_is_503_and_the_next_request_work
         let key = key.clone();
         tokio::spawn(async move { client.get(url).bearer_auth(key).send().await.unwrap() })
     };
-    // The request's query waits for the lock; end its backend as a shutdown would.
+    // The request's queries wait for the lock (its tag's version read, then the list's); end
+    // each one's backend as a shutdown would, until the request is answered.
     let database = app.db.url().rsplit('/').next().unwrap().to_owned();
+    let (url, database, pending) = (app.db.url(), &database, &request);
     eventually(
         Duration::from_secs(10),
-        "the request waits for the lock",
-        || async {
-            #[derive(diesel::QueryableByName)]
-            struct Terminated {
-                #[diesel(sql_type = diesel::sql_types::BigInt)]
-                n: i64,
+        "the request is answered once its waiting queries are ended",
+        || async move {
+            if pending.is_finished() {
+                return true;
             }
-            let mut conn = AsyncPgConnection::establish(app.db.url()).await.unwrap();
-            let terminated: Terminated = diesel::sql_query(
-                "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity \
-             WHERE datname = $1 AND wait_event_type = 'Lock'",
+            let mut conn = AsyncPgConnection::establish(url).await.unwrap();
+            diesel::sql_query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = $1 AND wait_event_type = 'Lock'",
             )
-            .bind::<diesel::sql_types::Text, _>(&database)
-            .get_result(&mut conn)
+            .bind::<diesel::sql_types::Text, _>(database)
+            .execute(&mut conn)
             .await
             .unwrap();
-            terminated.n > 0
+            false
         },
     )
     .await;

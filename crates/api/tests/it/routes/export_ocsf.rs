@@ -142,7 +142,13 @@ async fn ocsf_events_map_severity_status_activity_and_resources() {
             {"uid": tenant, "type": "cloudTenant"}
         ])
     );
-    assert_eq!(open["time"], open["finding_info"]["modified_time"]);
+    let info = &open["finding_info"];
+    assert_eq!(
+        open["time"].as_i64(),
+        info["last_seen_time"]
+            .as_i64()
+            .max(info["modified_time"].as_i64())
+    );
     assert!(
         open["time"].as_i64().unwrap() > 1_700_000_000_000,
         "epoch milliseconds"
@@ -277,4 +283,30 @@ async fn a_triage_is_the_events_review_status_with_its_reason_and_comment() {
     );
     let untriaged = by_id("f-new");
     assert!(untriaged.get("comment").is_none() && untriaged.get("unmapped").is_none());
+    // A triage alone moves `time` and `modified_time` (a consumer keeping one line per
+    // `(uid, time)` keeps the change); `last_seen_time` stays the pass's.
+    let millis = |at: &serde_json::Value| {
+        chrono::DateTime::parse_from_rfc3339(at.as_str().unwrap())
+            .unwrap()
+            .timestamp_millis()
+    };
+    let ack = by_id("f-ack");
+    let read = app
+        .get_json("/api/v1/findings/f-ack", &key, StatusCode::OK)
+        .await;
+    assert_eq!(
+        ack["finding_info"]["modified_time"],
+        millis(&read["data"]["modifiedAt"])
+    );
+    assert_eq!(
+        ack["finding_info"]["last_seen_time"],
+        millis(&read["data"]["updatedAt"])
+    );
+    assert!(millis(&read["data"]["modifiedAt"]) > millis(&read["data"]["updatedAt"]));
+    assert_eq!(ack["time"], ack["finding_info"]["modified_time"]);
+    let info = &untriaged["finding_info"];
+    let latest = info["last_seen_time"]
+        .as_i64()
+        .max(info["modified_time"].as_i64());
+    assert_eq!(untriaged["time"].as_i64(), latest);
 }
