@@ -19,7 +19,6 @@ use super::Figure;
 use crate::{demo_data::write_new_findings_pass, files::scratch_dir, process::output};
 
 pub(super) const SUBSCRIPTIONS: usize = 25;
-pub(super) const NEW_FINDINGS: usize = 100_000;
 
 /// A receiver that answers 204 and counts.
 pub(super) fn counting_receiver(count: Arc<AtomicU64>) -> anyhow::Result<String> {
@@ -103,8 +102,10 @@ pub fn run(
     base: &str,
     seconds: u64,
     pool_size: Option<u32>,
+    sizes: super::sizes::Sizes,
     figures: &mut Vec<Figure>,
 ) -> anyhow::Result<String> {
+    let new_findings = sizes.new_findings;
     let api_bin = bin_dir.join("posture-api");
     let (id, key) = fan_out_customer(&api_bin, database_url)?;
     let delivered = Arc::new(AtomicU64::new(0));
@@ -116,7 +117,7 @@ pub fn run(
         &file,
         "0b7c0f39-2d3e-4c1a-9f57-6a1d2b3c4d5e",
         "n",
-        NEW_FINDINGS,
+        new_findings,
     )?;
     let pass = api(
         &api_bin,
@@ -126,7 +127,7 @@ pub fn run(
     let queued = pass["deliveriesQueued"].as_u64().unwrap_or(0);
     let fan_out_ms = pass["fanOutMs"].as_f64().unwrap_or(f64::NAN);
     figures.push(Figure::measure(
-        format!("fan-out of a pass with {NEW_FINDINGS} new findings to {SUBSCRIPTIONS} subscriptions ({queued} deliveries)"),
+        format!("fan-out of a pass with {new_findings} new findings to {SUBSCRIPTIONS} subscriptions ({queued} deliveries)"),
         fan_out_ms,
         "ms",
         true,
@@ -151,7 +152,11 @@ pub fn run(
     let window = || {
         let before = delivered.load(Ordering::Relaxed);
         let started = Instant::now();
-        std::thread::sleep(Duration::from_secs(seconds.max(10)));
+        std::thread::sleep(Duration::from_secs(if sizes.smoke {
+            seconds
+        } else {
+            seconds.max(10)
+        }));
         (delivered.load(Ordering::Relaxed) - before) as f64 / started.elapsed().as_secs_f64()
     };
     let first = start_worker()?;
@@ -168,7 +173,7 @@ pub fn run(
         let _ = worker.wait_with_output();
     }
     anyhow::ensure!(
-        total < queued,
+        total < queued || sizes.smoke,
         "the queue ran dry during the measurement ({total} of {queued} delivered): the figures \
          would understate the workers"
     );

@@ -13,9 +13,6 @@ use super::{
 };
 use crate::process::psql_value;
 
-/// Deliveries in the measured log.
-const DELIVERIES: u32 = 100_000;
-
 fn get(base: &str, key: &str, path: &str) -> anyhow::Result<Value> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -43,8 +40,10 @@ pub fn run(
     key: &str,
     connections: u32,
     duration: Duration,
+    sizes: super::sizes::Sizes,
     figures: &mut Vec<Figure>,
 ) -> anyhow::Result<()> {
+    let deliveries = sizes.deliveries;
     let subscriptions = get(&server.base, key, "/api/v1/webhooks?limit=1")?;
     let webhook = subscriptions["data"][0]["id"]
         .as_str()
@@ -71,14 +70,14 @@ pub fn run(
                  delivered_at, last_attempt_at, last_status_code) \
              SELECT s.customer_id, gen_random_uuid(), s.id, gen_random_uuid(), 'finding_high', \
                     0, ARRAY['f-1'], 'delivered', 1, t, t, t, t, 204 \
-             FROM s, generate_series(1, {DELIVERIES}) AS g, \
+             FROM s, generate_series(1, {deliveries}) AS g, \
                   LATERAL (SELECT now() - g * interval '1 second' AS t) AS at; \
              SELECT 1"
         ),
     )?;
     // The write side of the log's indexes: the batch is one statement, as a fan-out is.
     figures.push(Figure::measure(
-        format!("inserting {DELIVERIES} deliveries of one subscription in one statement"),
+        format!("inserting {deliveries} deliveries of one subscription in one statement"),
         inserting.elapsed().as_secs_f64() * 1000.0,
         "ms",
         true,
@@ -87,9 +86,9 @@ pub fn run(
     // total be read from the index alone.
     psql_value(database_url, "VACUUM ANALYZE webhook_deliveries")?;
     let log = format!("/api/v1/webhooks/{webhook}/deliveries");
-    // A cursor 50,000 rows deep: follow 100 pages of 500.
+    // A cursor half-way (50,000 rows deep): follow as many pages of 500.
     let mut cursor = String::new();
-    for _ in 0..100 {
+    for _ in 0..(deliveries / 2 / 500).max(1) {
         let page = get(
             &server.base,
             key,
@@ -108,17 +107,20 @@ pub fn run(
             .to_owned();
     }
     for (label, query) in [
-        ("first page of 100", "limit=100".to_owned()),
+        ("first page of 100".to_owned(), "limit=100".to_owned()),
         (
-            "page of 100 after a cursor 50,000 deep",
+            format!(
+                "page of 100 after a cursor {} deep",
+                thousands(deliveries / 2)
+            ),
             format!("limit=100&after={cursor}"),
         ),
         (
-            "status=failed (matches nothing)",
+            "status=failed (matches nothing)".to_owned(),
             "limit=100&status=failed".to_owned(),
         ),
         (
-            "eventType=finding_low (matches nothing)",
+            "eventType=finding_low (matches nothing)".to_owned(),
             "limit=100&eventType=finding_low".to_owned(),
         ),
     ] {
@@ -131,11 +133,24 @@ pub fn run(
         record(
             figures,
             &format!(
-                "GET /webhooks/{{id}}/deliveries, {DELIVERIES} deliveries, {label}, {connections} conn"
+                "GET /webhooks/{{id}}/deliveries, {deliveries} deliveries, {label}, {connections} conn"
             ),
             &load,
             None,
         );
     }
     Ok(())
+}
+
+/// `n` with a comma between each group of three digits (50,000), as the figures are named.
+fn thousands(n: u32) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

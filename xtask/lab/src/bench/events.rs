@@ -1,28 +1,31 @@
 //! The events feed under load (issue 39's figures):
 //!
-//! * 1,000 consumers waiting on one instance (250 keys of one customer, 4 each: the bound),
-//!   first as long-polls (`wait=30`), then as streams (`Accept: text/event-stream`); a pass
-//!   of that customer commits one new finding through `posture-api ingest`; each consumer's
-//!   time from the commit (the `posture_data` notification, heard by a `LISTEN` of the
-//!   bench's own) to the event in its hands: p50, p99, max; and the API's resident memory
-//!   idle and with the 1,000 waiting;
+//! * 1,000 consumers waiting on one instance (`--events-waiters`), spread over customers as
+//!   the bounds want them (32 per customer, 4 per key: 32 customers of 8 keys), first as
+//!   long-polls (`wait=30`), then as streams (`Accept: text/event-stream`); a pass of each
+//!   customer commits one new finding through `posture-api ingest`, one customer after the
+//!   other; each consumer's time from its customer's commit (the `posture_data`
+//!   notification, heard by a `LISTEN` of the bench's own) to the event in its hands: p50,
+//!   p99, max; and the API's resident memory idle and with the 1,000 waiting;
 //! * the feed read by cursor (`limit=500`) at the start and deep into a customer's 1,000,000
 //!   events, then 10,000,000 (`--event-sizes`; the events written by SQL, over 1,000 real
 //!   findings): events per second, and how flat it stays from the one to the other.
 
 use std::{
+    collections::HashMap,
     path::Path,
     process::Command,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, bail};
-use futures_util::StreamExt as _;
 use serde_json::Value;
 
 use super::{
     Figure,
     http::{Server, wrk},
+    listen::{Notified, listen},
     load::api,
 };
 use crate::{
@@ -30,12 +33,14 @@ use crate::{
     process::{self, eprintln_status, psql_value},
 };
 
-/// Consumers waiting at once: the instance's bound.
-const WAITERS: usize = 1000;
+/// Requests of one customer's keys that may wait at once (over every instance).
+const PER_CUSTOMER: usize = 32;
 /// Requests of one key that may wait at once.
 const PER_KEY: usize = 4;
-/// Findings of the customers (the base pass, and what the depth customer's events name).
+/// Findings of the depth customer (what its events name).
 const FINDINGS: usize = 1000;
+/// Findings of each waiting consumers' customer's base pass.
+const WAITED_FINDINGS: usize = 10;
 
 /// How consumers wait.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -57,6 +62,7 @@ pub fn run(
     bin: &Path,
     server: &Server,
     database_url: &str,
+    waiters: usize,
     sizes: &[i64],
     duration: Duration,
     figures: &mut Vec<Figure>,
@@ -69,13 +75,23 @@ pub fn run(
         .enable_all()
         .build()?;
     let dir = scratch_dir("bench-events")?;
-    let waited = Customer::create(
-        bin,
-        database_url,
-        &dir,
-        "events-bench-waiters",
-        WAITERS / PER_KEY,
-    )?;
+    eprintln_status(&format!(
+        "events feed: {} customers for {waiters} waiting consumers",
+        waiters.div_ceil(PER_CUSTOMER)
+    ));
+    let waited = (0..waiters.div_ceil(PER_CUSTOMER))
+        .map(|c| {
+            let consumers = (waiters - c * PER_CUSTOMER).min(PER_CUSTOMER);
+            Customer::create(
+                bin,
+                database_url,
+                &dir,
+                &format!("events-bench-waiters-{c}"),
+                consumers.div_ceil(PER_KEY),
+                WAITED_FINDINGS,
+            )
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let idle_rss = rss_mib(server.pid())?;
     let mut with_waiters = 0.0_f64;
     for (round, consumer) in [Consumer::LongPoll, Consumer::Stream]
@@ -87,6 +103,7 @@ pub fn run(
             server,
             database_url,
             &waited,
+            waiters,
             consumer,
             round + 1,
         ))?;
@@ -100,13 +117,13 @@ pub fn run(
         true,
     ));
     figures.push(Figure::measure(
-        format!("posture-api RSS with {WAITERS} consumers waiting on the events feed"),
+        format!("posture-api RSS with {waiters} consumers waiting on the events feed"),
         with_waiters,
         "MiB",
         true,
     ));
 
-    let deep = Customer::create(bin, database_url, &dir, "events-bench-depth", 1)?;
+    let deep = Customer::create(bin, database_url, &dir, "events-bench-depth", 1, FINDINGS)?;
     let mut rates = Vec::new();
     for total in [smaller, larger] {
         eprintln_status(&format!("events feed: writing events up to {total}"));
@@ -130,22 +147,32 @@ pub fn run(
     Ok(())
 }
 
-/// A customer of the bench with its own keys (`read:findings`) and a first pass.
+/// A customer of the bench with its own keys (`read:findings`) and a first pass of
+/// `findings`.
+#[derive(Clone)]
 struct Customer {
     id: String,
     keys: Vec<String>,
     pass: std::path::PathBuf,
+    findings: usize,
 }
 
 impl Customer {
-    fn create(bin: &Path, url: &str, dir: &Path, name: &str, keys: usize) -> anyhow::Result<Self> {
+    fn create(
+        bin: &Path,
+        url: &str,
+        dir: &Path,
+        name: &str,
+        keys: usize,
+        findings: usize,
+    ) -> anyhow::Result<Self> {
         let id = api(bin, url, &["customers", "create", "--name", name])?["id"]
             .as_str()
             .context("customer id")?
             .to_owned();
         let keys = (0..keys)
             .map(|i| {
-                let issued = api_with(
+                let issued = api(
                     bin,
                     url,
                     &[
@@ -158,8 +185,6 @@ impl Customer {
                         "--scope",
                         "read:findings",
                     ],
-                    // One customer holding the 250 keys that the bound of 4 per key needs.
-                    &[("POSTURE_MAX_ACTIVE_KEYS", "1000")],
                 )?;
                 Ok(issued["key"].as_str().context("key")?.to_owned())
             })
@@ -168,6 +193,7 @@ impl Customer {
             id,
             keys,
             pass: dir.join(format!("{name}.jsonl")),
+            findings,
         };
         customer.ingest(bin, url, 0)?;
         Ok(customer)
@@ -182,7 +208,7 @@ impl Customer {
             serde_json::json!({"type": "identity", "id": "u1", "cloudTenantId": tenant,
                                "kind": "user", "displayName": "Ada"}),
         ];
-        lines.extend((0..FINDINGS + new).map(|i| {
+        lines.extend((0..self.findings + new).map(|i| {
             serde_json::json!({"type": "finding", "id": format!("f{i:07}"),
                 "cloudTenantId": tenant, "identityId": "u1",
                 "findingType": "standing_privileged_access", "severity": "high",
@@ -224,18 +250,6 @@ impl Customer {
         psql_value(url, "CHECKPOINT")?;
         Ok(())
     }
-}
-
-fn api_with(bin: &Path, url: &str, args: &[&str], env: &[(&str, &str)]) -> anyhow::Result<Value> {
-    let text = process::output(
-        Command::new(bin)
-            .args(args)
-            .arg("--json")
-            .env("DATABASE_URL", url)
-            .env("POSTURE_LOG", "warn")
-            .envs(env.iter().copied()),
-    )?;
-    serde_json::from_str(text.trim()).with_context(|| format!("output of {args:?}"))
 }
 
 /// The process's resident memory now.
@@ -290,66 +304,87 @@ async fn waiting(client: &reqwest::Client, server: &Server) -> anyhow::Result<us
         .unwrap_or(0.0) as usize)
 }
 
-/// 1,000 consumers wait; a pass commits one new finding (its `new`th); each consumer's
-/// seconds from the commit's notification to the event in its hands (sorted), and the API's
-/// memory while they waited.
+/// `waiters` consumers wait, spread over `customers` (32 each, 4 per key); a pass of each
+/// customer commits one new finding (its `new`th), one customer after the other; each
+/// consumer's seconds from its customer's commit notification to the event in its hands
+/// (sorted), and the API's memory while they waited.
 async fn commit_to_consumers(
     bin: &Path,
     server: &Server,
     database_url: &str,
-    customer: &Customer,
+    customers: &[Customer],
+    waiters: usize,
     consumer: Consumer,
     new: usize,
 ) -> anyhow::Result<(Vec<f64>, f64)> {
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(0)
-        .timeout(Duration::from_secs(60))
+        .timeout(Duration::from_secs(120))
         .build()?;
-    let after = last_event(&client, server, &customer.keys[0]).await?;
-    let (notified_tx, notified) = tokio::sync::oneshot::channel();
-    let listener = listen(database_url, customer.id.clone(), notified_tx).await?;
-    let consumers: Vec<_> = (0..WAITERS)
+    let mut afters = Vec::with_capacity(customers.len());
+    for customer in customers {
+        afters.push(last_event(&client, server, &customer.keys[0]).await?);
+    }
+    let committed: Notified = Arc::default();
+    let listener = listen(database_url, committed.clone()).await?;
+    let consumers: Vec<_> = (0..waiters)
         .map(|i| {
-            let (client, key) = (client.clone(), customer.keys[i / PER_KEY].clone());
+            let c = i / PER_CUSTOMER;
+            let key = customers[c].keys[(i % PER_CUSTOMER) / PER_KEY].clone();
+            let after = &afters[c];
+            let client = client.clone();
             let url = match consumer {
                 Consumer::LongPoll => {
                     format!("{}/api/v1/events?after={after}&wait=30", server.base)
                 }
                 Consumer::Stream => format!("{}/api/v1/events?after={after}", server.base),
             };
-            tokio::spawn(async move { receive(&client, &url, &key, consumer).await })
+            tokio::spawn(async move {
+                receive(&client, &url, &key, consumer)
+                    .await
+                    .map(|at| (c, at))
+            })
         })
         .collect();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while waiting(&client, server).await? < WAITERS {
+    loop {
+        let now_waiting = waiting(&client, server).await?;
+        if now_waiting >= waiters {
+            break;
+        }
         if Instant::now() > deadline {
-            bail!("{WAITERS} consumers did not all wait");
+            bail!("{waiters} consumers did not all wait ({now_waiting} did)");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let rss = rss_mib(server.pid())?;
     eprintln_status(&format!(
-        "events feed: {WAITERS} {} consumers waiting, a pass commits",
+        "events feed: {waiters} {} consumers waiting, each customer's pass commits",
         consumer.name()
     ));
-    let (bin, url, pass_customer) = (bin.to_owned(), database_url.to_owned(), customer.id.clone());
-    let pass = customer.pass.clone();
-    tokio::task::spawn_blocking(move || {
-        Customer {
-            id: pass_customer,
-            keys: Vec::new(),
-            pass,
+    for customer in customers {
+        let (bin, url, customer) = (bin.to_owned(), database_url.to_owned(), customer.clone());
+        tokio::task::spawn_blocking(move || customer.ingest(&bin, &url, new)).await??;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let commits: HashMap<String, Instant> = loop {
+        let heard = committed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        if customers.iter().all(|c| heard.contains_key(&c.id)) {
+            break heard;
         }
-        .ingest(&bin, &url, new)
-    })
-    .await??;
-    let committed: Instant = tokio::time::timeout(Duration::from_secs(30), notified)
-        .await
-        .context("the pass's notification")??;
-    let mut latencies = Vec::with_capacity(WAITERS);
+        if Instant::now() > deadline {
+            bail!("not every pass's notification was heard");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let mut latencies = Vec::with_capacity(waiters);
     for handle in consumers {
-        let received = handle.await??;
-        latencies.push(received.saturating_duration_since(committed).as_secs_f64());
+        let (c, received) = handle.await??;
+        let at = commits[&customers[c].id];
+        latencies.push(received.saturating_duration_since(at).as_secs_f64());
     }
     drop(listener);
     latencies.sort_by(f64::total_cmp);
@@ -393,52 +428,13 @@ async fn receive(
     }
 }
 
-/// A `LISTEN` connection of the bench's own; closed when dropped.
-struct Listener {
-    _client: tokio_postgres::Client,
-    driver: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        self.driver.abort();
-    }
-}
-
-/// `LISTEN posture_data` on a connection of the bench's own: sends the instant the
-/// notification naming `customer` arrives.
-async fn listen(
-    database_url: &str,
-    customer: String,
-    notified: tokio::sync::oneshot::Sender<Instant>,
-) -> anyhow::Result<Listener> {
-    let (client, mut connection) =
-        tokio_postgres::connect(database_url, tokio_postgres::NoTls).await?;
-    let mut notified = Some(notified);
-    let driver = tokio::spawn(async move {
-        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
-        while let Some(Ok(message)) = messages.next().await {
-            if let tokio_postgres::AsyncMessage::Notification(n) = message
-                && n.payload() == customer
-                && let Some(sender) = notified.take()
-            {
-                let _ = sender.send(Instant::now());
-            }
-        }
-    });
-    client.batch_execute("LISTEN posture_data").await?;
-    Ok(Listener {
-        _client: client,
-        driver,
-    })
-}
-
 fn record_latencies(figures: &mut Vec<Figure>, consumer: Consumer, latencies: &[f64]) {
     let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize] * 1000.0;
     let name = consumer.name();
+    let waiters = latencies.len();
     for (label, value) in [("p50", at(0.5)), ("p99", at(0.99)), ("max", at(1.0))] {
         figures.push(Figure::measure(
-            format!("events feed: commit to event, {WAITERS} {name} consumers, {label}"),
+            format!("events feed: commit to event, {waiters} {name} consumers, {label}"),
             value,
             "ms",
             true,

@@ -21,6 +21,7 @@ mod floor;
 mod floor_server;
 mod http;
 mod limiter;
+mod listen;
 mod load;
 mod peer;
 mod report;
@@ -28,6 +29,7 @@ mod scale;
 mod scale_out;
 mod scenarios;
 mod scheduler;
+mod sizes;
 mod sql;
 mod sync;
 
@@ -45,7 +47,7 @@ use crate::{
 pub use floor::FloorArgs;
 pub use report::Figure;
 
-#[derive(Args, Debug)]
+#[derive(Args, Clone, Debug)]
 pub struct BenchArgs {
     /// Customers to load.
     #[arg(long, default_value_t = 200)]
@@ -109,6 +111,16 @@ pub struct BenchArgs {
     /// The two sizes of the events feed read at depth, in events, smaller first.
     #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
     event_sizes: Vec<i64>,
+    /// Consumers waiting at once on the events feed (spread over customers, 32 each).
+    #[arg(long, default_value_t = 1000)]
+    events_waiters: usize,
+    /// Every scenario of the default run at a small size, on the debug build: whether the
+    /// benchmark runs to its end (CI runs it); its figures measure nothing. Sets the data to
+    /// 2 customers and 2,000 findings, 1 s runs at 4 connections, 64 waiting consumers and
+    /// event depths of 2,000 and 4,000; the webhooks' and the delivery log's sizes shrink
+    /// likewise.
+    #[arg(long)]
+    smoke: bool,
     /// The two sizes of `--scale`, in findings, smaller first.
     #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
     scale_sizes: Vec<usize>,
@@ -145,46 +157,80 @@ fn require(program: &str, package: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--smoke`: the arguments at their small sizes.
+fn smoke(args: &BenchArgs) -> std::borrow::Cow<'_, BenchArgs> {
+    if !args.smoke {
+        return std::borrow::Cow::Borrowed(args);
+    }
+    std::borrow::Cow::Owned(BenchArgs {
+        customers: 2,
+        findings: 2_000,
+        largest: 1_000,
+        seconds: 1,
+        connections: vec![4],
+        event_sizes: vec![2_000, 4_000],
+        events_waiters: 64,
+        ..args.clone()
+    })
+}
+
+/// Runs the benchmark; the report holds every figure measured, also when a scenario failed
+/// (then its name ends in `-partial`, and the failure is the task's error).
 pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
     // Once, for every HTTP client of the run (reqwest is built without a default provider).
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let args = smoke(args);
+    let mut figures = Vec::new();
+    let measured = measure(&args, &mut figures);
+    if let Err(e) = &measured {
+        if figures.is_empty() {
+            return measured;
+        }
+        eprintln_status(&format!(
+            "a scenario failed ({e:#}): the {} figures measured before it are written",
+            figures.len()
+        ));
+    }
+    finish(&figures, measured.is_err())?;
+    measured
+}
+
+fn measure(args: &BenchArgs, figures: &mut Vec<Figure>) -> anyhow::Result<()> {
     if args.resets_only {
-        let mut figures = Vec::new();
-        limiter::reset_spread(&mut figures);
-        return finish(&figures);
+        limiter::reset_spread(figures);
+        return Ok(());
     }
     require("wrk", "wrk")?;
     require("pgbench", "postgresql-contrib")?;
-    // The database client's floor (floor.rs) is measured optimised too.
-    let bin_dir = crate::binaries::build_binaries_with(true, &["posture-lab"])?;
+    // The database client's floor (floor.rs) is measured optimised too (but by a smoke run).
+    let bin_dir = crate::binaries::build_binaries_with(!args.smoke, &["posture-lab"])?;
     let bin = bin_dir.join("posture-api");
     let _scheduler = scheduler::OneGroup::for_the_run();
     if args.scale {
-        let mut figures = Vec::new();
         scale::run(
             &bin,
             &args.scale_sizes,
             Duration::from_secs(args.seconds),
             args.pool_size,
-            &mut figures,
+            figures,
         )?;
-        return finish(&figures);
+        return Ok(());
     }
     if args.events_only {
         let postgres = crate::servers::postgres("bench-postgres", PG_SETTINGS)?;
         load::api(&bin, &postgres.url, &["migrate"])?;
         let server = http::Server::start(&bin, &postgres.url, None, args.pool_size)?;
-        let mut figures = Vec::new();
         events::run(
             &bin,
             &server,
             &postgres.url,
+            args.events_waiters,
             &args.event_sizes,
             Duration::from_secs(args.seconds),
-            &mut figures,
+            figures,
         )?;
         drop(server);
-        return finish(&figures);
+        return Ok(());
     }
 
     let data = GenDataArgs {
@@ -199,19 +245,17 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         upr_days: 0,
     };
     if args.citus {
-        let mut figures = Vec::new();
         citus::run(
             &bin,
             &data,
             args.pool_size,
             Duration::from_secs(args.seconds),
-            &mut figures,
+            figures,
         )?;
-        return finish(&figures);
+        return Ok(());
     }
     let postgres = crate::servers::postgres("bench-postgres", PG_SETTINGS)?;
-    let mut figures = Vec::new();
-    let loaded = load::load(&bin, &postgres.url, &data, &mut figures)?;
+    let loaded = load::load(&bin, &postgres.url, &data, figures)?;
 
     let redis = crate::servers::redis()?;
     let duration = Duration::from_secs(args.seconds);
@@ -219,9 +263,9 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
     let server = http::Server::start(&bin, &postgres.url, None, args.pool_size)?;
     let postmaster = cpu::postmaster_pid(&postgres.data_dir())?;
     if args.compression_only {
-        compression::run(&server, postmaster, &loaded, duration, &mut figures)?;
+        compression::run(&server, postmaster, &loaded, duration, figures)?;
         drop(server);
-        return finish(&figures);
+        return Ok(());
     }
     let ingest = sync::Ingest {
         bin: &bin,
@@ -229,14 +273,14 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         data_dir: &data.out,
     };
     if args.cli_only {
-        cli::run(&server, &ingest, &loaded.largest, &mut figures)?;
+        cli::run(&server, &ingest, &loaded.largest, figures)?;
         drop(server);
-        return finish(&figures);
+        return Ok(());
     }
     if args.delivery_log_only {
-        webhooks(&bin_dir, &server, &postgres.url, args, &mut figures)?;
+        webhooks(&bin_dir, &server, &postgres.url, args, figures)?;
         drop(server);
-        return finish(&figures);
+        return Ok(());
     }
     if args.replicas_only {
         scale_out::read_replica(
@@ -246,10 +290,10 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
             args.pool_size,
             &loaded,
             duration,
-            &mut figures,
+            figures,
         )?;
         drop(server);
-        return finish(&figures);
+        return Ok(());
     }
     if args.reads_only {
         // The peer too: the read routes' targets include their ratio to PostgREST.
@@ -263,7 +307,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
                 &loaded,
                 connections,
                 duration,
-                &mut figures,
+                figures,
             )?;
         }
         drop(peer);
@@ -274,10 +318,10 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
             postmaster,
             &loaded,
             duration,
-            &mut figures,
+            figures,
         )?;
         drop(server);
-        return finish(&figures);
+        return Ok(());
     }
     let peer = start_peer(&postgres.url, args.pool_size)?;
     for &connections in &args.connections {
@@ -289,9 +333,9 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
             &loaded,
             connections,
             duration,
-            &mut figures,
+            figures,
         )?;
-        sql::totals(&postgres.url, &loaded, connections, duration, &mut figures)?;
+        sql::totals(&postgres.url, &loaded, connections, duration, figures)?;
     }
     drop(peer);
     floors(
@@ -301,18 +345,11 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         postmaster,
         &loaded,
         duration,
-        &mut figures,
+        figures,
     )?;
-    sync::run(
-        &server,
-        &ingest,
-        &loaded.largest,
-        16,
-        duration,
-        &mut figures,
-    )?;
-    cli::run(&server, &ingest, &loaded.largest, &mut figures)?;
-    let in_process = http::cheap_route(&server, &loaded, "in-process", 16, duration, &mut figures)?;
+    sync::run(&server, &ingest, &loaded.largest, 16, duration, figures)?;
+    cli::run(&server, &ingest, &loaded.largest, figures)?;
+    let in_process = http::cheap_route(&server, &loaded, "in-process", 16, duration, figures)?;
     let most = args.connections.iter().max().copied().unwrap_or(16);
     figures.push(
         Figure::measure(
@@ -323,8 +360,8 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         )
         .target(100.0),
     );
-    export::run(&server, &postgres.url, &loaded.largest, &mut figures)?;
-    compression::run(&server, postmaster, &loaded, duration, &mut figures)?;
+    export::run(&server, &postgres.url, &loaded.largest, figures)?;
+    compression::run(&server, postmaster, &loaded, duration, figures)?;
     scale_out::api_instances(
         &bin,
         &server,
@@ -332,7 +369,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         args.pool_size,
         &loaded,
         duration,
-        &mut figures,
+        figures,
     )?;
     scale_out::read_replica(
         &bin,
@@ -341,28 +378,23 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         args.pool_size,
         &loaded,
         duration,
-        &mut figures,
+        figures,
     )?;
-    webhooks(&bin_dir, &server, &postgres.url, args, &mut figures)?;
+    webhooks(&bin_dir, &server, &postgres.url, args, figures)?;
     events::run(
         &bin,
         &server,
         &postgres.url,
+        args.events_waiters,
         &args.event_sizes,
         duration,
-        &mut figures,
+        figures,
     )?;
     drop(server);
 
     let shared = http::Server::start(&bin, &postgres.url, Some(&redis.url()), args.pool_size)?;
-    let through_redis = http::cheap_route(
-        &shared,
-        &loaded,
-        "through Redis",
-        16,
-        duration,
-        &mut figures,
-    )?;
+    let through_redis =
+        http::cheap_route(&shared, &loaded, "through Redis", 16, duration, figures)?;
     drop(shared);
     figures.push(Figure::measure(
         "GET /tenants through Redis vs in-process: added p50",
@@ -379,14 +411,13 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<()> {
         )
         .against(in_process.requests_per_second, "in-process limiter", None),
     );
-    limiter::redis_check_latency(&redis.url(), 16, &mut figures)?;
-    limiter::reset_spread(&mut figures);
+    limiter::redis_check_latency(&redis.url(), 16, figures)?;
+    limiter::reset_spread(figures);
     drop(redis);
     drop(postgres);
-    finish(&figures)
+    Ok(())
 }
 
-/// Writes the report and prints it.
 /// The webhooks' figures: a pass's fan-out and the workers (`deliveries.rs`), then the
 /// delivery log they wrote, at 16 connections (`delivery_log.rs`).
 fn webhooks(
@@ -397,20 +428,23 @@ fn webhooks(
     figures: &mut Vec<Figure>,
 ) -> anyhow::Result<()> {
     let seconds = args.seconds;
+    let sizes = sizes::Sizes::of(args.smoke);
     let key = deliveries::run(
         bin_dir,
         database_url,
         &server.base,
         seconds,
         args.pool_size,
+        sizes,
         figures,
     )?;
     let duration = Duration::from_secs(seconds);
-    delivery_log::run(server, database_url, &key, 16, duration, figures)
+    delivery_log::run(server, database_url, &key, 16, duration, sizes, figures)
 }
 
-fn finish(figures: &[Figure]) -> anyhow::Result<()> {
-    let path = report::write(figures).context("writing the report")?;
+/// Writes the report and prints it.
+fn finish(figures: &[Figure], partial: bool) -> anyhow::Result<()> {
+    let path = report::write(figures, partial).context("writing the report")?;
     report::print(figures);
     eprintln_status(&format!("figures written to {}", path.display()));
     Ok(())

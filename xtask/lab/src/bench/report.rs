@@ -70,13 +70,19 @@ impl Figure {
     }
 }
 
-pub fn write(figures: &[Figure]) -> anyhow::Result<PathBuf> {
+/// Writes the figures to `target/bench/<timestamp>.json` (`<timestamp>-partial.json` when a
+/// scenario failed after them).
+pub fn write(figures: &[Figure], partial: bool) -> anyhow::Result<PathBuf> {
     let dir = project_root().join("target").join("bench");
     std::fs::create_dir_all(&dir)?;
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_secs();
-    let path = dir.join(format!("{stamp}.json"));
+    let path = dir.join(if partial {
+        format!("{stamp}-partial.json")
+    } else {
+        format!("{stamp}.json")
+    });
     let values: Vec<_> = figures
         .iter()
         .map(|f| {

@@ -12,9 +12,10 @@ use anyhow::Context as _;
 use super::{FAN_OUT_FLAT, PASS_FLAT, PASSES, READ_FLAT, Scaled, Setup, mirrored};
 use crate::{
     bench::{
-        deliveries::{NEW_FINDINGS, SUBSCRIPTIONS, counting_receiver, fan_out_customer, subscribe},
+        deliveries::{SUBSCRIPTIONS, counting_receiver, fan_out_customer, subscribe},
         export::drain,
         load::api,
+        sizes::NEW_FINDINGS,
     },
     demo_data::{CustomerSpec, today, write_customer, write_new_findings_pass},
     files::scratch_dir,
