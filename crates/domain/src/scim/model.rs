@@ -105,9 +105,10 @@ impl UserAttributes {
 
     /// The rules a user must meet to be kept: a `userName`, every text within
     /// [`MAX_TEXT`], at most [`MAX_EMAILS`] addresses, one primary at most.
+    /// The rules of a user as it is kept (a name written before posture refused invisible
+    /// characters passes: see [`UserAttributes::validate_name`]).
     pub fn validate(&self) -> Result<()> {
         required_text("userName", &self.user_name)?;
-        plainly_visible("userName", &self.user_name)?;
         optional_text("externalId", self.external_id.as_deref())?;
         optional_text("displayName", self.display_name.as_deref())?;
         if let Some(name) = &self.extras.name {
@@ -136,6 +137,13 @@ impl UserAttributes {
             return Err(Error::invalid("emails", "at most one address is primary"));
         }
         Ok(())
+    }
+
+    /// The rules of a `userName` being written: it must read as what it is ([`plainly_visible`]).
+    /// A PATCH that leaves a stored name alone does not check it, so a user whose name was
+    /// kept before this rule can still be deactivated.
+    pub fn validate_name(&self) -> Result<()> {
+        plainly_visible("userName", &self.user_name)
     }
 
     /// The lowercased `userName` that is unique per customer.
@@ -348,16 +356,20 @@ mod tests {
             "kate\u{00a0}lovelace",
             "kate\u{3000}lovelace",
         ] {
-            let error = UserAttributes::named(hidden).validate().unwrap_err();
+            let error = UserAttributes::named(hidden).validate_name().unwrap_err();
             assert!(
                 matches!(&error, Error::Invalid { field, .. } if field == "userName"),
                 "{hidden:?}: {error:?}"
             );
         }
-        assert!(UserAttributes::named("Kate Lovelace").validate().is_ok());
+        assert!(
+            UserAttributes::named("Kate Lovelace")
+                .validate_name()
+                .is_ok()
+        );
         assert!(
             UserAttributes::named("kåte@contoso.example")
-                .validate()
+                .validate_name()
                 .is_ok()
         );
     }

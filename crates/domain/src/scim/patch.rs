@@ -11,8 +11,8 @@ use serde_json::Value;
 use super::{
     Email, MAX_OPERATIONS, ScimUserId, UserAttributes,
     resource::{
-        GROUP_URN, SIMPLE_USER_ATTRIBUTES, USER_URN, attribute_name, attributes, email, emails,
-        member_ids, set_user_attribute, text,
+        GROUP_URN, SIMPLE_USER_ATTRIBUTES, USER_URN, attributes, checked_name, email, emails,
+        is_schema, member_ids, set_user_attribute, text,
     },
 };
 use crate::{Error, Result};
@@ -81,7 +81,7 @@ impl PatchOperation {
     fn path(&self, urn: &str) -> Result<Option<Path>> {
         match self.path.as_deref().map(str::trim) {
             None | Some("") => Ok(None),
-            Some(path) if path.eq_ignore_ascii_case(urn.trim_end_matches(':')) => Ok(None),
+            Some(path) if is_schema(path, urn) => Ok(None),
             Some(path) => Path::parse(path, urn).map(Some),
         }
     }
@@ -107,7 +107,7 @@ impl Path {
         if path.len() > 512 {
             return Err(invalid());
         }
-        let name = attribute_name(path, urn);
+        let name = checked_name(path, urn)?;
         let Some((attribute, rest)) = name.split_once('[') else {
             // `name.givenName`; a schema URN (an extension's attribute) has dots of its own.
             return Ok(match name.split_once('.') {
@@ -159,6 +159,7 @@ impl Path {
 
 /// Applies a PATCH to a user; the result is checked as a whole.
 pub fn apply_user_patch(user: &mut UserAttributes, request: &PatchRequest) -> Result<()> {
+    let named = user.user_name.clone();
     for operation in request.checked()? {
         let op = operation.op()?;
         match (op, operation.path(USER_URN)?) {
@@ -174,8 +175,13 @@ pub fn apply_user_patch(user: &mut UserAttributes, request: &PatchRequest) -> Re
                     Error::invalid("value", "without a path is an object of attributes")
                 })?;
                 for (name, key, value) in attributes(object, USER_URN)? {
-                    // Entra ID may send `emails[type eq "work"].value` as a key.
-                    if name.starts_with("emails[") || name.starts_with("emails.") {
+                    // Entra ID may send `emails[type eq "work"].value` as a key; `emails`
+                    // itself is added to, or replaced, as with its path (RFC 7644 §3.5.2.1:
+                    // an `add` of a multi-valued attribute adds its values).
+                    if name == "emails"
+                        || name.starts_with("emails[")
+                        || name.starts_with("emails.")
+                    {
                         let path = Path::parse(key, USER_URN)?;
                         patch_emails(&mut user.extras.emails, op, &path, Some(value))?;
                     } else {
@@ -217,7 +223,11 @@ pub fn apply_user_patch(user: &mut UserAttributes, request: &PatchRequest) -> Re
             }
         }
     }
-    user.validate()
+    user.validate()?;
+    if user.user_name != named {
+        user.validate_name()?;
+    }
+    Ok(())
 }
 
 fn dotted(path: &Path) -> String {
@@ -423,6 +433,7 @@ impl GroupPatch {
             }),
             (name, _)
                 if name.starts_with("members.")
+                    || name.starts_with("members[")
                     || name.starts_with("displayname.")
                     || name.starts_with("externalid.") =>
             {

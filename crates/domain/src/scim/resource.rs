@@ -26,6 +26,7 @@ pub fn user_from_resource(body: &Value) -> Result<UserAttributes> {
         set_user_attribute(&mut user, &name, value, false)?;
     }
     user.validate()?;
+    user.validate_name()?;
     Ok(user)
 }
 
@@ -59,27 +60,49 @@ pub(super) fn attributes<'v>(
     object: &'v Map<String, Value>,
     urn: &str,
 ) -> Result<Vec<(String, &'v str, &'v Value)>> {
-    let schema = urn.trim_end_matches(':');
     let mut found = Vec::with_capacity(object.len());
     for (key, value) in object {
-        if key.eq_ignore_ascii_case(schema) {
+        if is_schema(key, urn) {
             let inner = value.as_object().ok_or_else(|| {
                 Error::invalid("value", "the core schema's attributes are an object")
             })?;
             for (key, value) in inner {
-                if key.eq_ignore_ascii_case(schema) {
+                if is_schema(key, urn) {
                     return Err(Error::invalid(
                         "value",
                         "the core schema's attributes are not nested twice",
                     ));
                 }
-                found.push((attribute_name(key, urn), key.as_str(), value));
+                found.push((checked_name(key, urn)?, key.as_str(), value));
             }
         } else {
-            found.push((attribute_name(key, urn), key.as_str(), value));
+            found.push((checked_name(key, urn)?, key.as_str(), value));
         }
     }
     Ok(found)
+}
+
+/// Whether `key` names the core schema itself (`urn:...:User`, with or without the colon
+/// that would start an attribute's name).
+pub(super) fn is_schema(key: &str, urn: &str) -> bool {
+    key.eq_ignore_ascii_case(urn) || key.eq_ignore_ascii_case(urn.trim_end_matches(':'))
+}
+
+/// What every core schema's attribute name starts with (`urn:...:core:2.0:User:active`).
+const CORE_PREFIX: &str = "urn:ietf:params:scim:schemas:core:2.0:";
+
+/// The attribute's name ([`attribute_name`]), refusing one that names nothing: empty, or
+/// under a core schema's URN that is not this resource's (a misspelt `...:2.0:Users:active`
+/// must not be dropped like an attribute posture does not keep).
+pub(super) fn checked_name(key: &str, urn: &str) -> Result<String> {
+    let name = attribute_name(key, urn);
+    if name.is_empty() || name.starts_with(CORE_PREFIX) {
+        return Err(Error::invalid(
+            "path",
+            format!("{key:?} names no attribute of the resource's core schema"),
+        ));
+    }
+    Ok(name)
 }
 
 /// The single-valued attributes posture keeps, which have no sub-attributes: a path below

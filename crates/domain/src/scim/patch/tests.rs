@@ -252,3 +252,85 @@ fn a_groups_members_under_the_core_schema_are_changed() {
         [MemberChange::Add(vec![id.parse().unwrap()])]
     );
 }
+
+#[test]
+fn an_add_of_emails_without_a_path_adds_to_the_list() {
+    let user = patched(json!([{"op": "add", "value": {
+        "emails": [{"value": "ada@home.example", "type": "home"}]
+    }}]))
+    .unwrap();
+    let values: Vec<&str> = user
+        .extras
+        .emails
+        .iter()
+        .map(|e| e.value.as_str())
+        .collect();
+    assert_eq!(values, ["ada@example.com", "ada@home.example"]);
+    // A replace without a path replaces it, as with the path `emails`.
+    let user = patched(json!([{"op": "replace", "value": {
+        "emails": [{"value": "ada@home.example", "type": "home"}]
+    }}]))
+    .unwrap();
+    let values: Vec<&str> = user
+        .extras
+        .emails
+        .iter()
+        .map(|e| e.value.as_str())
+        .collect();
+    assert_eq!(values, ["ada@home.example"]);
+}
+
+#[test]
+fn a_path_naming_no_attribute_is_refused_never_dropped() {
+    // The core URN with its colon is the schema itself: its value's attributes apply.
+    let user = patched(json!([{"op": "replace",
+        "path": "urn:ietf:params:scim:schemas:core:2.0:User:", "value": {"active": false}}]))
+    .unwrap();
+    assert_eq!(user.active, Some(false));
+    let user = patched(json!([{"op": "replace",
+        "value": {"urn:ietf:params:scim:schemas:core:2.0:User:": {"active": false}}}]))
+    .unwrap();
+    assert_eq!(user.active, Some(false));
+    // A misspelt core URN names nothing: refused, not dropped.
+    for operations in [
+        json!([{"op": "replace", "path": "urn:ietf:params:scim:schemas:core:2.0:Users:active",
+                "value": false}]),
+        json!([{"op": "replace",
+                "value": {"urn:ietf:params:scim:schemas:core:2.0:Users:active": false}}]),
+    ] {
+        let error = patched(operations.clone()).unwrap_err();
+        assert!(
+            matches!(&error, Error::Invalid { field, .. } if field == "path"),
+            "{operations}: {error:?}"
+        );
+    }
+    // A group's member selected by a key, not a path: refused.
+    let refused = GroupPatch::from_request(&request(json!([{"op": "replace",
+        "value": {"members[value eq \"0193f2a0-7c1e-7000-8000-0000000000a1\"]": []}}])));
+    assert!(
+        matches!(&refused, Err(Error::Invalid { field, .. }) if field == "path"),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn a_name_kept_before_the_visibility_rule_can_still_be_deactivated_not_written_again() {
+    let mut legacy = UserAttributes::named("kate@contoso.example\u{200b}");
+    apply_user_patch(
+        &mut legacy,
+        &request(json!([{"op": "replace", "path": "active", "value": false}])),
+    )
+    .unwrap();
+    assert_eq!(legacy.active, Some(false));
+    let mut user = ada();
+    let renamed = apply_user_patch(
+        &mut user,
+        &request(
+            json!([{"op": "replace", "path": "userName", "value": "ada\u{200b}@example.com"}]),
+        ),
+    );
+    assert!(
+        matches!(&renamed, Err(Error::Invalid { field, .. }) if field == "userName"),
+        "{renamed:?}"
+    );
+}
