@@ -10,8 +10,8 @@
 //! Nothing already installed is upgraded as a side effect: an upgrade of PostgreSQL's
 //! packages under clusters that are running breaks them. PostgreSQL's server headers are
 //! asked for at the installed server's exact version, and apt's plan is simulated first:
-//! when it would upgrade anything, or the exact version is not available, the task stops
-//! and says so.
+//! when it would upgrade, downgrade or remove anything, or the exact version is not
+//! available, the task stops and says so.
 
 use std::{process::Command, time::Instant};
 
@@ -163,8 +163,8 @@ pub const CITUS_BUILD: Need = Need {
 /// wrk; pgbench comes with PostgreSQL's server ([`POSTGRES`]), which the bench needs too:
 /// naming `postgresql` here would ask apt to upgrade an installed server.
 pub const WRK: Need = Need {
-    what: "wrk",
-    present: || program("wrk"),
+    what: "wrk, and pgbench (which PostgreSQL's server package brings)",
+    present: || program("wrk") && program("pgbench"),
     packages: &["wrk"],
 };
 
@@ -329,14 +329,15 @@ pub fn ensure(task: &str) -> anyhow::Result<()> {
             }
         }
     };
-    let upgrades = upgrades_in(&plan);
-    if !upgrades.is_empty() {
+    let changes = changes_in(&plan);
+    if !changes.is_empty() {
         bail!(
-            "installing {} would upgrade what is installed ({}): posture's tasks never upgrade \
-             a package as a side effect (an upgrade of PostgreSQL under running clusters breaks \
-             them). Install it yourself when nothing runs on it:\n    {command}",
+            "installing {} would change what is installed ({}): posture's tasks never upgrade, \
+             downgrade or remove a package as a side effect (an upgrade of PostgreSQL under \
+             running clusters breaks them). Install it yourself when nothing runs on it:\n    \
+             {command}",
             packages.join(" "),
-            upgrades.join(", ")
+            changes.join(", ")
         );
     }
     if let Err(output) = apt_get(&prefix, &install)? {
@@ -379,12 +380,17 @@ fn simulated(prefix: &[&str], args: &[&str]) -> anyhow::Result<Result<String, St
     Ok(Err(lines[lines.len().saturating_sub(15)..].join("\n    ")))
 }
 
-/// The packages a simulated plan would upgrade: its `Inst name [installed] (new ...)` lines
-/// (a new package has no installed version in brackets).
-fn upgrades_in(plan: &str) -> Vec<String> {
+/// What a simulated plan would change of what is installed: its `Inst name [installed]
+/// (new ...)` lines (an upgrade or a downgrade; a new package has no installed version in
+/// brackets) and its `Remv` lines (a removal, which `apt-get install -y` does unasked).
+fn changes_in(plan: &str) -> Vec<String> {
     plan.lines()
-        .filter_map(|line| line.strip_prefix("Inst "))
-        .filter_map(|rest| {
+        .filter_map(|line| {
+            if let Some(rest) = line.strip_prefix("Remv ") {
+                let name = rest.split_whitespace().next()?;
+                return Some(format!("{name} removed"));
+            }
+            let rest = line.strip_prefix("Inst ")?;
             let (name, rest) = rest.split_once(' ')?;
             let installed = rest.strip_prefix('[')?.split(']').next()?;
             let new = rest.split_once('(')?.1.split_whitespace().next()?;
@@ -436,16 +442,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_plan_that_upgrades_anything_is_seen() {
+    fn a_plan_that_changes_anything_installed_is_seen() {
         let plan = "NOTE: This is only a simulation!\n\
             Inst postgresql-15 [15.18-0+deb12u1] (15.20-0+deb12u1 Debian:12.12/stable [amd64])\n\
             Inst libkrb5-dev (1.20.1-2+deb12u4 Debian:12.12/stable [amd64])\n\
             Conf postgresql-15 (15.20-0+deb12u1 Debian:12.12/stable [amd64])\n";
         assert_eq!(
-            upgrades_in(plan),
+            changes_in(plan),
             ["postgresql-15 15.18-0+deb12u1 to 15.20-0+deb12u1"]
         );
-        assert!(upgrades_in("Inst gcc (4:12.2.0-3 Debian:12.12/stable [amd64])\n").is_empty());
+        assert!(changes_in("Inst gcc (4:12.2.0-3 Debian:12.12/stable [amd64])\n").is_empty());
+        assert_eq!(
+            changes_in(
+                "Remv postgresql-16 [16.4-1]\nInst wrk (4.1.0-3 Debian:12.12/stable [amd64])\n"
+            ),
+            ["postgresql-16 removed"]
+        );
     }
 
     #[test]
