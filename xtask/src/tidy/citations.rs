@@ -1,7 +1,9 @@
 //! Every document the repository cites is in the repository. A name ending in `.md` in a
 //! tracked Rust, Markdown, TOML, YAML or shell file is a tracked file: by its path from the
-//! root (leading `../` aside), from the citing file's directory, or under `docs/`. Documents the tasks write at run
-//! time are listed with what writes them.
+//! root (leading `../` aside), from the citing file's directory, or under `docs/`. A link's
+//! target (`[text](api.md)`) is what a reader's click opens: it must be a tracked file from
+//! the citing file's directory, whatever else exists. Documents the tasks write at run time
+//! are listed with what writes them.
 
 use std::path::Path;
 
@@ -25,8 +27,15 @@ fn in_path(c: char) -> bool {
     c.is_ascii_alphanumeric() || "_./-".contains(c)
 }
 
+/// A document cited: its name as written, and whether it is a link's target.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Cited<'a> {
+    name: &'a str,
+    link: bool,
+}
+
 /// The names ending in `.md` that `text` cites (not web addresses, not `target/` outputs).
-pub(super) fn cited(text: &str) -> Vec<&str> {
+pub(super) fn cited(text: &str) -> Vec<Cited<'_>> {
     let mut names = Vec::new();
     for (at, _) in text.match_indices(".md") {
         let end = at + 3;
@@ -41,7 +50,8 @@ pub(super) fn cited(text: &str) -> Vec<&str> {
         let name = &text[start..end];
         let web = text[..start].ends_with(':') || name.starts_with("//");
         if name.len() > 3 && !web && !name.contains("target/") {
-            names.push(name);
+            let link = text[..start].ends_with("](");
+            names.push(Cited { name, link });
         }
     }
     names
@@ -61,9 +71,18 @@ pub(super) fn citations() -> Vec<String> {
             continue;
         };
         let directory = Path::new(file).parent().unwrap_or(Path::new(""));
-        for name in cited(&text) {
+        for Cited { name, link } in cited(&text) {
             let bare = name.trim_start_matches('/');
             let beside = normalise(&directory.join(bare));
+            if link && file.ends_with(".md") {
+                if !files.contains(&beside) {
+                    found.push(format!(
+                        "{file} links to `{name}`, which is no file from its directory \
+                         (`{beside}`)"
+                    ));
+                }
+                continue;
+            }
             // `env!("CARGO_MANIFEST_DIR")` joined with `../../docs/cli.md`: from the root.
             let rooted = bare.trim_start_matches("../");
             let known = files.iter().any(|f| {
@@ -104,10 +123,26 @@ mod tests {
     fn cited_documents_are_read_whole_and_resolved_beside_the_citer() {
         let text = "see docs/api.md, `scim.md` and https://example.com/a/README.md; \
                     join(\"../../docs/cli.md\") writes target/chaos/report.md, not x.mdx";
-        assert_eq!(cited(text), ["docs/api.md", "scim.md", "../../docs/cli.md"]);
+        let names: Vec<&str> = cited(text).iter().map(|c| c.name).collect();
+        assert_eq!(names, ["docs/api.md", "scim.md", "../../docs/cli.md"]);
+        assert!(cited(text).iter().all(|c| !c.link));
         assert_eq!(
             normalise(Path::new("crates/api/tests/../../../docs/cli.md")),
             "docs/cli.md"
+        );
+    }
+
+    #[test]
+    fn a_links_target_is_told_from_a_mention() {
+        let text = "[the API](api.md#errors) and api.md, [ops](./operations.md)";
+        let found: Vec<(&str, bool)> = cited(text).iter().map(|c| (c.name, c.link)).collect();
+        assert_eq!(
+            found,
+            [
+                ("api.md", true),
+                ("api.md", false),
+                ("./operations.md", true)
+            ]
         );
     }
 }
