@@ -446,8 +446,8 @@ async fn due_customers(
     // Per customer: its deliveries in flight on the lane, and its oldest due on it.
     let mut customers: std::collections::HashMap<Uuid, (u64, f64)> =
         std::collections::HashMap::new();
-    // Every shard failing is no node down but a statement that cannot run: an error, never
-    // an outbox that silently looks empty.
+    // Every shard failing (a statement that cannot run, or every node down): an error the
+    // worker logs and retries, never an outbox that silently looks empty.
     if let Some(failed) = answers.iter().find(|a| !a.success)
         && answers.iter().all(|a| !a.success)
     {
