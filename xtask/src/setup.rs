@@ -7,17 +7,22 @@
 //! Only Debian and Ubuntu packages are named (the machines this project runs on); on
 //! another system the message names what is missing.
 //!
-//! Nothing already installed is upgraded as a side effect: an upgrade of PostgreSQL's
-//! packages under clusters that are running breaks them. PostgreSQL's server headers are
-//! asked for at the installed server's exact version, and apt's plan is simulated first:
-//! when it would upgrade, downgrade or remove anything, or the exact version is not
-//! available, the task stops and says so.
+//! PostgreSQL is never upgraded as a side effect: an upgrade of its packages under clusters
+//! that are running breaks them. Its server headers are asked for at the installed server's
+//! exact version, and apt's plan is simulated first: when it would change a PostgreSQL
+//! package's version or remove anything, or the exact version is not available, the task
+//! stops and says so. A library a new package needs at a newer version (`libssl-dev` and
+//! `libssl3`) is upgraded as apt does: running processes keep the copy they loaded.
 
 use std::{process::Command, time::Instant};
 
 use anyhow::bail;
 
 use crate::process::{eprintln_status, on_path};
+
+mod plan;
+
+use plan::{changes_in, simulated};
 
 /// Something a task needs from the machine, and the Debian packages that provide it.
 pub struct Need {
@@ -332,9 +337,9 @@ pub fn ensure(task: &str) -> anyhow::Result<()> {
     let changes = changes_in(&plan);
     if !changes.is_empty() {
         bail!(
-            "installing {} would change what is installed ({}): posture's tasks never upgrade, \
-             downgrade or remove a package as a side effect (an upgrade of PostgreSQL under \
-             running clusters breaks them). Install it yourself when nothing runs on it:\n    \
+            "installing {} would change what is installed ({}): posture's tasks never change \
+             PostgreSQL's version or remove a package as a side effect (an upgrade of \
+             PostgreSQL under running clusters breaks them). Install it yourself when nothing runs on it:\n    \
              {command}",
             packages.join(" "),
             changes.join(", ")
@@ -357,46 +362,6 @@ pub fn ensure(task: &str) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     ));
     Ok(())
-}
-
-/// `apt-get install -s`: its plan (`Inst` and `Conf` lines), or the end of its output when
-/// it cannot plan.
-fn simulated(prefix: &[&str], args: &[&str]) -> anyhow::Result<Result<String, String>> {
-    let (program, rest) = match prefix.split_first() {
-        Some((first, rest)) => (*first, rest),
-        None => ("apt-get", &[][..]),
-    };
-    let mut command = Command::new(program);
-    command.args(rest);
-    if !prefix.is_empty() {
-        command.arg("apt-get");
-    }
-    let out = command.args(args).output()?;
-    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
-    if out.status.success() {
-        return Ok(Ok(text.into_owned()));
-    }
-    let lines: Vec<&str> = text.lines().collect();
-    Ok(Err(lines[lines.len().saturating_sub(15)..].join("\n    ")))
-}
-
-/// What a simulated plan would change of what is installed: its `Inst name [installed]
-/// (new ...)` lines (an upgrade or a downgrade; a new package has no installed version in
-/// brackets) and its `Remv` lines (a removal, which `apt-get install -y` does unasked).
-fn changes_in(plan: &str) -> Vec<String> {
-    plan.lines()
-        .filter_map(|line| {
-            if let Some(rest) = line.strip_prefix("Remv ") {
-                let name = rest.split_whitespace().next()?;
-                return Some(format!("{name} removed"));
-            }
-            let rest = line.strip_prefix("Inst ")?;
-            let (name, rest) = rest.split_once(' ')?;
-            let installed = rest.strip_prefix('[')?.split(']').next()?;
-            let new = rest.split_once('(')?.1.split_whitespace().next()?;
-            Some(format!("{name} {installed} to {new}"))
-        })
-        .collect()
 }
 
 /// The installed PostgreSQL server: its major version and its package's exact version.
@@ -440,25 +405,6 @@ fn pinned_to_the_server(packages: &[&str], server: Option<&InstalledServer>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_plan_that_changes_anything_installed_is_seen() {
-        let plan = "NOTE: This is only a simulation!\n\
-            Inst postgresql-15 [15.18-0+deb12u1] (15.20-0+deb12u1 Debian:12.12/stable [amd64])\n\
-            Inst libkrb5-dev (1.20.1-2+deb12u4 Debian:12.12/stable [amd64])\n\
-            Conf postgresql-15 (15.20-0+deb12u1 Debian:12.12/stable [amd64])\n";
-        assert_eq!(
-            changes_in(plan),
-            ["postgresql-15 15.18-0+deb12u1 to 15.20-0+deb12u1"]
-        );
-        assert!(changes_in("Inst gcc (4:12.2.0-3 Debian:12.12/stable [amd64])\n").is_empty());
-        assert_eq!(
-            changes_in(
-                "Remv postgresql-16 [16.4-1]\nInst wrk (4.1.0-3 Debian:12.12/stable [amd64])\n"
-            ),
-            ["postgresql-16 removed"]
-        );
-    }
 
     #[test]
     fn the_server_headers_are_pinned_to_the_installed_server() {
