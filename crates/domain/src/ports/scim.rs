@@ -32,14 +32,14 @@ pub trait ScimRepository: Send + Sync {
         by: KeyId,
         id: ScimUserId,
         user: &UserAttributes,
-        expected: Option<u64>,
+        expected: Option<&[u64]>,
     ) -> Result<ScimUser>;
     async fn delete_scim_user(
         &self,
         scope: CustomerScope,
         by: KeyId,
         id: ScimUserId,
-        expected: Option<u64>,
+        expected: Option<&[u64]>,
     ) -> Result<()>;
     async fn list_scim_users(
         &self,
@@ -66,7 +66,7 @@ pub trait ScimRepository: Send + Sync {
         by: KeyId,
         id: ScimGroupId,
         group: &GroupAttributes,
-        expected: Option<u64>,
+        expected: Option<&[u64]>,
     ) -> Result<ScimGroup>;
     /// Applies `patch`; the group after it, with its members unless `members` is false.
     async fn patch_scim_group(
@@ -75,7 +75,7 @@ pub trait ScimRepository: Send + Sync {
         by: KeyId,
         id: ScimGroupId,
         patch: &GroupPatch,
-        expected: Option<u64>,
+        expected: Option<&[u64]>,
         members: bool,
     ) -> Result<ScimGroup>;
     async fn delete_scim_group(
@@ -83,7 +83,7 @@ pub trait ScimRepository: Send + Sync {
         scope: CustomerScope,
         by: KeyId,
         id: ScimGroupId,
-        expected: Option<u64>,
+        expected: Option<&[u64]>,
     ) -> Result<()>;
     async fn list_scim_groups(
         &self,

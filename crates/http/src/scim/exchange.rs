@@ -65,19 +65,22 @@ pub(crate) fn answer(status: StatusCode, body: &Value, version: Option<u64>) -> 
     response.body(body.to_string())
 }
 
-/// The version `If-Match` names: `None` without the header or with `*`; a tag that is not
-/// one of posture's matches no version (`Some(0)`: versions start at 1).
-pub(crate) fn if_match(req: &HttpRequest) -> Option<u64> {
-    let value = req
-        .headers()
-        .get(header::IF_MATCH)?
-        .to_str()
-        .unwrap_or("\"\"");
-    let first = value.split(',').next().unwrap_or_default().trim();
-    if first == "*" {
-        return None;
+/// The versions `If-Match` names: `None` without the header or with `*`. Every tag of the
+/// list counts (RFC 9110 13.1.1), weak or strong, as SCIM clients echo them; a tag that is
+/// not one of posture's names no version, so a list of only those matches none (412).
+pub(crate) fn if_match(req: &HttpRequest) -> Option<Vec<u64>> {
+    let mut given = req.headers().get_all(header::IF_MATCH).peekable();
+    given.peek()?;
+    let mut versions = Vec::new();
+    for value in given {
+        for tag in value.to_str().unwrap_or("\"\"").split(',') {
+            match tag.trim() {
+                "*" => return None,
+                tag => versions.extend(tag_version(tag)),
+            }
+        }
     }
-    Some(tag_version(first).unwrap_or(0))
+    Some(versions)
 }
 
 /// The 304 of a GET whose `If-None-Match` holds the resource's tag, with the tag.

@@ -95,7 +95,7 @@ async fn replace(
             caller.key_id(),
             id,
             &attributes,
-            if_match(&req),
+            if_match(&req).as_deref(),
         )
         .await?;
     let body = shape_of(&req)?.apply(render::group(&group, &base(&req)));
@@ -125,7 +125,7 @@ async fn patch(
             caller.key_id(),
             id,
             &patch,
-            if_match(&req),
+            if_match(&req).as_deref(),
             asked && shape.members(),
         )
         .await?;
@@ -153,7 +153,7 @@ async fn delete(
             caller.scope(),
             caller.key_id(),
             group_id(&id)?,
-            if_match(&req),
+            if_match(&req).as_deref(),
         )
         .await?;
     Ok(HttpResponse::NoContent().finish())

@@ -17,7 +17,7 @@ use super::{
 };
 use crate::{auth::Caller, error::ApiError, state::ApiState};
 
-/// Times a PATCH without `If-Match` is tried again when another write came between its read
+/// Times a PATCH is tried when another write came between its read
 /// and its write.
 const PATCH_ATTEMPTS: usize = 3;
 
@@ -95,7 +95,7 @@ async fn replace(
             caller.key_id(),
             id,
             &attributes,
-            if_match(&req),
+            if_match(&req).as_deref(),
         )
         .await?;
     let body = shape_of(&req)?.apply(render::user(&user, &base(&req)));
@@ -121,26 +121,34 @@ async fn patch(
             .scim_user(caller.scope(), id)
             .await?
             .ok_or_else(ScimError::not_found)?;
+        // With `If-Match`, the version read must be one it names.
+        if wanted
+            .as_ref()
+            .is_some_and(|wanted| !wanted.contains(&user.meta.version))
+        {
+            return Err(Error::PreconditionFailed(
+                "the resource changed since that version".to_owned(),
+            )
+            .into());
+        }
         apply_user_patch(&mut user.attributes, &request)?;
-        let expected = wanted.or(Some(user.meta.version));
+        // The write holds only if nothing came between the read and itself: else read again.
         match scim
             .replace_scim_user(
                 caller.scope(),
                 caller.key_id(),
                 id,
                 &user.attributes,
-                expected,
+                Some(&[user.meta.version]),
             )
             .await
         {
-            Err(Error::PreconditionFailed(_)) if wanted.is_none() => {
-                if attempt == PATCH_ATTEMPTS {
-                    // Not 412: the client named no version. Busy: it may retry.
-                    return Err(ApiError::Busy(
-                        "the user is being changed by other requests; retry",
-                    )
-                    .into());
-                }
+            Err(Error::PreconditionFailed(_)) if attempt < PATCH_ATTEMPTS => {}
+            // Busy, not 412: the version the client named (if any) still held when read.
+            Err(Error::PreconditionFailed(_)) => {
+                return Err(
+                    ApiError::Busy("the user is being changed by other requests; retry").into(),
+                );
             }
             outcome => break outcome?,
         }
@@ -162,7 +170,7 @@ async fn delete(
             caller.scope(),
             caller.key_id(),
             user_id(&id)?,
-            if_match(&req),
+            if_match(&req).as_deref(),
         )
         .await?;
     Ok(HttpResponse::NoContent().finish())

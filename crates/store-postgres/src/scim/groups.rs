@@ -93,7 +93,7 @@ async fn lock_group(
     conn: &mut AsyncPgConnection,
     customer: Uuid,
     id: ScimGroupId,
-    expected: Option<u64>,
+    expected: Option<&[u64]>,
 ) -> std::result::Result<(i64, String), Tx> {
     let (version, name) = scim_groups::table
         .filter(scim_groups::customer_id.eq(customer))
@@ -301,7 +301,7 @@ pub(super) async fn patch(
     by: KeyId,
     id: ScimGroupId,
     patch: &GroupPatch,
-    expected: Option<u64>,
+    expected: Option<&[u64]>,
     with_members: bool,
 ) -> Result<ScimGroup> {
     let customer = scope.customer_id().as_uuid();
@@ -368,7 +368,7 @@ pub(super) async fn delete(
     scope: CustomerScope,
     by: KeyId,
     id: ScimGroupId,
-    expected: Option<u64>,
+    expected: Option<&[u64]>,
 ) -> Result<()> {
     let customer = scope.customer_id().as_uuid();
     let mut conn = store.conn().await?;

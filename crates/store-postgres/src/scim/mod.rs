@@ -109,7 +109,7 @@ async fn lock_user(
     conn: &mut AsyncPgConnection,
     customer: Uuid,
     id: ScimUserId,
-    expected: Option<u64>,
+    expected: Option<&[u64]>,
 ) -> std::result::Result<(i64, String), Tx> {
     let (version, user_name) = scim_users::table
         .filter(scim_users::customer_id.eq(customer))
@@ -200,7 +200,7 @@ impl ScimRepository for PgStore {
         by: KeyId,
         id: ScimUserId,
         user: &UserAttributes,
-        expected: Option<u64>,
+        expected: Option<&[u64]>,
     ) -> Result<ScimUser> {
         let customer = scope.customer_id().as_uuid();
         let now = self.clock.now();
@@ -237,7 +237,7 @@ impl ScimRepository for PgStore {
         scope: CustomerScope,
         by: KeyId,
         id: ScimUserId,
-        expected: Option<u64>,
+        expected: Option<&[u64]>,
     ) -> Result<()> {
         let customer = scope.customer_id().as_uuid();
         let now = self.clock.now();
@@ -376,7 +376,7 @@ impl ScimRepository for PgStore {
         by: KeyId,
         id: ScimGroupId,
         group: &GroupAttributes,
-        expected: Option<u64>,
+        expected: Option<&[u64]>,
     ) -> Result<ScimGroup> {
         let patch = GroupPatch {
             display_name: Some(group.display_name.clone()),
@@ -394,7 +394,7 @@ impl ScimRepository for PgStore {
         by: KeyId,
         id: ScimGroupId,
         patch: &GroupPatch,
-        expected: Option<u64>,
+        expected: Option<&[u64]>,
         members: bool,
     ) -> Result<ScimGroup> {
         groups::patch(self, scope, by, id, patch, expected, members).await
@@ -405,7 +405,7 @@ impl ScimRepository for PgStore {
         scope: CustomerScope,
         by: KeyId,
         id: ScimGroupId,
-        expected: Option<u64>,
+        expected: Option<&[u64]>,
     ) -> Result<()> {
         groups::delete(self, scope, by, id, expected).await
     }

@@ -23,10 +23,10 @@ pub(crate) fn limit_reached(what: &'static str, max: u64) -> Error {
     )
 }
 
-/// The version a write must find: `Ok(())` when `expected` is none or holds.
-pub(crate) fn check_version(found: i64, expected: Option<u64>) -> Result<()> {
+/// The version a write must find: `Ok(())` when `expected` is none or names `found`.
+pub(crate) fn check_version(found: i64, expected: Option<&[u64]>) -> Result<()> {
     match expected {
-        Some(expected) if u64::try_from(found).ok() != Some(expected) => Err(
+        Some(expected) if !u64::try_from(found).is_ok_and(|v| expected.contains(&v)) => Err(
             Error::PreconditionFailed("the resource changed since that version".to_owned()),
         ),
         _ => Ok(()),

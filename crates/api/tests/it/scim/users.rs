@@ -267,6 +267,28 @@ async fn versions_guard_writes_and_reads() {
         .unwrap();
     assert_eq!(cached.status(), StatusCode::NOT_MODIFIED);
     assert_eq!(cached.headers()["etag"], "W/\"2\"");
+    // Every tag of a list counts, not only the first.
+    let listed = put("W/\"7\", W/\"2\"").await.unwrap();
+    assert_eq!(listed.status(), StatusCode::OK);
+    assert_eq!(listed.headers()["etag"], "W/\"3\"");
+    let patch = |tag: &'static str| {
+        scim.app
+            .client
+            .patch(scim.app.url(&format!("/scim/v2{path}")))
+            .bearer_auth(&scim.key)
+            .header("if-match", tag)
+            .header("content-type", "application/scim+json")
+            .body(
+                json!({"Operations": [{"op": "replace", "path": "displayName", "value": "A"}]})
+                    .to_string(),
+            )
+            .send()
+    };
+    let stale = patch("W/\"1\", W/\"2\"").await.unwrap();
+    assert_scim_error(stale, StatusCode::PRECONDITION_FAILED, None).await;
+    let listed = patch("W/\"1\", \"3\"").await.unwrap();
+    assert_eq!(listed.status(), StatusCode::OK);
+    assert_eq!(listed.headers()["etag"], "W/\"4\"");
     let delete = scim
         .app
         .client
