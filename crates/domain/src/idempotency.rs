@@ -6,7 +6,6 @@
 //! another request (another body, or another route) is refused (422), and a request with a
 //! key whose first request is still running is refused (409) rather than run twice.
 
-use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
 use crate::{Error, secrets::SealedSecret};
@@ -118,16 +117,6 @@ pub enum Claim {
 /// runs again (a conflict, a precondition or a rate limit may pass later, a 5xx is ours).
 pub fn is_kept(status: u16) -> bool {
     matches!(status, 200..=299 | 400 | 404 | 410 | 413 | 415 | 422)
-}
-
-/// When a key claimed `at` may be taken by another request, if it is still in progress.
-pub fn in_progress_until(at: DateTime<Utc>) -> DateTime<Utc> {
-    at + chrono::Duration::seconds(IN_PROGRESS_SECS)
-}
-
-/// When a key claimed `at` is forgotten.
-pub fn kept_until(at: DateTime<Utc>) -> DateTime<Utc> {
-    at + chrono::Duration::hours(RETENTION_HOURS)
 }
 
 #[cfg(test)]

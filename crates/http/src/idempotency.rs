@@ -8,6 +8,8 @@
 //! the key is a 422; a retry while the first still runs is a 409. A request without the
 //! header runs as always.
 
+use std::time::Duration;
+
 use actix_web::{
     HttpMessage as _,
     body::{BodySize, BoxBody, MessageBody},
@@ -20,9 +22,12 @@ use actix_web::{
     web,
 };
 use posture_domain::{
-    Refusal,
+    CustomerScope, KeyId, Refusal,
     api_key::Principal,
-    idempotency::{Claim, Fingerprint, IdempotencyKey, StoredAnswer, is_kept},
+    idempotency::{
+        Claim, ClaimId, Fingerprint, IN_PROGRESS_SECS, IdempotencyKey, StoredAnswer, is_kept,
+    },
+    ports::IdempotencyRepository,
 };
 
 use crate::{error::ApiError, state::ApiState};
@@ -80,12 +85,17 @@ pub(crate) async fn admit<B: MessageBody + 'static>(
     };
     req.set_payload(Payload::from(body.clone()));
     let fingerprint = Fingerprint::of(req.method().as_str(), req.path(), &body);
-    let store = state.ports.idempotency.clone();
-    let (scope, by) = (principal.scope(), principal.key_id());
-    let claim = store
-        .claim_idempotency_key(scope, by, &key, &fingerprint, state.clock.now())
+    let held = Held {
+        store: state.ports.idempotency.clone(),
+        scope: principal.scope(),
+        by: principal.key_id(),
+        key,
+    };
+    let claim = held
+        .store
+        .claim_idempotency_key(held.scope, held.by, &held.key, &fingerprint)
         .await;
-    let context = context(&principal, &key);
+    let context = context(&principal, &held.key);
     match claim {
         Err(e) => Ok(req.error_response(ApiError::from(e))),
         Ok(Claim::OtherRequest) => Ok(req.error_response(ApiError::unprocessable(
@@ -102,67 +112,115 @@ pub(crate) async fn admit<B: MessageBody + 'static>(
             Err(e) => Ok(req.error_response(e)),
         },
         Ok(Claim::Run(claim)) => {
-            let response = run(req).await;
-            let status = match &response {
-                Ok(response) => response.status().as_u16(),
-                Err(e) => e.as_response_error().status_code().as_u16(),
-            };
-            let response = match response {
-                Ok(response) if is_kept(status) && fits(response.response().body()) => response,
-                other => {
-                    // Not kept: a retry runs again.
-                    if let Err(e) = store.release_idempotency_key(scope, by, &key, claim).await {
-                        tracing::warn!(error = %e, "freeing an idempotency key failed; it frees itself within a minute");
-                    }
-                    return other;
-                }
-            };
-            let (request, response) = response.into_parts();
-            let (response, body) = response.into_parts();
-            // Sized and within the bound (`fits`): reading it cannot fail but on our side.
-            let bytes = match actix_web::body::to_bytes(body).await {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    tracing::error!(error = %e, "reading an answer to keep failed");
-                    let _ = store.release_idempotency_key(scope, by, &key, claim).await;
-                    return Ok(ServiceResponse::new(
-                        request,
-                        actix_web::ResponseError::error_response(&ApiError::Internal),
-                    ));
-                }
-            };
-            let headers = KEPT_HEADERS
-                .iter()
-                .filter_map(|name| {
-                    let value = response.headers().get(*name)?.to_str().ok()?;
-                    Some(((*name).to_owned(), value.to_owned()))
-                })
-                .collect();
-            let kept = pack(&bytes)
-                .and_then(|packed| state.keyring.seal_answer(&packed, &context))
-                .map(|body| StoredAnswer {
-                    status,
-                    headers,
-                    body,
-                });
-            let outcome = match kept {
-                Ok(answer) => {
-                    store
-                        .keep_idempotent_answer(scope, by, &key, claim, &answer)
-                        .await
-                }
-                Err(e) => Err(e),
-            };
-            if let Err(e) = outcome {
-                // The request acted: its answer goes out; a retry will find the key in
-                // progress until it frees itself, then run again.
-                tracing::warn!(error = %e, "keeping an idempotent answer failed");
-            }
-            Ok(ServiceResponse::new(
-                request,
-                response.set_body(BoxBody::new(bytes)),
-            ))
+            let response = held.hold_while(claim, run(req)).await;
+            held.keep(claim, &state, &context, response).await
         }
+    }
+}
+
+/// A key this request claimed, and where it is kept.
+struct Held {
+    store: std::sync::Arc<dyn IdempotencyRepository>,
+    scope: CustomerScope,
+    by: KeyId,
+    key: IdempotencyKey,
+}
+
+impl Held {
+    /// Runs the request, renewing the key's hold every third of it while it runs: a request
+    /// that runs longer than the hold (a triage behind a long lock wait) keeps its key, and
+    /// a retry meanwhile is a 409, never a second run.
+    async fn hold_while<R>(&self, claim: ClaimId, running: impl Future<Output = R>) -> R {
+        let every = Duration::from_secs(IN_PROGRESS_SECS.unsigned_abs() / 3);
+        let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let renewing = async {
+            loop {
+                renew.tick().await;
+                if let Err(e) = self
+                    .store
+                    .extend_idempotency_hold(self.scope, self.by, &self.key, claim)
+                    .await
+                {
+                    tracing::warn!(error = %e, "renewing an idempotency key's hold failed");
+                }
+            }
+        };
+        tokio::select! {
+            outcome = running => outcome,
+            never = renewing => match never {},
+        }
+    }
+
+    /// Keeps the answer for replay when it would be the same again (and fits), else frees
+    /// the key so that a retry runs again.
+    async fn keep(
+        &self,
+        claim: ClaimId,
+        state: &ApiState,
+        context: &[u8],
+        response: Result<ServiceResponse<BoxBody>, actix_web::Error>,
+    ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+        let (store, scope, by, key) = (&self.store, self.scope, self.by, &self.key);
+        let status = match &response {
+            Ok(response) => response.status().as_u16(),
+            Err(e) => e.as_response_error().status_code().as_u16(),
+        };
+        let response = match response {
+            Ok(response) if is_kept(status) && fits(response.response().body()) => response,
+            other => {
+                // Not kept: a retry runs again.
+                if let Err(e) = store.release_idempotency_key(scope, by, key, claim).await {
+                    tracing::warn!(error = %e, "freeing an idempotency key failed; it frees itself within a minute");
+                }
+                return other;
+            }
+        };
+        let (request, response) = response.into_parts();
+        let (response, body) = response.into_parts();
+        // Sized and within the bound (`fits`): reading it cannot fail but on our side.
+        let bytes = match actix_web::body::to_bytes(body).await {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                tracing::error!(error = %e, "reading an answer to keep failed");
+                let _ = store.release_idempotency_key(scope, by, key, claim).await;
+                return Ok(ServiceResponse::new(
+                    request,
+                    actix_web::ResponseError::error_response(&ApiError::Internal),
+                ));
+            }
+        };
+        let headers = KEPT_HEADERS
+            .iter()
+            .filter_map(|name| {
+                let value = response.headers().get(*name)?.to_str().ok()?;
+                Some(((*name).to_owned(), value.to_owned()))
+            })
+            .collect();
+        let kept = pack(&bytes)
+            .and_then(|packed| state.keyring.seal_answer(&packed, context))
+            .map(|body| StoredAnswer {
+                status,
+                headers,
+                body,
+            });
+        let outcome = match kept {
+            Ok(answer) => {
+                store
+                    .keep_idempotent_answer(scope, by, key, claim, &answer)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = outcome {
+            // The request acted: its answer goes out; a retry will find the key in
+            // progress until it frees itself, then run again.
+            tracing::warn!(error = %e, "keeping an idempotent answer failed");
+        }
+        Ok(ServiceResponse::new(
+            request,
+            response.set_body(BoxBody::new(bytes)),
+        ))
     }
 }
 

@@ -6,13 +6,17 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use diesel::{
     OptionalExtension as _, QueryableByName,
-    sql_types::{BigInt, Bytea, Jsonb, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid},
+    sql_types::{
+        BigInt, Bytea, Double, Integer, Jsonb, Nullable, SmallInt, Text, Timestamptz,
+        Uuid as SqlUuid,
+    },
 };
 use diesel_async::RunQueryDsl;
 use posture_domain::{
     CustomerScope, Error, KeyId, Result,
     idempotency::{
-        Claim, ClaimId, Fingerprint, IdempotencyKey, StoredAnswer, in_progress_until, kept_until,
+        Claim, ClaimId, Fingerprint, IN_PROGRESS_SECS, IdempotencyKey, RETENTION_HOURS,
+        StoredAnswer,
     },
     ports::IdempotencyRepository,
     secrets::SealedSecret,
@@ -77,31 +81,32 @@ impl IdempotencyRepository for PgStore {
         by: KeyId,
         key: &IdempotencyKey,
         fingerprint: &Fingerprint,
-        now: DateTime<Utc>,
     ) -> Result<Claim> {
         let mut conn = self.conn().await?;
         let customer = scope.customer_id().as_uuid();
         let claim = ClaimId::new();
-        // Taken when unused, forgotten, or held past its time by a request that stopped.
+        // Taken when unused, forgotten, or held past its time by a request that stopped. The
+        // times are the database's: instances whose clocks differ agree on when a hold ends.
         let claimed: Option<Claimed> = diesel::sql_query(
             "INSERT INTO idempotency_keys AS k (customer_id, api_key_id, idempotency_key, \
                                                 fingerprint, claim, running_until, kept_until) \
-             VALUES ($1, $2, $3, $4, $8, $5, $6) \
+             VALUES ($1, $2, $3, $4, $7, now() + make_interval(secs => $5), \
+                     now() + make_interval(hours => $6)) \
              ON CONFLICT (customer_id, api_key_id, idempotency_key) DO UPDATE \
                  SET fingerprint = EXCLUDED.fingerprint, claim = EXCLUDED.claim, \
                      running_until = EXCLUDED.running_until, \
                      kept_until = EXCLUDED.kept_until, status = NULL, headers = NULL, \
                      body_key_id = NULL, body_nonce = NULL, body = NULL \
-                 WHERE k.kept_until <= $7 OR (k.status IS NULL AND k.running_until <= $7) \
+                 WHERE k.kept_until <= now() \
+                    OR (k.status IS NULL AND k.running_until <= now()) \
              RETURNING k.claim",
         )
         .bind::<SqlUuid, _>(customer)
         .bind::<SqlUuid, _>(by.as_uuid())
         .bind::<Text, _>(key.as_str())
         .bind::<Bytea, _>(fingerprint.0.as_slice())
-        .bind::<Timestamptz, _>(in_progress_until(now))
-        .bind::<Timestamptz, _>(kept_until(now))
-        .bind::<Timestamptz, _>(now)
+        .bind::<Double, _>(IN_PROGRESS_SECS as f64)
+        .bind::<Integer, _>(RETENTION_HOURS as i32)
         .bind::<SqlUuid, _>(claim.0)
         .get_result(&mut conn)
         .await
@@ -155,6 +160,30 @@ impl IdempotencyRepository for PgStore {
         .bind::<Text, _>(answer.body.key_id.as_str())
         .bind::<Bytea, _>(answer.body.nonce.as_slice())
         .bind::<Bytea, _>(answer.body.ciphertext.as_slice())
+        .execute(&mut conn)
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn extend_idempotency_hold(
+        &self,
+        scope: CustomerScope,
+        by: KeyId,
+        key: &IdempotencyKey,
+        claim: ClaimId,
+    ) -> Result<()> {
+        let mut conn = self.conn().await?;
+        diesel::sql_query(
+            "UPDATE idempotency_keys SET running_until = now() + make_interval(secs => $5) \
+             WHERE customer_id = $1 AND api_key_id = $2 AND idempotency_key = $3 \
+               AND claim = $4 AND status IS NULL",
+        )
+        .bind::<SqlUuid, _>(scope.customer_id().as_uuid())
+        .bind::<SqlUuid, _>(by.as_uuid())
+        .bind::<Text, _>(key.as_str())
+        .bind::<SqlUuid, _>(claim.0)
+        .bind::<Double, _>(IN_PROGRESS_SECS as f64)
         .execute(&mut conn)
         .await
         .map_err(db_error)?;

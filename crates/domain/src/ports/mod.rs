@@ -279,17 +279,26 @@ pub enum KnownKey {
 /// for replay. Every key is the customer's and one API key's.
 #[async_trait]
 pub trait IdempotencyRepository: Send + Sync {
-    /// Claims `key` for the request `fingerprint` at `now`: [`Claim::Run`] when it is
-    /// unused (or forgotten, or held by a request that stopped without an answer), else
-    /// what the first request left.
+    /// Claims `key` for the request `fingerprint`: [`Claim::Run`] when it is unused (or
+    /// forgotten, or held by a request that stopped without an answer), else what the first
+    /// request left. The times (the hold, the day it is kept) are the store's, one clock
+    /// for every instance.
     async fn claim_idempotency_key(
         &self,
         scope: CustomerScope,
         by: KeyId,
         key: &IdempotencyKey,
         fingerprint: &Fingerprint,
-        now: chrono::DateTime<chrono::Utc>,
     ) -> Result<Claim>;
+    /// Holds `key` for another [`crate::idempotency::IN_PROGRESS_SECS`] from now, if `claim`
+    /// still holds it without an answer: a request that runs long keeps its key.
+    async fn extend_idempotency_hold(
+        &self,
+        scope: CustomerScope,
+        by: KeyId,
+        key: &IdempotencyKey,
+        claim: ClaimId,
+    ) -> Result<()>;
     /// Keeps the answer of the request that claimed `key`, if `claim` still holds it.
     async fn keep_idempotent_answer(
         &self,

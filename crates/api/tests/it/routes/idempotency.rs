@@ -141,7 +141,7 @@ async fn a_retry_while_the_first_runs_is_a_conflict_until_the_first_stops_holdin
     // A first request holds the key (as an instance running it would).
     let claim = app
         .store
-        .claim_idempotency_key(customer, key_id, &idempotency, &fingerprint, Utc::now())
+        .claim_idempotency_key(customer, key_id, &idempotency, &fingerprint)
         .await
         .unwrap();
     let Claim::Run(first) = claim else {
@@ -154,17 +154,33 @@ async fn a_retry_while_the_first_runs_is_a_conflict_until_the_first_stops_holdin
     app.db.execute(stop_holding).await;
     let retry = app
         .store
-        .claim_idempotency_key(customer, key_id, &idempotency, &fingerprint, Utc::now())
+        .claim_idempotency_key(customer, key_id, &idempotency, &fingerprint)
         .await
         .unwrap();
     let Claim::Run(retry) = retry else {
         panic!("a key held past its minute is the retry's: {retry:?}")
     };
-    // The first request, back late, cannot free the key the retry now holds.
+    // The first request, back late, cannot free the key the retry now holds, nor renew
+    // its hold.
     app.store
         .release_idempotency_key(customer, key_id, &idempotency, first)
         .await
         .unwrap();
+    assert_error(post().await.unwrap(), StatusCode::CONFLICT, "conflict").await;
+    let held_until = "SELECT count(*) AS n FROM idempotency_keys \
+                      WHERE running_until > now() + interval '50 seconds'";
+    app.db.execute(stop_holding).await;
+    app.store
+        .extend_idempotency_hold(customer, key_id, &idempotency, first)
+        .await
+        .unwrap();
+    assert_eq!(app.db.count(held_until).await, 0, "only the holder renews");
+    // The retry, still running, renews its hold: a minute more, on the database's clock.
+    app.store
+        .extend_idempotency_hold(customer, key_id, &idempotency, retry)
+        .await
+        .unwrap();
+    assert_eq!(app.db.count(held_until).await, 1, "the holder renews");
     assert_error(post().await.unwrap(), StatusCode::CONFLICT, "conflict").await;
     app.store
         .release_idempotency_key(customer, key_id, &idempotency, retry)
@@ -185,7 +201,7 @@ async fn a_retry_while_the_first_runs_is_a_conflict_until_the_first_stops_holdin
     let later = Utc::now() + Duration::hours(25);
     let claim = app
         .store
-        .claim_idempotency_key(customer, key_id, &idempotency, &fingerprint, later)
+        .claim_idempotency_key(customer, key_id, &idempotency, &fingerprint)
         .await
         .unwrap();
     assert!(matches!(claim, Claim::Run(_)), "{claim:?}");
