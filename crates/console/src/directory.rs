@@ -19,7 +19,7 @@ use crate::{
 /// Users or groups on one page.
 const PAGE: u32 = 50;
 /// Members a group's page shows.
-const MEMBERS_SHOWN: usize = 1_000;
+const MEMBERS_SHOWN: u32 = 1_000;
 
 #[derive(Deserialize)]
 pub struct PageQuery {
@@ -74,13 +74,13 @@ pub async fn group(
     let id = group
         .parse::<ScimGroupId>()
         .map_err(|_| ConsoleError::NotFound)?;
-    let group = state
+    let (group, total) = state
         .ports
         .scim
-        .scim_group(signed.session.scope(), id, true)
+        .scim_group_preview(signed.session.scope(), id, MEMBERS_SHOWN)
         .await?
         .ok_or(ConsoleError::NotFound)?;
-    Ok(pages::html_page(group_page(&signed, &group)))
+    Ok(pages::html_page(group_page(&signed, &group, total)))
 }
 
 /// What provisioning means for this console, above each list.
@@ -212,7 +212,7 @@ fn groups_page(signed: &Signed, page: &ListPage<ScimGroup>, window: ListWindow) 
     )
 }
 
-fn group_page(signed: &Signed, group: &ScimGroup) -> Markup {
+fn group_page(signed: &Signed, group: &ScimGroup, total: u64) -> Markup {
     let viewer = signed.viewer();
     let members = group.members.as_deref().unwrap_or_default();
     frame(
@@ -223,11 +223,11 @@ fn group_page(signed: &Signed, group: &ScimGroup) -> Markup {
             (tabs(&viewer, "groups"))
             section.card {
                 p.muted {
-                    (members.len()) " members."
-                    @if members.len() > MEMBERS_SHOWN { " The first " (MEMBERS_SHOWN) " are shown." }
+                    (total) " members."
+                    @if total > u64::from(MEMBERS_SHOWN) { " The first " (MEMBERS_SHOWN) " are shown." }
                 }
                 ul.members {
-                    @for member in members.iter().take(MEMBERS_SHOWN) {
+                    @for member in members {
                         li { (member.display) }
                     }
                 }

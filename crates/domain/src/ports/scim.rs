@@ -60,6 +60,14 @@ pub trait ScimRepository: Send + Sync {
         id: ScimGroupId,
         members: bool,
     ) -> Result<Option<ScimGroup>>;
+    /// The group with its first `limit` members (in the order [`Self::scim_group`] lists
+    /// them), and how many members it has.
+    async fn scim_group_preview(
+        &self,
+        scope: CustomerScope,
+        id: ScimGroupId,
+        limit: u32,
+    ) -> Result<Option<(ScimGroup, u64)>>;
     async fn replace_scim_group(
         &self,
         scope: CustomerScope,

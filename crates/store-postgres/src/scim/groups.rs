@@ -54,11 +54,12 @@ fn name_taken(name: &str) -> impl FnOnce() -> Error + '_ {
     move || Error::Conflict(format!("a group named {name:?} exists"))
 }
 
-/// The members of `groups`, by group, in id order.
+/// The members of `groups`, by group, in id order: the first `limit` of them all.
 async fn members_of(
     conn: &mut AsyncPgConnection,
     customer: Uuid,
     groups: &[Uuid],
+    limit: Option<u32>,
 ) -> QueryResult<HashMap<Uuid, Vec<Member>>> {
     let rows: Vec<(Uuid, Uuid, String, Option<String>)> = scim_group_members::table
         .inner_join(
@@ -76,6 +77,7 @@ async fn members_of(
             scim_users::user_name,
             scim_users::display_name,
         ))
+        .limit(limit.map_or(i64::MAX, i64::from))
         .load(conn)
         .await?;
     let mut by_group: HashMap<Uuid, Vec<Member>> = HashMap::new();
@@ -86,6 +88,32 @@ async fn members_of(
         });
     }
     Ok(by_group)
+}
+
+/// The group with its first `limit` members (in id order, as a full read lists them), and
+/// how many members it has: a page that shows a few never reads 100,000.
+pub(super) async fn preview(
+    conn: &mut AsyncPgConnection,
+    customer: Uuid,
+    id: ScimGroupId,
+    limit: u32,
+) -> QueryResult<Option<(ScimGroup, u64)>> {
+    let Some(mut group) = read(conn, customer, id, false).await? else {
+        return Ok(None);
+    };
+    let total: i64 = scim_group_members::table
+        .filter(scim_group_members::customer_id.eq(customer))
+        .filter(scim_group_members::group_id.eq(id.as_uuid()))
+        .count()
+        .get_result(conn)
+        .await?;
+    group.members = Some(
+        members_of(conn, customer, &[id.as_uuid()], Some(limit))
+            .await?
+            .remove(&id.as_uuid())
+            .unwrap_or_default(),
+    );
+    Ok(Some((group, u64::try_from(total).unwrap_or(0))))
 }
 
 /// Locks a group's row and checks the version the caller named; the version and name found.
@@ -126,7 +154,7 @@ pub(super) async fn read(
     };
     let members = if with_members {
         Some(
-            members_of(conn, customer, &[row.id])
+            members_of(conn, customer, &[row.id], None)
                 .await?
                 .remove(&row.id)
                 .unwrap_or_default(),
@@ -470,7 +498,7 @@ pub(super) async fn list(
             ));
         }
         Some(
-            members_of(&mut conn, customer, &ids)
+            members_of(&mut conn, customer, &ids, None)
                 .await
                 .map_err(db_error)?,
         )

@@ -370,6 +370,18 @@ impl ScimRepository for PgStore {
             .map_err(db_error)
     }
 
+    async fn scim_group_preview(
+        &self,
+        scope: CustomerScope,
+        id: ScimGroupId,
+        limit: u32,
+    ) -> Result<Option<(ScimGroup, u64)>> {
+        let mut conn = self.conn().await?;
+        groups::preview(&mut conn, scope.customer_id().as_uuid(), id, limit)
+            .await
+            .map_err(db_error)
+    }
+
     async fn replace_scim_group(
         &self,
         scope: CustomerScope,

@@ -1,5 +1,6 @@
 //! A customer's provisioned users and groups stay within their limits, also when an
-//! identity provider creates them concurrently (creates of one customer take turns).
+//! identity provider creates them concurrently (creates of one customer take turns), and a
+//! group's preview reads only the members it shows.
 
 use posture_domain::{
     Error,
@@ -79,4 +80,51 @@ async fn concurrent_creates_cannot_pass_the_users_or_groups_limit_together() {
             "{what}: the others are refused for the limit"
         );
     }
+}
+
+#[tokio::test]
+async fn a_group_preview_reads_its_first_members_and_counts_the_rest() {
+    let db = TestDb::new().await;
+    let store = db.store();
+    let (scope, key, _) = setup(&store, "A").await;
+    let (other, _, _) = setup(&store, "B").await;
+    let mut members = Vec::new();
+    for i in 0..5 {
+        let user = store
+            .create_scim_user(scope, key, &UserAttributes::named(format!("u{i}")))
+            .await
+            .unwrap();
+        members.push(user.id);
+    }
+    let group = GroupAttributes {
+        display_name: "Staff".to_owned(),
+        external_id: None,
+        members,
+    };
+    let id = store
+        .create_scim_group(scope, key, &group)
+        .await
+        .unwrap()
+        .id;
+    let whole = store.scim_group(scope, id, true).await.unwrap().unwrap();
+    let whole = whole.members.unwrap();
+    let (preview, total) = store
+        .scim_group_preview(scope, id, 2)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(total, 5);
+    assert_eq!(
+        preview.members.unwrap(),
+        whole[..2],
+        "the first two, in the full read's order"
+    );
+    assert!(
+        store
+            .scim_group_preview(other, id, 2)
+            .await
+            .unwrap()
+            .is_none(),
+        "another customer's group is not found"
+    );
 }
