@@ -1,7 +1,7 @@
 //! SCIM groups and their members. A member change is a statement on the members table, not a
 //! rewrite of the group: adding one user to a group of 100,000 costs one row.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 use diesel::prelude::*;
@@ -19,6 +19,7 @@ use uuid::Uuid;
 use super::{
     Writer,
     audit::{Moved, group_detail},
+    members::members_of,
     outcome::{Tx, check_version, limit_reached, meta, settle},
 };
 use crate::{
@@ -52,68 +53,6 @@ impl GroupRow {
 
 fn name_taken(name: &str) -> impl FnOnce() -> Error + '_ {
     move || Error::Conflict(format!("a group named {name:?} exists"))
-}
-
-/// The members of `groups`, by group, in id order: the first `limit` of them all.
-async fn members_of(
-    conn: &mut AsyncPgConnection,
-    customer: Uuid,
-    groups: &[Uuid],
-    limit: Option<u32>,
-) -> QueryResult<HashMap<Uuid, Vec<Member>>> {
-    let rows: Vec<(Uuid, Uuid, String, Option<String>)> = scim_group_members::table
-        .inner_join(
-            scim_users::table.on(scim_users::customer_id
-                .eq(scim_group_members::customer_id)
-                .and(scim_users::id.eq(scim_group_members::user_id))),
-        )
-        .filter(scim_group_members::customer_id.eq(customer))
-        .filter(scim_users::customer_id.eq(customer))
-        .filter(scim_group_members::group_id.eq_any(groups))
-        .order((scim_group_members::group_id, scim_group_members::user_id))
-        .select((
-            scim_group_members::group_id,
-            scim_group_members::user_id,
-            scim_users::user_name,
-            scim_users::display_name,
-        ))
-        .limit(limit.map_or(i64::MAX, i64::from))
-        .load(conn)
-        .await?;
-    let mut by_group: HashMap<Uuid, Vec<Member>> = HashMap::new();
-    for (group, user, user_name, display_name) in rows {
-        by_group.entry(group).or_default().push(Member {
-            user: ScimUserId::from_uuid(user),
-            display: display_name.unwrap_or(user_name),
-        });
-    }
-    Ok(by_group)
-}
-
-/// The group with its first `limit` members (in id order, as a full read lists them), and
-/// how many members it has: a page that shows a few never reads 100,000.
-pub(super) async fn preview(
-    conn: &mut AsyncPgConnection,
-    customer: Uuid,
-    id: ScimGroupId,
-    limit: u32,
-) -> QueryResult<Option<(ScimGroup, u64)>> {
-    let Some(mut group) = read(conn, customer, id, false).await? else {
-        return Ok(None);
-    };
-    let total: i64 = scim_group_members::table
-        .filter(scim_group_members::customer_id.eq(customer))
-        .filter(scim_group_members::group_id.eq(id.as_uuid()))
-        .count()
-        .get_result(conn)
-        .await?;
-    group.members = Some(
-        members_of(conn, customer, &[id.as_uuid()], Some(limit))
-            .await?
-            .remove(&id.as_uuid())
-            .unwrap_or_default(),
-    );
-    Ok(Some((group, u64::try_from(total).unwrap_or(0))))
 }
 
 /// Locks a group's row and checks the version the caller named; the version and name found.

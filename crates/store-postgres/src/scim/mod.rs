@@ -6,6 +6,7 @@
 
 mod audit;
 mod groups;
+mod members;
 mod outcome;
 mod turns;
 
@@ -377,9 +378,18 @@ impl ScimRepository for PgStore {
         limit: u32,
     ) -> Result<Option<(ScimGroup, u64)>> {
         let mut conn = self.conn().await?;
-        groups::preview(&mut conn, scope.customer_id().as_uuid(), id, limit)
+        let customer = scope.customer_id().as_uuid();
+        let Some(mut group) = groups::read(&mut conn, customer, id, false)
             .await
-            .map_err(db_error)
+            .map_err(db_error)?
+        else {
+            return Ok(None);
+        };
+        let (members, total) = members::first(&mut conn, customer, id, limit)
+            .await
+            .map_err(db_error)?;
+        group.members = Some(members);
+        Ok(Some((group, total)))
     }
 
     async fn replace_scim_group(
