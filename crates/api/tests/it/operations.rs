@@ -186,7 +186,13 @@ async fn sigterm_lets_an_in_flight_request_finish_and_refuses_new_ones() {
     let key = issue_key(&app.store, customer).await;
     let mut api = ApiProcess::spawn(&app.db.runtime_url(), &[]);
     let http = client();
-    let mut export = http
+    // The export is read slowly on purpose: bounded per read, not in total, so a loaded
+    // machine (Citus on 2 cores) is not taken for a stalled server.
+    let slow_reader = reqwest::Client::builder()
+        .read_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let mut export = slow_reader
         .get(format!("{}/api/v1/findings/export", api.base))
         .bearer_auth(&key)
         .send()
