@@ -11,10 +11,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::{
-    delivery::FindingChange,
+    delivery::{ChangedField, FindingChange},
     error::{Error, Refusal},
     finding::Finding,
     ids::{EventId, PassId},
+    triage::TriageState,
     webhook::EventType,
 };
 
@@ -40,6 +41,69 @@ pub struct FindingEvent {
     pub finding: Finding,
     /// A lifecycle event's change; `None` for a new finding.
     pub change: Option<FindingChange>,
+}
+
+/// An event of a change to record: a lifecycle event of a pass, or a triage event of a
+/// triage write or expiry. (A new finding's event is recorded from the findings table.)
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewEvent {
+    pub event_type: EventType,
+    pub finding_id: String,
+    pub change: FindingChange,
+}
+
+impl NewEvent {
+    /// The lifecycle event of a pass's `change` to a finding, if it is one: its status
+    /// became resolved (`finding_resolved`), suppressed (`finding_suppressed`) or open again
+    /// (`finding_reopened`), or its severity changed (`finding_severity_changed`). A change
+    /// back to where the finding started, or of another field, is none.
+    pub fn lifecycle(finding_id: &str, change: FindingChange) -> Option<Self> {
+        if change.from == change.to {
+            return None;
+        }
+        let event_type = match (change.field, change.to.as_str()) {
+            (ChangedField::Status, "resolved") => EventType::FindingResolved,
+            (ChangedField::Status, "suppressed") => EventType::FindingSuppressed,
+            (ChangedField::Status, "open") => EventType::FindingReopened,
+            (ChangedField::Severity, _) => EventType::FindingSeverityChanged,
+            _ => return None,
+        };
+        Some(Self {
+            event_type,
+            finding_id: finding_id.to_owned(),
+            change,
+        })
+    }
+
+    /// A triage event (`finding_triaged`, `finding_triage_expired`) of a finding whose
+    /// triage state went `from` `to`.
+    pub fn triage(
+        event_type: EventType,
+        finding_id: &str,
+        from: TriageState,
+        to: TriageState,
+    ) -> Self {
+        Self {
+            event_type,
+            finding_id: finding_id.to_owned(),
+            change: FindingChange {
+                field: ChangedField::TriageState,
+                from: from.as_str().to_owned(),
+                to: to.as_str().to_owned(),
+            },
+        }
+    }
+
+    /// The change as it is stored and sent: `{"field", "from", "to"}`, the one place its
+    /// JSON is written.
+    pub fn change_json(&self) -> String {
+        serde_json::to_string(&self.change).unwrap_or_default()
+    }
+
+    /// The order in which a pass numbers its events: by type (its wire name), then finding.
+    pub fn numbering_order(&self) -> (&'static str, &str) {
+        (self.event_type.as_str(), &self.finding_id)
+    }
 }
 
 /// Which events a feed request reads.
@@ -75,4 +139,66 @@ pub struct EventPage {
     pub events: Vec<FindingEvent>,
     /// Whether more events matching the filter exist after this page now.
     pub has_more: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(field: ChangedField, from: &str, to: &str) -> FindingChange {
+        FindingChange {
+            field,
+            from: from.to_owned(),
+            to: to.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_pass_change_is_the_lifecycle_event_its_field_and_new_value_name() {
+        let event = |field, from, to| {
+            NewEvent::lifecycle("f1", change(field, from, to)).map(|e| e.event_type)
+        };
+        use ChangedField::{Severity, Status};
+        assert_eq!(
+            event(Status, "open", "resolved"),
+            Some(EventType::FindingResolved)
+        );
+        assert_eq!(
+            event(Status, "open", "suppressed"),
+            Some(EventType::FindingSuppressed)
+        );
+        assert_eq!(
+            event(Status, "resolved", "open"),
+            Some(EventType::FindingReopened)
+        );
+        assert_eq!(
+            event(Severity, "low", "high"),
+            Some(EventType::FindingSeverityChanged)
+        );
+        assert_eq!(event(Status, "open", "open"), None, "no change, no event");
+        assert_eq!(
+            event(Status, "open", "in_progress"),
+            None,
+            "not a lifecycle change"
+        );
+        assert_eq!(
+            event(ChangedField::TriageState, "untriaged", "risk_accepted"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_change_is_written_as_field_from_and_to() {
+        let event = NewEvent::triage(
+            EventType::FindingTriaged,
+            "f1",
+            TriageState::Untriaged,
+            TriageState::RiskAccepted,
+        );
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&event.change_json()).unwrap(),
+            serde_json::json!({"field": "triageState", "from": "untriaged", "to": "risk_accepted"})
+        );
+        assert_eq!(event.numbering_order(), ("finding_triaged", "f1"));
+    }
 }

@@ -13,7 +13,7 @@ use diesel::{prelude::*, sql_types::Timestamptz};
 use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl};
 use posture_domain::{
     CustomerScope, Error, FindingId, KeyId, Page, PageRequest, PassId, Result,
-    delivery::ChangedField,
+    event::NewEvent,
     finding::Finding,
     triage::{TriageActor, TriageChange, TriageReason, TriageRecord, TriageState},
     webhook::EventType,
@@ -114,21 +114,6 @@ pub(crate) fn stale() -> Error {
     )
 }
 
-/// A triage event of `finding`: `(event type, finding id, change)`.
-pub(crate) fn triage_event(
-    event: EventType,
-    finding: &str,
-    from: TriageState,
-    to: TriageState,
-) -> (&'static str, &str, String) {
-    let change = serde_json::json!({
-        "field": ChangedField::TriageState.as_str(),
-        "from": from.as_str(),
-        "to": to.as_str(),
-    });
-    (event.as_str(), finding, change.to_string())
-}
-
 /// Records the triage `events` of the change `id` (a write, or an expiry sweep of one
 /// customer: its id stands for the pass of the events' `analyzerPassId`), queues their
 /// deliveries, and marks the customer's data changed: `synced_through` moves to
@@ -137,7 +122,7 @@ pub(crate) fn triage_event(
 pub(crate) async fn announce(
     conn: &mut AsyncPgConnection,
     (customer, id, modified_at): (Uuid, Uuid, DateTime<Utc>),
-    events: &[(&str, &str, String)],
+    events: &[NewEvent],
 ) -> QueryResult<()> {
     let pass = (customer, PassId::from_uuid(id), modified_at);
     let last = crate::deliveries::last_event(conn, customer).await?;
@@ -388,7 +373,7 @@ impl PgStore {
                     Some(Err(Refused::NotFound)) | None => return Ok(Err(Error::NotFound)),
                 };
                 let event =
-                    triage_event(EventType::FindingTriaged, id.as_str(), from, change.state);
+                    NewEvent::triage(EventType::FindingTriaged, id.as_str(), from, change.state);
                 announce(conn, (customer, record, modified_at), &[event]).await?;
                 let after = findings_with_identity!(customer)
                     .filter(findings::id.eq(id.as_str()))

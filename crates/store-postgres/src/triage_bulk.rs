@@ -7,6 +7,7 @@ use diesel::prelude::*;
 use diesel_async::{AsyncConnection as _, RunQueryDsl};
 use posture_domain::{
     CustomerScope, FindingId, KeyId, Result,
+    event::NewEvent,
     triage::TriageChange,
     triage_bulk::{BulkOutcome, BulkTriage},
     webhook::EventType,
@@ -21,7 +22,7 @@ use crate::{
     },
     identities::IdentitySummaryRow,
     schema::{findings, identities},
-    triage::{Refused, Writer, announce, triage_event, write_many},
+    triage::{Refused, Writer, announce, write_many},
 };
 
 impl PgStore {
@@ -70,7 +71,7 @@ impl PgStore {
                 let events: Vec<_> = written
                     .iter()
                     .map(|(id, from)| {
-                        triage_event(EventType::FindingTriaged, id, *from, change.state)
+                        NewEvent::triage(EventType::FindingTriaged, id, *from, change.state)
                     })
                     .collect();
                 announce(conn, (customer, change_id, modified_at), &events).await?;

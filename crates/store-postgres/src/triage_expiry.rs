@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use diesel::{prelude::*, sql_types::Timestamptz};
 use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl};
-use posture_domain::{Result, triage::TriageState, webhook::EventType};
+use posture_domain::{Result, event::NewEvent, triage::TriageState, webhook::EventType};
 use uuid::Uuid;
 
 use crate::{
@@ -15,7 +15,7 @@ use crate::{
     schema::{finding_triage_history, findings},
     spanning::{Spanning, across_customers},
     text::Parsed,
-    triage::{announce, lock_customer, triage_event},
+    triage::{announce, lock_customer},
 };
 
 /// A mark past its expiry: the finding's id, its state and reason, and when it expired.
@@ -152,7 +152,7 @@ async fn expire_marks(
     let events: Vec<_> = marks
         .iter()
         .map(|(id, state, ..)| {
-            triage_event(
+            NewEvent::triage(
                 EventType::FindingTriageExpired,
                 id,
                 state.0,

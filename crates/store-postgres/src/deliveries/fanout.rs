@@ -9,7 +9,7 @@ use diesel::{
     sql_types::{Array, BigInt, Text, Timestamptz, Uuid as SqlUuid},
 };
 use diesel_async::{AsyncPgConnection, RunQueryDsl};
-use posture_domain::{PassId, delivery::CHUNK_SIZE};
+use posture_domain::{PassId, delivery::CHUNK_SIZE, event::NewEvent};
 use uuid::Uuid;
 
 /// Records the pass's events, numbered after the customer's last (the pass holds the
@@ -24,7 +24,7 @@ pub(crate) async fn record_events(
     conn: &mut AsyncPgConnection,
     (customer, pass, at): (Uuid, PassId, DateTime<Utc>),
     last: i64,
-    lifecycle: &[(&str, &str, String)],
+    lifecycle: &[NewEvent],
 ) -> QueryResult<usize> {
     let new = diesel::sql_query(
         "INSERT INTO finding_events (customer_id, id, seq, event_type, pass_id, finding_id, \
@@ -46,14 +46,14 @@ pub(crate) async fn record_events(
     Ok(new + changed)
 }
 
-/// Records `changes` (as `(event type, finding id, change)`, in their order) as events of
+/// Records `changes` (in their order) as events of
 /// `pass`, numbered after `last`: a pass's lifecycle events, or the triage events of a
 /// triage write or expiry sweep (whose own id stands for the pass). Returns how many.
 pub(crate) async fn record_changes(
     conn: &mut AsyncPgConnection,
     (customer, pass, at): (Uuid, PassId, DateTime<Utc>),
     last: i64,
-    changes: &[(&str, &str, String)],
+    changes: &[NewEvent],
 ) -> QueryResult<usize> {
     if changes.is_empty() {
         return Ok(0);
@@ -70,9 +70,24 @@ pub(crate) async fn record_changes(
     .bind::<SqlUuid, _>(pass.as_uuid())
     .bind::<Timestamptz, _>(at)
     .bind::<BigInt, _>(last)
-    .bind::<Array<Text>, _>(changes.iter().map(|e| e.0).collect::<Vec<_>>())
-    .bind::<Array<Text>, _>(changes.iter().map(|e| e.1).collect::<Vec<_>>())
-    .bind::<Array<Text>, _>(changes.iter().map(|e| e.2.as_str()).collect::<Vec<_>>())
+    .bind::<Array<Text>, _>(
+        changes
+            .iter()
+            .map(|e| e.event_type.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind::<Array<Text>, _>(
+        changes
+            .iter()
+            .map(|e| e.finding_id.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind::<Array<Text>, _>(
+        changes
+            .iter()
+            .map(NewEvent::change_json)
+            .collect::<Vec<_>>(),
+    )
     .execute(conn)
     .await
 }

@@ -7,7 +7,11 @@ use diesel::{
     sql_types::{Array, Text, Uuid as SqlUuid},
 };
 use diesel_async::RunQueryDsl;
-use posture_domain::{finding::FindingUpsert, webhook::EventType};
+use posture_domain::{
+    delivery::{ChangedField, FindingChange},
+    event::NewEvent,
+    finding::FindingUpsert,
+};
 
 use super::{PassError, PassRun};
 
@@ -56,8 +60,8 @@ impl PassRun<'_> {
             let severity = new.severity.as_str();
             let status = new.status.as_str();
             let fields = [
-                ("status", old.status, status),
-                ("severity", old.severity, severity),
+                (ChangedField::Status, old.status, status),
+                (ChangedField::Severity, old.severity, severity),
             ];
             for (field, from, to) in fields {
                 if from != to {
@@ -73,35 +77,23 @@ impl PassRun<'_> {
     }
 }
 
-/// The lifecycle event of a change of `field` to `to`: `finding_resolved` (status became
-/// resolved), `finding_suppressed` (became suppressed), `finding_reopened` (became open
-/// again), `finding_severity_changed`; none for other changes.
-pub(super) fn lifecycle_event(field: &str, to: &str) -> Option<&'static str> {
-    match (field, to) {
-        ("status", "resolved") => Some(EventType::FindingResolved.as_str()),
-        ("status", "suppressed") => Some(EventType::FindingSuppressed.as_str()),
-        ("status", "open") => Some(EventType::FindingReopened.as_str()),
-        ("severity", _) => Some(EventType::FindingSeverityChanged.as_str()),
-        _ => None,
-    }
-}
-
 /// The changes a pass noted, per finding and field: `(from, to)`.
-pub(super) type NotedChanges = std::collections::BTreeMap<(String, &'static str), (String, String)>;
+pub(super) type NotedChanges = std::collections::BTreeMap<(String, ChangedField), (String, String)>;
 
-/// The lifecycle events of `changes`, as `(event type, finding id, change)`, in the order
-/// the pass numbers its events (by type, then finding id); a change back to where the
-/// finding started is none.
-pub(super) fn lifecycle_events(changes: &NotedChanges) -> Vec<(&'static str, &str, String)> {
-    let mut events: Vec<(&'static str, &str, String)> = changes
+/// The lifecycle events of `changes`, in the order the pass numbers its events
+/// ([`NewEvent::numbering_order`]).
+pub(super) fn lifecycle_events(changes: &NotedChanges) -> Vec<NewEvent> {
+    let mut events: Vec<NewEvent> = changes
         .iter()
-        .filter(|(_, (from, to))| from != to)
         .filter_map(|((id, field), (from, to))| {
-            let event = lifecycle_event(field, to)?;
-            let change = serde_json::json!({"field": field, "from": from, "to": to});
-            Some((event, id.as_str(), change.to_string()))
+            let change = FindingChange {
+                field: *field,
+                from: from.clone(),
+                to: to.clone(),
+            };
+            NewEvent::lifecycle(id, change)
         })
         .collect();
-    events.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    events.sort_by(|a, b| a.numbering_order().cmp(&b.numbering_order()));
     events
 }
