@@ -7,8 +7,7 @@ use chrono::{DateTime, Utc};
 use diesel::{
     OptionalExtension as _, QueryableByName,
     sql_types::{
-        BigInt, Bytea, Double, Integer, Jsonb, Nullable, SmallInt, Text, Timestamptz,
-        Uuid as SqlUuid,
+        BigInt, Bytea, Double, Jsonb, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid,
     },
 };
 use diesel_async::RunQueryDsl;
@@ -24,6 +23,12 @@ use posture_domain::{
 use uuid::Uuid;
 
 use crate::{PgStore, error::db_error, sweeps::customer_ids};
+
+#[derive(QueryableByName)]
+struct DbNow {
+    #[diesel(sql_type = Timestamptz)]
+    now: DateTime<Utc>,
+}
 
 #[derive(QueryableByName)]
 struct Claimed {
@@ -85,28 +90,34 @@ impl IdempotencyRepository for PgStore {
         let mut conn = self.conn().await?;
         let customer = scope.customer_id().as_uuid();
         let claim = ClaimId::new();
-        // Taken when unused, forgotten, or held past its time by a request that stopped. The
-        // times are the database's: instances whose clocks differ agree on when a hold ends.
+        // The database's time, not the instance's: instances whose clocks differ agree on
+        // when a hold ends. (Read first, not written as `now()` into the statement: Citus
+        // refuses a function that is not immutable in an `ON CONFLICT`'s `WHERE`.)
+        let now: DbNow = diesel::sql_query("SELECT now() AS now")
+            .get_result(&mut conn)
+            .await
+            .map_err(db_error)?;
+        let now = now.now;
+        // Taken when unused, forgotten, or held past its time by a request that stopped.
         let claimed: Option<Claimed> = diesel::sql_query(
             "INSERT INTO idempotency_keys AS k (customer_id, api_key_id, idempotency_key, \
                                                 fingerprint, claim, running_until, kept_until) \
-             VALUES ($1, $2, $3, $4, $7, now() + make_interval(secs => $5), \
-                     now() + make_interval(hours => $6)) \
+             VALUES ($1, $2, $3, $4, $8, $5, $6) \
              ON CONFLICT (customer_id, api_key_id, idempotency_key) DO UPDATE \
                  SET fingerprint = EXCLUDED.fingerprint, claim = EXCLUDED.claim, \
                      running_until = EXCLUDED.running_until, \
                      kept_until = EXCLUDED.kept_until, status = NULL, headers = NULL, \
                      body_key_id = NULL, body_nonce = NULL, body = NULL \
-                 WHERE k.kept_until <= now() \
-                    OR (k.status IS NULL AND k.running_until <= now()) \
+                 WHERE k.kept_until <= $7 OR (k.status IS NULL AND k.running_until <= $7) \
              RETURNING k.claim",
         )
         .bind::<SqlUuid, _>(customer)
         .bind::<SqlUuid, _>(by.as_uuid())
         .bind::<Text, _>(key.as_str())
         .bind::<Bytea, _>(fingerprint.0.as_slice())
-        .bind::<Double, _>(IN_PROGRESS_SECS as f64)
-        .bind::<Integer, _>(RETENTION_HOURS as i32)
+        .bind::<Timestamptz, _>(now + chrono::Duration::seconds(IN_PROGRESS_SECS))
+        .bind::<Timestamptz, _>(now + chrono::Duration::hours(RETENTION_HOURS))
+        .bind::<Timestamptz, _>(now)
         .bind::<SqlUuid, _>(claim.0)
         .get_result(&mut conn)
         .await
