@@ -5,14 +5,17 @@
 //! without `provision:scim` a key gets 403 here; a write (a creation, replacement, change or
 //! deletion) counts against its customer's SCIM write budget too. Every answer, errors included, is
 //! `application/scim+json`; a body is JSON (`application/scim+json` or `application/json`)
-//! of at most [`MAX_BODY_BYTES`]. `discovery.rs` describes the service, `users.rs` and
-//! `groups.rs` serve the resources, `exchange.rs` reads their requests and answers in
+//! of at most [`MAX_BODY_BYTES`]. `discovery.rs` describes the service, `handlers.rs`
+//! serves both resources over what `kind.rs` says of each (`users.rs` and `groups.rs`
+//! add their PATCH), `exchange.rs` reads their requests and answers in
 //! SCIM's shape, `render.rs` shows resources, `error.rs` answers errors.
 
 mod discovery;
 mod error;
 mod exchange;
 mod groups;
+mod handlers;
+mod kind;
 mod render;
 mod users;
 
@@ -33,8 +36,11 @@ use posture_domain::{
 };
 
 pub(crate) use self::error::ScimError;
-use self::exchange::{ListParams, Shape, answer, base, resource};
 pub use self::exchange::{MAX_BODY_BYTES, PREFIX};
+use self::{
+    exchange::{ListParams, answer, base, resource},
+    kind::{Groups, Users},
+};
 use crate::{auth::Caller, error::ApiError, gate, state::ApiState};
 
 /// SCIM's route templates under [`PREFIX`]: what the access log and the metrics name its
@@ -191,40 +197,40 @@ async fn search_all(
             (users, groups) => (users.ok().map(Some), groups.ok().map(Some)),
         },
     };
-    let base = base(&req);
     let window = params.window;
     let mut resources = Vec::new();
     let mut users_total = 0;
     if let Some(filter) = user_filter {
-        let page = users::page(&caller, &state, filter.as_ref(), window).await?;
-        users_total = page.total;
-        resources.extend(
-            page.resources
-                .iter()
-                .map(|u| params.shape.apply(render::user(u, &base))),
-        );
+        let (users, total) = handlers::rendered::<Users>(
+            &req,
+            &caller,
+            &state,
+            filter.as_ref(),
+            window,
+            &params.shape,
+        )
+        .await?;
+        users_total = total;
+        resources = users;
     }
     let mut groups_total = 0;
     if let Some(filter) = group_filter {
         // The groups' part of the window: after the users, what the page has room for.
         let start = window.offset().saturating_sub(users_total) + 1;
         let room = u64::from(window.count).saturating_sub(resources.len() as u64);
-        let groups = ListParams {
-            filter: None,
-            window: ListWindow::new(i64::try_from(start).ok(), i64::try_from(room).ok()),
-            shape: Shape::new(
-                params.shape.attributes.clone(),
-                params.shape.excluded.clone(),
-            ),
-        };
-        let page = groups::page(&caller, &state, filter.as_ref(), &groups).await?;
-        groups_total = page.total;
+        let groups_window = ListWindow::new(i64::try_from(start).ok(), i64::try_from(room).ok());
+        let (groups, total) = handlers::rendered::<Groups>(
+            &req,
+            &caller,
+            &state,
+            filter.as_ref(),
+            groups_window,
+            &params.shape,
+        )
+        .await?;
+        groups_total = total;
         if window.offset() + (resources.len() as u64) >= users_total {
-            resources.extend(
-                page.resources
-                    .iter()
-                    .map(|g| params.shape.apply(render::group(g, &base))),
-            );
+            resources.extend(groups);
         }
     }
     let body = render::list(resources, users_total + groups_total, window.start_index);
