@@ -6,6 +6,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use diesel::{
     OptionalExtension as _, QueryableByName,
+    pg::Pg,
+    query_builder::{BoxedSqlQuery, SqlQuery},
     sql_types::{
         BigInt, Bytea, Double, Jsonb, Nullable, SmallInt, Text, Timestamptz, Uuid as SqlUuid,
     },
@@ -76,6 +78,23 @@ impl Kept {
             },
         }))
     }
+}
+
+/// `statement` on the key's row while `claim` holds it without an answer (`$1` to `$4`
+/// bound to the key and the claim; the statement's own parameters follow from `$5`).
+fn on_claim<'a>(
+    statement: &str,
+    (scope, by, key, claim): (CustomerScope, KeyId, &'a IdempotencyKey, ClaimId),
+) -> BoxedSqlQuery<'a, Pg, SqlQuery> {
+    diesel::sql_query(format!(
+        "{statement} WHERE customer_id = $1 AND api_key_id = $2 AND idempotency_key = $3 \
+                       AND claim = $4 AND status IS NULL"
+    ))
+    .into_boxed()
+    .bind::<SqlUuid, _>(scope.customer_id().as_uuid())
+    .bind::<SqlUuid, _>(by.as_uuid())
+    .bind::<Text, _>(key.as_str())
+    .bind::<SqlUuid, _>(claim.0)
 }
 
 #[async_trait]
@@ -156,16 +175,11 @@ impl IdempotencyRepository for PgStore {
         let mut conn = self.conn().await?;
         let headers = serde_json::to_value(&answer.headers)
             .map_err(|e| Error::internal(format!("an answer's headers: {e}")))?;
-        diesel::sql_query(
+        on_claim(
             "UPDATE idempotency_keys SET status = $5, headers = $6, body_key_id = $7, \
-                                         body_nonce = $8, body = $9, running_until = NULL \
-             WHERE customer_id = $1 AND api_key_id = $2 AND idempotency_key = $3 \
-               AND claim = $4 AND status IS NULL",
+                                         body_nonce = $8, body = $9, running_until = NULL",
+            (scope, by, key, claim),
         )
-        .bind::<SqlUuid, _>(scope.customer_id().as_uuid())
-        .bind::<SqlUuid, _>(by.as_uuid())
-        .bind::<Text, _>(key.as_str())
-        .bind::<SqlUuid, _>(claim.0)
         .bind::<SmallInt, _>(i16::try_from(answer.status).unwrap_or(i16::MAX))
         .bind::<Jsonb, _>(headers)
         .bind::<Text, _>(answer.body.key_id.as_str())
@@ -185,15 +199,10 @@ impl IdempotencyRepository for PgStore {
         claim: ClaimId,
     ) -> Result<()> {
         let mut conn = self.conn().await?;
-        diesel::sql_query(
-            "UPDATE idempotency_keys SET running_until = now() + make_interval(secs => $5) \
-             WHERE customer_id = $1 AND api_key_id = $2 AND idempotency_key = $3 \
-               AND claim = $4 AND status IS NULL",
+        on_claim(
+            "UPDATE idempotency_keys SET running_until = now() + make_interval(secs => $5)",
+            (scope, by, key, claim),
         )
-        .bind::<SqlUuid, _>(scope.customer_id().as_uuid())
-        .bind::<SqlUuid, _>(by.as_uuid())
-        .bind::<Text, _>(key.as_str())
-        .bind::<SqlUuid, _>(claim.0)
         .bind::<Double, _>(IN_PROGRESS_SECS as f64)
         .execute(&mut conn)
         .await
@@ -209,18 +218,10 @@ impl IdempotencyRepository for PgStore {
         claim: ClaimId,
     ) -> Result<()> {
         let mut conn = self.conn().await?;
-        diesel::sql_query(
-            "DELETE FROM idempotency_keys \
-             WHERE customer_id = $1 AND api_key_id = $2 AND idempotency_key = $3 \
-               AND claim = $4 AND status IS NULL",
-        )
-        .bind::<SqlUuid, _>(scope.customer_id().as_uuid())
-        .bind::<SqlUuid, _>(by.as_uuid())
-        .bind::<Text, _>(key.as_str())
-        .bind::<SqlUuid, _>(claim.0)
-        .execute(&mut conn)
-        .await
-        .map_err(db_error)?;
+        on_claim("DELETE FROM idempotency_keys", (scope, by, key, claim))
+            .execute(&mut conn)
+            .await
+            .map_err(db_error)?;
         Ok(())
     }
 
