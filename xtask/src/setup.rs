@@ -9,10 +9,10 @@
 //!
 //! PostgreSQL is never upgraded as a side effect: an upgrade of its packages under clusters
 //! that are running breaks them. Its server headers are asked for at the installed server's
-//! exact version, and apt's plan is simulated first: when it would change a PostgreSQL
-//! package's version or remove anything, or the exact version is not available, the task
-//! stops and says so. A library a new package needs at a newer version (`libssl-dev` and
-//! `libssl3`) is upgraded as apt does: running processes keep the copy they loaded.
+//! exact version, and apt's plan is simulated first: when it would change the version of a
+//! PostgreSQL package (`postgresql*`) or remove anything, or the exact version is
+//! not available, the task stops and says so. Other upgrades the plan needs (`libssl-dev`
+//! wants `libssl3` newer) are left to apt.
 
 use std::{process::Command, time::Instant};
 

@@ -15,6 +15,9 @@ pub const RETENTION_HOURS: i64 = 24;
 /// How long a first request holds its key before a retry may run again (a request that never
 /// finished: its instance stopped).
 pub const IN_PROGRESS_SECS: i64 = 60;
+/// How long a request that is still running keeps renewing its key's hold at most: a
+/// request that hangs past it loses the key [`IN_PROGRESS_SECS`] later, and a retry runs.
+pub const MAX_HELD_SECS: u64 = 600;
 /// Longest key, in characters.
 pub const MAX_KEY_LEN: usize = 255;
 

@@ -25,7 +25,8 @@ use posture_domain::{
     CustomerScope, KeyId, Refusal,
     api_key::Principal,
     idempotency::{
-        Claim, ClaimId, Fingerprint, IN_PROGRESS_SECS, IdempotencyKey, StoredAnswer, is_kept,
+        Claim, ClaimId, Fingerprint, IN_PROGRESS_SECS, IdempotencyKey, MAX_HELD_SECS, StoredAnswer,
+        is_kept,
     },
     ports::IdempotencyRepository,
 };
@@ -127,15 +128,16 @@ struct Held {
 }
 
 impl Held {
-    /// Runs the request, renewing the key's hold every third of it while it runs: a request
-    /// that runs longer than the hold (a triage behind a long lock wait) keeps its key, and
-    /// a retry meanwhile is a 409, never a second run.
+    /// Runs the request, renewing the key's hold every third of it while it runs, for
+    /// [`MAX_HELD_SECS`] at most: a request that runs longer than the hold (a triage behind a
+    /// long lock wait) keeps its key, and a retry meanwhile is a 409, never a second run; one
+    /// that hangs does not hold its key for ever.
     async fn hold_while<R>(&self, claim: ClaimId, running: impl Future<Output = R>) -> R {
         let every = Duration::from_secs(IN_PROGRESS_SECS.unsigned_abs() / 3);
         let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let renewing = async {
-            loop {
+            for _ in 0..MAX_HELD_SECS / every.as_secs() {
                 renew.tick().await;
                 if let Err(e) = self
                     .store
@@ -145,6 +147,7 @@ impl Held {
                     tracing::warn!(error = %e, "renewing an idempotency key's hold failed");
                 }
             }
+            std::future::pending::<std::convert::Infallible>().await
         };
         tokio::select! {
             outcome = running => outcome,

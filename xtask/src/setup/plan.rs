@@ -23,9 +23,10 @@ pub(super) fn simulated(prefix: &[&str], args: &[&str]) -> anyhow::Result<Result
     Ok(Err(lines[lines.len().saturating_sub(15)..].join("\n    ")))
 }
 
-/// What of a simulated plan posture refuses to do unasked: a new version of a PostgreSQL
-/// package (`Inst postgresql-15 [installed] (new ...)`: an upgrade or a downgrade of the
-/// server under its running clusters, which breaks them) and any removal (`Remv`, which
+/// What of a simulated plan posture refuses to do unasked: a new version of one of
+/// PostgreSQL's own packages (`Inst postgresql-15 [installed] (new ...)`: an upgrade or a
+/// downgrade of the server under its running clusters, which breaks them; `libpq5`, a
+/// client library the server does not run on, is left to apt) and any removal (`Remv`, which
 /// `apt-get install -y` does unasked). Other upgrades a new package needs (a library whose
 /// `-dev` package must match it) are how apt installs and are left to it.
 pub(super) fn changes_in(plan: &str) -> Vec<String> {
@@ -56,6 +57,7 @@ mod tests {
         let plan = "NOTE: This is only a simulation!\n\
             Inst postgresql-15 [15.18-0+deb12u1] (15.20-0+deb12u1 Debian:12.12/stable [amd64])\n\
             Inst libssl3 [3.0.19-1~deb12u2] (3.0.22-1~deb12u2 Debian:12.12/stable [amd64])\n\
+            Inst libpq5 [15.18-0+deb12u1] (15.20-0+deb12u1 Debian:12.12/stable [amd64])\n\
             Inst libkrb5-dev (1.20.1-2+deb12u4 Debian:12.12/stable [amd64])\n\
             Conf postgresql-15 (15.20-0+deb12u1 Debian:12.12/stable [amd64])\n";
         assert_eq!(

@@ -14,8 +14,8 @@ use uuid::Uuid;
 
 /// Records the pass's events, numbered after the customer's last (the pass holds the
 /// customer's lock, so numbers follow commit order; ids sort as the numbers do): its new
-/// findings (`finding_<severity>`), then its lifecycle events (`lifecycle`, as `(event
-/// type, finding id, change)` in their order), each by type and then finding id (every new
+/// findings (`finding_<severity>`), then its lifecycle events (`lifecycle`, in their
+/// order: [`NewEvent::numbering_order`]), each by type and then finding id (every new
 /// finding's type sorts before every lifecycle type). Returns how many.
 ///
 /// Two statements, each naming only the customer's rows: on Citus each runs on the
