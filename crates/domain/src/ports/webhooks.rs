@@ -147,7 +147,10 @@ pub trait DeliveryRepository: Send + Sync {
     ) -> Result<()>;
     /// How many deliveries wait (for metrics).
     async fn queue_depth(&self) -> Result<QueueDepth>;
-    /// Waits until new deliveries are queued or `timeout` passes; `true` if woken.
+    /// Waits until new deliveries are queued or `timeout` passes; `true` if woken. A wait
+    /// that had to start listening first (the first, or one after the connection broke)
+    /// answers `true` at once: what was queued before it listened sent it no word, so the
+    /// caller claims once more.
     async fn wait_for_work(&self, timeout: std::time::Duration) -> Result<bool>;
     /// Deliveries of a customer (of one subscription, active or not, when given), newest
     /// first (operators).

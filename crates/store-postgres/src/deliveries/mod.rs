@@ -54,6 +54,9 @@ impl PgStore {
                 .await
                 .map_err(db_error)?;
             *slot = Some(conn);
+            // What committed between the caller's last claim and this LISTEN sent its word
+            // to nobody: answer "woken" so that the caller claims once more, now listening.
+            return Ok(true);
         }
         let Some(conn) = slot.as_mut() else {
             return Ok(false);
