@@ -290,6 +290,7 @@ fn measure(args: &BenchArgs, figures: &mut Vec<Figure>) -> anyhow::Result<()> {
             args.pool_size,
             &loaded,
             duration,
+            args.smoke,
             figures,
         )?;
         drop(server);
@@ -378,6 +379,7 @@ fn measure(args: &BenchArgs, figures: &mut Vec<Figure>) -> anyhow::Result<()> {
         args.pool_size,
         &loaded,
         duration,
+        args.smoke,
         figures,
     )?;
     webhooks(&bin_dir, &server, &postgres.url, args, figures)?;

@@ -114,7 +114,12 @@ const REPLICA_CHECK: Duration = Duration::from_millis(100);
 /// on the same machine, made with `pg_basebackup`): the small-customer list with
 /// [`CONNECTIONS`], against `on_primary` (an instance reading the primary) measured just
 /// before and just after it, with the standby running; then how long after the replica's
-/// replay stops the reads are back on the primary.
+/// replay stops the reads are back on the primary. A `smoke` run goes on when the standby
+/// fell behind during the measured run (it checks the scenario, not the figure).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the bench's shared parts, as api_instances takes them, and whether it is a smoke run"
+)]
 pub fn read_replica(
     bin: &Path,
     primary: &PostgresServer,
@@ -122,6 +127,7 @@ pub fn read_replica(
     pool_size: Option<u32>,
     loaded: &Loaded,
     duration: Duration,
+    smoke: bool,
     figures: &mut Vec<Figure>,
 ) -> anyhow::Result<()> {
     eprintln_status("starting a streaming replica of the database (pg_basebackup)");
@@ -155,10 +161,15 @@ pub fn read_replica(
     let primary_second = wrk_together(&[&on_primary.base], key, CONNECTIONS, duration)?;
     let on_replica = Load::mean(&replica_first, &replica_second);
     let one_instance = Load::mean(&primary_first, &primary_second).requests_per_second;
-    anyhow::ensure!(
-        replica_usable(&server.base)?,
-        "the replica was skipped during the measured run"
-    );
+    if !replica_usable(&server.base)? {
+        // A smoke run checks that the scenario runs; on a loaded 2-core machine a standby
+        // may fall behind the bound while the debug build is measured.
+        anyhow::ensure!(smoke, "the replica was skipped during the measured run");
+        eprintln_status(
+            "the replica was skipped during the measured run (a smoke run: its figures are \
+             not a measure)",
+        );
+    }
     let name = format!("small-customer list, {CONNECTIONS} conn");
     figures.push(
         Figure::measure(
