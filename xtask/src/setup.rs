@@ -22,7 +22,7 @@ use crate::process::{eprintln_status, on_path};
 
 mod plan;
 
-use plan::{changes_in, simulated};
+use plan::{apt_command, changes_in, simulated, tail};
 
 /// Something a task needs from the machine, and the Debian packages that provide it.
 pub struct Need {
@@ -248,16 +248,7 @@ pub fn installer() -> Option<Vec<&'static str>> {
 
 /// Runs `apt-get` with `args`: `Err` holds the end of its output when it fails.
 fn apt_get(prefix: &[&str], args: &[&str]) -> anyhow::Result<Result<(), String>> {
-    let (program, rest) = match prefix.split_first() {
-        Some((first, rest)) => (*first, rest),
-        None => ("apt-get", &[][..]),
-    };
-    let mut command = Command::new(program);
-    command.args(rest);
-    if !prefix.is_empty() {
-        command.arg("apt-get");
-    }
-    let out = command
+    let out = apt_command(prefix)
         .args(args)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .output()?;
@@ -265,8 +256,7 @@ fn apt_get(prefix: &[&str], args: &[&str]) -> anyhow::Result<Result<(), String>>
         return Ok(Ok(()));
     }
     let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = text.lines().collect();
-    Ok(Err(lines[lines.len().saturating_sub(15)..].join("\n    ")))
+    Ok(Err(tail(&text)))
 }
 
 /// Makes sure `task` has what it needs, installing what is missing when it can.

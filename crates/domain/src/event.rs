@@ -97,7 +97,12 @@ impl NewEvent {
     /// The change as it is stored and sent: `{"field", "from", "to"}`, the one place its
     /// JSON is written.
     pub fn change_json(&self) -> String {
-        serde_json::to_string(&self.change).unwrap_or_default()
+        serde_json::json!({
+            "field": self.change.field.as_str(),
+            "from": self.change.from,
+            "to": self.change.to,
+        })
+        .to_string()
     }
 
     /// The order in which a pass numbers its events: by type (its wire name), then finding.

@@ -2,25 +2,31 @@
 
 use std::process::Command;
 
+/// `apt-get`, run as the installer allows: itself (as root), or through `prefix` (`sudo -n`).
+pub(super) fn apt_command(prefix: &[&str]) -> Command {
+    let Some((program, rest)) = prefix.split_first() else {
+        return Command::new("apt-get");
+    };
+    let mut command = Command::new(program);
+    command.args(rest).arg("apt-get");
+    command
+}
+
+/// The end of a failed command's output, indented for a message.
+pub(super) fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n    ")
+}
+
 /// `apt-get install -s`: its plan (`Inst` and `Conf` lines), or the end of its output when
 /// it cannot plan.
 pub(super) fn simulated(prefix: &[&str], args: &[&str]) -> anyhow::Result<Result<String, String>> {
-    let (program, rest) = match prefix.split_first() {
-        Some((first, rest)) => (*first, rest),
-        None => ("apt-get", &[][..]),
-    };
-    let mut command = Command::new(program);
-    command.args(rest);
-    if !prefix.is_empty() {
-        command.arg("apt-get");
-    }
-    let out = command.args(args).output()?;
+    let out = apt_command(prefix).args(args).output()?;
     let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
     if out.status.success() {
         return Ok(Ok(text.into_owned()));
     }
-    let lines: Vec<&str> = text.lines().collect();
-    Ok(Err(lines[lines.len().saturating_sub(15)..].join("\n    ")))
+    Ok(Err(tail(&text)))
 }
 
 /// What of a simulated plan posture refuses to do unasked: a new version of one of
