@@ -18,6 +18,9 @@ pub enum ConsoleError {
     /// that expired). The text is shown to the user.
     #[error("{0}")]
     BadRequest(String),
+    /// The page exists, but not for this method (`allow` names those it answers).
+    #[error("method not allowed")]
+    MethodNotAllowed { allow: String },
     /// Signed in, but not allowed (not an admin of this customer).
     #[error("{title}")]
     Forbidden { title: String, detail: String },
@@ -74,6 +77,15 @@ impl ConsoleError {
                     .to_owned(),
             ),
             ConsoleError::BadRequest(reason) => ("That did not work".to_owned(), reason.clone()),
+            ConsoleError::MethodNotAllowed { allow } => {
+                response.insert_header((header::ALLOW, allow.clone()));
+                (
+                    "Not possible here".to_owned(),
+                    "This page cannot be used that way. Go back and use its links and \
+                     buttons."
+                        .to_owned(),
+                )
+            }
             ConsoleError::Forbidden { title, detail } => (title.clone(), detail.clone()),
             ConsoleError::TooManySignIns { retry_after } => {
                 response.insert_header((header::RETRY_AFTER, retry_after.to_string()));
@@ -152,6 +164,7 @@ impl ResponseError for ConsoleError {
             ConsoleError::NotFound => StatusCode::NOT_FOUND,
             ConsoleError::SignInRequired { .. } => StatusCode::SEE_OTHER,
             ConsoleError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ConsoleError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ConsoleError::Forbidden { .. } => StatusCode::FORBIDDEN,
             ConsoleError::TooManySignIns { .. } | ConsoleError::TooManyRequests { .. } => {
                 StatusCode::TOO_MANY_REQUESTS

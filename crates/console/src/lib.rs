@@ -25,10 +25,13 @@ mod state;
 mod throttle;
 
 use actix_web::{
+    HttpResponse,
     http::header::{self, HeaderName},
     middleware::{DefaultHeaders, from_fn},
     web,
 };
+
+use posture_http::mount::{self, Mount};
 
 pub use error::ConsoleError;
 pub use state::{ConsolePorts, ConsoleState, PREFIX};
@@ -39,52 +42,38 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
      style-src 'self'; img-src 'self'; connect-src 'none'; form-action 'self'; \
      frame-ancestors 'none'; base-uri 'none'";
 
-/// A route template and the route that answers it.
-type Mount = (&'static str, fn() -> actix_web::Route);
-
-/// The console's routes under [`PREFIX`]: each template with the route that answers it.
-/// The one list: [`configure`] mounts it, and [`routes`] (the templates the access log and
-/// the metrics name its requests by) is read from it.
+/// The console's routes under [`PREFIX`]: the one list [`configure`] mounts and [`routes`]
+/// (the templates the access log and the metrics name its requests by) reads.
 const TABLE: &[Mount] = &[
-    ("/", || web::get().to(pages::landing)),
-    ("/assets/{file}", || web::get().to(assets::serve)),
-    ("/{customer}", || web::get().to(sign_in::sign_in_page)),
-    ("/{customer}/", || web::get().to(sign_in::sign_in_page)),
-    ("/{customer}/sign-in", || web::get().to(sign_in::start)),
-    ("/{customer}/callback", || web::get().to(sign_in::callback)),
-    ("/{customer}/sign-out", || web::post().to(sign_in::sign_out)),
-    ("/{customer}/keys", || web::get().to(keys::list)),
-    ("/{customer}/keys", || web::post().to(keys::issue)),
-    ("/{customer}/keys/{key}/revoke", || {
-        web::get().to(keys::confirm_revoke)
+    Mount::get("/", || web::to(pages::landing)),
+    Mount::get("/assets/{file}", || web::to(assets::serve)),
+    Mount::get("/{customer}", || web::to(sign_in::sign_in_page)),
+    Mount::get("/{customer}/", || web::to(sign_in::sign_in_page)),
+    Mount::get("/{customer}/sign-in", || web::to(sign_in::start)),
+    Mount::get("/{customer}/callback", || web::to(sign_in::callback)),
+    Mount::post("/{customer}/sign-out", || web::to(sign_in::sign_out)),
+    Mount::get("/{customer}/keys", || web::to(keys::list)),
+    Mount::post("/{customer}/keys", || web::to(keys::issue)),
+    Mount::get("/{customer}/keys/{key}/revoke", || {
+        web::to(keys::confirm_revoke)
     }),
-    ("/{customer}/keys/{key}/revoke", || {
-        web::post().to(keys::revoke)
+    Mount::post("/{customer}/keys/{key}/revoke", || web::to(keys::revoke)),
+    Mount::get("/{customer}/audit", || web::to(keys::audit)),
+    Mount::get("/{customer}/sessions", || web::to(sessions::list)),
+    Mount::post("/{customer}/sessions/end-others", || {
+        web::to(sessions::end_others)
     }),
-    ("/{customer}/audit", || web::get().to(keys::audit)),
-    ("/{customer}/sessions", || web::get().to(sessions::list)),
-    ("/{customer}/sessions/end-others", || {
-        web::post().to(sessions::end_others)
+    Mount::post("/{customer}/sessions/{session}/end", || {
+        web::to(sessions::end_one)
     }),
-    ("/{customer}/sessions/{session}/end", || {
-        web::post().to(sessions::end_one)
-    }),
-    ("/{customer}/users", || web::get().to(directory::users)),
-    ("/{customer}/groups", || web::get().to(directory::groups)),
-    ("/{customer}/groups/{group}", || {
-        web::get().to(directory::group)
-    }),
+    Mount::get("/{customer}/users", || web::to(directory::users)),
+    Mount::get("/{customer}/groups", || web::to(directory::groups)),
+    Mount::get("/{customer}/groups/{group}", || web::to(directory::group)),
 ];
 
 /// The console's route templates under [`PREFIX`], each once, in [`TABLE`]'s order.
 pub fn routes() -> Vec<&'static str> {
-    let mut templates: Vec<&'static str> = Vec::new();
-    for (template, _) in TABLE {
-        if !templates.contains(template) {
-            templates.push(template);
-        }
-    }
-    templates
+    mount::templates(TABLE)
 }
 
 /// Mounts the console under [`PREFIX`].
@@ -98,10 +87,17 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ConsoleState) {
             HeaderName::from_static("cross-origin-opener-policy"),
             "same-origin",
         ));
-    let mut scope = web::scope(PREFIX);
-    for (template, route) in TABLE {
-        scope = scope.route(template, route());
-    }
+    let not_allowed: fn(String) -> actix_web::Route = |allow| {
+        web::to(move || {
+            let allow = allow.clone();
+            async move { Err::<HttpResponse, _>(ConsoleError::MethodNotAllowed { allow }) }
+        })
+    };
+    let scope = mount::resources(TABLE, not_allowed)
+        .into_iter()
+        .fold(web::scope(PREFIX), |scope, resource| {
+            scope.service(resource)
+        });
     cfg.service(
         scope
             .app_data(web::Data::new(state))

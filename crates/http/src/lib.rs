@@ -23,6 +23,7 @@ mod health;
 mod idempotency;
 pub mod input;
 mod json_errors;
+pub mod mount;
 pub mod openapi;
 mod pipeline;
 mod places;

@@ -147,7 +147,7 @@ async fn made_up_methods_and_paths_add_no_series() {
                 .map(|r| format!("{}{r}", posture_console::PREFIX)),
         )
         .chain(
-            posture_http::scim::ROUTES
+            posture_http::scim::routes()
                 .iter()
                 .map(|r| format!("{}{r}", posture_http::scim::PREFIX)),
         )

@@ -24,15 +24,6 @@ pub const PREFIX: &str = "/scim/v2";
 /// Largest SCIM request body (a group's creation or a PATCH naming up to 1,000 members).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// A resource whose other methods are answered 405 in SCIM's shape, with `Allow`.
-pub(crate) fn resource(path: &str, allow: &'static str) -> actix_web::Resource {
-    web::resource(path).default_service(web::to(move || async move {
-        Err::<HttpResponse, _>(ScimError::from(ApiError::MethodNotAllowed {
-            allow: allow.to_owned(),
-        }))
-    }))
-}
-
 /// The service's URL up to `/scim/v2`: from `POSTURE_PUBLIC_URL` when it is set (a
 /// request's `Host` must not choose the URLs an identity provider stores), else as the
 /// client reached it (forwarding headers believed from the trusted proxies only).

@@ -14,17 +14,12 @@ use posture_domain::scim::{GroupPatch, PatchRequest};
 use super::{
     ScimError,
     exchange::{answer, base, if_match, json_body, shape_of},
-    handlers,
     kind::{Groups, Kind as _},
     render,
 };
 use crate::{auth::Caller, state::ApiState};
 
-pub(super) fn register(cfg: &mut web::ServiceConfig) {
-    handlers::register::<Groups>(cfg, web::patch().to(patch));
-}
-
-async fn patch(
+pub(super) async fn patch(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<ApiState>,

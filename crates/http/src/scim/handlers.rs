@@ -1,41 +1,22 @@
 //! The handlers `/Users` and `/Groups` share, generic over their [`Kind`]: create, read,
-//! replace (PUT), delete, the list and its `.search`. Each kind registers them with its own
-//! PATCH.
+//! replace (PUT), delete, the list and its `.search`. The table (`mod.rs`) mounts them
+//! for each kind, beside its own PATCH.
 
-use actix_web::{HttpRequest, HttpResponse, Route, http::StatusCode, web};
+use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
 use posture_domain::scim::ListWindow;
 use serde_json::Value;
 
 use super::{
     ScimError,
     exchange::{
-        ListParams, Shape, answer, base, if_match, json_body, not_modified, resource, shape_of,
-        unchanged,
+        ListParams, Shape, answer, base, if_match, json_body, not_modified, shape_of, unchanged,
     },
     kind::Kind,
     render,
 };
 use crate::{auth::Caller, state::ApiState};
 
-/// Registers `K`'s collection, its `.search` and its resources, with `patch` as its PATCH.
-pub(super) fn register<K: Kind>(cfg: &mut web::ServiceConfig, patch: Route) {
-    cfg.service(
-        resource(K::PATH, "GET, POST")
-            .route(web::get().to(list::<K>))
-            .route(web::post().to(create::<K>)),
-    )
-    // Before `{PATH}/{id}`, which would take the path.
-    .service(resource(&format!("{}/.search", K::PATH), "POST").route(web::post().to(search::<K>)))
-    .service(
-        resource(&format!("{}/{{id}}", K::PATH), "GET, PUT, PATCH, DELETE")
-            .route(web::get().to(read::<K>))
-            .route(web::put().to(replace::<K>))
-            .route(patch)
-            .route(web::delete().to(delete::<K>)),
-    );
-}
-
-async fn create<K: Kind>(
+pub(super) async fn create<K: Kind>(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<ApiState>,
@@ -52,7 +33,7 @@ async fn create<K: Kind>(
     ))
 }
 
-async fn read<K: Kind>(
+pub(super) async fn read<K: Kind>(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<ApiState>,
@@ -75,7 +56,7 @@ async fn read<K: Kind>(
     Ok(answer(StatusCode::OK, &body, Some(version)))
 }
 
-async fn replace<K: Kind>(
+pub(super) async fn replace<K: Kind>(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<ApiState>,
@@ -98,7 +79,7 @@ async fn replace<K: Kind>(
     Ok(answer(StatusCode::OK, &body, Some(K::version(&replaced))))
 }
 
-async fn delete<K: Kind>(
+pub(super) async fn delete<K: Kind>(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<ApiState>,
@@ -116,7 +97,7 @@ async fn delete<K: Kind>(
     Ok(HttpResponse::NoContent().finish())
 }
 
-async fn list<K: Kind>(
+pub(super) async fn list<K: Kind>(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<ApiState>,
@@ -125,7 +106,7 @@ async fn list<K: Kind>(
     listed::<K>(&req, &caller, &state, &params).await
 }
 
-async fn search<K: Kind>(
+pub(super) async fn search<K: Kind>(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<ApiState>,

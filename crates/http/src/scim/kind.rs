@@ -21,8 +21,6 @@ pub(super) trait Kind: 'static {
     type Id: Copy;
     type Attributes;
     type Filter;
-    /// Its collection's path under `/scim/v2`.
-    const PATH: &'static str;
 
     /// The id of a path; one that is not a UUID names nothing (404).
     fn id(text: &str) -> std::result::Result<Self::Id, ScimError>;
@@ -73,7 +71,6 @@ impl Kind for Users {
     type Id = ScimUserId;
     type Attributes = UserAttributes;
     type Filter = UserFilter;
-    const PATH: &'static str = "/Users";
 
     fn id(text: &str) -> std::result::Result<ScimUserId, ScimError> {
         text.parse().map_err(|_| ScimError::not_found())
@@ -151,7 +148,6 @@ impl Kind for Groups {
     type Id = ScimGroupId;
     type Attributes = GroupAttributes;
     type Filter = GroupFilter;
-    const PATH: &'static str = "/Groups";
 
     fn id(text: &str) -> std::result::Result<ScimGroupId, ScimError> {
         text.parse().map_err(|_| ScimError::not_found())

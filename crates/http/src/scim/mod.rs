@@ -7,7 +7,7 @@
 //! `application/scim+json`; a body is JSON (`application/scim+json` or `application/json`)
 //! of at most [`MAX_BODY_BYTES`]. `discovery.rs` describes the service, `handlers.rs`
 //! serves both resources over what `kind.rs` says of each (`users.rs` and `groups.rs`
-//! add their PATCH), `exchange.rs` reads their requests and answers in
+//! hold their PATCH), [`TABLE`] mounts them all, `exchange.rs` reads their requests and answers in
 //! SCIM's shape, `render.rs` shows resources, `error.rs` answers errors.
 
 mod discovery;
@@ -38,45 +38,66 @@ use posture_domain::{
 pub(crate) use self::error::ScimError;
 pub use self::exchange::{MAX_BODY_BYTES, PREFIX};
 use self::{
-    exchange::{ListParams, answer, base, resource},
+    exchange::{ListParams, answer, base},
     kind::{Groups, Users},
 };
-use crate::{auth::Caller, error::ApiError, gate, state::ApiState};
+use crate::{
+    auth::Caller,
+    error::ApiError,
+    gate,
+    mount::{self, Mount},
+    state::ApiState,
+};
+
+/// SCIM's routes under [`PREFIX`], in the order actix tries their templates (a literal
+/// `.search` before the `{id}` that would take it): the one list the scope is mounted
+/// from and [`routes`] reads its templates from.
+const TABLE: &[Mount] = &[
+    Mount::get("/ServiceProviderConfig", || web::to(discovery_config)),
+    Mount::get("/ResourceTypes", || web::to(resource_types)),
+    Mount::get("/ResourceTypes/{id}", || web::to(resource_type)),
+    Mount::get("/Schemas", || web::to(schemas)),
+    Mount::get("/Schemas/{id}", || web::to(schema)),
+    Mount::post("/.search", || web::to(search_all)),
+    Mount::get("/Users", || web::to(handlers::list::<Users>)),
+    Mount::post("/Users", || web::to(handlers::create::<Users>)),
+    Mount::post("/Users/.search", || web::to(handlers::search::<Users>)),
+    Mount::get("/Users/{id}", || web::to(handlers::read::<Users>)),
+    Mount::put("/Users/{id}", || web::to(handlers::replace::<Users>)),
+    Mount::patch("/Users/{id}", || web::to(users::patch)),
+    Mount::delete("/Users/{id}", || web::to(handlers::delete::<Users>)),
+    Mount::get("/Groups", || web::to(handlers::list::<Groups>)),
+    Mount::post("/Groups", || web::to(handlers::create::<Groups>)),
+    Mount::post("/Groups/.search", || web::to(handlers::search::<Groups>)),
+    Mount::get("/Groups/{id}", || web::to(handlers::read::<Groups>)),
+    Mount::put("/Groups/{id}", || web::to(handlers::replace::<Groups>)),
+    Mount::patch("/Groups/{id}", || web::to(groups::patch)),
+    Mount::delete("/Groups/{id}", || web::to(handlers::delete::<Groups>)),
+];
 
 /// SCIM's route templates under [`PREFIX`]: what the access log and the metrics name its
 /// requests by (the metrics test checks every route label is a template).
-pub const ROUTES: &[&str] = &[
-    "/ServiceProviderConfig",
-    "/ResourceTypes",
-    "/ResourceTypes/{id}",
-    "/Schemas",
-    "/Schemas/{id}",
-    "/.search",
-    "/Users",
-    "/Users/.search",
-    "/Users/{id}",
-    "/Groups",
-    "/Groups/.search",
-    "/Groups/{id}",
-];
+pub fn routes() -> Vec<&'static str> {
+    mount::templates(TABLE)
+}
 
 /// Registers `/scim/v2` (in the application, beside `/api/v1`).
 pub(crate) fn register(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::scope(PREFIX)
-            .wrap(from_fn(scim_gate))
-            .service(
-                resource("/ServiceProviderConfig", "GET").route(web::get().to(discovery_config)),
-            )
-            .service(resource("/ResourceTypes", "GET").route(web::get().to(resource_types)))
-            .service(resource("/ResourceTypes/{id}", "GET").route(web::get().to(resource_type)))
-            .service(resource("/Schemas", "GET").route(web::get().to(schemas)))
-            .service(resource("/Schemas/{id}", "GET").route(web::get().to(schema)))
-            .service(resource("/.search", "POST").route(web::post().to(search_all)))
-            .configure(users::register)
-            .configure(groups::register)
-            .default_service(web::to(no_such_route)),
-    );
+    let scope =
+        mount::resources(TABLE, |allow| {
+            web::to(move || {
+                let allow = allow.clone();
+                async move {
+                    Err::<HttpResponse, _>(ScimError::from(ApiError::MethodNotAllowed { allow }))
+                }
+            })
+        })
+        .into_iter()
+        .fold(
+            web::scope(PREFIX).wrap(from_fn(scim_gate)),
+            |scope, resource| scope.service(resource),
+        );
+    cfg.service(scope.default_service(web::to(no_such_route)));
 }
 
 async fn no_such_route() -> Result<HttpResponse, ScimError> {

@@ -11,7 +11,6 @@ use posture_domain::{
 use super::{
     ScimError,
     exchange::{answer, base, if_match, json_body, shape_of},
-    handlers,
     kind::{Kind as _, Users},
     render,
 };
@@ -20,11 +19,7 @@ use crate::{auth::Caller, error::ApiError, state::ApiState};
 /// Times a PATCH is tried when another write came between its read and its write.
 const PATCH_ATTEMPTS: usize = 3;
 
-pub(super) fn register(cfg: &mut web::ServiceConfig) {
-    handlers::register::<Users>(cfg, web::patch().to(patch));
-}
-
-async fn patch(
+pub(super) async fn patch(
     req: HttpRequest,
     caller: Caller,
     state: web::Data<ApiState>,

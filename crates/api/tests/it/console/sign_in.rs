@@ -178,6 +178,30 @@ async fn a_customer_without_an_identity_provider_has_no_console() {
 }
 
 #[tokio::test]
+async fn a_page_asked_with_a_method_it_lacks_is_405_naming_its_methods() {
+    let app = TestApp::start().await;
+    let (_, customer) = customer_with_console(&app, "Contoso").await;
+    let response = browser()
+        .delete(app.url(&format!("/console/{customer}/keys")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()[header::ALLOW], "GET, POST");
+    // Still a console page, with the console's headers.
+    assert!(
+        response.headers()[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .unwrap()
+            .contains("frame-ancestors 'none'")
+    );
+    let body = html(response, StatusCode::METHOD_NOT_ALLOWED).await;
+    assert!(body.contains("Not possible here"), "{body}");
+    let response = browser().put(app.url("/console/")).send().await.unwrap();
+    assert_eq!(response.headers()[header::ALLOW], "GET");
+    html(response, StatusCode::METHOD_NOT_ALLOWED).await;
+}
+
+#[tokio::test]
 async fn the_console_can_be_switched_off() {
     let app = TestApp::without_console().await;
     let (_, customer) = customer_with_console(&app, "Contoso").await;

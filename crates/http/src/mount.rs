@@ -1,0 +1,164 @@
+//! The route table of a surface outside the OpenAPI contract: SCIM (`scim/`), the console
+//! (`posture-console`), and whatever is added beside them. Each route is one [`Mount`]: its
+//! template, its method and the route serving it. The table is the one list its surface is
+//! mounted from ([`resources`]) and the access log and metrics name its requests by
+//! ([`templates`]); a template's `Allow` (on a 405) is read from it too, so no list is kept
+//! by hand beside another.
+//!
+//! `/api/v1` has the richer [`Endpoint`](crate::routes::Endpoint): its routes are the
+//! contract, so each states what it reads and answers. The surfaces here state theirs in
+//! their own documents (SCIM's `/Schemas`, the console's pages) and share the rest: the one
+//! middleware (`pipeline.rs`), its access log and its metrics.
+
+use actix_web::{Resource, Route, http::Method, web};
+
+/// One route of a surface: a request for `template` with `method` is served by `route`.
+#[derive(Clone, Copy)]
+pub struct Mount {
+    /// The route's template, relative to its surface's prefix (`/Users/{id}`).
+    pub template: &'static str,
+    /// Its method (a GET is not also a HEAD here).
+    pub method: &'static str,
+    /// The route serving it, without a method guard (`|| web::to(handler)`).
+    pub route: fn() -> Route,
+}
+
+impl Mount {
+    pub const fn get(template: &'static str, route: fn() -> Route) -> Mount {
+        Mount {
+            template,
+            method: "GET",
+            route,
+        }
+    }
+
+    pub const fn post(template: &'static str, route: fn() -> Route) -> Mount {
+        Mount {
+            template,
+            method: "POST",
+            route,
+        }
+    }
+
+    pub const fn put(template: &'static str, route: fn() -> Route) -> Mount {
+        Mount {
+            template,
+            method: "PUT",
+            route,
+        }
+    }
+
+    pub const fn patch(template: &'static str, route: fn() -> Route) -> Mount {
+        Mount {
+            template,
+            method: "PATCH",
+            route,
+        }
+    }
+
+    pub const fn delete(template: &'static str, route: fn() -> Route) -> Mount {
+        Mount {
+            template,
+            method: "DELETE",
+            route,
+        }
+    }
+}
+
+/// The table's templates, each once, in the table's order.
+pub fn templates(table: &[Mount]) -> Vec<&'static str> {
+    let mut templates: Vec<&'static str> = Vec::new();
+    for mount in table {
+        if !templates.contains(&mount.template) {
+            templates.push(mount.template);
+        }
+    }
+    templates
+}
+
+/// The methods the table gives `template`, as `Allow` lists them (`GET, POST`).
+pub fn allow(table: &[Mount], template: &str) -> String {
+    let methods: Vec<&str> = table
+        .iter()
+        .filter(|m| m.template == template)
+        .map(|m| m.method)
+        .collect();
+    methods.join(", ")
+}
+
+/// One resource per template, in the table's order (actix gives a request to the first
+/// whose template matches: a literal `/Users/.search` goes before `/Users/{id}`), each with
+/// its methods' routes; any other method is answered by `not_allowed` with the template's
+/// `Allow`.
+pub fn resources(table: &[Mount], not_allowed: fn(String) -> Route) -> Vec<Resource> {
+    templates(table)
+        .into_iter()
+        .map(|template| {
+            let routes = table.iter().filter(|m| m.template == template);
+            routes
+                .fold(web::resource(template), |resource, mount| {
+                    let method = Method::from_bytes(mount.method.as_bytes())
+                        .expect("a route's method is a token");
+                    resource.route((mount.route)().method(method))
+                })
+                .default_service(not_allowed(allow(table, template)))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TABLE: &[Mount] = &[
+        Mount::get("/a", || web::to(|| async { "a" })),
+        Mount::post("/a", || web::to(|| async { "posted" })),
+        Mount::post("/a/.search", || web::to(|| async { "search" })),
+        Mount::delete("/a/{id}", || web::to(|| async { "deleted" })),
+    ];
+
+    #[test]
+    fn templates_are_listed_once_in_the_tables_order() {
+        assert_eq!(templates(TABLE), ["/a", "/a/.search", "/a/{id}"]);
+    }
+
+    #[test]
+    fn allow_names_every_method_of_a_template() {
+        assert_eq!(allow(TABLE, "/a"), "GET, POST");
+        assert_eq!(allow(TABLE, "/a/{id}"), "DELETE");
+        assert_eq!(allow(TABLE, "/b"), "");
+    }
+
+    #[actix_web::test]
+    async fn a_method_the_table_lacks_gets_not_allowed_with_allow() {
+        use actix_web::{HttpResponse, test};
+        let not_allowed: fn(String) -> Route = |allow| {
+            web::to(move || {
+                let allow = allow.clone();
+                async move { HttpResponse::MethodNotAllowed().body(allow) }
+            })
+        };
+        let app = test::init_service(
+            resources(TABLE, not_allowed)
+                .into_iter()
+                .fold(actix_web::App::new(), |app, r| app.service(r)),
+        )
+        .await;
+        let call = |method: Method, path: &'static str| {
+            test::TestRequest::default()
+                .method(method)
+                .uri(path)
+                .to_request()
+        };
+        let body = test::call_and_read_body(&app, call(Method::POST, "/a")).await;
+        assert_eq!(body, "posted");
+        // The literal template comes first, not taken by `{id}`.
+        let body = test::call_and_read_body(&app, call(Method::POST, "/a/.search")).await;
+        assert_eq!(body, "search");
+        let response = test::call_service(&app, call(Method::PUT, "/a")).await;
+        assert_eq!(response.status(), 405);
+        assert_eq!(test::read_body(response).await, "GET, POST");
+        let body = test::call_and_read_body(&app, call(Method::DELETE, "/a/7")).await;
+        assert_eq!(body, "deleted");
+    }
+}
