@@ -102,12 +102,8 @@ impl InProcessRateLimiter {
     /// Key buckets kept per window.
     pub const MAX_KEYS: usize = 100_000;
 
-    pub fn new(policy: RatePolicy) -> Self {
-        Self::with_clock(policy, posture_domain::clock::system())
-    }
-
     /// A limiter whose windows run on `clock`.
-    pub fn with_clock(policy: RatePolicy, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(policy: RatePolicy, clock: Arc<dyn Clock>) -> Self {
         Self {
             policy,
             counters: Mutex::default(),
@@ -228,12 +224,17 @@ mod tests {
         window_secs: 60,
     };
 
+    /// A limiter on a clock that stands still: every count made at once falls in one
+    /// window.
+    fn limiter() -> InProcessRateLimiter {
+        let clock = Arc::new(posture_domain::clock::ManualClock::starting_now());
+        InProcessRateLimiter::new(POLICY, clock)
+    }
+
     /// The gate's allocation-free path counts in the same buckets as `check` and `peek`.
     #[tokio::test]
     async fn a_count_made_at_once_is_the_count_check_makes() {
-        // A clock that stands still: every count falls in one window.
-        let clock = Arc::new(posture_domain::clock::ManualClock::starting_now());
-        let limiter = InProcessRateLimiter::with_clock(POLICY, clock);
+        let limiter = limiter();
         let key = RateBucket::Key(KeyId::generate());
         let first = limiter.check_now(&key).expect("decided in process");
         assert_eq!(first.remaining, 2);
@@ -246,7 +247,7 @@ mod tests {
 
     #[test]
     fn the_request_after_the_limit_is_refused_until_the_window_resets() {
-        let limiter = InProcessRateLimiter::new(POLICY);
+        let limiter = limiter();
         let key = RateBucket::Key(KeyId::generate());
         // The first second of this key's window (its phase decides where windows start).
         let (_, start) = POLICY.window_of(&key, 1_000_000);
@@ -270,7 +271,7 @@ mod tests {
 
     #[test]
     fn buckets_count_independently() {
-        let limiter = InProcessRateLimiter::new(POLICY);
+        let limiter = limiter();
         let a = RateBucket::Key(KeyId::generate());
         let b = RateBucket::Address("192.0.2.1".into());
         let (_, start) = POLICY.window_of(&a, 1_000_000);
@@ -283,7 +284,7 @@ mod tests {
 
     #[test]
     fn budget_is_read_without_counting() {
-        let limiter = InProcessRateLimiter::new(POLICY);
+        let limiter = limiter();
         let address = RateBucket::Address("192.0.2.1".into());
         let (_, start) = POLICY.window_of(&address, 1_000_000);
         for _ in 0..3 {
@@ -299,7 +300,7 @@ mod tests {
 
     #[test]
     fn a_full_limiter_forgets_the_least_recently_used_address_never_a_key() {
-        let limiter = InProcessRateLimiter::new(POLICY);
+        let limiter = limiter();
         let key = RateBucket::Key(KeyId::generate());
         let busy = RateBucket::Address("192.0.2.1".into());
         limiter.check_at(&key, 5);

@@ -19,6 +19,7 @@ use deadpool_redis::{
 };
 use posture_domain::{
     Error, Result,
+    clock::Clock,
     rate_limit::{LimiterState, RateBucket, RateDecision, RateLimiter, RatePolicy},
 };
 
@@ -138,8 +139,9 @@ pub struct RedisRateLimiter {
 }
 
 impl RedisRateLimiter {
-    /// A limiter on `url` (`redis://host:port/db`). Connections are made on demand.
-    pub fn new(url: &str, policy: RatePolicy) -> Result<Self> {
+    /// A limiter on `url` (`redis://host:port/db`). Connections are made on demand; while
+    /// Redis is unreachable, the fallback counts in process on `clock`.
+    pub fn new(url: &str, policy: RatePolicy, clock: Arc<dyn Clock>) -> Result<Self> {
         // redis-rs gives up making a connection after 1 s unless told otherwise.
         let making = AsyncConnectionConfig::new().set_connection_timeout(Some(CONNECT_TIMEOUT));
         let manager = Manager::new_with_config(url, making)
@@ -160,7 +162,7 @@ impl RedisRateLimiter {
             spend_script: redis::Script::new(SPEND_SCRIPT),
             places: InProcessPlaces::new(),
             place_lease: posture_domain::rate_limit::PLACE_LEASE,
-            fallback: InProcessRateLimiter::new(policy),
+            fallback: InProcessRateLimiter::new(policy, clock),
             health: Mutex::new(Health {
                 degraded_since: None,
                 next_probe: Instant::now(),

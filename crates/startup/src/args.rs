@@ -1,9 +1,10 @@
 //! The binaries' flags, each with its environment variable, and how their values are read.
 
-use std::{fmt, time::Duration};
+use std::{fmt, sync::Arc, time::Duration};
 
 use base64::Engine as _;
 use clap::{Args, ValueEnum};
+use posture_domain::clock::Clock;
 use posture_store_postgres::PgConfig;
 
 /// Where PostgreSQL is.
@@ -38,8 +39,9 @@ pub struct DatabaseArgs {
 }
 
 impl DatabaseArgs {
-    pub fn pg_config(&self) -> Result<PgConfig, NoDatabaseUrl> {
-        let mut config = PgConfig::new(self.url()?.to_owned());
+    /// The store's settings, its decisions on `clock` (the process's, made in `main`).
+    pub fn pg_config(&self, clock: Arc<dyn Clock>) -> Result<PgConfig, NoDatabaseUrl> {
+        let mut config = PgConfig::new(self.url()?.to_owned(), clock);
         config.listen_url.clone_from(&self.database_listen_url);
         config.max_connections = usize::from(self.db_pool_size);
         config.acquire_timeout = Duration::from_secs(5);

@@ -34,7 +34,9 @@ pub struct PgConfig {
 }
 
 impl PgConfig {
-    pub fn new(url: impl Into<String>) -> Self {
+    /// A configuration for `url` whose decisions run on `clock` (the process's one clock,
+    /// made in `main`, or a test's).
+    pub fn new(url: impl Into<String>, clock: Arc<dyn Clock>) -> Self {
         Self {
             url: url.into(),
             listen_url: None,
@@ -43,7 +45,7 @@ impl PgConfig {
             statement_timeout: None,
             idle_in_transaction_timeout: None,
             max_active_keys: posture_domain::api_key::DEFAULT_MAX_ACTIVE_KEYS,
-            clock: posture_domain::clock::system(),
+            clock,
         }
     }
 }

@@ -247,7 +247,10 @@ mod tests {
     use super::*;
 
     fn replicas(usable: &[bool]) -> Replicas {
-        let base = PgConfig::new("postgres://posture@127.0.0.1:1/posture");
+        let base = PgConfig::new(
+            "postgres://posture@127.0.0.1:1/posture",
+            posture_domain::clock::system(),
+        );
         let urls = vec![base.url.clone(); usable.len()];
         let primary = PgStore::new(&base).unwrap();
         let replicas = Replicas::new(&primary, &base, &urls, ReplicaPolicy::default()).unwrap();
@@ -281,7 +284,10 @@ mod tests {
 
     #[tokio::test]
     async fn replicas_start_unusable_until_measured() {
-        let base = PgConfig::new("postgres://posture@127.0.0.1:1/posture");
+        let base = PgConfig::new(
+            "postgres://posture@127.0.0.1:1/posture",
+            posture_domain::clock::system(),
+        );
         let replicas = Replicas::new(
             &PgStore::new(&base).unwrap(),
             &base,

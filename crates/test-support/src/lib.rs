@@ -430,7 +430,7 @@ impl TestDb {
     /// The settings of [`TestDb::store`]: a pool of 8 on this test's database, as the
     /// runtime role.
     pub fn config(&self) -> PgConfig {
-        let mut config = PgConfig::new(self.runtime_url());
+        let mut config = PgConfig::new(self.runtime_url(), posture_domain::clock::system());
         config.max_connections = 8;
         config
     }

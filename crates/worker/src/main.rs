@@ -101,7 +101,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Some(slow) => slow,
         None => posture_domain::fair_share::DEFAULT_SLOW_AFTER.min(cli.webhooks.timeout() / 2),
     };
-    let store = Arc::new(PgStore::new(&cli.database.pg_config()?).context("DATABASE_URL")?);
+    // The process's one clock: the store's decisions and the worker's times read it.
+    let clock = posture_domain::clock::system();
+    let store =
+        Arc::new(PgStore::new(&cli.database.pg_config(clock.clone())?).context("DATABASE_URL")?);
     store
         .ping()
         .await
@@ -127,7 +130,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         retention: cli.webhooks.retention(),
         disable_after: chrono::Duration::days(i64::from(cli.disable_after_days)),
         allow_private: cli.webhooks.policy().allow_private,
-        clock: store.clock(),
+        clock,
     };
     let mut worker = Worker::new(
         store.clone(),

@@ -5,9 +5,10 @@ use posture_domain::{CustomerId, CustomerScope};
 use posture_startup::DatabaseArgs;
 use posture_store_postgres::PgStore;
 
-/// A store for one operator command (a small pool).
+/// A store for one operator command (a small pool), on the system's clock: each command
+/// starts here.
 pub(super) fn store(database: &DatabaseArgs) -> anyhow::Result<PgStore> {
-    let mut config = database.pg_config()?;
+    let mut config = database.pg_config(posture_domain::clock::system())?;
     config.max_connections = 2;
     PgStore::new(&config).context("DATABASE_URL")
 }

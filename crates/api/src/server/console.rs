@@ -31,6 +31,7 @@ pub async fn console_state(
             window_secs: SIGN_IN_WINDOW_SECS,
         },
         args.limits.redis_url.as_deref(),
+        store.clock(),
     )
     .await?;
     Ok(ConsoleState {

@@ -16,21 +16,27 @@ use crate::config::RateLimitArgs;
 /// The rate limiter the settings ask for: shared through Redis when `REDIS_URL` is set,
 /// in this process otherwise. An unreachable Redis at start-up is not fatal: the limiter
 /// counts in-process until Redis answers.
-pub async fn limiter(limits: &RateLimitArgs) -> anyhow::Result<Arc<dyn RateLimiter>> {
+pub async fn limiter(
+    limits: &RateLimitArgs,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<Arc<dyn RateLimiter>> {
     limiter_with(
         "requests per key",
         limits.policy(),
         limits.redis_url.as_deref(),
+        clock,
     )
     .await
 }
 
 /// A limiter of `policy`: shared through Redis when `redis_url` is set. `what` names the
 /// limit in the start-up line (`requests per key`, `test deliveries per subscription`).
+/// Counts in process run their windows on `clock`.
 pub async fn limiter_with(
     what: &'static str,
     policy: RatePolicy,
     redis_url: Option<&str>,
+    clock: Arc<dyn Clock>,
 ) -> anyhow::Result<Arc<dyn RateLimiter>> {
     match redis_url {
         None => {
@@ -40,10 +46,10 @@ pub async fn limiter_with(
                 window_secs = policy.window_secs,
                 "rate limit counted in this process (REDIS_URL is not set): per instance"
             );
-            Ok(Arc::new(InProcessRateLimiter::new(policy)))
+            Ok(Arc::new(InProcessRateLimiter::new(policy, clock)))
         }
         Some(url) => {
-            let redis = RedisRateLimiter::new(url, policy).context("REDIS_URL")?;
+            let redis = RedisRateLimiter::new(url, policy, clock).context("REDIS_URL")?;
             match redis.ping().await {
                 Ok(()) => tracing::info!(
                     limit = what,
@@ -62,12 +68,13 @@ pub async fn limiter_with(
 
 /// The customers' budgets the settings ask for: each shared through Redis when `redis_url`
 /// is set (one budget over every instance), in this process otherwise.
-pub async fn budgets(redis_url: Option<&str>) -> anyhow::Result<Budgets> {
+pub async fn budgets(redis_url: Option<&str>, clock: Arc<dyn Clock>) -> anyhow::Result<Budgets> {
     let places: Arc<dyn Places> = match redis_url {
         None => Arc::new(InProcessPlaces::new()),
         // Any policy: this one counts places, not requests.
         Some(url) => Arc::new(
-            RedisRateLimiter::new(url, posture_domain::triage::WRITE_RATE).context("REDIS_URL")?,
+            RedisRateLimiter::new(url, posture_domain::triage::WRITE_RATE, clock.clone())
+                .context("REDIS_URL")?,
         ),
     };
     Ok(Budgets {
@@ -75,18 +82,21 @@ pub async fn budgets(redis_url: Option<&str>) -> anyhow::Result<Budgets> {
             "triage writes per customer",
             posture_domain::triage::WRITE_RATE,
             redis_url,
+            clock.clone(),
         )
         .await?,
         triage_bytes: limiter_with(
             "bytes triage writes add per customer",
             posture_domain::triage::BYTES_RATE,
             redis_url,
+            clock.clone(),
         )
         .await?,
         scim_writes: limiter_with(
             "SCIM writes per customer",
             posture_domain::scim::WRITE_RATE,
             redis_url,
+            clock.clone(),
         )
         .await?,
         places,
@@ -96,7 +106,7 @@ pub async fn budgets(redis_url: Option<&str>) -> anyhow::Result<Budgets> {
 /// The customers' budgets counted in this process, their windows on `clock` (tests).
 pub fn budgets_in_process(clock: Arc<dyn Clock>) -> Budgets {
     let counted = |policy| -> Arc<dyn RateLimiter> {
-        Arc::new(InProcessRateLimiter::with_clock(policy, clock.clone()))
+        Arc::new(InProcessRateLimiter::new(policy, clock.clone()))
     };
     Budgets {
         triage_writes: counted(posture_domain::triage::WRITE_RATE),

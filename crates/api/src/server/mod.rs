@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use posture_console::ConsoleState;
 use posture_delivery::ImmediateSender;
 use posture_domain::{
+    clock::Clock,
     delivery::{TEST_CUSTOMER_RATE, TEST_RATE},
     rate_limit::RateLimiter,
     secrets::Keyring,
@@ -179,7 +180,9 @@ pub fn start(listener: TcpListener, state: ApiState, serving: Serving) -> anyhow
 
 /// Runs the API until SIGTERM or Ctrl-C.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let (store, pg_config) = open_store(&args).await?;
+    // The process's one clock: the store, the limiters and the budgets decide on it.
+    let clock = posture_domain::clock::system();
+    let (store, pg_config) = open_store(&args, clock.clone()).await?;
     let replicas = replicas::replicas(&args, &store, &pg_config)?;
     let listener = TcpListener::bind(args.bind)
         .with_context(|| format!("cannot listen on {} (POSTURE_BIND)", args.bind))?;
@@ -191,7 +194,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         || std::thread::available_parallelism().map_or(2, usize::from),
         usize::from,
     );
-    let limiter = limiter(&args.limits).await?;
+    let limiter = limiter(&args.limits, clock.clone()).await?;
     store.start_key_cache();
     let render = metrics_render(
         posture_startup::metrics::install_recorder()?,
@@ -199,7 +202,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         replicas.clone(),
         limiter.clone(),
     );
-    let wiring = wiring(&args, &render, tls.is_some(), replicas.clone()).await?;
+    let wiring = wiring(&args, &render, tls.is_some(), replicas.clone(), clock).await?;
     let mut state = api_state(&store, limiter, wiring)?;
     state.public_url = args.console.public_url.clone();
     state.event_waits = state
@@ -250,8 +253,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 /// migrations are pending.
 async fn open_store(
     args: &ServeArgs,
+    clock: Arc<dyn Clock>,
 ) -> anyhow::Result<(PgStore, posture_store_postgres::PgConfig)> {
-    let mut pg_config = args.database.pg_config()?;
+    let mut pg_config = args.database.pg_config(clock)?;
     pg_config.statement_timeout =
         Some(Duration::from_millis(args.timeouts.db_statement_timeout_ms));
     pg_config.idle_in_transaction_timeout = Some(Duration::from_millis(
@@ -278,6 +282,7 @@ async fn wiring(
     render: &MetricsRender,
     https: bool,
     replicas: Option<Arc<Replicas>>,
+    clock: Arc<dyn Clock>,
 ) -> anyhow::Result<Wiring> {
     let redis = args.limits.redis_url.as_deref();
     Ok(Wiring {
@@ -286,19 +291,27 @@ async fn wiring(
         webhook_policy: args.webhooks.policy(),
         webhook_timeout: args.webhooks.timeout(),
         delivery_retention: args.webhooks.retention(),
-        test_limiter: limiter_with("test deliveries per subscription", TEST_RATE, redis).await?,
+        test_limiter: limiter_with(
+            "test deliveries per subscription",
+            TEST_RATE,
+            redis,
+            clock.clone(),
+        )
+        .await?,
         customer_test_limiter: limiter_with(
             "test deliveries per customer",
             TEST_CUSTOMER_RATE,
             redis,
+            clock.clone(),
         )
         .await?,
-        budgets: budgets(redis).await?,
+        budgets: budgets(redis, clock.clone()).await?,
         customer_limiter: Some(
             limiter_with(
                 "requests per customer",
                 args.limits.customer_policy(),
                 redis,
+                clock,
             )
             .await?,
         ),

@@ -20,7 +20,10 @@ use crate::{
 };
 
 fn limited(policy: RatePolicy) -> Arc<dyn RateLimiter> {
-    Arc::new(InProcessRateLimiter::new(policy))
+    Arc::new(InProcessRateLimiter::new(
+        policy,
+        posture_domain::clock::system(),
+    ))
 }
 
 /// The header's value, as text.

@@ -84,5 +84,5 @@ pub fn spawn_server(
 /// An in-process limiter on a clock nobody moves: a test's window never ends between its
 /// requests (a fixed window on the system clock may, at a minute's turn).
 pub fn held_limiter(policy: RatePolicy) -> InProcessRateLimiter {
-    InProcessRateLimiter::with_clock(policy, Arc::new(ManualClock::starting_now()))
+    InProcessRateLimiter::new(policy, Arc::new(ManualClock::starting_now()))
 }

@@ -63,7 +63,10 @@ struct Options {
 impl Default for Options {
     fn default() -> Self {
         Self {
-            limiter: Arc::new(InProcessRateLimiter::new(RatePolicy::DEFAULT)),
+            limiter: Arc::new(InProcessRateLimiter::new(
+                RatePolicy::DEFAULT,
+                posture_domain::clock::system(),
+            )),
             customer_limiter: None,
             proxies: TrustedProxies::default(),
             webhook_policy: TargetPolicy {
@@ -155,9 +158,13 @@ impl TestApp {
                 webhook_policy: options.webhook_policy,
                 webhook_timeout: Duration::from_secs(2),
                 delivery_retention: chrono::Duration::days(30),
-                test_limiter: Arc::new(InProcessRateLimiter::new(delivery::TEST_RATE)),
+                test_limiter: Arc::new(InProcessRateLimiter::new(
+                    delivery::TEST_RATE,
+                    posture_domain::clock::system(),
+                )),
                 customer_test_limiter: Arc::new(InProcessRateLimiter::new(
                     delivery::TEST_CUSTOMER_RATE,
+                    posture_domain::clock::system(),
                 )),
                 // The budgets' windows on the test's clock, when it holds one.
                 budgets: {

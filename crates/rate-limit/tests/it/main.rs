@@ -29,8 +29,8 @@ fn key() -> RateBucket {
 
 #[tokio::test]
 async fn two_limiters_on_one_redis_count_one_key_together() {
-    let a = RedisRateLimiter::new(&redis_url(), POLICY).unwrap();
-    let b = RedisRateLimiter::new(&redis_url(), POLICY).unwrap();
+    let a = RedisRateLimiter::new(&redis_url(), POLICY, posture_domain::clock::system()).unwrap();
+    let b = RedisRateLimiter::new(&redis_url(), POLICY, posture_domain::clock::system()).unwrap();
     let bucket = key();
     let mut remaining = Vec::new();
     for i in 0..5 {
@@ -51,8 +51,8 @@ async fn a_byte_budget_is_spent_once_over_every_instance() {
         limit: 1000,
         window_secs: 900,
     };
-    let a = RedisRateLimiter::new(&redis_url(), bytes).unwrap();
-    let b = RedisRateLimiter::new(&redis_url(), bytes).unwrap();
+    let a = RedisRateLimiter::new(&redis_url(), bytes, posture_domain::clock::system()).unwrap();
+    let b = RedisRateLimiter::new(&redis_url(), bytes, posture_domain::clock::system()).unwrap();
     let bucket = RateBucket::CustomerTriageBytes(posture_domain::CustomerId::generate());
     let first = a.spend(&bucket, 600).await.unwrap();
     assert!(first.allowed);
@@ -76,10 +76,10 @@ async fn a_byte_budget_is_spent_once_over_every_instance() {
 async fn places_are_counted_over_every_instance_and_lapse_unrenewed() {
     use posture_domain::rate_limit::{Place, PlaceKind, Places};
     let lease = Duration::from_millis(600);
-    let a = RedisRateLimiter::new(&redis_url(), POLICY)
+    let a = RedisRateLimiter::new(&redis_url(), POLICY, posture_domain::clock::system())
         .unwrap()
         .with_place_lease(lease);
-    let b = RedisRateLimiter::new(&redis_url(), POLICY)
+    let b = RedisRateLimiter::new(&redis_url(), POLICY, posture_domain::clock::system())
         .unwrap()
         .with_place_lease(lease);
     let customer = posture_domain::CustomerId::generate();
@@ -127,7 +127,7 @@ async fn places_are_counted_over_every_instance_and_lapse_unrenewed() {
 #[tokio::test]
 async fn a_place_redis_lost_is_counted_again_when_renewed() {
     use posture_domain::rate_limit::{Place, PlaceKind, Places};
-    let a = RedisRateLimiter::new(&redis_url(), POLICY).unwrap();
+    let a = RedisRateLimiter::new(&redis_url(), POLICY, posture_domain::clock::system()).unwrap();
     let customer = posture_domain::CustomerId::generate();
     let held = Place::new(PlaceKind::Export, customer);
     assert!(a.take(&held, 1).await.unwrap());
@@ -155,8 +155,8 @@ async fn a_place_redis_lost_is_counted_again_when_renewed() {
 
 #[tokio::test]
 async fn the_budget_of_a_bucket_is_shared_and_read_without_counting() {
-    let a = RedisRateLimiter::new(&redis_url(), POLICY).unwrap();
-    let b = RedisRateLimiter::new(&redis_url(), POLICY).unwrap();
+    let a = RedisRateLimiter::new(&redis_url(), POLICY, posture_domain::clock::system()).unwrap();
+    let b = RedisRateLimiter::new(&redis_url(), POLICY, posture_domain::clock::system()).unwrap();
     // A fresh name: the test Redis outlives runs within one window.
     let bucket = RateBucket::Address(format!("test-{}", KeyId::generate()));
     for _ in 0..5 {
@@ -177,7 +177,8 @@ async fn the_budget_of_a_bucket_is_shared_and_read_without_counting() {
 
 #[tokio::test]
 async fn a_refused_request_says_when_the_window_resets() {
-    let limiter = RedisRateLimiter::new(&redis_url(), POLICY).unwrap();
+    let limiter =
+        RedisRateLimiter::new(&redis_url(), POLICY, posture_domain::clock::system()).unwrap();
     let bucket = key();
     for _ in 0..5 {
         assert!(limiter.check(&bucket).await.unwrap().allowed);
@@ -211,7 +212,8 @@ async fn requests_pass_again_after_the_window_resets() {
         limit: 2,
         window_secs: 2,
     };
-    let limiter = RedisRateLimiter::new(&redis_url(), policy).unwrap();
+    let limiter =
+        RedisRateLimiter::new(&redis_url(), policy, posture_domain::clock::system()).unwrap();
     let bucket = key();
     let refused = loop {
         let decision = limiter.check(&bucket).await.unwrap();
@@ -230,7 +232,8 @@ async fn requests_pass_again_after_the_window_resets() {
 #[tokio::test]
 async fn redis_down_never_fails_a_check_and_sharing_resumes_when_it_is_back() {
     let mut redis = RedisServer::start().unwrap();
-    let limiter = RedisRateLimiter::new(&redis.url(), POLICY).unwrap();
+    let limiter =
+        RedisRateLimiter::new(&redis.url(), POLICY, posture_domain::clock::system()).unwrap();
     let bucket = key();
     assert_eq!(limiter.check(&bucket).await.unwrap().remaining, 4);
     assert_eq!(limiter.state(), LimiterState::Shared);
@@ -264,7 +267,8 @@ async fn counts_in_redis_again(
     })
     .await;
     assert!(decision.remaining < POLICY.limit, "{decision:?}");
-    let other = RedisRateLimiter::new(&redis.url(), POLICY).unwrap();
+    let other =
+        RedisRateLimiter::new(&redis.url(), POLICY, posture_domain::clock::system()).unwrap();
     assert_eq!(
         other.check(bucket).await.unwrap().remaining,
         decision.remaining.saturating_sub(1)
@@ -273,7 +277,8 @@ async fn counts_in_redis_again(
 
 #[tokio::test]
 async fn counters_are_named_by_the_key_id() {
-    let limiter = RedisRateLimiter::new(&redis_url(), POLICY).unwrap();
+    let limiter =
+        RedisRateLimiter::new(&redis_url(), POLICY, posture_domain::clock::system()).unwrap();
     let id = KeyId::generate();
     limiter.check(&RateBucket::Key(id)).await.unwrap();
     let client = redis::Client::open(redis_url()).unwrap();
@@ -313,7 +318,7 @@ async fn a_connection_slower_to_make_than_a_check_waits_is_made_all_the_same_and
     // Longer than a check waits for Redis (250 ms) and than redis-rs's own default for making
     // a connection (1 s), well within the time posture gives it (5 s).
     let url = slow_relay(upstream, Duration::from_millis(1500)).await;
-    let limiter = RedisRateLimiter::new(&url, POLICY).unwrap();
+    let limiter = RedisRateLimiter::new(&url, POLICY, posture_domain::clock::system()).unwrap();
     let bucket = key();
     let first = limiter.check(&bucket).await.unwrap();
     assert!(first.allowed);

@@ -75,7 +75,7 @@ async fn a_statement_timeout_is_unavailable_though_the_server_answers_in_german(
         .unwrap();
 
     migrations::run_pending(&url).await.unwrap();
-    let mut config = PgConfig::new(url.clone());
+    let mut config = PgConfig::new(url.clone(), posture_domain::clock::system());
     config.statement_timeout = Some(Duration::from_millis(200));
     let store = PgStore::new(&config).unwrap();
     assert_eq!(store.messages_not_in_english().await.unwrap(), None);
@@ -105,7 +105,10 @@ async fn a_role_that_may_not_choose_its_language_is_reported_until_it_is_granted
     execute(&mut admin, "CREATE ROLE posture_app LOGIN")
         .await
         .unwrap();
-    let mut config = PgConfig::new(german.url_as("posture_app"));
+    let mut config = PgConfig::new(
+        german.url_as("posture_app"),
+        posture_domain::clock::system(),
+    );
     config.max_connections = 1;
     let store = PgStore::new(&config).unwrap();
     assert_eq!(

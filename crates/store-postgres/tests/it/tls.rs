@@ -72,7 +72,7 @@ fn write(path: &Path, text: &str) {
 }
 
 async fn reachable(url: String) -> Result<(), String> {
-    let mut config = PgConfig::new(url);
+    let mut config = PgConfig::new(url, posture_domain::clock::system());
     config.max_connections = 1;
     config.acquire_timeout = std::time::Duration::from_secs(5);
     let store = PgStore::new(&config).map_err(|e| e.to_string())?;

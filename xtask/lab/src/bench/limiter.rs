@@ -28,6 +28,7 @@ pub fn redis_check_latency(
                 limit: 10_000_000,
                 window_secs: 900,
             },
+            posture_domain::clock::system(),
         )
         .map_err(|e| anyhow::anyhow!("{e}"))?,
     );
@@ -139,7 +140,8 @@ pub fn reset_spread(figures: &mut Vec<Figure>) {
         (d.allowed, d.retry_after)
     });
     // Now: the in-process limiter itself (the Redis script computes the same windows).
-    let limiter = posture_rate_limit::InProcessRateLimiter::new(policy);
+    let limiter =
+        posture_rate_limit::InProcessRateLimiter::new(policy, posture_domain::clock::system());
     let (phased_peak, phased_mean) = arrivals(policy, |key, now| {
         let d = limiter.check_at(key, now);
         (d.allowed, d.retry_after)

@@ -29,7 +29,7 @@ async fn a_rate_limited_sync_waits_as_told_says_so_and_finishes() {
     let held = clock.clone();
     let app = TestApp::with_limiter(
         move || {
-            Arc::new(InProcessRateLimiter::with_clock(
+            Arc::new(InProcessRateLimiter::new(
                 RatePolicy {
                     limit: 4,
                     window_secs: 2,

@@ -57,8 +57,14 @@ impl TestApp {
             window_secs: 900,
         };
         Self::build(Options {
-            limiter: Arc::new(InProcessRateLimiter::new(policy(per_key))),
-            customer_limiter: Some(Arc::new(InProcessRateLimiter::new(policy(per_customer)))),
+            limiter: Arc::new(InProcessRateLimiter::new(
+                policy(per_key),
+                posture_domain::clock::system(),
+            )),
+            customer_limiter: Some(Arc::new(InProcessRateLimiter::new(
+                policy(per_customer),
+                posture_domain::clock::system(),
+            ))),
             ..Options::default()
         })
         .await
