@@ -26,3 +26,17 @@ where
         tokio::time::sleep(POLL).await;
     }
 }
+
+/// Blocks until something accepts connections on `port` of the loopback address (a server
+/// the test spawned is up); fails naming `what` after `bound`. For tests outside a runtime
+/// as well as in one.
+pub fn wait_for_port(what: &str, port: u16, bound: Duration) {
+    let deadline = std::time::Instant::now() + bound;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} did not listen on port {port} within {bound:?}"
+        );
+        std::thread::sleep(POLL);
+    }
+}

@@ -356,18 +356,13 @@ async fn using_a_key_records_its_last_use() {
     let (id, key) = app.key(customer, &[Scope::ReadIdentities]).await;
     app.get("/api/v1/identities", &key).await;
     // The write happens off the request path.
-    for _ in 0..50 {
-        let keys = app.store.list_keys(customer).await.unwrap();
-        if keys
-            .iter()
-            .find(|k| k.id == id)
-            .unwrap()
-            .last_used_at
-            .is_some()
-        {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    panic!("last_used_at was never set");
+    posture_test_support::waits::wait_for(
+        "last_used_at set",
+        std::time::Duration::from_secs(5),
+        || async {
+            let keys = app.store.list_keys(customer).await.unwrap();
+            keys.iter().find(|k| k.id == id).unwrap().last_used_at
+        },
+    )
+    .await;
 }

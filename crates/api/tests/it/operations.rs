@@ -15,6 +15,7 @@ use posture_store_postgres::{PgConfig, PgStore, migrations};
 use posture_test_support::{
     fixtures::{self, finding, identity},
     servers::PostgresServer,
+    waits::wait_for,
 };
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -55,11 +56,7 @@ impl ApiProcess {
             command.env(k, v);
         }
         let child = command.spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "posture-api did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        posture_test_support::waits::wait_for_port("posture-api", port, Duration::from_secs(20));
         Self {
             child: Some(child),
             base: format!("http://127.0.0.1:{port}"),
@@ -106,7 +103,7 @@ async fn the_api_answers_503_while_postgresql_is_down_and_recovers_without_a_res
     let postgres = PostgresServer::start(&dir, "").unwrap();
     let url = postgres.database_url("postgres");
     migrations::run_pending(&url).await.unwrap();
-    let store = PgStore::new(&PgConfig::new(url.clone())).unwrap();
+    let store = PgStore::new(&PgConfig::new(url.clone(), posture_domain::clock::system())).unwrap();
     let scope = fixtures::customer(&store, "A").await;
     let key = issue_key(&store, scope).await;
     let api = ApiProcess::spawn(&url, &[]);
@@ -132,17 +129,12 @@ async fn the_api_answers_503_while_postgresql_is_down_and_recovers_without_a_res
     let body: Value = down.json().await.unwrap();
     assert_eq!(body["error"], "unavailable");
     // /readyz reuses its database check for a second: it turns within that.
-    let readiness = loop {
+    let bound = Duration::from_secs(3).saturating_sub(started.elapsed());
+    let readiness = wait_for("/readyz turning unready", bound, || async {
         let readiness = ready().await.unwrap();
-        if readiness.status() == StatusCode::SERVICE_UNAVAILABLE {
-            break readiness;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(3),
-            "/readyz still ready"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        (readiness.status() == StatusCode::SERVICE_UNAVAILABLE).then_some(readiness)
+    })
+    .await;
     let readiness: Value = readiness.json().await.unwrap();
     assert_eq!(readiness["status"], "not_ready");
     assert_eq!(readiness["checks"]["database"], "unreachable");
@@ -157,19 +149,16 @@ async fn the_api_answers_503_while_postgresql_is_down_and_recovers_without_a_res
     );
 
     postgres.restart().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let ok = tenants().await.unwrap().status() == StatusCode::OK
-            && ready().await.unwrap().status() == StatusCode::OK;
-        if ok {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the API did not recover after PostgreSQL came back"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for(
+        "the API recovering after PostgreSQL came back",
+        Duration::from_secs(15),
+        || async {
+            let ok = tenants().await.unwrap().status() == StatusCode::OK
+                && ready().await.unwrap().status() == StatusCode::OK;
+            ok.then_some(())
+        },
+    )
+    .await;
     drop(api);
     drop(postgres);
     let _ = std::fs::remove_dir_all(dir);
@@ -206,7 +195,7 @@ async fn sigterm_lets_an_in_flight_request_finish_and_refuses_new_ones() {
     let mut body = export.chunk().await.unwrap().unwrap().to_vec();
     let child = api.terminate();
     // The listener closes as the signal is handled: no new connection once it has.
-    posture_test_support::waits::wait_for(
+    wait_for(
         "no new connections after SIGTERM",
         Duration::from_secs(5),
         || async {
@@ -247,8 +236,9 @@ async fn https_serving_works_with_a_self_signed_certificate_and_sends_hsts() {
     let store = db.store();
     let scope = fixtures::customer(&store, "A").await;
     let key = issue_key(&store, scope).await;
-    let limiter: Arc<dyn posture_domain::rate_limit::RateLimiter> =
-        Arc::new(InProcessRateLimiter::new(RatePolicy::DEFAULT));
+    let limiter: Arc<dyn posture_domain::rate_limit::RateLimiter> = Arc::new(
+        InProcessRateLimiter::new(RatePolicy::DEFAULT, posture_domain::clock::system()),
+    );
     let state = server::api_state(
         &store,
         limiter,
@@ -260,9 +250,11 @@ async fn https_serving_works_with_a_self_signed_certificate_and_sends_hsts() {
             delivery_retention: chrono::Duration::days(30),
             test_limiter: Arc::new(posture_rate_limit::InProcessRateLimiter::new(
                 posture_domain::delivery::TEST_RATE,
+                posture_domain::clock::system(),
             )),
             customer_test_limiter: Arc::new(InProcessRateLimiter::new(
                 posture_domain::delivery::TEST_CUSTOMER_RATE,
+                posture_domain::clock::system(),
             )),
             budgets: server::budgets_in_process(posture_domain::clock::system()),
             customer_limiter: None,

@@ -9,12 +9,11 @@ use std::{
 
 use posture_domain::{
     Scope,
-    clock::ManualClock,
+    clock::{ManualClock, system},
     rate_limit::{RateLimiter, RatePolicy},
 };
 use posture_http::TrustedProxies;
-use posture_rate_limit::InProcessRateLimiter;
-use posture_rate_limit::RedisRateLimiter;
+use posture_rate_limit::{InProcessRateLimiter, RedisRateLimiter};
 use posture_test_support::{TestDb, redis_url, servers::RedisServer, waits::wait_for};
 use reqwest::{Response, StatusCode};
 
@@ -130,7 +129,7 @@ async fn requests_pass_again_once_the_window_resets() {
     let limiter = clock.clone();
     let app = TestApp::with_limiter(
         move || {
-            Arc::new(InProcessRateLimiter::with_clock(
+            Arc::new(InProcessRateLimiter::new(
                 RatePolicy {
                     limit: 2,
                     window_secs: 60,
@@ -355,14 +354,7 @@ impl ApiProcess {
             .stdin(Stdio::null())
             .spawn()
             .unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "posture-api did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        posture_test_support::waits::wait_for_port("posture-api", port, Duration::from_secs(20));
         Self {
             child,
             base: format!("http://127.0.0.1:{port}"),
@@ -415,7 +407,8 @@ async fn a_redis_outage_fails_no_request_and_shared_counting_resumes_after_it() 
         limit: 100,
         window_secs: 900,
     };
-    let limiter: Arc<dyn RateLimiter> = Arc::new(RedisRateLimiter::new(&url, policy).unwrap());
+    let limiter: Arc<dyn RateLimiter> =
+        Arc::new(RedisRateLimiter::new(&url, policy, system()).unwrap());
     let app = TestApp::with_limiter(move || limiter, TrustedProxies::default()).await;
     let (customer, _) = app.customer("A").await;
     let (_, key) = app.key(customer, &[Scope::ReadIdentities]).await;
@@ -467,7 +460,7 @@ async fn a_redis_outage_fails_no_request_and_shared_counting_resumes_after_it() 
     )
     .await;
     // Another instance on the same Redis now sees this key's count: counting is shared again.
-    let other = RedisRateLimiter::new(&url, policy).unwrap();
+    let other = RedisRateLimiter::new(&url, policy, system()).unwrap();
     let seen = other
         .check(&posture_domain::rate_limit::RateBucket::Key(
             app.store_key_id(&key).await,

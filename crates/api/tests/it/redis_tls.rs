@@ -84,14 +84,11 @@ impl TlsRedis {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "redis-server did not start"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        posture_test_support::waits::wait_for_port(
+            "redis-server",
+            port,
+            std::time::Duration::from_secs(10),
+        );
         Self {
             child,
             port,

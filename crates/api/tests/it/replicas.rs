@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use diesel_async::{AsyncConnection, AsyncPgConnection, RunQueryDsl};
 use posture_domain::{Scope, console::Actor, ports::ApiKeyRepository};
-use posture_test_support::{fixtures, redis_url, servers::PostgresServer};
+use posture_test_support::{fixtures, redis_url, servers::PostgresServer, waits::wait_for};
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
 
@@ -40,22 +40,22 @@ pub(crate) async fn wait_for_replay(primary: &str, standby: &str) {
         .get_result(&mut conn)
         .await
         .unwrap();
-    let mut conn = AsyncPgConnection::establish(standby).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let replayed: CaughtUp = diesel::sql_query(
-            "SELECT coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, false) AS caught_up",
-        )
-        .bind::<diesel::sql_types::Text, _>(&written.lsn)
-        .get_result(&mut conn)
-        .await
-        .unwrap();
-        if replayed.caught_up {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the standby did not catch up");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let conn = tokio::sync::Mutex::new(AsyncPgConnection::establish(standby).await.unwrap());
+    wait_for(
+        "the standby catching up",
+        Duration::from_secs(20),
+        || async {
+            let replayed: CaughtUp = diesel::sql_query(
+                "SELECT coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, false) AS caught_up",
+            )
+            .bind::<diesel::sql_types::Text, _>(&written.lsn)
+            .get_result(&mut *conn.lock().await)
+            .await
+            .unwrap();
+            replayed.caught_up.then_some(())
+        },
+    )
+    .await;
 }
 
 /// POSTs a webhook subscription (a write) to the server at `base`.
@@ -89,15 +89,15 @@ async fn metric(http: &Client, base: &str, series: &str) -> Option<f64> {
 /// Waits until the first replica's usability is `usable`; returns how long that took.
 async fn wait_for_usable(http: &Client, base: &str, usable: bool) -> Duration {
     let start = Instant::now();
-    let want = if usable { 1.0 } else { 0.0 };
-    while metric(http, base, "posture_db_replica_usable{replica=\"1\"}").await != Some(want) {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the replica never became {}",
-            if usable { "usable" } else { "skipped" }
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (want, what) = match usable {
+        true => (1.0, "the replica becoming usable"),
+        false => (0.0, "the replica being skipped"),
+    };
+    wait_for(what, Duration::from_secs(20), || async {
+        let usable = metric(http, base, "posture_db_replica_usable{replica=\"1\"}").await;
+        (usable == Some(want)).then_some(())
+    })
+    .await;
     start.elapsed()
 }
 
@@ -226,14 +226,15 @@ async fn reads_come_from_a_replica_that_keeps_up_and_from_the_primary_once_it_la
     assert_eq!(export.text().await.unwrap().lines().count(), 3);
     // ...but the revocation is honoured at once (keys are the primary's), and the webhook
     // routes see their own writes.
-    let revoked_at = Instant::now();
-    while get(&revoked, "/findings").await.unwrap().status() != StatusCode::UNAUTHORIZED {
-        assert!(
-            revoked_at.elapsed() < Duration::from_secs(1),
-            "the revocation was not honoured within a second"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_for(
+        "the revocation honoured",
+        Duration::from_secs(1),
+        || async {
+            let status = get(&revoked, "/findings").await.unwrap().status();
+            (status == StatusCode::UNAUTHORIZED).then_some(())
+        },
+    )
+    .await;
     let created = create_subscription(&http, &api.base, &key).await;
     assert_eq!(created.status(), StatusCode::CREATED);
     let created: Value = created.json().await.unwrap();
@@ -296,10 +297,17 @@ async fn a_replica_that_does_not_answer_is_skipped_and_the_primary_serves() {
     let (customer, tenant) = app.customer("A").await;
     app.ingest(customer, &findings(&tenant, 2)).await;
     let (_, key) = app.key(customer, &[Scope::ReadFindings]).await;
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    // A replica that takes each connection and closes it unanswered, counting them.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let closed = listener.local_addr().unwrap();
+    let attempts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = attempts.clone();
+    tokio::spawn(async move {
+        while let Ok((connection, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(connection);
+        }
+    });
     let api = ApiProcess::spawn_with(
         &app.db,
         &redis_url(),
@@ -313,8 +321,18 @@ async fn a_replica_that_does_not_answer_is_skipped_and_the_primary_serves() {
         ],
     );
     let http = crate::support::client();
-    // Skipped from the start (nothing reads an unmeasured replica) and at every check.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Skipped from the start (nothing reads an unmeasured replica) and after its checks
+    // found it answering nothing.
+    wait_for(
+        "three attempts to reach the replica",
+        Duration::from_secs(10),
+        || async {
+            (std::sync::atomic::AtomicUsize::load(&attempts, std::sync::atomic::Ordering::SeqCst)
+                >= 3)
+                .then_some(())
+        },
+    )
+    .await;
     assert_eq!(
         metric(&http, &api.base, "posture_db_replica_usable{replica=\"1\"}").await,
         Some(0.0)

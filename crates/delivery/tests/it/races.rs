@@ -10,7 +10,7 @@ use posture_domain::{
     ports::{DeliveryRepository, WebhookRepository},
     secrets::Keyring,
 };
-use posture_test_support::fixtures;
+use posture_test_support::{fixtures, waits::wait_for};
 
 use crate::support::{Setup, finding, hook_url, receiver};
 
@@ -34,14 +34,12 @@ async fn someone_waits_for(conn: &mut AsyncPgConnection, table: &str) {
         "SELECT count(*) AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation \
          WHERE c.relname = '{table}' AND NOT l.granted"
     );
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while count(conn, &sql).await == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "nobody waits for {table}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let what = format!("a session waiting for {table}");
+    let conn = tokio::sync::Mutex::new(conn);
+    wait_for(&what, Duration::from_secs(10), || async {
+        (count(&mut **conn.lock().await, &sql).await > 0).then_some(())
+    })
+    .await;
 }
 
 /// Sessions waiting for a lock, on any node: on Citus a worker node's waits show in
@@ -61,14 +59,13 @@ async fn lock_waits(conn: &mut AsyncPgConnection) -> i64 {
 
 /// Waits until more sessions wait for a lock than `before`.
 async fn another_waits(conn: &mut AsyncPgConnection, before: i64) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while lock_waits(conn).await <= before {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no other session waits for a lock"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let conn = tokio::sync::Mutex::new(conn);
+    wait_for(
+        "another session waiting for a lock",
+        Duration::from_secs(10),
+        || async { (lock_waits(&mut **conn.lock().await).await > before).then_some(()) },
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -135,7 +132,6 @@ async fn orphaned_deliveries_never_keep_the_claim_from_deliverable_ones() {
     .execute(&mut conn)
     .await
     .unwrap();
-    tokio::time::sleep(Duration::from_millis(10)).await;
     setup
         .subscribe(customer, &hook_url(&server), &["finding_high"])
         .await;

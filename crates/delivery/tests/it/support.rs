@@ -219,12 +219,9 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !check().await {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    posture_test_support::waits::wait_for(what, Duration::from_secs(20), || {
+        let holds = check();
+        async { holds.await.then_some(()) }
+    })
+    .await;
 }

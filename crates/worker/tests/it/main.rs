@@ -14,7 +14,10 @@ use posture_domain::{
     CustomerScope, delivery::DeliveryStatus, ports::DeliveryRepository, secrets::Keyring,
 };
 use posture_store_postgres::PgStore;
-use posture_test_support::{TestDb, fixtures};
+use posture_test_support::{
+    TestDb, fixtures,
+    waits::{wait_for, wait_for_port},
+};
 use serde_json::Value;
 use wiremock::{Mock, MockServer, ResponseTemplate, matchers::method};
 
@@ -54,7 +57,41 @@ async fn critical_findings(store: &PgStore, scope: CustomerScope, tenant: &str, 
         .unwrap();
 }
 
-fn worker(db: &TestDb, args: &[&str], env: &[(&str, &str)]) -> Child {
+/// A worker process a test started: killed when the test ends, whether it passed or
+/// panicked, so no worker outlives its test (and its database).
+struct Running(Option<Child>);
+
+impl Running {
+    /// Waits for the worker to end by itself, and reads what it printed.
+    fn wait_with_output(mut self) -> std::io::Result<std::process::Output> {
+        self.0.take().expect("running").wait_with_output()
+    }
+}
+
+impl std::ops::Deref for Running {
+    type Target = Child;
+
+    fn deref(&self) -> &Child {
+        self.0.as_ref().expect("running")
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Child {
+        self.0.as_mut().expect("running")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn worker(db: &TestDb, args: &[&str], env: &[(&str, &str)]) -> Running {
     let mut command = Command::new(env!("CARGO_BIN_EXE_posture-worker"));
     command
         .args(args)
@@ -73,7 +110,22 @@ fn worker(db: &TestDb, args: &[&str], env: &[(&str, &str)]) -> Child {
     for (k, v) in env {
         command.env(k, v);
     }
-    command.spawn().unwrap()
+    Running(Some(command.spawn().unwrap()))
+}
+
+/// Waits until a worker listens for passes on `db` (its LISTEN is its connection's last
+/// statement): what a test queues after that can only reach it by notification or poll.
+async fn listening(db: &TestDb) {
+    wait_for("the worker's LISTEN", Duration::from_secs(10), || async {
+        let listening = db
+            .execute(
+                "SELECT 1 FROM pg_stat_activity \
+                 WHERE datname = current_database() AND query LIKE 'LISTEN %'",
+            )
+            .await;
+        (listening > 0).then_some(())
+    })
+    .await;
 }
 
 async fn slow_receiver(delay: Duration) -> MockServer {
@@ -86,14 +138,11 @@ async fn slow_receiver(delay: Duration) -> MockServer {
 }
 
 async fn wait_for_requests(server: &MockServer, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while server.received_requests().await.unwrap().len() < n {
-        assert!(
-            Instant::now() < deadline,
-            "the receiver never got {n} requests"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let what = format!("the receiver getting {n} requests");
+    wait_for(&what, Duration::from_secs(30), || async {
+        (server.received_requests().await.unwrap().len() >= n).then_some(())
+    })
+    .await;
 }
 
 fn received_ids(requests: &[wiremock::Request]) -> HashSet<String> {
@@ -208,22 +257,7 @@ async fn a_new_pass_wakes_an_idle_worker_through_listen_notify() {
         customer_with_subscription(&store, &format!("{}/hook", server.uri())).await;
     // A poll interval far longer than the test: only a notification can wake it.
     let mut idle = worker(&db, &[], &[("POSTURE_WORKER_POLL_SECS", "300")]);
-    // Queue only once it listens (its LISTEN is its connection's last statement).
-    let db_ref = &db;
-    posture_test_support::waits::wait_for(
-        "the worker's LISTEN",
-        Duration::from_secs(10),
-        || async move {
-            let listening = db_ref
-                .execute(
-                    "SELECT 1 FROM pg_stat_activity \
-                 WHERE datname = current_database() AND query LIKE 'LISTEN %'",
-                )
-                .await;
-            (listening > 0).then_some(())
-        },
-    )
-    .await;
+    listening(&db).await;
     let queued = Instant::now();
     critical_findings(&store, scope, &tenant, 10).await;
     wait_for_requests(&server, 1).await;
@@ -251,23 +285,17 @@ async fn the_worker_exposes_delivery_outcomes_and_queue_depth() {
     let bind = format!("127.0.0.1:{port}");
     let mut running = worker(&db, &[], &[("POSTURE_METRICS_BIND", bind.as_str())]);
     wait_for_requests(&server, 2).await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let text = loop {
-        let text = match std::net::TcpStream::connect(&bind) {
-            Ok(_) => fetch(&format!("http://{bind}/metrics")).await,
-            Err(_) => String::new(),
-        };
-        if text.contains(
-            "posture_webhook_attempts_total{outcome=\"delivered\",receiver=\"generic\"} 2",
-        ) {
-            break text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "metrics never showed the deliveries:\n{text}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    wait_for_port("the worker's metrics", port, Duration::from_secs(20));
+    let delivered = "posture_webhook_attempts_total{outcome=\"delivered\",receiver=\"generic\"} 2";
+    let text = wait_for(
+        "metrics showing the deliveries",
+        Duration::from_secs(20),
+        || async {
+            let text = fetch(&format!("http://{bind}/metrics")).await;
+            text.contains(delivered).then_some(text)
+        },
+    )
+    .await;
     assert!(
         text.contains("posture_webhook_queue_depth{state=\"pending\"}"),
         "{text}"

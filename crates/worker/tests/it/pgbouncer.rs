@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 
 use posture_domain::{delivery::DeliveryStatus, ports::DeliveryRepository};
 use posture_store_postgres::{PgConfig, PgStore};
-use posture_test_support::{TestDb, pgbouncer::PgBouncer};
+use posture_test_support::{TestDb, pgbouncer::PgBouncer, waits::wait_for};
 
 use crate::{
-    critical_findings, customer_with_subscription, slow_receiver, wait_for_requests, worker,
+    critical_findings, customer_with_subscription, listening, slow_receiver, wait_for_requests,
+    worker,
 };
 
 #[tokio::test]
@@ -19,7 +20,7 @@ async fn a_pass_and_the_worker_run_through_pgbouncer_in_transaction_mode() {
     // connections other clients prepared theirs on.
     let bouncer = PgBouncer::start(db.server_addr(), 2);
     let through = bouncer.url(&db.runtime_url());
-    let mut config = PgConfig::new(through.clone());
+    let mut config = PgConfig::new(through.clone(), posture_domain::clock::system());
     config.max_connections = 8;
     config.listen_url = Some(db.runtime_url());
     let store = PgStore::new(&config).unwrap();
@@ -37,7 +38,7 @@ async fn a_pass_and_the_worker_run_through_pgbouncer_in_transaction_mode() {
             ("POSTURE_WORKER_POLL_SECS", "300"),
         ],
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    listening(&db).await;
     let queued = Instant::now();
     // Passes of 250 critical findings, run concurrently with reads on the same pool.
     let reads = (0..16).map(|_| {
@@ -53,22 +54,14 @@ async fn a_pass_and_the_worker_run_through_pgbouncer_in_transaction_mode() {
         queued.elapsed() < Duration::from_secs(10),
         "woken through the direct LISTEN connection"
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    wait_for("all three delivered", Duration::from_secs(20), || async {
         let deliveries = store.list_deliveries(scope, None, None, 100).await.unwrap();
-        if deliveries.len() == 3
-            && deliveries
-                .iter()
-                .all(|d| d.status == DeliveryStatus::Delivered)
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not all delivered: {deliveries:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        let delivered = deliveries
+            .iter()
+            .all(|d| d.status == DeliveryStatus::Delivered);
+        (deliveries.len() == 3 && delivered).then_some(())
+    })
+    .await;
     running.kill().unwrap();
     running.wait().unwrap();
 }

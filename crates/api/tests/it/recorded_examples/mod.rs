@@ -88,15 +88,17 @@ async fn contoso(app: std::sync::Arc<TestApp>, first: &[Value]) -> Ops {
     .unwrap();
     app.store.insert_key(key, &Actor::Operator).await.unwrap();
     let ops = Ops::with_key(app, customer, TENANT, secret.expose());
-    for _ in 0..100 {
-        let current = ops
-            .json(Method::GET, "/keys/current", None, StatusCode::OK)
-            .await;
-        if !current["data"]["lastUsedAt"].is_null() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    posture_test_support::waits::wait_for(
+        "the key's lastUsedAt",
+        std::time::Duration::from_secs(5),
+        || async {
+            let current = ops
+                .json(Method::GET, "/keys/current", None, StatusCode::OK)
+                .await;
+            (!current["data"]["lastUsedAt"].is_null()).then_some(())
+        },
+    )
+    .await;
     ops
 }
 

@@ -8,7 +8,7 @@ use posture_domain::{
     Scope, clock::Clock as _, ports::DataVersionRepository as _, rate_limit::RatePolicy,
 };
 use posture_http::TrustedProxies;
-use posture_test_support::fixtures::finding;
+use posture_test_support::{fixtures::finding, waits::wait_for};
 use reqwest::{Response, StatusCode};
 use serde_json::json;
 
@@ -115,21 +115,18 @@ async fn a_304_does_not_count_against_the_keys_quota() {
 /// Polls until the read's tag is no longer `tag` (the change reaches this server's version
 /// cache through `NOTIFY`); fails if that takes a second.
 async fn changes_within_a_second(app: &TestApp, path: &str, key: &str, tag: &str) -> String {
-    let started = std::time::Instant::now();
-    loop {
+    let what = format!("{path}: the change reaching the tag");
+    let new = wait_for(&what, Duration::from_secs(1), || async {
         let response = conditional(app, path, key, tag).await;
-        if response.status() == StatusCode::OK {
-            let new = etag(&response);
-            assert_ne!(new, tag);
-            return new;
+        if response.status() != StatusCode::OK {
+            assert_eq!(response.status(), StatusCode::NOT_MODIFIED);
+            return None;
         }
-        assert_eq!(response.status(), StatusCode::NOT_MODIFIED);
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "{path}: the change did not reach the tag within a second"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+        Some(etag(&response))
+    })
+    .await;
+    assert_ne!(new, tag);
+    new
 }
 
 #[tokio::test]

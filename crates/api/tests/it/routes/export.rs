@@ -268,18 +268,18 @@ async fn a_client_that_goes_away_ends_the_export_and_frees_its_connection() {
     }
     let app = TestApp::start().await;
     let (key, _, _) = dataset(&app, 20_000).await;
-    let mut conn = AsyncPgConnection::establish(app.db.url()).await.unwrap();
+    let conn = tokio::sync::Mutex::new(AsyncPgConnection::establish(app.db.url()).await.unwrap());
     let database = app.db.url().rsplit('/').next().unwrap().to_owned();
     // Connections of the test database inside a transaction reading findings (the export),
     // other than this one.
-    let mut in_transaction = async || -> i64 {
+    let in_transaction = async || -> i64 {
         let open: Count = diesel::sql_query(
             "SELECT count(*) AS n FROM pg_stat_activity \
              WHERE datname = $1 AND xact_start IS NOT NULL AND pid <> pg_backend_pid() \
              AND query ILIKE '%findings%'",
         )
         .bind::<diesel::sql_types::Text, _>(&database)
-        .get_result(&mut conn)
+        .get_result(&mut *conn.lock().await)
         .await
         .unwrap();
         open.n
@@ -296,14 +296,12 @@ async fn a_client_that_goes_away_ends_the_export_and_frees_its_connection() {
         "the export reads inside one snapshot"
     );
     drop(response);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while in_transaction().await > 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the export's transaction stayed open"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    posture_test_support::waits::wait_for(
+        "the export's transaction ending",
+        std::time::Duration::from_secs(10),
+        || async { (in_transaction().await == 0).then_some(()) },
+    )
+    .await;
     // And the service still answers.
     assert_eq!(
         app.get("/api/v1/findings?limit=1", &key).await.status(),

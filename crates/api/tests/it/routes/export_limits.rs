@@ -86,10 +86,11 @@ where
     Fut: std::future::Future<Output = bool>,
 {
     let started = Instant::now();
-    while !check().await {
-        assert!(started.elapsed() < within, "{what} within {within:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    posture_test_support::waits::wait_for(what, within, || {
+        let holds = check();
+        async { holds.await.then_some(()) }
+    })
+    .await;
     started.elapsed()
 }
 
