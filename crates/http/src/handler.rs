@@ -7,79 +7,12 @@
 //! conditional ones and `Last-Event-ID`, which the `Endpoint` states with `if_match`,
 //! `tagging` and `request_headers`.)
 //!
-//! A handler answering what its type does not state (a bare `HttpResponse`) does not
-//! compile:
-//!
-//! ```compile_fail,E0277
-//! use actix_web::HttpResponse;
-//! use posture_http::{ApiError, handler, routes::{Access, Endpoint}};
-//!
-//! async fn answers_anything() -> Result<HttpResponse, ApiError> {
-//!     Ok(HttpResponse::Ok().json("undeclared"))
-//! }
-//!
-//! static ROUTE: Endpoint = Endpoint {
-//!     path: "/anything",
-//!     ..Endpoint::of(handler!(answers_anything), Access::Public)
-//! };
-//! ```
-//!
-//! nor does one taking an extractor that declares nothing (actix's own `Query` reads
-//! parameters the contract would not know of):
-//!
-//! ```compile_fail,E0277
-//! use actix_web::web::Query;
-//! use posture_http::{ApiError, handler, routes::{Access, Endpoint, Reply}};
-//! use posture_wire::query::TenantQuery;
-//!
-//! async fn undeclared(_: Query<TenantQuery>) -> Result<Reply<u32>, ApiError> {
-//!     Ok(Reply::new(&0))
-//! }
-//!
-//! static ROUTE: Endpoint = Endpoint {
-//!     path: "/undeclared",
-//!     ..Endpoint::of(handler!(undeclared), Access::Public)
-//! };
-//! ```
-//!
-//! nor a list whose query has no page, nor a handler reading two bodies:
-//!
-//! ```compile_fail,E0080
-//! use posture_http::{
-//!     ApiError, handler,
-//!     input::ListQuery,
-//!     routes::{Access, Endpoint, Reply},
-//! };
-//! use posture_wire::query::TenantQuery;
-//!
-//! async fn unpaged(list: ListQuery<(TenantQuery,)>) -> Result<Reply<u32>, ApiError> {
-//!     Ok(Reply::new(&0))
-//! }
-//!
-//! static ROUTE: Endpoint = Endpoint {
-//!     path: "/unpaged",
-//!     ..Endpoint::of(handler!(unpaged), Access::Public)
-//! };
-//! ```
-//!
-//! ```compile_fail,E0080
-//! use posture_http::{
-//!     ApiError, handler,
-//!     input::Json,
-//!     routes::{Access, Endpoint, NoContent},
-//! };
-//!
-//! async fn two_bodies(_: Json<u32>, _: Json<u64>) -> Result<NoContent, ApiError> {
-//!     Ok(NoContent)
-//! }
-//!
-//! static ROUTE: Endpoint = Endpoint {
-//!     path: "/twice",
-//!     ..Endpoint::of(handler!(two_bodies), Access::Public)
-//! };
-//! ```
-//!
-//! while a handler whose parts are all declared does:
+//! A handler that breaks one of these rules does not compile: answering what its type does
+//! not state (a bare `HttpResponse`), taking an extractor that declares nothing (actix's own
+//! `Query`), a list whose query has no page, reading two bodies. `tests/ui/` holds one such
+//! route per rule with the error it must give (`tests/compile_fail.rs`, trybuild), so a
+//! route that fails for another reason fails the test. A handler whose parts are all
+//! declared does compile:
 //!
 //! ```
 //! use posture_http::{

@@ -73,34 +73,9 @@ fn key_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 /// One route: how it is served and what the contract says of it. A static states what
 /// differs from [`Endpoint::of`], which takes its handler (whose types declare what the
 /// route reads and answers: `handler.rs`) and who may call it: there is no route without
-/// an access rule. This does not compile:
-///
-/// ```compile_fail,E0061
-/// use posture_http::{ApiError, handler, routes::{Endpoint, HttpMethod, NoContent}};
-///
-/// async fn delete() -> Result<NoContent, ApiError> {
-///     Ok(NoContent)
-/// }
-///
-/// static FORGOTTEN: Endpoint = Endpoint {
-///     method: HttpMethod::Delete,
-///     path: "/webhooks",
-///     ..Endpoint::of(handler!(delete))
-/// };
-/// ```
-///
-/// nor does a route without `of` that does not name all its fields, `access` among them:
-///
-/// ```compile_fail,E0063
-/// use posture_http::routes::{Endpoint, HttpMethod};
-///
-/// static FORGOTTEN: Endpoint = Endpoint {
-///     method: HttpMethod::Delete,
-///     path: "/webhooks",
-/// };
-/// ```
-///
-/// while this does:
+/// an access rule: a route made without one does not compile, nor does a route without
+/// `of` that does not name all its fields, `access` among them (`tests/ui/`, with the
+/// errors they give). This does:
 ///
 /// ```
 /// use posture_domain::Scope;
