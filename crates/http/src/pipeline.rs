@@ -2,10 +2,13 @@
 //!
 //! 1. the request's id, span and clock (`telemetry.rs`), and the encoding its
 //!    `Accept-Encoding` asks for (`compression.rs`);
-//! 2. under `/api/v1`, its route found in the table once (`routes::route_of`), then the gate
-//!    (`gate.rs`: the key, the rate limit, a conditional read's 304) and the route's own
-//!    admission (`routes::serve`: its scope, its query, its `Idempotency-Key`), then the
-//!    router and the handler; elsewhere, the router and the handler;
+//! 2. the gate of the surface its path is under, then the router and the handler:
+//!    - under `/api/v1`, its route found in the table once (`routes::route_of`), then the
+//!      gate (`gate.rs`: the key, the rate limit, a conditional read's 304) and the route's
+//!      own admission (`routes::serve`: its scope, its query, its `Idempotency-Key`);
+//!    - under `/scim/v2`, the same authentication and counting, then `provision:scim` and
+//!      the customer's SCIM write budget, refusals in SCIM's shape (`scim::gate`);
+//!    - elsewhere (health, metrics, the reference page, the console), none here;
 //! 3. on the way out, the `{error, reason}` body of an error that has none
 //!    (`json_errors.rs`), the compression, and the headers, series and access event of
 //!    every response.
@@ -21,18 +24,20 @@ use actix_web::{
 };
 use tracing::Instrument as _;
 
-use crate::{compression, docs_page, gate, json_errors, routes, telemetry::Served};
+use crate::{compression, docs_page, gate, json_errors, routes, scim, telemetry::Served};
 
-/// Whether `path` reaches the `/api/v1` scope: under its prefix (as actix's scope matches
-/// it), and not the reference page's, which is registered before the scope, public and
-/// static (`docs_page.rs`).
+/// Whether `path` is `prefix` or under it, as actix's scope matches it.
+fn under(path: &str, prefix: &str) -> bool {
+    path.strip_prefix(prefix)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Whether `path` reaches the `/api/v1` scope: under its prefix, and not the reference
+/// page's, which is registered before the scope, public and static (`docs_page.rs`).
 fn is_api(path: &str) -> bool {
-    let under = |prefix: &str| {
-        path.strip_prefix(prefix)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    };
-    let page = under(docs_page::PATH) && path[docs_page::PATH.len()..].matches('/').count() <= 1;
-    under(routes::PREFIX) && !page
+    let page =
+        under(path, docs_page::PATH) && path[docs_page::PATH.len()..].matches('/').count() <= 1;
+    under(path, routes::PREFIX) && !page
 }
 
 /// `hsts`: whether responses carry `Strict-Transport-Security` (serving TLS), read once
@@ -54,6 +59,10 @@ pub(crate) async fn serve<B: MessageBody + 'static>(
     let span = served.span.clone();
     let response = match route {
         Some(route) => gate::gate(route, req, next).instrument(span).await?,
+        None if under(path, scim::PREFIX) => scim::gate(req, next)
+            .instrument(span)
+            .await?
+            .map_into_boxed_body(),
         None => next.call(req).instrument(span).await?.map_into_boxed_body(),
     };
     let response = compression::encode(encoding, json_errors::ensure_json(response));
@@ -82,5 +91,13 @@ mod tests {
             "no page of the reference: the API's 404"
         );
         assert!(is_api("/api/v1/docsx"));
+    }
+
+    #[test]
+    fn scim_is_its_prefix_and_what_is_under_it() {
+        assert!(under("/scim/v2", scim::PREFIX));
+        assert!(under("/scim/v2/Users", scim::PREFIX));
+        assert!(!under("/scim/v2Users", scim::PREFIX));
+        assert!(!under("/scim/v1/Users", scim::PREFIX));
     }
 }

@@ -1,7 +1,8 @@
 //! SCIM 2.0 at `/scim/v2` (RFC 7644): customers' identity providers provision the users and
 //! groups of the customer's console with a key holding `provision:scim`.
 //!
-//! The gate is the API's (a key, its rate limit and its customer's budget), then the scope:
+//! The gate ([`gate`], which the one middleware runs for every request under [`PREFIX`]) is
+//! the API's (a key, its rate limit and its customer's budget), then the scope:
 //! without `provision:scim` a key gets 403 here; a write (a creation, replacement, change or
 //! deletion) counts against its customer's SCIM write budget too. Every answer, errors included, is
 //! `application/scim+json`; a body is JSON (`application/scim+json` or `application/json`)
@@ -27,7 +28,7 @@ use actix_web::{
         StatusCode,
         header::{self, HeaderValue},
     },
-    middleware::{Next, from_fn},
+    middleware::Next,
     web,
 };
 use posture_domain::{
@@ -93,10 +94,9 @@ pub(crate) fn register(cfg: &mut web::ServiceConfig) {
             })
         })
         .into_iter()
-        .fold(
-            web::scope(PREFIX).wrap(from_fn(scim_gate)),
-            |scope, resource| scope.service(resource),
-        );
+        .fold(web::scope(PREFIX), |scope, resource| {
+            scope.service(resource)
+        });
     cfg.service(scope.default_service(web::to(no_such_route)));
 }
 
@@ -104,9 +104,10 @@ async fn no_such_route() -> Result<HttpResponse, ScimError> {
     Err(ScimError::not_found())
 }
 
-/// Authenticates and counts as `/api/v1` does, then requires `provision:scim`; refusals in
+/// The gate of every request under [`PREFIX`] (the one middleware calls it: `pipeline.rs`):
+/// authenticates and counts as `/api/v1` does, then requires `provision:scim`; refusals in
 /// SCIM's shape; the rate-limit headers on every answer.
-async fn scim_gate(
+pub(crate) async fn gate(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<EitherBody<impl MessageBody>>, Error> {
