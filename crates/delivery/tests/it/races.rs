@@ -228,17 +228,8 @@ async fn a_delivery_that_cannot_be_prepared_counts_attempts_and_ends_failed() {
     )
     .await;
     setup.pass(customer, &[finding("l1", &tenant, "low")]).await;
-    let worker = setup.worker(true);
-    for _ in 0..20 {
-        worker.drain().await.unwrap();
-        let delivery = &setup.deliveries(customer).await[0];
-        if delivery.status == DeliveryStatus::Failed {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(150)).await;
-    }
-    let delivery = &setup.deliveries(customer).await[0];
-    assert_eq!(delivery.status, DeliveryStatus::Failed);
+    let worker = setup.worker_behind(true);
+    let delivery = &setup.drain_until_failed(&worker, customer, 8).await;
     assert_eq!(delivery.attempts, 4, "every attempt counted, up to the cap");
     let attempts = setup.store.attempts(customer, delivery.id).await.unwrap();
     assert!(

@@ -5,7 +5,7 @@ use std::{sync::Arc, time::Duration};
 use posture_delivery::{Worker, WorkerConfig};
 use posture_domain::{
     CustomerScope, WebhookId,
-    delivery::{Delivery, RetryPolicy},
+    delivery::{Delivery, DeliveryStatus, RetryPolicy},
     ports::DeliveryRepository,
     secrets::Keyring,
 };
@@ -132,6 +132,36 @@ impl Setup {
             },
             ..worker_config(id)
         })
+    }
+
+    /// A worker whose clock stands an hour behind the database's: each retry it schedules
+    /// (its clock's now plus the backoff) is due at once by the database's, so a test drains
+    /// a delivery's attempts one after another instead of waiting out the backoff.
+    pub fn worker_behind(&self, allow_private: bool) -> Arc<Worker> {
+        let behind = chrono::Utc::now() - chrono::Duration::hours(1);
+        self.worker_of(WorkerConfig {
+            allow_private,
+            clock: Arc::new(posture_domain::clock::ManualClock::at(behind)),
+            ..worker_config("w1")
+        })
+    }
+
+    /// Drains `worker` until `customer`'s first delivery has failed for good (at most
+    /// `drains` times), and returns it.
+    pub async fn drain_until_failed(
+        &self,
+        worker: &Arc<Worker>,
+        customer: CustomerScope,
+        drains: usize,
+    ) -> Delivery {
+        for _ in 0..drains {
+            worker.drain().await.unwrap();
+            let delivery = self.deliveries(customer).await.remove(0);
+            if delivery.status == DeliveryStatus::Failed {
+                return delivery;
+            }
+        }
+        panic!("the delivery did not fail within {drains} drains");
     }
 
     /// A worker of this store and keyring, as `config` says.
