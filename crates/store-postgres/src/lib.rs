@@ -27,6 +27,7 @@ mod pool_health;
 mod recommendations;
 mod rendered;
 mod replay;
+mod replica_lag;
 mod replicas;
 mod schema;
 mod scim;

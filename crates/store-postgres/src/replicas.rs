@@ -6,12 +6,11 @@
 //! none is usable, reads go to the primary. A replica starts unusable, until its first
 //! check.
 //!
-//! The lag is what a reader of the replica would miss, measured on the replica alone:
-//! nothing when its WAL receiver is streaming and has replayed all it received; otherwise
-//! the time since the last transaction it replayed committed on the primary (so a replica
-//! whose replay is paused or stuck, or that lost its primary, ages from the first commit it
-//! misses; an idle one that lost its primary ages too, which only makes it skipped early).
-//! A node that is not in recovery (a promoted standby, or the primary itself) has no lag.
+//! The lag is how old the newest data is that a reader of the replica would miss, measured
+//! on the replica alone (`replica_lag.rs` states the rule): nothing when it is streaming and
+//! has replayed all it received; otherwise the smaller of the time since the last
+//! transaction it replayed committed on the primary and, while it streams, the time since
+//! the last check whose received WAL it has all replayed.
 
 use std::{
     fmt,
@@ -19,12 +18,18 @@ use std::{
         Arc,
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use posture_domain::Error;
 
-use crate::{PgConfig, PgStore, data_versions::WAL_POSITION, error::db_error, replay::ReplayState};
+use crate::{
+    PgConfig, PgStore,
+    data_versions::WAL_POSITION,
+    error::db_error,
+    replay::ReplayState,
+    replica_lag::{Reading, Received},
+};
 
 /// How the replicas are used.
 #[derive(Clone, Debug)]
@@ -60,6 +65,8 @@ struct Replica {
     usable: AtomicBool,
     /// `f64::to_bits` of the lag in seconds; `NO_LAG_MEASURED` when unknown.
     lag_bits: AtomicU64,
+    /// What it had received at its recent checks (`replica_lag.rs`).
+    received: Received,
 }
 
 const NO_LAG_MEASURED: u64 = u64::MAX;
@@ -104,6 +111,7 @@ impl Replicas {
                     replay,
                     usable: AtomicBool::new(false),
                     lag_bits: AtomicU64::new(NO_LAG_MEASURED),
+                    received: Received::default(),
                 })
             })
             .collect::<Result<Vec<_>, Error>>()?;
@@ -182,10 +190,10 @@ impl Replicas {
     async fn check(&self, replica: &Replica) -> bool {
         // A replica that does not answer within the interval is as good as lagging.
         let timeout = self.policy.check_every.max(Duration::from_millis(500));
-        let lag = match tokio::time::timeout(timeout, replay_lag(&replica.store)).await {
-            Ok(Ok((lag, position))) => {
-                replica.replay.replayed(position);
-                Some(lag)
+        let lag = match tokio::time::timeout(timeout, read(&replica.store)).await {
+            Ok(Ok(reading)) => {
+                replica.replay.replayed(reading.position.max(0) as u64);
+                Some(replica.received.lag(&reading, Instant::now()))
             }
             Ok(Err(_)) | Err(_) => None,
         };
@@ -214,32 +222,16 @@ fn log_change(index: usize, usable: bool, replica: &Replica, policy: &ReplicaPol
     }
 }
 
-/// The replay lag of the node behind `store`, in seconds (see the module's rule), and the
-/// WAL position it has replayed ([`WAL_POSITION`]).
-async fn replay_lag(store: &PgStore) -> Result<(f64, u64), Error> {
+/// What the node behind `store` says of its replay, with the WAL position it has replayed
+/// ([`WAL_POSITION`]).
+async fn read(store: &PgStore) -> Result<Reading, Error> {
     // Scoped here: its `load` would shadow the atomics' elsewhere in this module.
     use diesel_async::RunQueryDsl as _;
-    #[derive(diesel::QueryableByName)]
-    struct Lag {
-        #[diesel(sql_type = diesel::sql_types::Double)]
-        seconds: f64,
-        #[diesel(sql_type = diesel::sql_types::BigInt)]
-        position: i64,
-    }
     let mut conn = store.conn().await?;
-    let lag: Lag = diesel::sql_query(format!(
-        "SELECT CASE \
-           WHEN NOT pg_is_in_recovery() THEN 0 \
-           WHEN EXISTS (SELECT 1 FROM pg_stat_wal_receiver) \
-                AND pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 \
-           ELSE coalesce(extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp()), \
-                         'Infinity') \
-         END::float8 AS seconds, {WAL_POSITION} AS position"
-    ))
-    .get_result(&mut conn)
-    .await
-    .map_err(db_error)?;
-    Ok((lag.seconds.max(0.0), lag.position.max(0) as u64))
+    diesel::sql_query(Reading::sql(WAL_POSITION))
+        .get_result(&mut conn)
+        .await
+        .map_err(db_error)
 }
 
 #[cfg(test)]
