@@ -10,7 +10,7 @@ use actix_web::{
     web,
 };
 use futures_util::StreamExt as _;
-use posture_domain::scim::ListWindow;
+use posture_domain::scim::{ListWindow, PatchRequest};
 use serde_json::Value;
 
 use super::{
@@ -97,6 +97,15 @@ pub(crate) fn not_modified(req: &HttpRequest, version: u64) -> bool {
 fn tag_version(tag: &str) -> Option<u64> {
     let tag = tag.strip_prefix("W/").unwrap_or(tag);
     tag.strip_prefix('"')?.strip_suffix('"')?.parse().ok()
+}
+
+/// The body of a PATCH, as RFC 7644 §3.5.2 shapes it.
+pub(crate) async fn patch_body(
+    req: &HttpRequest,
+    payload: web::Payload,
+) -> Result<PatchRequest, ScimError> {
+    serde_json::from_value(json_body(req, payload).await?)
+        .map_err(|e| ScimError::bad_request("invalidSyntax", format!("a PATCH body: {e}")))
 }
 
 /// A request's JSON body, read up to [`MAX_BODY_BYTES`].

@@ -9,11 +9,11 @@ use actix_web::{
     },
     web,
 };
-use posture_domain::scim::{GroupPatch, PatchRequest};
+use posture_domain::scim::GroupPatch;
 
 use super::{
     ScimError,
-    exchange::{answer, base, if_match, json_body, shape_of},
+    exchange::{answer, base, if_match, patch_body, shape_of},
     kind::{Groups, Kind as _},
     render,
 };
@@ -27,8 +27,7 @@ pub(super) async fn patch(
     payload: web::Payload,
 ) -> Result<HttpResponse, ScimError> {
     let id = Groups::id(&id)?;
-    let request: PatchRequest = serde_json::from_value(json_body(&req, payload).await?)
-        .map_err(|e| ScimError::bad_request("invalidSyntax", format!("a PATCH body: {e}")))?;
+    let request = patch_body(&req, payload).await?;
     let patch = GroupPatch::from_request(&request)?;
     // The group is answered only when asked for (`attributes`): otherwise 204, which RFC 7644
     // allows, and no read of what may be 100,000 members.

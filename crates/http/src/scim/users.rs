@@ -3,14 +3,11 @@
 //! the version read.
 
 use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
-use posture_domain::{
-    Error,
-    scim::{PatchRequest, apply_user_patch},
-};
+use posture_domain::{Error, scim::apply_user_patch};
 
 use super::{
     ScimError,
-    exchange::{answer, base, if_match, json_body, shape_of},
+    exchange::{answer, base, if_match, patch_body, shape_of},
     kind::{Kind as _, Users},
     render,
 };
@@ -27,8 +24,7 @@ pub(super) async fn patch(
     payload: web::Payload,
 ) -> Result<HttpResponse, ScimError> {
     let id = Users::id(&id)?;
-    let request: PatchRequest = serde_json::from_value(json_body(&req, payload).await?)
-        .map_err(|e| ScimError::bad_request("invalidSyntax", format!("a PATCH body: {e}")))?;
+    let request = patch_body(&req, payload).await?;
     let wanted = if_match(&req);
     let scim = &state.ports.scim;
     let mut attempt = 0;
