@@ -11,6 +11,7 @@
 //! command as printed (`demo_check`) and stops.
 
 use std::{
+    path::Path,
     process::{Child, Command, Stdio},
     sync::Arc,
 };
@@ -61,31 +62,7 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     api_json(&bin, &env, &["migrate"])?;
     eprintln_status("creating two customers, each with a key holding every scope");
 
-    // Customers and their keys.
-    let specs = [
-        CustomerSpec {
-            name: "Contoso Group".into(),
-            tenants: 3,
-            identities: args.identities,
-            findings: args.findings,
-            upr_days: 60,
-            seed: 1,
-        },
-        CustomerSpec {
-            name: "Fabrikam Inc".into(),
-            tenants: 2,
-            identities: args.identities / 3,
-            findings: args.findings / 3,
-            upr_days: 60,
-            seed: 2,
-        },
-    ];
-    let mut customers = Vec::new();
-    for spec in &specs {
-        let id = create_customer(&bin, &env, &spec.name)?;
-        let key = issue_key(&bin, &env, &id, "demo", &every_scope())?;
-        customers.push((spec, id, key));
-    }
+    let customers = demo_customers(&bin, &env, args)?;
 
     // The API, the worker, and a receiver subscribed to the first customer's findings.
     let secret_key = base64::engine::general_purpose::STANDARD.encode(rand_bytes()?);
@@ -127,84 +104,17 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
 
     // One analyzer pass per customer, through the real ingest command.
     let data_dir = scratch_dir("demo-data")?;
-    let mut queued = 0;
-    for (index, (spec, id, _)) in customers.iter().enumerate() {
-        let file = data_dir.join(format!("{}.jsonl", spec.seed));
-        eprintln_status(&format!(
-            "{}: writing and ingesting an analyzer pass ({} findings) through posture-api ingest",
-            spec.name, spec.findings
-        ));
-        let pass = ingest_demo_data(&bin, &env, id, spec, &file)?;
-        eprintln_status(&format!(
-            "{}: {} identities, {} findings, {} UPR scores ingested; {} webhook deliveries queued",
-            spec.name,
-            pass["identities"],
-            pass["findings"],
-            pass["uprScores"],
-            pass["deliveriesQueued"]
-        ));
-        if index == 0 {
-            queued = pass["deliveriesQueued"].as_u64().unwrap_or(0);
-        }
-    }
+    let queued = ingest_passes(&bin, &env, &customers, &data_dir)?;
     summarise_initial_deliveries(&receiver, queued);
 
-    let mut text =
-        format!("\nposture demo is running at {base} (Ctrl-C stops it and removes its data)\n");
-    text.push_str(&format!(
-        "posture-worker delivers {}'s new findings to the receiver at {hook}; each later delivery prints a line.\n",
-        customers[0].0.name
-    ));
-    for (spec, _, key) in &customers {
-        text.push_str(&format!(
-            "\n{}: key with every scope\n  export KEY={key}\n",
-            spec.name
-        ));
-    }
-    text.push_str(&format!(
-        "\nAPI reference (browse and try every route): {base}/api/v1/docs\n"
-    ));
-    let (first, first_id, first_key) = &customers[0];
-    // The throwaway server's URL holds no secret; a DATABASE_URL of the user's is not
-    // printed back.
-    let export_url = match &postgres {
-        Some(_) => format!("export DATABASE_URL='{database_url}'"),
-        None => "# DATABASE_URL: the one you set".to_owned(),
+    let shown = Shown {
+        base: &base,
+        hook: &hook,
+        bin: &bin,
+        data_dir: &data_dir,
+        database_url: postgres.as_ref().map(|_| database_url.as_str()),
     };
-    text.push_str(&format!(
-        "\nOperator commands against the demo's database (posture-api, docs/operations.md):\n  \
-         {export_url}\n  \
-         {api} ingest --customer {first_id} {pass}   # {name}'s pass again\n",
-        api = bin.join("posture-api").display(),
-        pass = data_dir.join(format!("{}.jsonl", first.seed)).display(),
-        name = first.name,
-    ));
-    text.push_str(&format!(
-        "\nThe customers' CLI, posture (built with the service, docs/cli.md), as {}:\n  \
-         export POSTURE_URL={base} POSTURE_API_KEY={first_key}\n  \
-         {cli} whoami\n  {cli} sync --into posture.db\n",
-        first.name,
-        cli = bin.join("posture").display(),
-    ));
-    text.push_str("\nTry (with KEY set to one of the keys above):\n");
-    for path in [
-        "/api/v1/keys/current",
-        "/api/v1/tenants",
-        "/api/v1/identities?limit=3",
-        "/api/v1/findings?severity=critical,high&status=open&limit=5",
-        "/api/v1/roles?limit=2",
-        "/api/v1/upr",
-        "/api/v1/upr/principals?minScore=80&limit=5",
-        "/api/v1/upr/trend?days=14",
-        "/api/v1/webhooks",
-    ] {
-        text.push_str(&format!(
-            "  curl -s -H \"Authorization: Bearer $KEY\" '{base}{path}'\n"
-        ));
-    }
-    text.push_str(&format!(
-        "  curl -s '{base}/api/v1/openapi.json' | head -c 300\n\n"
-    ));
+    let text = shown.instructions(&customers);
     print_block(&text);
 
     let status = if args.check {
@@ -230,6 +140,148 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     }
     eprintln_status("demo stopped");
     Ok(())
+}
+
+/// The demo's two customers, each with a key holding every scope.
+fn demo_customers(
+    bin: &Path,
+    env: &[(&str, &str)],
+    args: &DemoArgs,
+) -> anyhow::Result<Vec<(CustomerSpec, String, String)>> {
+    let specs = [
+        CustomerSpec {
+            name: "Contoso Group".into(),
+            tenants: 3,
+            identities: args.identities,
+            findings: args.findings,
+            upr_days: 60,
+            seed: 1,
+        },
+        CustomerSpec {
+            name: "Fabrikam Inc".into(),
+            tenants: 2,
+            identities: args.identities / 3,
+            findings: args.findings / 3,
+            upr_days: 60,
+            seed: 2,
+        },
+    ];
+    let mut customers = Vec::new();
+    for spec in specs {
+        let id = create_customer(bin, env, &spec.name)?;
+        let key = issue_key(bin, env, &id, "demo", &every_scope())?;
+        customers.push((spec, id, key));
+    }
+    Ok(customers)
+}
+
+/// One analyzer pass per customer, written to `data_dir` and ingested through the real
+/// `posture-api ingest`; returns the deliveries the first customer's pass queued.
+fn ingest_passes(
+    bin: &Path,
+    env: &[(&str, &str)],
+    customers: &[(CustomerSpec, String, String)],
+    data_dir: &Path,
+) -> anyhow::Result<u64> {
+    let mut queued = 0;
+    for (index, (spec, id, _)) in customers.iter().enumerate() {
+        let file = data_dir.join(format!("{}.jsonl", spec.seed));
+        eprintln_status(&format!(
+            "{}: writing and ingesting an analyzer pass ({} findings) through posture-api ingest",
+            spec.name, spec.findings
+        ));
+        let pass = ingest_demo_data(bin, env, id, spec, &file)?;
+        eprintln_status(&format!(
+            "{}: {} identities, {} findings, {} UPR scores ingested; {} webhook deliveries queued",
+            spec.name,
+            pass["identities"],
+            pass["findings"],
+            pass["uprScores"],
+            pass["deliveriesQueued"]
+        ));
+        if index == 0 {
+            queued = pass["deliveriesQueued"].as_u64().unwrap_or(0);
+        }
+    }
+    Ok(queued)
+}
+
+/// What the demo prints: where it runs and the commands to try against it.
+struct Shown<'a> {
+    base: &'a str,
+    hook: &'a str,
+    bin: &'a Path,
+    data_dir: &'a Path,
+    /// The throwaway server's URL (it holds no secret); `None` when the user's
+    /// `DATABASE_URL` is used, which is not printed back.
+    database_url: Option<&'a str>,
+}
+
+impl Shown<'_> {
+    fn instructions(&self, customers: &[(CustomerSpec, String, String)]) -> String {
+        let Shown {
+            base,
+            hook,
+            bin,
+            data_dir,
+            ..
+        } = *self;
+        let mut text =
+            format!("\nposture demo is running at {base} (Ctrl-C stops it and removes its data)\n");
+        text.push_str(&format!(
+        "posture-worker delivers {}'s new findings to the receiver at {hook}; each later delivery prints a line.\n",
+        customers[0].0.name
+    ));
+        for (spec, _, key) in customers {
+            text.push_str(&format!(
+                "\n{}: key with every scope\n  export KEY={key}\n",
+                spec.name
+            ));
+        }
+        text.push_str(&format!(
+            "\nAPI reference (browse and try every route): {base}/api/v1/docs\n"
+        ));
+        let (first, first_id, first_key) = &customers[0];
+        let export_url = match self.database_url {
+            Some(url) => format!("export DATABASE_URL='{url}'"),
+            None => "# DATABASE_URL: the one you set".to_owned(),
+        };
+        text.push_str(&format!(
+            "\nOperator commands against the demo's database (posture-api, docs/operations.md):\n  \
+         {export_url}\n  \
+         {api} ingest --customer {first_id} {pass}   # {name}'s pass again\n",
+            api = bin.join("posture-api").display(),
+            pass = data_dir.join(format!("{}.jsonl", first.seed)).display(),
+            name = first.name,
+        ));
+        text.push_str(&format!(
+            "\nThe customers' CLI, posture (built with the service, docs/cli.md), as {}:\n  \
+         export POSTURE_URL={base} POSTURE_API_KEY={first_key}\n  \
+         {cli} whoami\n  {cli} sync --into posture.db\n",
+            first.name,
+            cli = bin.join("posture").display(),
+        ));
+        text.push_str("\nTry (with KEY set to one of the keys above):\n");
+        for path in [
+            "/api/v1/keys/current",
+            "/api/v1/tenants",
+            "/api/v1/identities?limit=3",
+            "/api/v1/findings?severity=critical,high&status=open&limit=5",
+            "/api/v1/roles?limit=2",
+            "/api/v1/upr",
+            "/api/v1/upr/principals?minScore=80&limit=5",
+            "/api/v1/upr/trend?days=14",
+            "/api/v1/webhooks",
+        ] {
+            text.push_str(&format!(
+                "  curl -s -H \"Authorization: Bearer $KEY\" '{base}{path}'\n"
+            ));
+        }
+        text.push_str(&format!(
+            "  curl -s '{base}/api/v1/openapi.json' | head -c 300\n\n"
+        ));
+        text
+    }
 }
 
 /// Waits (up to a minute) for the deliveries of the first customer's initial pass and prints
