@@ -117,6 +117,108 @@ fn identity_provider(root: &Path) -> anyhow::Result<std::path::PathBuf> {
     Ok(dir)
 }
 
+/// The suite's database: migrated, a customer with a pass of demo data, and a third
+/// customer (signing in with the same provider, it will require provisioning). Returns
+/// both customers' ids.
+fn seed(bin: &Path, env: &[(&str, &str)]) -> anyhow::Result<(String, String)> {
+    api_json(bin, env, &["migrate"])?;
+    let name = "Contoso Group";
+    let customer = create_customer(bin, env, name)?;
+    let spec = CustomerSpec {
+        name: name.into(),
+        tenants: 1,
+        identities: 50,
+        findings: 200,
+        upr_days: 7,
+        seed: 3,
+    };
+    let data = scratch_dir("console-e2e-data")?.join("contoso.jsonl");
+    ingest_demo_data(bin, env, &customer, &spec, &data)?;
+
+    // A third customer signs in with the same provider, and will require provisioning.
+    let third_customer = create_customer(bin, env, THIRD_NAME)?;
+    Ok((customer, third_customer))
+}
+
+/// node-oidc-provider on `port`, with posture as its client (`redirect_uris`), logging
+/// under `target`.
+fn first_provider(
+    idp_dir: &Path,
+    port: u16,
+    client_secret: &str,
+    redirect_uris: &str,
+    target: &Path,
+) -> anyhow::Result<Command> {
+    let mut idp = Command::new("node");
+    idp.arg("idp.mjs")
+        .current_dir(idp_dir)
+        .env("IDP_PORT", port.to_string())
+        .env("IDP_CLIENT_ID", "posture")
+        .env("IDP_CLIENT_SECRET", client_secret)
+        .env("IDP_REDIRECT_URIS", redirect_uris)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(target.join("idp.log"))?)
+        .stderr(std::fs::File::create(target.join("idp.err.log"))?);
+    Ok(idp)
+}
+
+/// The run's verdict: the browser suite passed, posture-api logged no `ERROR` line, and
+/// none of the keys the suite issued (listed in `issued`) reached its log.
+fn verdict(passed: bool, api_log: &Path, issued: &Path, screenshots: &Path) -> anyhow::Result<()> {
+    let logged = std::fs::read_to_string(api_log).unwrap_or_default();
+    let errors: Vec<&str> = logged.lines().filter(|l| l.contains("ERROR")).collect();
+    let keys = std::fs::read_to_string(issued)?;
+    let leaked: Vec<&str> = keys
+        .lines()
+        .filter(|key| !key.is_empty() && logged.contains(key))
+        .collect();
+    if !passed {
+        bail!(
+            "the console's browser tests failed; screenshots in {}",
+            screenshots.display()
+        );
+    }
+    if !errors.is_empty() {
+        bail!(
+            "posture-api logged ERROR lines during the console tests:\n{}",
+            errors.join("\n")
+        );
+    }
+    if keys.lines().count() == 0 {
+        bail!("the suite issued no key: the leak check checked nothing");
+    }
+    if !leaked.is_empty() {
+        bail!("an issued key appears in posture-api's log");
+    }
+    Ok(())
+}
+
+/// `posture-api serve` for the suite: on `bind`, known as `public_url`, logging to `log`.
+fn api_server(
+    bin: &Path,
+    env: &[(&str, &str)],
+    bind: &str,
+    public_url: &str,
+    log: &Path,
+) -> anyhow::Result<Command> {
+    let mut serve = Command::new(bin.join("posture-api"));
+    serve
+        .arg("serve")
+        .envs(env.iter().copied())
+        .env("POSTURE_BIND", bind)
+        .env("POSTURE_PUBLIC_URL", public_url)
+        // The provider runs on loopback: an operator allows its network explicitly, as
+        // docs/operations.md says for a provider inside the network.
+        .env("POSTURE_SSO_ALLOWED_NETWORKS", "127.0.0.0/8")
+        .env("POSTURE_LOG", "info")
+        // Every sign-in of the suite comes from one address: more than the default 30 per
+        // 10 minutes (the limit itself is tested in the Rust suite).
+        .env("POSTURE_CONSOLE_SIGN_IN_LIMIT", "120")
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(log)?);
+    Ok(serve)
+}
+
 pub fn run_console_e2e() -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let root = project_root();
@@ -134,45 +236,17 @@ pub fn run_console_e2e() -> anyhow::Result<()> {
         ("DATABASE_URL", postgres.url.as_str()),
         ("POSTURE_SECRET_KEY", secret_key.as_str()),
     ];
-    api_json(&bin, &env, &["migrate"])?;
-    let name = "Contoso Group";
-    let customer = create_customer(&bin, &env, name)?;
-    let spec = CustomerSpec {
-        name: name.into(),
-        tenants: 1,
-        identities: 50,
-        findings: 200,
-        upr_days: 7,
-        seed: 3,
-    };
-    let data = scratch_dir("console-e2e-data")?.join("contoso.jsonl");
-    ingest_demo_data(&bin, &env, &customer, &spec, &data)?;
-
-    // A third customer signs in with the same provider, and will require provisioning.
-    let third_customer = create_customer(&bin, &env, THIRD_NAME)?;
+    let (customer, third_customer) = seed(&bin, &env)?;
 
     let api_bind = format!("127.0.0.1:{}", free_port()?);
     let idp_port = free_port()?;
     let public_url = format!("http://{api_bind}");
     let client_secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand_bytes()?);
     let target = root.join("target").join("console-e2e");
-    let idp_log = target.join("idp.log");
-    let mut idp = Command::new("node");
-    idp.arg("idp.mjs")
-        .current_dir(&idp_dir)
-        .env("IDP_PORT", idp_port.to_string())
-        .env("IDP_CLIENT_ID", "posture")
-        .env("IDP_CLIENT_SECRET", &client_secret)
-        .env(
-            "IDP_REDIRECT_URIS",
-            format!(
-                "{public_url}/console/{customer}/callback \
-                 {public_url}/console/{third_customer}/callback"
-            ),
-        )
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&idp_log)?)
-        .stderr(std::fs::File::create(target.join("idp.err.log"))?);
+    let redirect_uris = format!(
+        "{public_url}/console/{customer}/callback {public_url}/console/{third_customer}/callback"
+    );
+    let mut idp = first_provider(&idp_dir, idp_port, &client_secret, &redirect_uris, &target)?;
     let mut children = vec![
         idp.spawn()
             .context("starting the identity provider (node)")?,
@@ -180,19 +254,14 @@ pub fn run_console_e2e() -> anyhow::Result<()> {
     wait_until_listening(&format!("127.0.0.1:{idp_port}"))?;
 
     let issuer = format!("http://127.0.0.1:{idp_port}");
-    set_sso(
-        &bin,
-        &env,
-        &client_secret,
-        (&customer, &issuer, PROVIDER_NAME),
-    )?;
-
-    set_sso(
-        &bin,
-        &env,
-        &client_secret,
-        (&third_customer, &issuer, PROVIDER_NAME),
-    )?;
+    for signing_in in [&customer, &third_customer] {
+        set_sso(
+            &bin,
+            &env,
+            &client_secret,
+            (signing_in, &issuer, PROVIDER_NAME),
+        )?;
+    }
 
     let second_port = free_port()?;
     children.push(
@@ -211,21 +280,7 @@ pub fn run_console_e2e() -> anyhow::Result<()> {
     )?;
 
     let api_log = target.join("posture-api.log");
-    let mut serve = Command::new(bin.join("posture-api"));
-    serve
-        .arg("serve")
-        .envs(env)
-        .env("POSTURE_BIND", &api_bind)
-        .env("POSTURE_PUBLIC_URL", &public_url)
-        // The provider runs on loopback: an operator allows its network explicitly, as
-        // docs/operations.md says for a provider inside the network.
-        .env("POSTURE_SSO_ALLOWED_NETWORKS", "127.0.0.0/8")
-        .env("POSTURE_LOG", "info")
-        // Every sign-in of the suite comes from one address: more than the default 30 per
-        // 10 minutes (the limit itself is tested in the Rust suite).
-        .env("POSTURE_CONSOLE_SIGN_IN_LIMIT", "120")
-        .stdin(Stdio::null())
-        .stderr(std::fs::File::create(&api_log)?);
+    let mut serve = api_server(&bin, &env, &api_bind, &public_url, &api_log)?;
     children.push(serve.spawn().context("starting posture-api serve")?);
     let _running = Guard(children);
     wait_until_listening(&api_bind)?;
@@ -238,18 +293,16 @@ pub fn run_console_e2e() -> anyhow::Result<()> {
     eprintln_status("the console in headless Chromium (pytest + Selenium)");
     let status = Command::new(venv.join("bin").join("python"))
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
-        .arg(
-            root.join("xtask")
-                .join("console-e2e")
-                .join("test_console.py"),
-        )
-        .env("POSTURE_URL", &public_url)
-        .env("CUSTOMER_ID", &customer)
-        .env("PROVIDER_NAME", PROVIDER_NAME)
-        .env("SECOND_CUSTOMER_ID", &second_customer)
-        .env("SECOND_PROVIDER_NAME", SECOND_PROVIDER_NAME)
-        .env("THIRD_CUSTOMER_ID", &third_customer)
-        .env("THIRD_CUSTOMER_NAME", THIRD_NAME)
+        .arg(root.join("xtask/console-e2e/test_console.py"))
+        .envs([
+            ("POSTURE_URL", public_url.as_str()),
+            ("CUSTOMER_ID", &customer),
+            ("PROVIDER_NAME", PROVIDER_NAME),
+            ("SECOND_CUSTOMER_ID", &second_customer),
+            ("SECOND_PROVIDER_NAME", SECOND_PROVIDER_NAME),
+            ("THIRD_CUSTOMER_ID", &third_customer),
+            ("THIRD_CUSTOMER_NAME", THIRD_NAME),
+        ])
         // The suite requires provisioning for the third customer with the real operator
         // command, as an operator would once its identity provider has provisioned.
         .env("POSTURE_API", bin.join("posture-api"))
@@ -258,31 +311,7 @@ pub fn run_console_e2e() -> anyhow::Result<()> {
         .env("ISSUED_KEYS_FILE", &issued)
         .status()
         .context("running pytest")?;
-    let logged = std::fs::read_to_string(&api_log).unwrap_or_default();
-    let errors: Vec<&str> = logged.lines().filter(|l| l.contains("ERROR")).collect();
-    let keys = std::fs::read_to_string(&issued)?;
-    let leaked: Vec<&str> = keys
-        .lines()
-        .filter(|key| !key.is_empty() && logged.contains(key))
-        .collect();
-    if !status.success() {
-        bail!(
-            "the console's browser tests failed; screenshots in {}",
-            screenshots.display()
-        );
-    }
-    if !errors.is_empty() {
-        bail!(
-            "posture-api logged ERROR lines during the console tests:\n{}",
-            errors.join("\n")
-        );
-    }
-    if keys.lines().count() == 0 {
-        bail!("the suite issued no key: the leak check checked nothing");
-    }
-    if !leaked.is_empty() {
-        bail!("an issued key appears in posture-api's log");
-    }
+    verdict(status.success(), &api_log, &issued, &screenshots)?;
     eprintln_status(&format!(
         "console browser tests passed in {:.0} s; screenshots in {}",
         started.elapsed().as_secs_f64(),
