@@ -92,69 +92,17 @@ pub fn run_clients() -> anyhow::Result<()> {
     ];
     api_json(&bin, &env, &["migrate"])?;
     let customer = demo_customer(&bin, &env)?;
-    let every = every_scope();
-    let mut keys: Vec<(String, String)> = Vec::new();
-    for (name, scopes) in [
-        ("PYTHON_KEY", &every[..]),
-        ("PYTHON_FINDINGS_KEY", &["read:findings"][..]),
-        ("PYTHON_RATE_KEY", &["read:identities"][..]),
-        ("TS_KEY", &every[..]),
-        ("TS_FINDINGS_KEY", &["read:findings"][..]),
-        ("TS_RATE_KEY", &["read:identities"][..]),
-    ] {
-        let key = issue_key(&bin, &env, &customer, "clients", scopes)?;
-        keys.push((name.to_owned(), key));
-    }
-
-    // Customers of their own for the sync suites, whose passes they commit themselves.
-    for (customer_name, key_name) in [
-        ("PYTHON_SYNC_CUSTOMER", "PYTHON_SYNC_KEY"),
-        ("PYTHON_WORKED_CUSTOMER", "PYTHON_WORKED_KEY"),
-        ("PYTHON_EVENTS_CUSTOMER", "PYTHON_EVENTS_KEY"),
-        ("PYTHON_STREAM_CUSTOMER", "PYTHON_STREAM_KEY"),
-        ("TS_SYNC_CUSTOMER", "TS_SYNC_KEY"),
-    ] {
-        let id = create_customer(&bin, &env, customer_name)?;
-        let key = issue_key(&bin, &env, &id, "clients-sync", &["read:findings"])?;
-        keys.push((customer_name.to_owned(), id));
-        keys.push((key_name.to_owned(), key));
-    }
-    let docs_key = issue_key(&bin, &env, &customer, "docs", &every)?;
+    let keys = suite_keys(&bin, &env, &customer)?;
+    let docs_key = issue_key(&bin, &env, &customer, "docs", &every_scope())?;
 
     let bind = format!("127.0.0.1:{}", free_port()?);
     let base = format!("http://{bind}");
     let api_log = dirs.out.join("posture-api.log");
-    let mut serve = Command::new(bin.join("posture-api"));
-    serve
-        .arg("serve")
-        .envs(env)
-        .env("POSTURE_BIND", &bind)
-        .env("POSTURE_RATE_LIMIT", RATE_LIMIT)
-        .env("POSTURE_WEBHOOK_ALLOW_PRIVATE", "true")
-        // Streams of the events feed end after 2 s, so the documented examples that follow
-        // one (curl, events_stream.py) end, and reconnect, within the suite's time.
-        .env("POSTURE_EVENT_STREAM_SECS", "2")
-        .env("POSTURE_LOG", "info")
-        .stdin(Stdio::null())
-        .stderr(std::fs::File::create(&api_log)?);
+    let mut serve = api_server(&bin, &env, &bind, &api_log)?;
     let running = Guard(vec![serve.spawn().context("starting posture-api serve")?]);
     wait_until_listening(&bind)?;
 
-    let suite_env: Vec<(String, String)> = keys
-        .into_iter()
-        .chain([
-            ("POSTURE_URL".to_owned(), base.clone()),
-            ("CUSTOMER_ID".to_owned(), customer.clone()),
-            ("CUSTOMER_NAME".to_owned(), CUSTOMER_NAME.to_owned()),
-            ("RATE_LIMIT".to_owned(), RATE_LIMIT.to_owned()),
-            (
-                "POSTURE_API_BIN".to_owned(),
-                bin.join("posture-api").display().to_string(),
-            ),
-            ("DATABASE_URL".to_owned(), postgres.url.clone()),
-            ("POSTURE_LOG".to_owned(), "warn".to_owned()),
-        ])
-        .collect();
+    let suite_env = suite_env(keys, &base, &customer, &bin, &postgres.url);
     let documented = documentation(&dirs, &bin, &base, &customer, &docs_key, &suite_env);
     let python = documented
         .as_ref()
@@ -189,6 +137,86 @@ pub fn run_clients() -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     ));
     Ok(())
+}
+
+/// The suites' keys and customers, as the environment variables they read: keys of
+/// `customer` (every scope, one scope, one for the rate limit's test), and customers of
+/// their own for the sync suites, whose passes they commit themselves.
+fn suite_keys(
+    bin: &Path,
+    env: &[(&str, &str)],
+    customer: &str,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let every = every_scope();
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for (name, scopes) in [
+        ("PYTHON_KEY", &every[..]),
+        ("PYTHON_FINDINGS_KEY", &["read:findings"][..]),
+        ("PYTHON_RATE_KEY", &["read:identities"][..]),
+        ("TS_KEY", &every[..]),
+        ("TS_FINDINGS_KEY", &["read:findings"][..]),
+        ("TS_RATE_KEY", &["read:identities"][..]),
+    ] {
+        let key = issue_key(bin, env, customer, "clients", scopes)?;
+        keys.push((name.to_owned(), key));
+    }
+
+    for (customer_name, key_name) in [
+        ("PYTHON_SYNC_CUSTOMER", "PYTHON_SYNC_KEY"),
+        ("PYTHON_WORKED_CUSTOMER", "PYTHON_WORKED_KEY"),
+        ("PYTHON_EVENTS_CUSTOMER", "PYTHON_EVENTS_KEY"),
+        ("PYTHON_STREAM_CUSTOMER", "PYTHON_STREAM_KEY"),
+        ("TS_SYNC_CUSTOMER", "TS_SYNC_KEY"),
+    ] {
+        let id = create_customer(bin, env, customer_name)?;
+        let key = issue_key(bin, env, &id, "clients-sync", &["read:findings"])?;
+        keys.push((customer_name.to_owned(), id));
+        keys.push((key_name.to_owned(), key));
+    }
+    Ok(keys)
+}
+
+/// `posture-api serve` for the suites: on `bind`, logging to `log`.
+fn api_server(bin: &Path, env: &[(&str, &str)], bind: &str, log: &Path) -> anyhow::Result<Command> {
+    let mut serve = Command::new(bin.join("posture-api"));
+    serve
+        .arg("serve")
+        .envs(env.iter().copied())
+        .env("POSTURE_BIND", bind)
+        .env("POSTURE_RATE_LIMIT", RATE_LIMIT)
+        .env("POSTURE_WEBHOOK_ALLOW_PRIVATE", "true")
+        // Streams of the events feed end after 2 s, so the documented examples that follow
+        // one (curl, events_stream.py) end, and reconnect, within the suite's time.
+        .env("POSTURE_EVENT_STREAM_SECS", "2")
+        .env("POSTURE_LOG", "info")
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(log)?);
+    Ok(serve)
+}
+
+/// What every suite reads from its environment: `keys`, then where posture runs and what
+/// it holds.
+fn suite_env(
+    keys: Vec<(String, String)>,
+    base: &str,
+    customer: &str,
+    bin: &Path,
+    database_url: &str,
+) -> Vec<(String, String)> {
+    keys.into_iter()
+        .chain([
+            ("POSTURE_URL".to_owned(), base.to_owned()),
+            ("CUSTOMER_ID".to_owned(), customer.to_owned()),
+            ("CUSTOMER_NAME".to_owned(), CUSTOMER_NAME.to_owned()),
+            ("RATE_LIMIT".to_owned(), RATE_LIMIT.to_owned()),
+            (
+                "POSTURE_API_BIN".to_owned(),
+                bin.join("posture-api").display().to_string(),
+            ),
+            ("DATABASE_URL".to_owned(), database_url.to_owned()),
+            ("POSTURE_LOG".to_owned(), "warn".to_owned()),
+        ])
+        .collect()
 }
 
 const CUSTOMER_NAME: &str = "Contoso Group";
