@@ -1,5 +1,5 @@
 //! `cargo xtask notices [--check]`: THIRD-PARTY-NOTICES.md, the licenses of what ships inside
-//! posture's binaries. cargo-about (installed into `target/tools` once, pinned) reads the
+//! posture's binaries. cargo-about (pinned, installed once per machine under Cargo's home) reads the
 //! crates `posture-api` is built from (`posture-worker`'s are a subset, checked here), fails
 //! on a license outside `about.toml`'s accepted list, and renders `about.hbs`; the npm
 //! packages of the vendored API reference page follow (`xtask/docs-page/notices.md`, written
@@ -24,16 +24,21 @@ const CARGO_ABOUT: &str = "0.9.3";
 const NOTICES: &str = "THIRD-PARTY-NOTICES.md";
 const CLI_NOTICES: &str = "crates/cli/THIRD-PARTY-NOTICES.md";
 
-/// cargo-about of the pinned version, installed into `target/tools` when missing.
+/// cargo-about of the pinned version, installed when missing into a directory of its own
+/// version under Cargo's home (`$CARGO_HOME/posture-tools/cargo-about-<version>`): every
+/// clone on the machine reuses it (a fresh clone's CI run does not build it again), and no
+/// other cargo-about the user installed is replaced.
 fn cargo_about() -> anyhow::Result<PathBuf> {
-    let root = project_root().join("target").join("tools");
+    let root = cargo_home()?
+        .join("posture-tools")
+        .join(format!("cargo-about-{CARGO_ABOUT}"));
     let binary = root.join("bin").join("cargo-about");
     let current = output(Command::new(&binary).arg("--version")).unwrap_or_default();
     if current.split_whitespace().nth(1) == Some(CARGO_ABOUT) {
         return Ok(binary);
     }
     eprintln_status(&format!(
-        "installing cargo-about {CARGO_ABOUT} into {} (once, about 2 minutes)",
+        "installing cargo-about {CARGO_ABOUT} into {} (once per machine, about 2 minutes)",
         root.display()
     ));
     run_command(
@@ -45,6 +50,17 @@ fn cargo_about() -> anyhow::Result<PathBuf> {
     )
     .context("installing cargo-about")?;
     Ok(binary)
+}
+
+/// Cargo's home: `CARGO_HOME`, or `.cargo` in the user's home, as cargo itself finds it.
+fn cargo_home() -> anyhow::Result<PathBuf> {
+    if let Some(home) = std::env::var_os("CARGO_HOME").filter(|h| !h.is_empty()) {
+        return Ok(PathBuf::from(home));
+    }
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|home| PathBuf::from(home).join(".cargo"))
+        .context("neither CARGO_HOME nor HOME is set: cannot place cargo-about")
 }
 
 /// The crates (name and version) a package is built from: its normal dependencies, on Linux.

@@ -1,20 +1,20 @@
-//! The replay lag of a read replica: how old the newest data is that a reader of it would
-//! miss, as an upper bound measured on the replica alone (`replicas.rs` reads it at every
-//! check).
+//! The replay lag of a read replica: an upper bound on how old the newest data is that a
+//! reader of it would miss (`replicas.rs` measures it at every check).
 //!
-//! - A node that is not in recovery (a promoted standby, or the primary itself) misses
-//!   nothing: 0.
-//! - A replica whose WAL receiver is not streaming (it lost its primary, or its replay is
-//!   stuck behind a gap) misses whatever the primary committed since the last transaction it
-//!   replayed: the time since that transaction committed on the primary. An idle one ages
-//!   too, which only makes it skipped early.
-//! - A streaming replica has two bounds, and the lag is the smaller. The first is the one
-//!   above. The second is its own replay's progress: if all the WAL it had received at an
-//!   earlier check is replayed now, a reader misses at most what arrived since that check.
-//!   So one that has replayed all it received misses nothing (0), and one replaying WAL that
-//!   holds no commit (a vacuum's, or the pruning that reads do after a bulk load) stays as
-//!   fresh as its replay keeps up: the first bound alone would count the seconds since the
-//!   last commit it replayed, however current it is.
+//! Every check first reads the primary's WAL insert position, noting the moment before it
+//! asked. Whatever the primary had committed by that moment lies before that position, so
+//! once the replica has replayed up to it, a reader of the replica misses only what was
+//! committed since. The lag is the time since the latest such moment the replica has
+//! replayed past, and it is a bound whatever the WAL holds: a replica replaying a vacuum's
+//! WAL (no commits) as fast as it comes stays fresh, one that receives late, is paused, is
+//! stuck or lost its primary ages from the last moment it had caught up with.
+//!
+//! A second bound holds too: the time since the last transaction the replica replayed
+//! committed on the primary (nothing newer can be missed than what came after it). The lag
+//! is the smaller of the two. When the primary could not be read at any remembered check
+//! (it is down, say), the replica's own word is taken: nothing missed when its receiver is
+//! streaming and has replayed all it received, else the second bound. A node that is not in
+//! recovery (a promoted standby, or the primary itself) misses nothing.
 
 use std::{
     collections::VecDeque,
@@ -27,7 +27,7 @@ use std::{
 pub(crate) struct Reading {
     #[diesel(sql_type = diesel::sql_types::Bool)]
     pub in_recovery: bool,
-    /// Whether its WAL receiver is running.
+    /// Whether its WAL receiver is streaming.
     #[diesel(sql_type = diesel::sql_types::Bool)]
     pub streaming: bool,
     /// The WAL position it has received and flushed (0 on a primary).
@@ -50,7 +50,8 @@ impl Reading {
     pub(crate) fn sql(position_sql: &str) -> String {
         format!(
             "SELECT pg_is_in_recovery() AS in_recovery, \
-                    EXISTS (SELECT 1 FROM pg_stat_wal_receiver) AS streaming, \
+                    EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming') \
+                        AS streaming, \
                     coalesce(pg_last_wal_receive_lsn() - '0/0'::pg_lsn, 0)::int8 AS received, \
                     coalesce(pg_last_wal_replay_lsn() - '0/0'::pg_lsn, 0)::int8 AS replayed, \
                     coalesce(extract(epoch FROM clock_timestamp() \
@@ -61,18 +62,33 @@ impl Reading {
     }
 }
 
-/// What a replica had received at its recent checks, and when: the progress bound.
-#[derive(Debug, Default)]
-pub(crate) struct Received(Mutex<VecDeque<(i64, Instant)>>);
+/// The primary's WAL insert position, read at a check.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct PrimaryAt {
+    /// The position (bytes since `0/0`).
+    pub position: i64,
+    /// A moment before the primary was asked: all it had committed then lies before
+    /// `position`.
+    pub asked: Instant,
+}
 
-impl Received {
+/// The statement that reads the primary's position for [`PrimaryAt`].
+pub(crate) const PRIMARY_POSITION: &str =
+    "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8 AS position";
+
+/// The primary's positions at a replica's recent checks.
+#[derive(Debug, Default)]
+pub(crate) struct Checks(Mutex<VecDeque<PrimaryAt>>);
+
+impl Checks {
     /// Checks remembered: at the default interval a minute's worth; a replica further
-    /// behind than that has only the commit bound.
+    /// behind than that has the commit bound only.
     const KEPT: usize = 64;
 
-    /// Records `reading`, read at `now`, and returns the replica's lag in seconds by the
+    /// Records this check's `primary` position (`None`: the primary could not be read) and
+    /// returns the replica's lag in seconds at `now` (after `reading` was read), by the
     /// module's rule.
-    pub(crate) fn lag(&self, reading: &Reading, now: Instant) -> f64 {
+    pub(crate) fn lag(&self, reading: &Reading, primary: Option<PrimaryAt>, now: Instant) -> f64 {
         let mut checks = self
             .0
             .lock()
@@ -81,23 +97,24 @@ impl Received {
             checks.clear();
             return 0.0;
         }
+        if let Some(primary) = primary {
+            checks.push_back(primary);
+            if checks.len() > Self::KEPT {
+                checks.pop_front();
+            }
+        }
         let since_commit = reading.since_commit.max(0.0);
-        if !reading.streaming {
-            // What it received before it stopped says nothing of what it misses now.
-            checks.clear();
-            return since_commit;
+        if checks.is_empty() {
+            let caught_up = reading.streaming && reading.received == reading.replayed;
+            return if caught_up { 0.0 } else { since_commit };
         }
-        checks.push_back((reading.received, now));
-        if checks.len() > Self::KEPT {
-            checks.pop_front();
-        }
-        // The latest check (this one included) whose received WAL is all replayed.
+        // The latest moment whose primary position the replica has replayed past.
         let caught_up = checks
             .iter()
             .rev()
-            .find(|(received, _)| *received <= reading.replayed);
+            .find(|check| check.position <= reading.replayed);
         match caught_up {
-            Some((_, at)) => seconds(now.saturating_duration_since(*at)).min(since_commit),
+            Some(check) => seconds(now.saturating_duration_since(check.asked)).min(since_commit),
             None => since_commit,
         }
     }
@@ -122,83 +139,133 @@ mod tests {
         }
     }
 
+    fn primary(position: i64, asked: Instant) -> Option<PrimaryAt> {
+        Some(PrimaryAt { position, asked })
+    }
+
+    const MS: Duration = Duration::from_millis(1);
+
     #[test]
     fn a_primary_misses_nothing() {
-        let primary = Reading {
+        let node = Reading {
             in_recovery: false,
             ..reading(false, 0, 0, f64::INFINITY)
         };
-        assert_eq!(Received::default().lag(&primary, Instant::now()), 0.0);
+        let now = Instant::now();
+        assert_eq!(Checks::default().lag(&node, primary(9, now), now), 0.0);
     }
 
     #[test]
-    fn a_streaming_replica_that_replayed_all_it_received_misses_nothing() {
-        // However long ago its last replayed commit was (an idle primary).
-        let lag = Received::default().lag(&reading(true, 500, 500, 120.0), Instant::now());
+    fn a_replica_past_the_primarys_position_misses_only_the_time_since_it_was_read() {
+        // An idle primary, its last commit long ago: nothing is missed.
+        let asked = Instant::now();
+        let lag =
+            Checks::default().lag(&reading(true, 500, 500, 120.0), primary(500, asked), asked);
         assert_eq!(lag, 0.0);
+        // Read 5 ms after the primary was asked: at most those 5 ms.
+        let checks = Checks::default();
+        let lag = checks.lag(
+            &reading(true, 600, 600, 120.0),
+            primary(550, asked),
+            asked + 5 * MS,
+        );
+        assert!((lag - 0.005).abs() < 1e-9, "{lag}");
     }
 
     #[test]
     fn replay_that_keeps_up_with_wal_without_commits_stays_fresh() {
-        // A vacuum's WAL streaming in, its last commit 7 s ago: each check finds all the
-        // previous one had received replayed.
-        let received = Received::default();
+        // A vacuum's WAL streaming in, the last commit 7 s ago: each check finds the
+        // replica past the position of the one before.
+        let checks = Checks::default();
         let start = Instant::now();
-        let first = received.lag(&reading(true, 1_000, 900, 7.0), start);
-        assert_eq!(first, 7.0, "no earlier check to go by: the commit bound");
-        let later = start + Duration::from_millis(100);
-        let second = received.lag(&reading(true, 2_000, 1_500, 7.1), later);
+        let first = checks.lag(
+            &reading(true, 1_000, 900, 7.0),
+            primary(1_100, start),
+            start,
+        );
+        assert_eq!(first, 7.0, "behind every position read: the commit bound");
+        let later = start + 100 * MS;
+        let second = checks.lag(
+            &reading(true, 2_000, 1_500, 7.1),
+            primary(2_100, later),
+            later,
+        );
         assert!((second - 0.1).abs() < 1e-9, "{second}");
     }
 
     #[test]
-    fn paused_replay_ages_from_the_last_check_it_had_caught_up_with() {
-        let received = Received::default();
+    fn a_replica_receiving_late_ages_even_if_it_replays_all_it_receives() {
+        // It has replayed all it received, but what it received is the primary's of 3 s ago.
+        let checks = Checks::default();
         let start = Instant::now();
-        assert_eq!(received.lag(&reading(true, 1_000, 1_000, 0.5), start), 0.0);
-        // Replay paused at 1,000 while WAL with commits keeps arriving.
-        for tenth in 1..=30u64 {
-            let at = start + Duration::from_millis(100 * tenth);
-            let since_commit = 0.5 + tenth as f64 / 10.0;
-            let lag = received.lag(
-                &reading(true, 1_000 + tenth as i64, 1_000, since_commit),
+        for second in 0..=3u64 {
+            let at = start + Duration::from_secs(second);
+            checks.lag(
+                &reading(true, 100, 100, 9.0),
+                primary(100 + second as i64, at),
                 at,
             );
-            let expected = tenth as f64 / 10.0;
-            assert!((lag - expected).abs() < 1e-9, "{tenth}: {lag}");
+        }
+        let now = start + Duration::from_secs(3);
+        let lag = checks.lag(&reading(true, 100, 100, 9.0), None, now);
+        assert_eq!(lag, 3.0, "from the last position it had replayed past");
+    }
+
+    #[test]
+    fn paused_replay_ages_from_the_last_check_it_had_caught_up_with() {
+        let checks = Checks::default();
+        let start = Instant::now();
+        assert_eq!(
+            checks.lag(
+                &reading(true, 1_000, 1_000, 0.5),
+                primary(1_000, start),
+                start
+            ),
+            0.0
+        );
+        // Replay paused at 1,000 while the primary goes on.
+        for tenth in 1..=30u64 {
+            let at = start + 100 * MS * tenth as u32;
+            let since_commit = 0.5 + tenth as f64 / 10.0;
+            let reading = reading(true, 1_000 + tenth as i64, 1_000, since_commit);
+            let lag = checks.lag(&reading, primary(1_000 + tenth as i64, at), at);
+            assert!((lag - tenth as f64 / 10.0).abs() < 1e-9, "{tenth}: {lag}");
         }
     }
 
     #[test]
-    fn a_replica_that_stopped_streaming_ages_from_its_last_commit() {
-        let received = Received::default();
-        let start = Instant::now();
-        assert_eq!(received.lag(&reading(true, 1_000, 1_000, 0.0), start), 0.0);
-        // Its receiver gone, it has replayed all it got: that is no news of the primary.
-        let later = start + Duration::from_secs(3);
-        assert_eq!(received.lag(&reading(false, 1_000, 1_000, 9.0), later), 9.0);
-        // Streaming again: the checks before the gap no longer count.
-        let again = later + Duration::from_secs(1);
+    fn without_the_primarys_position_the_replicas_own_word_is_taken() {
+        let now = Instant::now();
+        let caught_up = Checks::default().lag(&reading(true, 700, 700, 30.0), None, now);
+        assert_eq!(caught_up, 0.0, "streaming, all it received replayed");
+        let behind = Checks::default().lag(&reading(true, 800, 700, 30.0), None, now);
+        assert_eq!(behind, 30.0);
+        let lost = Checks::default().lag(&reading(false, 700, 700, 30.0), None, now);
         assert_eq!(
-            received.lag(&reading(true, 2_000, 1_500, 10.0), again),
-            10.0
+            lost, 30.0,
+            "not streaming: what it replayed is no news of the primary"
         );
     }
 
     #[test]
     fn a_replica_further_behind_than_its_checks_remember_has_the_commit_bound() {
-        let received = Received::default();
+        let checks = Checks::default();
         let start = Instant::now();
-        assert_eq!(received.lag(&reading(true, 999, 999, 0.0), start), 0.0);
+        assert_eq!(
+            checks.lag(&reading(true, 999, 999, 0.0), primary(999, start), start),
+            0.0
+        );
         // Replay stuck at 999 for as many checks as are remembered: the one it had caught
-        // up at is forgotten, and only the commit bound is left.
-        let checks = Received::KEPT as u64;
-        for check in 1..checks {
+        // up with is forgotten, and only the commit bound is left.
+        let kept = Checks::KEPT as u64;
+        for check in 1..kept {
             let at = start + Duration::from_secs(check);
-            let lag = received.lag(&reading(true, 1_000 + check as i64, 999, 100.0), at);
+            let reading = reading(true, 1_000 + check as i64, 999, 100.0);
+            let lag = checks.lag(&reading, primary(1_000 + check as i64, at), at);
             assert_eq!(lag, check as f64);
         }
-        let at = start + Duration::from_secs(checks);
-        assert_eq!(received.lag(&reading(true, 5_000, 999, 100.0), at), 100.0);
+        let at = start + Duration::from_secs(kept);
+        let lag = checks.lag(&reading(true, 5_000, 999, 100.0), primary(5_000, at), at);
+        assert_eq!(lag, 100.0);
     }
 }

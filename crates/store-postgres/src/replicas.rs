@@ -6,11 +6,10 @@
 //! none is usable, reads go to the primary. A replica starts unusable, until its first
 //! check.
 //!
-//! The lag is how old the newest data is that a reader of the replica would miss, measured
-//! on the replica alone (`replica_lag.rs` states the rule): nothing when it is streaming and
-//! has replayed all it received; otherwise the smaller of the time since the last
-//! transaction it replayed committed on the primary and, while it streams, the time since
-//! the last check whose received WAL it has all replayed.
+//! The lag bounds how old the newest data is that a reader of the replica would miss
+//! (`replica_lag.rs` states the rule): the time since the latest check whose primary WAL
+//! position the replica has replayed past, or since the last transaction it replayed
+//! committed on the primary, whichever is smaller.
 
 use std::{
     fmt,
@@ -28,7 +27,7 @@ use crate::{
     data_versions::WAL_POSITION,
     error::db_error,
     replay::ReplayState,
-    replica_lag::{Reading, Received},
+    replica_lag::{Checks, PRIMARY_POSITION, PrimaryAt, Reading},
 };
 
 /// How the replicas are used.
@@ -65,14 +64,16 @@ struct Replica {
     usable: AtomicBool,
     /// `f64::to_bits` of the lag in seconds; `NO_LAG_MEASURED` when unknown.
     lag_bits: AtomicU64,
-    /// What it had received at its recent checks (`replica_lag.rs`).
-    received: Received,
+    /// The primary's positions at its recent checks (`replica_lag.rs`).
+    checks: Checks,
 }
 
 const NO_LAG_MEASURED: u64 = u64::MAX;
 
 /// The replicas of one primary, with their lag checks.
 pub struct Replicas {
+    /// Where every check reads the primary's WAL position first.
+    primary: PgStore,
     replicas: Vec<Replica>,
     policy: ReplicaPolicy,
     next: AtomicUsize,
@@ -111,11 +112,12 @@ impl Replicas {
                     replay,
                     usable: AtomicBool::new(false),
                     lag_bits: AtomicU64::new(NO_LAG_MEASURED),
-                    received: Received::default(),
+                    checks: Checks::default(),
                 })
             })
             .collect::<Result<Vec<_>, Error>>()?;
         Ok(Self {
+            primary: primary.clone(),
             replicas,
             policy,
             next: AtomicUsize::new(0),
@@ -173,8 +175,9 @@ impl Replicas {
             let mut was_usable = vec![None; replicas.replicas.len()];
             loop {
                 ticks.tick().await;
+                let primary = replicas.primary_position().await;
                 // All at once: a replica that does not answer delays no other's check.
-                let checks = replicas.replicas.iter().map(|r| replicas.check(r));
+                let checks = replicas.replicas.iter().map(|r| replicas.check(r, primary));
                 let usable = futures_util::future::join_all(checks).await;
                 for (index, (replica, usable)) in replicas.replicas.iter().zip(usable).enumerate() {
                     if was_usable[index] != Some(usable) {
@@ -186,14 +189,41 @@ impl Replicas {
         })
     }
 
-    /// Measures one replica and records the result; returns whether it is usable.
-    async fn check(&self, replica: &Replica) -> bool {
+    /// How long a check waits for a node's answer.
+    fn patience(&self) -> Duration {
+        self.policy.check_every.max(Duration::from_millis(500))
+    }
+
+    /// The primary's WAL insert position now; `None` when it does not answer in time (the
+    /// replicas then speak for themselves: `replica_lag.rs`).
+    async fn primary_position(&self) -> Option<PrimaryAt> {
+        use diesel_async::RunQueryDsl as _;
+        #[derive(diesel::QueryableByName)]
+        struct Position {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            position: i64,
+        }
+        let asked = Instant::now();
+        let read = async {
+            let mut conn = self.primary.conn().await.ok()?;
+            let row: Position = diesel::sql_query(PRIMARY_POSITION)
+                .get_result(&mut conn)
+                .await
+                .ok()?;
+            Some(row.position)
+        };
+        let position = tokio::time::timeout(self.patience(), read).await.ok()??;
+        Some(PrimaryAt { position, asked })
+    }
+
+    /// Measures one replica against the `primary`'s position read for this check, and
+    /// records the result; returns whether it is usable.
+    async fn check(&self, replica: &Replica, primary: Option<PrimaryAt>) -> bool {
         // A replica that does not answer within the interval is as good as lagging.
-        let timeout = self.policy.check_every.max(Duration::from_millis(500));
-        let lag = match tokio::time::timeout(timeout, read(&replica.store)).await {
+        let lag = match tokio::time::timeout(self.patience(), read(&replica.store)).await {
             Ok(Ok(reading)) => {
                 replica.replay.replayed(reading.position.max(0) as u64);
-                Some(replica.received.lag(&reading, Instant::now()))
+                Some(replica.checks.lag(&reading, primary, Instant::now()))
             }
             Ok(Err(_)) | Err(_) => None,
         };
