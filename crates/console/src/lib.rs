@@ -114,3 +114,14 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ConsoleState) {
             .default_service(web::to(error::not_found)),
     );
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_route_table_has_no_faults() {
+        assert_eq!(
+            posture_http::mount::faults(super::TABLE),
+            Vec::<String>::new()
+        );
+    }
+}

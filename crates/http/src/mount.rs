@@ -10,7 +10,7 @@
 //! their own documents (SCIM's `/Schemas`, the console's pages) and share the rest: the one
 //! middleware (`pipeline.rs`), its access log and its metrics.
 
-use actix_web::{Resource, Route, http::Method, web};
+use actix_web::{Resource, Route, dev::ResourceDef, http::Method, web};
 
 /// One route of a surface: a request for `template` with `method` is served by `route`.
 #[derive(Clone, Copy)]
@@ -106,6 +106,42 @@ pub fn resources(table: &[Mount], not_allowed: fn(String) -> Route) -> Vec<Resou
         .collect()
 }
 
+/// What is wrong with a table, if anything (its surface's tests assert nothing is): a
+/// method listed twice for one template (it would show twice in `Allow`), or a template that
+/// an earlier one takes (actix tries them in the table's order, so `/Users/{id}` listed
+/// before `/Users/.search` would answer the search's requests itself).
+pub fn faults(table: &[Mount]) -> Vec<String> {
+    let mut faults = Vec::new();
+    for (i, mount) in table.iter().enumerate() {
+        let twice = table[..i]
+            .iter()
+            .any(|m| m.template == mount.template && m.method == mount.method);
+        if twice {
+            faults.push(format!("{} {}: listed twice", mount.method, mount.template));
+        }
+    }
+    let templates = templates(table);
+    for (j, later) in templates.iter().enumerate() {
+        // A path the later template serves: its parameters filled in.
+        let path: String = later
+            .split('/')
+            .map(|segment| match segment.starts_with('{') {
+                true => "x",
+                false => segment,
+            })
+            .collect::<Vec<_>>()
+            .join("/");
+        for earlier in &templates[..j] {
+            if ResourceDef::new(*earlier).is_match(&path) {
+                faults.push(format!(
+                    "{earlier} takes {later}'s requests: list {later} first"
+                ));
+            }
+        }
+    }
+    faults
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,6 +156,27 @@ mod tests {
     #[test]
     fn templates_are_listed_once_in_the_tables_order() {
         assert_eq!(templates(TABLE), ["/a", "/a/.search", "/a/{id}"]);
+    }
+
+    #[test]
+    fn a_table_in_order_has_no_faults() {
+        assert_eq!(faults(TABLE), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_template_listed_after_one_that_takes_it_and_a_method_listed_twice_are_faults() {
+        let table = &[
+            Mount::delete("/a/{id}", || web::to(|| async { "deleted" })),
+            Mount::post("/a/.search", || web::to(|| async { "search" })),
+            Mount::delete("/a/{id}", || web::to(|| async { "again" })),
+        ];
+        assert_eq!(
+            faults(table),
+            [
+                "DELETE /a/{id}: listed twice",
+                "/a/{id} takes /a/.search's requests: list /a/.search first",
+            ]
+        );
     }
 
     #[test]

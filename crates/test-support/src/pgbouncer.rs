@@ -8,7 +8,7 @@
 use std::{
     path::PathBuf,
     process::{Child, Command, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 /// PgBouncer as a child process, killed on drop.
@@ -109,15 +109,8 @@ impl PgBouncer {
             std::os::unix::process::CommandExt::gid(&mut command, id("-g"));
         }
         let child = command.spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "PgBouncer did not start (see {}/pgbouncer.log)",
-                dir.display()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let what = format!("PgBouncer (its log: {}/pgbouncer.log)", dir.display());
+        crate::waits::wait_for_port(&what, port, Duration::from_secs(10));
         Self { child, port, dir }
     }
 

@@ -258,3 +258,11 @@ async fn search_all(
     let body = render::list(resources, users_total + groups_total, window.start_index);
     Ok(answer(StatusCode::OK, &body, None))
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_route_table_has_no_faults() {
+        assert_eq!(crate::mount::faults(super::TABLE), Vec::<String>::new());
+    }
+}

@@ -160,10 +160,21 @@ fn measure(args: &BenchArgs, figures: &mut Vec<Figure>) -> anyhow::Result<()> {
         },
         duration: Duration::from_secs(args.seconds),
     };
-    match run.focused(figures)? {
-        true => Ok(()),
-        false => run.everything(figures),
+    if run.focused(figures)? {
+        return Ok(());
     }
+    let in_process = run.everything(figures)?;
+    // Alone on the machine, as every other server was measured.
+    drop(server);
+    one_node::through_redis(
+        &bin,
+        &postgres.url,
+        args.pool_size,
+        &loaded,
+        Duration::from_secs(args.seconds),
+        in_process,
+        figures,
+    )
 }
 
 /// Writes the report and prints it.

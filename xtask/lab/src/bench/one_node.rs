@@ -52,8 +52,9 @@ impl OnOneNode<'_> {
         Ok(true)
     }
 
-    /// Every figure, in the order docs/performance.md reports them.
-    pub(super) fn everything(&self, figures: &mut Vec<Figure>) -> anyhow::Result<()> {
+    /// Every figure on this server, in the order docs/performance.md reports them; returns
+    /// the cheap route's load, which [`through_redis`] compares once this server is gone.
+    pub(super) fn everything(&self, figures: &mut Vec<Figure>) -> anyhow::Result<http::Load> {
         let (server, loaded, duration) = (self.server, self.loaded, self.duration);
         let database_url = &self.postgres.url;
         self.reads(true, figures)?;
@@ -92,7 +93,7 @@ impl OnOneNode<'_> {
             duration,
             figures,
         )?;
-        self.through_redis(in_process, figures)
+        Ok(in_process)
     }
 
     /// The read routes at each connection count (against PostgREST when it is installed;
@@ -145,49 +146,41 @@ impl OnOneNode<'_> {
             figures,
         )
     }
+}
 
-    /// The cheap route again with the limiter shared through Redis, against `in_process`,
-    /// and the limiter's own figures.
-    fn through_redis(
-        &self,
-        in_process: http::Load,
-        figures: &mut Vec<Figure>,
-    ) -> anyhow::Result<()> {
-        let redis = crate::servers::redis()?;
-        let shared = http::Server::start(
-            self.bin,
-            &self.postgres.url,
-            Some(&redis.url()),
-            self.args.pool_size,
-        )?;
-        let through_redis = http::cheap_route(
-            &shared,
-            self.loaded,
-            "through Redis",
-            16,
-            self.duration,
-            figures,
-        )?;
-        drop(shared);
-        figures.push(Figure::measure(
-            "GET /tenants through Redis vs in-process: added p50",
-            through_redis.p50_ms - in_process.p50_ms,
-            "ms",
-            true,
-        ));
-        figures.push(
-            Figure::measure(
-                "GET /tenants throughput through Redis",
-                through_redis.requests_per_second,
-                "req/s",
-                false,
-            )
-            .against(in_process.requests_per_second, "in-process limiter", None),
-        );
-        limiter::redis_check_latency(&redis.url(), 16, figures)?;
-        limiter::reset_spread(figures);
-        Ok(())
-    }
+/// The cheap route again, on a server whose limiter is shared through Redis (the one of
+/// [`OnOneNode`] stopped first), against `in_process`; then the limiter's own figures.
+pub(super) fn through_redis(
+    bin: &Path,
+    database_url: &str,
+    pool_size: Option<u32>,
+    loaded: &load::Loaded,
+    duration: Duration,
+    in_process: http::Load,
+    figures: &mut Vec<Figure>,
+) -> anyhow::Result<()> {
+    let redis = crate::servers::redis()?;
+    let shared = http::Server::start(bin, database_url, Some(&redis.url()), pool_size)?;
+    let through_redis = http::cheap_route(&shared, loaded, "through Redis", 16, duration, figures)?;
+    drop(shared);
+    figures.push(Figure::measure(
+        "GET /tenants through Redis vs in-process: added p50",
+        through_redis.p50_ms - in_process.p50_ms,
+        "ms",
+        true,
+    ));
+    figures.push(
+        Figure::measure(
+            "GET /tenants throughput through Redis",
+            through_redis.requests_per_second,
+            "req/s",
+            false,
+        )
+        .against(in_process.requests_per_second, "in-process limiter", None),
+    );
+    limiter::redis_check_latency(&redis.url(), 16, figures)?;
+    limiter::reset_spread(figures);
+    Ok(())
 }
 
 /// PostgREST serving the same data, when it is installed (its pool as posture's: 4 unless
