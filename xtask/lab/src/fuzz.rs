@@ -11,7 +11,7 @@
 //! did not issue (a rule OpenAPI cannot state); nothing else is filtered.
 
 use std::{
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Command, Stdio},
 };
 
@@ -50,9 +50,54 @@ pub struct FuzzArgs {
 }
 
 /// schemathesis from the virtual environment, installed when missing.
-fn schemathesis(venv: &std::path::Path) -> anyhow::Result<PathBuf> {
+fn schemathesis(venv: &Path) -> anyhow::Result<PathBuf> {
     python_venv(venv, &[SCHEMATHESIS])?;
     Ok(venv.join("bin").join("schemathesis"))
+}
+
+/// Two customers with demo data, each with a key holding every scope; returns the keys.
+fn customers(bin: &Path, env: &[(&str, &str)]) -> anyhow::Result<Vec<String>> {
+    let data = scratch_dir("fuzz-data")?;
+    let mut keys = Vec::new();
+    for (name, seed) in [("Contoso Group", 1), ("Fabrikam Inc", 2)] {
+        let spec = CustomerSpec {
+            name: name.into(),
+            tenants: 2,
+            identities: 300,
+            findings: 1000,
+            upr_days: 30,
+            seed,
+        };
+        let id = create_customer(bin, env, name)?;
+        let file = data.join(format!("{seed}.jsonl"));
+        ingest_demo_data(bin, env, &id, &spec, &file)?;
+        keys.push(issue_key(bin, env, &id, "fuzz", &every_scope())?);
+    }
+    Ok(keys)
+}
+
+/// `posture-api serve` for the fuzzer: on `bind`, logging to `log`, with a rate limit no
+/// run reaches and short waits on the events feed.
+fn api_server(bin: &Path, database_url: &str, bind: &str, log: &Path) -> anyhow::Result<Command> {
+    let mut serve = Command::new(bin.join("posture-api"));
+    serve
+        .arg("serve")
+        .env("DATABASE_URL", database_url)
+        .env("POSTURE_BIND", bind)
+        .env(
+            "POSTURE_SECRET_KEY",
+            base64::engine::general_purpose::STANDARD.encode(rand_bytes()?),
+        )
+        .env("POSTURE_WEBHOOK_ALLOW_PRIVATE", "true")
+        .env("POSTURE_RATE_LIMIT", "10000000")
+        // A waiting request on the events feed answers within 1 s (the fuzzer's requests
+        // time out after 10 s, and a wait of 30 s per generated case would take hours).
+        .env("POSTURE_EVENT_MAX_WAIT_SECS", "1")
+        .env("POSTURE_EVENT_STREAM_SECS", "1")
+        .env("POSTURE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(log)?);
+    Ok(serve)
 }
 
 pub fn run_fuzz(args: &FuzzArgs) -> anyhow::Result<()> {
@@ -66,43 +111,11 @@ pub fn run_fuzz(args: &FuzzArgs) -> anyhow::Result<()> {
     let env = [("DATABASE_URL", postgres.url.as_str())];
     api_json(&bin, &env, &["migrate"])?;
 
-    let data = scratch_dir("fuzz-data")?;
-    let mut keys = Vec::new();
-    for (name, seed) in [("Contoso Group", 1), ("Fabrikam Inc", 2)] {
-        let spec = CustomerSpec {
-            name: name.into(),
-            tenants: 2,
-            identities: 300,
-            findings: 1000,
-            upr_days: 30,
-            seed,
-        };
-        let id = create_customer(&bin, &env, name)?;
-        let file = data.join(format!("{seed}.jsonl"));
-        ingest_demo_data(&bin, &env, &id, &spec, &file)?;
-        keys.push(issue_key(&bin, &env, &id, "fuzz", &every_scope())?);
-    }
+    let keys = customers(&bin, &env)?;
 
     let bind = format!("127.0.0.1:{}", free_port()?);
     let log = project_root().join("target").join("fuzz-api.log");
-    let mut serve = Command::new(bin.join("posture-api"));
-    serve
-        .arg("serve")
-        .env("DATABASE_URL", &postgres.url)
-        .env("POSTURE_BIND", &bind)
-        .env(
-            "POSTURE_SECRET_KEY",
-            base64::engine::general_purpose::STANDARD.encode(rand_bytes()?),
-        )
-        .env("POSTURE_WEBHOOK_ALLOW_PRIVATE", "true")
-        .env("POSTURE_RATE_LIMIT", "10000000")
-        // A waiting request on the events feed answers within 1 s (the fuzzer's requests
-        // time out after 10 s, and a wait of 30 s per generated case would take hours).
-        .env("POSTURE_EVENT_MAX_WAIT_SECS", "1")
-        .env("POSTURE_EVENT_STREAM_SECS", "1")
-        .env("POSTURE_LOG", "warn")
-        .stdin(Stdio::null())
-        .stderr(std::fs::File::create(&log)?);
+    let mut serve = api_server(&bin, &postgres.url, &bind, &log)?;
     let _server = Guard(vec![serve.spawn().context("starting posture-api serve")?]);
     wait_until_listening(&bind)?;
 
