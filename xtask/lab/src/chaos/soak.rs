@@ -25,7 +25,7 @@ use serde_json::json;
 
 use super::{
     Context, EVERY_EVENT,
-    cluster::{Cluster, ROLE},
+    cluster::{Cluster, Customer, ROLE},
     receiver::Receiver,
     traffic::{Load, PATHS, Sample, Spec, Summary},
 };
@@ -84,22 +84,30 @@ fn redis_used_memory(url: &str) -> Option<f64> {
     Some(bytes / 1024.0 / 1024.0)
 }
 
-pub fn run_soak(args: &SoakArgs) -> anyhow::Result<()> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let bin = build_binaries_as(args.release)?;
-    // 1,000 requests per key per 10 s: the readers stay under it, the hammer does not.
-    let cluster = Cluster::with_rate_limit(bin, 1000, 10)?;
-    let receiver = Receiver::default();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    let hook_base = format!("http://{}", listener.local_addr()?);
-    let _serving = receiver.serve(listener)?;
-    let bases = cluster.bases();
-    let cx = Context {
-        receiver,
-        hook_base,
-        api: bases[0].clone(),
-    };
+/// The series sampled over the run, by name.
+type Sampled = BTreeMap<String, Series>;
 
+/// Adds `value` to the series `name` (made with its unit and allowance when new).
+fn record(series: &mut Sampled, name: String, unit: &'static str, allowance: f64, value: f64) {
+    series
+        .entry(name.clone())
+        .or_insert(Series {
+            name,
+            unit,
+            allowance,
+            values: Vec::new(),
+        })
+        .values
+        .push(value);
+}
+
+/// The traffic of the run, on every instance in `bases`: readers under their limit, a
+/// hammer over it, an unknown key, a key lacking the scope, and an export every 5 s.
+fn traffic(
+    cluster: &Cluster,
+    cx: &Context,
+    bases: &[String],
+) -> anyhow::Result<(Vec<Load>, Customer)> {
     let readers: Vec<String> = (0..6)
         .map(|i| cluster.reader(&format!("soak{i}")).map(|c| c.key))
         .collect::<anyhow::Result<_>>()?;
@@ -120,76 +128,75 @@ pub fn run_soak(args: &SoakArgs) -> anyhow::Result<()> {
         .unwrap_or_default()
         .to_owned();
     let unknown = "svc_0000000000000000000000000000000000000000".to_owned();
-
-    let loads = [
-        Load::spec(&Spec {
-            instances: &bases,
+    let specs = [
+        Spec {
+            instances: bases,
             keys: &readers,
             tasks: 3,
             pause: Duration::from_millis(20),
             paths: PATHS,
-        }),
-        Load::spec(&Spec {
+        },
+        Spec {
             instances: &bases[..1],
-            keys: &[hammer],
+            keys: std::slice::from_ref(&hammer),
             tasks: 1,
             pause: Duration::ZERO,
             paths: &["/api/v1/tenants"],
-        }),
-        Load::spec(&Spec {
-            instances: &bases,
-            keys: &[unknown],
+        },
+        Spec {
+            instances: bases,
+            keys: std::slice::from_ref(&unknown),
             tasks: 1,
             pause: Duration::from_millis(250),
             paths: &["/api/v1/findings"],
-        }),
-        Load::spec(&Spec {
-            instances: &bases,
-            keys: &[narrow],
+        },
+        Spec {
+            instances: bases,
+            keys: std::slice::from_ref(&narrow),
             tasks: 1,
             pause: Duration::from_millis(250),
             paths: &["/api/v1/findings"],
-        }),
-        Load::spec(&Spec {
-            instances: &bases,
+        },
+        Spec {
+            instances: bases,
             keys: &readers[..1],
             tasks: 1,
             pause: Duration::from_secs(5),
             paths: &["/api/v1/findings/export"],
-        }),
+        },
     ];
+    Ok((specs.iter().map(Load::spec).collect(), passes))
+}
 
-    let mut series: BTreeMap<String, Series> = BTreeMap::new();
-    let mut record = |name: String, unit: &'static str, allowance: f64, value: f64| {
-        series
-            .entry(name.clone())
-            .or_insert(Series {
-                name,
-                unit,
-                allowance,
-                values: Vec::new(),
-            })
-            .values
-            .push(value);
-    };
+/// The passes of the run: how many were sent and how many failed.
+#[derive(Default)]
+struct Passes {
+    sent: u32,
+    failed: u32,
+}
+
+impl Passes {
+    /// One pass of 400 findings for `customer`, its ids prefixed by `tag` and its number.
+    fn send(&mut self, cluster: &Cluster, customer: &Customer, tag: &str) {
+        let prefix = format!("{tag}{}-", self.sent);
+        if cluster.ingest(customer, &prefix, 400).is_err() {
+            self.failed += 1;
+        }
+        self.sent += 1;
+    }
+}
+
+/// Warm-up, not sampled: caches, pools and allocators of every process reach their
+/// working size. Passes every 10 s, and on until both workers have delivered (one may claim
+/// every delivery of a small pass; the other's first ones would show as a step of its
+/// memory), for at most [`WARM_UP_LIMIT`].
+fn warm_up(cluster: &Cluster, customer: &Customer, passes: &mut Passes, total: Duration) {
     let started = Instant::now();
-    let total = Duration::from_secs(args.minutes * 60);
-    let (mut pass_no, mut passes_failed) = (0, 0);
-    // Warm-up, not sampled: caches, pools and allocators of every process reach their
-    // working size. Passes every 10 s, and on until both workers have delivered (one may
-    // claim every delivery of a small pass; the other's first ones would show as a step of
-    // its memory), for at most WARM_UP_LIMIT.
     let warm_up = (total / 10).max(Duration::from_secs(30));
     eprintln_status(&format!("soak: {} s of warm-up", warm_up.as_secs()));
     let idle_worker = || (0..2).any(|i| cluster.worker_attempts(i) == Some(0.0));
     while started.elapsed() < warm_up || (started.elapsed() < WARM_UP_LIMIT && idle_worker()) {
-        if cluster
-            .ingest(&passes, &format!("w{pass_no}-"), 400)
-            .is_err()
-        {
-            passes_failed += 1;
-        }
-        pass_no += 1;
+        passes.send(cluster, customer, "w");
         std::thread::sleep(Duration::from_secs(10));
     }
     let attempts: Vec<String> = (0..2)
@@ -200,59 +207,76 @@ pub fn run_soak(args: &SoakArgs) -> anyhow::Result<()> {
         .collect();
     eprintln_status(&format!(
         "soak: {} minutes sampled after {} s of warm-up (delivery attempts: {})",
-        args.minutes,
+        total.as_secs() / 60,
         started.elapsed().as_secs(),
         attempts.join(", ")
     ));
+}
+
+/// One sample of every process's memory and descriptors, posture's connections, Redis's
+/// memory and the deliveries pending.
+fn sample(cluster: &Cluster, series: &mut Sampled) {
+    for (name, pid) in cluster.pids() {
+        if let Some((rss, fds)) = process_sample(pid) {
+            record(series, format!("{name} resident memory"), "MiB", 8.0, rss);
+            record(series, format!("{name} open descriptors"), "", 8.0, fds);
+        }
+    }
+    let connections = format!("SELECT count(*) FROM pg_stat_activity WHERE usename = '{ROLE}'");
+    if let Ok(n) = cluster.count(&connections) {
+        let name = "PostgreSQL connections of posture".into();
+        record(series, name, "", 2.0, n as f64);
+    }
+    if let Some(mib) = redis_used_memory(&cluster.redis.url()) {
+        record(series, "Redis used_memory".into(), "MiB", 1.0, mib);
+    }
+    let pending = "SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'";
+    if let Ok(n) = cluster.count(pending) {
+        record(series, "pending deliveries".into(), "", 100.0, n as f64);
+    }
+}
+
+pub fn run_soak(args: &SoakArgs) -> anyhow::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let bin = build_binaries_as(args.release)?;
+    // 1,000 requests per key per 10 s: the readers stay under it, the hammer does not.
+    let cluster = Cluster::with_rate_limit(bin, 1000, 10)?;
+    let receiver = Receiver::default();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let hook_base = format!("http://{}", listener.local_addr()?);
+    let _serving = receiver.serve(listener)?;
+    let bases = cluster.bases();
+    let cx = Context {
+        receiver,
+        hook_base,
+        api: bases[0].clone(),
+    };
+    let (loads, customer) = traffic(&cluster, &cx, &bases)?;
+
+    let total = Duration::from_secs(args.minutes * 60);
+    let mut passes = Passes::default();
+    warm_up(&cluster, &customer, &mut passes, total);
+    let mut series = Sampled::new();
     let started = Instant::now();
     let mut next_pass = Duration::ZERO;
     while started.elapsed() < total {
         if started.elapsed() >= next_pass {
-            if cluster
-                .ingest(&passes, &format!("p{pass_no}-"), 400)
-                .is_err()
-            {
-                passes_failed += 1;
-            }
-            pass_no += 1;
+            passes.send(&cluster, &customer, "p");
             next_pass += Duration::from_secs(60);
         }
-        for (name, pid) in cluster.pids() {
-            if let Some((rss, fds)) = process_sample(pid) {
-                record(format!("{name} resident memory"), "MiB", 8.0, rss);
-                record(format!("{name} open descriptors"), "", 8.0, fds);
-            }
-        }
-        if let Ok(n) = cluster.count(&format!(
-            "SELECT count(*) FROM pg_stat_activity WHERE usename = '{ROLE}'"
-        )) {
-            record(
-                "PostgreSQL connections of posture".into(),
-                "",
-                2.0,
-                n as f64,
-            );
-        }
-        if let Some(mib) = redis_used_memory(&cluster.redis.url()) {
-            record("Redis used_memory".into(), "MiB", 1.0, mib);
-        }
-        if let Ok(n) =
-            cluster.count("SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'")
-        {
-            record("pending deliveries".into(), "", 100.0, n as f64);
-        }
+        sample(&cluster, &mut series);
         std::thread::sleep(SAMPLE_EVERY);
     }
     let samples: Vec<Sample> = loads.into_iter().flat_map(Load::stop).collect();
     let traffic = Summary::of(&samples);
-    let delivered = cluster.outbox(&passes)?;
+    let delivered = cluster.outbox(&customer)?;
     let seconds = started.elapsed().as_secs_f64();
     write_report(
         (args.minutes, args.release),
         seconds,
         &series,
         &traffic,
-        (pass_no, passes_failed, delivered),
+        (passes.sent, passes.failed, delivered),
     )
 }
 
