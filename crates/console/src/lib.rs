@@ -25,7 +25,6 @@ mod state;
 mod throttle;
 
 use actix_web::{
-    HttpResponse,
     http::header::{self, HeaderName},
     middleware::{DefaultHeaders, from_fn},
     web,
@@ -87,17 +86,9 @@ pub fn configure(cfg: &mut web::ServiceConfig, state: ConsoleState) {
             HeaderName::from_static("cross-origin-opener-policy"),
             "same-origin",
         ));
-    let not_allowed: fn(String) -> actix_web::Route = |allow| {
-        web::to(move || {
-            let allow = allow.clone();
-            async move { Err::<HttpResponse, _>(ConsoleError::MethodNotAllowed { allow }) }
-        })
-    };
-    let scope = mount::resources(TABLE, not_allowed)
-        .into_iter()
-        .fold(web::scope(PREFIX), |scope, resource| {
-            scope.service(resource)
-        });
+    let scope = mount::scope(PREFIX, TABLE, |allow| ConsoleError::MethodNotAllowed {
+        allow,
+    });
     cfg.service(
         scope
             .app_data(web::Data::new(state))

@@ -1,7 +1,7 @@
 //! The route table of a surface outside the OpenAPI contract: SCIM (`scim/`), the console
 //! (`posture-console`), and whatever is added beside them. Each route is one [`Mount`]: its
 //! template, its method and the route serving it. The table is the one list its surface is
-//! mounted from ([`resources`]) and the access log and metrics name its requests by
+//! mounted from ([`scope`]) and the access log and metrics name its requests by
 //! ([`templates`]); a template's `Allow` (on a 405) is read from it too, so no list is kept
 //! by hand beside another.
 //!
@@ -10,7 +10,9 @@
 //! their own documents (SCIM's `/Schemas`, the console's pages) and share the rest: the one
 //! middleware (`pipeline.rs`), its access log and its metrics.
 
-use actix_web::{Resource, Route, dev::ResourceDef, http::Method, web};
+use actix_web::{HttpResponse, Route, Scope, dev::ResourceDef, web};
+
+use crate::routes::HttpMethod;
 
 /// One route of a surface: a request for `template` with `method` is served by `route`.
 #[derive(Clone, Copy)]
@@ -18,7 +20,7 @@ pub struct Mount {
     /// The route's template, relative to its surface's prefix (`/Users/{id}`).
     pub template: &'static str,
     /// Its method (a GET is not also a HEAD here).
-    pub method: &'static str,
+    pub method: HttpMethod,
     /// The route serving it, without a method guard (`|| web::to(handler)`).
     pub route: fn() -> Route,
 }
@@ -27,7 +29,7 @@ impl Mount {
     pub const fn get(template: &'static str, route: fn() -> Route) -> Mount {
         Mount {
             template,
-            method: "GET",
+            method: HttpMethod::Get,
             route,
         }
     }
@@ -35,7 +37,7 @@ impl Mount {
     pub const fn post(template: &'static str, route: fn() -> Route) -> Mount {
         Mount {
             template,
-            method: "POST",
+            method: HttpMethod::Post,
             route,
         }
     }
@@ -43,7 +45,7 @@ impl Mount {
     pub const fn put(template: &'static str, route: fn() -> Route) -> Mount {
         Mount {
             template,
-            method: "PUT",
+            method: HttpMethod::Put,
             route,
         }
     }
@@ -51,7 +53,7 @@ impl Mount {
     pub const fn patch(template: &'static str, route: fn() -> Route) -> Mount {
         Mount {
             template,
-            method: "PATCH",
+            method: HttpMethod::Patch,
             route,
         }
     }
@@ -59,7 +61,7 @@ impl Mount {
     pub const fn delete(template: &'static str, route: fn() -> Route) -> Mount {
         Mount {
             template,
-            method: "DELETE",
+            method: HttpMethod::Delete,
             route,
         }
     }
@@ -81,29 +83,37 @@ pub fn allow(table: &[Mount], template: &str) -> String {
     let methods: Vec<&str> = table
         .iter()
         .filter(|m| m.template == template)
-        .map(|m| m.method)
+        .map(|m| m.method.as_str())
         .collect();
     methods.join(", ")
 }
 
-/// One resource per template, in the table's order (actix gives a request to the first
-/// whose template matches: a literal `/Users/.search` goes before `/Users/{id}`), each with
-/// its methods' routes; any other method is answered by `not_allowed` with the template's
-/// `Allow`.
-pub fn resources(table: &[Mount], not_allowed: fn(String) -> Route) -> Vec<Resource> {
+/// The scope at `prefix` serving the table: one resource per template, in the table's
+/// order (actix gives a request to the first whose template matches: a literal
+/// `/Users/.search` goes before `/Users/{id}`), each with its methods' routes; any other
+/// method is refused with the error `not_allowed` makes of the template's `Allow` (in the
+/// surface's own shape).
+pub fn scope<E>(prefix: &str, table: &[Mount], not_allowed: fn(String) -> E) -> Scope
+where
+    E: Into<actix_web::Error> + 'static,
+{
     templates(table)
         .into_iter()
-        .map(|template| {
-            let routes = table.iter().filter(|m| m.template == template);
-            routes
+        .fold(web::scope(prefix), |scope, template| {
+            let allow = allow(table, template);
+            let refuse = move || {
+                let refused = not_allowed(allow.clone());
+                async move { Err::<HttpResponse, E>(refused) }
+            };
+            let resource = table
+                .iter()
+                .filter(|m| m.template == template)
                 .fold(web::resource(template), |resource, mount| {
-                    let method = Method::from_bytes(mount.method.as_bytes())
-                        .expect("a route's method is a token");
-                    resource.route((mount.route)().method(method))
+                    resource.route((mount.route)().method(mount.method.actix()))
                 })
-                .default_service(not_allowed(allow(table, template)))
+                .default_service(web::to(refuse));
+            scope.service(resource)
         })
-        .collect()
 }
 
 /// What is wrong with a table, if anything (its surface's tests assert nothing is): a
@@ -117,7 +127,8 @@ pub fn faults(table: &[Mount]) -> Vec<String> {
             .iter()
             .any(|m| m.template == mount.template && m.method == mount.method);
         if twice {
-            faults.push(format!("{} {}: listed twice", mount.method, mount.template));
+            let method = mount.method.as_str();
+            faults.push(format!("{method} {}: listed twice", mount.template));
         }
     }
     let templates = templates(table);
@@ -188,18 +199,12 @@ mod tests {
 
     #[actix_web::test]
     async fn a_method_the_table_lacks_gets_not_allowed_with_allow() {
-        use actix_web::{HttpResponse, test};
-        let not_allowed: fn(String) -> Route = |allow| {
-            web::to(move || {
-                let allow = allow.clone();
-                async move { HttpResponse::MethodNotAllowed().body(allow) }
-            })
-        };
-        let app = test::init_service(
-            resources(TABLE, not_allowed)
-                .into_iter()
-                .fold(actix_web::App::new(), |app, r| app.service(r)),
-        )
+        use actix_web::{error::ErrorMethodNotAllowed, http::Method, test};
+        let app = test::init_service(actix_web::App::new().service(scope(
+            "",
+            TABLE,
+            ErrorMethodNotAllowed::<String>,
+        )))
         .await;
         let call = |method: Method, path: &'static str| {
             test::TestRequest::default()

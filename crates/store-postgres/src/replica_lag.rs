@@ -22,6 +22,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::data_versions::WAL_POSITION;
+
 /// What one check read on a replica.
 #[derive(Clone, Copy, Debug, diesel::QueryableByName)]
 pub(crate) struct Reading {
@@ -33,31 +35,28 @@ pub(crate) struct Reading {
     /// The WAL position it has received and flushed (0 on a primary).
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub received: i64,
-    /// The WAL position it has replayed (0 on a primary).
-    #[diesel(sql_type = diesel::sql_types::BigInt)]
-    pub replayed: i64,
     /// Seconds since the last transaction it replayed committed on the primary (infinite
     /// when it replayed none).
     #[diesel(sql_type = diesel::sql_types::Double)]
     pub since_commit: f64,
-    /// The position the store's data versions read (`data_versions::WAL_POSITION`).
+    /// Its WAL position as the store's data versions read it ([`WAL_POSITION`]): on a
+    /// replica, what it has replayed.
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     pub position: i64,
 }
 
 impl Reading {
-    /// The statement that reads it (in one round trip, with `position` as `position_sql`).
-    pub(crate) fn sql(position_sql: &str) -> String {
+    /// The statement that reads it, in one round trip.
+    pub(crate) fn sql() -> String {
         format!(
             "SELECT pg_is_in_recovery() AS in_recovery, \
                     EXISTS (SELECT 1 FROM pg_stat_wal_receiver WHERE status = 'streaming') \
                         AS streaming, \
                     coalesce(pg_last_wal_receive_lsn() - '0/0'::pg_lsn, 0)::int8 AS received, \
-                    coalesce(pg_last_wal_replay_lsn() - '0/0'::pg_lsn, 0)::int8 AS replayed, \
                     coalesce(extract(epoch FROM clock_timestamp() \
                                      - pg_last_xact_replay_timestamp()), \
                              'Infinity')::float8 AS since_commit, \
-                    {position_sql} AS position"
+                    {WAL_POSITION} AS position"
         )
     }
 }
@@ -72,9 +71,11 @@ pub(crate) struct PrimaryAt {
     pub asked: Instant,
 }
 
-/// The statement that reads the primary's position for [`PrimaryAt`].
-pub(crate) const PRIMARY_POSITION: &str =
-    "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::int8 AS position";
+/// The statement that reads the primary's position for [`PrimaryAt`] (on a primary,
+/// [`WAL_POSITION`] is its insert position).
+pub(crate) fn primary_position_sql() -> String {
+    format!("SELECT {WAL_POSITION} AS position")
+}
 
 /// The primary's positions at a replica's recent checks.
 #[derive(Debug, Default)]
@@ -105,14 +106,14 @@ impl Checks {
         }
         let since_commit = reading.since_commit.max(0.0);
         if checks.is_empty() {
-            let caught_up = reading.streaming && reading.received == reading.replayed;
+            let caught_up = reading.streaming && reading.received == reading.position;
             return if caught_up { 0.0 } else { since_commit };
         }
         // The latest moment whose primary position the replica has replayed past.
         let caught_up = checks
             .iter()
             .rev()
-            .find(|check| check.position <= reading.replayed);
+            .find(|check| check.position <= reading.position);
         match caught_up {
             Some(check) => seconds(now.saturating_duration_since(check.asked)).min(since_commit),
             None => since_commit,
@@ -133,7 +134,6 @@ mod tests {
             in_recovery: true,
             streaming,
             received,
-            replayed,
             since_commit,
             position: replayed,
         }

@@ -24,10 +24,9 @@ use posture_domain::Error;
 
 use crate::{
     PgConfig, PgStore,
-    data_versions::WAL_POSITION,
     error::db_error,
     replay::ReplayState,
-    replica_lag::{Checks, PRIMARY_POSITION, PrimaryAt, Reading},
+    replica_lag::{Checks, PrimaryAt, Reading, primary_position_sql},
 };
 
 /// How the replicas are used.
@@ -206,7 +205,7 @@ impl Replicas {
         let asked = Instant::now();
         let read = async {
             let mut conn = self.primary.conn().await.ok()?;
-            let row: Position = diesel::sql_query(PRIMARY_POSITION)
+            let row: Position = diesel::sql_query(primary_position_sql())
                 .get_result(&mut conn)
                 .await
                 .ok()?;
@@ -252,13 +251,12 @@ fn log_change(index: usize, usable: bool, replica: &Replica, policy: &ReplicaPol
     }
 }
 
-/// What the node behind `store` says of its replay, with the WAL position it has replayed
-/// ([`WAL_POSITION`]).
+/// What the node behind `store` says of its replay.
 async fn read(store: &PgStore) -> Result<Reading, Error> {
     // Scoped here: its `load` would shadow the atomics' elsewhere in this module.
     use diesel_async::RunQueryDsl as _;
     let mut conn = store.conn().await?;
-    diesel::sql_query(Reading::sql(WAL_POSITION))
+    diesel::sql_query(Reading::sql())
         .get_result(&mut conn)
         .await
         .map_err(db_error)

@@ -4,7 +4,7 @@
 use std::{
     io::BufWriter,
     path::{Path, PathBuf},
-    process::{Child, Command},
+    process::{Child, Command, Stdio},
 };
 
 use anyhow::{Context as _, bail};
@@ -65,6 +65,24 @@ pub fn api_json(bin: &Path, env: &[(&str, &str)], args: &[&str]) -> anyhow::Resu
     }
     let text = output(&mut command)?;
     serde_json::from_str(text.trim()).with_context(|| format!("parsing the output of {args:?}"))
+}
+
+/// `posture-api serve` on `bind` with `env`'s settings, its log (stderr) written to `log`;
+/// the caller adds the settings of its own run.
+pub fn api_serve(
+    bin: &Path,
+    env: &[(&str, &str)],
+    bind: &str,
+    log: &Path,
+) -> anyhow::Result<Command> {
+    let mut serve = Command::new(bin.join("posture-api"));
+    serve
+        .arg("serve")
+        .envs(env.iter().copied())
+        .env("POSTURE_BIND", bind)
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(log)?);
+    Ok(serve)
 }
 
 /// Creates a customer with the operator CLI; returns its id.

@@ -28,8 +28,8 @@ use base64::Engine as _;
 
 use crate::{
     binaries::{
-        Guard, api_json, build_binaries, create_customer, every_scope, ingest_demo_data, issue_key,
-        rand_bytes, wait_until_listening,
+        Guard, api_json, api_serve, build_binaries, create_customer, every_scope, ingest_demo_data,
+        issue_key, rand_bytes, wait_until_listening,
     },
     demo_data::CustomerSpec,
     doc_examples::{self, run::Served},
@@ -178,19 +178,14 @@ fn suite_keys(
 
 /// `posture-api serve` for the suites: on `bind`, logging to `log`.
 fn api_server(bin: &Path, env: &[(&str, &str)], bind: &str, log: &Path) -> anyhow::Result<Command> {
-    let mut serve = Command::new(bin.join("posture-api"));
+    let mut serve = api_serve(bin, env, bind, log)?;
     serve
-        .arg("serve")
-        .envs(env.iter().copied())
-        .env("POSTURE_BIND", bind)
         .env("POSTURE_RATE_LIMIT", RATE_LIMIT)
         .env("POSTURE_WEBHOOK_ALLOW_PRIVATE", "true")
         // Streams of the events feed end after 2 s, so the documented examples that follow
         // one (curl, events_stream.py) end, and reconnect, within the suite's time.
         .env("POSTURE_EVENT_STREAM_SECS", "2")
-        .env("POSTURE_LOG", "info")
-        .stdin(Stdio::null())
-        .stderr(std::fs::File::create(log)?);
+        .env("POSTURE_LOG", "info");
     Ok(serve)
 }
 

@@ -24,7 +24,7 @@ use base64::Engine as _;
 
 use crate::{
     binaries::{
-        Guard, api_json, build_binaries, create_customer, ingest_demo_data, rand_bytes,
+        Guard, api_json, api_serve, build_binaries, create_customer, ingest_demo_data, rand_bytes,
         wait_until_listening,
     },
     demo_data::CustomerSpec,
@@ -201,11 +201,8 @@ fn api_server(
     public_url: &str,
     log: &Path,
 ) -> anyhow::Result<Command> {
-    let mut serve = Command::new(bin.join("posture-api"));
+    let mut serve = api_serve(bin, env, bind, log)?;
     serve
-        .arg("serve")
-        .envs(env.iter().copied())
-        .env("POSTURE_BIND", bind)
         .env("POSTURE_PUBLIC_URL", public_url)
         // The provider runs on loopback: an operator allows its network explicitly, as
         // docs/operations.md says for a provider inside the network.
@@ -213,9 +210,7 @@ fn api_server(
         .env("POSTURE_LOG", "info")
         // Every sign-in of the suite comes from one address: more than the default 30 per
         // 10 minutes (the limit itself is tested in the Rust suite).
-        .env("POSTURE_CONSOLE_SIGN_IN_LIMIT", "120")
-        .stdin(Stdio::null())
-        .stderr(std::fs::File::create(log)?);
+        .env("POSTURE_CONSOLE_SIGN_IN_LIMIT", "120");
     Ok(serve)
 }
 

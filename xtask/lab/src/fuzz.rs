@@ -12,7 +12,7 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, Stdio},
+    process::Command,
 };
 
 use anyhow::{Context as _, bail};
@@ -21,8 +21,8 @@ use clap::Args;
 
 use crate::{
     binaries::{
-        Guard, api_json, build_binaries, create_customer, every_scope, ingest_demo_data, issue_key,
-        rand_bytes, wait_until_listening,
+        Guard, api_json, api_serve, build_binaries, create_customer, every_scope, ingest_demo_data,
+        issue_key, rand_bytes, wait_until_listening,
     },
     demo_data::CustomerSpec,
     files::{project_root, scratch_dir},
@@ -79,11 +79,8 @@ fn customers(bin: &Path, env: &[(&str, &str)]) -> anyhow::Result<Vec<String>> {
 /// `posture-api serve` for the fuzzer: on `bind`, logging to `log`, with a rate limit no
 /// run reaches and short waits on the events feed.
 fn api_server(bin: &Path, database_url: &str, bind: &str, log: &Path) -> anyhow::Result<Command> {
-    let mut serve = Command::new(bin.join("posture-api"));
+    let mut serve = api_serve(bin, &[("DATABASE_URL", database_url)], bind, log)?;
     serve
-        .arg("serve")
-        .env("DATABASE_URL", database_url)
-        .env("POSTURE_BIND", bind)
         .env(
             "POSTURE_SECRET_KEY",
             base64::engine::general_purpose::STANDARD.encode(rand_bytes()?),
@@ -94,9 +91,7 @@ fn api_server(bin: &Path, database_url: &str, bind: &str, log: &Path) -> anyhow:
         // time out after 10 s, and a wait of 30 s per generated case would take hours).
         .env("POSTURE_EVENT_MAX_WAIT_SECS", "1")
         .env("POSTURE_EVENT_STREAM_SECS", "1")
-        .env("POSTURE_LOG", "warn")
-        .stdin(Stdio::null())
-        .stderr(std::fs::File::create(log)?);
+        .env("POSTURE_LOG", "warn");
     Ok(serve)
 }
 

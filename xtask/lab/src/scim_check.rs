@@ -5,15 +5,12 @@
 //! remove and replace of every attribute the schemas advertise — and fails on any result
 //! but SUCCESS (docs/scim.md).
 
-use std::{
-    path::Path,
-    process::{Command, Stdio},
-};
+use std::{path::Path, process::Command};
 
 use anyhow::{Context as _, bail};
 
 use crate::{
-    binaries::{Guard, create_customer, issue_key, wait_until_listening},
+    binaries::{Guard, api_serve, create_customer, issue_key, wait_until_listening},
     process::{eprintln_status, python_venv},
     servers::free_port,
 };
@@ -30,16 +27,11 @@ pub fn run(bin: &Path, env: &[(&str, &str)], out: &Path) -> anyhow::Result<usize
     let key = issue_key(bin, env, &customer, "scim2-tester", &["provision:scim"])?;
     let bind = format!("127.0.0.1:{}", free_port()?);
     let log = out.join("posture-api-scim.log");
-    let mut serve = Command::new(bin.join("posture-api"));
+    let mut serve = api_serve(bin, env, &bind, &log)?;
     serve
-        .arg("serve")
-        .envs(env.iter().copied())
-        .env("POSTURE_BIND", &bind)
         // The tester makes a few hundred requests in seconds, on one key.
         .env("POSTURE_RATE_LIMIT", "100000")
-        .env("POSTURE_LOG", "info")
-        .stdin(Stdio::null())
-        .stderr(std::fs::File::create(&log)?);
+        .env("POSTURE_LOG", "info");
     let running = Guard(vec![serve.spawn().context("starting posture-api serve")?]);
     wait_until_listening(&bind)?;
     let tested = Command::new(venv.join("bin").join("scim2"))

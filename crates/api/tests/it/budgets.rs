@@ -10,7 +10,6 @@ use posture_domain::{
     rate_limit::{RateLimiter, RatePolicy},
 };
 use posture_http::Budgets;
-use posture_rate_limit::InProcessRateLimiter;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
@@ -19,11 +18,10 @@ use crate::{
     support::{TestApp, assert_error},
 };
 
+/// A budget of `policy` on a clock nobody moves: a window never turns over between a
+/// test's writes (on the system clock it could, and the refusal would not come).
 fn limited(policy: RatePolicy) -> Arc<dyn RateLimiter> {
-    Arc::new(InProcessRateLimiter::new(
-        policy,
-        posture_domain::clock::system(),
-    ))
+    Arc::new(crate::harness::held_limiter(policy))
 }
 
 /// The header's value, as text.

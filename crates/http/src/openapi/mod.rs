@@ -78,6 +78,7 @@ pub fn document() -> OpenApi {
             match endpoint.method {
                 HttpMethod::Get => item.get = Some(op),
                 HttpMethod::Post => item.post = Some(op),
+                HttpMethod::Put => item.put = Some(op),
                 HttpMethod::Patch => item.patch = Some(op),
                 HttpMethod::Delete => item.delete = Some(op),
             }

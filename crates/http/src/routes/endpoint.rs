@@ -15,6 +15,7 @@ pub const PREFIX: &str = "/api/v1";
 pub enum HttpMethod {
     Get,
     Post,
+    Put,
     Patch,
     Delete,
 }
@@ -24,15 +25,17 @@ impl HttpMethod {
         match self {
             HttpMethod::Get => "GET",
             HttpMethod::Post => "POST",
+            HttpMethod::Put => "PUT",
             HttpMethod::Patch => "PATCH",
             HttpMethod::Delete => "DELETE",
         }
     }
 
-    pub(super) fn actix(self) -> actix_web::http::Method {
+    pub(crate) fn actix(self) -> actix_web::http::Method {
         match self {
             HttpMethod::Get => actix_web::http::Method::GET,
             HttpMethod::Post => actix_web::http::Method::POST,
+            HttpMethod::Put => actix_web::http::Method::PUT,
             HttpMethod::Patch => actix_web::http::Method::PATCH,
             HttpMethod::Delete => actix_web::http::Method::DELETE,
         }

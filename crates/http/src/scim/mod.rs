@@ -84,19 +84,9 @@ pub fn routes() -> Vec<&'static str> {
 
 /// Registers `/scim/v2` (in the application, beside `/api/v1`).
 pub(crate) fn register(cfg: &mut web::ServiceConfig) {
-    let scope =
-        mount::resources(TABLE, |allow| {
-            web::to(move || {
-                let allow = allow.clone();
-                async move {
-                    Err::<HttpResponse, _>(ScimError::from(ApiError::MethodNotAllowed { allow }))
-                }
-            })
-        })
-        .into_iter()
-        .fold(web::scope(PREFIX), |scope, resource| {
-            scope.service(resource)
-        });
+    let scope = mount::scope(PREFIX, TABLE, |allow| {
+        ScimError::from(ApiError::MethodNotAllowed { allow })
+    });
     cfg.service(scope.default_service(web::to(no_such_route)));
 }
 

@@ -10,7 +10,6 @@ use posture_domain::{
     webhook::TargetPolicy,
 };
 use posture_http::{TrustedProxies, event_waits::EventWaits};
-use posture_rate_limit::InProcessRateLimiter;
 
 use super::{Options, TestApp};
 
@@ -57,14 +56,9 @@ impl TestApp {
             window_secs: 900,
         };
         Self::build(Options {
-            limiter: Arc::new(InProcessRateLimiter::new(
-                policy(per_key),
-                posture_domain::clock::system(),
-            )),
-            customer_limiter: Some(Arc::new(InProcessRateLimiter::new(
-                policy(per_customer),
-                posture_domain::clock::system(),
-            ))),
+            // On a clock nobody moves: a window never turns over mid-test.
+            limiter: Arc::new(crate::harness::held_limiter(policy(per_key))),
+            customer_limiter: Some(Arc::new(crate::harness::held_limiter(policy(per_customer)))),
             ..Options::default()
         })
         .await
