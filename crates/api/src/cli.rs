@@ -38,6 +38,9 @@ pub enum Command {
     /// Issue, list and revoke API keys.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Issue, list, rotate and revoke OAuth 2.0 clients (docs/auth.md).
+    #[command(subcommand)]
+    Clients(ClientsCommand),
     /// Run one analyzer pass from a JSON Lines file (or `-` for stdin).
     Ingest(IngestArgs),
     /// Inspect and retry webhook deliveries.
@@ -278,6 +281,64 @@ pub enum KeysCommand {
         /// The key's id (from `keys issue` or `keys list`).
         key_id: String,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ClientsCommand {
+    /// Issue a client; prints its clientId, and for a secret client its clientSecret, once.
+    Issue(IssueClientArgs),
+    /// List a customer's clients and their credentials (never a secret).
+    List {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The customer's id.
+        #[arg(long)]
+        customer: String,
+    },
+    /// Give a client a new secret (printed once) or a new public key; its other credentials
+    /// lapse at --old-valid-until (now without it).
+    Rotate(RotateClientArgs),
+    /// Revoke a client at once: its tokens stop working on every instance.
+    Revoke {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The client's id or clientId (from `clients issue` or `clients list`).
+        client: String,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct IssueClientArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// The customer's id.
+    #[arg(long)]
+    pub customer: String,
+    /// A label for operators and admins.
+    #[arg(long)]
+    pub name: String,
+    /// A scope of the client; repeat for several (as `keys issue` takes them).
+    #[arg(long = "scope", required = true)]
+    pub scopes: Vec<String>,
+    /// The PEM public key (RSA 2048+ or P-256) the client signs its assertions with
+    /// (`private_key_jwt`): the client gets no secret.
+    #[arg(long = "public-key")]
+    pub public_key: Option<std::path::PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct RotateClientArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// The client's id or clientId.
+    pub client: String,
+    /// Add this PEM public key instead of a new secret.
+    #[arg(long = "public-key")]
+    pub public_key: Option<std::path::PathBuf>,
+    /// Until when the client's other credentials keep working: an RFC 3339 time, or a
+    /// lifetime from now (30m, 1d). Without it they stop now.
+    #[arg(long = "old-valid-until")]
+    pub old_valid_until: Option<String>,
 }
 
 #[derive(Args, Debug)]

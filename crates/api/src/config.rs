@@ -260,6 +260,9 @@ pub struct ServeArgs {
     /// Seconds in-flight requests get to finish after SIGTERM.
     #[arg(long, env = "POSTURE_SHUTDOWN_TIMEOUT_SECS", default_value_t = 30)]
     pub shutdown_timeout_secs: u64,
+    /// How long the access tokens of `POST /oauth/token` live: 1 to 60 minutes.
+    #[arg(long, env = "POSTURE_TOKEN_LIFETIME_MINUTES", default_value_t = posture_domain::oauth::DEFAULT_TOKEN_LIFETIME.num_minutes(), value_parser = clap::value_parser!(i64).range(1..=posture_domain::oauth::MAX_TOKEN_LIFETIME.num_minutes()))]
+    pub token_lifetime_minutes: i64,
     /// Longest a request waits on the events feed (`wait` is clamped to it): 1 to 30
     /// seconds. Lower it when a proxy in front of posture ends idle requests sooner.
     #[arg(long, env = "POSTURE_EVENT_MAX_WAIT_SECS", default_value_t = posture_domain::event::MAX_WAIT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=30))]

@@ -91,6 +91,32 @@ impl ScopeSet {
         Scope::ALL.iter().copied().filter(|s| self.contains(*s))
     }
 
+    /// The set as one byte (a bit per scope, in declaration order): what an access token
+    /// carries.
+    pub fn bits(&self) -> u8 {
+        self.0
+    }
+
+    /// The set of `bits`, ignoring bits of no scope.
+    pub fn from_bits(bits: u8) -> Self {
+        Self(bits & Self::all().0)
+    }
+
+    /// The scopes of both sets.
+    pub fn intersection(&self, other: ScopeSet) -> Self {
+        Self(self.0 & other.0)
+    }
+
+    /// Whether every scope of `self` is in `other`.
+    pub fn is_subset(&self, other: ScopeSet) -> bool {
+        self.0 & !other.0 == 0
+    }
+
+    /// The scopes, space-separated (OAuth's `scope`).
+    pub fn to_oauth(&self) -> String {
+        self.iter().map(Scope::as_str).collect::<Vec<_>>().join(" ")
+    }
+
     /// Every scope posture knows (what demo keys get).
     pub fn all() -> Self {
         Scope::ALL.iter().copied().collect()
@@ -122,10 +148,11 @@ const CHECKSUM_BYTES: usize = 4;
 const KEY_LEN: usize = KEY_PREFIX.len() + 39;
 /// Characters of the key (after `svc_`) kept as its display prefix.
 const DISPLAY_CHARS: usize = 6;
-/// What every display prefix looks like (the contract states it).
-pub const DISPLAY_PREFIX_PATTERN: &str = "^svc_[a-z2-7]{6}$";
+/// What every display prefix looks like (the contract states it): a key's `svc_`, an OAuth
+/// client's `pci_`.
+pub const DISPLAY_PREFIX_PATTERN: &str = "^(svc|pci)_[a-z2-7]{6}$";
 
-static BASE32_LOWER: LazyLock<data_encoding::Encoding> = LazyLock::new(|| {
+pub(crate) static BASE32_LOWER: LazyLock<data_encoding::Encoding> = LazyLock::new(|| {
     let mut spec = data_encoding::Specification::new();
     spec.symbols.push_str("abcdefghijklmnopqrstuvwxyz234567");
     spec.encoding()
@@ -135,14 +162,20 @@ static BASE32_LOWER: LazyLock<data_encoding::Encoding> = LazyLock::new(|| {
 /// Whether `presented` has the form and checksum of a key posture issues (decoded on the
 /// stack: the check allocates nothing).
 fn is_well_formed(presented: &str) -> bool {
-    let Some(body) = presented.strip_prefix(KEY_PREFIX) else {
+    is_checksummed(KEY_PREFIX, presented)
+}
+
+/// Whether `presented` is `prefix` followed by the base32 of 20 random bytes and their
+/// CRC32, as posture writes its keys and the secrets of its OAuth clients.
+pub(crate) fn is_checksummed(prefix: &str, presented: &str) -> bool {
+    let Some(body) = presented.strip_prefix(prefix) else {
         return false;
     };
     let mut bytes = [0u8; RANDOM_BYTES + CHECKSUM_BYTES];
     let fits = BASE32_LOWER
         .decode_len(body.len())
         .is_ok_and(|len| len == bytes.len());
-    if presented.len() != KEY_LEN || !fits {
+    if presented.len() != prefix.len() + KEY_LEN - KEY_PREFIX.len() || !fits {
         return false;
     }
     if BASE32_LOWER
@@ -155,6 +188,18 @@ fn is_well_formed(presented: &str) -> bool {
     crc32fast::hash(random).to_be_bytes() == checksum
 }
 
+/// `prefix` followed by the base32 of 20 bytes from the operating system's CSPRNG and their
+/// CRC32 (what [`is_checksummed`] accepts).
+pub(crate) fn checksummed(prefix: &str) -> Result<String, Error> {
+    let mut bytes = [0u8; RANDOM_BYTES + CHECKSUM_BYTES];
+    SystemRandom::new()
+        .fill(&mut bytes[..RANDOM_BYTES])
+        .map_err(|_| Error::internal("the system CSPRNG failed"))?;
+    let checksum = crc32fast::hash(&bytes[..RANDOM_BYTES]);
+    bytes[RANDOM_BYTES..].copy_from_slice(&checksum.to_be_bytes());
+    Ok(format!("{prefix}{}", BASE32_LOWER.encode(&bytes)))
+}
+
 /// A full API key. Shown once at issue; its `Debug` never prints it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ApiKeySecret(String);
@@ -162,13 +207,7 @@ pub struct ApiKeySecret(String);
 impl ApiKeySecret {
     /// A new key from the operating system's CSPRNG.
     pub fn generate() -> Result<Self, Error> {
-        let mut bytes = [0u8; RANDOM_BYTES + CHECKSUM_BYTES];
-        SystemRandom::new()
-            .fill(&mut bytes[..RANDOM_BYTES])
-            .map_err(|_| Error::internal("the system CSPRNG failed"))?;
-        let checksum = crc32fast::hash(&bytes[..RANDOM_BYTES]);
-        bytes[RANDOM_BYTES..].copy_from_slice(&checksum.to_be_bytes());
-        Ok(Self(format!("{KEY_PREFIX}{}", BASE32_LOWER.encode(&bytes))))
+        checksummed(KEY_PREFIX).map(Self)
     }
 
     /// Checks the form and checksum of a presented key. `None` means it cannot be a key
@@ -275,6 +314,17 @@ pub const MAX_KEY_NAME_LEN: usize = 100;
 /// so the number of keys bounds what a customer's admins can multiply it by.
 pub const DEFAULT_MAX_ACTIVE_KEYS: u32 = 50;
 
+/// A key's or a client's name: 1 to [`MAX_KEY_NAME_LEN`] characters.
+pub(crate) fn check_name(name: &str) -> Result<(), Error> {
+    if name.is_empty() || name.chars().count() > MAX_KEY_NAME_LEN {
+        return Err(Error::invalid(
+            "name",
+            format!("must be 1 to {MAX_KEY_NAME_LEN} characters"),
+        ));
+    }
+    Ok(())
+}
+
 impl NewApiKey {
     /// Generates a key for `customer` and the row that stores it. The secret is returned
     /// once, here, and is not kept anywhere.
@@ -288,12 +338,7 @@ impl NewApiKey {
         if scopes.is_empty() {
             return Err(Error::invalid("scope", "a key needs at least one scope"));
         }
-        if name.is_empty() || name.chars().count() > MAX_KEY_NAME_LEN {
-            return Err(Error::invalid(
-                "name",
-                format!("must be 1 to {MAX_KEY_NAME_LEN} characters"),
-            ));
-        }
+        check_name(&name)?;
         if expires_at.is_some_and(|at| at <= now) {
             return Err(Error::invalid(
                 "expires",

@@ -26,6 +26,7 @@ pub mod idempotency;
 pub mod identity;
 pub mod ids;
 pub mod ingest;
+pub mod oauth;
 pub mod outside;
 pub mod page;
 pub mod ports;

@@ -128,6 +128,8 @@ pub enum RateBucket {
     CustomerTriageBytes(CustomerId),
     /// SCIM writes of a customer's provisioning keys together.
     CustomerScimWrites(CustomerId),
+    /// Token requests of an OAuth client (`POST /oauth/token`), by its id.
+    ClientTokens(KeyId),
 }
 
 impl RateBucket {
@@ -143,6 +145,7 @@ impl RateBucket {
             RateBucket::CustomerTriageWrites(_) => "triage-writes-per-customer",
             RateBucket::CustomerTriageBytes(_) => "triage-bytes-per-customer",
             RateBucket::CustomerScimWrites(_) => "scim-writes-per-customer",
+            RateBucket::ClientTokens(_) => "tokens-per-client",
         }
     }
 }
@@ -159,6 +162,7 @@ impl fmt::Display for RateBucket {
             RateBucket::CustomerTriageWrites(id) => write!(f, "triage-writes-of:{id}"),
             RateBucket::CustomerTriageBytes(id) => write!(f, "triage-bytes-of:{id}"),
             RateBucket::CustomerScimWrites(id) => write!(f, "scim-writes-of:{id}"),
+            RateBucket::ClientTokens(id) => write!(f, "tokens-of:{id}"),
         }
     }
 }

@@ -103,6 +103,9 @@ pub struct Keyring {
     tags: crate::cursor::TagKey,
     /// Seals the console's one-time form tokens; derived from the current key.
     forms: crate::console::FormKey,
+    /// Makes and checks OAuth access tokens; derived from the current key and the previous
+    /// ones (a rotation ends no token early).
+    tokens: crate::oauth::TokenKeys,
     previous: Vec<SealingKey>,
     random: SystemRandom,
 }
@@ -126,6 +129,7 @@ impl Keyring {
             cursors: crate::cursor::CursorKey::derive(current),
             tags: crate::cursor::TagKey::derive(current),
             forms: crate::console::FormKey::derive(current),
+            tokens: crate::oauth::TokenKeys::derive(current, previous),
             previous: previous
                 .iter()
                 .map(SealingKey::new)
@@ -147,6 +151,11 @@ impl Keyring {
     /// The key that seals the console's one-time form tokens.
     pub fn form_key(&self) -> &crate::console::FormKey {
         &self.forms
+    }
+
+    /// The keys of OAuth access tokens.
+    pub fn token_keys(&self) -> &crate::oauth::TokenKeys {
+        &self.tokens
     }
 
     /// The id of the key that seals new secrets.

@@ -1,8 +1,9 @@
 //! Authentication and authorization.
 //!
-//! [`presented_key`] reads `Authorization: Bearer <key>`: the key's form and checksum are
-//! checked first (no lookup for a made-up key); the gate (`gate.rs`) then has its SHA-256
-//! looked up among unrevoked, unexpired keys. Each route's required scope is checked by
+//! [`presented`] reads `Authorization: Bearer <key or token>`: a key's form and checksum,
+//! or an OAuth access token's MAC, are checked first (no lookup for a made-up one); the gate
+//! (`gate.rs`) then has its SHA-256 looked up among unrevoked, unexpired keys (a token: its
+//! client's row), through the same cache. Each route's required scope is checked by
 //! `routes::serve` ([`authorize`]) for the route the router will dispatch to (found on the
 //! percent-decoded path the router matches), which only then puts the [`Principal`] into the
 //! request's extensions: a route cannot be declared without its access rule, and a handler
@@ -16,7 +17,11 @@ use actix_web::{
     dev::Payload,
     http::header::{AUTHORIZATION, HeaderMap},
 };
-use posture_domain::{ApiKeySecret, CustomerScope, KeyHash, KeyId, Principal, Scope};
+use posture_domain::{
+    ApiKeySecret, CustomerScope, KeyHash, KeyId, Principal, Scope,
+    oauth::{AccessToken, TokenClaims, TokenKeys, token::is_token},
+    ports::ApiKeyRepository,
+};
 
 use crate::error::ApiError;
 
@@ -83,10 +88,44 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// The hash of the presented key, if the request presents one of a valid form (checksum
-/// included: a made-up key costs no lookup).
-pub(crate) fn presented_key(headers: &HeaderMap) -> Option<KeyHash> {
-    bearer_token(headers).and_then(ApiKeySecret::hash_presented)
+/// A credential a request presents: a key of valid form, or an access token posture made.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Presented {
+    /// The key's SHA-256.
+    Key(KeyHash),
+    /// The token's SHA-256 (what the key cache holds it under) and what it says.
+    Token(KeyHash, TokenClaims),
+}
+
+impl Presented {
+    /// What the key cache holds it under.
+    pub(crate) fn hash(&self) -> &KeyHash {
+        match self {
+            Presented::Key(hash) | Presented::Token(hash, _) => hash,
+        }
+    }
+
+    /// Its principal, if it is valid now (the store's cache first).
+    pub(crate) async fn authenticate(
+        &self,
+        keys: &dyn ApiKeyRepository,
+    ) -> posture_domain::Result<Option<Principal>> {
+        match self {
+            Presented::Key(hash) => keys.authenticate(hash).await,
+            Presented::Token(hash, claims) => keys.authenticate_token(hash, claims).await,
+        }
+    }
+}
+
+/// The credential the request presents, if it has a valid form (a key's checksum, a
+/// token's MAC: a made-up one costs no lookup).
+pub(crate) fn presented(headers: &HeaderMap, tokens: &TokenKeys) -> Option<Presented> {
+    let text = bearer_token(headers)?;
+    if is_token(text) {
+        let claims = tokens.verify(text)?;
+        return Some(Presented::Token(AccessToken::hash_presented(text), claims));
+    }
+    ApiKeySecret::hash_presented(text).map(Presented::Key)
 }
 
 /// The route's scope check (run by `routes::serve`, after the gate): the caller

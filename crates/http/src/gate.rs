@@ -47,7 +47,7 @@ use posture_domain::{
 };
 
 use crate::{
-    auth::presented_key,
+    auth::presented,
     client_ip::request_bucket_name,
     conditional,
     error::ApiError,
@@ -63,7 +63,7 @@ const POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// The bucket of a request without a valid key: its client address.
-fn address_bucket(req: &ServiceRequest, state: &ApiState) -> RateBucket {
+pub(crate) fn address_bucket(req: &ServiceRequest, state: &ApiState) -> RateBucket {
     RateBucket::Address(request_bucket_name(req.request(), &state.trusted_proxies))
 }
 
@@ -137,7 +137,7 @@ pub(crate) struct Counted {
 }
 
 impl Counted {
-    fn over_limit(&self) -> Option<ApiError> {
+    pub(crate) fn over_limit(&self) -> Option<ApiError> {
         let decision = self.decision.as_ref().filter(|d| !d.allowed)?;
         metrics::counter!("posture_rate_limit_rejections_total", "policy" => self.bucket.policy_name())
             .increment(1);
@@ -147,11 +147,11 @@ impl Counted {
     }
 }
 
-async fn count(state: &ApiState, bucket: RateBucket) -> Counted {
+pub(crate) async fn count(state: &ApiState, bucket: RateBucket) -> Counted {
     count_on(state.ports.limiter.as_ref(), bucket).await
 }
 
-async fn count_on(
+pub(crate) async fn count_on(
     limiter: &dyn posture_domain::rate_limit::RateLimiter,
     bucket: RateBucket,
 ) -> Counted {
@@ -189,7 +189,7 @@ async fn peek(
 }
 
 /// Whether the bucket has a request left (a limiter failure counts as yes, as in `count`).
-async fn has_budget(state: &ApiState, bucket: &RateBucket) -> bool {
+pub(crate) async fn has_budget(state: &ApiState, bucket: &RateBucket) -> bool {
     peek(state.ports.limiter.as_ref(), bucket)
         .await
         .map_or(true, |d| d.allowed)
@@ -287,12 +287,12 @@ pub(crate) async fn authenticate_and_count(
         let refusal = counted.over_limit();
         return Admission::anonymous(counted, refusal);
     }
-    let Some(hash) = presented_key(req.headers()) else {
+    let Some(credential) = presented(req.headers(), state.keyring.token_keys()) else {
         let counted = count(state, address_bucket(req, state)).await;
         let refusal = counted.over_limit().or(Some(ApiError::Unauthorized));
         return Admission::anonymous(counted, refusal);
     };
-    match state.ports.keys.known_key(&hash) {
+    match state.ports.keys.known_key(credential.hash()) {
         KnownKey::Valid(principal) => admit_key(req, state, endpoint, principal).await,
         KnownKey::Unknown => {
             let counted = count(state, address_bucket(req, state)).await;
@@ -306,7 +306,7 @@ pub(crate) async fn authenticate_and_count(
                 let refusal = counted.over_limit().or(Some(ApiError::Unauthorized));
                 return Admission::anonymous(counted, refusal);
             }
-            match state.ports.keys.authenticate(&hash).await {
+            match credential.authenticate(state.ports.keys.as_ref()).await {
                 Ok(Some(principal)) => admit_key(req, state, endpoint, principal).await,
                 Ok(None) => {
                     let counted = count(state, address).await;

@@ -24,6 +24,7 @@ mod idempotency;
 pub mod input;
 mod json_errors;
 pub mod mount;
+pub mod oauth;
 pub mod openapi;
 mod pipeline;
 mod places;
@@ -91,6 +92,7 @@ pub fn app(
                 .default_service(web::to(error::not_found)),
         )
         .configure(scim::register)
+        .configure(oauth::register)
         .service(
             web::scope(routes::PREFIX)
                 .configure(routes::register)

@@ -10,7 +10,7 @@
 //! their own documents (SCIM's `/Schemas`, the console's pages) and share the rest: the one
 //! middleware (`pipeline.rs`), its access log and its metrics.
 
-use actix_web::{HttpResponse, Route, Scope, dev::ResourceDef, web};
+use actix_web::{HttpResponse, Resource, Route, Scope, dev::ResourceDef, web};
 
 use crate::routes::HttpMethod;
 
@@ -88,30 +88,41 @@ pub fn allow(table: &[Mount], template: &str) -> String {
     methods.join(", ")
 }
 
-/// The scope at `prefix` serving the table: one resource per template, in the table's
-/// order (actix gives a request to the first whose template matches: a literal
-/// `/Users/.search` goes before `/Users/{id}`), each with its methods' routes; any other
-/// method is refused with the error `not_allowed` makes of the template's `Allow` (in the
-/// surface's own shape).
-pub fn scope<E>(prefix: &str, table: &[Mount], not_allowed: fn(String) -> E) -> Scope
+/// The table's resources: one per template, in the table's order (actix gives a request to
+/// the first whose template matches: a literal `/Users/.search` goes before `/Users/{id}`),
+/// each with its methods' routes; any other method is refused with the error `not_allowed`
+/// makes of the template's `Allow` (in the surface's own shape).
+pub fn resources<E>(table: &[Mount], not_allowed: fn(String) -> E) -> Vec<Resource>
 where
     E: Into<actix_web::Error> + 'static,
 {
     templates(table)
         .into_iter()
-        .fold(web::scope(prefix), |scope, template| {
+        .map(|template| {
             let allow = allow(table, template);
             let refuse = move || {
                 let refused = not_allowed(allow.clone());
                 async move { Err::<HttpResponse, E>(refused) }
             };
-            let resource = table
+            table
                 .iter()
                 .filter(|m| m.template == template)
                 .fold(web::resource(template), |resource, mount| {
                     resource.route((mount.route)().method(mount.method.actix()))
                 })
-                .default_service(web::to(refuse));
+                .default_service(web::to(refuse))
+        })
+        .collect()
+}
+
+/// The scope at `prefix` serving the table's [`resources`].
+pub fn scope<E>(prefix: &str, table: &[Mount], not_allowed: fn(String) -> E) -> Scope
+where
+    E: Into<actix_web::Error> + 'static,
+{
+    resources(table, not_allowed)
+        .into_iter()
+        .fold(web::scope(prefix), |scope, resource| {
             scope.service(resource)
         })
 }

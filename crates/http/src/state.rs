@@ -4,8 +4,8 @@ use std::{sync::Arc, time::Duration};
 
 use posture_domain::{
     ports::{
-        ApiKeyRepository, DeliveryRepository, DirectSender, EventRepository, IdempotencyRepository,
-        ScimRepository, StoreHealth, WebhookRepository,
+        ApiKeyRepository, ClientRepository, DeliveryRepository, DirectSender, EventRepository,
+        IdempotencyRepository, ScimRepository, StoreHealth, WebhookRepository,
     },
     rate_limit::RateLimiter,
     secrets::Keyring,
@@ -23,6 +23,8 @@ use crate::{
 #[derive(Clone)]
 pub struct Ports {
     pub keys: Arc<dyn ApiKeyRepository>,
+    /// OAuth clients: what the token endpoint reads of them.
+    pub clients: Arc<dyn ClientRepository>,
     /// The read routes' ports on the primary.
     pub reads: Reads,
     /// Read replicas, when configured: the `GET`s of the analysed data go to a usable one
@@ -80,6 +82,8 @@ pub struct ApiState {
     /// are built from it. `None`: from the request as it reached the service (its `Host`;
     /// forwarding headers believed from the trusted proxies only).
     pub public_url: Option<String>,
+    /// How long the access tokens of `POST /oauth/token` live (`POSTURE_TOKEN_LIFETIME`).
+    pub token_lifetime: chrono::Duration,
     /// The OpenAPI document, rendered once ([`crate::openapi::render`], when the binary
     /// builds the state), for
     /// `GET /openapi.json`.
@@ -96,6 +100,8 @@ pub struct Budgets {
     pub triage_bytes: Arc<dyn RateLimiter>,
     /// SCIM writes ([`posture_domain::scim::WRITE_RATE`]).
     pub scim_writes: Arc<dyn RateLimiter>,
+    /// Token requests of each OAuth client ([`posture_domain::oauth::TOKEN_RATE`]).
+    pub token_requests: Arc<dyn RateLimiter>,
     /// Places held while a request lasts: waits on the events feed, exports.
     pub places: Arc<dyn posture_domain::rate_limit::Places>,
 }

@@ -178,7 +178,8 @@ impl Counters {
             | RateBucket::CustomerWebhookTests(_)
             | RateBucket::CustomerTriageWrites(_)
             | RateBucket::CustomerTriageBytes(_)
-            | RateBucket::CustomerScimWrites(_) => (&mut self.keys, InProcessRateLimiter::MAX_KEYS),
+            | RateBucket::CustomerScimWrites(_)
+            | RateBucket::ClientTokens(_) => (&mut self.keys, InProcessRateLimiter::MAX_KEYS),
             RateBucket::Address(_) | RateBucket::SignIn(_) | RateBucket::WebhookTest(_) => {
                 (&mut self.addresses, InProcessRateLimiter::MAX_ADDRESSES)
             }

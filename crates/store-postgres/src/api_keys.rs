@@ -11,6 +11,7 @@ use posture_domain::{
     ApiKey, CustomerId, CustomerScope, Error, KeyHash, KeyId, Principal, Result, Scope, ScopeSet,
     api_key::{CurrentKey, NewApiKey},
     console::Actor,
+    oauth::TokenClaims,
     ports::{ApiKeyRepository, KnownKey},
 };
 use uuid::Uuid;
@@ -23,20 +24,23 @@ use crate::{
 
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = api_keys, check_for_backend(diesel::pg::Pg))]
-struct ApiKeyRow {
-    id: Uuid,
+pub(crate) struct ApiKeyRow {
+    pub(crate) id: Uuid,
     customer_id: Uuid,
     name: String,
     prefix: String,
     scopes: Vec<String>,
     created_at: DateTime<Utc>,
     expires_at: Option<DateTime<Utc>>,
-    revoked_at: Option<DateTime<Utc>>,
+    pub(crate) revoked_at: Option<DateTime<Utc>>,
     last_used_at: Option<DateTime<Utc>>,
     created_by: String,
 }
 
-fn scope_set(scopes: &[String]) -> Result<ScopeSet> {
+/// `api_keys.kind` of a key (the other kind is an OAuth client, `clients.rs`).
+const KEY: &str = "key";
+
+pub(crate) fn scope_set(scopes: &[String]) -> Result<ScopeSet> {
     scopes
         .iter()
         .map(|s| s.parse::<Scope>().map_err(|e| corrupt("scope", e)))
@@ -69,7 +73,7 @@ struct NewApiKeyRow<'a> {
     customer_id: Uuid,
     name: &'a str,
     prefix: &'a str,
-    key_hash: &'a [u8],
+    key_hash: Option<&'a [u8]>,
     scopes: Vec<&'static str>,
     expires_at: Option<DateTime<Utc>>,
     created_by: &'a str,
@@ -81,7 +85,7 @@ pub(crate) fn db_now() -> diesel::expression::SqlLiteral<Nullable<Timestamptz>> 
 }
 
 /// One line of the customer's audit log about a key, in the caller's transaction.
-async fn audit(
+pub(crate) async fn audit(
     conn: &mut diesel_async::AsyncPgConnection,
     key: &ApiKeyRow,
     action: &str,
@@ -107,12 +111,13 @@ async fn audit(
 #[async_trait]
 impl ApiKeyRepository for PgStore {
     async fn insert_key(&self, key: NewApiKey, by: &Actor) -> Result<ApiKey> {
+        let owner = key.customer_id;
         let row = NewApiKeyRow {
             id: key.id.as_uuid(),
             customer_id: key.customer_id.as_uuid(),
             name: &key.name,
             prefix: &key.prefix,
-            key_hash: key.hash.as_bytes(),
+            key_hash: Some(key.hash.as_bytes()),
             scopes: key.scopes.iter().map(Scope::as_str).collect(),
             expires_at: key.expires_at,
             created_by: by.name(),
@@ -133,22 +138,8 @@ impl ApiKeyRepository for PgStore {
                 if customer.is_none() {
                     return Ok(Err(Error::NotFound));
                 }
-                let active: i64 = api_keys::table
-                    .filter(api_keys::customer_id.eq(row.customer_id))
-                    .filter(api_keys::revoked_at.is_null())
-                    .filter(
-                        api_keys::expires_at
-                            .is_null()
-                            .or(api_keys::expires_at.gt(db_now())),
-                    )
-                    .count()
-                    .get_result(conn)
-                    .await?;
-                if active >= i64::from(max) {
-                    return Ok(Err(Error::Conflict(format!(
-                        "the customer holds {active} active keys, the most allowed ({max}): \
-                         revoke one it no longer uses first"
-                    ))));
+                if let Some(refused) = over_active_limit(conn, owner, max).await? {
+                    return Ok(Err(refused));
                 }
                 let key = diesel::insert_into(api_keys::table)
                     .values(&row)
@@ -176,6 +167,7 @@ impl ApiKeyRepository for PgStore {
         let mut conn = self.conn().await?;
         let rows: Vec<ApiKeyRow> = api_keys::table
             .filter(api_keys::customer_id.eq(scope.customer_id().as_uuid()))
+            .filter(api_keys::kind.eq(KEY))
             .order((api_keys::created_at, api_keys::id))
             .select(ApiKeyRow::as_select())
             .load(&mut conn)
@@ -194,6 +186,7 @@ impl ApiKeyRepository for PgStore {
         let mut conn = self.conn().await?;
         let mut query = api_keys::table
             .filter(api_keys::customer_id.eq(customer))
+            .filter(api_keys::kind.eq(KEY))
             .order((api_keys::created_at.desc(), api_keys::id.desc()))
             .limit(i64::from(limit))
             .select(ApiKeyRow::as_select())
@@ -242,59 +235,28 @@ impl ApiKeyRepository for PgStore {
         id: KeyId,
         by: &Actor,
     ) -> Result<(ApiKey, bool)> {
-        let customer = within.map(|scope| scope.customer_id().as_uuid());
-        let mut conn = self.conn().await?;
-        let (row, revoked_now) = conn
-            .transaction(async |conn| {
-                let current = api_keys::table
-                    .filter(api_keys::id.eq(id.as_uuid()))
-                    .filter(
-                        api_keys::customer_id
-                            .nullable()
-                            .eq(customer)
-                            .or(customer.is_none().into_sql::<Bool>()),
-                    )
-                    .for_update()
-                    .select(ApiKeyRow::as_select())
-                    .first::<ApiKeyRow>(conn)
-                    .await?;
-                if current.revoked_at.is_some() {
-                    return Ok::<_, diesel::result::Error>((current, false));
-                }
-                let row = diesel::update(api_keys::table.find(id.as_uuid()))
-                    .set(api_keys::revoked_at.eq(db_now()))
-                    .returning(ApiKeyRow::as_returning())
-                    .get_result::<ApiKeyRow>(conn)
-                    .await?;
-                audit(conn, &row, "key.revoked", by).await?;
-                Ok((row, true))
-            })
-            .await
-            .map_err(db_error)?;
-        // Other processes hear of it through NOTIFY; this one needs not wait for that.
-        self.key_cache.invalidate();
+        let (row, revoked_now) = self
+            .revoke(within, id, KEY, "key.revoked", by)
+            .await?
+            .ok_or(Error::NotFound)?;
         Ok((row.try_into()?, revoked_now))
     }
 
     async fn authenticate(&self, hash: &KeyHash) -> Result<Option<Principal>> {
-        let now = self.clock.now();
-        let principal = match self.key_cache.known(hash, now) {
-            KnownKey::Valid(principal) => principal,
-            KnownKey::Unknown => return Ok(None),
-            KnownKey::Unseen | KnownKey::Recent => {
-                let generation = self.key_cache.generation();
-                self.key_cache.count_miss();
-                let Some((principal, expires_at)) = self.find_valid_key(hash, now).await? else {
-                    self.key_cache.insert_unknown(hash, generation);
-                    return Ok(None);
-                };
-                self.key_cache
-                    .insert(*hash, principal.clone(), expires_at, generation);
-                principal
-            }
-        };
-        self.note_use(principal.key_id(), now);
-        Ok(Some(principal))
+        self.cached_principal(hash, |now| self.find_valid_key(hash, now))
+            .await
+    }
+
+    async fn authenticate_token(
+        &self,
+        hash: &KeyHash,
+        claims: &TokenClaims,
+    ) -> Result<Option<Principal>> {
+        if claims.expires_at <= self.clock.now() {
+            return Ok(None);
+        }
+        self.cached_principal(hash, |now| self.find_valid_client(claims, now))
+            .await
     }
 
     fn known_key(&self, hash: &KeyHash) -> KnownKey {
@@ -309,6 +271,110 @@ impl ApiKeyRepository for PgStore {
 }
 
 impl PgStore {
+    /// Revokes the row `id` of `kind` (within the customer of `within`, if given) at once,
+    /// with `action` in the customer's audit log; `None` when there is no such row. Revoking
+    /// twice keeps the first time; the flag says whether this call revoked it.
+    pub(crate) async fn revoke(
+        &self,
+        within: Option<CustomerScope>,
+        id: KeyId,
+        kind: &str,
+        action: &str,
+        by: &Actor,
+    ) -> Result<Option<(ApiKeyRow, bool)>> {
+        let customer = within.map(|scope| scope.customer_id().as_uuid());
+        let mut conn = self.conn().await?;
+        let revoked = conn
+            .transaction(async |conn| {
+                let current = api_keys::table
+                    .filter(api_keys::id.eq(id.as_uuid()))
+                    .filter(api_keys::kind.eq(kind))
+                    .filter(
+                        api_keys::customer_id
+                            .nullable()
+                            .eq(customer)
+                            .or(customer.is_none().into_sql::<Bool>()),
+                    )
+                    .for_update()
+                    .select(ApiKeyRow::as_select())
+                    .first::<ApiKeyRow>(conn)
+                    .await
+                    .optional()?;
+                let Some(current) = current else {
+                    return Ok(None);
+                };
+                if current.revoked_at.is_some() {
+                    return Ok::<_, diesel::result::Error>(Some((current, false)));
+                }
+                let row = diesel::update(api_keys::table.find(id.as_uuid()))
+                    .set(api_keys::revoked_at.eq(db_now()))
+                    .returning(ApiKeyRow::as_returning())
+                    .get_result::<ApiKeyRow>(conn)
+                    .await?;
+                audit(conn, &row, action, by).await?;
+                Ok(Some((row, true)))
+            })
+            .await
+            .map_err(db_error)?;
+        // Other processes hear of it through NOTIFY; this one needs not wait for that.
+        self.key_cache.invalidate();
+        Ok(revoked)
+    }
+}
+
+/// The refusal when `customer` holds `max` active keys and clients already (none under).
+pub(crate) async fn over_active_limit(
+    conn: &mut diesel_async::AsyncPgConnection,
+    customer: CustomerId,
+    max: u32,
+) -> diesel::QueryResult<Option<Error>> {
+    let active: i64 = api_keys::table
+        .filter(api_keys::customer_id.eq(customer.as_uuid()))
+        .filter(api_keys::revoked_at.is_null())
+        .filter(
+            api_keys::expires_at
+                .is_null()
+                .or(api_keys::expires_at.gt(db_now())),
+        )
+        .count()
+        .get_result(conn)
+        .await?;
+    Ok((active >= i64::from(max)).then(|| {
+        Error::Conflict(format!(
+            "the customer holds {active} active keys and OAuth clients, the most allowed \
+             ({max}): revoke one it no longer uses first"
+        ))
+    }))
+}
+
+impl PgStore {
+    /// The principal presented as `hash`: from the key cache, or `find` (its principal and
+    /// when it stops being valid) at the store, remembered either way; its use recorded.
+    async fn cached_principal<F, Fut>(&self, hash: &KeyHash, find: F) -> Result<Option<Principal>>
+    where
+        F: FnOnce(DateTime<Utc>) -> Fut,
+        Fut: std::future::Future<Output = Result<Option<(Principal, Option<DateTime<Utc>>)>>>,
+    {
+        let now = self.clock.now();
+        let principal = match self.key_cache.known(hash, now) {
+            KnownKey::Valid(principal) => principal,
+            KnownKey::Unknown => return Ok(None),
+            KnownKey::Unseen | KnownKey::Recent => {
+                let generation = self.key_cache.generation();
+                self.key_cache.count_miss();
+                let Some((principal, expires_at)) = find(now).await? else {
+                    self.key_cache.insert_unknown(hash, generation);
+                    return Ok(None);
+                };
+                self.key_cache
+                    .insert(*hash, principal.clone(), expires_at, generation);
+                principal
+            }
+        };
+        self.note_use(principal.key_id(), now);
+        Ok(Some(principal))
+    }
+
     /// Records a use of `key` at `now`: its `last_used_at` is written off the request path
     /// when due (at most once a minute per key and process).
     fn note_use(&self, key: KeyId, now: DateTime<Utc>) {
@@ -320,7 +386,13 @@ impl PgStore {
 }
 
 /// `(id, customer_id, key_hash, scopes, expires_at)` of one key.
-type KeyRow = (Uuid, Uuid, Vec<u8>, Vec<String>, Option<DateTime<Utc>>);
+type KeyRow = (
+    Uuid,
+    Uuid,
+    Option<Vec<u8>>,
+    Vec<String>,
+    Option<DateTime<Utc>>,
+);
 
 impl PgStore {
     /// The principal of the key with this hash and its expiry, if it is neither revoked nor
@@ -355,6 +427,7 @@ impl PgStore {
         };
         // The lookup matched by index; compare again in constant time all the same.
         let stored: [u8; 32] = stored_hash
+            .ok_or_else(|| corrupt("key hash", "missing"))?
             .try_into()
             .map_err(|_| corrupt("key hash", "length"))?;
         if KeyHash(stored) != *hash {
@@ -366,6 +439,44 @@ impl PgStore {
             scope_set(&scopes)?,
         );
         Ok(Some((principal, expires_at)))
+    }
+
+    /// The principal of a token's client, if the client is neither revoked nor expired at
+    /// `now`: the scopes both hold, until the earlier of the token's and the client's expiry.
+    async fn find_valid_client(
+        &self,
+        claims: &TokenClaims,
+        now: DateTime<Utc>,
+    ) -> Result<Option<(Principal, Option<DateTime<Utc>>)>> {
+        let mut conn = self.conn().await?;
+        let found: Option<(Uuid, Vec<String>, Option<DateTime<Utc>>)> = api_keys::table
+            .filter(api_keys::id.eq(claims.client.as_uuid()))
+            .filter(api_keys::kind.eq("client"))
+            .filter(api_keys::revoked_at.is_null())
+            .filter(
+                api_keys::expires_at
+                    .is_null()
+                    .or(api_keys::expires_at.gt(now)),
+            )
+            .select((
+                api_keys::customer_id,
+                api_keys::scopes,
+                api_keys::expires_at,
+            ))
+            .first(&mut conn)
+            .await
+            .optional()
+            .map_err(db_error)?;
+        let Some((customer, scopes, expires_at)) = found else {
+            return Ok(None);
+        };
+        let scopes = claims.scopes.intersection(scope_set(&scopes)?);
+        if scopes.is_empty() {
+            return Ok(None);
+        }
+        let principal = Principal::verified(claims.client, CustomerId::from_uuid(customer), scopes);
+        let until = expires_at.map_or(claims.expires_at, |at| at.min(claims.expires_at));
+        Ok(Some((principal, Some(until))))
     }
 
     /// Records that a key was used (at most once a minute per key and process).

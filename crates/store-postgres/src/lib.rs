@@ -7,6 +7,7 @@
 
 mod api_keys;
 mod caches;
+mod clients;
 mod compressed;
 mod config;
 mod connect;

@@ -29,6 +29,11 @@ GRANT INSERT ON customers, api_keys, console_audit TO {role};
 -- goes with the column in a later release.
 GRANT UPDATE (synced_through) ON customers TO {role};
 GRANT UPDATE (revoked_at, last_used_at) ON api_keys TO {role};
+-- OAuth clients' credentials (a rotation sets when the old ones lapse) and the assertions
+-- they used (migration 000032).
+GRANT INSERT ON client_credentials TO {role};
+GRANT UPDATE (expires_at) ON client_credentials TO {role};
+GRANT INSERT, DELETE ON client_assertions TO {role};
 
 -- Tenants: connected (and registered to their customer, for good) and renamed.
 GRANT INSERT ON tenants, cloud_tenant_owners TO {role};

@@ -26,13 +26,14 @@ diesel::table! {
         customer_id -> Uuid,
         name -> Text,
         prefix -> Text,
-        key_hash -> Bytea,
+        key_hash -> Nullable<Bytea>,
         scopes -> Array<Text>,
         created_at -> Timestamptz,
         expires_at -> Nullable<Timestamptz>,
         revoked_at -> Nullable<Timestamptz>,
         last_used_at -> Nullable<Timestamptz>,
         created_by -> Text,
+        kind -> Text,
     }
 }
 
@@ -439,6 +440,28 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    client_credentials (id) {
+        id -> Uuid,
+        client -> Uuid,
+        kind -> Text,
+        label -> Text,
+        secret_hash -> Nullable<Bytea>,
+        algorithm -> Nullable<Text>,
+        public_key -> Nullable<Jsonb>,
+        created_at -> Timestamptz,
+        expires_at -> Nullable<Timestamptz>,
+    }
+}
+
+diesel::table! {
+    client_assertions (client, jti) {
+        client -> Uuid,
+        jti -> Text,
+        expires_at -> Timestamptz,
+    }
+}
+
 diesel::allow_tables_to_appear_in_same_query!(
     customers,
     tenants,
@@ -472,4 +495,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     webhook_latency,
     webhook_bodies,
     triage_changes,
+    client_credentials,
+    client_assertions,
 );

@@ -68,7 +68,8 @@ fn key_json(k: &ApiKey) -> Value {
     })
 }
 
-fn time(t: Option<DateTime<Utc>>) -> String {
+/// A time as the text tables show it (`-` for none).
+pub(super) fn time(t: Option<DateTime<Utc>>) -> String {
     t.map_or_else(
         || "-".to_owned(),
         |t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string(),

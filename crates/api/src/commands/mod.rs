@@ -1,6 +1,7 @@
 //! Operator commands: each connects with the database's own credentials and acts for the
 //! customer it names (`CustomerScope::for_operator`).
 
+mod clients;
 mod customers;
 mod deliveries;
 mod ingest;
@@ -54,6 +55,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Customers(command) => customers::run(command, json).await,
         Command::Tenants(command) => tenants::run(command, json).await,
         Command::Keys(command) => keys::run(command, json).await,
+        Command::Clients(command) => clients::run(command, json).await,
         Command::Ingest(args) => ingest::run(args, json).await,
         Command::Deliveries(command) => deliveries::run(command, json).await,
         Command::Secrets(command) => secrets::run(command, json).await,

@@ -99,6 +99,13 @@ pub async fn budgets(redis_url: Option<&str>, clock: Arc<dyn Clock>) -> anyhow::
             clock.clone(),
         )
         .await?,
+        token_requests: limiter_with(
+            "token requests per OAuth client",
+            posture_domain::oauth::TOKEN_RATE,
+            redis_url,
+            clock.clone(),
+        )
+        .await?,
         places,
     })
 }
@@ -112,6 +119,7 @@ pub fn budgets_in_process(clock: Arc<dyn Clock>) -> Budgets {
         triage_writes: counted(posture_domain::triage::WRITE_RATE),
         triage_bytes: counted(posture_domain::triage::BYTES_RATE),
         scim_writes: counted(posture_domain::scim::WRITE_RATE),
+        token_requests: counted(posture_domain::oauth::TOKEN_RATE),
         places: Arc::new(InProcessPlaces::new()),
     }
 }

@@ -113,6 +113,7 @@ pub fn api_state(
         readiness: Arc::default(),
         clock: store.clock(),
         public_url: None,
+        token_lifetime: posture_domain::oauth::DEFAULT_TOKEN_LIFETIME,
         contract: posture_http::openapi::render().into(),
     })
 }
@@ -205,6 +206,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let wiring = wiring(&args, &render, tls.is_some(), replicas.clone(), clock).await?;
     let mut state = api_state(&store, limiter, wiring)?;
     state.public_url = args.console.public_url.clone();
+    state.token_lifetime = chrono::Duration::minutes(args.token_lifetime_minutes);
     state.event_waits = state
         .event_waits
         .with_max_wait(Duration::from_secs(args.event_max_wait_secs))

@@ -53,6 +53,7 @@ fn assemble(
     let store = Arc::new(store.clone());
     Ports {
         keys: store.clone(),
+        clients: store.clone(),
         reads,
         replicas,
         webhooks: store.clone(),

@@ -320,15 +320,29 @@ async fn the_served_document_is_the_committed_one() {
         let operation =
             &document["paths"][endpoint.full_path()][endpoint.method.as_str().to_lowercase()];
         assert_eq!(operation["operationId"], endpoint.operation_id);
+        // A key or an OAuth access token, holding the same scopes.
+        let scopes: Vec<&str> = endpoint
+            .access
+            .scopes()
+            .iter()
+            .map(|s| s.as_str())
+            .collect();
         match endpoint.access {
-            Access::Scope(_) | Access::AllOf(_) => assert_eq!(
+            Access::Scope(_) | Access::AllOf(_) | Access::AnyKey => assert_eq!(
                 operation["security"],
-                json!([{"bearerAuth": endpoint.access.scopes().iter().map(|s| s.as_str()).collect::<Vec<_>>()}])
+                json!([{"bearerAuth": scopes}, {"oauth2": scopes}])
             ),
-            Access::AnyKey => assert_eq!(operation["security"], json!([{"bearerAuth": []}])),
             Access::Public => assert_eq!(operation["security"], json!([{}])),
         }
     }
+    let flow = &document["components"]["securitySchemes"]["oauth2"]["flows"]["clientCredentials"];
+    assert_eq!(flow["tokenUrl"], "/oauth/token");
+    let scopes = flow["scopes"].as_object().unwrap();
+    assert!(
+        Scope::ALL
+            .iter()
+            .all(|scope| scopes.contains_key(scope.as_str()))
+    );
     for event in [
         "finding_critical",
         "finding_high",

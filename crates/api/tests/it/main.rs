@@ -19,6 +19,7 @@ mod harness;
 mod metrics;
 mod migrate;
 mod newer_analyzer;
+mod oauth;
 mod operations;
 mod pgbouncer;
 mod rate_limits;

@@ -10,6 +10,7 @@ mod scim;
 mod webhooks;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 
 use crate::{
     api_key::{ApiKey, CurrentKey, KeyHash, NewApiKey, Principal},
@@ -22,6 +23,7 @@ use crate::{
     identity::{Identity, IdentityDetail, IdentityFilter},
     ids::{CloudTenantId, CustomerId, EventId, FindingId, IdentityId, KeyId},
     ingest::{IngestError, ParsedLine, PassSummary, RecentPasses},
+    oauth::{ClientForAuth, NewClient, NewCredential, OAuthClient},
     page::{Page, PageRequest},
     recommendation::{RecommendationFilter, RoleRecommendation},
     tenant::{NewTenant, Tenant},
@@ -253,12 +255,69 @@ pub trait ApiKeyRepository: Send + Sync {
     /// The principal of the key with this hash, if it is neither revoked nor expired now.
     /// Must see a revocation as soon as it is committed.
     async fn authenticate(&self, hash: &KeyHash) -> Result<Option<Principal>>;
+    /// The principal of an access token posture made (`claims`, verified by the caller; the
+    /// cache holds it under `hash`, the token's SHA-256, as it holds keys): its client's,
+    /// with the scopes both the token and the client hold now, if the client is neither
+    /// revoked nor expired and the token has not expired. Sees a revocation as
+    /// [`authenticate`](Self::authenticate) does.
+    async fn authenticate_token(
+        &self,
+        hash: &KeyHash,
+        claims: &crate::oauth::TokenClaims,
+    ) -> Result<Option<Principal>>;
     /// What this process knows of the key without asking the store: a valid key it
     /// authenticated lately (and still may serve), a key it found unknown lately, or
     /// nothing. Lets the gate refuse floods of unknown keys before they cost a query.
     fn known_key(&self, _hash: &KeyHash) -> KnownKey {
         KnownKey::Unseen
     }
+}
+
+/// OAuth 2.0 clients: issue, list, rotate and revoke (operators and the console), and what
+/// the token endpoint reads. A client shares its id, customer, scopes, revocation and
+/// last use with the keys (one row of the same table): a revocation reaches its tokens as a
+/// key's reaches the key.
+#[async_trait]
+pub trait ClientRepository: Send + Sync {
+    /// Stores a generated client with its first credential, and the issuance in the
+    /// customer's audit log, together. `NotFound` if the customer does not exist;
+    /// `Conflict` when the customer holds as many active keys and clients as allowed.
+    async fn insert_client(&self, client: NewClient, by: &Actor) -> Result<OAuthClient>;
+    /// The customer's clients, oldest first, with their credentials.
+    async fn list_clients(&self, scope: CustomerScope) -> Result<Vec<OAuthClient>>;
+    /// One client. `within`: the customer it must belong to (`None`: an operator).
+    async fn find_client(&self, within: Option<CustomerScope>, id: KeyId) -> Result<OAuthClient>;
+    /// Revokes a client at once (its tokens with it), and records it in the customer's
+    /// audit log; revoking twice keeps the first time. The flag says whether this call
+    /// revoked it.
+    async fn revoke_client(
+        &self,
+        within: Option<CustomerScope>,
+        id: KeyId,
+        by: &Actor,
+    ) -> Result<(OAuthClient, bool)>;
+    /// Rotation: adds `credential` to an unrevoked client, and makes every credential it
+    /// held lapse at `others_until` (now, or later for an overlap; one that lapses sooner
+    /// keeps its time). `Conflict` when the client would hold more than
+    /// [`crate::oauth::MAX_CREDENTIALS`] credentials still valid.
+    async fn add_client_credential(
+        &self,
+        within: Option<CustomerScope>,
+        id: KeyId,
+        credential: NewCredential,
+        others_until: DateTime<Utc>,
+        by: &Actor,
+    ) -> Result<OAuthClient>;
+    /// The client `id` with its credentials valid now, if it is neither revoked nor expired.
+    async fn client_for_auth(&self, id: KeyId) -> Result<Option<ClientForAuth>>;
+    /// Records that client `client` used assertion `jti`, kept until `until`: `false` when it
+    /// was used before (a replay), whichever instance saw it.
+    async fn remember_assertion(
+        &self,
+        client: KeyId,
+        jti: &str,
+        until: DateTime<Utc>,
+    ) -> Result<bool>;
 }
 
 /// What a serving process knows of a presented key without asking the store.

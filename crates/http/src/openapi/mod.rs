@@ -32,6 +32,8 @@ use crate::routes::{ENDPOINTS, HttpMethod};
 pub const API_VERSION: &str = "1.0.0";
 
 const SECURITY_SCHEME: &str = "bearerAuth";
+/// The OAuth 2.0 client credentials scheme, beside the key: every operation accepts either.
+const OAUTH_SCHEME: &str = "oauth2";
 
 fn generator() -> SchemaGenerator {
     SchemaSettings::draft2020_12()
@@ -101,7 +103,8 @@ pub fn document() -> OpenApi {
             bearer_format: Some("svc_ API key".to_owned()),
             description: Some(
                 "An API key issued by a customer admin: `Authorization: Bearer svc_...`. \
-                 Each operation lists the scope it requires."
+                 Each operation lists the scope it requires; an OAuth access token \
+                 (`oauth2`) holding it works the same."
                     .to_owned(),
             ),
             extensions: IndexMap::new(),
@@ -115,7 +118,9 @@ pub fn document() -> OpenApi {
                 "Scoped, authenticated read access to a customer's identity-security data, \
                  and outbound webhook subscriptions. Every request carries an API key \
                  (`Authorization: Bearer svc_...`) issued to one customer with fixed \
-                 scopes; every row returned belongs to that customer. Lists page with \
+                 scopes, or an OAuth 2.0 access token of a client issued the same way \
+                 (`POST /oauth/token`, client credentials); every row returned belongs to \
+                 that customer. Lists page with \
                  cursors (`after`), can be kept in sync by modification time \
                  (`modifiedSince`, `meta.syncedThrough`), and answer conditional requests \
                  (`ETag`, `If-None-Match`). This document is served at \
@@ -184,6 +189,29 @@ pub fn fields_without_examples() -> Vec<String> {
 
 /// The canonical text of the document (rendered once per process, when the API's state is
 /// built).
+/// The `oauth2` security scheme (written here: aide's model renders an absent `refreshUrl`
+/// as `null`, which OpenAPI does not allow).
+fn oauth_scheme() -> serde_json::Value {
+    let scopes: serde_json::Map<String, serde_json::Value> = posture_domain::Scope::ALL
+        .iter()
+        .map(|scope| (scope.as_str().to_owned(), scope.grants().into()))
+        .collect();
+    serde_json::json!({
+        "type": "oauth2",
+        "description": "OAuth 2.0 client credentials: a client issued by a customer admin \
+            exchanges its secret, or a JWT signed with its private key (private_key_jwt), at \
+            `POST /oauth/token` for an access token that lives minutes, sent as \
+            `Authorization: Bearer pat_...`. It holds the client's scopes, or those the token \
+            request's `scope` names. Metadata: `/.well-known/oauth-authorization-server`.",
+        "flows": {
+            "clientCredentials": {
+                "tokenUrl": crate::oauth::TOKEN_PATH,
+                "scopes": scopes,
+            }
+        }
+    })
+}
+
 pub fn render() -> String {
     // aide's model is plain data with string keys: serialising it cannot fail, and a
     // contract that silently became empty would be worse than stopping.
@@ -191,6 +219,7 @@ pub fn render() -> String {
     examples::add_to_document(&mut value);
     named_sets::point_at_components(&mut value);
     webhooks::declare_signed(&mut value);
+    value["components"]["securitySchemes"][OAUTH_SCHEME] = oauth_scheme();
     let mut text = serde_json::to_string_pretty(&sorted(value)).expect("a JSON value serialises");
     text.push('\n');
     text

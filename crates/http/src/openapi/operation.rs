@@ -12,7 +12,7 @@ use posture_wire::ErrorResponse;
 use schemars::SchemaGenerator;
 use serde_json::Value;
 
-use super::{SECURITY_SCHEME, headers, json_content, schema_object, texts};
+use super::{OAUTH_SCHEME, SECURITY_SCHEME, headers, json_content, schema_object, texts};
 use crate::{
     input::query_generator,
     preconditions::IF_MATCH_PATTERN,
@@ -320,22 +320,23 @@ fn request_body(
     })
 }
 
-/// Its security requirement, and the sentence its description ends with.
+/// Its security requirements (a key, or an OAuth access token, holding the same scopes),
+/// and the sentence its description ends with.
 fn security(access: Access) -> (Vec<IndexMap<String, Vec<String>>>, String) {
+    let either = |scopes: Vec<String>| {
+        [SECURITY_SCHEME, OAUTH_SCHEME]
+            .into_iter()
+            .map(|scheme| IndexMap::from([(scheme.to_owned(), scopes.clone())]))
+            .collect()
+    };
     match access {
         Access::Scope(scope) => (
-            vec![IndexMap::from([(
-                SECURITY_SCHEME.to_owned(),
-                vec![scope.as_str().to_owned()],
-            )])],
+            either(vec![scope.as_str().to_owned()]),
             format!("\n\nRequired scope: `{scope}`."),
         ),
         // One requirement listing them: a key must hold every scope it lists.
         Access::AllOf(scopes) => (
-            vec![IndexMap::from([(
-                SECURITY_SCHEME.to_owned(),
-                scopes.iter().map(|s| s.as_str().to_owned()).collect(),
-            )])],
+            either(scopes.iter().map(|s| s.as_str().to_owned()).collect()),
             format!(
                 "\n\nRequired scopes: {}, together.",
                 scopes
@@ -346,8 +347,8 @@ fn security(access: Access) -> (Vec<IndexMap<String, Vec<String>>>, String) {
             ),
         ),
         Access::AnyKey => (
-            vec![IndexMap::from([(SECURITY_SCHEME.to_owned(), Vec::new())])],
-            "\n\nAny valid key, whatever its scopes.".to_owned(),
+            either(Vec::new()),
+            "\n\nAny valid key or access token, whatever its scopes.".to_owned(),
         ),
         // An empty requirement: no authentication.
         Access::Public => (vec![IndexMap::new()], String::new()),

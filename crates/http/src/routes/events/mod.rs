@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use actix_web::{HttpRequest, HttpResponse, http::header, web};
 use posture_domain::{
-    EventId, KeyHash, Refusal, Scope,
+    EventId, Refusal, Scope,
     event::{EventFilter, EventPage},
     ports::EventRepository,
 };
@@ -23,7 +23,7 @@ use posture_wire::{
 
 use super::{Access, Answer, Answers, Built, Content, Endpoint, Reply, RequestHeader, schema};
 use crate::{
-    auth::{Caller, presented_key},
+    auth::{Caller, Presented, presented},
     error::ApiError,
     handler,
     input::{Id, Input, canonical_query, not_found},
@@ -171,7 +171,8 @@ async fn read_after(
         false => waits.wait_for(Duration::from_secs(query.wait_secs())),
     };
     if page.events.is_empty() && !wait.is_zero() && !waits.is_stopping() {
-        let key = presented_key(req.headers()).ok_or(ApiError::Unauthorized)?;
+        let key =
+            presented(req.headers(), state.keyring.token_keys()).ok_or(ApiError::Unauthorized)?;
         let _slot = waits
             .take(caller.key_id(), caller.scope().customer_id())
             .await?;
@@ -223,8 +224,8 @@ const KEY_CHECK: Duration = Duration::from_secs(1);
 /// longer valid (revoked, expired): from the key cache's memory, which revocations reach
 /// at once; the store when the cache no longer holds it. A store that cannot answer now
 /// says nothing of the key: the request goes on waiting, never a 401 for a valid key.
-async fn key_is_revoked(state: &ApiState, key: &KeyHash, caller: &Caller) -> bool {
-    match state.ports.keys.authenticate(key).await {
+async fn key_is_revoked(state: &ApiState, key: &Presented, caller: &Caller) -> bool {
+    match key.authenticate(state.ports.keys.as_ref()).await {
         Ok(Some(principal)) => principal.key_id() != caller.key_id(),
         Ok(None) => true,
         Err(_) => false,

@@ -24,7 +24,6 @@ use actix_web::{
     web::{self, Bytes},
 };
 use posture_domain::{
-    KeyHash,
     event::{EventFilter, EventPage},
     ports::DataChangeSubscription,
 };
@@ -34,7 +33,7 @@ use tokio::{sync::mpsc, time::Instant};
 
 use super::{KEY_CHECK, key_is_revoked, read_page, woken_read};
 use crate::{
-    auth::{Caller, presented_key},
+    auth::{Caller, Presented, presented},
     error::ApiError,
     event_waits::WaitSlot,
     state::ApiState,
@@ -75,7 +74,7 @@ pub(super) async fn open(
     if waits.is_stopping() {
         return Err(ApiError::Busy("the server is shutting down"));
     }
-    let key = presented_key(req.headers()).ok_or(ApiError::Unauthorized)?;
+    let key = presented(req.headers(), state.keyring.token_keys()).ok_or(ApiError::Unauthorized)?;
     let slot = waits
         .take(caller.key_id(), caller.scope().customer_id())
         .await?;
@@ -120,7 +119,7 @@ fn stream_response() -> actix_web::HttpResponseBuilder {
 struct Stream {
     state: web::Data<ApiState>,
     caller: Caller,
-    key: KeyHash,
+    key: Presented,
     filter: EventFilter,
     changes: Box<dyn DataChangeSubscription>,
     sender: mpsc::Sender<Bytes>,

@@ -1,0 +1,404 @@
+//! OAuth 2.0 clients: rows of `api_keys` of kind `client`, their credentials
+//! (`client_credentials`) and the assertions they used (`client_assertions`).
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use diesel::{prelude::*, sql_types::Bool};
+use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl};
+use posture_domain::{
+    CustomerId, CustomerScope, Error, KeyHash, KeyId, Result, Scope,
+    console::Actor,
+    oauth::{
+        ClientCredential, ClientForAuth, ClientPublicKey, CredentialKind, MAX_CREDENTIALS,
+        NewClient, NewCredential, OAuthClient, client_display_prefix,
+    },
+    ports::ClientRepository,
+};
+use uuid::Uuid;
+
+use crate::{
+    PgStore,
+    api_keys::{ApiKeyRow, audit, db_now, scope_set},
+    error::{corrupt, db_error, is_foreign_key_violation},
+    schema::{api_keys, client_assertions, client_credentials, customers},
+};
+
+const KIND: &str = "client";
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = client_credentials, check_for_backend(diesel::pg::Pg))]
+struct CredentialRow {
+    id: Uuid,
+    client: Uuid,
+    kind: String,
+    label: String,
+    secret_hash: Option<Vec<u8>>,
+    algorithm: Option<String>,
+    public_key: Option<serde_json::Value>,
+    created_at: DateTime<Utc>,
+    expires_at: Option<DateTime<Utc>>,
+}
+
+impl TryFrom<CredentialRow> for ClientCredential {
+    type Error = Error;
+
+    fn try_from(row: CredentialRow) -> Result<Self> {
+        let kind = match (
+            row.kind.as_str(),
+            row.secret_hash,
+            row.algorithm,
+            row.public_key,
+        ) {
+            ("secret", Some(hash), _, _) => CredentialKind::Secret {
+                prefix: row.label,
+                hash: KeyHash(
+                    hash.try_into()
+                        .map_err(|_| corrupt("client secret hash", "length"))?,
+                ),
+            },
+            ("public_key", _, Some(algorithm), Some(jwk)) => {
+                CredentialKind::PublicKey(ClientPublicKey::from_stored(&algorithm, &jwk)?)
+            }
+            (kind, ..) => return Err(corrupt("client credential", kind)),
+        };
+        Ok(ClientCredential {
+            id: row.id,
+            kind,
+            created_at: row.created_at,
+            expires_at: row.expires_at,
+        })
+    }
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = client_credentials)]
+struct NewCredentialRow {
+    id: Uuid,
+    client: Uuid,
+    kind: &'static str,
+    label: String,
+    secret_hash: Option<Vec<u8>>,
+    algorithm: Option<&'static str>,
+    public_key: Option<serde_json::Value>,
+}
+
+impl NewCredentialRow {
+    fn new(client: KeyId, credential: &NewCredential) -> Self {
+        let (kind, label, secret_hash, algorithm, public_key) = match &credential.kind {
+            CredentialKind::Secret { prefix, hash } => (
+                "secret",
+                prefix.clone(),
+                Some(hash.as_bytes().to_vec()),
+                None,
+                None,
+            ),
+            CredentialKind::PublicKey(key) => (
+                "public_key",
+                key.thumbprint().to_owned(),
+                None,
+                Some(key.algorithm().as_str()),
+                Some(key.jwk().clone()),
+            ),
+        };
+        Self {
+            id: credential.id,
+            client: client.as_uuid(),
+            kind,
+            label,
+            secret_hash,
+            algorithm,
+            public_key,
+        }
+    }
+}
+
+fn client(row: ApiKeyRow, credentials: Vec<CredentialRow>) -> Result<OAuthClient> {
+    let key = posture_domain::ApiKey::try_from(row)?;
+    Ok(OAuthClient {
+        id: key.id,
+        customer_id: key.customer_id,
+        name: key.name,
+        scopes: key.scopes,
+        created_at: key.created_at,
+        revoked_at: key.revoked_at,
+        last_used_at: key.last_used_at,
+        created_by: key.created_by,
+        credentials: credentials
+            .into_iter()
+            .map(ClientCredential::try_from)
+            .collect::<Result<_>>()?,
+    })
+}
+
+/// The client `id`, locked for the rest of the transaction when `lock` (within the customer
+/// of `within` when given).
+async fn client_row(
+    conn: &mut AsyncPgConnection,
+    within: Option<CustomerScope>,
+    id: KeyId,
+    lock: bool,
+) -> QueryResult<Option<ApiKeyRow>> {
+    let customer = within.map(|scope| scope.customer_id().as_uuid());
+    let query = api_keys::table
+        .filter(api_keys::id.eq(id.as_uuid()))
+        .filter(api_keys::kind.eq(KIND))
+        .filter(
+            api_keys::customer_id
+                .nullable()
+                .eq(customer)
+                .or(customer.is_none().into_sql::<Bool>()),
+        )
+        .select(ApiKeyRow::as_select());
+    if lock {
+        query.for_update().first(conn).await.optional()
+    } else {
+        query.first(conn).await.optional()
+    }
+}
+
+async fn credentials_of(
+    conn: &mut AsyncPgConnection,
+    clients: &[Uuid],
+) -> QueryResult<Vec<CredentialRow>> {
+    client_credentials::table
+        .filter(client_credentials::client.eq_any(clients))
+        .order((client_credentials::created_at, client_credentials::id))
+        .select(CredentialRow::as_select())
+        .load(conn)
+        .await
+}
+
+async fn with_credentials(conn: &mut AsyncPgConnection, row: ApiKeyRow) -> Result<OAuthClient> {
+    let credentials = credentials_of(conn, &[row.id]).await.map_err(db_error)?;
+    client(row, credentials)
+}
+
+#[async_trait]
+impl ClientRepository for PgStore {
+    async fn insert_client(&self, new: NewClient, by: &Actor) -> Result<OAuthClient> {
+        let max = self.max_active_keys;
+        let credential = NewCredentialRow::new(new.id, &new.credential);
+        let mut conn = self.conn().await?;
+        let inserted = conn
+            .transaction(async |conn| {
+                let customer: Option<Uuid> = customers::table
+                    .find(new.customer_id.as_uuid())
+                    .select(customers::id)
+                    .for_update()
+                    .first(conn)
+                    .await
+                    .optional()?;
+                if customer.is_none() {
+                    return Ok(Err(Error::NotFound));
+                }
+                if let Some(refused) =
+                    crate::api_keys::over_active_limit(conn, new.customer_id, max).await?
+                {
+                    return Ok(Err(refused));
+                }
+                let row = diesel::insert_into(api_keys::table)
+                    .values((
+                        api_keys::id.eq(new.id.as_uuid()),
+                        api_keys::customer_id.eq(new.customer_id.as_uuid()),
+                        api_keys::name.eq(&new.name),
+                        api_keys::prefix.eq(client_display_prefix(new.id)),
+                        api_keys::scopes.eq(new
+                            .scopes
+                            .iter()
+                            .map(Scope::as_str)
+                            .collect::<Vec<_>>()),
+                        api_keys::created_by.eq(by.name()),
+                        api_keys::kind.eq(KIND),
+                    ))
+                    .returning(ApiKeyRow::as_returning())
+                    .get_result::<ApiKeyRow>(conn)
+                    .await?;
+                diesel::insert_into(client_credentials::table)
+                    .values(&credential)
+                    .execute(conn)
+                    .await?;
+                audit(conn, &row, "client.issued", by).await?;
+                let credentials = credentials_of(conn, &[row.id]).await?;
+                Ok::<_, diesel::result::Error>(Ok((row, credentials)))
+            })
+            .await;
+        match inserted {
+            Ok(Ok((row, credentials))) => client(row, credentials),
+            Ok(Err(refused)) => Err(refused),
+            Err(e) if is_foreign_key_violation(&e) => Err(Error::NotFound),
+            Err(e) => Err(db_error(e)),
+        }
+    }
+
+    async fn list_clients(&self, scope: CustomerScope) -> Result<Vec<OAuthClient>> {
+        let mut conn = self.conn().await?;
+        let rows: Vec<ApiKeyRow> = api_keys::table
+            .filter(api_keys::customer_id.eq(scope.customer_id().as_uuid()))
+            .filter(api_keys::kind.eq(KIND))
+            .order((api_keys::created_at, api_keys::id))
+            .select(ApiKeyRow::as_select())
+            .load(&mut conn)
+            .await
+            .map_err(db_error)?;
+        let ids: Vec<Uuid> = rows.iter().map(|row| row.id).collect();
+        let mut credentials = credentials_of(&mut conn, &ids).await.map_err(db_error)?;
+        rows.into_iter()
+            .map(|row| {
+                let (mine, rest) = credentials.drain(..).partition(|c| c.client == row.id);
+                credentials = rest;
+                client(row, mine)
+            })
+            .collect()
+    }
+
+    async fn find_client(&self, within: Option<CustomerScope>, id: KeyId) -> Result<OAuthClient> {
+        let mut conn = self.conn().await?;
+        let row = client_row(&mut conn, within, id, false)
+            .await
+            .map_err(db_error)?
+            .ok_or(Error::NotFound)?;
+        with_credentials(&mut conn, row).await
+    }
+
+    async fn revoke_client(
+        &self,
+        within: Option<CustomerScope>,
+        id: KeyId,
+        by: &Actor,
+    ) -> Result<(OAuthClient, bool)> {
+        let (row, revoked_now) = self
+            .revoke(within, id, KIND, "client.revoked", by)
+            .await?
+            .ok_or(Error::NotFound)?;
+        let mut conn = self.conn().await?;
+        Ok((with_credentials(&mut conn, row).await?, revoked_now))
+    }
+
+    async fn add_client_credential(
+        &self,
+        within: Option<CustomerScope>,
+        id: KeyId,
+        credential: NewCredential,
+        others_until: DateTime<Utc>,
+        by: &Actor,
+    ) -> Result<OAuthClient> {
+        let new = NewCredentialRow::new(id, &credential);
+        let mut conn = self.conn().await?;
+        let result = conn
+            .transaction(async |conn| {
+                let Some(row) = client_row(conn, within, id, true).await? else {
+                    return Ok(Err(Error::NotFound));
+                };
+                if row.revoked_at.is_some() {
+                    return Ok(Err(Error::Conflict(
+                        "this client is revoked: issue a new one".to_owned(),
+                    )));
+                }
+                diesel::update(client_credentials::table)
+                    .filter(client_credentials::client.eq(row.id))
+                    .filter(
+                        client_credentials::expires_at
+                            .is_null()
+                            .or(client_credentials::expires_at.gt(others_until)),
+                    )
+                    .set(client_credentials::expires_at.eq(others_until))
+                    .execute(conn)
+                    .await?;
+                let valid: i64 = client_credentials::table
+                    .filter(client_credentials::client.eq(row.id))
+                    .filter(client_credentials::expires_at.gt(db_now()))
+                    .count()
+                    .get_result(conn)
+                    .await?;
+                if valid >= MAX_CREDENTIALS as i64 {
+                    return Ok(Err(Error::Conflict(format!(
+                        "this client holds {valid} credentials that have not lapsed, the most \
+                         allowed ({MAX_CREDENTIALS}) with the new one: rotate with an earlier \
+                         --old-valid-until"
+                    ))));
+                }
+                diesel::insert_into(client_credentials::table)
+                    .values(&new)
+                    .execute(conn)
+                    .await?;
+                audit(conn, &row, "client.rotated", by).await?;
+                let credentials = credentials_of(conn, &[row.id]).await?;
+                Ok::<_, diesel::result::Error>(Ok((row, credentials)))
+            })
+            .await
+            .map_err(db_error)?;
+        let (row, credentials) = result?;
+        client(row, credentials)
+    }
+
+    async fn client_for_auth(&self, id: KeyId) -> Result<Option<ClientForAuth>> {
+        let now = self.clock.now();
+        let mut conn = self.conn().await?;
+        let row: Option<(Uuid, Vec<String>)> = api_keys::table
+            .filter(api_keys::id.eq(id.as_uuid()))
+            .filter(api_keys::kind.eq(KIND))
+            .filter(api_keys::revoked_at.is_null())
+            .filter(
+                api_keys::expires_at
+                    .is_null()
+                    .or(api_keys::expires_at.gt(now)),
+            )
+            .select((api_keys::customer_id, api_keys::scopes))
+            .first(&mut conn)
+            .await
+            .optional()
+            .map_err(db_error)?;
+        let Some((customer, scopes)) = row else {
+            return Ok(None);
+        };
+        let credentials: Vec<CredentialRow> = client_credentials::table
+            .filter(client_credentials::client.eq(id.as_uuid()))
+            .filter(
+                client_credentials::expires_at
+                    .is_null()
+                    .or(client_credentials::expires_at.gt(now)),
+            )
+            .select(CredentialRow::as_select())
+            .load(&mut conn)
+            .await
+            .map_err(db_error)?;
+        Ok(Some(ClientForAuth {
+            id,
+            customer_id: CustomerId::from_uuid(customer),
+            scopes: scope_set(&scopes)?,
+            credentials: credentials
+                .into_iter()
+                .map(ClientCredential::try_from)
+                .collect::<Result<_>>()?,
+        }))
+    }
+
+    async fn remember_assertion(
+        &self,
+        client: KeyId,
+        jti: &str,
+        until: DateTime<Utc>,
+    ) -> Result<bool> {
+        let now = self.clock.now();
+        let mut conn = self.conn().await?;
+        // The client's lapsed assertions go first: what is kept is bounded by what the
+        // client may send within an hour.
+        diesel::delete(client_assertions::table)
+            .filter(client_assertions::client.eq(client.as_uuid()))
+            .filter(client_assertions::expires_at.lt(now))
+            .execute(&mut conn)
+            .await
+            .map_err(db_error)?;
+        let inserted = diesel::insert_into(client_assertions::table)
+            .values((
+                client_assertions::client.eq(client.as_uuid()),
+                client_assertions::jti.eq(jti),
+                client_assertions::expires_at.eq(until),
+            ))
+            .on_conflict_do_nothing()
+            .execute(&mut conn)
+            .await
+            .map_err(db_error)?;
+        Ok(inserted == 1)
+    }
+}
