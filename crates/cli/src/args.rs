@@ -8,6 +8,8 @@ const EXAMPLES: &str = "\
 The service and the key come from the environment, never from flags:
   export POSTURE_URL=https://posture.example.com
   export POSTURE_API_KEY=svc_...        # e.g. read from your secret manager
+  # or an OAuth client (docs/auth.md): POSTURE_CLIENT_ID=pci_... with
+  # POSTURE_CLIENT_SECRET=pcs_... or POSTURE_CLIENT_KEY_FILE=client.key
 
 Examples:
   posture whoami

@@ -10,57 +10,15 @@ use reqwest::{
 use serde::Deserialize;
 use url::Url;
 
-use crate::body::{BodyError, MAX_ERROR, MAX_JSON, read_limited, read_prefix};
+pub use crate::error::{ApiError, describe};
 pub use crate::target::{Target, TargetError};
+use crate::{
+    body::{BodyError, MAX_ERROR, MAX_JSON, read_limited, read_prefix},
+    tokens::Tokens,
+};
 
 /// What the CLI tells its user while it waits (the progress bar or stderr shows it).
 pub type Notices = Arc<dyn Fn(&str) + Send + Sync>;
-
-/// A failure, said in words; `Display` is what the user reads.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    #[error(
-        "the key was not accepted: revoked, expired or mistyped (check POSTURE_API_KEY; \
-         `posture whoami` shows what the service knows of a key)"
-    )]
-    Unauthorized,
-    #[error("the key may not do this: {reason} (ask your admin for a key with that scope)")]
-    Forbidden { reason: String },
-    #[error("posture refused the request: {reason}")]
-    Refused {
-        status: StatusCode,
-        reason: String,
-        /// The body's `kind` on a 400 or 422 (how a value was refused), if it says one.
-        kind: Option<String>,
-    },
-    #[error(
-        "posture is unavailable ({status}) after {attempts} attempts; run the command again later"
-    )]
-    Unavailable { status: StatusCode, attempts: u32 },
-    #[error("posture failed ({status}{}); quote request id {request_id} when reporting it", reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default())]
-    Server {
-        status: StatusCode,
-        reason: Option<String>,
-        request_id: String,
-    },
-    #[error("could not reach {url} after {attempts} attempts: {cause}")]
-    Network {
-        url: String,
-        attempts: u32,
-        cause: String,
-    },
-    #[error("posture answered something this CLI does not understand: {0}")]
-    Unexpected(String),
-}
-
-impl ApiError {
-    /// A 400 about the `after` cursor (e.g. issued before the operator rotated the server's
-    /// secret): the caller may start again without it.
-    pub fn is_refused_cursor(&self) -> bool {
-        matches!(self, ApiError::Refused { status, kind: Some(kind), .. }
-            if *status == StatusCode::BAD_REQUEST && kind == "cursor_mismatch")
-    }
-}
 
 /// How long to wait before retrying a 503 or a network failure, and how often to try.
 #[derive(Clone, Copy, Debug)]
@@ -98,13 +56,14 @@ struct ErrorBody {
     kind: Option<String>,
 }
 
-/// A client of one posture service with one key.
+/// A client of one posture service with one key (or one OAuth client's tokens).
 #[derive(Clone)]
 pub struct Api {
     target: Target,
     http: reqwest::Client,
     retries: Retries,
     notices: Notices,
+    tokens: Arc<Tokens>,
 }
 
 /// The longest a single request may take (a long-poll waits 30 s at most).
@@ -136,6 +95,7 @@ impl Api {
             http,
             retries,
             notices,
+            tokens: Arc::new(Tokens::new()),
         })
     }
 
@@ -219,12 +179,22 @@ impl Api {
         body: Option<Vec<u8>>,
     ) -> Result<Response, ApiError> {
         let mut attempt = 0;
+        let mut token_refused = false;
         loop {
+            let bearer = self
+                .tokens
+                .bearer(
+                    &self.http,
+                    &self.target.credential,
+                    &self.target.token_url(),
+                )
+                .await
+                .map_err(|e| e.said(&self.target.token_url()))?;
             let mut request = self
                 .http
                 .request(method.clone(), url.clone())
                 .headers(headers.clone())
-                .bearer_auth(&self.target.key);
+                .bearer_auth(&bearer);
             if let Some(body) = &body {
                 request = request.body(body.clone());
             }
@@ -240,6 +210,12 @@ impl Api {
             let status = response.status();
             if status.is_success() {
                 return Ok(response);
+            }
+            // A token refused (its client revoked and issued again, the server's key rotated):
+            // one more, once.
+            if status == StatusCode::UNAUTHORIZED && !token_refused && self.tokens.forget().await {
+                token_refused = true;
+                continue;
             }
             let retry_after = retry_after(response.headers());
             match status {
@@ -425,19 +401,6 @@ async fn refusal(response: Response) -> ApiError {
             reason,
             request_id,
         },
-    }
-}
-
-/// A network failure in a few words (the innermost cause says the most).
-pub fn describe(e: &reqwest::Error) -> String {
-    let mut cause: &dyn std::error::Error = e;
-    while let Some(inner) = cause.source() {
-        cause = inner;
-    }
-    if e.is_timeout() {
-        "timed out".to_owned()
-    } else {
-        cause.to_string()
     }
 }
 

@@ -1,16 +1,20 @@
-//! Where the service is and the key to show it: `POSTURE_URL` and `POSTURE_API_KEY`, https
-//! but for a loopback host.
+//! Where the service is and the credential to show it: `POSTURE_URL`, and `POSTURE_API_KEY`
+//! or an OAuth client (`POSTURE_CLIENT_ID` with `POSTURE_CLIENT_SECRET` or
+//! `POSTURE_CLIENT_KEY_FILE`, whose tokens `tokens.rs` fetches); https but for a loopback
+//! host.
 
 use std::net::IpAddr;
 
 use url::Url;
 
-/// Where the service is and the key to show it: `POSTURE_URL` and `POSTURE_API_KEY`.
+pub use crate::credential::{Credential, Proof, SigningKey};
+
+/// Where the service is and the credential to show it.
 #[derive(Clone)]
 pub struct Target {
     /// The service's base URL, ending in `/`.
     pub base: Url,
-    pub(crate) key: String,
+    pub(crate) credential: Credential,
 }
 
 impl std::fmt::Debug for Target {
@@ -40,6 +44,22 @@ pub enum TargetError {
     NoKey,
     #[error("POSTURE_API_KEY is not a posture key: keys begin with svc_")]
     BadKey,
+    #[error(
+        "both POSTURE_API_KEY and POSTURE_CLIENT_ID are set: unset one (a key, or an OAuth \
+         client)"
+    )]
+    Both,
+    #[error("POSTURE_CLIENT_ID is not a posture client id: client ids begin with pci_")]
+    BadClientId,
+    #[error(
+        "POSTURE_CLIENT_ID is set without its proof: export POSTURE_CLIENT_SECRET, or \
+         POSTURE_CLIENT_KEY_FILE naming its private key's PEM file (not both)"
+    )]
+    NoProof,
+    #[error("POSTURE_CLIENT_SECRET is not a posture client secret: secrets begin with pcs_")]
+    BadSecret,
+    #[error("POSTURE_CLIENT_KEY_FILE: {0}")]
+    BadKeyFile(String),
 }
 
 impl Target {
@@ -72,23 +92,61 @@ impl Target {
             .map(str::trim)
             .filter(|k| !k.is_empty())
             .ok_or(TargetError::NoKey)?;
-        let well_formed = key.starts_with("svc_")
-            && key.len() <= 256
-            && key.bytes().all(|b| b.is_ascii_graphic());
-        if !well_formed {
+        if !well_formed(key, "svc_") {
             return Err(TargetError::BadKey);
         }
         Ok(Self {
             base,
-            key: key.to_owned(),
+            credential: Credential::Key(key.to_owned()),
         })
     }
 
-    /// From the environment: `POSTURE_URL` and `POSTURE_API_KEY`.
+    /// A target reached with an OAuth client's tokens.
+    pub fn with_client(url: Option<&str>, id: &str, proof: Proof) -> Result<Self, TargetError> {
+        let mut target = Self::new(url, Some("svc_placeholder"))?;
+        if !well_formed(id.trim(), "pci_") {
+            return Err(TargetError::BadClientId);
+        }
+        if let Proof::Secret(secret) = &proof
+            && !well_formed(secret, "pcs_")
+        {
+            return Err(TargetError::BadSecret);
+        }
+        target.credential = Credential::Client {
+            id: id.trim().to_owned(),
+            proof,
+        };
+        Ok(target)
+    }
+
+    /// From the environment: `POSTURE_URL`, and `POSTURE_API_KEY` or `POSTURE_CLIENT_ID`
+    /// with `POSTURE_CLIENT_SECRET` or `POSTURE_CLIENT_KEY_FILE`.
     pub fn from_env() -> Result<Self, TargetError> {
-        let url = std::env::var("POSTURE_URL").ok();
-        let key = std::env::var("POSTURE_API_KEY").ok();
-        Self::new(url.as_deref(), key.as_deref())
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let url = var("POSTURE_URL");
+        let Some(client) = var("POSTURE_CLIENT_ID") else {
+            return Self::new(url.as_deref(), var("POSTURE_API_KEY").as_deref());
+        };
+        if var("POSTURE_API_KEY").is_some() {
+            return Err(TargetError::Both);
+        }
+        let proof = match (var("POSTURE_CLIENT_SECRET"), var("POSTURE_CLIENT_KEY_FILE")) {
+            (Some(secret), None) => Proof::Secret(secret.trim().to_owned()),
+            (None, Some(file)) => {
+                let pem = std::fs::read_to_string(file.trim())
+                    .map_err(|e| TargetError::BadKeyFile(format!("cannot read {file}: {e}")))?;
+                Proof::PrivateKey(SigningKey::from_pem(&pem).map_err(TargetError::BadKeyFile)?)
+            }
+            _ => return Err(TargetError::NoProof),
+        };
+        Self::with_client(url.as_deref(), &client, proof)
+    }
+
+    /// The token endpoint (`<base>oauth/token`).
+    pub fn token_url(&self) -> Url {
+        let mut url = self.base.clone();
+        url.set_path(&format!("{}oauth/token", self.base.path()));
+        url
     }
 
     /// The URL of an API path (`findings` → `<base>/api/v1/findings`).
@@ -97,6 +155,11 @@ impl Target {
         url.set_path(&format!("{}api/v1/{path}", self.base.path()));
         url
     }
+}
+
+/// Whether `text` has `prefix`, is at most 256 printable characters, and has no space.
+fn well_formed(text: &str, prefix: &str) -> bool {
+    text.starts_with(prefix) && text.len() <= 256 && text.bytes().all(|b| b.is_ascii_graphic())
 }
 
 #[cfg(test)]
@@ -133,11 +196,26 @@ mod tests {
     }
 
     #[test]
+    fn a_client_needs_a_client_id_and_a_secret_of_their_forms() {
+        let client = |id: &str, secret: &str| {
+            Target::with_client(Some("https://x"), id, Proof::Secret(secret.into())).map(|_| ())
+        };
+        assert_eq!(client("pci_abc", "pcs_def"), Ok(()));
+        assert_eq!(client("svc_abc", "pcs_def"), Err(TargetError::BadClientId));
+        assert_eq!(client("pci_abc", "svc_def"), Err(TargetError::BadSecret));
+        assert_eq!(client("pci_abc", "pcs_a b"), Err(TargetError::BadSecret));
+    }
+
+    #[test]
     fn api_paths_are_under_the_base_and_the_key_is_never_shown() {
         let target = Target::new(Some("https://example.com/posture"), Some("svc_secret")).unwrap();
         assert_eq!(
             target.api_url("findings").as_str(),
             "https://example.com/posture/api/v1/findings"
+        );
+        assert_eq!(
+            target.token_url().as_str(),
+            "https://example.com/posture/oauth/token"
         );
         assert!(!format!("{target:?}").contains("svc_secret"));
     }

@@ -4,6 +4,7 @@
 mod errors;
 mod export;
 mod listen;
+mod oauth;
 mod renames;
 mod sync;
 mod triage;

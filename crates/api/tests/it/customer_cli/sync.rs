@@ -291,8 +291,8 @@ async fn a_refused_cursor_restarts_the_list_and_a_key_without_scopes_says_so_in_
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "the key was not accepted: revoked, expired or mistyped (check POSTURE_API_KEY; \
-         `posture whoami` shows what the service knows of a key)"
+        "the key was not accepted: revoked, expired or mistyped (check POSTURE_API_KEY, or \
+         POSTURE_CLIENT_ID; `posture whoami` shows what the service knows of a key)"
     );
 }
 
