@@ -8,7 +8,8 @@ use posture_domain::{
 use schemars::JsonSchema;
 use serde::Serialize;
 
-/// The key the request presented: what it may do and how long it lives. Never the secret.
+/// The key the request presented (or, for an OAuth access token, its client): what it may
+/// do and how long it lives. Never the secret.
 #[derive(Clone, Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CurrentKeyResponse {
@@ -17,10 +18,11 @@ pub struct CurrentKeyResponse {
     /// The name the key was issued with.
     pub name: String,
     /// The key's first characters (`svc_` and 6 more), as the console and the operator CLI
-    /// list them.
+    /// list them; an OAuth client's are its `client_id`'s (`pci_` and 6 more).
     #[schemars(pattern(DISPLAY_PREFIX_PATTERN))]
     pub prefix: String,
-    /// The scopes the key was issued with, in a fixed order.
+    /// The scopes the key (or client) was issued with, in a fixed order; an access token
+    /// may hold fewer (the `scope` its request named).
     #[schemars(schema_with = "crate::closed_set_list::<Scope>")]
     pub scopes: Vec<Scope>,
     pub customer: KeyCustomer,

@@ -32,6 +32,43 @@ function client(keyVariable = "TS_KEY") {
   });
 }
 
+/** An access token for the suite's OAuth client (client_secret_basic, docs/auth.md). */
+async function accessToken(): Promise<string> {
+  const basic = Buffer.from(
+    `${env("CLIENT_ID")}:${env("CLIENT_SECRET")}`,
+  ).toString("base64");
+  const response = await fetch(`${baseUrl}/oauth/token`, {
+    method: "POST",
+    headers: {
+      Authorization: `Basic ${basic}`,
+      "Content-Type": "application/x-www-form-urlencoded",
+    },
+    body: new URLSearchParams({ grant_type: "client_credentials" }),
+  });
+  assert.equal(response.status, 200);
+  assert.equal(response.headers.get("cache-control"), "no-store");
+  const token = (await response.json()) as { access_token: string; token_type: string };
+  assert.equal(token.token_type, "Bearer");
+  return token.access_token;
+}
+
+test("an OAuth access token reads through the generated client as a key does", async () => {
+  const token = await accessToken();
+  const oauth = createClient<paths, "application/json">({
+    baseUrl,
+    headers: { Authorization: `Bearer ${token}` },
+  });
+  const { data, response } = await oauth.GET("/api/v1/findings", {
+    params: { query: { limit: 3 } },
+  });
+  assert.equal(response.status, 200);
+  assert.ok(data);
+  assert.ok(data.data.length > 0 && data.data.length <= 3);
+  const current = await oauth.GET("/api/v1/keys/current");
+  assert.ok(current.data);
+  assert.ok(env("CLIENT_ID").startsWith(current.data.data.prefix));
+});
+
 test("the current key describes itself", async () => {
   const { data, response } = await client().GET("/api/v1/keys/current");
   assert.equal(response.status, 200);

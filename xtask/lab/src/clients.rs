@@ -46,6 +46,8 @@ const PYTHON_PACKAGES: &[&str] = &[
     "requests==2.32.5",
     // Its events stream uses an SSE library we did not write (httpx comes with the client).
     "httpx-sse==0.4.3",
+    // docs/auth.md's OAuth examples and the OAuth suite: a client library we did not write.
+    "authlib==1.9.10",
 ];
 
 /// Requests a key may make per minute in this run: low, so the suites can reach 429.
@@ -92,7 +94,13 @@ pub fn run_clients() -> anyhow::Result<()> {
     ];
     api_json(&bin, &env, &["migrate"])?;
     let customer = demo_customer(&bin, &env)?;
-    let keys = suite_keys(&bin, &env, &customer)?;
+    let mut keys = crate::suite_credentials::suite_keys(&bin, &env, &customer)?;
+    keys.extend(crate::suite_credentials::suite_clients(
+        &bin,
+        &env,
+        &customer,
+        &dirs.out.join("oauth"),
+    )?);
     let docs_key = issue_key(&bin, &env, &customer, "docs", &every_scope())?;
 
     let bind = format!("127.0.0.1:{}", free_port()?);
@@ -137,43 +145,6 @@ pub fn run_clients() -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     ));
     Ok(())
-}
-
-/// The suites' keys and customers, as the environment variables they read: keys of
-/// `customer` (every scope, one scope, one for the rate limit's test), and customers of
-/// their own for the sync suites, whose passes they commit themselves.
-fn suite_keys(
-    bin: &Path,
-    env: &[(&str, &str)],
-    customer: &str,
-) -> anyhow::Result<Vec<(String, String)>> {
-    let every = every_scope();
-    let mut keys: Vec<(String, String)> = Vec::new();
-    for (name, scopes) in [
-        ("PYTHON_KEY", &every[..]),
-        ("PYTHON_FINDINGS_KEY", &["read:findings"][..]),
-        ("PYTHON_RATE_KEY", &["read:identities"][..]),
-        ("TS_KEY", &every[..]),
-        ("TS_FINDINGS_KEY", &["read:findings"][..]),
-        ("TS_RATE_KEY", &["read:identities"][..]),
-    ] {
-        let key = issue_key(bin, env, customer, "clients", scopes)?;
-        keys.push((name.to_owned(), key));
-    }
-
-    for (customer_name, key_name) in [
-        ("PYTHON_SYNC_CUSTOMER", "PYTHON_SYNC_KEY"),
-        ("PYTHON_WORKED_CUSTOMER", "PYTHON_WORKED_KEY"),
-        ("PYTHON_EVENTS_CUSTOMER", "PYTHON_EVENTS_KEY"),
-        ("PYTHON_STREAM_CUSTOMER", "PYTHON_STREAM_KEY"),
-        ("TS_SYNC_CUSTOMER", "TS_SYNC_KEY"),
-    ] {
-        let id = create_customer(bin, env, customer_name)?;
-        let key = issue_key(bin, env, &id, "clients-sync", &["read:findings"])?;
-        keys.push((customer_name.to_owned(), id));
-        keys.push((key_name.to_owned(), key));
-    }
-    Ok(keys)
 }
 
 /// `posture-api serve` for the suites: on `bind`, logging to `log`.
@@ -343,6 +314,7 @@ fn python_suite(dirs: &Dirs, venv: &Path, env: &[(String, String)]) -> anyhow::R
             .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
             .arg(suite.join("test_client.py"))
             .arg(suite.join("test_sync.py"))
+            .arg(suite.join("test_oauth.py"))
             .env("PYTHONPATH", dirs.out.join("python"))
             .envs(env.iter().map(|(k, v)| (k, v))),
         "the Python client's suite",
@@ -398,7 +370,11 @@ fn documentation(
     let webhook = webhook["data"]["id"].as_str().context("its id")?.to_owned();
     let mut env: Vec<(String, String)> = suite_env
         .iter()
-        .filter(|(k, _)| matches!(k.as_str(), "DATABASE_URL" | "POSTURE_LOG"))
+        .filter(|(k, _)| {
+            matches!(k.as_str(), "DATABASE_URL" | "POSTURE_LOG")
+                || k.starts_with("CLIENT_")
+                || k == "KEY_CLIENT_ID"
+        })
         .cloned()
         .collect();
     for name in ["KEY", "API_KEY", "POSTURE_API_KEY"] {

@@ -20,6 +20,7 @@ mod openapi;
 mod receivers;
 mod schema;
 mod scim_check;
+mod suite_credentials;
 
 use std::process::ExitCode;
 

@@ -1,6 +1,8 @@
 //! Running the documentation's examples against a served posture, as a reader would paste
 //! them: `https://posture.example.com` stands for the served address, `$KEY` (also
-//! `$API_KEY`, `$POSTURE_API_KEY`) for a key holding every scope, `$CUSTOMER` for its
+//! `$API_KEY`, `$POSTURE_API_KEY`) for a key holding every scope, `$CLIENT_ID` and
+//! `$CLIENT_SECRET` for an OAuth client holding every scope (`$KEY_CLIENT_ID` and
+//! `$CLIENT_KEY_FILE` for one with a private key), `$CUSTOMER` for its
 //! customer, `$WEBHOOK` for one of its subscriptions, `$POSTURE_URL` is the served address,
 //! and `posture-api` and the customers' `posture` are on `PATH` with `DATABASE_URL` set. curl runs with `--fail-with-body` (a `.curlrc` of the run), so an
 //! example answered 4xx or 5xx fails.
