@@ -14,10 +14,13 @@ console-e2e`, which starts PostgreSQL, the provider and posture-api and sets:
   POSTURE_API, DATABASE_URL, POSTURE_SECRET_KEY
                     the operator's CLI, to require provisioning as an operator does
   SCREENSHOTS       where each page's screenshot goes
-  ISSUED_KEYS_FILE  where the keys shown by the console are written (xtask then checks that
-                    no log line of posture-api holds any of them)
+  ISSUED_KEYS_FILE  where the keys and client secrets shown by the console are written
+                    (xtask then checks that no log line of posture-api holds any of them)
+  CLIENT_PUBLIC_KEY_FILE
+                    a P-256 public key (PEM) the suite uploads for an OAuth client
 """
 
+import base64
 import json
 import os
 import subprocess
@@ -211,6 +214,95 @@ def test_an_admin_issues_a_key_uses_it_and_revokes_it(browser):
     shot(browser, "07-audit")
     for page in later_pages:
         assert key not in page, "the key appeared again after the page that issued it"
+
+
+def token_status(client_id, secret):
+    """The status of a token request with this client's secret, and its token if any."""
+    basic = base64.b64encode(f"{client_id}:{secret}".encode()).decode()
+    request = urllib.request.Request(
+        f"{BASE}/oauth/token",
+        data=b"grant_type=client_credentials",
+        headers={
+            "Authorization": f"Basic {basic}",
+            "Content-Type": "application/x-www-form-urlencoded",
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.load(response)["access_token"]
+    except urllib.error.HTTPError as error:
+        return error.code, None
+
+
+def shown_secret(driver):
+    secret = wait(driver).until(EC.presence_of_element_located((By.ID, "new-secret"))).text.strip()
+    with open(ISSUED, "a", encoding="utf-8") as issued:
+        issued.write(secret + "\n")
+    return secret
+
+
+def test_an_admin_issues_an_oauth_client_rotates_it_and_revokes_it(browser):
+    sign_in(browser, "alice")
+    browser.get(f"{CONSOLE}clients")
+    shot(browser, "20-clients-before")
+    browser.find_element(By.ID, "name").send_keys("SOAR playbooks")
+    browser.find_element(By.CSS_SELECTOR, "input[name=scope][value='read:findings']").click()
+    click_and_load(browser, browser.find_element(By.ID, "issue-client"))
+    assert http_status(browser) == 200
+    client_id = browser.find_element(By.ID, "client-id").text.strip()
+    secret = shown_secret(browser)
+    assert client_id.startswith("pci_") and secret.startswith("pcs_")
+    assert browser.find_element(By.CSS_SELECTOR, "button[data-copy=new-secret]").is_displayed()
+    shot(browser, "21-client-secret-shown-once")
+    status, token = token_status(client_id, secret)
+    assert status == 200 and token.startswith("pat_")
+    status, body = api_status(token)
+    assert status == 200 and body["meta"]["total"] > 0
+
+    click_and_load(browser, browser.find_element(By.ID, "done"))
+    row = browser.find_element(By.XPATH, "//tr[td[1][text()='SOAR playbooks']]")
+    assert client_id in row.text and "Active" in row.text and secret not in browser.page_source
+    shot(browser, "22-clients")
+    click_and_load(browser, row.find_element(By.LINK_TEXT, "Rotate…"))
+    Select(browser.find_element(By.ID, "overlap")).select_by_value("now")
+    shot(browser, "23-rotate")
+    click_and_load(browser, browser.find_element(By.ID, "confirm-rotate"))
+    new_secret = shown_secret(browser)
+    assert new_secret != secret
+    assert token_status(client_id, secret)[0] == 401, "rotated away at once"
+    assert token_status(client_id, new_secret)[0] == 200
+
+    click_and_load(browser, browser.find_element(By.ID, "done"))
+    row = browser.find_element(By.XPATH, "//tr[td[1][text()='SOAR playbooks']]")
+    click_and_load(browser, row.find_element(By.LINK_TEXT, "Revoke…"))
+    assert "cannot be undone" in browser.page_source
+    click_and_load(browser, browser.find_element(By.ID, "confirm-revoke"))
+    assert "was revoked" in browser.page_source
+    shot(browser, "24-client-revoked")
+    assert api_status(token)[0] == 401, "the client's token ends with it"
+    assert token_status(client_id, new_secret)[0] == 401
+
+
+def test_an_admin_uploads_a_public_key_for_a_client(browser):
+    sign_in(browser, "alice")
+    browser.get(f"{CONSOLE}clients")
+    browser.find_element(By.ID, "name").send_keys("signed client")
+    browser.find_element(By.CSS_SELECTOR, "input[name=scope][value='read:identities']").click()
+    with open(os.environ["CLIENT_PUBLIC_KEY_FILE"], encoding="utf-8") as pem:
+        browser.find_element(By.ID, "public-key").send_keys(pem.read())
+    click_and_load(browser, browser.find_element(By.ID, "issue-client"))
+    assert http_status(browser) == 200
+    assert "private_key_jwt" in browser.page_source
+    assert not browser.find_elements(By.ID, "new-secret")
+    shot(browser, "25-key-client")
+    # A key that is no key: said in words, on the form.
+    browser.get(f"{CONSOLE}clients")
+    browser.find_element(By.ID, "name").send_keys("broken key")
+    browser.find_element(By.CSS_SELECTOR, "input[name=scope][value='read:identities']").click()
+    browser.find_element(By.ID, "public-key").send_keys("not a key")
+    click_and_load(browser, browser.find_element(By.ID, "issue-client"))
+    assert http_status(browser) == 422
+    assert "cannot be used" in browser.find_element(By.ID, "form-error").text
 
 
 def test_a_form_posted_without_its_csrf_token_is_refused(browser):

@@ -1,6 +1,6 @@
 //! The customer console (docs/console.md): server-rendered pages under `/console/` where a
 //! customer's admins, signed in with their own OpenID Connect provider, issue and revoke
-//! their organisation's API keys, read the audit log of who did so, see and end their
+//! their organisation's API keys and OAuth clients, read the audit log of who did so, see and end their
 //! organisation's console sessions, and see the users and groups its identity provider
 //! provisioned over SCIM.
 //!
@@ -13,6 +13,8 @@
 //! Like the API, this crate calls the domain's ports only; the binary wires the adapters.
 
 mod assets;
+mod client_pages;
+mod clients;
 mod directory;
 mod error;
 mod keys;
@@ -57,6 +59,20 @@ const TABLE: &[Mount] = &[
         web::to(keys::confirm_revoke)
     }),
     Mount::post("/{customer}/keys/{key}/revoke", || web::to(keys::revoke)),
+    Mount::get("/{customer}/clients", || web::to(clients::list)),
+    Mount::post("/{customer}/clients", || web::to(clients::issue)),
+    Mount::get("/{customer}/clients/{client}/rotate", || {
+        web::to(clients::rotate_form)
+    }),
+    Mount::post("/{customer}/clients/{client}/rotate", || {
+        web::to(clients::rotate)
+    }),
+    Mount::get("/{customer}/clients/{client}/revoke", || {
+        web::to(clients::confirm_revoke)
+    }),
+    Mount::post("/{customer}/clients/{client}/revoke", || {
+        web::to(clients::revoke)
+    }),
     Mount::get("/{customer}/audit", || web::to(keys::audit)),
     Mount::get("/{customer}/sessions", || web::to(sessions::list)),
     Mount::post("/{customer}/sessions/end-others", || {

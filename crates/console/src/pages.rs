@@ -49,6 +49,7 @@ pub(crate) fn frame(title: &str, viewer: Option<&Viewer<'_>>, body: Markup) -> M
                         @if let Some((name, csrf)) = viewer.admin {
                             nav {
                                 a href={ (PREFIX) "/" (viewer.customer_id) "/keys" } { "API keys" }
+                                a href={ (PREFIX) "/" (viewer.customer_id) "/clients" } { "OAuth clients" }
                                 a href={ (PREFIX) "/" (viewer.customer_id) "/audit" } { "Audit log" }
                                 a href={ (PREFIX) "/" (viewer.customer_id) "/sessions" } { "Sessions" }
                                 a href={ (PREFIX) "/" (viewer.customer_id) "/users" } { "Directory" }
@@ -226,6 +227,24 @@ impl IssueForm<'_> {
     }
 }
 
+/// The scopes of an issue form (a key's or a client's), each with what it grants; those of
+/// `checked` checked.
+pub(crate) fn scope_choices(checked: &[Scope]) -> Markup {
+    html! {
+        fieldset {
+            legend { "Scopes" }
+            @for scope in Scope::ALL {
+                label.check.scope {
+                    input type="checkbox" name="scope" value=(scope.as_str())
+                        checked[checked.contains(scope)];
+                    code { (scope.as_str()) }
+                    span.grants { (scope.grants()) }
+                }
+            }
+        }
+    }
+}
+
 fn issue_form(viewer: &Viewer<'_>, form: &IssueForm<'_>) -> Markup {
     let csrf = viewer.admin.map_or("", |(_, csrf)| csrf);
     html! {
@@ -240,17 +259,7 @@ fn issue_form(viewer: &Viewer<'_>, form: &IssueForm<'_>) -> Markup {
                 label for="name" { "Name" }
                 input id="name" name="name" type="text" required maxlength="100" value=(form.name)
                     placeholder="e.g. SIEM connector (production)";
-                fieldset {
-                    legend { "Scopes" }
-                    @for scope in Scope::ALL {
-                        label.check.scope {
-                            input type="checkbox" name="scope" value=(scope.as_str())
-                                checked[form.scopes.contains(scope)];
-                            code { (scope.as_str()) }
-                            span.grants { (scope.grants()) }
-                        }
-                    }
-                }
+                (scope_choices(form.scopes))
                 label for="expires" { "Expires" }
                 select id="expires" name="expires" {
                     @for (value, text, _) in EXPIRY_CHOICES {
@@ -402,6 +411,9 @@ pub fn audit(viewer: &Viewer<'_>, page: &Paged<AuditEvent>) -> Markup {
                                     td { @match event.action.as_str() {
                                         "key.issued" => "Issued",
                                         "key.revoked" => "Revoked",
+                                        "client.issued" => "OAuth client issued",
+                                        "client.rotated" => "OAuth client rotated",
+                                        "client.revoked" => "OAuth client revoked",
                                         "sso.set" => "Sign-in settings changed",
                                         "sso.cleared" => "Sign-in removed",
                                         "session.signed_in" => "Signed in",

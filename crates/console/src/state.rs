@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use posture_domain::{
     console::SessionPolicy,
-    ports::{ApiKeyRepository, ConsoleRepository, ScimRepository, SignInProvider},
+    ports::{
+        ApiKeyRepository, ClientRepository, ConsoleRepository, ScimRepository, SignInProvider,
+    },
     rate_limit::RateLimiter,
     secrets::Keyring,
 };
@@ -19,6 +21,8 @@ pub const PREFIX: &str = "/console";
 #[derive(Clone)]
 pub struct ConsolePorts {
     pub keys: Arc<dyn ApiKeyRepository>,
+    /// OAuth clients: issued, rotated and revoked as the operator's CLI does.
+    pub clients: Arc<dyn ClientRepository>,
     pub console: Arc<dyn ConsoleRepository>,
     /// The users and groups provisioned over SCIM (read only here).
     pub scim: Arc<dyn ScimRepository>,

@@ -11,8 +11,8 @@
 //! pytest + Selenium suite (`xtask/console-e2e/test_console.py`, installed into
 //! `target/console-e2e-venv/`) in headless Chromium (Debian `chromium`, `chromium-driver`).
 //! Screenshots of every page land in `target/console-e2e/screenshots/`. Fails when a test
-//! fails, when posture-api logs an ERROR, or when any key the console showed appears in its
-//! log.
+//! fails, when posture-api logs an ERROR, or when any key or OAuth client secret the console
+//! showed appears in its log.
 
 use std::{
     path::Path,
@@ -304,6 +304,12 @@ pub fn run_console_e2e() -> anyhow::Result<()> {
         .envs(env)
         .env("SCREENSHOTS", &screenshots)
         .env("ISSUED_KEYS_FILE", &issued)
+        // A public key the suite uploads for an OAuth client (a fixture of the domain's
+        // tests: no private key of it is used here).
+        .env(
+            "CLIENT_PUBLIC_KEY_FILE",
+            root.join("crates/domain/src/oauth/fixtures/ec-public.pem"),
+        )
         .status()
         .context("running pytest")?;
     verdict(status.success(), &api_log, &issued, &screenshots)?;

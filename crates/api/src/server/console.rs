@@ -66,6 +66,7 @@ pub fn console_ports(
 ) -> anyhow::Result<ConsolePorts> {
     Ok(ConsolePorts {
         keys: Arc::new(store.clone()),
+        clients: Arc::new(store.clone()),
         console: Arc::new(store.clone()),
         scim: Arc::new(store.clone()),
         sign_in: Arc::new(

@@ -3,6 +3,7 @@
 //! through a real OpenID Connect provider); everything after sign-in is the served console.
 
 mod cli;
+mod clients;
 mod directory;
 mod keys;
 mod paging;
