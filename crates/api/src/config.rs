@@ -23,6 +23,9 @@ pub struct RateLimitArgs {
     /// issuing keys.
     #[arg(long, env = "POSTURE_CUSTOMER_RATE_LIMIT", value_parser = clap::value_parser!(u32).range(1..=100_000_000))]
     pub customer_rate_limit: Option<u32>,
+    /// Token requests per OAuth client per minute (`POST /oauth/token`).
+    #[arg(long, env = "POSTURE_TOKEN_RATE_LIMIT", default_value_t = posture_domain::oauth::TOKEN_RATE.limit, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub token_rate_limit: u32,
     /// Redis URL; when set, limits are counted by all instances together.
     #[arg(long, env = "REDIS_URL", hide_env_values = true)]
     pub redis_url: Option<String>,
@@ -37,6 +40,14 @@ impl RateLimitArgs {
         RatePolicy {
             limit: self.rate_limit,
             window_secs: self.rate_window_secs,
+        }
+    }
+
+    /// The token requests of each OAuth client, a minute's worth.
+    pub fn token_policy(&self) -> RatePolicy {
+        RatePolicy {
+            limit: self.token_rate_limit,
+            window_secs: posture_domain::oauth::TOKEN_RATE.window_secs,
         }
     }
 
@@ -57,6 +68,7 @@ impl fmt::Debug for RateLimitArgs {
             .field("rate_limit", &self.rate_limit)
             .field("rate_window_secs", &self.rate_window_secs)
             .field("customer_rate_limit", &self.customer_rate_limit)
+            .field("token_rate_limit", &self.token_rate_limit)
             .field("redis_url", &self.redis_url.as_ref().map(|_| "<redacted>"))
             .field("trusted_proxies", &self.trusted_proxies)
             .finish()

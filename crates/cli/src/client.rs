@@ -181,15 +181,27 @@ impl Api {
         let mut attempt = 0;
         let mut token_refused = false;
         loop {
-            let bearer = self
+            let token_url = self.target.token_url();
+            let bearer = match self
                 .tokens
-                .bearer(
-                    &self.http,
-                    &self.target.credential,
-                    &self.target.token_url(),
-                )
+                .bearer(&self.http, &self.target.credential, &token_url)
                 .await
-                .map_err(|e| e.said(&self.target.token_url()))?;
+            {
+                Ok(bearer) => bearer,
+                Err(e) => match e.said(&token_url) {
+                    // The token endpoint unreachable or busy: retried as any request is.
+                    error @ (ApiError::Network { .. } | ApiError::Unavailable { .. }) => {
+                        attempt += 1;
+                        if attempt >= self.retries.attempts {
+                            return Err(error);
+                        }
+                        (self.notices)(&format!("no access token yet ({error}); retrying"));
+                        tokio::time::sleep(self.retries.wait(attempt - 1)).await;
+                        continue;
+                    }
+                    error => return Err(error),
+                },
+            };
             let mut request = self
                 .http
                 .request(method.clone(), url.clone())

@@ -19,7 +19,7 @@ use actix_web::{
 };
 use posture_domain::{
     ApiKeySecret, CustomerScope, KeyHash, KeyId, Principal, Scope,
-    oauth::{AccessToken, TokenClaims, TokenKeys, token::is_token},
+    oauth::{TokenClaims, TokenKeys, token::is_token},
     ports::ApiKeyRepository,
 };
 
@@ -88,20 +88,23 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// A credential a request presents: a key of valid form, or an access token posture made.
+/// A credential a request presents: a key of valid form, or an unexpired access token
+/// posture made.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Presented {
     /// The key's SHA-256.
     Key(KeyHash),
-    /// The token's SHA-256 (what the key cache holds it under) and what it says.
-    Token(KeyHash, TokenClaims),
+    /// What the token says (the key cache holds its principal under
+    /// [`TokenClaims::principal_key`]: one entry per client and scope set).
+    Token(TokenClaims),
 }
 
 impl Presented {
     /// What the key cache holds it under.
-    pub(crate) fn hash(&self) -> &KeyHash {
+    pub(crate) fn hash(&self) -> KeyHash {
         match self {
-            Presented::Key(hash) | Presented::Token(hash, _) => hash,
+            Presented::Key(hash) => *hash,
+            Presented::Token(claims) => claims.principal_key(),
         }
     }
 
@@ -112,18 +115,25 @@ impl Presented {
     ) -> posture_domain::Result<Option<Principal>> {
         match self {
             Presented::Key(hash) => keys.authenticate(hash).await,
-            Presented::Token(hash, claims) => keys.authenticate_token(hash, claims).await,
+            Presented::Token(claims) => {
+                keys.authenticate_token(&claims.principal_key(), claims)
+                    .await
+            }
         }
     }
 }
 
 /// The credential the request presents, if it has a valid form (a key's checksum, a
-/// token's MAC: a made-up one costs no lookup).
-pub(crate) fn presented(headers: &HeaderMap, tokens: &TokenKeys) -> Option<Presented> {
+/// token's MAC and expiry at `now`: a made-up or expired one costs no lookup).
+pub(crate) fn presented(
+    headers: &HeaderMap,
+    tokens: &TokenKeys,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<Presented> {
     let text = bearer_token(headers)?;
     if is_token(text) {
-        let claims = tokens.verify(text)?;
-        return Some(Presented::Token(AccessToken::hash_presented(text), claims));
+        let claims = tokens.verify(text).filter(|c| c.expires_at > now)?;
+        return Some(Presented::Token(claims));
     }
     ApiKeySecret::hash_presented(text).map(Presented::Key)
 }

@@ -287,12 +287,13 @@ pub(crate) async fn authenticate_and_count(
         let refusal = counted.over_limit();
         return Admission::anonymous(counted, refusal);
     }
-    let Some(credential) = presented(req.headers(), state.keyring.token_keys()) else {
+    let now = state.clock.now();
+    let Some(credential) = presented(req.headers(), state.keyring.token_keys(), now) else {
         let counted = count(state, address_bucket(req, state)).await;
         let refusal = counted.over_limit().or(Some(ApiError::Unauthorized));
         return Admission::anonymous(counted, refusal);
     };
-    match state.ports.keys.known_key(credential.hash()) {
+    match state.ports.keys.known_key(&credential.hash()) {
         KnownKey::Valid(principal) => admit_key(req, state, endpoint, principal).await,
         KnownKey::Unknown => {
             let counted = count(state, address_bucket(req, state)).await;

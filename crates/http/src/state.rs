@@ -82,7 +82,7 @@ pub struct ApiState {
     /// are built from it. `None`: from the request as it reached the service (its `Host`;
     /// forwarding headers believed from the trusted proxies only).
     pub public_url: Option<String>,
-    /// How long the access tokens of `POST /oauth/token` live (`POSTURE_TOKEN_LIFETIME`).
+    /// How long the access tokens of `POST /oauth/token` live (`POSTURE_TOKEN_LIFETIME_MINUTES`).
     pub token_lifetime: chrono::Duration,
     /// The OpenAPI document, rendered once ([`crate::openapi::render`], when the binary
     /// builds the state), for

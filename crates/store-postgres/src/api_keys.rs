@@ -442,7 +442,7 @@ impl PgStore {
     }
 
     /// The principal of a token's client, if the client is neither revoked nor expired at
-    /// `now`: the scopes both hold, until the earlier of the token's and the client's expiry.
+    /// `now`: the scopes both hold, and the client's expiry.
     async fn find_valid_client(
         &self,
         claims: &TokenClaims,
@@ -475,8 +475,9 @@ impl PgStore {
             return Ok(None);
         }
         let principal = Principal::verified(claims.client, CustomerId::from_uuid(customer), scopes);
-        let until = expires_at.map_or(claims.expires_at, |at| at.min(claims.expires_at));
-        Ok(Some((principal, Some(until))))
+        // Cached until the client expires: the entry serves every token of the client with
+        // these scopes, each of whose own expiry is checked before the cache is asked.
+        Ok(Some((principal, expires_at)))
     }
 
     /// Records that a key was used (at most once a minute per key and process).

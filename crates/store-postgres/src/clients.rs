@@ -18,12 +18,14 @@ use uuid::Uuid;
 
 use crate::{
     PgStore,
-    api_keys::{ApiKeyRow, audit, db_now, scope_set},
-    error::{corrupt, db_error, is_foreign_key_violation},
+    api_keys::{ApiKeyRow, audit, scope_set},
+    error::{corrupt, db_error, is_foreign_key_violation, is_unique_violation},
     schema::{api_keys, client_assertions, client_credentials, customers},
 };
 
 const KIND: &str = "client";
+/// The refusal of a form sent a second time.
+const ALREADY_SENT: &str = "this form was already used: fill it in again";
 
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = client_credentials, check_for_backend(diesel::pg::Pg))]
@@ -226,6 +228,9 @@ impl ClientRepository for PgStore {
             Ok(Ok((row, credentials))) => client(row, credentials),
             Ok(Err(refused)) => Err(refused),
             Err(e) if is_foreign_key_violation(&e) => Err(Error::NotFound),
+            // The client's id is taken: the same issue form sent twice (the console's id is
+            // the form's one-time token).
+            Err(e) if is_unique_violation(&e) => Err(Error::Conflict(ALREADY_SENT.to_owned())),
             Err(e) => Err(db_error(e)),
         }
     }
@@ -283,6 +288,7 @@ impl ClientRepository for PgStore {
         by: &Actor,
     ) -> Result<OAuthClient> {
         let new = NewCredentialRow::new(id, &credential);
+        let now = self.clock.now();
         let mut conn = self.conn().await?;
         let result = conn
             .transaction(async |conn| {
@@ -294,6 +300,27 @@ impl ClientRepository for PgStore {
                         "this client is revoked: issue a new one".to_owned(),
                     )));
                 }
+                // What is valid after: the new one, and, through an overlap, each that has
+                // not lapsed. Checked before anything changes, so a refusal changes nothing.
+                if others_until > now {
+                    let valid: i64 = client_credentials::table
+                        .filter(client_credentials::client.eq(row.id))
+                        .filter(
+                            client_credentials::expires_at
+                                .is_null()
+                                .or(client_credentials::expires_at.gt(now)),
+                        )
+                        .count()
+                        .get_result(conn)
+                        .await?;
+                    if valid >= MAX_CREDENTIALS as i64 {
+                        return Ok(Err(Error::Conflict(format!(
+                            "this client holds {valid} credentials that have not lapsed, the \
+                             most allowed ({MAX_CREDENTIALS}) with the new one: rotate with an \
+                             earlier end for the old ones"
+                        ))));
+                    }
+                }
                 diesel::update(client_credentials::table)
                     .filter(client_credentials::client.eq(row.id))
                     .filter(
@@ -304,19 +331,6 @@ impl ClientRepository for PgStore {
                     .set(client_credentials::expires_at.eq(others_until))
                     .execute(conn)
                     .await?;
-                let valid: i64 = client_credentials::table
-                    .filter(client_credentials::client.eq(row.id))
-                    .filter(client_credentials::expires_at.gt(db_now()))
-                    .count()
-                    .get_result(conn)
-                    .await?;
-                if valid >= MAX_CREDENTIALS as i64 {
-                    return Ok(Err(Error::Conflict(format!(
-                        "this client holds {valid} credentials that have not lapsed, the most \
-                         allowed ({MAX_CREDENTIALS}) with the new one: rotate with an earlier \
-                         --old-valid-until"
-                    ))));
-                }
                 diesel::insert_into(client_credentials::table)
                     .values(&new)
                     .execute(conn)
@@ -326,7 +340,11 @@ impl ClientRepository for PgStore {
                 Ok::<_, diesel::result::Error>(Ok((row, credentials)))
             })
             .await
-            .map_err(db_error)?;
+            .map_err(|e| match e {
+                // The credential's id is taken: the same rotation form sent twice.
+                e if is_unique_violation(&e) => Error::Conflict(ALREADY_SENT.to_owned()),
+                e => db_error(e),
+            })?;
         let (row, credentials) = result?;
         client(row, credentials)
     }

@@ -174,3 +174,30 @@ pub fn wait_until_listening(bind: &str) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A P-256 key pair made by OpenSSL in `dir` (`client.key`, PKCS#8, and `client.pub`), as
+/// docs/auth.md tells customers to make one: the paths of the private and the public key.
+pub fn p256_key_pair(dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+    std::fs::create_dir_all(dir)?;
+    let (private, public) = (dir.join("client.key"), dir.join("client.pub"));
+    crate::process::run(
+        Command::new("openssl")
+            .args([
+                "genpkey",
+                "-algorithm",
+                "EC",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-out",
+            ])
+            .arg(&private),
+    )?;
+    crate::process::run(
+        Command::new("openssl")
+            .args(["pkey", "-pubout", "-in"])
+            .arg(&private)
+            .arg("-out")
+            .arg(&public),
+    )?;
+    Ok((private, public))
+}

@@ -2,14 +2,11 @@
 //! keys of each scope the suites need, customers of their own for the sync suites, and OAuth
 //! clients (a secret one and a `private_key_jwt` one), as environment variables.
 
-use std::{path::Path, process::Command};
+use std::path::Path;
 
 use anyhow::Context as _;
 
-use crate::{
-    binaries::{api_json, create_customer, every_scope, issue_key},
-    process::run,
-};
+use crate::binaries::{api_json, create_customer, every_scope, issue_key, p256_key_pair};
 
 /// The suites' keys and customers, as the environment variables they read: keys of
 /// `customer` (every scope, one scope, one for the rate limit's test), and customers of
@@ -70,23 +67,7 @@ pub fn suite_clients(
         api_json(bin, env, &args)
     };
     let secret = issue("clients-oauth", &[])?;
-    std::fs::create_dir_all(dir)?;
-    let (private, public) = (dir.join("client.key"), dir.join("client.pub"));
-    run(Command::new("openssl")
-        .args([
-            "genpkey",
-            "-algorithm",
-            "EC",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-out",
-        ])
-        .arg(&private))?;
-    run(Command::new("openssl")
-        .args(["pkey", "-pubout", "-in"])
-        .arg(&private)
-        .arg("-out")
-        .arg(&public))?;
+    let (private, public) = p256_key_pair(dir)?;
     let public_text = public.display().to_string();
     let keyed = issue("clients-oauth-key", &["--public-key", &public_text])?;
     let text = |value: &serde_json::Value, field: &str| -> anyhow::Result<String> {

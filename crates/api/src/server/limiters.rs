@@ -66,9 +66,14 @@ pub async fn limiter_with(
     }
 }
 
-/// The customers' budgets the settings ask for: each shared through Redis when `redis_url`
-/// is set (one budget over every instance), in this process otherwise.
-pub async fn budgets(redis_url: Option<&str>, clock: Arc<dyn Clock>) -> anyhow::Result<Budgets> {
+/// The customers' budgets the settings ask for (`token_policy`: each OAuth client's token
+/// requests): each shared through Redis when `redis_url` is set (one budget over every
+/// instance), in this process otherwise.
+pub async fn budgets(
+    redis_url: Option<&str>,
+    token_policy: RatePolicy,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<Budgets> {
     let places: Arc<dyn Places> = match redis_url {
         None => Arc::new(InProcessPlaces::new()),
         // Any policy: this one counts places, not requests.
@@ -101,7 +106,7 @@ pub async fn budgets(redis_url: Option<&str>, clock: Arc<dyn Clock>) -> anyhow::
         .await?,
         token_requests: limiter_with(
             "token requests per OAuth client",
-            posture_domain::oauth::TOKEN_RATE,
+            token_policy,
             redis_url,
             clock.clone(),
         )

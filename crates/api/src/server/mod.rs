@@ -307,7 +307,7 @@ async fn wiring(
             clock.clone(),
         )
         .await?,
-        budgets: budgets(redis, clock.clone()).await?,
+        budgets: budgets(redis, args.limits.token_policy(), clock.clone()).await?,
         customer_limiter: Some(
             limiter_with(
                 "requests per customer",

@@ -131,9 +131,14 @@ pub fn verify_assertion(
     let claims = candidates
         .iter()
         .filter_map(|key| key.decoding_key())
-        .find_map(|key| jsonwebtoken::decode::<Claims>(assertion, &key, &validation).ok())
+        .find_map(|key| {
+            jsonwebtoken::decode::<serde_json::Value>(assertion, &key, &validation).ok()
+        })
         .ok_or(AssertionError::Signature)?
         .claims;
+    let claims: Claims = serde_json::from_value(claims).map_err(|_| {
+        AssertionError::Claim("claims are not of RFC 7519's types (strings, and numbers for times)")
+    })?;
     check_claims(&claims, client_id, audiences, now)
 }
 
@@ -183,9 +188,9 @@ fn check_claims(
     let jti = claims
         .jti
         .as_deref()
-        .filter(|jti| (1..=MAX_JTI_LEN).contains(&jti.len()))
+        .filter(|jti| (1..=MAX_JTI_LEN).contains(&jti.len()) && !jti.chars().any(char::is_control))
         .ok_or(AssertionError::Claim(
-            "jti is required (1 to 256 characters)",
+            "jti is required: 1 to 256 characters, none a control character",
         ))?;
     Ok(AssertionClaims {
         jti: jti.to_owned(),
@@ -344,7 +349,7 @@ mod tests {
     #[test]
     fn each_claim_is_checked() {
         let now = now().timestamp();
-        let cases: [(&str, Value, &str); 10] = [
+        let cases: [(&str, Value, &str); 12] = [
             ("iss", json!("pci_other"), "iss"),
             ("sub", json!("pci_other"), "sub"),
             ("aud", json!("https://elsewhere.example/oauth/token"), "aud"),
@@ -355,6 +360,8 @@ mod tests {
             ("nbf", json!(now + 120), "nbf"),
             ("iat", json!(now + 120), "iat"),
             ("jti", json!(""), "jti"),
+            ("jti", json!("a\u{0}b"), "control"),
+            ("iss", json!(42), "types"),
         ];
         for (claim, value, says) in cases {
             let mut claims = claims();

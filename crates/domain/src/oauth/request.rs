@@ -42,7 +42,7 @@ pub fn narrow_scopes(requested: Option<&str>, client: ScopeSet) -> Result<ScopeS
     for name in requested.split(' ').filter(|name| !name.is_empty()) {
         let scope: Scope = name.parse().map_err(|_| {
             OAuthError::InvalidScope(format!(
-                "unknown scope {:?}; posture's scopes are: {}",
+                "unknown scope {}; posture's scopes are: {}",
                 crate::outside::excerpt(name, 64),
                 ScopeSet::all().to_oauth()
             ))

@@ -7,7 +7,7 @@
 //! server's secret key (`POSTURE_SECRET_KEY`). Verifying one costs an HMAC and no query; the
 //! gate then finds the client's principal as it finds a key's (cached, revocations heard on
 //! LISTEN), so a revoked client's tokens stop working as its key would. Keys that are being
-//! rotated out (`POSTURE_SECRET_KEY_PREVIOUS`) still verify the tokens they made, so a
+//! rotated out (`POSTURE_SECRET_KEYS_PREVIOUS`) still verify the tokens they made, so a
 //! rotation ends no token early.
 //!
 //! Tokens are opaque to clients: the layout may change with the version byte.
@@ -114,6 +114,18 @@ pub struct TokenClaims {
 }
 
 impl TokenClaims {
+    /// What the key cache holds the token's principal under: one entry for every token of
+    /// a client with the same scopes (SHA-256 of the client and the scopes, apart from any
+    /// key's hash), so asking for many tokens cannot fill the cache. The token's own expiry
+    /// is checked from its claims, before the cache is asked.
+    pub fn principal_key(&self) -> KeyHash {
+        let mut digest = Sha256::new();
+        digest.update(b"posture access token principal v1");
+        digest.update(self.client.as_uuid().as_bytes());
+        digest.update([self.scopes.bits()]);
+        KeyHash(digest.finalize().into())
+    }
+
     fn payload(&self) -> [u8; PAYLOAD_LEN] {
         let mut payload = [0u8; PAYLOAD_LEN];
         payload[0] = VERSION;
@@ -132,11 +144,6 @@ impl AccessToken {
     /// The token, for the one response that carries it.
     pub fn expose(&self) -> &str {
         &self.0
-    }
-
-    /// Its SHA-256: what the key cache holds it under.
-    pub fn hash_presented(presented: &str) -> KeyHash {
-        KeyHash(Sha256::digest(presented.as_bytes()).into())
     }
 }
 
@@ -196,6 +203,28 @@ mod tests {
         // New tokens are made with the current key.
         let new = rotated.issue(&claims());
         assert_eq!(old.verify(new.expose()), None);
+    }
+
+    #[test]
+    fn every_token_of_a_client_with_the_same_scopes_has_one_principal_key() {
+        let keys = TokenKeys::derive(&[7; 32], &[]);
+        let claims = claims();
+        let later = TokenClaims {
+            expires_at: claims.expires_at + chrono::Duration::minutes(5),
+            ..claims
+        };
+        assert_ne!(keys.issue(&claims).expose(), keys.issue(&later).expose());
+        assert_eq!(claims.principal_key(), later.principal_key());
+        let narrower = TokenClaims {
+            scopes: [Scope::ReadFindings].into_iter().collect(),
+            ..claims
+        };
+        assert_ne!(claims.principal_key(), narrower.principal_key());
+        let other = TokenClaims {
+            client: KeyId::generate(),
+            ..claims
+        };
+        assert_ne!(claims.principal_key(), other.principal_key());
     }
 
     #[test]

@@ -256,9 +256,9 @@ pub trait ApiKeyRepository: Send + Sync {
     /// Must see a revocation as soon as it is committed.
     async fn authenticate(&self, hash: &KeyHash) -> Result<Option<Principal>>;
     /// The principal of an access token posture made (`claims`, verified by the caller; the
-    /// cache holds it under `hash`, the token's SHA-256, as it holds keys): its client's,
-    /// with the scopes both the token and the client hold now, if the client is neither
-    /// revoked nor expired and the token has not expired. Sees a revocation as
+    /// cache holds it under `hash`, [`crate::oauth::TokenClaims::principal_key`], as it holds
+    /// keys): its client's, with the scopes both the token and the client hold now, if the
+    /// client is neither revoked nor expired and the token has not expired. Sees a revocation as
     /// [`authenticate`](Self::authenticate) does.
     async fn authenticate_token(
         &self,

@@ -33,8 +33,14 @@ pub(super) async fn metadata(req: HttpRequest, state: web::Data<ApiState>) -> Ht
     if state.docs {
         document["service_documentation"] = format!("{issuer}{}", crate::docs_page::PATH).into();
     }
+    // Shared caches may keep it only when it names the configured address, not the `Host`
+    // of the request that fetched it.
+    let cache = match state.public_url {
+        Some(_) => "public, max-age=3600",
+        None => "private, max-age=3600",
+    };
     HttpResponse::Ok()
         .content_type("application/json")
-        .insert_header((header::CACHE_CONTROL, "public, max-age=3600"))
+        .insert_header((header::CACHE_CONTROL, cache))
         .body(document.to_string())
 }

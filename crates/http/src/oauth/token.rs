@@ -49,8 +49,9 @@ use crate::{
 /// Largest form read.
 const MAX_FORM_BYTES: usize = 16 * 1024;
 
-/// The form's parameters posture reads (any other is ignored, RFC 6749 §3.2).
-#[derive(Default, Debug)]
+/// The form's parameters posture reads (any other is ignored, RFC 6749 §3.2). No `Debug`:
+/// it holds the secret or the assertion.
+#[derive(Default)]
 struct Form {
     grant_type: Option<String>,
     scope: Option<String>,
@@ -96,6 +97,10 @@ impl Form {
                 "client_assertion" => &mut form.client_assertion,
                 _ => continue,
             };
+            // RFC 6749 §3.1: a parameter without a value is as if it were not sent.
+            if value.is_empty() {
+                continue;
+            }
             if slot.is_some() {
                 return Err(invalid_request(format!("{name} is given more than once")));
             }
@@ -290,8 +295,17 @@ fn oauth_error(error: &OAuthError, basic: bool) -> HttpResponse {
         ));
     }
     let reason = error.to_string();
+    // RFC 6749 §5.2: `error_description` holds printable ASCII but `"` and `\`.
+    let description: String = reason
+        .chars()
+        .map(|c| match c {
+            ' ' | '!' | '#'..='[' | ']'..='~' => c,
+            _ => '\'',
+        })
+        .collect();
     response.content_type("application/json").body(
-        json!({"error": error.code(), "error_description": reason, "reason": reason}).to_string(),
+        json!({"error": error.code(), "error_description": description, "reason": reason})
+            .to_string(),
     )
 }
 

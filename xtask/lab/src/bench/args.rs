@@ -41,6 +41,11 @@ pub struct BenchArgs {
     /// SQLite, first and after a pass changing 1%), on the same data.
     #[arg(long)]
     pub(super) cli_only: bool,
+    /// Measure only OAuth (`oauth.rs`: the token endpoint with a secret and with
+    /// `private_key_jwt`, and a small list read with an access token against a key), on the
+    /// same data.
+    #[arg(long)]
+    pub(super) oauth_only: bool,
     /// Measure only the read routes with their CPU per request (`http.rs`), on the same
     /// data: the overhead figures of docs/performance.md, at each `--connections`, and the
     /// same reads through PostgREST when it is installed.

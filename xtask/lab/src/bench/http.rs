@@ -63,6 +63,7 @@ impl Server {
             .arg("serve")
             .env("DATABASE_URL", url)
             .env("POSTURE_RATE_LIMIT", "10000000")
+            .env("POSTURE_TOKEN_RATE_LIMIT", "10000000")
             .env("POSTURE_BIND", format!("127.0.0.1:{port}"))
             .env("POSTURE_SECRET_KEY", SECRET_KEY)
             .env("POSTURE_WEBHOOK_ALLOW_PRIVATE", "true")
@@ -169,7 +170,37 @@ pub fn wrk_with(
     for header in headers {
         command.arg("-H").arg(header);
     }
-    let text = output(command.arg(url))?;
+    measured(command.arg(url), url)
+}
+
+/// Runs wrk on one URL with a Lua `script` (its `args` after `--`), which makes each
+/// request; fails if any response was not 2xx.
+pub fn wrk_scripted(
+    url: &str,
+    script: &Path,
+    args: &[&str],
+    connections: u32,
+    duration: Duration,
+) -> anyhow::Result<Load> {
+    let mut command = Command::new("wrk");
+    command
+        .args([
+            "-t2",
+            &format!("-c{connections}"),
+            &format!("-d{}s", duration.as_secs()),
+            "--latency",
+            "-s",
+        ])
+        .arg(script)
+        .arg(url)
+        .arg("--")
+        .args(args);
+    measured(&mut command, url)
+}
+
+/// What a wrk run (`command`, loading `url`) reports.
+fn measured(command: &mut Command, url: &str) -> anyhow::Result<Load> {
+    let text = output(command)?;
     if text.contains("Non-2xx") {
         bail!("wrk saw non-2xx responses for {url}:\n{text}");
     }

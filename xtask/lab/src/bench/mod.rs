@@ -24,6 +24,7 @@ mod http;
 mod limiter;
 mod listen;
 mod load;
+mod oauth;
 mod one_node;
 mod peer;
 mod report;

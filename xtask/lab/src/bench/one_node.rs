@@ -8,7 +8,7 @@ use posture_test_support::servers::PostgresServer;
 use super::Figure;
 use super::{
     args::BenchArgs, cli, compression, deliveries, delivery_log, events, export, floor,
-    floor_server, http, limiter, load, peer, scale_out, sizes, sql, sync,
+    floor_server, http, limiter, load, oauth, peer, scale_out, sizes, sql, sync,
 };
 use crate::process::eprintln_status;
 
@@ -43,6 +43,15 @@ impl OnOneNode<'_> {
             webhooks(self.bin_dir, self.server, &self.postgres.url, args, figures)?;
         } else if args.replicas_only {
             self.read_replica(figures)?;
+        } else if args.oauth_only {
+            oauth::run(
+                self.bin,
+                self.server,
+                &self.postgres.url,
+                self.loaded,
+                self.duration,
+                figures,
+            )?;
         } else if args.reads_only {
             // The peer too: the read routes' targets include their ratio to PostgREST.
             self.reads(false, figures)?;
@@ -61,6 +70,7 @@ impl OnOneNode<'_> {
         sync::run(server, &self.ingest, &loaded.largest, 16, duration, figures)?;
         cli::run(server, &self.ingest, &loaded.largest, figures)?;
         let in_process = http::cheap_route(server, loaded, "in-process", 16, duration, figures)?;
+        oauth::run(self.bin, server, database_url, loaded, duration, figures)?;
         let most = self.args.connections.iter().max().copied().unwrap_or(16);
         figures.push(
             Figure::measure(

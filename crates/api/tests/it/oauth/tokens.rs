@@ -240,3 +240,58 @@ async fn a_tokens_use_is_recorded_as_its_clients_last_use() {
     assert!(!logs.contains(&token[4..]));
     assert!(!logs.contains(&client.secret.as_deref().unwrap()[4..]));
 }
+
+#[tokio::test]
+async fn a_rotation_past_five_credentials_is_refused_and_changes_nothing() {
+    let app = TestApp::start().await;
+    let (scope, _) = app.customer("Contoso").await;
+    let client = client(&app, scope, &[Scope::ReadFindings], None).await;
+    let later = chrono::Utc::now() + chrono::Duration::hours(1);
+    for _ in 0..4 {
+        let (credential, _) = posture_domain::oauth::NewCredential::secret().unwrap();
+        app.store
+            .add_client_credential(None, client.id, credential, later, &Actor::Operator)
+            .await
+            .unwrap();
+    }
+    let before = app.store.find_client(None, client.id).await.unwrap();
+    assert_eq!(before.credentials.len(), 5);
+    let (credential, _) = posture_domain::oauth::NewCredential::secret().unwrap();
+    let refused = app
+        .store
+        .add_client_credential(None, client.id, credential, later, &Actor::Operator)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, posture_domain::Error::Conflict(_)),
+        "{refused}"
+    );
+    assert_eq!(
+        app.store.find_client(None, client.id).await.unwrap(),
+        before
+    );
+    // Without an overlap the old ones lapse at once: always allowed.
+    let (credential, _) = posture_domain::oauth::NewCredential::secret().unwrap();
+    let now = chrono::Utc::now();
+    let rotated = app
+        .store
+        .add_client_credential(None, client.id, credential, now, &Actor::Operator)
+        .await
+        .unwrap();
+    assert_eq!(
+        rotated
+            .credentials
+            .iter()
+            .filter(|c| c.valid_at(now))
+            .count(),
+        1
+    );
+    // The original secret stops with them.
+    let response = token_request(
+        &app,
+        "grant_type=client_credentials",
+        Some(&basic(&client.client_id, client.secret.as_deref().unwrap())),
+    )
+    .await;
+    assert_eq!(response.status(), 401);
+}

@@ -171,8 +171,8 @@ async fn read_after(
         false => waits.wait_for(Duration::from_secs(query.wait_secs())),
     };
     if page.events.is_empty() && !wait.is_zero() && !waits.is_stopping() {
-        let key =
-            presented(req.headers(), state.keyring.token_keys()).ok_or(ApiError::Unauthorized)?;
+        let key = presented(req.headers(), state.keyring.token_keys(), state.clock.now())
+            .ok_or(ApiError::Unauthorized)?;
         let _slot = waits
             .take(caller.key_id(), caller.scope().customer_id())
             .await?;

@@ -74,7 +74,8 @@ pub(super) async fn open(
     if waits.is_stopping() {
         return Err(ApiError::Busy("the server is shutting down"));
     }
-    let key = presented(req.headers(), state.keyring.token_keys()).ok_or(ApiError::Unauthorized)?;
+    let key = presented(req.headers(), state.keyring.token_keys(), state.clock.now())
+        .ok_or(ApiError::Unauthorized)?;
     let slot = waits
         .take(caller.key_id(), caller.scope().customer_id())
         .await?;
