@@ -295,3 +295,43 @@ async fn a_rotation_past_five_credentials_is_refused_and_changes_nothing() {
     .await;
     assert_eq!(response.status(), 401);
 }
+
+#[tokio::test]
+async fn a_token_waiting_on_the_events_feed_is_let_go_when_its_client_is_revoked() {
+    let app = std::sync::Arc::new(TestApp::start().await);
+    let (scope, tenant) = app.customer("Contoso").await;
+    let issued = client(&app, scope, &[Scope::ReadFindings], None).await;
+    let token = token(&app, &issued, "").await;
+    let u1 = posture_test_support::fixtures::identity("u1", &tenant, "Ada");
+    let f1 = posture_test_support::fixtures::finding("f1", &tenant, "high", "open", "u1");
+    app.ingest(scope, &[u1.clone(), f1.clone()]).await;
+    let first = app.get_json("/api/v1/events", &token, StatusCode::OK).await;
+    let last = first["meta"]["nextCursor"].as_str().unwrap().to_owned();
+    let waiter = tokio::spawn({
+        let (app, token) = (app.clone(), token.clone());
+        async move {
+            app.get(&format!("/api/v1/events?after={last}&wait=30"), &token)
+                .await
+                .status()
+        }
+    });
+    wait_for(
+        "the token's request waiting",
+        Duration::from_secs(10),
+        || async { (app.event_waits.waiting() == 1).then_some(()) },
+    )
+    .await;
+    app.store
+        .revoke_client(None, issued.id, &Actor::Operator)
+        .await
+        .unwrap();
+    wait_for("the revocation heard", Duration::from_secs(10), || async {
+        let status = app.get("/api/v1/keys/current", &token).await.status();
+        (status == StatusCode::UNAUTHORIZED).then_some(())
+    })
+    .await;
+    let f2 = posture_test_support::fixtures::finding("f2", &tenant, "critical", "open", "u1");
+    app.ingest(scope, &[u1, f1, f2]).await;
+    assert_eq!(waiter.await.unwrap(), StatusCode::UNAUTHORIZED);
+    assert_eq!(app.event_waits.waiting(), 0, "its place is given back");
+}
