@@ -50,6 +50,8 @@ CREATE TABLE client_assertions (
     expires_at  timestamptz NOT NULL,
     PRIMARY KEY (client, jti)
 );
+-- The client's lapsed ones, found without reading the rest.
+CREATE INDEX client_assertions_lapse_idx ON client_assertions (client, expires_at);
 
 ALTER TABLE console_audit
     DROP CONSTRAINT console_audit_action_check,

@@ -20,7 +20,7 @@ use crate::{
     PgStore,
     api_keys::{ApiKeyRow, audit, scope_set},
     error::{corrupt, db_error, is_foreign_key_violation, is_unique_violation},
-    schema::{api_keys, client_assertions, client_credentials, customers},
+    schema::{api_keys, client_credentials, customers},
 };
 
 const KIND: &str = "client";
@@ -399,24 +399,22 @@ impl ClientRepository for PgStore {
     ) -> Result<bool> {
         let now = self.clock.now();
         let mut conn = self.conn().await?;
-        // The client's lapsed assertions go first: what is kept is bounded by what the
-        // client may send within an hour.
-        diesel::delete(client_assertions::table)
-            .filter(client_assertions::client.eq(client.as_uuid()))
-            .filter(client_assertions::expires_at.lt(now))
-            .execute(&mut conn)
-            .await
-            .map_err(db_error)?;
-        let inserted = diesel::insert_into(client_assertions::table)
-            .values((
-                client_assertions::client.eq(client.as_uuid()),
-                client_assertions::jti.eq(jti),
-                client_assertions::expires_at.eq(until),
-            ))
-            .on_conflict_do_nothing()
-            .execute(&mut conn)
-            .await
-            .map_err(db_error)?;
+        // One statement, one commit: the client's lapsed assertions go (what is kept is
+        // bounded by what the client may send within an hour), and this one is recorded
+        // unless it was used before.
+        let inserted = diesel::sql_query(
+            "WITH lapsed AS (DELETE FROM client_assertions \
+                             WHERE client = $1 AND expires_at < $2) \
+             INSERT INTO client_assertions (client, jti, expires_at) VALUES ($1, $3, $4) \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind::<diesel::sql_types::Uuid, _>(client.as_uuid())
+        .bind::<diesel::sql_types::Timestamptz, _>(now)
+        .bind::<diesel::sql_types::Text, _>(jti)
+        .bind::<diesel::sql_types::Timestamptz, _>(until)
+        .execute(&mut conn)
+        .await
+        .map_err(db_error)?;
         Ok(inserted == 1)
     }
 }
