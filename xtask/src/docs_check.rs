@@ -251,9 +251,16 @@ pub(crate) mod tests {
         );
     }
 
-    /// Variables the documentation's client examples read, not posture's binaries: a
-    /// consumer's key and posture's address, as a consumer's program has them.
-    const CONSUMER_VARIABLES: &[&str] = &["POSTURE_API_KEY", "POSTURE_URL"];
+    /// Variables the documentation's client examples and the customers' CLI read from the
+    /// environment themselves (not as clap arguments): a consumer's key or OAuth client and
+    /// posture's address, as a consumer's program has them.
+    const CONSUMER_VARIABLES: &[&str] = &[
+        "POSTURE_API_KEY",
+        "POSTURE_URL",
+        "POSTURE_CLIENT_ID",
+        "POSTURE_CLIENT_SECRET",
+        "POSTURE_CLIENT_KEY_FILE",
+    ];
 
     #[test]
     fn docs_and_deployment_files_name_only_variables_the_binaries_read() {

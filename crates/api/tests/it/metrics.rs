@@ -151,6 +151,7 @@ async fn made_up_methods_and_paths_add_no_series() {
                 .iter()
                 .map(|r| format!("{}{r}", posture_http::scim::PREFIX)),
         )
+        .chain(posture_http::oauth::routes().iter().map(|r| r.to_string()))
         .collect();
     let fixed = [
         "unmatched",
