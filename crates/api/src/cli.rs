@@ -333,8 +333,12 @@ pub struct RotateClientArgs {
     /// The client's id or clientId.
     pub client: String,
     /// Add this PEM public key instead of a new secret.
-    #[arg(long = "public-key")]
+    #[arg(long = "public-key", conflicts_with = "secret")]
     pub public_key: Option<std::path::PathBuf>,
+    /// Give a client that signs with a key a secret instead (without it, such a client is
+    /// rotated only to another key: a secret is not given to it by omission).
+    #[arg(long)]
+    pub secret: bool,
     /// Until when the client's other credentials keep working: an RFC 3339 time, or a
     /// lifetime from now (30m, 1d). Without it they stop now.
     #[arg(long = "old-valid-until")]

@@ -136,14 +136,22 @@ async fn rotate(args: RotateClientArgs, json: bool) -> anyhow::Result<()> {
             }
         },
     };
+    let store = store(&args.database)?;
     let (credential, secret) = match public_key(args.public_key.as_deref())? {
         Some(key) => (NewCredential::public_key(key), None),
+        None if !args.secret && signs_with_keys_only(&store, id).await? => {
+            anyhow::bail!(
+                "client {} signs with a key: rotate it with --public-key FILE, or pass --secret \
+                 to give it a secret instead",
+                args.client
+            );
+        }
         None => {
             let (credential, secret) = NewCredential::secret().map_err(|e| fail("rotating", e))?;
             (credential, Some(secret))
         }
     };
-    let client = store(&args.database)?
+    let client = store
         .add_client_credential(None, id, credential, until.max(now), &Actor::Operator)
         .await
         .map_err(|e| match e {
@@ -151,6 +159,26 @@ async fn rotate(args: RotateClientArgs, json: bool) -> anyhow::Result<()> {
             other => fail("rotating the client's credentials", other),
         })?;
     emit_client(json, &client, secret.as_ref())
+}
+
+/// Whether the client's credentials valid now are public keys only (a `private_key_jwt`
+/// client).
+async fn signs_with_keys_only(
+    store: &posture_store_postgres::PgStore,
+    id: KeyId,
+) -> anyhow::Result<bool> {
+    let client = store.find_client(None, id).await.map_err(|e| match e {
+        posture_domain::Error::NotFound => anyhow::anyhow!("no client {id}"),
+        other => fail("reading the client", other),
+    })?;
+    let now = Utc::now();
+    let mut valid = client
+        .credentials
+        .iter()
+        .filter(|c| c.valid_at(now))
+        .peekable();
+    Ok(valid.peek().is_some()
+        && valid.all(|c| matches!(c.kind, posture_domain::oauth::CredentialKind::PublicKey(_))))
 }
 
 pub async fn run(command: ClientsCommand, json: bool) -> anyhow::Result<()> {

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::support::{Admin, admin, customer_with_console, html, location, page, post_form};
 use crate::{
-    oauth::{EC_PUBLIC, basic, token_request},
+    oauth::{EC_PUBLIC, basic, token_request, token_status},
     support::TestApp,
 };
 
@@ -24,16 +24,6 @@ fn shown(page: &str, prefix: &str) -> String {
         .chars()
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
         .collect()
-}
-
-async fn token_status(app: &TestApp, id: &str, secret: &str) -> StatusCode {
-    token_request(
-        app,
-        "grant_type=client_credentials",
-        Some(&basic(id, secret)),
-    )
-    .await
-    .status()
 }
 
 #[tokio::test]

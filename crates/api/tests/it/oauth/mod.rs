@@ -3,6 +3,7 @@
 
 mod assertions;
 mod hostile;
+mod operator;
 mod tokens;
 
 use chrono::Utc;
@@ -72,6 +73,17 @@ pub fn basic(id: &str, secret: &str) -> String {
         "Basic {}",
         base64::engine::general_purpose::STANDARD.encode(format!("{id}:{secret}"))
     )
+}
+
+/// The status of a token request by Basic with this id and secret.
+pub async fn token_status(app: &TestApp, id: &str, secret: &str) -> reqwest::StatusCode {
+    token_request(
+        app,
+        "grant_type=client_credentials",
+        Some(&basic(id, secret)),
+    )
+    .await
+    .status()
 }
 
 /// A token for a secret client (by Basic), with the form's extra parameters.
