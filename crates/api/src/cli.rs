@@ -281,6 +281,23 @@ pub enum KeysCommand {
         /// The key's id (from `keys issue` or `keys list`).
         key_id: String,
     },
+    /// Set where a key may be used from (its allow-list), at once on every instance.
+    AllowFrom(AllowFromArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct AllowFromArgs {
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// The key's id (a client's id or clientId for `clients allow-from`).
+    pub credential: String,
+    /// The networks (CIDR, IPv4 or IPv6) or single addresses it may be used from; they
+    /// replace the list. At most 32.
+    #[arg(required_unless_present = "anywhere", conflicts_with = "anywhere")]
+    pub networks: Vec<String>,
+    /// Let it be used from any address again (clears the list).
+    #[arg(long)]
+    pub anywhere: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -305,6 +322,9 @@ pub enum ClientsCommand {
         /// The client's id or clientId (from `clients issue` or `clients list`).
         client: String,
     },
+    /// Set where a client may be used from (its allow-list): the token endpoint and its
+    /// tokens, at once on every instance.
+    AllowFrom(AllowFromArgs),
 }
 
 #[derive(Args, Debug)]
@@ -324,6 +344,10 @@ pub struct IssueClientArgs {
     /// (`private_key_jwt`): the client gets no secret.
     #[arg(long = "public-key")]
     pub public_key: Option<std::path::PathBuf>,
+    /// A network (CIDR) or address the client may be used from; repeat for several (at
+    /// most 32). Without it: from anywhere.
+    #[arg(long = "allow-from")]
+    pub allow_from: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -365,6 +389,10 @@ pub struct IssueKeyArgs {
     /// Expiry as an RFC 3339 time, e.g. 2027-01-01T00:00:00Z.
     #[arg(long)]
     pub expires_at: Option<String>,
+    /// A network (CIDR) or address the key may be used from; repeat for several (at most
+    /// 32). Without it: from anywhere.
+    #[arg(long = "allow-from")]
+    pub allow_from: Vec<String>,
 }
 
 #[derive(Args, Debug)]

@@ -6,7 +6,7 @@
 //! made-up key without a database lookup. Only the SHA-256 of the whole key is stored,
 //! with a short display prefix (`svc_` and 6 characters) for operators.
 
-use std::{fmt, sync::LazyLock};
+use std::{fmt, net::IpAddr, sync::LazyLock};
 
 use chrono::{DateTime, Utc};
 use ring::rand::{SecureRandom, SystemRandom};
@@ -14,9 +14,11 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::{
+    allow_list::AllowList,
     customer::CustomerScope,
     error::Error,
     ids::{CustomerId, KeyId},
+    outside::{is_invisible, one_line},
 };
 
 string_enum! {
@@ -282,8 +284,13 @@ pub struct ApiKey {
     pub expires_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
     pub last_used_at: Option<DateTime<Utc>>,
+    /// Where the last recorded use came from, and the client it named (`User-Agent`).
+    pub last_used_from: Option<IpAddr>,
+    pub last_used_user_agent: Option<String>,
     /// Who issued it: an admin's display name, or `posture operator`.
     pub created_by: String,
+    /// Where it may be used from (empty: anywhere).
+    pub allow_from: AllowList,
 }
 
 /// A key as the caller holding it sees it (`GET /api/v1/keys/current`): the key and the name
@@ -304,6 +311,8 @@ pub struct NewApiKey {
     pub hash: KeyHash,
     pub scopes: ScopeSet,
     pub expires_at: Option<DateTime<Utc>>,
+    /// Where it may be used from (empty, as generated: anywhere).
+    pub allow_from: AllowList,
 }
 
 /// Longest key name accepted.
@@ -354,6 +363,7 @@ impl NewApiKey {
             hash: secret.hash(),
             scopes,
             expires_at,
+            allow_from: AllowList::default(),
         };
         Ok((key, secret))
     }
@@ -365,6 +375,7 @@ pub struct Principal {
     key_id: KeyId,
     customer: CustomerId,
     scopes: ScopeSet,
+    allowed: AllowList,
 }
 
 impl Principal {
@@ -374,6 +385,21 @@ impl Principal {
             key_id,
             customer,
             scopes,
+            allowed: AllowList::default(),
+        }
+    }
+
+    /// The principal, usable only from the addresses `allowed` permits.
+    pub fn allowed_from(self, allowed: AllowList) -> Self {
+        Self { allowed, ..self }
+    }
+
+    /// Whether the credential may be used from `address` (its allow-list); from an unknown
+    /// address only when it may be used from anywhere.
+    pub fn permits(&self, address: Option<IpAddr>) -> bool {
+        match address {
+            Some(address) => self.allowed.permits(address),
+            None => self.allowed.is_open(),
         }
     }
 
@@ -395,9 +421,55 @@ impl Principal {
     }
 }
 
+/// Longest `User-Agent` recorded as a credential's last use, in bytes.
+pub const MAX_USER_AGENT_LEN: usize = 200;
+
+/// A use of a credential as it is recorded: when, from where, and the client's
+/// `User-Agent` made one line of at most [`MAX_USER_AGENT_LEN`] bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CredentialUse {
+    pub at: DateTime<Utc>,
+    pub from: IpAddr,
+    pub user_agent: Option<String>,
+}
+
+impl CredentialUse {
+    pub fn new(at: DateTime<Utc>, from: IpAddr, user_agent: Option<&str>) -> Self {
+        let user_agent = user_agent
+            .map(|agent| {
+                let visible: String = agent.chars().filter(|&c| !is_invisible(c)).collect();
+                one_line(&visible, MAX_USER_AGENT_LEN)
+            })
+            .filter(|agent| !agent.is_empty());
+        Self {
+            at,
+            from: from.to_canonical(),
+            user_agent,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_use_records_a_bounded_single_line_agent_and_the_canonical_address() {
+        let at = DateTime::<Utc>::UNIX_EPOCH;
+        let hostile = format!("curl/8\r\n\u{202e}{}", "x".repeat(500));
+        let used = CredentialUse::new(at, "::ffff:198.51.100.4".parse().unwrap(), Some(&hostile));
+        assert_eq!(used.from.to_string(), "198.51.100.4");
+        let agent = used.user_agent.unwrap();
+        assert!(
+            agent.len() <= MAX_USER_AGENT_LEN && agent.starts_with("curl/8 x"),
+            "{agent}"
+        );
+        assert!(!agent.contains('\u{202e}'));
+        assert_eq!(
+            CredentialUse::new(at, used.from, Some(" \t")).user_agent,
+            None
+        );
+    }
 
     #[test]
     fn generated_keys_have_the_svc_prefix_and_parse_back() {

@@ -9,7 +9,9 @@
 #[macro_use]
 mod macros;
 
+pub mod allow_list;
 pub mod api_key;
+pub mod audit;
 pub mod clock;
 mod closed_set;
 pub mod console;

@@ -107,18 +107,25 @@ pub fn request_origin(req: &actix_web::HttpRequest, proxies: &TrustedProxies) ->
     (scheme.to_owned(), host)
 }
 
-/// The rate-limit bucket name of a request's client: its address behind the trusted proxies
-/// (from `X-Forwarded-For`), or `unknown` without a peer address.
-pub fn request_bucket_name(req: &actix_web::HttpRequest, proxies: &TrustedProxies) -> String {
+/// The address of a request's client: its peer, or behind the trusted proxies the one
+/// `X-Forwarded-For` gives; `None` without a peer address (a test's request).
+pub fn request_client(req: &actix_web::HttpRequest, proxies: &TrustedProxies) -> Option<IpAddr> {
+    let peer = req.peer_addr()?.ip();
+    if !proxies.trusts(peer) {
+        return Some(peer.to_canonical());
+    }
     let forwarded: Vec<&str> = req
         .headers()
         .get_all("x-forwarded-for")
         .filter_map(|v| v.to_str().ok())
         .collect();
-    match req.peer_addr() {
-        Some(peer) => bucket_name(proxies.client(peer.ip(), &forwarded)),
-        None => "unknown".to_owned(),
-    }
+    Some(proxies.client(peer, &forwarded))
+}
+
+/// The rate-limit bucket name of a request's client: its address behind the trusted proxies
+/// (from `X-Forwarded-For`), or `unknown` without a peer address.
+pub fn request_bucket_name(req: &actix_web::HttpRequest, proxies: &TrustedProxies) -> String {
+    request_client(req, proxies).map_or_else(|| "unknown".to_owned(), bucket_name)
 }
 
 /// The rate-limit bucket name of a client address: IPv4 as is, IPv6 by its /64.

@@ -41,8 +41,12 @@ pub enum ApiError {
     InvalidRequest(Refused),
     /// 401.
     Unauthorized,
+    /// 401 for a key that was valid once: the reason says why it is no longer.
+    UnauthorizedBecause(String),
     /// 403 naming the missing scope.
     InsufficientScope(Scope),
+    /// 403: the credential's allow-list does not name the request's address.
+    Forbidden,
     /// 404; the reason (if any) never distinguishes foreign from missing.
     NotFound(Option<&'static str>),
     /// 405 with the methods the path allows.
@@ -161,8 +165,9 @@ impl ApiError {
     fn code(&self) -> ErrorCode {
         match self {
             ApiError::InvalidRequest(_) => ErrorCode::InvalidRequest,
-            ApiError::Unauthorized => ErrorCode::Unauthorized,
+            ApiError::Unauthorized | ApiError::UnauthorizedBecause(_) => ErrorCode::Unauthorized,
             ApiError::InsufficientScope(_) => ErrorCode::InsufficientScope,
+            ApiError::Forbidden => ErrorCode::Forbidden,
             ApiError::NotFound(_) => ErrorCode::NotFound,
             ApiError::MethodNotAllowed { .. } => ErrorCode::MethodNotAllowed,
             ApiError::Conflict(_) => ErrorCode::Conflict,
@@ -190,7 +195,13 @@ impl ApiError {
             ApiError::Unauthorized => {
                 Some("a valid API key is required: Authorization: Bearer svc_...".to_owned())
             }
+            ApiError::UnauthorizedBecause(reason) => Some(reason.clone()),
             ApiError::InsufficientScope(scope) => Some(format!("requires scope {scope}")),
+            ApiError::Forbidden => Some(
+                "this credential may not be used from this address: an admin of its \
+                 customer sets where it may be used from"
+                    .to_owned(),
+            ),
             ApiError::NotFound(reason) => reason.map(str::to_owned),
             ApiError::MethodNotAllowed { allow } => Some(format!("allowed methods: {allow}")),
             ApiError::RateLimited { retry_after } => {
@@ -238,8 +249,8 @@ impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
             ApiError::InvalidRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::InsufficientScope(_) => StatusCode::FORBIDDEN,
+            ApiError::Unauthorized | ApiError::UnauthorizedBecause(_) => StatusCode::UNAUTHORIZED,
+            ApiError::InsufficientScope(_) | ApiError::Forbidden => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
@@ -258,7 +269,7 @@ impl ResponseError for ApiError {
     fn error_response(&self) -> HttpResponse {
         let mut response = HttpResponse::build(self.status_code());
         match self {
-            ApiError::Unauthorized => {
+            ApiError::Unauthorized | ApiError::UnauthorizedBecause(_) => {
                 response.insert_header((header::WWW_AUTHENTICATE, "Bearer"));
             }
             ApiError::InsufficientScope(scope) => {

@@ -13,7 +13,12 @@
 //!    own bucket; one found unknown against the address. Keys this process saw valid lately
 //!    are looked up whatever their address's budget (`KnownKey::Recent`), so a flood from a
 //!    shared address (a NAT) does not lock out the keys already in use behind it.
-//! 5. Over the limit: 429 with `Retry-After`. Otherwise a failed authentication is answered
+//! 5. A valid key used from an address its allow-list does not name is refused (403) and
+//!    counts against the address, never the key: a stolen key tried from elsewhere cannot
+//!    spend its owner's quota. The refusal reaches the customer's audit feed (one event per
+//!    key, address and hour); an admitted request's use is recorded (`record_use`, off the
+//!    request's path).
+//! 6. Over the limit: 429 with `Retry-After`. Otherwise a failed authentication is answered
 //!    (401), or the route runs (which checks its scope).
 //!
 //! A valid key's conditional read (`conditional.rs`) is tagged before it counts: when its
@@ -42,13 +47,14 @@ use actix_web::{
 };
 use posture_domain::{
     Principal,
+    api_key::CredentialUse,
     ports::KnownKey,
     rate_limit::{RateBucket, RateDecision},
 };
 
 use crate::{
     auth::presented,
-    client_ip::request_bucket_name,
+    client_ip::{request_bucket_name, request_client},
     conditional,
     error::ApiError,
     reads::Reads,
@@ -228,14 +234,34 @@ fn reads_for(state: &ApiState, endpoint: Option<&Endpoint>) -> Reads {
         .unwrap_or_else(|| state.ports.reads.clone())
 }
 
-/// A valid key: a conditional read whose tag the client holds is not counted (304); any
-/// other request counts against the key.
+/// A valid key: refused (403) from an address its allow-list does not name, which counts
+/// against that address, never the key; otherwise its use is recorded, a conditional read
+/// whose tag the client holds is not counted (304), and any other request counts against
+/// the key.
 async fn admit_key(
     req: &ServiceRequest,
     state: &ApiState,
     endpoint: Option<&'static Endpoint>,
     principal: Principal,
 ) -> Admission {
+    let now = state.clock.now();
+    let from = request_client(req.request(), &state.trusted_proxies);
+    if !principal.permits(from) {
+        if let Some(from) = from {
+            state.ports.keys.record_refusal(&principal, from, now);
+        }
+        let counted = count(state, address_bucket(req, state)).await;
+        let refusal = counted.over_limit().or(Some(ApiError::Forbidden));
+        return Admission::anonymous(counted, refusal);
+    }
+    if let Some(from) = from {
+        let agent = req
+            .headers()
+            .get(header::USER_AGENT)
+            .and_then(|value| value.to_str().ok());
+        let used = CredentialUse::new(now, from, agent);
+        state.ports.keys.record_use(&principal, used);
+    }
     let bucket = RateBucket::Key(principal.key_id());
     let reads = reads_for(state, endpoint);
     let tag = conditional::tag(req, endpoint, state, &reads, &principal).await;

@@ -36,6 +36,11 @@ pub struct DatabaseArgs {
     /// issues them (the console or `keys issue`): each key has the whole per-key quota.
     #[arg(long, env = "POSTURE_MAX_ACTIVE_KEYS", default_value_t = posture_domain::api_key::DEFAULT_MAX_ACTIVE_KEYS, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_active_keys: u32,
+    /// Whether credentials' uses are recorded (last use, where from, first uses from new
+    /// addresses in the audit feed). Turn it off only to measure what recording costs:
+    /// inactivity expiry reads the last use.
+    #[arg(long, env = "POSTURE_RECORD_USE", default_value = "on", value_parser = clap::builder::BoolishValueParser::new(), action = clap::ArgAction::Set)]
+    pub record_use: bool,
 }
 
 impl DatabaseArgs {
@@ -46,6 +51,7 @@ impl DatabaseArgs {
         config.max_connections = usize::from(self.db_pool_size);
         config.acquire_timeout = Duration::from_secs(5);
         config.max_active_keys = self.max_active_keys;
+        config.record_use = self.record_use;
         Ok(config)
     }
 
@@ -77,6 +83,7 @@ impl fmt::Debug for DatabaseArgs {
             )
             .field("db_pool_size", &self.db_pool_size)
             .field("max_active_keys", &self.max_active_keys)
+            .field("record_use", &self.record_use)
             .finish()
     }
 }
@@ -263,6 +270,7 @@ mod tests {
             database_listen_url: Some("postgres://u:swordfish@h/db".into()),
             db_pool_size: 4,
             max_active_keys: 50,
+            record_use: true,
         };
         assert!(!format!("{db:?}").contains("hunter2"));
         assert!(!format!("{db:?}").contains("swordfish"));

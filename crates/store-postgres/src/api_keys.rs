@@ -7,9 +7,13 @@ use diesel::{
     sql_types::{Bool, Nullable, Timestamptz},
 };
 use diesel_async::{AsyncConnection as _, RunQueryDsl};
+use std::net::IpAddr;
+
 use posture_domain::{
     ApiKey, CustomerId, CustomerScope, Error, KeyHash, KeyId, Principal, Result, Scope, ScopeSet,
-    api_key::{CurrentKey, NewApiKey},
+    allow_list::AllowList,
+    api_key::{CredentialUse, CurrentKey, NewApiKey},
+    audit::{AuditAction, aggregate_id, hour_of},
     console::Actor,
     oauth::TokenClaims,
     ports::{ApiKeyRepository, KnownKey},
@@ -35,10 +39,17 @@ pub(crate) struct ApiKeyRow {
     pub(crate) revoked_at: Option<DateTime<Utc>>,
     last_used_at: Option<DateTime<Utc>>,
     created_by: String,
+    allow_from: Vec<String>,
+    last_used_from: Option<String>,
+    last_used_user_agent: Option<String>,
 }
 
 /// `api_keys.kind` of a key (the other kind is an OAuth client, `clients.rs`).
 const KEY: &str = "key";
+
+pub(crate) fn allow_list(stored: &[String]) -> Result<AllowList> {
+    AllowList::from_stored(stored).map_err(|e| corrupt("allow-list", e))
+}
 
 pub(crate) fn scope_set(scopes: &[String]) -> Result<ScopeSet> {
     scopes
@@ -61,7 +72,10 @@ impl TryFrom<ApiKeyRow> for ApiKey {
             expires_at: row.expires_at,
             revoked_at: row.revoked_at,
             last_used_at: row.last_used_at,
+            last_used_from: row.last_used_from.and_then(|a| a.parse().ok()),
+            last_used_user_agent: row.last_used_user_agent,
             created_by: row.created_by,
+            allow_from: allow_list(&row.allow_from)?,
         })
     }
 }
@@ -77,6 +91,7 @@ struct NewApiKeyRow<'a> {
     scopes: Vec<&'static str>,
     expires_at: Option<DateTime<Utc>>,
     created_by: &'a str,
+    allow_from: Vec<String>,
 }
 
 /// PostgreSQL's `now()`: the transaction's time, as a nullable column's value.
@@ -91,18 +106,48 @@ pub(crate) async fn audit(
     action: &str,
     by: &Actor,
 ) -> diesel::QueryResult<()> {
+    let named = NamedKey {
+        id: key.id,
+        customer: key.customer_id,
+        name: &key.name,
+        prefix: &key.prefix,
+    };
+    credential_line(conn, Uuid::now_v7(), &named, action, by, None).await
+}
+
+/// The credential an audit line names.
+pub(crate) struct NamedKey<'a> {
+    pub(crate) id: Uuid,
+    pub(crate) customer: Uuid,
+    pub(crate) name: &'a str,
+    pub(crate) prefix: &'a str,
+}
+
+/// One line of the customer's audit log about a credential, with the actor's address;
+/// `id` already in the log (an aggregated line) writes nothing.
+pub(crate) async fn credential_line(
+    conn: &mut diesel_async::AsyncPgConnection,
+    id: Uuid,
+    key: &NamedKey<'_>,
+    action: &str,
+    by: &Actor,
+    detail: Option<String>,
+) -> diesel::QueryResult<()> {
     diesel::insert_into(console_audit::table)
         .values((
-            console_audit::customer_id.eq(key.customer_id),
-            console_audit::id.eq(Uuid::now_v7()),
+            console_audit::customer_id.eq(key.customer),
+            console_audit::id.eq(id),
             console_audit::actor_kind.eq(by.kind()),
             console_audit::actor_subject.eq(by.subject()),
             console_audit::actor_name.eq(by.name()),
             console_audit::action.eq(action),
             console_audit::key_id.eq(key.id),
-            console_audit::key_name.eq(&key.name),
-            console_audit::key_prefix.eq(&key.prefix),
+            console_audit::key_name.eq(key.name),
+            console_audit::key_prefix.eq(key.prefix),
+            console_audit::detail.eq(detail),
+            console_audit::source_ip.eq(by.source_ip().map(|ip| ip.to_string())),
         ))
+        .on_conflict_do_nothing()
         .execute(conn)
         .await
         .map(drop)
@@ -121,6 +166,7 @@ impl ApiKeyRepository for PgStore {
             scopes: key.scopes.iter().map(Scope::as_str).collect(),
             expires_at: key.expires_at,
             created_by: by.name(),
+            allow_from: key.allow_from.to_strings(),
         };
         let max = self.max_active_keys;
         let mut conn = self.conn().await?;
@@ -260,13 +306,128 @@ impl ApiKeyRepository for PgStore {
     }
 
     fn known_key(&self, hash: &KeyHash) -> KnownKey {
-        let now = self.clock.now();
-        let known = self.key_cache.known(hash, now);
-        // A key the gate serves from the cache is used as much as one it looks up.
-        if let KnownKey::Valid(principal) = &known {
-            self.note_use(principal.key_id(), now);
+        self.key_cache.known(hash, self.clock.now())
+    }
+
+    fn record_use(&self, principal: &Principal, used: CredentialUse) {
+        if self.record_use && self.key_touches.due(principal.key_id(), used.from, used.at) {
+            let store = self.clone();
+            let principal = principal.clone();
+            tokio::spawn(async move { store.touch_key(&principal, used).await });
         }
-        known
+    }
+
+    fn record_refusal(&self, principal: &Principal, from: IpAddr, at: DateTime<Utc>) {
+        let from = from.to_canonical();
+        if self.key_touches.first_refusal(principal.key_id(), from, at) {
+            let store = self.clone();
+            let principal = principal.clone();
+            tokio::spawn(async move { store.write_refusal(&principal, from, at).await });
+        }
+    }
+
+    fn record_tokens_issued(&self, principal: &Principal, used: CredentialUse) {
+        if self.key_touches.first_tokens(principal.key_id(), used.at) {
+            let store = self.clone();
+            let principal = principal.clone();
+            tokio::spawn(async move {
+                let detail = "access tokens issued this hour (the first from this address; \
+                              one event per client and hour)";
+                store
+                    .write_aggregated(
+                        &principal,
+                        Some(used.from),
+                        used.at,
+                        (
+                            AuditAction::ClientTokensIssued,
+                            AuditAction::ClientTokensIssued,
+                        ),
+                        None,
+                        detail.to_owned(),
+                    )
+                    .await;
+            });
+        }
+    }
+
+    async fn set_allow_list(
+        &self,
+        within: Option<CustomerScope>,
+        id: KeyId,
+        allow_from: AllowList,
+        by: &Actor,
+    ) -> Result<ApiKey> {
+        let customer = within.map(|scope| scope.customer_id().as_uuid());
+        let stored = allow_from.to_strings();
+        let mut conn = self.conn().await?;
+        let row = conn
+            .transaction(async |conn| {
+                let current = api_keys::table
+                    .filter(api_keys::id.eq(id.as_uuid()))
+                    .filter(api_keys::revoked_at.is_null())
+                    .filter(
+                        api_keys::customer_id
+                            .nullable()
+                            .eq(customer)
+                            .or(customer.is_none().into_sql::<Bool>()),
+                    )
+                    .for_update()
+                    .select(ApiKeyRow::as_select())
+                    .first::<ApiKeyRow>(conn)
+                    .await
+                    .optional()?;
+                let Some(current) = current else {
+                    return Ok(None);
+                };
+                if current.allow_from == stored {
+                    return Ok::<_, diesel::result::Error>(Some(current));
+                }
+                let row = diesel::update(api_keys::table.find(id.as_uuid()))
+                    .set(api_keys::allow_from.eq(&stored))
+                    .returning(ApiKeyRow::as_returning())
+                    .get_result::<ApiKeyRow>(conn)
+                    .await?;
+                let action = AuditAction::for_credential(
+                    &row.prefix,
+                    AuditAction::KeyAllowListChanged,
+                    AuditAction::ClientAllowListChanged,
+                );
+                let named = NamedKey {
+                    id: row.id,
+                    customer: row.customer_id,
+                    name: &row.name,
+                    prefix: &row.prefix,
+                };
+                let detail = format!(
+                    "allowed from {allow_from} (was {})",
+                    allow_list_text(&current.allow_from)
+                );
+                credential_line(
+                    conn,
+                    Uuid::now_v7(),
+                    &named,
+                    action.as_str(),
+                    by,
+                    Some(detail),
+                )
+                .await?;
+                Ok(Some(row))
+            })
+            .await
+            .map_err(db_error)?
+            .ok_or(Error::NotFound)?;
+        // Other processes hear of it through NOTIFY; this one needs not wait for that.
+        self.key_cache.invalidate();
+        row.try_into()
+    }
+}
+
+/// A stored allow-list as the audit log words it.
+fn allow_list_text(stored: &[String]) -> String {
+    if stored.is_empty() {
+        "any address".to_owned()
+    } else {
+        stored.join(", ")
     }
 }
 
@@ -371,27 +532,18 @@ impl PgStore {
                 principal
             }
         };
-        self.note_use(principal.key_id(), now);
         Ok(Some(principal))
-    }
-
-    /// Records a use of `key` at `now`: its `last_used_at` is written off the request path
-    /// when due (at most once a minute per key and process).
-    fn note_use(&self, key: KeyId, now: DateTime<Utc>) {
-        if self.key_touches.due(key, now) {
-            let store = self.clone();
-            tokio::spawn(async move { store.touch_key(key, now).await });
-        }
     }
 }
 
-/// `(id, customer_id, key_hash, scopes, expires_at)` of one key.
+/// `(id, customer_id, key_hash, scopes, expires_at, allow_from)` of one key.
 type KeyRow = (
     Uuid,
     Uuid,
     Option<Vec<u8>>,
     Vec<String>,
     Option<DateTime<Utc>>,
+    Vec<String>,
 );
 
 impl PgStore {
@@ -417,12 +569,13 @@ impl PgStore {
                 api_keys::key_hash,
                 api_keys::scopes,
                 api_keys::expires_at,
+                api_keys::allow_from,
             ))
             .first(&mut conn)
             .await
             .optional()
             .map_err(db_error)?;
-        let Some((id, customer, stored_hash, scopes, expires_at)) = found else {
+        let Some((id, customer, stored_hash, scopes, expires_at, allow_from)) = found else {
             return Ok(None);
         };
         // The lookup matched by index; compare again in constant time all the same.
@@ -437,7 +590,8 @@ impl PgStore {
             KeyId::from_uuid(id),
             CustomerId::from_uuid(customer),
             scope_set(&scopes)?,
-        );
+        )
+        .allowed_from(allow_list(&allow_from)?);
         Ok(Some((principal, expires_at)))
     }
 
@@ -449,7 +603,7 @@ impl PgStore {
         now: DateTime<Utc>,
     ) -> Result<Option<(Principal, Option<DateTime<Utc>>)>> {
         let mut conn = self.conn().await?;
-        let found: Option<(Uuid, Vec<String>, Option<DateTime<Utc>>)> = api_keys::table
+        let found: Option<ClientRow> = api_keys::table
             .filter(api_keys::id.eq(claims.client.as_uuid()))
             .filter(api_keys::kind.eq("client"))
             .filter(api_keys::revoked_at.is_null())
@@ -462,37 +616,177 @@ impl PgStore {
                 api_keys::customer_id,
                 api_keys::scopes,
                 api_keys::expires_at,
+                api_keys::allow_from,
             ))
             .first(&mut conn)
             .await
             .optional()
             .map_err(db_error)?;
-        let Some((customer, scopes, expires_at)) = found else {
+        let Some((customer, scopes, expires_at, allow_from)) = found else {
             return Ok(None);
         };
         let scopes = claims.scopes.intersection(scope_set(&scopes)?);
         if scopes.is_empty() {
             return Ok(None);
         }
-        let principal = Principal::verified(claims.client, CustomerId::from_uuid(customer), scopes);
+        let principal = Principal::verified(claims.client, CustomerId::from_uuid(customer), scopes)
+            .allowed_from(allow_list(&allow_from)?);
         // Cached until the client expires: the entry serves every token of the client with
         // these scopes, each of whose own expiry is checked before the cache is asked.
         Ok(Some((principal, expires_at)))
     }
 
-    /// Records that a key was used (at most once a minute per key and process).
-    async fn touch_key(&self, key: KeyId, at: DateTime<Utc>) {
+    /// Records a use of a credential: its last use, and the address in the audit log when
+    /// it is the credential's first use from there (of the first
+    /// [`MAX_ADDRESSES_REMEMBERED`] addresses).
+    async fn touch_key(&self, principal: &Principal, used: CredentialUse) {
+        let key = principal.key_id();
         let result = async {
             let mut conn = self.conn().await?;
-            diesel::update(api_keys::table.find(key.as_uuid()))
-                .set(api_keys::last_used_at.eq(at))
-                .execute(&mut conn)
-                .await
-                .map_err(db_error)
+            let from = used.from.to_string();
+            let named: Option<(String, String)> =
+                diesel::update(api_keys::table.find(key.as_uuid()))
+                    .set((
+                        api_keys::last_used_at.eq(used.at),
+                        api_keys::last_used_from.eq(&from),
+                        api_keys::last_used_user_agent.eq(&used.user_agent),
+                    ))
+                    .returning((api_keys::name, api_keys::prefix))
+                    .get_result(&mut conn)
+                    .await
+                    .optional()
+                    .map_err(db_error)?;
+            let Some((name, prefix)) = named else {
+                return Ok(());
+            };
+            let customer = principal.customer_id().as_uuid();
+            let new = diesel::sql_query(
+                "INSERT INTO credential_addresses (customer_id, key_id, address, first_seen) \
+                 SELECT $1, $2, $3, $4 \
+                 WHERE (SELECT count(*) FROM credential_addresses \
+                        WHERE customer_id = $1 AND key_id = $2) < $5 \
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind::<diesel::sql_types::Uuid, _>(customer)
+            .bind::<diesel::sql_types::Uuid, _>(key.as_uuid())
+            .bind::<diesel::sql_types::Text, _>(&from)
+            .bind::<Timestamptz, _>(used.at)
+            .bind::<diesel::sql_types::BigInt, _>(MAX_ADDRESSES_REMEMBERED)
+            .execute(&mut conn)
+            .await
+            .map_err(db_error)?;
+            if new == 0 {
+                return Ok(());
+            }
+            let action = AuditAction::for_credential(
+                &prefix,
+                AuditAction::KeyUsedFromNewAddress,
+                AuditAction::ClientUsedFromNewAddress,
+            );
+            let by = Actor::Credential {
+                id: key,
+                name: name.clone(),
+                from: Some(used.from),
+            };
+            let detail = match &used.user_agent {
+                Some(agent) => format!("first use from {from} (User-Agent: {agent})"),
+                None => format!("first use from {from}"),
+            };
+            let named = NamedKey {
+                id: key.as_uuid(),
+                customer,
+                name: &name,
+                prefix: &prefix,
+            };
+            credential_line(
+                &mut conn,
+                Uuid::now_v7(),
+                &named,
+                action.as_str(),
+                &by,
+                Some(detail),
+            )
+            .await
+            .map_err(db_error)
         }
         .await;
         if let Err(e) = result {
             tracing::warn!(key.id = %key, error = %e, "could not record the key's last use");
         }
     }
+
+    /// Writes a refusal by allow-list to the audit log: one line per credential, address
+    /// and hour, however many instances refuse it.
+    async fn write_refusal(&self, principal: &Principal, from: IpAddr, at: DateTime<Utc>) {
+        let detail = format!(
+            "refused from {from}, which its allow-list does not name; further refusals from \
+             this address this hour are not logged again"
+        );
+        self.write_aggregated(
+            principal,
+            Some(from),
+            at,
+            (
+                AuditAction::KeyRefusedByAllowList,
+                AuditAction::ClientRefusedByAllowList,
+            ),
+            Some(from),
+            detail,
+        )
+        .await;
+    }
+
+    /// Writes the aggregated line `actions` (of a key, of a client) of `principal`'s
+    /// credential, from `from`: once per credential, `per` address (or none) and hour of
+    /// `at`, however many instances write it.
+    async fn write_aggregated(
+        &self,
+        principal: &Principal,
+        from: Option<IpAddr>,
+        at: DateTime<Utc>,
+        actions: (AuditAction, AuditAction),
+        per: Option<IpAddr>,
+        detail: String,
+    ) {
+        let key = principal.key_id();
+        let result = async {
+            let mut conn = self.conn().await?;
+            let named: Option<(String, String)> = api_keys::table
+                .find(key.as_uuid())
+                .select((api_keys::name, api_keys::prefix))
+                .first(&mut conn)
+                .await
+                .optional()
+                .map_err(db_error)?;
+            let Some((name, prefix)) = named else {
+                return Ok(());
+            };
+            let action = AuditAction::for_credential(&prefix, actions.0, actions.1);
+            let id = aggregate_id(action, key, per, hour_of(at));
+            let by = Actor::Credential {
+                id: key,
+                name: name.clone(),
+                from,
+            };
+            let named = NamedKey {
+                id: key.as_uuid(),
+                customer: principal.customer_id().as_uuid(),
+                name: &name,
+                prefix: &prefix,
+            };
+            credential_line(&mut conn, id, &named, action.as_str(), &by, Some(detail))
+                .await
+                .map_err(db_error)
+        }
+        .await;
+        if let Err(e) = result {
+            tracing::warn!(key.id = %key, error = %e, "could not write an audit line of a credential");
+        }
+    }
 }
+
+/// Most addresses remembered per credential: its first uses from more are not logged.
+const MAX_ADDRESSES_REMEMBERED: i64 = 1_000;
+
+/// `(customer_id, scopes, expires_at, allow_from)` of a client.
+type ClientRow = (Uuid, Vec<String>, Option<DateTime<Utc>>, Vec<String>);

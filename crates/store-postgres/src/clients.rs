@@ -124,6 +124,9 @@ fn client(row: ApiKeyRow, credentials: Vec<CredentialRow>) -> Result<OAuthClient
         created_at: key.created_at,
         revoked_at: key.revoked_at,
         last_used_at: key.last_used_at,
+        last_used_from: key.last_used_from,
+        last_used_user_agent: key.last_used_user_agent,
+        allow_from: key.allow_from,
         created_by: key.created_by,
         credentials: credentials
             .into_iter()
@@ -211,6 +214,7 @@ impl ClientRepository for PgStore {
                             .collect::<Vec<_>>()),
                         api_keys::created_by.eq(by.name()),
                         api_keys::kind.eq(KIND),
+                        api_keys::allow_from.eq(new.allow_from.to_strings()),
                     ))
                     .returning(ApiKeyRow::as_returning())
                     .get_result::<ApiKeyRow>(conn)
@@ -352,7 +356,7 @@ impl ClientRepository for PgStore {
     async fn client_for_auth(&self, id: KeyId) -> Result<Option<ClientForAuth>> {
         let now = self.clock.now();
         let mut conn = self.conn().await?;
-        let row: Option<(Uuid, Vec<String>)> = api_keys::table
+        let row: Option<(Uuid, Vec<String>, Vec<String>)> = api_keys::table
             .filter(api_keys::id.eq(id.as_uuid()))
             .filter(api_keys::kind.eq(KIND))
             .filter(api_keys::revoked_at.is_null())
@@ -361,12 +365,16 @@ impl ClientRepository for PgStore {
                     .is_null()
                     .or(api_keys::expires_at.gt(now)),
             )
-            .select((api_keys::customer_id, api_keys::scopes))
+            .select((
+                api_keys::customer_id,
+                api_keys::scopes,
+                api_keys::allow_from,
+            ))
             .first(&mut conn)
             .await
             .optional()
             .map_err(db_error)?;
-        let Some((customer, scopes)) = row else {
+        let Some((customer, scopes, allow_from)) = row else {
             return Ok(None);
         };
         let credentials: Vec<CredentialRow> = client_credentials::table
@@ -384,6 +392,7 @@ impl ClientRepository for PgStore {
             id,
             customer_id: CustomerId::from_uuid(customer),
             scopes: scope_set(&scopes)?,
+            allow_from: crate::api_keys::allow_list(&allow_from)?,
             credentials: credentials
                 .into_iter()
                 .map(ClientCredential::try_from)

@@ -27,6 +27,9 @@ pub struct PgConfig {
     /// Most keys a customer may hold at once (neither revoked nor expired): issuing one
     /// more is refused.
     pub max_active_keys: u32,
+    /// Whether the credentials' uses are recorded (last use, new addresses): on unless an
+    /// operator measures what recording costs (`POSTURE_RECORD_USE=off`).
+    pub record_use: bool,
     /// The clock of the store's own decisions (a cached key's expiry, a console session's
     /// idle time and lifetime, a sign-in's lapse, a secret's overlap): the system's, or a
     /// test's.
@@ -45,6 +48,7 @@ impl PgConfig {
             statement_timeout: None,
             idle_in_transaction_timeout: None,
             max_active_keys: posture_domain::api_key::DEFAULT_MAX_ACTIVE_KEYS,
+            record_use: true,
             clock,
         }
     }

@@ -28,7 +28,14 @@ GRANT INSERT ON customers, api_keys, console_audit TO {role};
 -- Written by the previous release's passes during a rollout (this one uses customer_sync);
 -- goes with the column in a later release.
 GRANT UPDATE (synced_through) ON customers TO {role};
-GRANT UPDATE (revoked_at, last_used_at) ON api_keys TO {role};
+GRANT UPDATE (revoked_at, last_used_at, last_used_from, last_used_user_agent, allow_from)
+    ON api_keys TO {role};
+-- The customer's inactivity rule, set by its admins (migration 000033).
+GRANT UPDATE (inactivity_days) ON customers TO {role};
+-- The addresses each credential was used from, and the audit log's retention (a line younger
+-- than 30 days cannot be deleted, whoever asks: the table's trigger).
+GRANT INSERT, DELETE ON credential_addresses TO {role};
+GRANT DELETE ON console_audit TO {role};
 -- OAuth clients' credentials (a rotation sets when the old ones lapse) and the assertions
 -- they used (migration 000032).
 GRANT INSERT ON client_credentials TO {role};

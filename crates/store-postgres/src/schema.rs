@@ -7,6 +7,7 @@ diesel::table! {
         name -> Text,
         created_at -> Timestamptz,
         synced_through -> Nullable<Timestamptz>,
+        inactivity_days -> Nullable<Integer>,
     }
 }
 
@@ -34,6 +35,18 @@ diesel::table! {
         last_used_at -> Nullable<Timestamptz>,
         created_by -> Text,
         kind -> Text,
+        allow_from -> Array<Text>,
+        last_used_from -> Nullable<Text>,
+        last_used_user_agent -> Nullable<Text>,
+    }
+}
+
+diesel::table! {
+    credential_addresses (customer_id, key_id, address) {
+        customer_id -> Uuid,
+        key_id -> Uuid,
+        address -> Text,
+        first_seen -> Timestamptz,
     }
 }
 
@@ -291,6 +304,7 @@ diesel::table! {
         key_name -> Nullable<Text>,
         key_prefix -> Nullable<Text>,
         detail -> Nullable<Text>,
+        source_ip -> Nullable<Text>,
     }
 }
 
@@ -482,6 +496,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     console_sign_ins,
     console_sessions,
     console_audit,
+    credential_addresses,
     customer_data_versions,
     finding_events,
     cloud_tenant_owners,

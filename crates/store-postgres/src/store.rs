@@ -1,8 +1,9 @@
 //! [`PgStore`]: the pools, caches and listeners every port implementation shares.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     fmt,
+    net::IpAddr,
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
@@ -55,6 +56,8 @@ pub struct PgStore {
     pub(crate) listener: Arc<wake::Listener>,
     /// Most keys a customer may hold at once ([`PgConfig::max_active_keys`]).
     pub(crate) max_active_keys: u32,
+    /// Whether uses are recorded ([`PgConfig::record_use`]).
+    pub(crate) record_use: bool,
     pub(crate) clock: Arc<dyn Clock>,
     /// Whether the database is a Citus coordinator, once asked (`spanning.rs`).
     pub(crate) citus: Arc<tokio::sync::OnceCell<bool>>,
@@ -168,6 +171,7 @@ impl PgStore {
             listen,
             listener: Arc::default(),
             max_active_keys: config.max_active_keys,
+            record_use: config.record_use,
             clock: config.clock.clone(),
             citus: Arc::default(),
         })
@@ -296,35 +300,99 @@ impl posture_domain::ports::StoreHealth for PgStore {
     }
 }
 
-/// When each key's `last_used_at` was last written by this process (on the store's clock),
-/// so a busy key costs one write a minute, not one per request.
+/// When each credential's use from each address was last written by this process (on the
+/// store's clock), so a busy key costs one write a minute per address it is used from, not
+/// one per request; and which refusals by allow-list this process has written to the audit
+/// log, so each credential, address and hour costs one line.
 #[derive(Default)]
 pub(crate) struct KeyTouches {
-    last: Mutex<HashMap<KeyId, DateTime<Utc>>>,
+    last: Mutex<HashMap<(KeyId, IpAddr), DateTime<Utc>>>,
+    refused: Mutex<Refusals>,
+    tokens: Mutex<HashSet<(KeyId, i64)>>,
     /// Writes decided since the start ([`PgStore::key_touches_started`]).
     started: AtomicU64,
 }
 
 const TOUCH_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
 
+/// Most (credential, address) pairs remembered; past it the memory starts over (a write a
+/// minute per pair is the worst that costs).
+const MAX_REMEMBERED: usize = 50_000;
+
 impl KeyTouches {
-    /// Whether `last_used_at` of this key is due for a write at `now` (and records that it
-    /// happens).
-    pub(crate) fn due(&self, key: KeyId, now: DateTime<Utc>) -> bool {
+    /// Whether the use of `key` from `from` is due for a write at `now` (and records that
+    /// it happens).
+    pub(crate) fn due(&self, key: KeyId, from: IpAddr, now: DateTime<Utc>) -> bool {
         let mut touches = self
             .last
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        match touches.get(&key) {
+        match touches.get(&(key, from)) {
             Some(last) if now - *last < TOUCH_EVERY && now >= *last => false,
             _ => {
-                touches.insert(key, now);
+                if touches.len() >= MAX_REMEMBERED {
+                    touches.clear();
+                }
+                touches.insert((key, from), now);
                 self.started.fetch_add(1, Ordering::Relaxed);
                 true
             }
         }
     }
+
+    /// Whether a refusal of `key` from `from` in the hour of `now` is to be written: this
+    /// process's first of the credential, address and hour, and one of the credential's
+    /// first [`MAX_REFUSED_ADDRESSES`] addresses of the hour (records it).
+    pub(crate) fn first_refusal(&self, key: KeyId, from: IpAddr, now: DateTime<Utc>) -> bool {
+        let hour = now.timestamp().div_euclid(3600);
+        let mut refused = self
+            .refused
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if refused.hour != hour {
+            *refused = Refusals {
+                hour,
+                ..Refusals::default()
+            };
+        }
+        let addresses = refused.per_key.entry(key).or_default();
+        if *addresses >= MAX_REFUSED_ADDRESSES {
+            return false;
+        }
+        if !refused.seen.insert((key, from)) {
+            return false;
+        }
+        *refused.per_key.entry(key).or_default() += 1;
+        true
+    }
+
+    /// Whether a token issued to `key` in the hour of `now` is this process's first of the
+    /// hour (and records it).
+    pub(crate) fn first_tokens(&self, key: KeyId, now: DateTime<Utc>) -> bool {
+        let hour = now.timestamp().div_euclid(3600);
+        let mut tokens = self
+            .tokens
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if tokens.len() >= MAX_REMEMBERED {
+            tokens.retain(|&(_, h)| h == hour);
+        }
+        tokens.insert((key, hour))
+    }
 }
+
+/// The refusals by allow-list written this hour: which (credential, address), and how
+/// many addresses of each credential.
+#[derive(Default)]
+pub(crate) struct Refusals {
+    hour: i64,
+    seen: HashSet<(KeyId, IpAddr)>,
+    per_key: HashMap<KeyId, u32>,
+}
+
+/// Most addresses a credential's refusals are written for, per hour and instance: a
+/// credential tried from a botnet adds at most this many lines an hour.
+pub(crate) const MAX_REFUSED_ADDRESSES: u32 = 100;
 
 /// A replica's store: its primary (for the cache and to fill it) and its replay state.
 #[derive(Clone)]

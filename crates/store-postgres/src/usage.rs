@@ -54,6 +54,7 @@ pub const TABLES: &[(StorageCategory, &str)] = &[
     (StorageCategory::Scim, "scim_group_members"),
     (StorageCategory::Audit, "console_audit"),
     (StorageCategory::Accounts, "api_keys"),
+    (StorageCategory::Accounts, "credential_addresses"),
     (StorageCategory::Accounts, "console_sso"),
     (StorageCategory::Accounts, "console_sign_ins"),
     (StorageCategory::Accounts, "console_sessions"),

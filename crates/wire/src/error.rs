@@ -11,6 +11,7 @@ pub enum ErrorCode {
     InvalidRequest,
     Unauthorized,
     InsufficientScope,
+    Forbidden,
     NotFound,
     MethodNotAllowed,
     Conflict,
@@ -24,10 +25,11 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
         ErrorCode::InsufficientScope,
+        ErrorCode::Forbidden,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
         ErrorCode::Conflict,
@@ -46,6 +48,7 @@ impl ErrorCode {
             ErrorCode::InvalidRequest => "invalid_request",
             ErrorCode::Unauthorized => "unauthorized",
             ErrorCode::InsufficientScope => "insufficient_scope",
+            ErrorCode::Forbidden => "forbidden",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::Conflict => "conflict",
@@ -65,8 +68,15 @@ impl ErrorCode {
             ErrorCode::InvalidRequest => {
                 "400: a parameter or body field is malformed or out of range."
             }
-            ErrorCode::Unauthorized => "401: missing, malformed, unknown, revoked or expired key.",
+            ErrorCode::Unauthorized => {
+                "401: missing, malformed, unknown, revoked or expired key (or one unused longer \
+                 than its customer allows: the reason says so)."
+            }
             ErrorCode::InsufficientScope => "403: the key lacks the route's scope.",
+            ErrorCode::Forbidden => {
+                "403: the key (or OAuth client) may not be used from the request's address: \
+                 its allow-list does not name it."
+            }
             ErrorCode::NotFound => "404: no such route or resource for this customer.",
             ErrorCode::MethodNotAllowed => "405: the path exists but not with this method.",
             ErrorCode::Conflict => "409: the request conflicts with the current state.",

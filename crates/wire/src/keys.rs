@@ -36,6 +36,16 @@ pub struct CurrentKeyResponse {
     /// `null` before the first recorded use.
     #[serde(serialize_with = "crate::time::option::serialize")]
     pub last_used_at: Option<DateTime<Utc>>,
+    /// The address of that use (IPv4, or IPv6; the client's address behind the operator's
+    /// trusted proxies); `null` before the first recorded use.
+    #[schemars(example = &"203.0.113.7")]
+    pub last_used_from: Option<String>,
+    /// The `User-Agent` of that use, made one line of at most 200 bytes; `null` when none
+    /// was sent or before the first recorded use.
+    pub last_used_user_agent: Option<String>,
+    /// The networks the key may be used from (canonical CIDR); empty: from anywhere. A
+    /// request from elsewhere is refused with 403 `forbidden`.
+    pub allow_from: Vec<String>,
 }
 
 /// The customer a key belongs to.
@@ -62,6 +72,9 @@ impl From<CurrentKey> for CurrentKeyResponse {
             created_at: key.created_at,
             expires_at: key.expires_at,
             last_used_at: key.last_used_at,
+            last_used_from: key.last_used_from.map(|ip| ip.to_string()),
+            last_used_user_agent: key.last_used_user_agent,
+            allow_from: key.allow_from.to_strings(),
         }
     }
 }

@@ -14,7 +14,7 @@ use posture_domain::{
 use serde_json::{Value, json};
 
 use super::{
-    keys::{parse_lifetime, time},
+    keys::{allow_list, allowed, parse_lifetime, set_allow_list, time},
     operator::{customer_scope, fail, store},
 };
 use crate::{
@@ -41,6 +41,9 @@ fn client_json(c: &OAuthClient) -> Value {
         "createdAt": c.created_at,
         "revokedAt": c.revoked_at,
         "lastUsedAt": c.last_used_at,
+        "lastUsedFrom": c.last_used_from.map(|ip| ip.to_string()),
+        "lastUsedUserAgent": c.last_used_user_agent,
+        "allowFrom": c.allow_from.to_strings(),
         "createdBy": c.created_by,
         "credentials": c.credentials.iter().map(credential_json).collect::<Vec<_>>(),
     })
@@ -76,10 +79,11 @@ fn emit_client(
     }
     emit(json, &value, || {
         let mut text = format!(
-            "client id:  {}\nclientId:   {}\nscopes:     {}\n",
+            "client id:  {}\nclientId:   {}\nscopes:     {}\nallowed:    {}\n",
             client.id,
             client.client_id(),
-            client.scopes.to_oauth()
+            client.scopes.to_oauth(),
+            client.allow_from
         );
         for credential in &client.credentials {
             text.push_str(&format!(
@@ -106,8 +110,9 @@ async fn issue(args: IssueClientArgs, json: bool) -> anyhow::Result<()> {
         .map(|s| s.parse::<Scope>().context("--scope"))
         .collect::<anyhow::Result<ScopeSet>>()?;
     let key = public_key(args.public_key.as_deref())?;
-    let (new, secret) = NewClient::generate(scope.customer_id(), args.name, scopes, key)
+    let (mut new, secret) = NewClient::generate(scope.customer_id(), args.name, scopes, key)
         .map_err(|e| fail("issuing the client", e))?;
+    new.allow_from = allow_list(&args.allow_from)?;
     let client = store(&args.database)?
         .insert_client(new, &Actor::Operator)
         .await
@@ -201,6 +206,8 @@ pub async fn run(command: ClientsCommand, json: bool) -> anyhow::Result<()> {
                         "CREATED",
                         "REVOKED",
                         "LAST USED",
+                        "FROM",
+                        "ALLOWED",
                         "SCOPES",
                         "CREDENTIALS",
                     ],
@@ -220,6 +227,9 @@ pub async fn run(command: ClientsCommand, json: bool) -> anyhow::Result<()> {
                             time(Some(c.created_at)),
                             time(c.revoked_at),
                             time(c.last_used_at),
+                            c.last_used_from
+                                .map_or_else(|| "-".to_owned(), |ip| ip.to_string()),
+                            allowed(&c.allow_from),
                             c.scopes
                                 .iter()
                                 .map(Scope::as_str)
@@ -251,6 +261,21 @@ pub async fn run(command: ClientsCommand, json: bool) -> anyhow::Result<()> {
                     )
                 },
             )
+        }
+        ClientsCommand::AllowFrom(args) => {
+            let id = client_id(&args.credential)?;
+            set_allow_list(&args, id, "client").await?;
+            let client = store(&args.database)?
+                .find_client(None, id)
+                .await
+                .map_err(|e| fail("reading the client", e))?;
+            emit(json, &client_json(&client), || {
+                format!(
+                    "client {} may be used from {}",
+                    client.client_id(),
+                    client.allow_from
+                )
+            })
         }
     }
 }

@@ -3,13 +3,14 @@
 use anyhow::Context as _;
 use chrono::{DateTime, Duration, Utc};
 use posture_domain::{
-    ApiKey, KeyId, Scope, ScopeSet, api_key::NewApiKey, console::Actor, ports::ApiKeyRepository,
+    ApiKey, KeyId, Scope, ScopeSet, allow_list::AllowList, api_key::NewApiKey, console::Actor,
+    ports::ApiKeyRepository,
 };
 use serde_json::{Value, json};
 
 use super::operator::{customer_scope, fail, store};
 use crate::{
-    cli::{IssueKeyArgs, KeysCommand},
+    cli::{AllowFromArgs, IssueKeyArgs, KeysCommand},
     output::{emit, table},
 };
 
@@ -64,8 +65,38 @@ fn key_json(k: &ApiKey) -> Value {
         "expiresAt": k.expires_at,
         "revokedAt": k.revoked_at,
         "lastUsedAt": k.last_used_at,
+        "lastUsedFrom": k.last_used_from.map(|ip| ip.to_string()),
+        "lastUsedUserAgent": k.last_used_user_agent,
+        "allowFrom": k.allow_from.to_strings(),
         "createdBy": k.created_by,
     })
+}
+
+/// The allow-list the operator typed (`--allow-from`, or `allow-from`'s networks).
+pub(super) fn allow_list(networks: &[String]) -> anyhow::Result<AllowList> {
+    AllowList::parse(networks)
+        .map_err(|e| anyhow::anyhow!("{}", e.to_string().replace("allowFrom", "--allow-from")))
+}
+
+/// Sets the allow-list of the key or client `id` (`what`: "key" or "client").
+pub(super) async fn set_allow_list(
+    args: &AllowFromArgs,
+    id: KeyId,
+    what: &str,
+) -> anyhow::Result<ApiKey> {
+    let list = match args.anywhere {
+        true => AllowList::default(),
+        false => allow_list(&args.networks)?,
+    };
+    store(&args.database)?
+        .set_allow_list(None, id, list, &Actor::Operator)
+        .await
+        .map_err(|e| match e {
+            posture_domain::Error::NotFound => {
+                anyhow::anyhow!("no unrevoked {what} with id {}", args.credential)
+            }
+            other => fail("setting the allow-list", other),
+        })
 }
 
 /// A time as the text tables show it (`-` for none).
@@ -93,9 +124,10 @@ async fn issue(args: IssueKeyArgs, json: bool) -> anyhow::Result<()> {
         ),
         (None, None) => None,
     };
-    let (new_key, secret) =
+    let (mut new_key, secret) =
         NewApiKey::generate(scope.customer_id(), args.name, scopes, expires_at, now)
             .map_err(|e| fail("issuing the key", e))?;
+    new_key.allow_from = allow_list(&args.allow_from)?;
     let key = store(&args.database)?
         .insert_key(new_key, &Actor::Operator)
         .await
@@ -109,10 +141,11 @@ async fn issue(args: IssueKeyArgs, json: bool) -> anyhow::Result<()> {
     value["key"] = Value::from(secret.expose());
     emit(json, &value, || {
         format!(
-            "key id:  {}\nscopes:  {}\nexpires: {}\n\n{}\n\nThis is the only time the key is shown: store it now.",
+            "key id:  {}\nscopes:  {}\nexpires: {}\nallowed: {}\n\n{}\n\nThis is the only time the key is shown: store it now.",
             key.id,
             scopes_json(key.scopes).join(" "),
             time(key.expires_at),
+            key.allow_from,
             secret.expose()
         )
     })
@@ -138,6 +171,8 @@ pub async fn run(command: KeysCommand, json: bool) -> anyhow::Result<()> {
                         "EXPIRES",
                         "REVOKED",
                         "LAST USED",
+                        "FROM",
+                        "ALLOWED",
                         "SCOPES",
                     ],
                     &[],
@@ -150,6 +185,9 @@ pub async fn run(command: KeysCommand, json: bool) -> anyhow::Result<()> {
                             time(k.expires_at),
                             time(k.revoked_at),
                             time(k.last_used_at),
+                            k.last_used_from
+                                .map_or_else(|| "-".to_owned(), |ip| ip.to_string()),
+                            allowed(&k.allow_from),
                             scopes_json(k.scopes).join(","),
                         ]
                     }),
@@ -173,6 +211,24 @@ pub async fn run(command: KeysCommand, json: bool) -> anyhow::Result<()> {
                 || format!("revoked key {} at {}", key.id, time(key.revoked_at)),
             )
         }
+        KeysCommand::AllowFrom(args) => {
+            let id: KeyId = args
+                .credential
+                .parse()
+                .map_err(|_| anyhow::anyhow!("{:?} is not a key id (a UUID)", args.credential))?;
+            let key = set_allow_list(&args, id, "key").await?;
+            emit(json, &key_json(&key), || {
+                format!("key {} may be used from {}", key.id, key.allow_from)
+            })
+        }
+    }
+}
+
+/// An allow-list as the tables show it.
+pub(super) fn allowed(list: &AllowList) -> String {
+    match list.is_open() {
+        true => "any".to_owned(),
+        false => list.to_strings().join(","),
     }
 }
 

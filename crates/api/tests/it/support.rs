@@ -303,6 +303,41 @@ impl TestApp {
         (id, secret.expose().to_owned())
     }
 
+    /// A key that may be used only from `allow_from` (networks or addresses).
+    pub async fn key_allowed_from(
+        &self,
+        scope: CustomerScope,
+        scopes: &[Scope],
+        allow_from: &[&str],
+    ) -> (KeyId, String) {
+        let scopes: ScopeSet = scopes.iter().copied().collect();
+        let (mut key, secret) = NewApiKey::generate(
+            scope.customer_id(),
+            "fenced".into(),
+            scopes,
+            None,
+            Utc::now(),
+        )
+        .unwrap();
+        key.allow_from = posture_domain::allow_list::AllowList::parse(allow_from).unwrap();
+        let id = self
+            .store
+            .insert_key(key, &Actor::Operator)
+            .await
+            .unwrap()
+            .id;
+        (id, secret.expose().to_owned())
+    }
+
+    /// The customer's audit log, newest first (its first 200 lines).
+    pub async fn audit_lines(
+        &self,
+        scope: CustomerScope,
+    ) -> Vec<posture_domain::console::AuditEvent> {
+        use posture_domain::ports::ConsoleRepository as _;
+        self.store.audit_log(scope, None, 200).await.unwrap()
+    }
+
     /// The id of a key issued by [`TestApp::key`].
     pub async fn store_key_id(&self, key: &str) -> KeyId {
         let secret = posture_domain::ApiKeySecret::parse(key).unwrap();
@@ -349,6 +384,24 @@ impl TestApp {
     pub async fn get_json(&self, path: &str, key: &str, status: StatusCode) -> Value {
         let response = self.get(path, key).await;
         assert_eq!(response.status(), status, "GET {path}");
+        response.json().await.unwrap()
+    }
+
+    /// `GET path` (200 expected) from `address`, as the trusted proxy forwards it.
+    pub async fn get_json_from(&self, path: &str, key: &str, address: &str) -> Value {
+        let response = self
+            .client
+            .get(self.url(path))
+            .bearer_auth(key)
+            .header("x-forwarded-for", address)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::OK,
+            "GET {path} from {address}"
+        );
         response.json().await.unwrap()
     }
 }

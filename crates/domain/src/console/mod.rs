@@ -8,7 +8,7 @@
 //! Sessions end at sign-out, after [`SessionPolicy::idle`] without a request, and at
 //! [`SessionPolicy::absolute`] after sign-in, whichever comes first.
 
-use std::{fmt, time::Duration};
+use std::{fmt, net::IpAddr, time::Duration};
 
 use base64::Engine as _;
 use chrono::{DateTime, Utc};
@@ -243,6 +243,8 @@ pub struct NewSession {
     /// refuses it (`PreconditionFailed`) when the settings changed meanwhile, since the
     /// change ended every session admitted under the old ones. `None`: not checked.
     pub admitted_under: Option<DateTime<Utc>>,
+    /// The address the sign-in came from, for the audit log.
+    pub from: Option<IpAddr>,
 }
 
 impl NewSession {
@@ -264,6 +266,7 @@ impl NewSession {
             created_at: now,
             expires_at: now + absolute,
             admitted_under: None,
+            from: None,
         })
     }
 }
@@ -350,38 +353,80 @@ impl ConsoleSession {
         Actor::Admin {
             subject: self.subject.clone(),
             name: self.display_name.clone(),
+            from: None,
         }
     }
 }
 
-/// Who issued or revoked a key.
+/// Who did what an audit line records.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Actor {
-    /// An admin signed in to the console.
-    Admin { subject: String, name: String },
-    /// The platform operator, with `posture-api keys`.
+    /// An admin signed in to the console, from the address of their request (when known).
+    Admin {
+        subject: String,
+        name: String,
+        from: Option<IpAddr>,
+    },
+    /// The platform operator, with `posture-api keys` and the other operator commands.
     Operator,
+    /// A key or an OAuth client, acting by itself (its use), from its request's address.
+    Credential {
+        id: KeyId,
+        name: String,
+        from: Option<IpAddr>,
+    },
+    /// posture itself (a notice of inactivity).
+    System,
 }
 
 impl Actor {
+    /// The actor kind as the log stores it: `admin`, `operator`, `key` (a credential,
+    /// SCIM's writes included) or `system`.
     pub fn kind(&self) -> &'static str {
         match self {
             Actor::Admin { .. } => "admin",
             Actor::Operator => "operator",
+            Actor::Credential { .. } => "key",
+            Actor::System => "system",
         }
     }
 
-    pub fn subject(&self) -> &str {
+    pub fn subject(&self) -> String {
         match self {
-            Actor::Admin { subject, .. } => subject,
-            Actor::Operator => "operator",
+            Actor::Admin { subject, .. } => subject.clone(),
+            Actor::Operator => "operator".to_owned(),
+            Actor::Credential { id, .. } => id.to_string(),
+            Actor::System => "posture".to_owned(),
         }
     }
 
     pub fn name(&self) -> &str {
         match self {
-            Actor::Admin { name, .. } => name,
+            Actor::Admin { name, .. } | Actor::Credential { name, .. } => name,
             Actor::Operator => "posture operator",
+            Actor::System => "posture",
+        }
+    }
+
+    /// The address the action came from: an admin's or a credential's request's.
+    pub fn source_ip(&self) -> Option<IpAddr> {
+        match self {
+            Actor::Admin { from, .. } | Actor::Credential { from, .. } => *from,
+            Actor::Operator | Actor::System => None,
+        }
+    }
+
+    /// The same actor, acting from `address`.
+    pub fn from(self, address: IpAddr) -> Self {
+        let from = Some(address.to_canonical());
+        match self {
+            Actor::Admin { subject, name, .. } => Actor::Admin {
+                subject,
+                name,
+                from,
+            },
+            Actor::Credential { id, name, .. } => Actor::Credential { id, name, from },
+            other => other,
         }
     }
 }
@@ -407,6 +452,8 @@ pub struct AuditEvent {
     pub key: Option<AuditedKey>,
     /// What else the line says (an `sso.set`: the issuer, and the sessions it ended).
     pub detail: Option<String>,
+    /// The address the action came from (none for an operator's command).
+    pub source_ip: Option<IpAddr>,
 }
 
 /// The key an audit line is about.

@@ -39,6 +39,7 @@ pub use token::{AccessToken, TokenClaims, TokenKeys};
 
 use crate::{
     KeyHash, ScopeSet,
+    allow_list::AllowList,
     api_key::{BASE32_LOWER, checksummed, is_checksummed},
     error::Error,
     ids::{CustomerId, KeyId},
@@ -206,6 +207,11 @@ pub struct OAuthClient {
     pub created_at: DateTime<Utc>,
     pub revoked_at: Option<DateTime<Utc>>,
     pub last_used_at: Option<DateTime<Utc>>,
+    /// Where the last recorded use came from, and the client it named (`User-Agent`).
+    pub last_used_from: Option<std::net::IpAddr>,
+    pub last_used_user_agent: Option<String>,
+    /// Where it may be used from (empty: anywhere).
+    pub allow_from: AllowList,
     pub created_by: String,
     /// Its credentials, oldest first, lapsed ones included.
     pub credentials: Vec<ClientCredential>,
@@ -224,6 +230,8 @@ pub struct ClientForAuth {
     pub id: KeyId,
     pub customer_id: CustomerId,
     pub scopes: ScopeSet,
+    /// Where it may be used from: the token endpoint refuses a request from elsewhere.
+    pub allow_from: AllowList,
     pub credentials: Vec<ClientCredential>,
 }
 
@@ -261,6 +269,8 @@ pub struct NewClient {
     pub name: String,
     pub scopes: ScopeSet,
     pub credential: NewCredential,
+    /// Where it may be used from (empty, as generated: anywhere).
+    pub allow_from: AllowList,
 }
 
 impl NewClient {
@@ -289,6 +299,7 @@ impl NewClient {
             name,
             scopes,
             credential,
+            allow_from: AllowList::default(),
         };
         Ok((client, secret))
     }
@@ -358,6 +369,7 @@ mod tests {
             id: KeyId::generate(),
             customer_id: CustomerId::generate(),
             scopes: ScopeSet::all(),
+            allow_from: AllowList::default(),
             credentials: vec![
                 credential(old, Some(now + Duration::minutes(5))),
                 credential(new, None),

@@ -18,6 +18,12 @@ pub enum OAuthError {
     /// A scope posture does not know or the client does not hold.
     #[error("{0}")]
     InvalidScope(String),
+    /// The client may not use this grant from here: its allow-list does not name the
+    /// request's address.
+    #[error(
+        "this client may not be used from this address: an admin of its customer sets where it may be used from"
+    )]
+    UnauthorizedClient,
 }
 
 impl OAuthError {
@@ -28,6 +34,7 @@ impl OAuthError {
             OAuthError::InvalidClient(_) => "invalid_client",
             OAuthError::UnsupportedGrantType => "unsupported_grant_type",
             OAuthError::InvalidScope(_) => "invalid_scope",
+            OAuthError::UnauthorizedClient => "unauthorized_client",
         }
     }
 }

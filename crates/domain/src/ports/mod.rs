@@ -9,11 +9,14 @@ mod console;
 mod scim;
 mod webhooks;
 
+use std::net::IpAddr;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::{
-    api_key::{ApiKey, CurrentKey, KeyHash, NewApiKey, Principal},
+    allow_list::AllowList,
+    api_key::{ApiKey, CredentialUse, CurrentKey, KeyHash, NewApiKey, Principal},
     console::Actor,
     customer::{Customer, CustomerScope},
     error::Result,
@@ -271,6 +274,29 @@ pub trait ApiKeyRepository: Send + Sync {
     fn known_key(&self, _hash: &KeyHash) -> KnownKey {
         KnownKey::Unseen
     }
+    /// Records a use of `principal`'s credential: its last use (when, from where, with what
+    /// client), and the address in the audit log when the credential was never used from it
+    /// before. Off the request's path, at most once a minute per credential, address and
+    /// process; a failure is logged, never the request's.
+    fn record_use(&self, _principal: &Principal, _used: CredentialUse) {}
+    /// Records that `principal`'s allow-list refused a request from `from` at `at`: one
+    /// line of the audit log per credential, address and hour, off the request's path.
+    fn record_refusal(&self, _principal: &Principal, _from: IpAddr, _at: DateTime<Utc>) {}
+    /// Records that the token endpoint issued an access token to `principal`'s client: one
+    /// line of the audit log per client and hour (the hour's first, with its address), off
+    /// the request's path.
+    fn record_tokens_issued(&self, _principal: &Principal, _used: CredentialUse) {}
+    /// Sets where the key or client `id` may be used from (empty: anywhere), at once on
+    /// every instance, with the change in the customer's audit log (nothing when the list
+    /// is unchanged). `within`: the customer whose credential it must be (`None`: an
+    /// operator). `NotFound` for an unknown id, another customer's, or a revoked one.
+    async fn set_allow_list(
+        &self,
+        within: Option<CustomerScope>,
+        id: KeyId,
+        allow_from: AllowList,
+        by: &Actor,
+    ) -> Result<ApiKey>;
 }
 
 /// OAuth 2.0 clients: issue, list, rotate and revoke (operators and the console), and what

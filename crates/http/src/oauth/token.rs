@@ -30,6 +30,8 @@ use actix_web::{
 };
 use base64::{Engine as _, engine::general_purpose::STANDARD};
 use posture_domain::{
+    Principal,
+    api_key::CredentialUse,
     oauth::{
         ASSERTION_TYPE, ClientForAuth, ClientSecretValue, OAuthError, TokenClaims, narrow_scopes,
         parse_client_id, verify_assertion,
@@ -40,7 +42,7 @@ use serde_json::json;
 
 use super::issuer::{TOKEN_PATH, issuer};
 use crate::{
-    client_ip::request_bucket_name,
+    client_ip::{request_bucket_name, request_client},
     error::ApiError,
     gate::{self, Counted},
     state::ApiState,
@@ -434,6 +436,17 @@ async fn exchange(
             return Err(refusal);
         }
     };
+    let now = state.clock.now();
+    let principal = Principal::verified(client.id, client.customer_id, client.scopes)
+        .allowed_from(client.allow_from.clone());
+    let from = request_client(req, &state.trusted_proxies);
+    if !principal.permits(from) {
+        if let Some(from) = from {
+            state.ports.keys.record_refusal(&principal, from, now);
+        }
+        spend(state, None, address, counted).await?;
+        return Err(refused(OAuthError::UnauthorizedClient, false));
+    }
     spend(
         state,
         Some(state.budgets.token_requests.as_ref()),
@@ -443,7 +456,15 @@ async fn exchange(
     .await?;
     let scopes = narrow_scopes(form.scope.as_deref(), client.scopes)
         .map_err(|error| refused(error, false))?;
-    let now = state.clock.now();
+    if let Some(from) = from {
+        let agent = req
+            .headers()
+            .get(header::USER_AGENT)
+            .and_then(|value| value.to_str().ok());
+        let used = CredentialUse::new(now, from, agent);
+        state.ports.keys.record_use(&principal, used.clone());
+        state.ports.keys.record_tokens_issued(&principal, used);
+    }
     let lifetime = state.token_lifetime;
     let claims = TokenClaims {
         client: client.id,

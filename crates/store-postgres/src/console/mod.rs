@@ -146,6 +146,7 @@ async fn insert_session(
     let admin = Actor::Admin {
         subject: session.subject.clone(),
         name: session.display_name.clone(),
+        from: session.from,
     };
     session_audit(conn, customer, &admin, "session.signed_in").await?;
     Ok(true)
@@ -345,7 +346,11 @@ impl ConsoleRepository for PgStore {
             .optional()?;
             match ended {
                 Some((subject, name)) => {
-                    let admin = Actor::Admin { subject, name };
+                    let admin = Actor::Admin {
+                        subject,
+                        name,
+                        from: None,
+                    };
                     session_audit(conn, customer, &admin, "session.signed_out").await
                 }
                 None => Ok(()),

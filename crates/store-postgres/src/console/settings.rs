@@ -53,6 +53,7 @@ pub(super) async fn audit_line(
             console_audit::actor_name.eq(by.name()),
             console_audit::action.eq(action),
             console_audit::detail.eq(detail),
+            console_audit::source_ip.eq(by.source_ip().map(|ip| ip.to_string())),
         ))
         .execute(conn)
         .await
@@ -245,10 +246,12 @@ type AuditRow = (
     Option<String>,
     Option<String>,
     Option<String>,
+    Option<String>,
 );
 
 fn to_audit_event(row: AuditRow) -> AuditEvent {
-    let (id, at, actor_kind, actor_subject, actor_name, action, key_id, name, prefix, detail) = row;
+    let (id, at, actor_kind, actor_subject, actor_name, action, key_id, name, prefix, detail, from) =
+        row;
     let key = match (key_id, name, prefix) {
         (Some(id), Some(name), Some(prefix)) => Some(AuditedKey {
             id: KeyId::from_uuid(id),
@@ -266,6 +269,7 @@ fn to_audit_event(row: AuditRow) -> AuditEvent {
         action,
         key,
         detail,
+        source_ip: from.and_then(|ip| ip.parse().ok()),
     }
 }
 
@@ -292,6 +296,7 @@ pub(super) async fn audit_log(
             console_audit::key_name,
             console_audit::key_prefix,
             console_audit::detail,
+            console_audit::source_ip,
         ))
         .into_boxed();
     if let Some(before) = before {

@@ -2,6 +2,7 @@
 //! `POST /oauth/token` over real HTTP, and the tokens at `/api/v1` and `/scim/v2`.
 
 mod assertions;
+mod fences;
 mod hostile;
 mod operator;
 mod tokens;

@@ -1,5 +1,6 @@
 //! Tests of the routes, one file per resource, plus the rules every route keeps.
 
+mod allow_lists;
 mod bounds;
 mod conditional;
 mod cursors;

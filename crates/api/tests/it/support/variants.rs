@@ -48,6 +48,17 @@ impl TestApp {
         .await
     }
 
+    /// A server behind the trusted proxy on loopback ([`TestApp::behind_trusted_proxy`])
+    /// whose store reads a clock the test moves ([`TestApp::clock`]).
+    pub async fn behind_trusted_proxy_with_clock() -> Self {
+        Self::build(Options {
+            proxies: TrustedProxies::parse("127.0.0.1,::1").unwrap(),
+            clock: Some(Arc::new(ManualClock::starting_now())),
+            ..Options::default()
+        })
+        .await
+    }
+
     /// A server whose keys may make `per_key` requests a window each and a customer's keys
     /// `per_customer` together.
     pub async fn with_customer_limit(per_key: u32, per_customer: u32) -> Self {
