@@ -1,3 +1,10 @@
+ALTER TABLE console_audit ALTER COLUMN at SET DEFAULT now();
+UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE 'read:audit' = ANY (scopes);
+ALTER TABLE api_keys DROP CONSTRAINT IF EXISTS api_keys_scopes_check;
+ALTER TABLE api_keys ADD CONSTRAINT api_keys_scopes_check CHECK (
+    cardinality(scopes) > 0
+    AND scopes <@ ARRAY['read:identities', 'read:findings', 'read:roles', 'read:upr',
+                        'manage:webhooks', 'provision:scim', 'write:findings']::text[]) NOT VALID;
 ALTER TABLE customers DROP COLUMN inactivity_days;
 CREATE OR REPLACE FUNCTION console_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -16,6 +23,8 @@ WHERE action NOT IN ('key.issued', 'key.revoked', 'sso.set', 'sso.cleared',
 ALTER TABLE console_audit ENABLE TRIGGER console_audit_append_only;
 ALTER TABLE console_audit
     DROP COLUMN source_ip,
+    DROP COLUMN target_id,
+    DROP COLUMN target_name,
     DROP CONSTRAINT console_audit_actor_kind_check,
     ADD CONSTRAINT console_audit_actor_kind_check
         CHECK (actor_kind IN ('admin', 'operator', 'key')),

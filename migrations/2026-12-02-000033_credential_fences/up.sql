@@ -39,6 +39,9 @@ SELECT posture_distribute_table('credential_addresses');
 -- operator's command), and the new kinds of line.
 ALTER TABLE console_audit
     ADD COLUMN source_ip text CHECK (length(source_ip) <= 64),
+    -- What a SCIM line is about: the user's or group's id and name when it was written.
+    ADD COLUMN target_id uuid,
+    ADD COLUMN target_name text CHECK (length(target_name) <= 256),
     DROP CONSTRAINT console_audit_actor_kind_check,
     ADD CONSTRAINT console_audit_actor_kind_check
         CHECK (actor_kind IN ('admin', 'operator', 'key', 'system')),
@@ -79,3 +82,16 @@ $$;
 -- The customer's own setting: credentials unused this many days stop working (NULL: never).
 ALTER TABLE customers
     ADD COLUMN inactivity_days integer CHECK (inactivity_days BETWEEN 7 AND 3650);
+
+-- `read:audit` (the audit feed) is new; existing keys keep their scopes (immutable).
+ALTER TABLE api_keys DROP CONSTRAINT IF EXISTS api_keys_scopes_check;
+ALTER TABLE api_keys ADD CONSTRAINT api_keys_scopes_check CHECK (
+    cardinality(scopes) > 0
+    AND scopes <@ ARRAY['read:identities', 'read:findings', 'read:roles', 'read:upr',
+                        'manage:webhooks', 'provision:scim', 'write:findings',
+                        'read:audit']::text[]) NOT VALID;
+
+-- The feed reads lines in the order of `at`, once they are a few seconds old (docs/audit.md):
+-- the time of the insert, not of its transaction's start, so that only the moment between a
+-- line's insert and its commit can reorder it.
+ALTER TABLE console_audit ALTER COLUMN at SET DEFAULT clock_timestamp();

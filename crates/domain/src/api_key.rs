@@ -41,6 +41,8 @@ string_enum! {
         ManageWebhooks = "manage:webhooks",
         /// SCIM 2.0 provisioning under `/scim/v2`; nothing under `/api/v1`.
         ProvisionScim = "provision:scim",
+        /// Read the customer's audit feed (`GET /api/v1/audit-events`).
+        ReadAudit = "read:audit",
     }
 }
 
@@ -67,6 +69,10 @@ impl Scope {
             Scope::ProvisionScim => {
                 "provision users and groups over SCIM 2.0 at /scim/v2 (the identity \
                  provider's secret token); reads nothing under /api/v1"
+            }
+            Scope::ReadAudit => {
+                "read the audit feed: who issued, changed, revoked or used which credential, \
+                 sign-ins, settings and provisioning changes (for a SIEM)"
             }
         }
     }

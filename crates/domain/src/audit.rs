@@ -94,6 +94,16 @@ impl AuditAction {
     }
 }
 
+string_enum! {
+    /// The line formats of the audit feed's export.
+    pub enum AuditExportFormat ("format") {
+        /// One JSON event per line, as the feed shows it.
+        Ndjson = "ndjson",
+        /// One OCSF 1.8.0 event (Authentication, Account Change or API Activity) per line.
+        Ocsf = "ocsf",
+    }
+}
+
 /// The id of an aggregated event: the same for every instance that writes the event of the
 /// same credential, address and hour, so the log holds it once.
 pub fn aggregate_id(action: AuditAction, key: KeyId, address: Option<IpAddr>, hour: i64) -> Uuid {
@@ -116,6 +126,30 @@ pub fn aggregate_id(action: AuditAction, key: KeyId, address: Option<IpAddr>, ho
 /// The hour of `at`, as aggregated events count it (hours since the epoch).
 pub fn hour_of(at: DateTime<Utc>) -> i64 {
     at.timestamp().div_euclid(3600)
+}
+
+/// How old a line must be before the feed serves it: a line is stamped when it is
+/// inserted and read once committed, so a reader at the feed's end waits this long for the
+/// lines written just before it, rather than step over one committed a moment late.
+pub const AUDIT_SETTLE: chrono::TimeDelta = chrono::TimeDelta::seconds(5);
+
+/// What a read of the feed asks for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// Only these types (none: every type).
+    pub types: Vec<AuditAction>,
+    /// Only events at or after this time.
+    pub since: Option<DateTime<Utc>>,
+    /// Events after this one (the id of the last event read).
+    pub after: Option<Uuid>,
+    pub limit: u32,
+}
+
+/// A page of the feed, oldest first.
+#[derive(Clone, Debug, Default)]
+pub struct AuditPage {
+    pub events: Vec<crate::console::AuditEvent>,
+    pub has_more: bool,
 }
 
 /// Longest retention of the audit log an operator may set, and the shortest.

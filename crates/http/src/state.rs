@@ -4,8 +4,8 @@ use std::{sync::Arc, time::Duration};
 
 use posture_domain::{
     ports::{
-        ApiKeyRepository, ClientRepository, DeliveryRepository, DirectSender, EventRepository,
-        IdempotencyRepository, ScimRepository, StoreHealth, WebhookRepository,
+        ApiKeyRepository, AuditRepository, ClientRepository, DeliveryRepository, DirectSender,
+        EventRepository, IdempotencyRepository, ScimRepository, StoreHealth, WebhookRepository,
     },
     rate_limit::RateLimiter,
     secrets::Keyring,
@@ -39,6 +39,8 @@ pub struct Ports {
     pub idempotency: Arc<dyn IdempotencyRepository>,
     /// SCIM's users and groups (`/scim/v2`).
     pub scim: Arc<dyn ScimRepository>,
+    /// The customer's audit feed.
+    pub audit: Arc<dyn AuditRepository>,
     pub health: Arc<dyn StoreHealth>,
     pub limiter: Arc<dyn RateLimiter>,
 }

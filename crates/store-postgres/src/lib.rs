@@ -6,6 +6,7 @@
 //! errors become domain errors in `error.rs`, at the port boundary.
 
 mod api_keys;
+mod audit;
 mod caches;
 mod clients;
 mod compressed;

@@ -305,6 +305,8 @@ diesel::table! {
         key_prefix -> Nullable<Text>,
         detail -> Nullable<Text>,
         source_ip -> Nullable<Text>,
+        target_id -> Nullable<Uuid>,
+        target_name -> Nullable<Text>,
     }
 }
 

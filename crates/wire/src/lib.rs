@@ -6,6 +6,7 @@
 //! OpenAPI document and the contract tests use. Conversions from domain types live here so
 //! the API, the export and the webhook bodies cannot disagree.
 
+pub mod audit;
 pub mod cef;
 pub mod deliveries;
 pub mod envelope;
@@ -16,6 +17,7 @@ pub mod identities;
 pub mod keys;
 pub mod ndjson;
 pub mod ocsf;
+pub mod ocsf_audit;
 pub mod paging;
 pub mod query;
 pub mod recommendations;

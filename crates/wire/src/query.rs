@@ -12,6 +12,7 @@ use std::{borrow::Cow, marker::PhantomData};
 
 use posture_domain::{
     ClosedSet, CloudTenantId,
+    audit::AuditAction,
     finding::{FindingStatus, FindingType, MAX_FINDING_TYPE_LEN, Severity},
     page::{DEFAULT_LIMIT, MAX_LIMIT, MAX_OFFSET},
     triage::TriageState,
@@ -236,7 +237,7 @@ macro_rules! closed_set_item {
     )+};
 }
 
-closed_set_item!(Severity, FindingStatus, EventType, TriageState);
+closed_set_item!(Severity, FindingStatus, EventType, TriageState, AuditAction);
 
 impl ListItem for FindingType {
     const NAME: &'static str = "findingType";

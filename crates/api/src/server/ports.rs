@@ -61,6 +61,7 @@ fn assemble(
         events: store.clone(),
         idempotency: store.clone(),
         scim: store.clone(),
+        audit: store.clone(),
         health: store,
         limiter,
     }

@@ -454,6 +454,8 @@ pub struct AuditEvent {
     pub detail: Option<String>,
     /// The address the action came from (none for an operator's command).
     pub source_ip: Option<IpAddr>,
+    /// What a SCIM line changed: the user's or group's id and name when it was written.
+    pub target: Option<(uuid::Uuid, String)>,
 }
 
 /// The key an audit line is about.

@@ -299,6 +299,21 @@ pub trait ApiKeyRepository: Send + Sync {
     ) -> Result<ApiKey>;
 }
 
+/// The customer's audit feed (`GET /api/v1/audit-events`), and its retention.
+#[async_trait]
+pub trait AuditRepository: Send + Sync {
+    /// A page of the customer's feed, oldest first: the events `filter` asks for, written
+    /// before `settled`. `NotFound` when `filter.after` names no event of the customer.
+    async fn audit_feed(
+        &self,
+        scope: CustomerScope,
+        filter: &crate::audit::AuditFilter,
+        settled: DateTime<Utc>,
+    ) -> Result<crate::audit::AuditPage>;
+    /// Deletes at most `batch` lines (of any customer) older than `before`; how many.
+    async fn sweep_audit(&self, before: DateTime<Utc>, batch: u32) -> Result<u64>;
+}
+
 /// OAuth 2.0 clients: issue, list, rotate and revoke (operators and the console), and what
 /// the token endpoint reads. A client shares its id, customer, scopes, revocation and
 /// last use with the keys (one row of the same table): a revocation reaches its tokens as a

@@ -40,6 +40,10 @@ pub(super) fn tag_description(tag: &str) -> Option<&'static str> {
              wait for the next ones."
         }
         "keys" => "The calling API key, described to its holder.",
+        "audit" => {
+            "The customer's audit feed: who issued, changed, revoked or used which credential, \
+             sign-ins, settings and provisioning, oldest first; exportable as NDJSON or OCSF."
+        }
         "contract" => "This document.",
         _ => return None,
     })

@@ -11,6 +11,7 @@
 //! Adding a route is adding an `Endpoint` to [`ENDPOINTS`] beside its handler; `cargo xtask
 //! openapi` then shows the contract change.
 
+mod audit;
 mod deliveries;
 mod endpoint;
 mod events;

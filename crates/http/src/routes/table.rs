@@ -10,8 +10,8 @@ use std::{collections::HashMap, sync::LazyLock};
 use actix_web::http::Method;
 
 use super::{
-    deliveries, endpoint::Endpoint, endpoint::PREFIX, events, export, findings, identities, keys,
-    openapi_json, roles, tenants, triage, upr, webhooks,
+    audit, deliveries, endpoint::Endpoint, endpoint::PREFIX, events, export, findings, identities,
+    keys, openapi_json, roles, tenants, triage, upr, webhooks,
 };
 use crate::{
     auth::Access,
@@ -47,6 +47,8 @@ pub static ENDPOINTS: &[&Endpoint] = &[
     &events::LIST,
     &events::GET,
     &keys::CURRENT,
+    &audit::LIST,
+    &audit::EXPORT,
     &openapi_json::GET,
 ];
 

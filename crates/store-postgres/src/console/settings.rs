@@ -235,24 +235,26 @@ pub(super) async fn end_sessions_of_others(
 }
 
 /// A line of the audit log as read.
-type AuditRow = (
-    Uuid,
-    DateTime<Utc>,
-    String,
-    String,
-    String,
-    String,
-    Option<Uuid>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-    Option<String>,
-);
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = console_audit, check_for_backend(diesel::pg::Pg))]
+pub(crate) struct AuditRow {
+    id: Uuid,
+    at: DateTime<Utc>,
+    actor_kind: String,
+    actor_subject: String,
+    actor_name: String,
+    action: String,
+    key_id: Option<Uuid>,
+    key_name: Option<String>,
+    key_prefix: Option<String>,
+    detail: Option<String>,
+    source_ip: Option<String>,
+    target_id: Option<Uuid>,
+    target_name: Option<String>,
+}
 
-fn to_audit_event(row: AuditRow) -> AuditEvent {
-    let (id, at, actor_kind, actor_subject, actor_name, action, key_id, name, prefix, detail, from) =
-        row;
-    let key = match (key_id, name, prefix) {
+pub(crate) fn to_audit_event(row: AuditRow) -> AuditEvent {
+    let key = match (row.key_id, row.key_name, row.key_prefix) {
         (Some(id), Some(name), Some(prefix)) => Some(AuditedKey {
             id: KeyId::from_uuid(id),
             name,
@@ -261,15 +263,16 @@ fn to_audit_event(row: AuditRow) -> AuditEvent {
         _ => None,
     };
     AuditEvent {
-        id,
-        at,
-        actor_kind,
-        actor_subject,
-        actor_name,
-        action,
+        id: row.id,
+        at: row.at,
+        actor_kind: row.actor_kind,
+        actor_subject: row.actor_subject,
+        actor_name: row.actor_name,
+        action: row.action,
         key,
-        detail,
-        source_ip: from.and_then(|ip| ip.parse().ok()),
+        detail: row.detail,
+        source_ip: row.source_ip.and_then(|ip| ip.parse().ok()),
+        target: row.target_id.zip(row.target_name),
     }
 }
 
@@ -285,19 +288,7 @@ pub(super) async fn audit_log(
         .filter(console_audit::customer_id.eq(customer))
         .order((console_audit::at.desc(), console_audit::id.desc()))
         .limit(i64::from(limit))
-        .select((
-            console_audit::id,
-            console_audit::at,
-            console_audit::actor_kind,
-            console_audit::actor_subject,
-            console_audit::actor_name,
-            console_audit::action,
-            console_audit::key_id,
-            console_audit::key_name,
-            console_audit::key_prefix,
-            console_audit::detail,
-            console_audit::source_ip,
-        ))
+        .select(AuditRow::as_select())
         .into_boxed();
     if let Some(before) = before {
         let at: DateTime<Utc> = console_audit::table

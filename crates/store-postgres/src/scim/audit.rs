@@ -62,18 +62,21 @@ impl Writer {
                 all.len()
             ),
         };
-        self.line(conn, "session.ended", None, detail).await
+        self.line(conn, "session.ended", None, None, detail).await
     }
 
-    /// The audit line of one change, in the caller's transaction.
+    /// The audit line of one change to `target` (the user's or group's id and name), in
+    /// the caller's transaction.
     pub(crate) async fn audit(
         &self,
         conn: &mut AsyncPgConnection,
         action: &str,
+        target: (Uuid, &str),
         detail: String,
     ) -> QueryResult<()> {
         let key = (self.key, self.name.as_str(), self.prefix.as_str());
-        self.line(conn, action, Some(key), detail).await
+        self.line(conn, action, Some(key), Some(target), detail)
+            .await
     }
 
     /// A line by the key; `key` names the key the line is about (a SCIM change's line
@@ -83,6 +86,7 @@ impl Writer {
         conn: &mut AsyncPgConnection,
         action: &str,
         key: Option<(Uuid, &str, &str)>,
+        target: Option<(Uuid, &str)>,
         detail: String,
     ) -> QueryResult<()> {
         diesel::insert_into(console_audit::table)
@@ -97,6 +101,8 @@ impl Writer {
                 console_audit::key_name.eq(key.map(|k| k.1)),
                 console_audit::key_prefix.eq(key.map(|k| k.2)),
                 console_audit::detail.eq(detail),
+                console_audit::target_id.eq(target.map(|t| t.0)),
+                console_audit::target_name.eq(target.map(|t| t.1)),
             ))
             .execute(conn)
             .await

@@ -253,7 +253,10 @@ pub(super) async fn create(
             let moved = change_members(conn, customer, id.as_uuid(), &change).await?;
             check_member_limit(conn, customer, id.as_uuid()).await?;
             let detail = group_detail(conn, customer, &group.display_name, &moved).await?;
-            writer.audit(conn, "scim.group.created", detail).await?;
+            let target = (id.as_uuid(), group.display_name.as_str());
+            writer
+                .audit(conn, "scim.group.created", target, detail)
+                .await?;
             read(conn, customer, id, true)
                 .await?
                 .ok_or(Tx::Refused(Error::NotFound))
@@ -313,7 +316,9 @@ pub(super) async fn patch(
             if patch.display_name.as_ref().is_some_and(|n| *n != old_name) {
                 detail.push_str(&format!(", renamed from {old_name:?}"));
             }
-            writer.audit(conn, "scim.group.updated", detail).await?;
+            writer
+                .audit(conn, "scim.group.updated", (id.as_uuid(), name), detail)
+                .await?;
             writer.end_sessions_of_the_unadmitted(conn).await?;
             diesel::update(of_group())
                 .set((
@@ -349,7 +354,12 @@ pub(super) async fn delete(
             };
             let (_, name) = lock_group(conn, customer, id, expected).await?;
             writer
-                .audit(conn, "scim.group.deleted", format!("displayName {name:?}"))
+                .audit(
+                    conn,
+                    "scim.group.deleted",
+                    (id.as_uuid(), &name),
+                    format!("displayName {name:?}"),
+                )
                 .await?;
             diesel::delete(of_group()).execute(conn).await?;
             writer.end_sessions_of_the_unadmitted(conn).await?;

@@ -173,7 +173,12 @@ impl ScimRepository for PgStore {
                     .get_result(conn)
                     .await?;
                 writer
-                    .audit(conn, "scim.user.created", user_detail(user))
+                    .audit(
+                        conn,
+                        "scim.user.created",
+                        (row.id, &row.user_name),
+                        user_detail(user),
+                    )
                     .await?;
                 ScimUser::try_from(row).map_err(Tx::Refused)
             })
@@ -224,7 +229,12 @@ impl ScimRepository for PgStore {
                 .get_result(conn)
                 .await?;
                 writer
-                    .audit(conn, "scim.user.updated", user_detail(user))
+                    .audit(
+                        conn,
+                        "scim.user.updated",
+                        (row.id, &row.user_name),
+                        user_detail(user),
+                    )
                     .await?;
                 writer.end_sessions_of_the_unadmitted(conn).await?;
                 ScimUser::try_from(row).map_err(Tx::Refused)
@@ -266,7 +276,12 @@ impl ScimRepository for PgStore {
                     .await?;
                 let (_, user_name) = lock_user(conn, customer, id, expected).await?;
                 writer
-                    .audit(conn, "scim.user.deleted", format!("userName {user_name:?}"))
+                    .audit(
+                        conn,
+                        "scim.user.deleted",
+                        (id.as_uuid(), &user_name),
+                        format!("userName {user_name:?}"),
+                    )
                     .await?;
                 diesel::update(
                     scim_groups::table

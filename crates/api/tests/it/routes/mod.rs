@@ -1,6 +1,7 @@
 //! Tests of the routes, one file per resource, plus the rules every route keeps.
 
 mod allow_lists;
+mod audit;
 mod bounds;
 mod conditional;
 mod cursors;
