@@ -140,6 +140,21 @@ pub enum CustomersCommand {
     /// The customer console's sign-in: each customer's OpenID Connect provider and admins.
     #[command(subcommand)]
     Sso(SsoCommand),
+    /// Show or set the customer's inactivity rule: its keys and OAuth clients stop working
+    /// once unused this many days (off by default; the customer's admins set it too).
+    Inactivity {
+        #[command(flatten)]
+        database: DatabaseArgs,
+        /// The customer's id.
+        #[arg(long)]
+        customer: String,
+        /// Days unused after which a credential stops working (7 to 3650).
+        #[arg(long, conflicts_with = "off", value_parser = clap::value_parser!(u32).range(7..=3650))]
+        days: Option<u32>,
+        /// Clear the rule: credentials never stop working for inactivity.
+        #[arg(long)]
+        off: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -148,9 +148,9 @@ impl From<Error> for ConsoleError {
         match e {
             Error::NotFound => ConsoleError::NotFound,
             Error::Invalid { reason, .. } => ConsoleError::BadRequest(reason),
-            Error::Conflict(reason) | Error::PreconditionFailed(reason) => {
-                ConsoleError::BadRequest(reason)
-            }
+            Error::Conflict(reason)
+            | Error::PreconditionFailed(reason)
+            | Error::CredentialLapsed(reason) => ConsoleError::BadRequest(reason),
             Error::Unavailable(cause) => ConsoleError::Unavailable(cause.to_string()),
             Error::Busy(reason) => ConsoleError::Unavailable(reason.to_owned()),
             Error::Internal(cause) => ConsoleError::Internal(cause.to_string()),

@@ -427,6 +427,28 @@ impl Principal {
     }
 }
 
+/// The customer's inactivity rule: its credentials stop working once unused this many days
+/// (7 to 3650; none by default).
+pub const INACTIVITY_DAYS: std::ops::RangeInclusive<u32> = 7..=3650;
+
+/// How long before a credential stops working for inactivity its customer is told.
+pub const INACTIVITY_NOTICE: chrono::TimeDelta = chrono::TimeDelta::days(7);
+
+/// When a credential last used (or, never used, issued) at `used` stops working under an
+/// inactivity rule of `days` (`None`: no rule, never).
+pub fn inactive_at(used: DateTime<Utc>, days: Option<u32>) -> Option<DateTime<Utc>> {
+    days.map(|days| used + chrono::TimeDelta::days(i64::from(days)))
+}
+
+/// Why a credential unused for `days` days is refused, for its holder.
+pub fn inactive_reason(client: bool, days: u32) -> String {
+    let what = if client { "OAuth client" } else { "API key" };
+    format!(
+        "this {what} has not been used for {days} days, the longest its customer allows: it \
+         no longer works; an admin of the customer issues a new one"
+    )
+}
+
 /// Longest `User-Agent` recorded as a credential's last use, in bytes.
 pub const MAX_USER_AGENT_LEN: usize = 200;
 
@@ -458,6 +480,17 @@ impl CredentialUse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_credential_lapses_its_rules_days_after_its_last_use() {
+        let used = DateTime::<Utc>::UNIX_EPOCH;
+        assert_eq!(inactive_at(used, None), None);
+        assert_eq!(
+            inactive_at(used, Some(90)),
+            Some(used + chrono::TimeDelta::days(90))
+        );
+        assert!(inactive_reason(true, 90).contains("OAuth client has not been used for 90 days"));
+    }
 
     #[test]
     fn a_use_records_a_bounded_single_line_agent_and_the_canonical_address() {

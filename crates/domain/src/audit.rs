@@ -152,10 +152,8 @@ pub struct AuditPage {
     pub has_more: bool,
 }
 
-/// Longest retention of the audit log an operator may set, and the shortest.
-pub const AUDIT_RETENTION_DAYS: std::ops::RangeInclusive<u32> = 30..=3650;
-
-/// The audit log's retention unless the operator says otherwise: a year.
+/// The audit log's retention unless the operator says otherwise
+/// (`POSTURE_AUDIT_RETENTION_DAYS`, 30 to 3650): a year, the peers' norm.
 pub const DEFAULT_AUDIT_RETENTION_DAYS: u32 = 365;
 
 #[cfg(test)]

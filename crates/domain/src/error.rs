@@ -37,6 +37,10 @@ pub enum Error {
     /// reason says what waits, for the caller.
     #[error("busy: {0}")]
     Busy(&'static str),
+    /// A credential that was valid no longer authenticates for a reason its holder should
+    /// read (unused longer than its customer allows): the reason says it.
+    #[error("credential lapsed: {0}")]
+    CredentialLapsed(String),
     /// Anything else; the cause is logged, never shown to the caller.
     #[error("internal error")]
     Internal(#[source] BoxError),

@@ -341,6 +341,7 @@ impl From<Error> for ApiError {
                 tracing::info!(reason, "the request waited past its bound");
                 ApiError::Busy(reason)
             }
+            Error::CredentialLapsed(reason) => ApiError::UnauthorizedBecause(reason),
             Error::Internal(cause) => {
                 tracing::error!(error = %cause, "internal error");
                 ApiError::Internal

@@ -177,9 +177,18 @@ pub struct WebhookArgs {
     /// ones).
     #[arg(long, env = "POSTURE_EVENT_RETENTION_DAYS", default_value_t = posture_domain::event::DEFAULT_EVENT_RETENTION_DAYS, value_parser = clap::value_parser!(u32).range(1..=3650))]
     pub event_retention_days: u32,
+    /// Days the customers' audit log (the console's audit page, `GET
+    /// /api/v1/audit-events`) keeps lines (the worker deletes older ones; 30 at the least).
+    #[arg(long, env = "POSTURE_AUDIT_RETENTION_DAYS", default_value_t = posture_domain::audit::DEFAULT_AUDIT_RETENTION_DAYS, value_parser = clap::value_parser!(u32).range(30..=3650))]
+    pub audit_retention_days: u32,
 }
 
 impl WebhookArgs {
+    /// How long the audit log keeps lines.
+    pub fn audit_retention(&self) -> chrono::Duration {
+        chrono::Duration::days(i64::from(self.audit_retention_days))
+    }
+
     /// How long the events feed keeps events.
     pub fn event_retention(&self) -> chrono::Duration {
         chrono::Duration::days(i64::from(self.event_retention_days))

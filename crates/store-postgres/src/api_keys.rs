@@ -12,7 +12,7 @@ use std::net::IpAddr;
 use posture_domain::{
     ApiKey, CustomerId, CustomerScope, Error, KeyHash, KeyId, Principal, Result, Scope, ScopeSet,
     allow_list::AllowList,
-    api_key::{CredentialUse, CurrentKey, NewApiKey},
+    api_key::{CredentialUse, CurrentKey, NewApiKey, inactive_at, inactive_reason},
     audit::{AuditAction, aggregate_id, hour_of},
     console::Actor,
     oauth::TokenClaims,
@@ -24,6 +24,7 @@ use crate::{
     PgStore,
     error::{corrupt, db_error, is_foreign_key_violation, is_unique_violation},
     schema::{api_keys, console_audit, customers},
+    store::Hourly,
 };
 
 #[derive(Queryable, Selectable)]
@@ -327,7 +328,10 @@ impl ApiKeyRepository for PgStore {
     }
 
     fn record_tokens_issued(&self, principal: &Principal, used: CredentialUse) {
-        if self.key_touches.first_tokens(principal.key_id(), used.at) {
+        if self
+            .key_touches
+            .first_of_hour(Hourly::Tokens, principal.key_id(), used.at)
+        {
             let store = self.clone();
             let principal = principal.clone();
             tokio::spawn(async move {
@@ -547,15 +551,17 @@ type KeyRow = (
 );
 
 impl PgStore {
-    /// The principal of the key with this hash and its expiry, if it is neither revoked nor
-    /// expired at `now`.
+    /// The principal of the key with this hash and when its cache entry lapses (its expiry,
+    /// or when it stops working for inactivity), if it is neither revoked nor expired at
+    /// `now`; `CredentialLapsed` when its customer's inactivity rule ended it.
     async fn find_valid_key(
         &self,
         hash: &KeyHash,
         now: DateTime<Utc>,
     ) -> Result<Option<(Principal, Option<DateTime<Utc>>)>> {
         let mut conn = self.conn().await?;
-        let found: Option<KeyRow> = api_keys::table
+        let found: Option<(KeyRow, Usage)> = api_keys::table
+            .inner_join(customers::table.on(customers::id.eq(api_keys::customer_id)))
             .filter(api_keys::key_hash.eq(hash.as_bytes().as_slice()))
             .filter(api_keys::revoked_at.is_null())
             .filter(
@@ -564,18 +570,22 @@ impl PgStore {
                     .or(api_keys::expires_at.gt(now)),
             )
             .select((
-                api_keys::id,
-                api_keys::customer_id,
-                api_keys::key_hash,
-                api_keys::scopes,
-                api_keys::expires_at,
-                api_keys::allow_from,
+                (
+                    api_keys::id,
+                    api_keys::customer_id,
+                    api_keys::key_hash,
+                    api_keys::scopes,
+                    api_keys::expires_at,
+                    api_keys::allow_from,
+                ),
+                USAGE,
             ))
             .first(&mut conn)
             .await
             .optional()
             .map_err(db_error)?;
-        let Some((id, customer, stored_hash, scopes, expires_at, allow_from)) = found else {
+        let Some(((id, customer, stored_hash, scopes, expires_at, allow_from), usage)) = found
+        else {
             return Ok(None);
         };
         // The lookup matched by index; compare again in constant time all the same.
@@ -592,7 +602,52 @@ impl PgStore {
             scope_set(&scopes)?,
         )
         .allowed_from(allow_list(&allow_from)?);
-        Ok(Some((principal, expires_at)))
+        let lapses = self.check_activity(&principal, usage, now, false)?;
+        Ok(Some((principal, earliest(expires_at, lapses))))
+    }
+
+    /// When `principal`'s credential stops working for inactivity (`None`: never), or the
+    /// refusal once it has (recorded in the audit log once an hour).
+    fn check_activity(
+        &self,
+        principal: &Principal,
+        (last_used_at, created_at, days): Usage,
+        now: DateTime<Utc>,
+        client: bool,
+    ) -> Result<Option<DateTime<Utc>>> {
+        let days = days.and_then(|d| u32::try_from(d).ok());
+        let lapses = inactive_at(last_used_at.unwrap_or(created_at), days);
+        match (lapses, days) {
+            (Some(at), Some(days)) if at <= now => {
+                if self
+                    .key_touches
+                    .first_of_hour(Hourly::Lapsed, principal.key_id(), now)
+                {
+                    let store = self.clone();
+                    let principal = principal.clone();
+                    tokio::spawn(async move {
+                        let detail = format!(
+                            "refused: unused for {days} days, the longest the customer allows"
+                        );
+                        store
+                            .write_aggregated(
+                                &principal,
+                                None,
+                                now,
+                                (
+                                    AuditAction::KeyExpiredInactive,
+                                    AuditAction::ClientExpiredInactive,
+                                ),
+                                None,
+                                detail,
+                            )
+                            .await;
+                    });
+                }
+                Err(Error::CredentialLapsed(inactive_reason(client, days)))
+            }
+            _ => Ok(lapses),
+        }
     }
 
     /// The principal of a token's client, if the client is neither revoked nor expired at
@@ -603,7 +658,8 @@ impl PgStore {
         now: DateTime<Utc>,
     ) -> Result<Option<(Principal, Option<DateTime<Utc>>)>> {
         let mut conn = self.conn().await?;
-        let found: Option<ClientRow> = api_keys::table
+        let found: Option<(ClientRow, Usage)> = api_keys::table
+            .inner_join(customers::table.on(customers::id.eq(api_keys::customer_id)))
             .filter(api_keys::id.eq(claims.client.as_uuid()))
             .filter(api_keys::kind.eq("client"))
             .filter(api_keys::revoked_at.is_null())
@@ -613,16 +669,19 @@ impl PgStore {
                     .or(api_keys::expires_at.gt(now)),
             )
             .select((
-                api_keys::customer_id,
-                api_keys::scopes,
-                api_keys::expires_at,
-                api_keys::allow_from,
+                (
+                    api_keys::customer_id,
+                    api_keys::scopes,
+                    api_keys::expires_at,
+                    api_keys::allow_from,
+                ),
+                USAGE,
             ))
             .first(&mut conn)
             .await
             .optional()
             .map_err(db_error)?;
-        let Some((customer, scopes, expires_at, allow_from)) = found else {
+        let Some(((customer, scopes, expires_at, allow_from), usage)) = found else {
             return Ok(None);
         };
         let scopes = claims.scopes.intersection(scope_set(&scopes)?);
@@ -631,9 +690,11 @@ impl PgStore {
         }
         let principal = Principal::verified(claims.client, CustomerId::from_uuid(customer), scopes)
             .allowed_from(allow_list(&allow_from)?);
-        // Cached until the client expires: the entry serves every token of the client with
-        // these scopes, each of whose own expiry is checked before the cache is asked.
-        Ok(Some((principal, expires_at)))
+        let lapses = self.check_activity(&principal, usage, now, true)?;
+        // Cached until the client expires (or lapses for inactivity): the entry serves every
+        // token of the client with these scopes, each of whose own expiry is checked before
+        // the cache is asked.
+        Ok(Some((principal, earliest(expires_at, lapses))))
     }
 
     /// Records a use of a credential: its last use, and the address in the audit log when
@@ -782,6 +843,28 @@ impl PgStore {
         if let Err(e) = result {
             tracing::warn!(key.id = %key, error = %e, "could not write an audit line of a credential");
         }
+    }
+}
+
+/// `(last_used_at, created_at, the customer's inactivity_days)` of a credential.
+type Usage = (Option<DateTime<Utc>>, DateTime<Utc>, Option<i32>);
+
+/// The columns of a [`Usage`].
+const USAGE: (
+    api_keys::last_used_at,
+    api_keys::created_at,
+    customers::inactivity_days,
+) = (
+    api_keys::last_used_at,
+    api_keys::created_at,
+    customers::inactivity_days,
+);
+
+/// The earlier of two optional times (`None`: never).
+fn earliest(a: Option<DateTime<Utc>>, b: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

@@ -7,18 +7,22 @@ use diesel::{
     prelude::*,
     sql_types::{BigInt, Timestamptz, Uuid as SqlUuid},
 };
+use diesel_async::AsyncConnection as _;
 use diesel_async::RunQueryDsl;
 use posture_domain::{
-    CustomerScope, Error, Result,
-    audit::{AuditFilter, AuditPage},
+    CustomerScope, Error, KeyId, Result,
+    api_key::INACTIVITY_DAYS,
+    audit::{AuditAction, AuditFilter, AuditPage, aggregate_id, hour_of},
+    console::Actor,
     ports::AuditRepository,
 };
 
 use crate::{
     PgStore,
+    api_keys::{NamedKey, credential_line},
     console::{AuditRow, to_audit_event},
     error::db_error,
-    schema::console_audit,
+    schema::{console_audit, customers},
     sweeps::customer_ids,
 };
 
@@ -105,5 +109,157 @@ impl AuditRepository for PgStore {
             .map_err(db_error)?;
         }
         Ok(deleted)
+    }
+
+    async fn notice_inactive_soon(&self, now: DateTime<Utc>) -> Result<u64> {
+        self.write_inactivity_notices(now).await
+    }
+
+    async fn inactivity(&self, scope: CustomerScope) -> Result<Option<u32>> {
+        let mut conn = self.conn().await?;
+        let days: Option<i32> = customers::table
+            .find(scope.customer_id().as_uuid())
+            .select(customers::inactivity_days)
+            .first(&mut conn)
+            .await
+            .optional()
+            .map_err(db_error)?
+            .ok_or(Error::NotFound)?;
+        Ok(days.and_then(|d| u32::try_from(d).ok()))
+    }
+
+    async fn set_inactivity(
+        &self,
+        scope: CustomerScope,
+        days: Option<u32>,
+        by: &Actor,
+    ) -> Result<()> {
+        if let Some(days) = days
+            && !INACTIVITY_DAYS.contains(&days)
+        {
+            return Err(Error::invalid(
+                "inactivityDays",
+                format!(
+                    "must be {} to {} days (or none)",
+                    INACTIVITY_DAYS.start(),
+                    INACTIVITY_DAYS.end()
+                ),
+            ));
+        }
+        let customer = scope.customer_id().as_uuid();
+        let stored = days.map(|d| i32::try_from(d).unwrap_or(i32::MAX));
+        let mut conn = self.conn().await?;
+        conn.transaction(async |conn| {
+            let before: Option<Option<i32>> = customers::table
+                .find(customer)
+                .select(customers::inactivity_days)
+                .for_update()
+                .first(conn)
+                .await
+                .optional()?;
+            let Some(before) = before else {
+                return Ok(Err(Error::NotFound));
+            };
+            if before == stored {
+                return Ok(Ok(()));
+            }
+            diesel::update(customers::table.find(customer))
+                .set(customers::inactivity_days.eq(stored))
+                .execute(conn)
+                .await?;
+            let says = |d: Option<i32>| {
+                d.map_or_else(|| "never".to_owned(), |d| format!("after {d} days unused"))
+            };
+            let detail = format!(
+                "credentials stop working {} (was {})",
+                says(stored),
+                says(before)
+            );
+            crate::console::audit_line(conn, customer, by, "inactivity.set", Some(detail)).await?;
+            Ok::<_, diesel::result::Error>(Ok(()))
+        })
+        .await
+        .map_err(db_error)??;
+        // A cached key is valid until it lapses under the rule it was cached with.
+        self.key_cache.invalidate();
+        Ok(())
+    }
+}
+
+/// A credential past the notice of its inactivity: `(id, customer, name, prefix, last use
+/// or issue)`.
+#[derive(QueryableByName)]
+struct Lapsing {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    id: uuid::Uuid,
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    customer_id: uuid::Uuid,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    name: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    prefix: String,
+    #[diesel(sql_type = Timestamptz)]
+    used: DateTime<Utc>,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    days: i32,
+}
+
+impl PgStore {
+    pub(crate) async fn write_inactivity_notices(&self, now: DateTime<Utc>) -> Result<u64> {
+        let mut conn = self.conn().await?;
+        // Keys and customers are on one node (the coordinator on Citus); the notices go to
+        // each customer's audit log, on its node.
+        let lapsing: Vec<Lapsing> = diesel::sql_query(
+            "SELECT k.id, k.customer_id, k.name, k.prefix, \
+                    coalesce(k.last_used_at, k.created_at) AS used, c.inactivity_days AS days \
+             FROM api_keys k JOIN customers c ON c.id = k.customer_id \
+             WHERE c.inactivity_days IS NOT NULL AND k.revoked_at IS NULL \
+               AND (k.expires_at IS NULL OR k.expires_at > $1) \
+               AND coalesce(k.last_used_at, k.created_at) \
+                   <= $1 - make_interval(days => c.inactivity_days - 7) \
+               AND coalesce(k.last_used_at, k.created_at) \
+                   > $1 - make_interval(days => c.inactivity_days) \
+             LIMIT 10000",
+        )
+        .bind::<Timestamptz, _>(now)
+        .load(&mut conn)
+        .await
+        .map_err(db_error)?;
+        let mut written = 0;
+        for credential in lapsing {
+            let action = AuditAction::for_credential(
+                &credential.prefix,
+                AuditAction::KeyInactiveSoon,
+                AuditAction::ClientInactiveSoon,
+            );
+            let key = KeyId::from_uuid(credential.id);
+            // Once per credential and last use: the hour of that use names the notice.
+            let id = aggregate_id(action, key, None, hour_of(credential.used));
+            let lapses = credential.used + chrono::TimeDelta::days(i64::from(credential.days));
+            let named = NamedKey {
+                id: credential.id,
+                customer: credential.customer_id,
+                name: &credential.name,
+                prefix: &credential.prefix,
+            };
+            let detail = format!(
+                "unused since {}: stops working at {} (the customer's rule: {} days unused)",
+                credential.used.format("%Y-%m-%dT%H:%M:%SZ"),
+                lapses.format("%Y-%m-%dT%H:%M:%SZ"),
+                credential.days
+            );
+            credential_line(
+                &mut conn,
+                id,
+                &named,
+                action.as_str(),
+                &Actor::System,
+                Some(detail),
+            )
+            .await
+            .map_err(db_error)?;
+            written += 1;
+        }
+        Ok(written)
     }
 }

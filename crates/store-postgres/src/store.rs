@@ -308,7 +308,7 @@ impl posture_domain::ports::StoreHealth for PgStore {
 pub(crate) struct KeyTouches {
     last: Mutex<HashMap<(KeyId, IpAddr), DateTime<Utc>>>,
     refused: Mutex<Refusals>,
-    tokens: Mutex<HashSet<(KeyId, i64)>>,
+    hourly: Mutex<HashSet<(Hourly, KeyId, i64)>>,
     /// Writes decided since the start ([`PgStore::key_touches_started`]).
     started: AtomicU64,
 }
@@ -366,19 +366,28 @@ impl KeyTouches {
         true
     }
 
-    /// Whether a token issued to `key` in the hour of `now` is this process's first of the
-    /// hour (and records it).
-    pub(crate) fn first_tokens(&self, key: KeyId, now: DateTime<Utc>) -> bool {
+    /// Whether `what` of `key` in the hour of `now` is this process's first of the hour
+    /// (and records it).
+    pub(crate) fn first_of_hour(&self, what: Hourly, key: KeyId, now: DateTime<Utc>) -> bool {
         let hour = now.timestamp().div_euclid(3600);
-        let mut tokens = self
-            .tokens
+        let mut seen = self
+            .hourly
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if tokens.len() >= MAX_REMEMBERED {
-            tokens.retain(|&(_, h)| h == hour);
+        if seen.len() >= MAX_REMEMBERED {
+            seen.retain(|&(_, _, h)| h == hour);
         }
-        tokens.insert((key, hour))
+        seen.insert((what, key, hour))
     }
+}
+
+/// What a credential's audit lines of the hour are about ([`KeyTouches::first_of_hour`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Hourly {
+    /// Access tokens issued to a client.
+    Tokens,
+    /// A refusal for inactivity.
+    Lapsed,
 }
 
 /// The refusals by allow-list written this hour: which (credential, address), and how

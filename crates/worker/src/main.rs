@@ -140,6 +140,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     )
     .context("the webhook HTTP client cannot be built")?
     .with_events(store.clone(), cli.webhooks.event_retention())
+    .with_audit(store.clone(), cli.webhooks.audit_retention())
     .with_idempotency_keys(store.clone());
     if cli.usage_secs > 0 {
         worker = worker.with_usage(store.clone(), Duration::from_secs(cli.usage_secs));

@@ -2,12 +2,13 @@
 
 use posture_domain::{
     Customer,
+    console::Actor,
     console::{
         AdminRule, ClientSecret, Provisioning, SsoConfig, SsoSettings, validate_display_name,
         validate_issuer,
     },
     egress::EgressPolicy,
-    ports::{ConsoleRepository, CustomerRepository, UsageRepository},
+    ports::{AuditRepository, ConsoleRepository, CustomerRepository, UsageRepository},
     usage::{CustomerUsage, StorageCategory},
 };
 use posture_oidc::OidcSignIn;
@@ -280,6 +281,44 @@ pub async fn run(command: CustomersCommand, json: bool) -> anyhow::Result<()> {
                     .collect::<Vec<_>>()
                     .join("\n")
             })
+        }
+        CustomersCommand::Inactivity {
+            database,
+            customer,
+            days,
+            off,
+        } => {
+            let scope = customer_scope(&customer)?;
+            let store = store(&database)?;
+            if days.is_some() || off {
+                store
+                    .set_inactivity(scope, days, &Actor::Operator)
+                    .await
+                    .map_err(|e| match e {
+                        posture_domain::Error::NotFound => {
+                            anyhow::anyhow!("no customer with id {customer}")
+                        }
+                        other => fail("setting the inactivity rule", other),
+                    })?;
+            }
+            let days = store.inactivity(scope).await.map_err(|e| match e {
+                posture_domain::Error::NotFound => {
+                    anyhow::anyhow!("no customer with id {customer}")
+                }
+                other => fail("reading the inactivity rule", other),
+            })?;
+            emit(
+                json,
+                &json!({ "customerId": customer, "inactivityDays": days }),
+                || match days {
+                    Some(days) => format!(
+                        "credentials of customer {customer} stop working after {days} days unused"
+                    ),
+                    None => format!(
+                        "credentials of customer {customer} never stop working for inactivity"
+                    ),
+                },
+            )
         }
         CustomersCommand::Usage { database, customer } => {
             let only = customer

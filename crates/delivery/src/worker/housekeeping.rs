@@ -103,6 +103,26 @@ impl Worker {
         }
         self.sweep_events().await?;
         let now = self.config.clock.now();
+        if let Some((audit, retention)) = &self.audit {
+            let deleted = in_rounds(SWEEP_BATCH, || {
+                audit.sweep_audit(now - *retention, SWEEP_BATCH)
+            })
+            .await?;
+            if deleted > 0 {
+                tracing::info!(
+                    deleted,
+                    retention_days = retention.num_days(),
+                    "audit log swept"
+                );
+            }
+            let noticed = audit.notice_inactive_soon(now).await?;
+            if noticed > 0 {
+                tracing::debug!(
+                    noticed,
+                    "notices of credentials lapsing for inactivity written"
+                );
+            }
+        }
         if let Some(keys) = &self.idempotency {
             let forgotten = in_rounds(SWEEP_BATCH, || {
                 keys.purge_idempotency_keys(now, SWEEP_BATCH)

@@ -10,8 +10,8 @@ use posture_domain::{
     },
     fair_share::FairShare,
     ports::{
-        DeliveryRepository, EventRepository, FindingRepository, IdempotencyRepository,
-        PassStatistics, UsageRepository,
+        AuditRepository, DeliveryRepository, EventRepository, FindingRepository,
+        IdempotencyRepository, PassStatistics, UsageRepository,
     },
     secrets::Keyring,
 };
@@ -69,6 +69,9 @@ pub struct Worker {
     pub(super) swept_at: std::sync::Mutex<Option<std::time::Instant>>,
     /// Where idempotency keys are kept (`None`: not swept by this worker).
     pub(super) idempotency: Option<Arc<dyn IdempotencyRepository>>,
+    /// The customers' audit log and how long it keeps lines (`None`: not swept by this
+    /// worker).
+    pub(super) audit: Option<(Arc<dyn AuditRepository>, chrono::Duration)>,
     /// When triage marks past their expiry were last recorded.
     pub(super) triage_swept_at: std::sync::Mutex<Option<std::time::Instant>>,
     /// Where the customers' storage usage is measured, and how often (`None`: no usage
@@ -129,6 +132,7 @@ impl Worker {
             swept_at: std::sync::Mutex::default(),
             triage_swept_at: std::sync::Mutex::default(),
             idempotency: None,
+            audit: None,
             usage: None,
         })
     }
@@ -143,6 +147,16 @@ impl Worker {
         retention: chrono::Duration,
     ) -> Self {
         self.events = Some((events, retention));
+        self
+    }
+
+    /// Deletes the audit log's lines older than `retention` at each sweep.
+    pub fn with_audit(
+        mut self,
+        audit: Arc<dyn AuditRepository>,
+        retention: chrono::Duration,
+    ) -> Self {
+        self.audit = Some((audit, retention));
         self
     }
 

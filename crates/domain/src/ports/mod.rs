@@ -312,6 +312,22 @@ pub trait AuditRepository: Send + Sync {
     ) -> Result<crate::audit::AuditPage>;
     /// Deletes at most `batch` lines (of any customer) older than `before`; how many.
     async fn sweep_audit(&self, before: DateTime<Utc>, batch: u32) -> Result<u64>;
+    /// Writes `key.inactive_soon` / `client.inactive_soon` for each credential that stops
+    /// working for inactivity within 7 days of `now` (once per credential and last use);
+    /// how many were written.
+    async fn notice_inactive_soon(&self, now: DateTime<Utc>) -> Result<u64>;
+    /// The customer's inactivity rule: days unused after which its credentials stop working
+    /// (`None`: never).
+    async fn inactivity(&self, scope: CustomerScope) -> Result<Option<u32>>;
+    /// Sets (or with `None` clears) the customer's inactivity rule, at once on every
+    /// instance, with `inactivity.set` in its audit log (nothing when unchanged).
+    /// `NotFound` for an unknown customer.
+    async fn set_inactivity(
+        &self,
+        scope: CustomerScope,
+        days: Option<u32>,
+        by: &Actor,
+    ) -> Result<()>;
 }
 
 /// OAuth 2.0 clients: issue, list, rotate and revoke (operators and the console), and what

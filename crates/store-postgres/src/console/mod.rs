@@ -5,7 +5,7 @@ mod provisioning;
 mod settings;
 
 pub(crate) use provisioning::end_sessions_of_the_unadmitted;
-pub(crate) use settings::{AuditRow, to_audit_event};
+pub(crate) use settings::{AuditRow, audit_line, to_audit_event};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

@@ -37,7 +37,7 @@ pub(super) async fn end_sessions(conn: &mut AsyncPgConnection, customer: Uuid) -
 }
 
 /// A line of the customer's audit log that names no key.
-pub(super) async fn audit_line(
+pub(crate) async fn audit_line(
     conn: &mut AsyncPgConnection,
     customer: Uuid,
     by: &Actor,

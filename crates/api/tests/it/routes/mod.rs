@@ -14,6 +14,7 @@ mod export_ocsf;
 mod findings;
 mod idempotency;
 mod identities;
+mod inactivity;
 mod keys;
 mod roles;
 mod sync;
