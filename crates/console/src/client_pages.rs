@@ -9,7 +9,7 @@ use posture_domain::{
 
 use crate::{
     PREFIX,
-    pages::{Viewer, frame, scope_choices, time},
+    pages::{Viewer, allow_from_field, allowed_from, frame, last_use, scope_choices, time},
 };
 
 /// When a rotation's old credentials stop: value, words, minutes from now.
@@ -27,6 +27,8 @@ pub struct ClientForm<'a> {
     pub name: &'a str,
     pub scopes: &'a [Scope],
     pub public_key: &'a str,
+    /// The allowed networks as typed.
+    pub allow_from: &'a str,
     pub error: Option<&'a str>,
 }
 
@@ -42,6 +44,7 @@ impl ClientForm<'_> {
             name: "",
             scopes: &[],
             public_key: "",
+            allow_from: "",
             error: None,
         }
     }
@@ -114,6 +117,7 @@ fn issue_form(viewer: &Viewer<'_>, form: &ClientForm<'_>) -> Markup {
                 }
                 textarea id="public-key" name="public_key" rows="6"
                     placeholder="-----BEGIN PUBLIC KEY-----" { (form.public_key) }
+                (allow_from_field(form.allow_from))
                 button.primary type="submit" id="issue-client" { "Issue client" }
             }
         }
@@ -143,7 +147,7 @@ pub fn clients(
                     div.table-scroll { table.clients {
                         thead { tr {
                             th { "Name" } th { "Client ID" } th { "Scopes" } th { "Credentials" }
-                            th { "Created by" } th { "Last used" } th { "Status" } th {}
+                            th { "Created by" } th { "Last used" } th { "Allowed from" } th { "Status" } th {}
                         } }
                         tbody {
                             @for client in clients {
@@ -153,7 +157,8 @@ pub fn clients(
                                     td { (scope_list(client.scopes)) }
                                     td { (credentials(client, now)) }
                                     td { (client.created_by) }
-                                    td { @match client.last_used_at { Some(at) => (time(at)), None => span.muted { "never" } } }
+                                    td { (last_use(client.last_used_at, client.last_used_from, client.last_used_user_agent.as_deref())) }
+                                    td.allowed { (allowed_from(&client.allow_from)) }
                                     td {
                                         @if let Some(at) = client.revoked_at {
                                             span.badge.revoked { "Revoked" } " " (time(at))
@@ -163,6 +168,8 @@ pub fn clients(
                                     }
                                     td {
                                         @if client.revoked_at.is_none() {
+                                            a href={ (base) "/" (client.id.to_string()) "/allow-from" } { "Allowed from…" }
+                                            " "
                                             a href={ (base) "/" (client.id.to_string()) "/rotate" } { "Rotate…" }
                                             " "
                                             a.danger href={ (base) "/" (client.id.to_string()) "/revoke" } { "Revoke…" }

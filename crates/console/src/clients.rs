@@ -66,7 +66,18 @@ async fn list_page(
     status: actix_web::http::StatusCode,
 ) -> Result<HttpResponse, ConsoleError> {
     let clients = clients_page(state, signed).await?;
-    let page = client_pages::clients(&signed.viewer(), &clients, form, notice, state.clock.now());
+    let now = state.clock.now();
+    let days = state.ports.audit.inactivity(signed.session.scope()).await?;
+    let lapsing = crate::fences::lapsing_soon(
+        days,
+        now,
+        clients
+            .iter()
+            .filter(|c| c.revoked_at.is_none())
+            .map(|c| (c.name.as_str(), c.last_used_at.unwrap_or(c.created_at))),
+    );
+    let notice = notice.or(lapsing.as_deref());
+    let page = client_pages::clients(&signed.viewer(), &clients, form, notice, now);
     Ok(HttpResponse::build(status)
         .content_type("text/html; charset=utf-8")
         .body(page.into_string()))
@@ -176,7 +187,10 @@ pub async fn issue(
     scopes.dedup();
     let pem = value(&fields, "public_key");
     let key = pasted_key(&pem);
-    if let Some(error) = issue_refusal(id, &name, &scopes, &key) {
+    let typed_networks = value(&fields, "allow_from");
+    let allow_from = crate::fences::typed_allow_list(&typed_networks);
+    let refusal = issue_refusal(id, &name, &scopes, &key).or_else(|| allow_from.clone().err());
+    if let Some(error) = refusal {
         let form = ClientForm {
             token: state.keyring.form_key().issue_form_token(
                 &signed.session.csrf_token,
@@ -185,6 +199,7 @@ pub async fn issue(
             name: &name,
             scopes: &scopes,
             public_key: &pem,
+            allow_from: &typed_networks,
             error: Some(&error),
         };
         return list_page(
@@ -201,10 +216,11 @@ pub async fn issue(
     let (mut new, secret) =
         NewClient::generate(signed.customer, name, scopes.iter().copied().collect(), key)?;
     new.id = id;
+    new.allow_from = allow_from.map_err(ConsoleError::BadRequest)?;
     let client = match state
         .ports
         .clients
-        .insert_client(new, &signed.session.actor())
+        .insert_client(new, &signed.actor())
         .await
     {
         Ok(client) => client,
@@ -329,7 +345,7 @@ pub async fn rotate(
             client.id,
             credential,
             until,
-            &signed.session.actor(),
+            &signed.actor(),
         )
         .await;
     let rotated = match rotated {
@@ -389,7 +405,7 @@ pub async fn revoke(
     let (client, revoked_now) = state
         .ports
         .clients
-        .revoke_client(Some(signed.session.scope()), id, &signed.session.actor())
+        .revoke_client(Some(signed.session.scope()), id, &signed.actor())
         .await?;
     if revoked_now {
         tracing::info!(customer = %signed.customer, client.id = %client.id, subject = %signed.session.subject, "console: OAuth client revoked");

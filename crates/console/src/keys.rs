@@ -91,9 +91,20 @@ pub async fn list(
         Some(Ok(id)) => find_key(&state, &signed, id).await?,
         _ => None,
     };
+    let now = state.clock.now();
+    let days = state.ports.audit.inactivity(signed.session.scope()).await?;
+    let lapsing = crate::fences::lapsing_soon(
+        days,
+        now,
+        page.rows
+            .iter()
+            .filter(|k| k.revoked_at.is_none())
+            .map(|k| (k.name.as_str(), k.last_used_at.unwrap_or(k.created_at))),
+    );
     let notice = revoked
         .filter(|k| k.revoked_at.is_some())
-        .map(|k| format!("Key “{}” was revoked. It no longer works.", k.name));
+        .map(|k| format!("Key “{}” was revoked. It no longer works.", k.name))
+        .or(lapsing);
     Ok(pages::html_page(pages::keys(
         &signed.viewer(),
         &page,
@@ -112,6 +123,8 @@ struct Request {
     scopes: Vec<Scope>,
     expires: String,
     expires_on: String,
+    /// The allowed networks as typed (one per line).
+    allow_from: String,
 }
 
 fn read_issue_form(fields: &[(String, String)], keyring: &Keyring, csrf_token: &str) -> Request {
@@ -136,6 +149,7 @@ fn read_issue_form(fields: &[(String, String)], keyring: &Keyring, csrf_token: &
         scopes,
         expires: value("expires"),
         expires_on: value("expires_on").trim().to_owned(),
+        allow_from: value("allow_from"),
     }
 }
 
@@ -160,6 +174,9 @@ fn refusal(request: &Request, now: DateTime<Utc>) -> Option<String> {
     }
     if request.scopes.is_empty() {
         return Some("Choose at least one scope: a key holds one or more.".to_owned());
+    }
+    if let Err(error) = crate::fences::typed_allow_list(&request.allow_from) {
+        return Some(error);
     }
     expiry(request, now).err()
 }
@@ -213,12 +230,9 @@ pub async fn issue(
         now,
     )?;
     new_key.id = key_id;
-    let key = match state
-        .ports
-        .keys
-        .insert_key(new_key, &signed.session.actor())
-        .await
-    {
+    new_key.allow_from =
+        crate::fences::typed_allow_list(&request.allow_from).map_err(ConsoleError::BadRequest)?;
+    let key = match state.ports.keys.insert_key(new_key, &signed.actor()).await {
         Ok(key) => key,
         // The same form posted twice at once: the other post issued it. (An id that is no
         // key of this customer's cannot be in a token posture made: it is answered as a
@@ -256,6 +270,7 @@ async fn refused(
         scopes: &request.scopes,
         expires: &request.expires,
         expires_on: &request.expires_on,
+        allow_from: &request.allow_from,
         error: Some(error),
     };
     let page = pages::keys(&signed.viewer(), &keys, &form, None, state.clock.now()).into_string();
@@ -333,7 +348,7 @@ pub async fn revoke(
     let (key, revoked_now) = state
         .ports
         .keys
-        .revoke_key(Some(signed.session.scope()), id, &signed.session.actor())
+        .revoke_key(Some(signed.session.scope()), id, &signed.actor())
         .await?;
     if revoked_now {
         tracing::info!(customer = %signed.customer, key.id = %key.id, subject = %signed.session.subject, "console: key revoked");

@@ -17,6 +17,7 @@ mod client_pages;
 mod clients;
 mod directory;
 mod error;
+mod fences;
 mod keys;
 mod pages;
 mod paging;
@@ -59,6 +60,12 @@ const TABLE: &[Mount] = &[
         web::to(keys::confirm_revoke)
     }),
     Mount::post("/{customer}/keys/{key}/revoke", || web::to(keys::revoke)),
+    Mount::get("/{customer}/keys/{key}/allow-from", || {
+        web::to(fences::key_form)
+    }),
+    Mount::post("/{customer}/keys/{key}/allow-from", || {
+        web::to(fences::key_save)
+    }),
     Mount::get("/{customer}/clients", || web::to(clients::list)),
     Mount::post("/{customer}/clients", || web::to(clients::issue)),
     Mount::get("/{customer}/clients/{client}/rotate", || {
@@ -73,6 +80,14 @@ const TABLE: &[Mount] = &[
     Mount::post("/{customer}/clients/{client}/revoke", || {
         web::to(clients::revoke)
     }),
+    Mount::get("/{customer}/clients/{client}/allow-from", || {
+        web::to(fences::client_form)
+    }),
+    Mount::post("/{customer}/clients/{client}/allow-from", || {
+        web::to(fences::client_save)
+    }),
+    Mount::get("/{customer}/settings", || web::to(fences::settings)),
+    Mount::post("/{customer}/settings", || web::to(fences::save_settings)),
     Mount::get("/{customer}/audit", || web::to(keys::audit)),
     Mount::get("/{customer}/sessions", || web::to(sessions::list)),
     Mount::post("/{customer}/sessions/end-others", || {

@@ -53,6 +53,7 @@ pub(crate) fn frame(title: &str, viewer: Option<&Viewer<'_>>, body: Markup) -> M
                                 a href={ (PREFIX) "/" (viewer.customer_id) "/audit" } { "Audit log" }
                                 a href={ (PREFIX) "/" (viewer.customer_id) "/sessions" } { "Sessions" }
                                 a href={ (PREFIX) "/" (viewer.customer_id) "/users" } { "Directory" }
+                                a href={ (PREFIX) "/" (viewer.customer_id) "/settings" } { "Settings" }
                             }
                             form.signout method="post" action={ (PREFIX) "/" (viewer.customer_id) "/sign-out" } {
                                 span.who { (name) }
@@ -205,6 +206,8 @@ pub struct IssueForm<'a> {
     pub expires: &'a str,
     /// The date of the `date` choice, as sent (`YYYY-MM-DD`).
     pub expires_on: &'a str,
+    /// The allowed networks as typed.
+    pub allow_from: &'a str,
     pub error: Option<&'a str>,
 }
 
@@ -222,6 +225,7 @@ impl IssueForm<'_> {
             scopes: &[],
             expires: "90d",
             expires_on: "",
+            allow_from: "",
             error: None,
         }
     }
@@ -271,7 +275,48 @@ fn issue_form(viewer: &Viewer<'_>, form: &IssueForm<'_>) -> Markup {
                 }
                 label for="expires-on" { "Expiry date " span.muted { "(with “On the date below”; the key stops working at 00:00 UTC that day)" } }
                 input id="expires-on" name="expires_on" type="date" value=(form.expires_on);
+                (allow_from_field(form.allow_from))
                 button.primary type="submit" id="issue-key" { "Issue key" }
+            }
+        }
+    }
+}
+
+/// The issue forms' allowed networks (one per line; empty: from anywhere).
+pub(crate) fn allow_from_field(typed: &str) -> Markup {
+    html! {
+        label for="allow-from" { "Allowed networks " span.muted { "(optional: one IPv4 or IPv6 network or address per line; empty allows every address)" } }
+        textarea id="allow-from" name="allow_from" rows="3" placeholder="203.0.113.0/24" { (typed) }
+    }
+}
+
+/// A credential's last use: when, from where, with what client.
+pub(crate) fn last_use(
+    at: Option<DateTime<Utc>>,
+    from: Option<std::net::IpAddr>,
+    agent: Option<&str>,
+) -> Markup {
+    html! {
+        @match at {
+            None => span.muted { "never" },
+            Some(at) => {
+                (time(at))
+                @if let Some(from) = from { br; span.muted.from { "from " code { (from) } } }
+                @if let Some(agent) = agent { br; span.muted.agent title=(agent) { (agent.chars().take(40).collect::<String>()) } }
+            }
+        }
+    }
+}
+
+/// A credential's allow-list, or that it has none.
+pub(crate) fn allowed_from(list: &posture_domain::allow_list::AllowList) -> Markup {
+    html! {
+        @if list.is_open() {
+            span.muted { "anywhere" }
+        } @else {
+            @for (i, net) in list.networks().iter().enumerate() {
+                @if i > 0 { br; }
+                code { (net) }
             }
         }
     }
@@ -300,7 +345,7 @@ pub fn keys(
                     div.table-scroll { table.keys {
                         thead { tr {
                             th { "Name" } th { "Prefix" } th { "Scopes" } th { "Created by" }
-                            th { "Created" } th { "Expires" } th { "Last used" } th { "Status" } th {}
+                            th { "Created" } th { "Expires" } th { "Last used" } th { "Allowed from" } th { "Status" } th {}
                         } }
                         tbody {
                             @for key in keys {
@@ -312,7 +357,8 @@ pub fn keys(
                                     td { (key.created_by) }
                                     td { (time(key.created_at)) }
                                     td { (maybe_time(key.expires_at, "never")) }
-                                    td { (maybe_time(key.last_used_at, "never")) }
+                                    td { (last_use(key.last_used_at, key.last_used_from, key.last_used_user_agent.as_deref())) }
+                                    td.allowed { (allowed_from(&key.allow_from)) }
                                     td {
                                         @if let Some(at) = key.revoked_at {
                                             span.badge.revoked { "Revoked" } " " (time(at))
@@ -324,6 +370,8 @@ pub fn keys(
                                     }
                                     td {
                                         @if key.revoked_at.is_none() && !expired {
+                                            a href={ (PREFIX) "/" (viewer.customer_id) "/keys/" (key.id.to_string()) "/allow-from" } { "Allowed from…" }
+                                            " "
                                             a.danger href={ (PREFIX) "/" (viewer.customer_id) "/keys/" (key.id.to_string()) "/revoke" } { "Revoke…" }
                                         }
                                     }
@@ -393,10 +441,10 @@ pub fn audit(viewer: &Viewer<'_>, page: &Paged<AuditEvent>) -> Markup {
             h1 { "Audit log" }
             section.card {
                 @if events.is_empty() && !page.later {
-                    p.muted { "Nothing yet: sign-ins, sign-outs, issued and revoked keys, and provisioning over SCIM appear here." }
+                    p.muted { "Nothing yet: sign-ins, sign-outs, issued and revoked keys and clients, their allow-lists and uses from new addresses, and provisioning over SCIM appear here." }
                 } @else {
                     div.table-scroll { table.audit {
-                        thead { tr { th { "When" } th { "Who" } th { "What" } th { "Key or setting" } } }
+                        thead { tr { th { "When" } th { "Who" } th { "From" } th { "What" } th { "Key or setting" } } }
                         tbody {
                             @for event in events {
                                 tr {
@@ -406,14 +454,25 @@ pub fn audit(viewer: &Viewer<'_>, page: &Paged<AuditEvent>) -> Markup {
                                         @if event.actor_kind == "admin" {
                                             br; span.muted { (event.actor_subject) }
                                         }
-                                        @if event.actor_kind == "key" { br; span.muted { "API key (SCIM)" } }
+                                        @if event.actor_kind == "key" {
+                                            br; span.muted { @if event.action.starts_with("scim.") { "API key (SCIM)" } @else { "the credential itself" } }
+                                        }
                                     }
+                                    td.from { @match event.source_ip { Some(ip) => code { (ip) }, None => span.muted { "—" } } }
                                     td { @match event.action.as_str() {
                                         "key.issued" => "Issued",
                                         "key.revoked" => "Revoked",
                                         "client.issued" => "OAuth client issued",
                                         "client.rotated" => "OAuth client rotated",
                                         "client.revoked" => "OAuth client revoked",
+                                        "key.allow_list_changed" | "client.allow_list_changed" => "Allowed networks changed",
+                                        "key.used_from_new_address" | "client.used_from_new_address" => "Used from a new address",
+                                        "key.refused_by_allow_list" | "client.refused_by_allow_list" => "Refused: address not allowed",
+                                        "client.tokens_issued" => "Access tokens issued",
+                                        "key.inactive_soon" | "client.inactive_soon" => "Stops working soon: unused",
+                                        "key.expired_inactive" | "client.expired_inactive" => "Refused: unused too long",
+                                        "inactivity.set" => "Inactivity rule changed",
+                                        "session.refused" => "Sign-in refused",
                                         "sso.set" => "Sign-in settings changed",
                                         "sso.cleared" => "Sign-in removed",
                                         "session.signed_in" => "Signed in",

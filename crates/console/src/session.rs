@@ -129,9 +129,21 @@ pub struct Signed {
     pub customer: CustomerId,
     /// The customer id as text, for links.
     pub customer_text: String,
+    /// The admin's address (behind the trusted proxies, the one they forward), for the
+    /// audit log.
+    pub from: Option<std::net::IpAddr>,
 }
 
 impl Signed {
+    /// The admin as the audit log records them: with the address of this request.
+    pub fn actor(&self) -> posture_domain::console::Actor {
+        let actor = self.session.actor();
+        match self.from {
+            Some(from) => actor.from(from),
+            None => actor,
+        }
+    }
+
     pub fn viewer(&self) -> Viewer<'_> {
         Viewer {
             customer_id: &self.customer_text,
@@ -183,6 +195,7 @@ pub async fn require(
         setup,
         customer,
         customer_text: customer.to_string(),
+        from: posture_http::client_ip::request_client(req, &state.trusted_proxies),
     })
 }
 

@@ -52,7 +52,7 @@ async fn end(
             signed.token_hash,
             which,
             state.sessions,
-            &signed.session.actor(),
+            &signed.actor(),
         )
         .await?;
     tracing::info!(customer = %signed.customer, subject = %signed.session.subject, ended, "console: sessions ended by an admin");

@@ -18,7 +18,7 @@ use posture_domain::{
     ports::SignInError,
     rate_limit::RateBucket,
 };
-use posture_http::client_ip::request_bucket_name;
+use posture_http::client_ip::{request_bucket_name, request_client};
 use serde::Deserialize;
 
 use crate::{
@@ -197,6 +197,7 @@ pub async fn callback(
         .map_err(|e| of_sign_in(provider_error(&setup.sso, e)))?;
     let mut new = NewSession::start(customer, &user, state.sessions, state.clock.now())?;
     new.admitted_under = Some(setup.sso.updated_at);
+    new.from = request_client(&req, &state.trusted_proxies);
     let replaces = session::presented_token(&req, &state).map(|t| t.hash());
     let refusal = match &setup.sso.provisioning {
         None if setup.sso.admins.admits(&user.subject, &user.claims) => {
@@ -225,6 +226,21 @@ pub async fn callback(
     };
     if let Some(refused) = refusal {
         tracing::info!(customer = %customer, subject = %user.subject, admission = ?refused, "console: sign-in refused");
+        let who = posture_domain::console::Actor::Admin {
+            subject: user.subject.clone(),
+            name: user.display_name.clone(),
+            from: new.from,
+        };
+        state
+            .ports
+            .console
+            .record_refused_sign_in(
+                CustomerScope::for_sign_in(customer),
+                &who,
+                refused_title(refused),
+            )
+            .await
+            .map_err(|e| of_sign_in(e.into()))?;
         let detail = refused_detail(
             refused,
             &user.display_name,

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use posture_domain::{
     console::SessionPolicy,
     ports::{
-        ApiKeyRepository, ClientRepository, ConsoleRepository, ScimRepository, SignInProvider,
+        ApiKeyRepository, AuditRepository, ClientRepository, ConsoleRepository, ScimRepository,
+        SignInProvider,
     },
     rate_limit::RateLimiter,
     secrets::Keyring,
@@ -24,6 +25,8 @@ pub struct ConsolePorts {
     /// OAuth clients: issued, rotated and revoked as the operator's CLI does.
     pub clients: Arc<dyn ClientRepository>,
     pub console: Arc<dyn ConsoleRepository>,
+    /// The customer's inactivity rule.
+    pub audit: Arc<dyn AuditRepository>,
     /// The users and groups provisioned over SCIM (read only here).
     pub scim: Arc<dyn ScimRepository>,
     pub sign_in: Arc<dyn SignInProvider>,

@@ -68,6 +68,7 @@ pub fn console_ports(
         keys: Arc::new(store.clone()),
         clients: Arc::new(store.clone()),
         console: Arc::new(store.clone()),
+        audit: Arc::new(store.clone()),
         scim: Arc::new(store.clone()),
         sign_in: Arc::new(
             OidcSignIn::new(EgressPolicy {

@@ -117,6 +117,14 @@ pub trait ConsoleRepository: Send + Sync {
     /// A page of the customer's audit log, newest first: the `limit` lines older than the
     /// line `before` (from its first line without). `NotFound` when the customer has no
     /// line `before`.
+    /// Records in the customer's audit log (`session.refused`) that `who`, identified by
+    /// the customer's identity provider, was refused a session, and why.
+    async fn record_refused_sign_in(
+        &self,
+        scope: CustomerScope,
+        who: &Actor,
+        reason: &str,
+    ) -> Result<()>;
     async fn audit_log(
         &self,
         scope: CustomerScope,

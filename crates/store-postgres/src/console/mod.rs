@@ -330,6 +330,24 @@ impl ConsoleRepository for PgStore {
         }))
     }
 
+    async fn record_refused_sign_in(
+        &self,
+        scope: CustomerScope,
+        who: &Actor,
+        reason: &str,
+    ) -> Result<()> {
+        let mut conn = self.conn().await?;
+        audit_line(
+            &mut conn,
+            scope.customer_id().as_uuid(),
+            who,
+            "session.refused",
+            Some(reason.to_owned()),
+        )
+        .await
+        .map_err(db_error)
+    }
+
     async fn end_session(&self, scope: CustomerScope, token_hash: [u8; 32]) -> Result<()> {
         let customer = scope.customer_id().as_uuid();
         let mut conn = self.conn().await?;

@@ -214,7 +214,7 @@ async fn the_metadata_names_this_origin_and_what_the_endpoint_takes() {
         document["token_endpoint_auth_signing_alg_values_supported"],
         serde_json::json!(["RS256", "ES256"])
     );
-    assert_eq!(document["scopes_supported"].as_array().unwrap().len(), 7);
+    assert_eq!(document["scopes_supported"].as_array().unwrap().len(), 8);
     let public = TestApp::with_public_url("https://posture.example.com").await;
     let document = public
         .get_public_json("/.well-known/oauth-authorization-server")

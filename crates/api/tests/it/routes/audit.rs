@@ -17,13 +17,9 @@ static OCSF: LazyLock<jsonschema::Validator> = LazyLock::new(|| {
         .unwrap()
 });
 
-/// Lets the feed serve what was written so far (it serves lines 5 seconds old, by the
-/// server's clock, of the database's time of writing): the clock 6 seconds past now.
+/// Lets the feed serve what was written so far.
 fn settle(app: &TestApp) {
-    let behind = chrono::Utc::now() - app.now() + chrono::Duration::seconds(6);
-    if let Ok(behind) = behind.to_std() {
-        app.clock().advance(behind);
-    }
+    app.settle_audit();
 }
 
 async fn feed(app: &TestApp, key: &str, query: &str) -> Value {

@@ -159,6 +159,15 @@ impl TestApp {
             .expect("built with TestApp::with_clock")
     }
 
+    /// Moves the clock to 6 seconds past the system's now: the audit feed serves lines 5
+    /// seconds old by the server's clock, of the database's time of writing.
+    pub fn settle_audit(&self) {
+        let behind = Utc::now() - self.now() + chrono::Duration::seconds(6);
+        if let Ok(behind) = behind.to_std() {
+            self.clock().advance(behind);
+        }
+    }
+
     /// The time on the store's clock.
     pub fn now(&self) -> chrono::DateTime<Utc> {
         self.clock.as_deref().map_or_else(Utc::now, Clock::now)
