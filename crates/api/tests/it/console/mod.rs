@@ -5,6 +5,7 @@
 mod cli;
 mod clients;
 mod directory;
+mod fences;
 mod keys;
 mod paging;
 mod provider;
