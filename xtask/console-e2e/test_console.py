@@ -377,6 +377,76 @@ def test_the_keys_page_fits_a_400_pixel_wide_screen(browser):
     assert "provision users and groups over SCIM 2.0" in browser.page_source
 
 
+def test_an_admin_fences_a_key_sets_the_inactivity_rule_and_reads_the_audit(
+        browser, second_browser):
+    sign_in(browser, "alice")
+    browser.get(f"{CONSOLE}keys")
+    browser.find_element(By.ID, "name").send_keys("Fenced SIEM")
+    browser.find_element(By.CSS_SELECTOR, "input[name=scope][value='read:identities']").click()
+    browser.find_element(By.ID, "allow-from").send_keys("198.51.100.0/24\n2001:db8::/48")
+    click_and_load(browser, browser.find_element(By.ID, "issue-key"))
+    key = wait(browser).until(EC.presence_of_element_located((By.ID, "new-key"))).text.strip()
+    with open(ISSUED, "a", encoding="utf-8") as issued:
+        issued.write(key + "\n")
+    # The suite calls from loopback, which the list does not name.
+    status, body = api_status(key, "/api/v1/identities")
+    assert status == 403 and body["error"] == "forbidden"
+    assert "198.51" not in body["reason"], "the refusal reveals no network"
+
+    browser.get(f"{CONSOLE}keys")
+    row = browser.find_element(By.XPATH, "//tr[td[1][text()='Fenced SIEM']]")
+    assert "198.51.100.0/24" in row.text and "2001:db8::/48" in row.text
+    click_and_load(browser, row.find_element(By.LINK_TEXT, "Allowed from…"))
+    area = browser.find_element(By.ID, "allow-from")
+    assert area.get_attribute("value") == "198.51.100.0/24\n2001:db8::/48"
+    area.clear()
+    area.send_keys("not a network")
+    click_and_load(browser, browser.find_element(By.ID, "save-allow-list"))
+    assert http_status(browser) == 422
+    assert "not a network" in browser.find_element(By.ID, "form-error").text
+    area = browser.find_element(By.ID, "allow-from")
+    area.clear()
+    area.send_keys("127.0.0.1")
+    shot(browser, "30-allow-list")
+    click_and_load(browser, browser.find_element(By.ID, "save-allow-list"))
+    assert browser.current_url == f"{CONSOLE}keys"
+    status, _ = api_status(key, "/api/v1/identities")
+    assert status == 200, "the new list applies at once"
+    # Its last use, with where from, shows once recorded (off the request path).
+    for _ in range(50):
+        browser.get(f"{CONSOLE}keys")
+        row = browser.find_element(By.XPATH, "//tr[td[1][text()='Fenced SIEM']]")
+        if "from 127.0.0.1" in row.text:
+            break
+        time.sleep(0.2)
+    assert "from 127.0.0.1" in row.text and "127.0.0.1/32" in row.text
+    shot(browser, "31-keys-last-use")
+
+    browser.get(f"{CONSOLE}settings")
+    days = browser.find_element(By.ID, "inactivity-days")
+    days.clear()
+    days.send_keys("90")
+    click_and_load(browser, browser.find_element(By.ID, "save-inactivity"))
+    assert "after 90 days unused" in browser.find_element(By.ID, "inactivity-now").text
+    shot(browser, "32-settings")
+    days = browser.find_element(By.ID, "inactivity-days")
+    days.clear()
+    click_and_load(browser, browser.find_element(By.ID, "save-inactivity"))
+    assert "never stop working" in browser.find_element(By.ID, "inactivity-now").text
+
+    # Someone the provider signs in who is no admin: refused, and audited.
+    sign_in(second_browser, "bob")
+    assert http_status(second_browser) == 403
+
+    browser.get(f"{CONSOLE}audit")
+    audit = browser.find_element(By.CSS_SELECTOR, "table.audit").text
+    for line in ("Allowed networks changed", "Refused: address not allowed",
+                 "Inactivity rule changed", "Sign-in refused", "Bob Builder",
+                 "Used from a new address", "127.0.0.1"):
+        assert line in audit, line
+    shot(browser, "33-audit-fences")
+
+
 def test_sending_the_issue_form_twice_issues_one_key(browser):
     sign_in(browser, "alice")
     browser.get(f"{CONSOLE}keys")

@@ -131,9 +131,9 @@ fn form_page(
     )
 }
 
-/// The networks of a form's textarea: one per line (commas and spaces separate too).
+/// The networks of a form's textarea: one per line (commas separate too).
 pub(crate) fn typed_networks(text: &str) -> Vec<&str> {
-    text.split(['\n', '\r', ',', ' '])
+    text.split(['\n', '\r', ','])
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .collect()
