@@ -68,8 +68,8 @@ ALTER TABLE console_audit
 CREATE INDEX console_audit_action_idx ON console_audit (customer_id, action, at);
 
 -- Append-only, but not forever: the worker deletes lines older than the retention
--- (`POSTURE_AUDIT_RETENTION_DAYS`, 30 days at the least). A line younger than that is
--- never changed or deleted, whoever asks.
+-- (`POSTURE_AUDIT_RETENTION_DAYS`, 30 days at the least). A line younger than 30 days is
+-- never changed or deleted, whoever asks; none is ever changed.
 CREATE OR REPLACE FUNCTION console_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' AND OLD.at < now() - interval '30 days' THEN

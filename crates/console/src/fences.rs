@@ -11,7 +11,7 @@ use maud::html;
 use posture_domain::{
     KeyId,
     allow_list::AllowList,
-    api_key::{INACTIVITY_DAYS, INACTIVITY_NOTICE, inactive_at},
+    api_key::{INACTIVITY_DAYS, inactive_at, inactivity_notice},
     oauth::parse_client_id,
 };
 
@@ -352,8 +352,9 @@ pub(crate) fn lapsing_soon<'a>(
 ) -> Option<String> {
     let mut names: Vec<&str> = used
         .filter(|(_, at)| {
-            inactive_at(*at, days)
-                .is_some_and(|lapses| lapses > now && lapses <= now + INACTIVITY_NOTICE)
+            inactive_at(*at, days).is_some_and(|lapses| {
+                lapses > now && lapses <= now + inactivity_notice(days.unwrap_or_default())
+            })
         })
         .map(|(name, _)| name)
         .collect();

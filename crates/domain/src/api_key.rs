@@ -431,8 +431,11 @@ impl Principal {
 /// (7 to 3650; none by default).
 pub const INACTIVITY_DAYS: std::ops::RangeInclusive<u32> = 7..=3650;
 
-/// How long before a credential stops working for inactivity its customer is told.
-pub const INACTIVITY_NOTICE: chrono::TimeDelta = chrono::TimeDelta::days(7);
+/// How long before a credential stops working for inactivity its customer is told: a week,
+/// or half the rule's days when that is shorter.
+pub fn inactivity_notice(days: u32) -> chrono::TimeDelta {
+    chrono::TimeDelta::days(i64::from(days / 2).clamp(1, 7))
+}
 
 /// When a credential last used (or, never used, issued) at `used` stops working under an
 /// inactivity rule of `days` (`None`: no rule, never).

@@ -52,17 +52,27 @@ impl Access {
 
 /// The authenticated caller of a request.
 #[derive(Clone)]
-pub struct Caller(Principal);
+pub struct Caller {
+    principal: Principal,
+    /// The request's client address (behind the trusted proxies, the one they forward).
+    from: Option<std::net::IpAddr>,
+}
 
 impl Caller {
     /// The customer scope of the caller's data queries.
     pub fn scope(&self) -> CustomerScope {
-        self.0.scope()
+        self.principal.scope()
     }
 
     /// The key the caller presented.
     pub fn key_id(&self) -> KeyId {
-        self.0.key_id()
+        self.principal.key_id()
+    }
+
+    /// Whether `principal` (the caller's credential as it stands now) may still be used
+    /// from the caller's address: a waiting request or a stream re-checks it.
+    pub(crate) fn still_permitted(&self, principal: &Principal) -> bool {
+        principal.key_id() == self.key_id() && principal.permits(self.from)
     }
 }
 
@@ -71,11 +81,14 @@ impl FromRequest for Caller {
     type Future = Ready<Result<Self, ApiError>>;
 
     fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let from = req
+            .app_data::<actix_web::web::Data<crate::state::ApiState>>()
+            .and_then(|state| crate::client_ip::request_client(req, &state.trusted_proxies));
         ready(
             req.extensions()
                 .get::<Principal>()
                 .cloned()
-                .map(Caller)
+                .map(|principal| Caller { principal, from })
                 .ok_or(ApiError::Unauthorized),
         )
     }

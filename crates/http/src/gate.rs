@@ -16,8 +16,8 @@
 //! 5. A valid key used from an address its allow-list does not name is refused (403) and
 //!    counts against the address, never the key: a stolen key tried from elsewhere cannot
 //!    spend its owner's quota. The refusal reaches the customer's audit feed (one event per
-//!    key, address and hour); an admitted request's use is recorded (`record_use`, off the
-//!    request's path).
+//!    key, address and hour); a request its budgets admit has its use recorded
+//!    (`record_use`, off the request's path).
 //! 6. Over the limit: 429 with `Retry-After`. Otherwise a failed authentication is answered
 //!    (401), or the route runs (which checks its scope).
 //!
@@ -47,7 +47,6 @@ use actix_web::{
 };
 use posture_domain::{
     Principal,
-    api_key::CredentialUse,
     ports::KnownKey,
     rate_limit::{RateBucket, RateDecision},
 };
@@ -254,18 +253,22 @@ async fn admit_key(
         let refusal = counted.over_limit().or(Some(ApiError::Forbidden));
         return Admission::anonymous(counted, refusal);
     }
-    if let Some(from) = from {
-        let agent = req
-            .headers()
-            .get(header::USER_AGENT)
-            .and_then(|value| value.to_str().ok());
-        let used = CredentialUse::new(now, from, agent);
-        state.ports.keys.record_use(&principal, used);
-    }
     let bucket = RateBucket::Key(principal.key_id());
     let reads = reads_for(state, endpoint);
     let tag = conditional::tag(req, endpoint, state, &reads, &principal).await;
+    // A use is recorded once the request is admitted (a 304 too), never for one its budget
+    // refuses: a key sent from ever new addresses past its quota costs no write.
+    let record_use = |principal: &Principal| {
+        if let Some(from) = from {
+            let agent = req
+                .headers()
+                .get(header::USER_AGENT)
+                .and_then(|value| value.to_str().ok());
+            state.ports.keys.record_use(principal, now, from, agent);
+        }
+    };
     if let Some(tag) = tag.as_ref().filter(|tag| conditional::matches(req, tag)) {
+        record_use(&principal);
         let decision = peek(state.ports.limiter.as_ref(), &bucket).await.ok();
         return Admission {
             principal: Some((principal, reads)),
@@ -291,6 +294,9 @@ async fn admit_key(
             refusal = Some(over);
             counted = customer;
         }
+    }
+    if refusal.is_none() {
+        record_use(&principal);
     }
     Admission {
         principal: Some((principal, reads)),

@@ -310,11 +310,26 @@ impl ApiKeyRepository for PgStore {
         self.key_cache.known(hash, self.clock.now())
     }
 
-    fn record_use(&self, principal: &Principal, used: CredentialUse) {
-        if self.record_use && self.key_touches.due(principal.key_id(), used.from, used.at) {
+    fn record_use(
+        &self,
+        principal: &Principal,
+        at: DateTime<Utc>,
+        from: IpAddr,
+        user_agent: Option<&str>,
+    ) {
+        let from = from.to_canonical();
+        if self.record_use && self.key_touches.due(principal.key_id(), from, at) {
+            // A bounded number of writes in flight: past it this use is not written.
+            let Ok(permit) = self.key_touches.writes.clone().try_acquire_owned() else {
+                return;
+            };
+            let used = CredentialUse::new(at, from, user_agent);
             let store = self.clone();
             let principal = principal.clone();
-            tokio::spawn(async move { store.touch_key(&principal, used).await });
+            tokio::spawn(async move {
+                store.touch_key(&principal, used).await;
+                drop(permit);
+            });
         }
     }
 
@@ -352,6 +367,10 @@ impl ApiKeyRepository for PgStore {
                     .await;
             });
         }
+    }
+
+    fn record_lapsed(&self, principal: &Principal, at: DateTime<Utc>) {
+        self.note_lapsed(principal, at);
     }
 
     async fn set_allow_list(
@@ -606,6 +625,33 @@ impl PgStore {
         Ok(Some((principal, earliest(expires_at, lapses))))
     }
 
+    /// Writes the refusal of `principal`'s lapsed credential to the audit log, once an hour
+    /// per process (and once an hour over every instance: the line's id is the hour's).
+    fn note_lapsed(&self, principal: &Principal, now: DateTime<Utc>) {
+        if self
+            .key_touches
+            .first_of_hour(Hourly::Lapsed, principal.key_id(), now)
+        {
+            let store = self.clone();
+            let principal = principal.clone();
+            tokio::spawn(async move {
+                store
+                    .write_aggregated(
+                        &principal,
+                        None,
+                        now,
+                        (
+                            AuditAction::KeyExpiredInactive,
+                            AuditAction::ClientExpiredInactive,
+                        ),
+                        None,
+                        "refused: unused longer than the customer allows".to_owned(),
+                    )
+                    .await;
+            });
+        }
+    }
+
     /// When `principal`'s credential stops working for inactivity (`None`: never), or the
     /// refusal once it has (recorded in the audit log once an hour).
     fn check_activity(
@@ -619,31 +665,7 @@ impl PgStore {
         let lapses = inactive_at(last_used_at.unwrap_or(created_at), days);
         match (lapses, days) {
             (Some(at), Some(days)) if at <= now => {
-                if self
-                    .key_touches
-                    .first_of_hour(Hourly::Lapsed, principal.key_id(), now)
-                {
-                    let store = self.clone();
-                    let principal = principal.clone();
-                    tokio::spawn(async move {
-                        let detail = format!(
-                            "refused: unused for {days} days, the longest the customer allows"
-                        );
-                        store
-                            .write_aggregated(
-                                &principal,
-                                None,
-                                now,
-                                (
-                                    AuditAction::KeyExpiredInactive,
-                                    AuditAction::ClientExpiredInactive,
-                                ),
-                                None,
-                                detail,
-                            )
-                            .await;
-                    });
-                }
+                self.note_lapsed(principal, now);
                 Err(Error::CredentialLapsed(inactive_reason(client, days)))
             }
             _ => Ok(lapses),
@@ -705,18 +727,29 @@ impl PgStore {
         let result = async {
             let mut conn = self.conn().await?;
             let from = used.from.to_string();
-            let named: Option<(String, String)> =
-                diesel::update(api_keys::table.find(key.as_uuid()))
-                    .set((
-                        api_keys::last_used_at.eq(used.at),
-                        api_keys::last_used_from.eq(&from),
-                        api_keys::last_used_user_agent.eq(&used.user_agent),
-                    ))
-                    .returning((api_keys::name, api_keys::prefix))
-                    .get_result(&mut conn)
-                    .await
-                    .optional()
-                    .map_err(db_error)?;
+            // A later use written first stays: the last use never moves backwards.
+            diesel::update(
+                api_keys::table.find(key.as_uuid()).filter(
+                    api_keys::last_used_at
+                        .is_null()
+                        .or(api_keys::last_used_at.le(used.at)),
+                ),
+            )
+            .set((
+                api_keys::last_used_at.eq(used.at),
+                api_keys::last_used_from.eq(&from),
+                api_keys::last_used_user_agent.eq(&used.user_agent),
+            ))
+            .execute(&mut conn)
+            .await
+            .map_err(db_error)?;
+            let named: Option<(String, String)> = api_keys::table
+                .find(key.as_uuid())
+                .select((api_keys::name, api_keys::prefix))
+                .first(&mut conn)
+                .await
+                .optional()
+                .map_err(db_error)?;
             let Some((name, prefix)) = named else {
                 return Ok(());
             };

@@ -26,6 +26,33 @@ use crate::{
     sweeps::customer_ids,
 };
 
+#[derive(QueryableByName)]
+struct Cutoff {
+    #[diesel(sql_type = Timestamptz)]
+    cutoff: DateTime<Utc>,
+}
+
+/// The time before which every line of the log is committed, at most `settled`: a line is
+/// stamped when it is inserted, at or after its transaction began, so no transaction still
+/// open can commit a line older than the oldest of their beginnings. (A long transaction
+/// holds the feed back while it lasts; it never makes a reader step over a line.)
+async fn committed_before(
+    conn: &mut diesel_async::AsyncPgConnection,
+    settled: DateTime<Utc>,
+) -> diesel::QueryResult<DateTime<Utc>> {
+    let row: Cutoff = diesel::sql_query(
+        "SELECT least($1, coalesce((SELECT min(xact_start) FROM pg_stat_activity \
+                                    WHERE datname = current_database() \
+                                      AND backend_type = 'client backend' \
+                                      AND pid <> pg_backend_pid() \
+                                      AND xact_start IS NOT NULL), $1)) AS cutoff",
+    )
+    .bind::<Timestamptz, _>(settled)
+    .get_result(conn)
+    .await?;
+    Ok(row.cutoff)
+}
+
 #[async_trait]
 impl AuditRepository for PgStore {
     async fn audit_feed(
@@ -36,9 +63,12 @@ impl AuditRepository for PgStore {
     ) -> Result<AuditPage> {
         let customer = scope.customer_id().as_uuid();
         let mut conn = self.conn().await?;
+        let cutoff = committed_before(&mut conn, settled)
+            .await
+            .map_err(db_error)?;
         let mut query = console_audit::table
             .filter(console_audit::customer_id.eq(customer))
-            .filter(console_audit::at.lt(settled))
+            .filter(console_audit::at.lt(cutoff))
             .order((console_audit::at, console_audit::id))
             .limit(i64::from(filter.limit) + 1)
             .select(AuditRow::as_select())
@@ -89,7 +119,9 @@ impl AuditRepository for PgStore {
             deleted += diesel::sql_query(
                 "DELETE FROM console_audit a USING ( \
                      SELECT customer_id, id FROM console_audit \
-                     WHERE customer_id = $1 AND at < $2 ORDER BY at LIMIT $3) old \
+                     WHERE customer_id = $1 \
+                       AND at < least($2, now() - interval '30 days 1 minute') \
+                     ORDER BY at LIMIT $3) old \
                  WHERE a.customer_id = $1 AND a.customer_id = old.customer_id \
                    AND a.id = old.id",
             )
@@ -167,6 +199,11 @@ impl AuditRepository for PgStore {
                 .set(customers::inactivity_days.eq(stored))
                 .execute(conn)
                 .await?;
+            // Every process forgets its cached keys, as on a revocation: each is cached
+            // until it lapses under the rule it was read with.
+            diesel::sql_query("SELECT pg_notify('posture_keys', '')")
+                .execute(conn)
+                .await?;
             let says = |d: Option<i32>| {
                 d.map_or_else(|| "never".to_owned(), |d| format!("after {d} days unused"))
             };
@@ -216,10 +253,11 @@ impl PgStore {
              WHERE c.inactivity_days IS NOT NULL AND k.revoked_at IS NULL \
                AND (k.expires_at IS NULL OR k.expires_at > $1) \
                AND coalesce(k.last_used_at, k.created_at) \
-                   <= $1 - make_interval(days => c.inactivity_days - 7) \
+                   <= $1 - make_interval(days => c.inactivity_days \
+                                                 - least(7, c.inactivity_days / 2)) \
                AND coalesce(k.last_used_at, k.created_at) \
                    > $1 - make_interval(days => c.inactivity_days) \
-             LIMIT 10000",
+             ORDER BY coalesce(k.last_used_at, k.created_at) LIMIT 10000",
         )
         .bind::<Timestamptz, _>(now)
         .load(&mut conn)

@@ -7,6 +7,7 @@ use diesel::{prelude::*, sql_types::Bool};
 use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl};
 use posture_domain::{
     CustomerId, CustomerScope, Error, KeyHash, KeyId, Result, Scope,
+    api_key::{inactive_at, inactive_reason},
     console::Actor,
     oauth::{
         ClientCredential, ClientForAuth, ClientPublicKey, CredentialKind, MAX_CREDENTIALS,
@@ -356,7 +357,16 @@ impl ClientRepository for PgStore {
     async fn client_for_auth(&self, id: KeyId) -> Result<Option<ClientForAuth>> {
         let now = self.clock.now();
         let mut conn = self.conn().await?;
-        let row: Option<(Uuid, Vec<String>, Vec<String>)> = api_keys::table
+        type Row = (
+            Uuid,
+            Vec<String>,
+            Vec<String>,
+            Option<DateTime<Utc>>,
+            DateTime<Utc>,
+            Option<i32>,
+        );
+        let row: Option<Row> = api_keys::table
+            .inner_join(customers::table.on(customers::id.eq(api_keys::customer_id)))
             .filter(api_keys::id.eq(id.as_uuid()))
             .filter(api_keys::kind.eq(KIND))
             .filter(api_keys::revoked_at.is_null())
@@ -369,12 +379,15 @@ impl ClientRepository for PgStore {
                 api_keys::customer_id,
                 api_keys::scopes,
                 api_keys::allow_from,
+                api_keys::last_used_at,
+                api_keys::created_at,
+                customers::inactivity_days,
             ))
             .first(&mut conn)
             .await
             .optional()
             .map_err(db_error)?;
-        let Some((customer, scopes, allow_from)) = row else {
+        let Some((customer, scopes, allow_from, last_used_at, created_at, days)) = row else {
             return Ok(None);
         };
         let credentials: Vec<CredentialRow> = client_credentials::table
@@ -393,6 +406,13 @@ impl ClientRepository for PgStore {
             customer_id: CustomerId::from_uuid(customer),
             scopes: scope_set(&scopes)?,
             allow_from: crate::api_keys::allow_list(&allow_from)?,
+            lapsed: days
+                .and_then(|d| u32::try_from(d).ok())
+                .filter(|&d| {
+                    inactive_at(last_used_at.unwrap_or(created_at), Some(d))
+                        .is_some_and(|at| at <= now)
+                })
+                .map(|d| inactive_reason(true, d)),
             credentials: credentials
                 .into_iter()
                 .map(ClientCredential::try_from)

@@ -7,7 +7,8 @@
 -- What the runtime role cannot do, by construction: own or alter anything (no DDL, no
 -- triggers to drop or disable), TRUNCATE, create objects in the schema, update a column not
 -- listed here (a key's hash, scopes or customer; a pass's counts; an audit line), delete
--- from tables it only appends to.
+-- from tables it only appends to (the audit log but its lines older than 30 days, which the
+-- retention sweep deletes: its trigger refuses any younger).
 
 REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role};
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA public FROM {role};

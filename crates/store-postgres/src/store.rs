@@ -304,9 +304,11 @@ impl posture_domain::ports::StoreHealth for PgStore {
 /// store's clock), so a busy key costs one write a minute per address it is used from, not
 /// one per request; and which refusals by allow-list this process has written to the audit
 /// log, so each credential, address and hour costs one line.
-#[derive(Default)]
 pub(crate) struct KeyTouches {
     last: Mutex<HashMap<(KeyId, IpAddr), DateTime<Utc>>>,
+    /// The writes of uses in flight: at most [`MAX_TOUCHES_IN_FLIGHT`]; a use that finds
+    /// none free is not written (its `lastUsed*` lag, never a request).
+    pub(crate) writes: Arc<tokio::sync::Semaphore>,
     refused: Mutex<Refusals>,
     hourly: Mutex<HashSet<(Hourly, KeyId, i64)>>,
     /// Writes decided since the start ([`PgStore::key_touches_started`]).
@@ -314,6 +316,34 @@ pub(crate) struct KeyTouches {
 }
 
 const TOUCH_EVERY: chrono::TimeDelta = chrono::TimeDelta::seconds(60);
+
+/// Most writes of uses a process has in flight: a key used from ever new addresses costs at
+/// most these connections of the pool, whatever its rate.
+const MAX_TOUCHES_IN_FLIGHT: usize = 4;
+
+impl Default for KeyTouches {
+    fn default() -> Self {
+        Self {
+            last: Mutex::default(),
+            writes: Arc::new(tokio::sync::Semaphore::new(MAX_TOUCHES_IN_FLIGHT)),
+            refused: Mutex::default(),
+            hourly: Mutex::default(),
+            started: AtomicU64::default(),
+        }
+    }
+}
+
+/// The address a use is remembered by: IPv4 as is, IPv6 by its /64 (the unit one
+/// subscriber holds: a client hopping between its addresses is one place).
+fn place(from: IpAddr) -> IpAddr {
+    match from {
+        IpAddr::V4(_) => from,
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(bits.into())
+        }
+    }
+}
 
 /// Most (credential, address) pairs remembered; past it the memory starts over (a write a
 /// minute per pair is the worst that costs).
@@ -327,11 +357,15 @@ impl KeyTouches {
             .last
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let from = place(from);
         match touches.get(&(key, from)) {
             Some(last) if now - *last < TOUCH_EVERY && now >= *last => false,
             _ => {
                 if touches.len() >= MAX_REMEMBERED {
-                    touches.clear();
+                    touches.retain(|_, at| now - *at < TOUCH_EVERY);
+                    if touches.len() >= MAX_REMEMBERED {
+                        touches.clear();
+                    }
                 }
                 touches.insert((key, from), now);
                 self.started.fetch_add(1, Ordering::Relaxed);
@@ -359,7 +393,7 @@ impl KeyTouches {
         if *addresses >= MAX_REFUSED_ADDRESSES {
             return false;
         }
-        if !refused.seen.insert((key, from)) {
+        if !refused.seen.insert((key, place(from))) {
             return false;
         }
         *refused.per_key.entry(key).or_default() += 1;

@@ -19,7 +19,7 @@ mod harness;
 mod metrics;
 mod migrate;
 mod newer_analyzer;
-mod oauth;
+pub(crate) mod oauth;
 mod operations;
 mod pgbouncer;
 mod rate_limits;

@@ -104,23 +104,27 @@ impl Worker {
         self.sweep_events().await?;
         let now = self.config.clock.now();
         if let Some((audit, retention)) = &self.audit {
-            let deleted = in_rounds(SWEEP_BATCH, || {
+            // The audit log's chores fail on their own: the rest of the sweep goes on.
+            let swept = in_rounds(SWEEP_BATCH, || {
                 audit.sweep_audit(now - *retention, SWEEP_BATCH)
             })
-            .await?;
-            if deleted > 0 {
-                tracing::info!(
+            .await;
+            match swept {
+                Ok(0) => {}
+                Ok(deleted) => tracing::info!(
                     deleted,
                     retention_days = retention.num_days(),
                     "audit log swept"
-                );
+                ),
+                Err(e) => tracing::warn!(error = %e, "the audit log's retention sweep failed"),
             }
-            let noticed = audit.notice_inactive_soon(now).await?;
-            if noticed > 0 {
-                tracing::debug!(
+            match audit.notice_inactive_soon(now).await {
+                Ok(0) => {}
+                Ok(noticed) => tracing::debug!(
                     noticed,
                     "notices of credentials lapsing for inactivity written"
-                );
+                ),
+                Err(e) => tracing::warn!(error = %e, "the inactivity notices failed"),
             }
         }
         if let Some(keys) = &self.idempotency {

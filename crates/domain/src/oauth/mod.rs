@@ -232,6 +232,9 @@ pub struct ClientForAuth {
     pub scopes: ScopeSet,
     /// Where it may be used from: the token endpoint refuses a request from elsewhere.
     pub allow_from: AllowList,
+    /// Why it no longer works, when it has lapsed for inactivity (the token endpoint says
+    /// so once the client has proven who it is).
+    pub lapsed: Option<String>,
     pub credentials: Vec<ClientCredential>,
 }
 
@@ -370,6 +373,7 @@ mod tests {
             customer_id: CustomerId::generate(),
             scopes: ScopeSet::all(),
             allow_from: AllowList::default(),
+            lapsed: None,
             credentials: vec![
                 credential(old, Some(now + Duration::minutes(5))),
                 credential(new, None),

@@ -277,8 +277,16 @@ pub trait ApiKeyRepository: Send + Sync {
     /// Records a use of `principal`'s credential: its last use (when, from where, with what
     /// client), and the address in the audit log when the credential was never used from it
     /// before. Off the request's path, at most once a minute per credential, address and
-    /// process; a failure is logged, never the request's.
-    fn record_use(&self, _principal: &Principal, _used: CredentialUse) {}
+    /// process; a failure is logged, never the request's. Costs a lookup in memory per
+    /// request: the `User-Agent` is read only when a write is due.
+    fn record_use(
+        &self,
+        _principal: &Principal,
+        _at: DateTime<Utc>,
+        _from: IpAddr,
+        _user_agent: Option<&str>,
+    ) {
+    }
     /// Records that `principal`'s allow-list refused a request from `from` at `at`: one
     /// line of the audit log per credential, address and hour, off the request's path.
     fn record_refusal(&self, _principal: &Principal, _from: IpAddr, _at: DateTime<Utc>) {}
@@ -286,6 +294,9 @@ pub trait ApiKeyRepository: Send + Sync {
     /// line of the audit log per client and hour (the hour's first, with its address), off
     /// the request's path.
     fn record_tokens_issued(&self, _principal: &Principal, _used: CredentialUse) {}
+    /// Records that `principal`'s credential was refused at `at` because it lapsed for
+    /// inactivity: one line of the audit log per credential and hour, off the request's path.
+    fn record_lapsed(&self, _principal: &Principal, _at: DateTime<Utc>) {}
     /// Sets where the key or client `id` may be used from (empty: anywhere), at once on
     /// every instance, with the change in the customer's audit log (nothing when the list
     /// is unchanged). `within`: the customer whose credential it must be (`None`: an

@@ -439,6 +439,13 @@ async fn exchange(
     let now = state.clock.now();
     let principal = Principal::verified(client.id, client.customer_id, client.scopes)
         .allowed_from(client.allow_from.clone());
+    // Proven, but unused longer than its customer allows: said (its use is not recorded,
+    // which would bring it back).
+    if let Some(reason) = &client.lapsed {
+        state.ports.keys.record_lapsed(&principal, now);
+        spend(state, None, address, counted).await?;
+        return Err(refused(OAuthError::InvalidClient(reason.clone()), basic));
+    }
     let from = request_client(req, &state.trusted_proxies);
     if !principal.permits(from) {
         if let Some(from) = from {
@@ -461,8 +468,8 @@ async fn exchange(
             .headers()
             .get(header::USER_AGENT)
             .and_then(|value| value.to_str().ok());
+        state.ports.keys.record_use(&principal, now, from, agent);
         let used = CredentialUse::new(now, from, agent);
-        state.ports.keys.record_use(&principal, used.clone());
         state.ports.keys.record_tokens_issued(&principal, used);
     }
     let lifetime = state.token_lifetime;

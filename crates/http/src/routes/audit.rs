@@ -30,6 +30,7 @@ use super::{Access, Answer, Answers, Built, Content, Endpoint, Reply};
 use crate::{
     auth::Caller,
     error::ApiError,
+    export_slots::NoSlot,
     handler,
     input::{Input, canonical_query},
     state::ApiState,
@@ -73,12 +74,17 @@ pub static EXPORT: Endpoint = Endpoint {
     )
 };
 
+/// What a read serves: lines older than this (and committed: the store's rule).
+fn settled(state: &ApiState) -> chrono::DateTime<chrono::Utc> {
+    state.clock.now() - AUDIT_SETTLE
+}
+
 async fn read(
     state: &ApiState,
     caller: &Caller,
     filter: &AuditFilter,
+    settled: chrono::DateTime<chrono::Utc>,
 ) -> Result<AuditPage, ApiError> {
-    let settled = state.clock.now() - AUDIT_SETTLE;
     state
         .ports
         .audit
@@ -124,7 +130,7 @@ async fn list_audit_events(
     state: web::Data<ApiState>,
 ) -> Result<Reply<AuditEventListResponse>, ApiError> {
     let filter = filter_of(&query, query.limit())?;
-    let page = read(&state, &caller, &filter).await?;
+    let page = read(&state, &caller, &filter, settled(&state)).await?;
     let next_cursor = page
         .events
         .last()
@@ -203,8 +209,23 @@ async fn export_audit_events(
 ) -> Result<Built<Lines>, ApiError> {
     let format = export.format();
     let filter = filter_of(&query, MAX_AUDIT_LIMIT)?;
+    // Exports take a slot, as the findings export does: a bounded number stream at once,
+    // fairly between customers.
+    let slot = state
+        .exports
+        .acquire(caller.scope().customer_id())
+        .await
+        .map_err(|refused| match refused {
+            NoSlot::Busy => ApiError::Busy("every export slot is in use; retry"),
+            NoSlot::CustomerBusy => ApiError::OperationLimited {
+                what: "your keys have 2 exports streaming already",
+                retry_after: 5,
+            },
+        })?;
+    // One cut-off for the whole export: it ends, however busy the log.
+    let settled = settled(&state);
     // The first page is read before answering: a bad cursor is a 400, not a cut stream.
-    let first = read(&state, &caller, &filter).await?;
+    let first = read(&state, &caller, &filter, settled).await?;
     let filename = format!(
         "audit-{}.{}",
         state.clock.now().format("%Y-%m-%d"),
@@ -214,16 +235,19 @@ async fn export_audit_events(
         }
     );
     let body = futures_util::stream::unfold(
-        (Next::Page(first), filter, state, caller),
-        move |(next, mut filter, state, caller)| async move {
+        (Next::Page(first), filter, state, caller, slot),
+        move |(next, mut filter, state, caller, slot)| async move {
             let page = match next {
                 Next::Done => return None,
                 Next::Page(page) => page,
-                Next::Read => match read(&state, &caller, &filter).await {
+                Next::Read => match read(&state, &caller, &filter, settled).await {
                     Ok(page) => page,
+                    // Cut off, not ended: the client sees a broken transfer, never a short
+                    // export that looks whole.
                     Err(e) => {
                         tracing::warn!(error = %e, "an audit export stopped: a page could not be read");
-                        return None;
+                        let cut = actix_web::error::ErrorServiceUnavailable("export cut off");
+                        return Some((Err(cut), (Next::Done, filter, state, caller, slot)));
                     }
                 },
             };
@@ -237,7 +261,7 @@ async fn export_audit_events(
                 tracing::error!(error = %e, "an audit export's page could not be written");
                 actix_web::error::ErrorInternalServerError("export")
             });
-            Some((lines, (next, filter, state, caller)))
+            Some((lines, (next, filter, state, caller, slot)))
         },
     );
     Ok(Built::new(

@@ -41,9 +41,10 @@ pub struct BenchArgs {
     /// SQLite, first and after a pass changing 1%), on the same data.
     #[arg(long)]
     pub(super) cli_only: bool,
-    /// Measure only OAuth (`oauth.rs`: the token endpoint with a secret and with
-    /// `private_key_jwt`, and a small list read with an access token against a key), on the
-    /// same data.
+    /// Measure only OAuth and the credentials' cost (`oauth.rs`: the token endpoint with a
+    /// secret and with `private_key_jwt`, and a small list read with an access token against
+    /// a key; `record_use.rs`: the same read recording the key's use against a server with
+    /// `POSTURE_RECORD_USE=off`), on the same data.
     #[arg(long)]
     pub(super) oauth_only: bool,
     /// Measure only the read routes with their CPU per request (`http.rs`), on the same

@@ -27,6 +27,7 @@ mod load;
 mod oauth;
 mod one_node;
 mod peer;
+mod record_use;
 mod report;
 mod scale;
 mod scale_out;

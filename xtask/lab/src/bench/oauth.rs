@@ -133,7 +133,8 @@ pub(super) fn run(
     );
 
     let token = access_token(&token_url, &basic)?;
-    token_against_key(server, loaded, &token, duration, figures)
+    token_against_key(server, loaded, &token, duration, figures)?;
+    super::record_use::run(bin, server, database_url, loaded, duration, figures)
 }
 
 /// `n` form bodies, each with an ES256 assertion of `client_id` for `audience` and its own

@@ -264,3 +264,27 @@ async fn the_last_use_says_where_from_and_a_new_address_is_audited_once() {
     let listed = app.store.list_keys(customer).await.unwrap();
     assert!(listed[0].last_used_from.is_some());
 }
+
+#[tokio::test]
+async fn a_request_waiting_on_the_feed_is_let_go_when_its_address_is_fenced_out() {
+    let app = std::sync::Arc::new(TestApp::start().await);
+    let (customer, _) = app.customer("A").await;
+    let (key_id, key) = app.key(customer, &[Scope::ReadFindings]).await;
+    let waiter = tokio::spawn({
+        let (app, key) = (app.clone(), key.clone());
+        async move { app.get("/api/v1/events?wait=30", &key).await.status() }
+    });
+    wait_for(|| async { (app.event_waits.waiting() == 1).then_some(()) }).await;
+    let elsewhere = AllowList::parse(&["198.51.100.0/24"]).unwrap();
+    app.store
+        .set_allow_list(Some(customer), key_id, elsewhere, &Actor::Operator)
+        .await
+        .unwrap();
+    // The wait re-checks its key each second: fenced away from loopback, it ends.
+    let status = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("let go within the re-check")
+        .unwrap();
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(app.event_waits.waiting(), 0, "its place is given back");
+}

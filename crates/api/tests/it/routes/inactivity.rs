@@ -111,6 +111,62 @@ async fn a_key_unused_past_the_rule_stops_working_saying_why_after_a_notice() {
 }
 
 #[tokio::test]
+async fn a_lapsed_client_gets_no_token_and_its_attempt_does_not_bring_it_back() {
+    let app = TestApp::with_clock().await;
+    let (customer, _) = app.customer("A").await;
+    let issued = crate::oauth::client(&app, customer, &[Scope::ReadIdentities], None).await;
+    let secret = issued.secret.clone().unwrap();
+    app.store
+        .set_inactivity(customer, Some(30), &Actor::Operator)
+        .await
+        .unwrap();
+    // Never used: 31 days after its issue it has lapsed.
+    app.clock().advance(31 * DAY);
+    let refused = crate::oauth::token_request(
+        &app,
+        "grant_type=client_credentials",
+        Some(&crate::oauth::basic(&issued.client_id, &secret)),
+    )
+    .await;
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"], "invalid_client");
+    assert!(
+        body["error_description"]
+            .as_str()
+            .unwrap()
+            .contains("has not been used for 30 days"),
+        "{body}"
+    );
+    // The attempt is no use: the client's last use is still none, and so it stays lapsed.
+    let listed = posture_domain::ports::ClientRepository::find_client(&app.store, None, issued.id)
+        .await
+        .unwrap();
+    assert_eq!(listed.last_used_at, None);
+    wait_for(|| async {
+        let lines = app.audit_lines(customer).await;
+        lines
+            .into_iter()
+            .find(|l| l.action == "client.expired_inactive")
+    })
+    .await;
+    // A wrong secret is refused as any unknown client: the lapse is said only to the client.
+    let wrong = crate::oauth::token_request(
+        &app,
+        "grant_type=client_credentials",
+        Some(&crate::oauth::basic(&issued.client_id, "pcs_wrong")),
+    )
+    .await;
+    let body: Value = wrong.json().await.unwrap();
+    assert!(
+        !body["error_description"]
+            .as_str()
+            .unwrap()
+            .contains("30 days")
+    );
+}
+
+#[tokio::test]
 async fn operators_set_the_rule_and_fence_keys_and_clients_with_the_real_binary() {
     let app = TestApp::start().await;
     let db = &app.db;

@@ -221,13 +221,14 @@ async fn read_after(
 const KEY_CHECK: Duration = Duration::from_secs(1);
 
 /// Whether the key a waiting request presented (`key`, whose principal was `caller`) is no
-/// longer valid (revoked, expired): from the key cache's memory, which revocations reach
-/// at once; the store when the cache no longer holds it. A store that cannot answer now
-/// says nothing of the key: the request goes on waiting, never a 401 for a valid key.
+/// longer valid (revoked, expired, lapsed for inactivity, or fenced away from the caller's
+/// address by a changed allow-list): from the key cache's memory, which changes reach at
+/// once; the store when the cache no longer holds it. A store that cannot answer now says
+/// nothing of the key: the request goes on waiting, never a 401 for a valid key.
 async fn key_is_revoked(state: &ApiState, key: &Presented, caller: &Caller) -> bool {
     match key.authenticate(state.ports.keys.as_ref()).await {
-        Ok(Some(principal)) => principal.key_id() != caller.key_id(),
-        Ok(None) => true,
+        Ok(Some(principal)) => !caller.still_permitted(&principal),
+        Ok(None) | Err(posture_domain::Error::CredentialLapsed(_)) => true,
         Err(_) => false,
     }
 }
