@@ -25,7 +25,8 @@ CREATE TRIGGER api_keys_notify_update AFTER UPDATE ON api_keys
 
 -- The addresses each credential was used from, the first time each: the audit feed's
 -- `*.used_from_new_address`. Bounded per credential (the store writes at most 1,000) and
--- by the audit retention. Customer data: distributed by customer on Citus.
+-- by the audit retention. Customer data: distributed by customer on Citus, with the rest,
+-- after the migrations (`posture_distribute()`).
 CREATE TABLE credential_addresses (
     customer_id  uuid NOT NULL REFERENCES customers (id),
     key_id       uuid NOT NULL,
@@ -33,7 +34,6 @@ CREATE TABLE credential_addresses (
     first_seen   timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (customer_id, key_id, address)
 );
-SELECT posture_distribute_table('credential_addresses');
 
 -- The audit feed: the address an action came from (an admin's, a credential's; none for an
 -- operator's command), and the new kinds of line.
