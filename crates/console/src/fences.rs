@@ -11,7 +11,7 @@ use maud::html;
 use posture_domain::{
     KeyId,
     allow_list::AllowList,
-    api_key::{INACTIVITY_DAYS, inactive_at, inactivity_notice},
+    credential::{INACTIVITY_DAYS, inactive_at, inactivity_notice},
     oauth::parse_client_id,
 };
 

@@ -384,5 +384,8 @@ pub async fn audit(
         .await
         .map_err(page_error)?;
     let page = Paged::of(events, before.is_some(), |e| e.id.to_string());
-    Ok(pages::html_page(pages::audit(&signed.viewer(), &page)))
+    Ok(pages::html_page(crate::audit_page::audit(
+        &signed.viewer(),
+        &page,
+    )))
 }

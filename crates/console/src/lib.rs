@@ -13,6 +13,7 @@
 //! Like the API, this crate calls the domain's ports only; the binary wires the adapters.
 
 mod assets;
+mod audit_page;
 mod client_pages;
 mod clients;
 mod directory;

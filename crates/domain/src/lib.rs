@@ -15,6 +15,7 @@ pub mod audit;
 pub mod clock;
 mod closed_set;
 pub mod console;
+pub mod credential;
 pub mod cursor;
 pub mod customer;
 pub mod delivery;
@@ -47,8 +48,9 @@ pub mod webhook;
 pub mod webhook_change;
 pub mod webhook_target;
 
-pub use api_key::{ApiKey, ApiKeySecret, KeyHash, Principal, Scope, ScopeSet};
+pub use api_key::{ApiKey, ApiKeySecret, KeyHash, Scope, ScopeSet};
 pub use closed_set::ClosedSet;
+pub use credential::Principal;
 pub use customer::{Customer, CustomerScope};
 pub use error::{Error, Refusal, Result};
 pub use ids::{

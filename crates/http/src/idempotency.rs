@@ -23,7 +23,7 @@ use actix_web::{
 };
 use posture_domain::{
     CustomerScope, KeyId, Refusal,
-    api_key::Principal,
+    credential::Principal,
     idempotency::{
         Claim, ClaimId, Fingerprint, IN_PROGRESS_SECS, IdempotencyKey, MAX_HELD_SECS, StoredAnswer,
         is_kept,

@@ -11,9 +11,9 @@ use diesel_async::AsyncConnection as _;
 use diesel_async::RunQueryDsl;
 use posture_domain::{
     CustomerScope, Error, KeyId, Result,
-    api_key::INACTIVITY_DAYS,
     audit::{AuditAction, AuditFilter, AuditPage, aggregate_id, hour_of},
     console::Actor,
+    credential::INACTIVITY_DAYS,
     ports::AuditRepository,
 };
 

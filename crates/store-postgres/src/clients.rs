@@ -7,8 +7,8 @@ use diesel::{prelude::*, sql_types::Bool};
 use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl};
 use posture_domain::{
     CustomerId, CustomerScope, Error, KeyHash, KeyId, Result, Scope,
-    api_key::{inactive_at, inactive_reason},
     console::Actor,
+    credential::{inactive_at, inactive_reason},
     oauth::{
         ClientCredential, ClientForAuth, ClientPublicKey, CredentialKind, MAX_CREDENTIALS,
         NewClient, NewCredential, OAuthClient, client_display_prefix,

@@ -42,15 +42,6 @@ diesel::table! {
 }
 
 diesel::table! {
-    credential_addresses (customer_id, key_id, address) {
-        customer_id -> Uuid,
-        key_id -> Uuid,
-        address -> Text,
-        first_seen -> Timestamptz,
-    }
-}
-
-diesel::table! {
     analyzer_passes (customer_id, id) {
         customer_id -> Uuid,
         id -> Uuid,
@@ -478,40 +469,21 @@ diesel::table! {
     }
 }
 
-diesel::allow_tables_to_appear_in_same_query!(
-    customers,
-    tenants,
-    api_keys,
-    analyzer_passes,
-    identities,
-    role_assignments,
-    findings,
-    finding_totals,
-    identity_totals,
-    role_recommendations,
-    upr_scores,
-    upr_latest,
-    webhook_subscriptions,
-    webhook_deliveries,
-    webhook_attempts,
-    console_sso,
-    console_sign_ins,
-    console_sessions,
-    console_audit,
-    credential_addresses,
-    customer_data_versions,
-    finding_events,
-    cloud_tenant_owners,
-    customer_sync,
-    finding_triage_history,
-    idempotency_keys,
-    scim_users,
-    scim_groups,
-    scim_group_members,
-    webhook_delivery_totals,
-    webhook_latency,
-    webhook_bodies,
-    triage_changes,
-    client_credentials,
-    client_assertions,
-);
+diesel::table! {
+    credential_addresses (customer_id, key_id, address) {
+        customer_id -> Uuid,
+        key_id -> Uuid,
+        address -> Text,
+        first_seen -> Timestamptz,
+    }
+}
+
+diesel::allow_tables_to_appear_in_same_query! {
+    customers, tenants, api_keys, analyzer_passes, identities, role_assignments, findings,
+    finding_totals, identity_totals, role_recommendations, upr_scores, upr_latest,
+    webhook_subscriptions, webhook_deliveries, webhook_attempts, console_sso, console_sign_ins,
+    console_sessions, console_audit, customer_data_versions, finding_events,
+    cloud_tenant_owners, customer_sync, finding_triage_history, idempotency_keys, scim_users,
+    scim_groups, scim_group_members, webhook_delivery_totals, webhook_latency, webhook_bodies,
+    triage_changes, client_credentials, client_assertions, credential_addresses,
+}

@@ -5,6 +5,7 @@
 //! a [`CustomerScope`] first and must filter by it in the query itself, never afterwards.
 //! Method names are unique across the traits so one adapter type can implement them all.
 
+mod audit;
 mod console;
 mod scim;
 mod webhooks;
@@ -16,8 +17,9 @@ use chrono::{DateTime, Utc};
 
 use crate::{
     allow_list::AllowList,
-    api_key::{ApiKey, CredentialUse, CurrentKey, KeyHash, NewApiKey, Principal},
+    api_key::{ApiKey, CurrentKey, KeyHash, NewApiKey},
     console::Actor,
+    credential::{CredentialUse, Principal},
     customer::{Customer, CustomerScope},
     error::Result,
     event::{EventFilter, EventPage, FindingEvent},
@@ -35,6 +37,7 @@ use crate::{
     upr::{UprFilter, UprRollup, UprScore, UprTrendPoint},
 };
 
+pub use audit::AuditRepository;
 pub use console::{ConsoleRepository, ConsoleSetup, SignInError, SignInProvider, SsoChange};
 pub use scim::ScimRepository;
 pub use webhooks::{
@@ -308,37 +311,6 @@ pub trait ApiKeyRepository: Send + Sync {
         allow_from: AllowList,
         by: &Actor,
     ) -> Result<ApiKey>;
-}
-
-/// The customer's audit feed (`GET /api/v1/audit-events`), and its retention.
-#[async_trait]
-pub trait AuditRepository: Send + Sync {
-    /// A page of the customer's feed, oldest first: the events `filter` asks for, written
-    /// before `settled`. `NotFound` when `filter.after` names no event of the customer.
-    async fn audit_feed(
-        &self,
-        scope: CustomerScope,
-        filter: &crate::audit::AuditFilter,
-        settled: DateTime<Utc>,
-    ) -> Result<crate::audit::AuditPage>;
-    /// Deletes at most `batch` lines (of any customer) older than `before`; how many.
-    async fn sweep_audit(&self, before: DateTime<Utc>, batch: u32) -> Result<u64>;
-    /// Writes `key.inactive_soon` / `client.inactive_soon` for each credential that stops
-    /// working for inactivity within 7 days of `now` (once per credential and last use);
-    /// how many were written.
-    async fn notice_inactive_soon(&self, now: DateTime<Utc>) -> Result<u64>;
-    /// The customer's inactivity rule: days unused after which its credentials stop working
-    /// (`None`: never).
-    async fn inactivity(&self, scope: CustomerScope) -> Result<Option<u32>>;
-    /// Sets (or with `None` clears) the customer's inactivity rule, at once on every
-    /// instance, with `inactivity.set` in its audit log (nothing when unchanged).
-    /// `NotFound` for an unknown customer.
-    async fn set_inactivity(
-        &self,
-        scope: CustomerScope,
-        days: Option<u32>,
-        by: &Actor,
-    ) -> Result<()>;
 }
 
 /// OAuth 2.0 clients: issue, list, rotate and revoke (operators and the console), and what

@@ -31,7 +31,7 @@ use actix_web::{
 use base64::{Engine as _, engine::general_purpose::STANDARD};
 use posture_domain::{
     Principal,
-    api_key::CredentialUse,
+    credential::CredentialUse,
     oauth::{
         ASSERTION_TYPE, ClientForAuth, ClientSecretValue, OAuthError, TokenClaims, narrow_scopes,
         parse_client_id, verify_assertion,

@@ -27,7 +27,6 @@ use uuid::Uuid;
 use self::settings::session_audit;
 use crate::{
     PgStore,
-    api_keys::db_now,
     error::db_error,
     schema::{console_sessions, console_sign_ins, console_sso, customers},
 };
@@ -337,46 +336,15 @@ impl ConsoleRepository for PgStore {
         reason: &str,
     ) -> Result<()> {
         let mut conn = self.conn().await?;
-        audit_line(
-            &mut conn,
-            scope.customer_id().as_uuid(),
-            who,
-            "session.refused",
-            Some(reason.to_owned()),
-        )
-        .await
-        .map_err(db_error)
+        let (customer, reason) = (scope.customer_id().as_uuid(), Some(reason.to_owned()));
+        audit_line(&mut conn, customer, who, "session.refused", reason)
+            .await
+            .map_err(db_error)
     }
 
     async fn end_session(&self, scope: CustomerScope, token_hash: [u8; 32]) -> Result<()> {
-        let customer = scope.customer_id().as_uuid();
         let mut conn = self.conn().await?;
-        conn.transaction(async |conn| {
-            let ended: Option<(String, String)> = diesel::update(
-                console_sessions::table
-                    .filter(console_sessions::customer_id.eq(customer))
-                    .filter(console_sessions::token_hash.eq(token_hash.as_slice()))
-                    .filter(console_sessions::ended_at.is_null()),
-            )
-            .set(console_sessions::ended_at.eq(db_now()))
-            .returning((console_sessions::subject, console_sessions::display_name))
-            .get_result(conn)
-            .await
-            .optional()?;
-            match ended {
-                Some((subject, name)) => {
-                    let admin = Actor::Admin {
-                        subject,
-                        name,
-                        from: None,
-                    };
-                    session_audit(conn, customer, &admin, "session.signed_out").await
-                }
-                None => Ok(()),
-            }
-        })
-        .await
-        .map_err(db_error)
+        settings::end_session(&mut conn, scope, token_hash).await
     }
 
     async fn live_sessions(

@@ -308,3 +308,38 @@ pub(super) async fn audit_log(
     let rows: Vec<AuditRow> = query.load(conn).await.map_err(db_error)?;
     Ok(rows.into_iter().map(to_audit_event).collect())
 }
+
+/// Ends the session of `token_hash` (a sign-out), with `session.signed_out` in the audit log.
+pub(super) async fn end_session(
+    conn: &mut AsyncPgConnection,
+    scope: CustomerScope,
+    token_hash: [u8; 32],
+) -> Result<()> {
+    let customer = scope.customer_id().as_uuid();
+    conn.transaction(async |conn| {
+        let ended: Option<(String, String)> = diesel::update(
+            console_sessions::table
+                .filter(console_sessions::customer_id.eq(customer))
+                .filter(console_sessions::token_hash.eq(token_hash.as_slice()))
+                .filter(console_sessions::ended_at.is_null()),
+        )
+        .set(console_sessions::ended_at.eq(db_now()))
+        .returning((console_sessions::subject, console_sessions::display_name))
+        .get_result(conn)
+        .await
+        .optional()?;
+        match ended {
+            Some((subject, name)) => {
+                let admin = Actor::Admin {
+                    subject,
+                    name,
+                    from: None,
+                };
+                session_audit(conn, customer, &admin, "session.signed_out").await
+            }
+            None => Ok(()),
+        }
+    })
+    .await
+    .map_err(db_error)
+}

@@ -91,7 +91,7 @@ async fn the_runtime_role_cannot_rewrite_a_key_or_delete_what_it_only_appends() 
         "UPDATE api_keys SET customer_id = gen_random_uuid()",
         "UPDATE api_keys SET expires_at = NULL",
         "DELETE FROM api_keys",
-        "DELETE FROM console_audit",
+        "UPDATE console_audit SET actor_name = 'planted'",
         "DELETE FROM customers",
         "DELETE FROM findings",
         "DELETE FROM webhook_subscriptions",
@@ -112,6 +112,41 @@ async fn the_runtime_role_cannot_rewrite_a_key_or_delete_what_it_only_appends() 
         }
         assert_denied(&error, sql);
     }
+}
+
+#[tokio::test]
+async fn the_runtime_role_deletes_audit_lines_past_30_days_only() {
+    let db = TestDb::new().await;
+    let mut owner = AsyncPgConnection::establish(db.url()).await.unwrap();
+    diesel::sql_query(
+        "INSERT INTO customers (id, name) VALUES ('6f2c1d1e-0c4b-4f31-9a67-1f6c7b1d2e3f', 'A')",
+    )
+    .execute(&mut owner)
+    .await
+    .unwrap();
+    diesel::sql_query(
+        "INSERT INTO console_audit (customer_id, id, at, actor_kind, actor_subject, actor_name, \
+                                    action, detail) \
+         VALUES ('6f2c1d1e-0c4b-4f31-9a67-1f6c7b1d2e3f', gen_random_uuid(), now(), 'operator', \
+                 'operator', 'posture operator', 'sso.cleared', 'young'), \
+                ('6f2c1d1e-0c4b-4f31-9a67-1f6c7b1d2e3f', gen_random_uuid(), \
+                 now() - interval '31 days', 'operator', 'operator', 'posture operator', \
+                 'sso.cleared', 'old')",
+    )
+    .execute(&mut owner)
+    .await
+    .unwrap();
+    let mut conn = runtime(&db).await;
+    // A line younger than 30 days: refused by the table's trigger, whoever asks.
+    let young = "DELETE FROM console_audit WHERE detail = 'young'";
+    let error = refused(&mut conn, young).await;
+    assert!(error.contains("append-only"), "{error}");
+    // An older one: the retention sweep's to delete.
+    let deleted = diesel::sql_query("DELETE FROM console_audit WHERE detail = 'old'")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(deleted, 1);
 }
 
 #[tokio::test]

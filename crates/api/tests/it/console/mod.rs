@@ -10,6 +10,7 @@ mod keys;
 mod paging;
 mod provider;
 mod provisioning;
+mod refusals;
 mod sessions;
 mod sign_in;
 pub mod support;
