@@ -453,7 +453,7 @@ mod tests {
             assert_eq!(scope.as_str().parse::<Scope>().unwrap(), *scope);
         }
         assert!("admin".parse::<Scope>().is_err());
-        assert_eq!(ScopeSet::all().iter().count(), 7);
+        assert_eq!(ScopeSet::all().iter().count(), 8);
     }
 
     #[test]
