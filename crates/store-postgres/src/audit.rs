@@ -34,18 +34,21 @@ struct Cutoff {
 
 /// The time before which every line of the log is committed, at most `settled`: a line is
 /// stamped when it is inserted, at or after its transaction began, so no transaction still
-/// open can commit a line older than the oldest of their beginnings. (A long transaction
-/// holds the feed back while it lasts; it never makes a reader step over a line.)
+/// writing to the log (holding its insert lock) can commit a line older than the oldest of
+/// their beginnings. (A transaction that wrote a line holds the feed back until it ends;
+/// others, however long, do not.)
 async fn committed_before(
     conn: &mut diesel_async::AsyncPgConnection,
     settled: DateTime<Utc>,
 ) -> diesel::QueryResult<DateTime<Utc>> {
     let row: Cutoff = diesel::sql_query(
-        "SELECT least($1, coalesce((SELECT min(xact_start) FROM pg_stat_activity \
-                                    WHERE datname = current_database() \
-                                      AND backend_type = 'client backend' \
-                                      AND pid <> pg_backend_pid() \
-                                      AND xact_start IS NOT NULL), $1)) AS cutoff",
+        "SELECT least($1, coalesce((SELECT min(a.xact_start) \
+                                    FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+                                    WHERE l.database = (SELECT oid FROM pg_database \
+                                                        WHERE datname = current_database()) \
+                                      AND l.relation = 'console_audit'::regclass \
+                                      AND l.mode = 'RowExclusiveLock' \
+                                      AND a.pid <> pg_backend_pid()), $1)) AS cutoff",
     )
     .bind::<Timestamptz, _>(settled)
     .get_result(conn)

@@ -280,3 +280,62 @@ async fn a_flood_of_refusals_from_many_addresses_adds_a_bounded_number_of_events
     assert_eq!(count, 100);
     assert_eq!(refused(&app.audit_lines(customer).await), 100);
 }
+
+#[tokio::test]
+async fn a_line_still_being_written_holds_the_feed_back_until_it_commits() {
+    use diesel_async::{AsyncConnection as _, AsyncPgConnection, RunQueryDsl as _};
+    use posture_domain::{audit::AuditFilter, ports::AuditRepository as _};
+    let app = TestApp::with_clock().await;
+    let (customer, _) = app.customer("A").await;
+    let insert = |detail: &str| {
+        format!(
+            "INSERT INTO console_audit (customer_id, id, actor_kind, actor_subject, actor_name, \
+             action, detail) VALUES ('{}', gen_random_uuid(), 'operator', 'operator', \
+             'posture operator', 'sso.cleared', '{detail}')",
+            customer.customer_id()
+        )
+    };
+    // A transaction writes a line and stays open; another line commits after it (both as the
+    // runtime role, as every writer of the log: its transactions are the ones it sees).
+    let mut open = AsyncPgConnection::establish(&app.db.runtime_url())
+        .await
+        .unwrap();
+    diesel::sql_query("BEGIN").execute(&mut open).await.unwrap();
+    diesel::sql_query(insert("slow"))
+        .execute(&mut open)
+        .await
+        .unwrap();
+    let mut other = AsyncPgConnection::establish(&app.db.runtime_url())
+        .await
+        .unwrap();
+    diesel::sql_query(insert("fast"))
+        .execute(&mut other)
+        .await
+        .unwrap();
+    let filter = AuditFilter {
+        limit: 10,
+        ..AuditFilter::default()
+    };
+    let later = chrono::Utc::now() + chrono::Duration::hours(1);
+    let details = |page: posture_domain::audit::AuditPage| -> Vec<String> {
+        page.events.into_iter().filter_map(|e| e.detail).collect()
+    };
+    // The committed line is younger than the open transaction: not served yet, or a reader
+    // would step past the older line when it commits.
+    let page = app
+        .store
+        .audit_feed(customer, &filter, later)
+        .await
+        .unwrap();
+    assert!(details(page).is_empty());
+    diesel::sql_query("COMMIT")
+        .execute(&mut open)
+        .await
+        .unwrap();
+    let page = app
+        .store
+        .audit_feed(customer, &filter, later)
+        .await
+        .unwrap();
+    assert_eq!(details(page), ["slow", "fast"]);
+}
