@@ -43,6 +43,7 @@ pub struct AuditEventResponse {
     pub source_ip: Option<String>,
     /// What else the event says, for people (the issuer an `sso.set` set, the members a
     /// group change added or removed, an allow-list before and after).
+    #[schemars(example = &"allowed from 198.51.100.0/24 (was any address)")]
     pub detail: Option<String>,
 }
 
@@ -57,8 +58,10 @@ pub struct AuditActor {
     pub kind: &'static str,
     /// The admin's subject at their identity provider, the key's or client's id, or
     /// `operator` / `posture`.
+    #[schemars(example = &"00u1abcd2EFGH3ijk4l5")]
     pub id: String,
     /// The admin's or the credential's name.
+    #[schemars(example = &"Ada Admin")]
     pub name: String,
 }
 
@@ -83,9 +86,11 @@ pub struct AuditTarget {
     #[schemars(schema_with = "crate::uuid")]
     pub id: String,
     /// Its name when the event happened.
+    #[schemars(example = &"splunk-prod")]
     pub name: String,
     /// A key's or client's display prefix (`svc_...`, `pci_...`).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(example = &"svc_k3jx2a")]
     pub prefix: Option<String>,
 }
 
@@ -158,6 +163,7 @@ pub struct AuditListMeta {
     /// Where to read on from: the id of this page's last event, or, on an empty page, the
     /// `after` you sent (`null` when you sent none and there are no events). Pass it as
     /// `after` (with the same filters): the feed never ends, so keep it and come back.
+    #[schemars(example = &"01a236f7-a281-7700-9019-c14596c0ab61")]
     pub next_cursor: Option<String>,
     /// Whether more events are there now: read on at once while true; when false, come
     /// back later.
