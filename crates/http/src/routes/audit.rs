@@ -94,7 +94,7 @@ async fn read(
             posture_domain::Error::NotFound => ApiError::invalid(
                 Refusal::CursorMismatch,
                 "after",
-                "after names no audit event of yours (or one past the retention): start \
+                "after: names no audit event of yours (or one past the retention): start \
                  again from since",
             ),
             other => other.into(),
@@ -110,7 +110,7 @@ fn filter_of(query: &AuditEventsQuery, limit: u32) -> Result<AuditFilter, ApiErr
                 ApiError::invalid(
                     Refusal::CursorMismatch,
                     "after",
-                    "after is not an audit event's id (send meta.nextCursor)",
+                    "after: not an audit event's id (send meta.nextCursor)",
                 )
             })
         })
