@@ -250,7 +250,7 @@ fn settings_page(
 ) -> maud::Markup {
     let viewer = signed.viewer();
     let value = typed.map_or_else(
-        || days.map(|d| d.to_string()).unwrap_or_default(),
+        || days.map_or_else(String::new, |d| d.to_string()),
         str::to_owned,
     );
     frame(

@@ -173,6 +173,19 @@ impl ExportSlots {
     }
 }
 
+/// How a client hears that no export place was free.
+impl From<NoSlot> for crate::error::ApiError {
+    fn from(refused: NoSlot) -> Self {
+        match refused {
+            NoSlot::Busy => Self::Busy("every export slot is in use; retry"),
+            NoSlot::CustomerBusy => Self::OperationLimited {
+                what: "your keys have 2 exports streaming already",
+                retry_after: 5,
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,7 +30,6 @@ use super::{Access, Answer, Answers, Built, Content, Endpoint, Reply};
 use crate::{
     auth::Caller,
     error::ApiError,
-    export_slots::NoSlot,
     handler,
     input::{Input, canonical_query},
     state::ApiState,
@@ -211,17 +210,7 @@ async fn export_audit_events(
     let filter = filter_of(&query, MAX_AUDIT_LIMIT)?;
     // Exports take a slot, as the findings export does: a bounded number stream at once,
     // fairly between customers.
-    let slot = state
-        .exports
-        .acquire(caller.scope().customer_id())
-        .await
-        .map_err(|refused| match refused {
-            NoSlot::Busy => ApiError::Busy("every export slot is in use; retry"),
-            NoSlot::CustomerBusy => ApiError::OperationLimited {
-                what: "your keys have 2 exports streaming already",
-                retry_after: 5,
-            },
-        })?;
+    let slot = state.exports.acquire(caller.scope().customer_id()).await?;
     // One cut-off for the whole export: it ends, however busy the log.
     let settled = settled(&state);
     // The first page is read before answering: a bad cursor is a 400, not a cut stream.

@@ -1,7 +1,7 @@
 //! The audit feed (`GET /audit-events`) and its export, over HTTP: what it shows, to whom,
 //! in what order, and its OCSF lines against the OCSF 1.8.0 schema of their classes.
 
-use std::{sync::LazyLock, time::Duration};
+use std::sync::LazyLock;
 
 use posture_domain::{Scope, allow_list::AllowList, console::Actor, ports::ApiKeyRepository};
 use reqwest::StatusCode;
@@ -276,7 +276,8 @@ async fn a_flood_of_refusals_from_many_addresses_adds_a_bounded_number_of_events
         (n >= 100).then_some(n)
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Each instance writes at most 100 (its bound is decided before any write is spawned):
+    // no later line can come.
     assert_eq!(count, 100);
     assert_eq!(refused(&app.audit_lines(customer).await), 100);
 }

@@ -30,7 +30,6 @@ use super::{Access, Answer, Answers, Built, Content, Endpoint, ReadsFrom};
 use crate::{
     auth::Caller,
     error::ApiError,
-    export_slots::NoSlot,
     handler,
     input::{Input, TenantFilter},
     reads::Reads,
@@ -160,17 +159,7 @@ async fn export_findings(
 ) -> Result<Built<Lines>, ApiError> {
     let format = export.format();
     let filter = filters.filter(tenant.id(), since.modified_since.map(|t| t.0));
-    let slot = state
-        .exports
-        .acquire(caller.scope().customer_id())
-        .await
-        .map_err(|refused| match refused {
-            NoSlot::Busy => ApiError::Busy("every export slot is in use; retry"),
-            NoSlot::CustomerBusy => ApiError::OperationLimited {
-                what: "your keys have 2 exports streaming already",
-                retry_after: 5,
-            },
-        })?;
+    let slot = state.exports.acquire(caller.scope().customer_id()).await?;
     let cursor = reads
         .findings
         .export_findings(caller.scope(), &filter)
