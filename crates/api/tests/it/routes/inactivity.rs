@@ -222,10 +222,12 @@ async fn operators_set_the_rule_and_fence_keys_and_clients_with_the_real_binary(
         None,
     ));
     assert_eq!(opened["allowFrom"], serde_json::json!(["127.0.0.1/32"]));
-    assert_eq!(
-        app.get("/api/v1/identities", secret).await.status(),
-        StatusCode::OK
-    );
+    // The change reaches the server's cache by its notification, a moment later.
+    wait_for(|| async {
+        let status = app.get("/api/v1/identities", secret).await.status();
+        (status == StatusCode::OK).then_some(())
+    })
+    .await;
     let listed = json_of(&posture_api(
         db,
         &["keys", "list", "--customer", customer, "--json"],
