@@ -6,14 +6,17 @@
 //!
 //! On shared cores a ratio below 1 is what to expect: every statement takes one more hop
 //! (the coordinator plans it and a worker runs it), and the nodes share the same CPUs;
-//! what Citus adds is machines, which one machine cannot show.
+//! what Citus adds is machines, which one machine cannot show. So beside throughput it
+//! reports what a request costs: the CPU time of `posture-api` and of every PostgreSQL
+//! node (each postmaster and its backends, live or exited) per request served, and the
+//! database CPU of the pass, on Citus against one node.
 
 use std::{path::Path, time::Duration, time::Instant};
 
 use anyhow::Context as _;
 
 use super::{
-    PG_SETTINGS,
+    PG_SETTINGS, cpu,
     deliveries::{fan_out_customer, subscribe},
     http::{self, Server},
     load::{self, Loaded},
@@ -33,22 +36,58 @@ const SHARDS: &str = "-c citus.shard_count=32";
 struct Measured {
     list: http::Load,
     detail: http::Load,
+    /// CPU microseconds per request: (posture-api, every PostgreSQL node).
+    list_cpu: (f64, f64),
+    detail_cpu: (f64, f64),
     pass_secs: f64,
+    /// CPU seconds of every PostgreSQL node over the pass.
+    pass_database_cpu: f64,
     fan_out_ms: f64,
     queued: u64,
 }
 
-/// The list and the detail under `connections`, then the pass.
+/// CPU seconds of posture-api (`api`) and of every PostgreSQL node, summed.
+fn cpu_seconds(api: Option<u32>, postmasters: &[u32]) -> anyhow::Result<(f64, f64)> {
+    let mut database = 0.0;
+    for postmaster in postmasters {
+        database += cpu::cluster_seconds(*postmaster)?;
+    }
+    Ok((api.map_or(Ok(0.0), cpu::process_seconds)?, database))
+}
+
+/// `wrk` against `url`, and the CPU microseconds per request it cost posture-api and every
+/// node.
+fn wrk_costed(
+    server: &Server,
+    postmasters: &[u32],
+    url: &str,
+    key: &str,
+    connections: u32,
+    duration: Duration,
+) -> anyhow::Result<(http::Load, (f64, f64))> {
+    let before = cpu_seconds(Some(server.pid()), postmasters)?;
+    let load = http::wrk(url, key, connections, duration)?;
+    let after = cpu_seconds(Some(server.pid()), postmasters)?;
+    let requests = (load.requests_per_second * duration.as_secs_f64()).max(1.0);
+    let per = |now: f64, then: f64| (now - then).max(0.0) * 1e6 / requests;
+    Ok((load, (per(after.0, before.0), per(after.1, before.1))))
+}
+
+/// The list and the detail under `connections`, then the pass, on the nodes whose
+/// postmasters are `postmasters`.
 fn measure(
     bin: &Path,
     url: &str,
+    postmasters: &[u32],
     loaded: &Loaded,
     pool_size: Option<u32>,
     connections: u32,
     duration: Duration,
 ) -> anyhow::Result<Measured> {
     let server = Server::start(bin, url, None, pool_size)?;
-    let list = http::wrk(
+    let (list, list_cpu) = wrk_costed(
+        &server,
+        postmasters,
         &format!(
             "{}/api/v1/findings?severity=critical,high&status=open&limit=100&offset=0",
             server.base
@@ -58,7 +97,9 @@ fn measure(
         duration,
     )?;
     let detail_id = http::detail_id(url, loaded)?;
-    let detail = http::wrk(
+    let (detail, detail_cpu) = wrk_costed(
+        &server,
+        postmasters,
         &format!("{}/api/v1/findings/{detail_id}", server.base),
         &loaded.largest.key,
         connections,
@@ -75,6 +116,7 @@ fn measure(
         PASS_FINDINGS,
     )?;
     let started = Instant::now();
+    let before = cpu_seconds(None, postmasters)?.1;
     let pass = load::api(
         bin,
         url,
@@ -83,6 +125,9 @@ fn measure(
     Ok(Measured {
         list,
         detail,
+        list_cpu,
+        detail_cpu,
+        pass_database_cpu: cpu_seconds(None, postmasters)?.1 - before,
         pass_secs: started.elapsed().as_secs_f64(),
         fan_out_ms: pass["fanOutMs"].as_f64().unwrap_or(f64::NAN),
         queued: pass["deliveriesQueued"].as_u64().unwrap_or(0),
@@ -101,7 +146,16 @@ pub fn run(
     let one = {
         let single = crate::servers::postgres("bench-postgres", PG_SETTINGS)?;
         let loaded = load::load(bin, &single.url, data, &mut Vec::new())?;
-        measure(bin, &single.url, &loaded, pool_size, connections, duration)?
+        let postmaster = cpu::postmaster_pid(&single.data_dir())?;
+        measure(
+            bin,
+            &single.url,
+            &[postmaster],
+            &loaded,
+            pool_size,
+            connections,
+            duration,
+        )?
     };
 
     // The same data on the coordinator alone, then moved onto the workers in place.
@@ -123,9 +177,14 @@ pub fn run(
     ));
     psql_value(&coordinator.url, "VACUUM ANALYZE")?;
     spread(&coordinator.url, figures)?;
+    let postmasters = std::iter::once(coordinator)
+        .chain(&cluster.workers)
+        .map(|node| cpu::postmaster_pid(&node.data_dir()))
+        .collect::<anyhow::Result<Vec<u32>>>()?;
     let citus = measure(
         bin,
         &coordinator.url,
+        &postmasters,
         &loaded,
         pool_size,
         connections,
@@ -165,6 +224,44 @@ pub fn run(
         "ms",
         citus.detail.p99_ms,
         one.detail.p99_ms,
+        true,
+    ));
+    // What a request costs, summed over every node: the target is on the list's.
+    let cost = |name: &str, citus: (f64, f64), one: (f64, f64), target: Option<f64>| {
+        [
+            Figure::measure(
+                format!("{name}: CPU per request, every PostgreSQL node, Citus (2 workers)"),
+                citus.1,
+                "µs",
+                true,
+            )
+            .against(one.1, "one PostgreSQL node, same machine and data", target),
+            Figure::measure(
+                format!("{name}: CPU per request, posture-api, Citus (2 workers)"),
+                citus.0,
+                "µs",
+                true,
+            )
+            .against(one.0, "one PostgreSQL node, same machine and data", None),
+        ]
+    };
+    figures.extend(cost(
+        "small-customer findings list",
+        citus.list_cpu,
+        one.list_cpu,
+        Some(1.5),
+    ));
+    figures.extend(cost(
+        "finding detail",
+        citus.detail_cpu,
+        one.detail_cpu,
+        None,
+    ));
+    figures.push(against(
+        &format!("a pass of {PASS_FINDINGS} new findings: CPU of every PostgreSQL node"),
+        "s",
+        citus.pass_database_cpu,
+        one.pass_database_cpu,
         true,
     ));
     figures.push(against(

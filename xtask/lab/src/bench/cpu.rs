@@ -11,6 +11,12 @@ const TICKS_PER_SECOND: f64 = 100.0;
 
 /// The CPU seconds (user + system) a process has used, and its parent's pid.
 fn stat(pid: u32) -> Option<(f64, u32)> {
+    stat_with_reaped(pid).map(|(own, _, ppid)| (own, ppid))
+}
+
+/// The CPU seconds a process has used, those of its children it has waited for (exited
+/// backends, for a postmaster), and its parent's pid.
+fn stat_with_reaped(pid: u32) -> Option<(f64, f64, u32)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: fields follow the last ')'.
     let fields: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
@@ -18,7 +24,14 @@ fn stat(pid: u32) -> Option<(f64, u32)> {
     let ppid = fields.get(1)?.parse().ok()?;
     let utime: f64 = fields.get(11)?.parse().ok()?;
     let stime: f64 = fields.get(12)?.parse().ok()?;
-    Some(((utime + stime) / TICKS_PER_SECOND, ppid))
+    // cutime and cstime, fields 16 and 17.
+    let cutime: f64 = fields.get(13)?.parse().ok()?;
+    let cstime: f64 = fields.get(14)?.parse().ok()?;
+    Some((
+        (utime + stime) / TICKS_PER_SECOND,
+        (cutime + cstime) / TICKS_PER_SECOND,
+        ppid,
+    ))
 }
 
 /// The CPU seconds a process has used.
@@ -38,11 +51,13 @@ pub fn postmaster_pid(data: &Path) -> anyhow::Result<u32> {
         .context("postmaster.pid has no pid")
 }
 
-/// The CPU seconds the postmaster and its live children (backends, background workers)
-/// have used. A backend that exits during a run takes its time with it: the measured runs
-/// keep their connections.
+/// The CPU seconds the postmaster and its children (backends, background workers) have
+/// used: the live ones, and those that exited (the postmaster waits for each, which adds
+/// its time to the postmaster's children's).
 pub fn cluster_seconds(postmaster: u32) -> anyhow::Result<f64> {
-    let mut total = process_seconds(postmaster)?;
+    let (own, reaped, _) =
+        stat_with_reaped(postmaster).with_context(|| format!("reading /proc/{postmaster}/stat"))?;
+    let mut total = own + reaped;
     for entry in std::fs::read_dir("/proc")?.flatten() {
         let Some(pid) = entry
             .file_name()

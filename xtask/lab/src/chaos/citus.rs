@@ -45,7 +45,11 @@ fn node_of(cluster: &Cluster, customer: &Customer) -> anyhow::Result<u16> {
 }
 
 /// Customers with a pass to read and a subscription to the receiver each.
-fn customers(cluster: &Cluster, cx: &Context, tag: &str) -> anyhow::Result<Vec<Customer>> {
+pub(super) fn customers(
+    cluster: &Cluster,
+    cx: &Context,
+    tag: &str,
+) -> anyhow::Result<Vec<Customer>> {
     let api = cluster.bases()[0].clone();
     (0..CUSTOMERS)
         .map(|i| {
@@ -56,7 +60,7 @@ fn customers(cluster: &Cluster, cx: &Context, tag: &str) -> anyhow::Result<Vec<C
         .collect()
 }
 
-fn load(cluster: &Cluster, customers: &[&Customer]) -> Load {
+pub(super) fn load(cluster: &Cluster, customers: &[&Customer]) -> Load {
     let keys: Vec<String> = customers.iter().map(|c| c.key.clone()).collect();
     Load::spec(&Spec {
         instances: &cluster.bases(),
@@ -106,7 +110,7 @@ fn postmaster_pid(node: &PostgresServer) -> anyhow::Result<u32> {
         .parse()?)
 }
 
-fn during(samples: &[Sample], from: Duration, to: Duration) -> Summary {
+pub(super) fn during(samples: &[Sample], from: Duration, to: Duration) -> Summary {
     Summary::of(samples.iter().filter(|s| s.sent >= from && s.sent <= to))
 }
 

@@ -5,7 +5,6 @@
 use std::{
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
-    time::Duration,
 };
 
 use anyhow::Context as _;
@@ -60,6 +59,21 @@ pub struct Cluster {
     /// The members of a replicated cluster (`127.0.0.1:p1,127.0.0.1:p2,...`) every process
     /// connects to instead of `postgres` (the failover scenarios).
     hosts: Option<String>,
+    /// Whether the API instances read from every member too (one PostgreSQL's standbys; not
+    /// a Citus coordinator's, whose reads go through its primary).
+    replicas: bool,
+}
+
+/// The PostgreSQL posture runs on.
+enum Database {
+    /// One server of its own.
+    Single,
+    /// A Citus coordinator and this many workers of its own.
+    Citus(usize),
+    /// The members of a replicated cluster, each a read replica too.
+    Members(String),
+    /// The members of a Citus coordinator group somebody else runs (Patroni).
+    Coordinators(String),
 }
 
 /// A customer with one tenant and a key holding every scope.
@@ -78,28 +92,45 @@ impl Cluster {
 
     /// With `limit` requests per key (or client address) per `window_secs`.
     pub fn with_rate_limit(bin: PathBuf, limit: u32, window_secs: u32) -> anyhow::Result<Self> {
-        Self::build(bin, limit, window_secs, None, 0)
+        Self::build(bin, limit, window_secs, Database::Single)
     }
 
     /// On a Citus coordinator and `workers` worker nodes (the Citus scenarios).
     pub fn on_citus(bin: PathBuf, workers: usize) -> anyhow::Result<Self> {
-        Self::build(bin, 10_000_000, 900, None, workers)
+        Self::build(bin, 10_000_000, 900, Database::Citus(workers))
     }
 
     /// On the members of a replicated cluster (`127.0.0.1:p1,...`): every process names them
     /// all in its `DATABASE_URL` with `target_session_attrs=read-write`, and so follows the
     /// primary (the failover scenarios).
     pub fn on_hosts(bin: PathBuf, hosts: &str) -> anyhow::Result<Self> {
-        Self::build(bin, 10_000_000, 900, Some(hosts.to_owned()), 0)
+        Self::build(bin, 10_000_000, 900, Database::Members(hosts.to_owned()))
+    }
+
+    /// On a Citus cluster whose coordinator group's members are `hosts` (Patroni's Citus
+    /// mode): every process follows the coordinator's primary as [`Cluster::on_hosts`]
+    /// does, without read replicas.
+    pub fn on_coordinators(bin: PathBuf, hosts: &str) -> anyhow::Result<Self> {
+        Self::build(
+            bin,
+            10_000_000,
+            900,
+            Database::Coordinators(hosts.to_owned()),
+        )
     }
 
     fn build(
         bin: PathBuf,
         limit: u32,
         window_secs: u32,
-        hosts: Option<String>,
-        citus_workers: usize,
+        database: Database,
     ) -> anyhow::Result<Self> {
+        let (hosts, citus_workers, replicas) = match database {
+            Database::Single => (None, 0, false),
+            Database::Citus(workers) => (None, workers, false),
+            Database::Members(hosts) => (Some(hosts), 0, true),
+            Database::Coordinators(hosts) => (Some(hosts), 0, false),
+        };
         let (postgres, workers) = if citus_workers == 0 {
             let single = crate::servers::postgres("chaos-postgres", "-c max_connections=60")?;
             (single, Vec::new())
@@ -133,6 +164,7 @@ impl Cluster {
             customers: std::sync::atomic::AtomicU64::new(0),
             rate_limit: (limit.to_string(), window_secs.to_string()),
             hosts,
+            replicas,
         };
         // As in production: an owner role migrates (and nothing else); the api, the worker
         // and the operator commands run as the runtime role it grants, never a superuser.
@@ -206,7 +238,7 @@ impl Cluster {
 
     pub fn start_api(&mut self, i: usize) -> anyhow::Result<()> {
         let mut command = self.command("posture-api", i);
-        if let Some(hosts) = &self.hosts {
+        if let Some(hosts) = self.hosts.as_ref().filter(|_| self.replicas) {
             // Every member as a read replica too: through a failover one of them becomes
             // the primary (lag 0: still usable), the lost one stops answering (skipped), and
             // a former primary comes back as a replica.
@@ -362,30 +394,6 @@ impl Cluster {
         Ok(self.psql(sql)?.parse()?)
     }
 
-    /// What an ingest of `customer` left: its findings and its passes (0 after one that
-    /// failed whole).
-    pub fn rows_left(&self, customer: &Customer) -> anyhow::Result<i64> {
-        self.count(&format!(
-            "SELECT (SELECT count(*) FROM findings WHERE customer_id = '{0}') + \
-             (SELECT count(*) FROM analyzer_passes WHERE customer_id = '{0}')",
-            customer.id
-        ))
-    }
-
-    /// Runs `posture-api ingest` of `file` for `customer` again; returns whether it
-    /// succeeded and the customer's findings after.
-    pub fn ingest_again(&self, customer: &Customer, file: &str) -> anyhow::Result<(bool, i64)> {
-        let ok = self
-            .spawn_cli(&["ingest", "--customer", &customer.id, file])?
-            .wait()?
-            .success();
-        let findings = self.count(&format!(
-            "SELECT count(*) FROM findings WHERE customer_id = '{}'",
-            customer.id
-        ))?;
-        Ok((ok, findings))
-    }
-
     /// A new customer with a tenant of its own and a key holding every scope.
     pub fn customer(&self, name: &str) -> anyhow::Result<Customer> {
         let tenant = format!(
@@ -440,30 +448,6 @@ impl Cluster {
         let file = self.logs.join(format!("pass-{prefix}.jsonl"));
         write_new_findings_pass(&file, tenant, prefix, findings)?;
         Ok(file)
-    }
-
-    /// Deliveries of `customer` per status: (pending, delivered, failed).
-    pub fn outbox(&self, customer: &Customer) -> anyhow::Result<(i64, i64, i64)> {
-        let count = |status: &str| {
-            self.count(&format!(
-                "SELECT count(*) FROM webhook_deliveries WHERE customer_id = '{}' AND status = '{status}'",
-                customer.id
-            ))
-        };
-        Ok((count("pending")?, count("delivered")?, count("failed")?))
-    }
-
-    /// Waits until `customer` has no pending delivery (at most `limit`); returns how long.
-    pub fn drained(&self, customer: &Customer, limit: Duration) -> anyhow::Result<Duration> {
-        let started = std::time::Instant::now();
-        while self.outbox(customer)?.0 > 0 {
-            anyhow::ensure!(
-                started.elapsed() < limit,
-                "deliveries still pending after {limit:?}"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        Ok(started.elapsed())
     }
 }
 

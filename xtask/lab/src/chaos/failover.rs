@@ -58,7 +58,7 @@ pub enum Loss {
 /// Acknowledged writes: subscriptions whose creation was answered 201 (and not deleted
 /// since), and those whose deletion was answered 204.
 #[derive(Default)]
-struct Writes {
+pub(super) struct Writes {
     kept: BTreeSet<String>,
     deleted: BTreeSet<String>,
     acknowledged: usize,
@@ -129,8 +129,54 @@ fn write_loop(bases: Vec<String>, key: String, stop: Arc<AtomicBool>, writes: Ar
     });
 }
 
+/// Of the writes [`write_loop`] made with `writer`'s key, those acknowledged but not in the
+/// database now: (lost, acknowledged).
+pub(super) fn writes_lost(
+    cluster: &Cluster,
+    writer: &Customer,
+    writes: &Mutex<Writes>,
+) -> anyhow::Result<(usize, usize)> {
+    let present: BTreeSet<String> = cluster
+        .psql(&format!(
+            "SELECT coalesce(string_agg(id::text, ','), '') FROM webhook_subscriptions \
+             WHERE customer_id = '{}' AND active",
+            writer.id
+        ))?
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let writes = writes.lock().unwrap_or_else(|p| p.into_inner());
+    let lost =
+        writes.kept.difference(&present).count() + writes.deleted.intersection(&present).count();
+    Ok((lost, writes.acknowledged))
+}
+
+/// Starts [`write_loop`] with `writer`'s key on a thread of its own; set the flag to stop.
+pub(super) fn start_writing(
+    bases: &[String],
+    writer: &Customer,
+) -> (
+    Arc<AtomicBool>,
+    Arc<Mutex<Writes>>,
+    std::thread::JoinHandle<()>,
+) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let writes = Arc::new(Mutex::new(Writes::default()));
+    let writing = {
+        let (bases, key, stop, writes) = (
+            bases.to_vec(),
+            writer.key.clone(),
+            stop.clone(),
+            writes.clone(),
+        );
+        std::thread::spawn(move || write_loop(bases, key, stop, writes))
+    };
+    (stop, writes, writing)
+}
+
 /// Revokes the key of `customer` (its only one) with the operator's command.
-fn revoke(cluster: &Cluster, customer: &Customer) -> anyhow::Result<()> {
+pub(super) fn revoke(cluster: &Cluster, customer: &Customer) -> anyhow::Result<()> {
     let listed = cluster.cli(&["keys", "list", "--customer", &customer.id])?;
     let key_id = listed["data"][0]["id"]
         .as_str()
@@ -141,7 +187,7 @@ fn revoke(cluster: &Cluster, customer: &Customer) -> anyhow::Result<()> {
 }
 
 /// How long until `key` is refused (401) by every instance, within `bound`.
-fn refused_everywhere(
+pub(super) fn refused_everywhere(
     bases: &[String],
     key: &str,
     bound: Duration,
@@ -206,17 +252,7 @@ pub fn run(
     let big = cluster.pass_file(&ingesting.tenant, &format!("fo{run}"), INGEST_FINDINGS)?;
     let big = big.to_str().unwrap_or_default().to_owned();
     let load = Load::start(&bases, &reader.key, 4);
-    let stop = Arc::new(AtomicBool::new(false));
-    let writes = Arc::new(Mutex::new(Writes::default()));
-    let writing = {
-        let (bases, key, stop, writes) = (
-            bases.clone(),
-            writer.key.clone(),
-            stop.clone(),
-            writes.clone(),
-        );
-        std::thread::spawn(move || write_loop(bases, key, stop, writes))
-    };
+    let (stop, writes, writing) = start_writing(&bases, &writer);
     std::thread::sleep(Duration::from_secs(2));
     let pass = cluster.ingest(&delivering, &format!("fd{run}-"), DELIVERY_FINDINGS)?;
     let queued = pass["deliveriesQueued"].as_i64().unwrap_or(0);
@@ -283,21 +319,9 @@ pub fn run(
     );
 
     // Acknowledged writes, on the new primary.
-    let present: BTreeSet<String> = cluster
-        .psql(&format!(
-            "SELECT coalesce(string_agg(id::text, ','), '') FROM webhook_subscriptions \
-             WHERE customer_id = '{}' AND active",
-            writer.id
-        ))?
-        .split(',')
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect();
-    let writes = writes.lock().unwrap_or_else(|p| p.into_inner());
-    let lost_writes =
-        writes.kept.difference(&present).count() + writes.deleted.intersection(&present).count();
+    let (lost_writes, acknowledged) = writes_lost(&cluster, &writer, &writes)?;
     let measure = "acknowledged writes lost (subscriptions created or deleted)";
-    let value = format!("{lost_writes} of {}", writes.acknowledged);
+    let value = format!("{lost_writes} of {acknowledged}");
     if strict {
         report.check(scenario, measure, value, "0", lost_writes == 0);
     } else {

@@ -10,7 +10,9 @@
 //! are in `target/xtask/chaos-logs/`.
 
 mod citus;
+mod citus_ha;
 mod cluster;
+mod cluster_rows;
 mod context;
 mod deliveries;
 mod failover;
@@ -51,15 +53,31 @@ const SCENARIOS: &[&str] = &[
     "failover-sync",
     "citus-node",
     "citus-rebalance",
+    "citus-switchover",
+    "citus-worker-failover",
+    "citus-coordinator-failover",
+];
+
+/// The scenarios on Citus (`--citus`).
+const CITUS: &[&str] = &[
+    "citus-node",
+    "citus-rebalance",
+    "citus-switchover",
+    "citus-worker-failover",
+    "citus-coordinator-failover",
 ];
 
 #[derive(Args, Debug)]
 pub struct ChaosArgs {
     /// Run only these scenarios (comma-separated): workers, receivers, postgres,
     /// connections, redis, listen, sigterm, neighbours, failover, switchover,
-    /// failover-sync, citus-node, citus-rebalance.
+    /// failover-sync, citus-node, citus-rebalance, citus-switchover,
+    /// citus-worker-failover, citus-coordinator-failover.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Run the Citus scenarios only (with `--only`, those of them it names).
+    #[arg(long)]
+    citus: bool,
     /// Runs of each failover scenario (each on a new Patroni cluster, about a minute).
     #[arg(long, default_value_t = 1)]
     failover_runs: usize,
@@ -98,8 +116,13 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
         api: cluster.bases()[0].clone(),
     };
     let mut report = Report::default();
+    // The Patroni Citus cluster of the high-availability scenarios, started by the first.
+    let mut ha: Option<citus_ha::Ha> = None;
     for &name in SCENARIOS {
         if !args.only.is_empty() && !args.only.iter().any(|o| o == name) {
+            continue;
+        }
+        if args.citus && !CITUS.contains(&name) {
             continue;
         }
         eprintln_status(&format!("chaos: scenario {name}"));
@@ -127,6 +150,22 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
             }
             "citus-node" => citus::node_lost(&cluster.bin, &cx, &mut report),
             "citus-rebalance" => citus::rebalance(&cluster.bin, &cx, &mut report),
+            "citus-switchover" | "citus-worker-failover" | "citus-coordinator-failover" => {
+                let label = scenario_label(name);
+                let started = match ha.as_mut() {
+                    Some(ha) => Ok(ha),
+                    None => citus_ha::Ha::start(&cluster.bin, &cx).map(|h| ha.insert(h)),
+                };
+                started.and_then(|ha| match name {
+                    "citus-switchover" => {
+                        citus_ha::worker_group(ha, failover::Loss::Switchover, label, &mut report)
+                    }
+                    "citus-worker-failover" => {
+                        citus_ha::worker_group(ha, failover::Loss::Killed, label, &mut report)
+                    }
+                    _ => citus_ha::coordinator(ha, label, &mut report),
+                })
+            }
             "neighbours" => neighbours::run(&mut cluster, &cx, &mut report),
             "sigterm" => restarts::api_sigterm(&mut cluster, &mut report),
             _ => unreachable!("the scenarios are checked above"),

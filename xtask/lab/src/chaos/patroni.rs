@@ -1,6 +1,11 @@
 //! A Patroni cluster on this machine for the failover scenarios: one etcd and three
 //! PostgreSQL members managed by Patroni, on loopback ports, as the `postgres` user when run
 //! as root (PostgreSQL refuses root). No containers: Debian's `patroni` and `etcd-server`.
+//!
+//! Or, in Patroni's Citus mode ([`Patroni::start_citus`]), a Citus cluster whose every node
+//! group (0: the coordinator, 1..: the workers) is a primary and a standby: Patroni fails
+//! each group over by itself and keeps the coordinator's `pg_dist_node` pointing at each
+//! worker group's primary.
 
 use std::{
     path::{Path, PathBuf},
@@ -26,6 +31,8 @@ pub const TTL_SECS: u64 = 10;
 
 struct Member {
     name: String,
+    /// Its Citus group (0: the coordinator), in Citus mode.
+    group: Option<u32>,
     pg_port: u16,
     rest_port: u16,
     config: PathBuf,
@@ -60,6 +67,19 @@ impl Patroni {
     /// commit is acknowledged only once a standby has it); returns once there is a leader and
     /// every replica streams.
     pub fn start(synchronous: bool) -> anyhow::Result<Self> {
+        Self::start_groups(synchronous, &[None; MEMBERS])
+    }
+
+    /// Citus: a coordinator group and `workers` worker groups of two members each, in
+    /// Patroni's Citus mode (the `citus` section: Patroni creates the extension and
+    /// registers each group's primary with the coordinator).
+    pub fn start_citus(synchronous: bool, workers: u32) -> anyhow::Result<Self> {
+        xtask::citus::ensure()?;
+        let groups: Vec<Option<u32>> = (0..=workers).flat_map(|g| [Some(g), Some(g)]).collect();
+        Self::start_groups(synchronous, &groups)
+    }
+
+    fn start_groups(synchronous: bool, groups: &[Option<u32>]) -> anyhow::Result<Self> {
         for program in ["patroni", "patronictl", "etcd"] {
             if on_path(program).is_none() {
                 bail!(
@@ -107,21 +127,33 @@ impl Patroni {
             members: Vec::new(),
             as_postgres,
         };
-        for i in 1..=MEMBERS {
+        for (i, group) in groups.iter().enumerate() {
+            let name = match group {
+                Some(g) => format!("g{g}m{}", i % 2 + 1),
+                None => format!("pg{}", i + 1),
+            };
             let member = Member {
-                name: format!("pg{i}"),
+                name,
+                group: *group,
                 pg_port: free_port()?,
                 rest_port: free_port()?,
-                config: dir.join(format!("pg{i}.yml")),
+                config: dir.join(format!("member{i}.yml")),
                 data: dir.join(format!("data{i}")),
                 child: None,
             };
             std::fs::write(&member.config, config(&member, &dir, client, synchronous))?;
             cluster.members.push(member);
-            cluster.start_member(i - 1)?;
+            cluster.start_member(i)?;
         }
         cluster.wait_until_healthy(Duration::from_secs(90))?;
         Ok(cluster)
+    }
+
+    /// Starts a member stopped by [`Patroni::kill_member`] again: it rejoins its group as a
+    /// standby (rewound when it was the primary).
+    pub fn restart_member(&mut self, name: &str) -> anyhow::Result<()> {
+        let i = self.member(name)?;
+        self.start_member(i)
     }
 
     fn start_member(&mut self, i: usize) -> anyhow::Result<()> {
@@ -141,30 +173,51 @@ impl Patroni {
 
     /// `127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3`: every member, for `DATABASE_URL`.
     pub fn hosts(&self) -> String {
+        self.hosts_of(None)
+    }
+
+    /// The members of a Citus group (0: the coordinator's), for `DATABASE_URL`.
+    pub fn hosts_of(&self, group: Option<u32>) -> String {
         self.members
             .iter()
+            .filter(|m| m.group == group)
             .map(|m| format!("127.0.0.1:{}", m.pg_port))
             .collect::<Vec<_>>()
             .join(",")
     }
 
-    /// The cluster as Patroni's REST API describes it (any member that answers).
-    fn cluster(&self) -> Option<Value> {
-        self.members.iter().find_map(|m| {
-            let text = output(Command::new("curl").args([
-                "-sf",
-                "--max-time",
-                "2",
-                &format!("http://127.0.0.1:{}/cluster", m.rest_port),
-            ]))
-            .ok()?;
-            serde_json::from_str(&text).ok()
-        })
+    /// The groups: `[None]`, or the Citus groups.
+    fn groups(&self) -> Vec<Option<u32>> {
+        let mut groups: Vec<Option<u32>> = self.members.iter().map(|m| m.group).collect();
+        groups.dedup();
+        groups
+    }
+
+    /// A group as Patroni's REST API describes it (any of its members that answers).
+    fn cluster(&self, group: Option<u32>) -> Option<Value> {
+        self.members
+            .iter()
+            .filter(|m| m.group == group)
+            .find_map(|m| {
+                let text = output(Command::new("curl").args([
+                    "-sf",
+                    "--max-time",
+                    "2",
+                    &format!("http://127.0.0.1:{}/cluster", m.rest_port),
+                ]))
+                .ok()?;
+                serde_json::from_str(&text).ok()
+            })
     }
 
     /// The running leader's name.
     pub fn leader(&self) -> Option<String> {
-        let cluster = self.cluster()?;
+        self.leader_of(None)
+    }
+
+    /// The running leader of a group.
+    pub fn leader_of(&self, group: Option<u32>) -> Option<String> {
+        let cluster = self.cluster(group)?;
         cluster["members"].as_array()?.iter().find_map(|m| {
             (m["role"] == "leader" && m["state"] == "running")
                 .then(|| m["name"].as_str().map(str::to_owned))
@@ -172,28 +225,12 @@ impl Patroni {
         })
     }
 
-    /// Waits for a running leader and every other member streaming from it.
+    /// Waits for a running leader and every other member streaming from it, in every
+    /// group.
     pub fn wait_until_healthy(&self, bound: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + bound;
-        loop {
-            if let Some(cluster) = self.cluster() {
-                let members = cluster["members"].as_array().cloned().unwrap_or_default();
-                let leader = members
-                    .iter()
-                    .any(|m| m["role"] == "leader" && m["state"] == "running");
-                // Patroni before 3.0.4 says `running` of a streaming replica.
-                let streaming = members
-                    .iter()
-                    .filter(|m| {
-                        m["role"] != "leader"
-                            && (m["state"] == "streaming" || m["state"] == "running")
-                            && m["lag"].is_u64()
-                    })
-                    .count();
-                if leader && streaming == MEMBERS - 1 {
-                    return Ok(());
-                }
-            }
+        let groups = self.groups();
+        while !groups.iter().all(|g| self.healthy(*g)) {
             if Instant::now() > deadline {
                 bail!(
                     "the Patroni cluster did not become healthy within {bound:?} (logs in {})",
@@ -202,13 +239,37 @@ impl Patroni {
             }
             std::thread::sleep(Duration::from_millis(250));
         }
+        Ok(())
     }
 
-    /// Waits for a running leader other than `old`; returns its name.
+    /// Whether a group has a running leader and its other members stream from it.
+    fn healthy(&self, group: Option<u32>) -> bool {
+        let size = self.members.iter().filter(|m| m.group == group).count();
+        let Some(cluster) = self.cluster(group) else {
+            return false;
+        };
+        let members = cluster["members"].as_array().cloned().unwrap_or_default();
+        let leader = members
+            .iter()
+            .any(|m| m["role"] == "leader" && m["state"] == "running");
+        // Patroni before 3.0.4 says `running` of a streaming replica.
+        let streaming = members
+            .iter()
+            .filter(|m| {
+                m["role"] != "leader"
+                    && (m["state"] == "streaming" || m["state"] == "running")
+                    && m["lag"].is_u64()
+            })
+            .count();
+        leader && streaming == size - 1
+    }
+
+    /// Waits for a running leader of `old`'s group other than `old`; returns its name.
     pub fn wait_for_leader_other_than(&self, old: &str, bound: Duration) -> anyhow::Result<String> {
+        let group = self.members[self.member(old)?].group;
         let deadline = Instant::now() + bound;
         loop {
-            if let Some(leader) = self.leader().filter(|l| l != old) {
+            if let Some(leader) = self.leader_of(group).filter(|l| l != old) {
                 return Ok(leader);
             }
             if Instant::now() > deadline {
@@ -249,26 +310,33 @@ impl Patroni {
         Ok(())
     }
 
-    /// A planned switchover to another member (`patronictl switchover --force`).
+    /// The PostgreSQL port of a member.
+    pub fn pg_port(&self, name: &str) -> anyhow::Result<u16> {
+        Ok(self.members[self.member(name)?].pg_port)
+    }
+
+    /// A planned switchover to another member of its group (`patronictl switchover
+    /// --force`, with `--group` in Citus mode).
     pub fn switchover(&self, from: &str) -> anyhow::Result<()> {
+        let group = self.members[self.member(from)?].group;
         let to = self
             .members
             .iter()
-            .find(|m| m.name != from)
+            .find(|m| m.name != from && m.group == group)
             .context("a candidate")?;
-        output(
-            as_user(self.as_postgres, "patronictl")
-                .arg("-c")
-                .arg(&self.members[0].config)
-                .args([
-                    "switchover",
-                    "--leader",
-                    from,
-                    "--candidate",
-                    &to.name,
-                    "--force",
-                ]),
-        )?;
+        let mut command = as_user(self.as_postgres, "patronictl");
+        command.arg("-c").arg(&self.members[0].config).args([
+            "switchover",
+            "--leader",
+            from,
+            "--candidate",
+            &to.name,
+            "--force",
+        ]);
+        if let Some(group) = group {
+            command.args(["--group", &group.to_string()]);
+        }
+        output(&mut command)?;
         Ok(())
     }
 }
@@ -306,7 +374,7 @@ restapi:
   connect_address: 127.0.0.1:{rest}
 etcd3:
   hosts: 127.0.0.1:{etcd}
-bootstrap:
+{citus}bootstrap:
   dcs:
     ttl: {TTL_SECS}
     loop_wait: 1
@@ -318,7 +386,7 @@ bootstrap:
       parameters:
         max_connections: 100
         wal_level: replica
-        hot_standby: "on"
+{citus_parameters}        hot_standby: "on"
         wal_log_hints: "on"
   initdb:
   - encoding: UTF8
@@ -332,6 +400,9 @@ postgresql:
   connect_address: 127.0.0.1:{pg}
   data_dir: {data}
   bin_dir: {bin}
+  # A standby is made at once, not after a spread checkpoint of the primary.
+  basebackup:
+  - checkpoint: fast
   pgpass: {dir}/pgpass-{name}
   authentication:
     replication: {{username: replicator, password: replicator}}
@@ -348,5 +419,16 @@ postgresql:
             .map(|b| b.display().to_string())
             .unwrap_or_default(),
         dir = dir.display(),
+        // Patroni's Citus mode: its group, the database that holds the extension; Patroni
+        // adds `citus` to `shared_preload_libraries` and sets `wal_level` to logical.
+        citus = member.group.map_or_else(String::new, |group| {
+            format!("citus:\n  group: {group}\n  database: postgres\n")
+        }),
+        // Two-phase commits across nodes; 4 shards, as the tests' clusters.
+        citus_parameters = if member.group.is_some() {
+            "        max_prepared_transactions: 200\n        citus.shard_count: 4\n"
+        } else {
+            ""
+        },
     )
 }

@@ -1,0 +1,396 @@
+//! The Citus high-availability scenarios of `cargo xtask chaos` (docs/reliability.md,
+//! "Citus with a standby per node"): a Citus cluster whose coordinator group and two worker
+//! groups are each a primary and a synchronous standby under Patroni's Citus mode
+//! (`patroni.rs`), posture-api ×2 and posture-worker ×2 naming both coordinator members in
+//! their `DATABASE_URL` with `target_session_attrs=read-write`. Under reads of every
+//! customer, writes (webhook subscriptions created and deleted), passes and deliveries:
+//!
+//! - a worker group's primary is lost (Patroni and postmaster `kill -9`): its standby is
+//!   promoted and Patroni points the coordinator's `pg_dist_node` at it;
+//! - a worker group is switched over as planned (`patronictl switchover --group`);
+//! - the coordinator's primary is lost.
+//!
+//! The promises: the other group's customers get 200 throughout; the affected ones get 503
+//! with `Retry-After` meanwhile (never a 500 nor a request without an answer) and 200 again
+//! once the standby serves, without restarting posture; no acknowledged write is lost; no
+//! delivery is lost; after the coordinator's loss, a revocation reaches both instances and
+//! the worker delivers again. The three share one cluster: a lost member comes back as a
+//! standby before the next scenario.
+
+use std::{
+    path::Path,
+    sync::atomic::Ordering,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, bail};
+
+use super::{
+    Context,
+    citus::{customers, during, load},
+    cluster::{Cluster, Customer},
+    deliveries::deliver_one_pass,
+    failover::{Loss, refused_everywhere, revoke, start_writing, writes_lost},
+    patroni::{Patroni, TTL_SECS},
+    report::{Report, secs},
+    traffic::{Sample, Summary, recovery_after},
+};
+
+/// The worker group the worker scenarios fail over.
+const GROUP: u32 = 1;
+/// Service is back this soon after a primary is lost: the leader lock's TTL, a Patroni loop
+/// to promote and one more for the coordinator to update `pg_dist_node`, and slack.
+const RECOVERY_BOUND: Duration = Duration::from_secs(2 * TTL_SECS + 10);
+/// Load kept up after service is back.
+const AFTER: Duration = Duration::from_secs(5);
+
+/// The cluster and posture on it, shared by the scenarios.
+pub struct Ha {
+    // posture's processes stop before the nodes they run on (fields drop in this order).
+    cluster: Cluster,
+    customers: Vec<Customer>,
+    /// A customer on [`GROUP`]'s nodes whose key only writes (subscriptions to an address
+    /// that never answers: it runs no pass, so nothing is delivered to them).
+    writer: Customer,
+    patroni: Patroni,
+}
+
+impl Ha {
+    /// Starts the Patroni Citus cluster (synchronous replication in every group), migrates
+    /// it and starts posture on it, with customers subscribed to the receiver.
+    pub fn start(bin: &Path, cx: &Context) -> anyhow::Result<Self> {
+        let patroni = Patroni::start_citus(true, 2)?;
+        let cluster = Cluster::on_coordinators(bin.to_path_buf(), &patroni.hosts_of(Some(0)))?;
+        let customers = customers(&cluster, cx, "ha")?;
+        let mut writer = None;
+        for i in 0..16 {
+            let candidate = cluster.customer(&format!("Citus HA writer {i}"))?;
+            if group_of(&cluster, &candidate)? == GROUP {
+                writer = Some(candidate);
+                break;
+            }
+        }
+        Ok(Self {
+            writer: writer.context("a customer on the group's nodes")?,
+            patroni,
+            cluster,
+            customers,
+        })
+    }
+}
+
+/// The Citus group holding `customer`'s shards.
+fn group_of(cluster: &Cluster, customer: &Customer) -> anyhow::Result<u32> {
+    Ok(cluster
+        .psql(&format!(
+            "SELECT groupid FROM pg_dist_placement \
+             WHERE shardid = get_shard_id_for_distribution_column('findings', '{}')",
+            customer.id
+        ))?
+        .parse()?)
+}
+
+/// The customers on `group`'s nodes, and the others.
+fn split<'a>(
+    cluster: &Cluster,
+    customers: &'a [Customer],
+    group: u32,
+) -> anyhow::Result<(Vec<&'a Customer>, Vec<&'a Customer>)> {
+    let mut on = Vec::new();
+    let mut off = Vec::new();
+    for customer in customers {
+        if group_of(cluster, customer)? == group {
+            on.push(customer);
+        } else {
+            off.push(customer);
+        }
+    }
+    if on.is_empty() || off.is_empty() {
+        bail!("the customers are all in one group");
+    }
+    Ok((on, off))
+}
+
+/// Waits until `pg_dist_node` (as the coordinator's primary reads it) names `port` for
+/// `group`'s primary, within `bound`.
+fn wait_registered(
+    cluster: &Cluster,
+    group: u32,
+    port: u16,
+    bound: Duration,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + bound;
+    let registered = || -> anyhow::Result<u16> {
+        Ok(cluster
+            .psql(&format!(
+                "SELECT nodeport FROM pg_dist_node \
+                 WHERE groupid = {group} AND noderole = 'primary'"
+            ))?
+            .parse()?)
+    };
+    while registered().ok() != Some(port) {
+        if Instant::now() > deadline {
+            bail!("pg_dist_node did not name port {port} for group {group} within {bound:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}
+
+/// Brings a lost member back as a standby and waits for every group to be whole.
+fn restore(patroni: &mut Patroni, member: &str) -> anyhow::Result<()> {
+    patroni.restart_member(member)?;
+    patroni.wait_until_healthy(Duration::from_secs(90))
+}
+
+/// A worker group's primary lost (`Loss::Killed`) or switched over (`Loss::Switchover`).
+pub fn worker_group(
+    ha: &mut Ha,
+    loss: Loss,
+    scenario: &'static str,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let Ha {
+        cluster,
+        customers,
+        writer,
+        patroni,
+    } = ha;
+    let cluster = &*cluster;
+    let (on, off) = split(cluster, customers, GROUP)?;
+    let bases = cluster.bases();
+    report.info(
+        scenario,
+        "customers on the group / on the others",
+        format!("{} / {}", on.len(), off.len()),
+    );
+    let on_load = load(cluster, &on);
+    let off_load = load(cluster, &off);
+    let (stop, writes, writing) = start_writing(&bases, writer);
+    // Deliveries of the group's customers queued just before: in flight at the loss.
+    let mut queued = 0;
+    for (i, customer) in on.iter().enumerate() {
+        let pass = cluster.ingest(customer, &format!("{scenario}-q{i}-"), 3)?;
+        queued += pass["deliveriesQueued"].as_i64().unwrap_or(0);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+
+    let old = patroni
+        .leader_of(Some(GROUP))
+        .context("the group's leader")?;
+    let down = (on_load.now(), off_load.now());
+    let started = Instant::now();
+    match loss {
+        Loss::Killed => patroni.kill_member(&old)?,
+        Loss::Switchover => patroni.switchover(&old)?,
+    }
+    let new = patroni.wait_for_leader_other_than(&old, Duration::from_secs(3 * TTL_SECS + 30))?;
+    let promoted = started.elapsed();
+    wait_registered(cluster, GROUP, patroni.pg_port(&new)?, RECOVERY_BOUND)?;
+    let registered = started.elapsed();
+    // The other groups' customers run a pass meanwhile, delivered.
+    let (off_queued, off_took) = deliver_one_pass(cluster, off[0], &format!("{scenario}-"))?;
+    std::thread::sleep(AFTER);
+    stop.store(true, Ordering::Relaxed);
+    let _ = writing.join();
+    let on_samples = on_load.stop();
+    let off_samples = off_load.stop();
+
+    report.info(
+        scenario,
+        "standby promoted / pg_dist_node updated after",
+        format!("{} / {} ({old} -> {new})", secs(promoted), secs(registered)),
+    );
+    let off_after = during(&off_samples, down.1, Duration::MAX);
+    report.check(
+        scenario,
+        "the other groups' customers: answers other than 200 from the loss on",
+        format!(
+            "{} of {}",
+            off_after.requests - off_after.ok,
+            off_after.requests
+        ),
+        "0",
+        off_after.requests > 0 && off_after.ok == off_after.requests,
+    );
+    report.check(
+        scenario,
+        "a pass of another group's customer meanwhile: delivered",
+        format!("{off_queued} in {}", secs(off_took)),
+        "delivered",
+        off_queued > 0,
+    );
+    affected(scenario, report, &on_samples, down.0, loss);
+    let (lost, acknowledged) = writes_lost(cluster, writer, &writes)?;
+    report.check(
+        scenario,
+        "acknowledged writes lost (subscriptions created or deleted on the group)",
+        format!("{lost} of {acknowledged}"),
+        "0",
+        lost == 0 && acknowledged > 0,
+    );
+    drained(cluster, scenario, report, &on, queued)?;
+    if matches!(loss, Loss::Killed) {
+        restore(patroni, &old)?;
+    }
+    Ok(())
+}
+
+/// The coordinator's primary lost, under reads, writes and deliveries.
+pub fn coordinator(ha: &mut Ha, scenario: &'static str, report: &mut Report) -> anyhow::Result<()> {
+    let Ha {
+        cluster,
+        customers,
+        writer,
+        patroni,
+    } = ha;
+    let cluster = &*cluster;
+    let everyone: Vec<&Customer> = customers.iter().collect();
+    let bases = cluster.bases();
+    let reads = load(cluster, &everyone);
+    let (stop, writes, writing) = start_writing(&bases, writer);
+    let mut queued = 0;
+    for (i, customer) in everyone.iter().enumerate() {
+        let pass = cluster.ingest(customer, &format!("{scenario}-q{i}-"), 2)?;
+        queued += pass["deliveriesQueued"].as_i64().unwrap_or(0);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let old = patroni
+        .leader_of(Some(0))
+        .context("the coordinator's leader")?;
+    let down = reads.now();
+    let started = Instant::now();
+    patroni.kill_member(&old)?;
+    let new = patroni.wait_for_leader_other_than(&old, Duration::from_secs(3 * TTL_SECS + 30))?;
+    let promoted = started.elapsed();
+    let deadline = Instant::now() + RECOVERY_BOUND;
+    while Instant::now() < deadline && cluster.count("SELECT 1").is_err() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(AFTER);
+    stop.store(true, Ordering::Relaxed);
+    let _ = writing.join();
+    let samples = reads.stop();
+    report.info(
+        scenario,
+        "standby promoted after",
+        format!("{} ({old} -> {new})", secs(promoted)),
+    );
+    affected(scenario, report, &samples, down, Loss::Killed);
+    let (lost, acknowledged) = writes_lost(cluster, writer, &writes)?;
+    report.check(
+        scenario,
+        "acknowledged writes lost (subscriptions created or deleted)",
+        format!("{lost} of {acknowledged}"),
+        "0",
+        lost == 0 && acknowledged > 0,
+    );
+    // The key cache's LISTEN follows the coordinator: a revocation reaches both instances.
+    let revoked = cluster.customer("Citus coordinator revoked")?;
+    revoke(cluster, &revoked)?;
+    let refused = refused_everywhere(&bases, &revoked.key, Duration::from_secs(10))?;
+    report.check(
+        scenario,
+        "a key revoked after the failover: 401 on both instances",
+        refused.map_or("never".into(), secs),
+        "within 2 s",
+        refused.is_some_and(|r| r <= Duration::from_secs(2)),
+    );
+    drained(cluster, scenario, report, &everyone, queued)?;
+    // The worker resumes: a pass after the failover is delivered.
+    let (after_queued, after_took) =
+        deliver_one_pass(cluster, everyone[1], &format!("{scenario}-after-"))?;
+    report.check(
+        scenario,
+        "a pass after the failover: delivered",
+        format!("{after_queued} in {}", secs(after_took)),
+        "delivered",
+        after_queued > 0,
+    );
+    restore(patroni, &old)
+}
+
+/// The checks of the customers whose node went: 503 with `Retry-After` only meanwhile, and
+/// 200 again within the bound (a switchover may cost nothing).
+fn affected(
+    scenario: &'static str,
+    report: &mut Report,
+    samples: &[Sample],
+    down: Duration,
+    loss: Loss,
+) {
+    let after = during(samples, down, Duration::MAX);
+    report.info(
+        scenario,
+        "the affected customers' requests from the loss on, per status",
+        format!("{:?}", after.statuses),
+    );
+    report.check(
+        scenario,
+        "the affected customers: 503 without Retry-After / 500 and others / no answer",
+        format!(
+            "{} / {} / {} of {}",
+            after.unavailable_without_retry_after,
+            after.other_errors,
+            after.no_response,
+            after.requests
+        ),
+        "0 / 0 / 0",
+        after.requests > 0
+            && after.unavailable_without_retry_after == 0
+            && after.other_errors == 0
+            && after.no_response == 0,
+    );
+    let instances: Vec<usize> = samples.iter().map(|s| s.instance).collect();
+    for instance in 0..=instances.iter().copied().max().unwrap_or(0) {
+        let mine: Vec<Sample> = samples
+            .iter()
+            .filter(|s| s.instance == instance)
+            .cloned()
+            .collect();
+        let back = recovery_after(&mine, down);
+        report.check(
+            scenario,
+            &format!("instance {instance}: the affected customers back to 200 after"),
+            back.map_or_else(|| "never".to_owned(), secs),
+            match loss {
+                Loss::Killed => "≤ 30 s, without restarting posture",
+                Loss::Switchover => "≤ 30 s (a pause, or nothing)",
+            },
+            back.is_some_and(|b| b <= RECOVERY_BOUND),
+        );
+    }
+    let summary = Summary::of(samples.iter().filter(|s| s.sent >= down));
+    report.info(
+        scenario,
+        "the affected customers' longest request from the loss on",
+        secs(summary.max_latency),
+    );
+}
+
+/// The deliveries queued before the loss: all delivered, none failed.
+fn drained(
+    cluster: &Cluster,
+    scenario: &'static str,
+    report: &mut Report,
+    customers: &[&Customer],
+    queued: i64,
+) -> anyhow::Result<()> {
+    let mut all = true;
+    let mut failed = 0;
+    for customer in customers {
+        all &= cluster.drained(customer, Duration::from_secs(90)).is_ok();
+        failed += cluster.outbox(customer)?.2;
+    }
+    report.check(
+        scenario,
+        "deliveries queued just before the loss: delivered / failed",
+        format!(
+            "{} / {failed} of {queued}",
+            if all { "all" } else { "not all" }
+        ),
+        "all / 0",
+        all && failed == 0 && queued > 0,
+    );
+    Ok(())
+}
