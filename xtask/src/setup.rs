@@ -127,7 +127,7 @@ pub const COMPOSE: Need = Need {
     packages: &["docker-compose"],
 };
 pub const PATRONI: Need = Need {
-    what: "Patroni and etcd (the failover scenarios of chaos)",
+    what: "Patroni and etcd (the failover scenarios of chaos, deploy/validate's Citus nodes)",
     present: || program("patroni") && program("patronictl") && program("etcd"),
     packages: &["patroni", "etcd-server"],
 };
@@ -206,7 +206,8 @@ pub fn needs(task: &str) -> Vec<&'static Need> {
         "soak" => vec![&POSTGRES, &REDIS],
         "bench" => vec![&POSTGRES, &REDIS, &WRK, &CURL],
         "bench-citus" => vec![&POSTGRES, &REDIS, &WRK, &CURL, &CITUS_BUILD],
-        "validate" => vec![&PYTHON, &PROMTOOL, &COMPOSE],
+        // deploy/validate loads the Citus nodes' configuration with Patroni's own loader.
+        "validate" => vec![&PYTHON, &PROMTOOL, &COMPOSE, &PATRONI],
         "vendor-docs" => vec![&NODE],
         // Everything `.ci/run` runs.
         "ci" => vec![
@@ -222,6 +223,7 @@ pub fn needs(task: &str) -> Vec<&'static Need> {
             &COMPOSE,
             &CITUS_BUILD,
             &WRK,
+            &PATRONI,
         ],
         _ => Vec::new(),
     }

@@ -147,7 +147,7 @@ fn restore(patroni: &mut Patroni, member: &str) -> anyhow::Result<()> {
 pub fn worker_group(
     ha: &mut Ha,
     loss: Loss,
-    scenario: &'static str,
+    (scenario, run): (&'static str, usize),
     report: &mut Report,
 ) -> anyhow::Result<()> {
     let Ha {
@@ -157,6 +157,9 @@ pub fn worker_group(
         patroni,
     } = ha;
     let cluster = &*cluster;
+    // Every group whole: a standby to promote (after a switchover the former primary
+    // rejoins as one).
+    patroni.wait_until_healthy(Duration::from_secs(90))?;
     let (on, off) = split(cluster, customers, GROUP)?;
     let bases = cluster.bases();
     report.info(
@@ -170,7 +173,7 @@ pub fn worker_group(
     // Deliveries of the group's customers queued just before: in flight at the loss.
     let mut queued = 0;
     for (i, customer) in on.iter().enumerate() {
-        let pass = cluster.ingest(customer, &format!("{scenario}-q{i}-"), 3)?;
+        let pass = cluster.ingest(customer, &format!("{scenario}{run}-q{i}-"), 3)?;
         queued += pass["deliveriesQueued"].as_i64().unwrap_or(0);
     }
     std::thread::sleep(Duration::from_secs(2));
@@ -189,7 +192,7 @@ pub fn worker_group(
     wait_registered(cluster, GROUP, patroni.pg_port(&new)?, RECOVERY_BOUND)?;
     let registered = started.elapsed();
     // The other groups' customers run a pass meanwhile, delivered.
-    let (off_queued, off_took) = deliver_one_pass(cluster, off[0], &format!("{scenario}-"))?;
+    let (off_queued, off_took) = deliver_one_pass(cluster, off[0], &format!("{scenario}{run}-"))?;
     std::thread::sleep(AFTER);
     stop.store(true, Ordering::Relaxed);
     let _ = writing.join();
@@ -237,7 +240,11 @@ pub fn worker_group(
 }
 
 /// The coordinator's primary lost, under reads, writes and deliveries.
-pub fn coordinator(ha: &mut Ha, scenario: &'static str, report: &mut Report) -> anyhow::Result<()> {
+pub fn coordinator(
+    ha: &mut Ha,
+    (scenario, run): (&'static str, usize),
+    report: &mut Report,
+) -> anyhow::Result<()> {
     let Ha {
         cluster,
         customers,
@@ -245,13 +252,14 @@ pub fn coordinator(ha: &mut Ha, scenario: &'static str, report: &mut Report) -> 
         patroni,
     } = ha;
     let cluster = &*cluster;
+    patroni.wait_until_healthy(Duration::from_secs(90))?;
     let everyone: Vec<&Customer> = customers.iter().collect();
     let bases = cluster.bases();
     let reads = load(cluster, &everyone);
     let (stop, writes, writing) = start_writing(&bases, writer);
     let mut queued = 0;
     for (i, customer) in everyone.iter().enumerate() {
-        let pass = cluster.ingest(customer, &format!("{scenario}-q{i}-"), 2)?;
+        let pass = cluster.ingest(customer, &format!("{scenario}{run}-q{i}-"), 2)?;
         queued += pass["deliveriesQueued"].as_i64().unwrap_or(0);
     }
     std::thread::sleep(Duration::from_secs(2));
@@ -286,7 +294,7 @@ pub fn coordinator(ha: &mut Ha, scenario: &'static str, report: &mut Report) -> 
         lost == 0 && acknowledged > 0,
     );
     // The key cache's LISTEN follows the coordinator: a revocation reaches both instances.
-    let revoked = cluster.customer("Citus coordinator revoked")?;
+    let revoked = cluster.customer(&format!("Citus coordinator revoked {run}"))?;
     revoke(cluster, &revoked)?;
     let refused = refused_everywhere(&bases, &revoked.key, Duration::from_secs(10))?;
     report.check(
@@ -299,7 +307,7 @@ pub fn coordinator(ha: &mut Ha, scenario: &'static str, report: &mut Report) -> 
     drained(cluster, scenario, report, &everyone, queued)?;
     // The worker resumes: a pass after the failover is delivered.
     let (after_queued, after_took) =
-        deliver_one_pass(cluster, everyone[1], &format!("{scenario}-after-"))?;
+        deliver_one_pass(cluster, everyone[1], &format!("{scenario}{run}-after-"))?;
     report.check(
         scenario,
         "a pass after the failover: delivered",

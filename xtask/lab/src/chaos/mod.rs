@@ -78,7 +78,8 @@ pub struct ChaosArgs {
     /// Run the Citus scenarios only (with `--only`, those of them it names).
     #[arg(long)]
     citus: bool,
-    /// Runs of each failover scenario (each on a new Patroni cluster, about a minute).
+    /// Runs of each failover scenario (each on a new Patroni cluster, about a minute; the
+    /// Citus ones one after another on one cluster).
     #[arg(long, default_value_t = 1)]
     failover_runs: usize,
     /// Run optimised binaries (`cargo build --release`), as deployed.
@@ -156,14 +157,22 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
                     Some(ha) => Ok(ha),
                     None => citus_ha::Ha::start(&cluster.bin, &cx).map(|h| ha.insert(h)),
                 };
-                started.and_then(|ha| match name {
-                    "citus-switchover" => {
-                        citus_ha::worker_group(ha, failover::Loss::Switchover, label, &mut report)
-                    }
-                    "citus-worker-failover" => {
-                        citus_ha::worker_group(ha, failover::Loss::Killed, label, &mut report)
-                    }
-                    _ => citus_ha::coordinator(ha, label, &mut report),
+                started.and_then(|ha| {
+                    (0..args.failover_runs).try_for_each(|run| match name {
+                        "citus-switchover" => citus_ha::worker_group(
+                            ha,
+                            failover::Loss::Switchover,
+                            (label, run),
+                            &mut report,
+                        ),
+                        "citus-worker-failover" => citus_ha::worker_group(
+                            ha,
+                            failover::Loss::Killed,
+                            (label, run),
+                            &mut report,
+                        ),
+                        _ => citus_ha::coordinator(ha, (label, run), &mut report),
+                    })
                 })
             }
             "neighbours" => neighbours::run(&mut cluster, &cx, &mut report),
