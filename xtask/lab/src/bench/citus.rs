@@ -16,7 +16,7 @@ use std::{path::Path, time::Duration, time::Instant};
 use anyhow::Context as _;
 
 use super::{
-    PG_SETTINGS, cpu,
+    PG_SETTINGS, citus_sql, cpu,
     deliveries::{fan_out_customer, subscribe},
     http::{self, Server},
     load::{self, Loaded},
@@ -147,7 +147,8 @@ pub fn run(
         let single = crate::servers::postgres("bench-postgres", PG_SETTINGS)?;
         let loaded = load::load(bin, &single.url, data, &mut Vec::new())?;
         let postmaster = cpu::postmaster_pid(&single.data_dir())?;
-        measure(
+        let statements = citus_sql::cost(&single.url, &loaded.small.id, &[postmaster], duration)?;
+        let measured = measure(
             bin,
             &single.url,
             &[postmaster],
@@ -155,8 +156,10 @@ pub fn run(
             pool_size,
             connections,
             duration,
-        )?
+        )?;
+        (measured, statements)
     };
+    let (one, one_statements) = one;
 
     // The same data on the coordinator alone, then moved onto the workers in place.
     let cluster = crate::servers::citus("bench-citus", 2, &format!("{PG_SETTINGS} {SHARDS}"))?;
@@ -181,6 +184,25 @@ pub fn run(
         .chain(&cluster.workers)
         .map(|node| cpu::postmaster_pid(&node.data_dir()))
         .collect::<anyhow::Result<Vec<u32>>>()?;
+    // The list's statements through the coordinator, and on the worker holding the
+    // customer's shards.
+    let through = citus_sql::cost(&coordinator.url, &loaded.small.id, &postmasters, duration)?;
+    let port: u16 = psql_value(
+        &coordinator.url,
+        &format!(
+            "SELECT nodeport FROM pg_dist_shard_placement \
+             WHERE shardid = get_shard_id_for_distribution_column('findings', '{}')",
+            loaded.small.id
+        ),
+    )?
+    .parse()?;
+    let holder = cluster
+        .workers
+        .iter()
+        .find(|w| w.port() == port)
+        .context("the worker holding the small customer")?;
+    let local = citus_sql::cost(&holder.url, &loaded.small.id, &postmasters, duration)?;
+    citus_sql::figures(&one_statements, &through, &local, figures);
     let citus = measure(
         bin,
         &coordinator.url,

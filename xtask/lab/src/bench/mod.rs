@@ -11,6 +11,7 @@
 
 mod args;
 mod citus;
+mod citus_sql;
 mod cli;
 mod compression;
 mod cpu;
