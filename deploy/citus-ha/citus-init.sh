@@ -27,3 +27,13 @@ INSERT INTO pg_dist_authinfo (nodeid, rolename, authinfo) VALUES
     (0, 'posture_app', 'password=$PG_APP_PASSWORD')
 ON CONFLICT (nodeid, rolename) DO UPDATE SET authinfo = excluded.authinfo;
 SQL
+# The workers connect to each other too (a statement entering through one reaches another's
+# shards): each keeps its own pg_dist_authinfo.
+psql -v ON_ERROR_STOP=1 <<SQL
+SELECT success, result FROM run_command_on_workers(\$cmd\$
+    INSERT INTO pg_dist_authinfo (nodeid, rolename, authinfo) VALUES
+        (0, 'posture', 'password=$PG_OWNER_PASSWORD'),
+        (0, 'posture_app', 'password=$PG_APP_PASSWORD')
+    ON CONFLICT (nodeid, rolename) DO UPDATE SET authinfo = excluded.authinfo
+\$cmd\$);
+SQL

@@ -19,7 +19,10 @@ fn unavailable(e: DieselError) -> Error {
 /// WAL it replays (40001, "conflict with recovery"), which arrives as
 /// `SerializationFailure`: that query may be retried too. On Citus a worker node that does not
 /// answer the coordinator is the same kind of fault, for the customers whose shards it
-/// holds: the coordinator reports it in its own words (the last two).
+/// holds: the coordinator reports it in its own words (the last four: a node it cannot
+/// reach; a commit a worker did not confirm, when the worker goes away within it, whose
+/// outcome is as unknown as a commit cut from one server; and a coordinator whose
+/// postmaster died while its backend waited on a worker, as when it fails over).
 const UNAVAILABLE_MESSAGES: &[&str] = &[
     "terminating connection",
     "the database system is",
@@ -30,6 +33,8 @@ const UNAVAILABLE_MESSAGES: &[&str] = &[
     "no connection to the server",
     "connection to the remote node",
     "could not establish any connections to the node",
+    "could not commit transaction for shard",
+    "postmaster was shut down",
 ];
 
 /// Run on every new pooled connection: PostgreSQL's messages in English, which
@@ -163,6 +168,10 @@ mod tests {
              error: Connection refused",
             "could not establish any connections to the node 10.0.0.7:5432 after 5000 ms",
             "terminating connection due to administrator command",
+            // Seen when a worker group's primary failed over, and when the coordinator's
+            // did (cargo xtask chaos --citus).
+            "could not commit transaction for shard 102119 on at least one active node",
+            "postmaster was shut down, exiting",
         ] {
             assert!(
                 matches!(mapped(message), Error::Unavailable(_)),

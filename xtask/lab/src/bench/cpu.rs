@@ -55,6 +55,8 @@ pub fn postmaster_pid(data: &Path) -> anyhow::Result<u32> {
 /// used: the live ones, and those that exited (the postmaster waits for each, which adds
 /// its time to the postmaster's children's).
 pub fn cluster_seconds(postmaster: u32) -> anyhow::Result<f64> {
+    // The postmaster first, then its live children: a child reaped in between is missed (a
+    // tick at most), where the other order would count it twice.
     let (own, reaped, _) =
         stat_with_reaped(postmaster).with_context(|| format!("reading /proc/{postmaster}/stat"))?;
     let mut total = own + reaped;

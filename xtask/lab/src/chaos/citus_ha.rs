@@ -10,6 +10,8 @@
 //! - a worker group is switched over as planned (`patronictl switchover --group`);
 //! - the coordinator's primary is lost.
 //!
+//! Triage writes (`PATCH /findings/{id}`) of one customer run meanwhile too.
+//!
 //! The promises: the other group's customers get 200 throughout; the affected ones get 503
 //! with `Retry-After` meanwhile (never a 500 nor a request without an answer) and 200 again
 //! once the standby serves, without restarting posture; no acknowledged write is lost; no
@@ -25,19 +27,25 @@ use std::{
 
 use anyhow::{Context as _, bail};
 
+use crate::process::psql_value;
+
 use super::{
     Context,
     citus::{customers, during, load},
     cluster::{Cluster, Customer},
     deliveries::deliver_one_pass,
-    failover::{Loss, refused_everywhere, revoke, start_writing, writes_lost},
+    failover::{Loss, refused_everywhere, revoke, server_errors, start_writing, writes_lost},
+    outages::wait_for,
     patroni::{Patroni, TTL_SECS},
     report::{Report, secs},
     traffic::{Sample, Summary, recovery_after},
+    triages,
 };
 
 /// The worker group the worker scenarios fail over.
 const GROUP: u32 = 1;
+/// Worker groups of the cluster.
+const WORKER_GROUPS: u32 = 2;
 /// Service is back this soon after a primary is lost: the leader lock's TTL, a Patroni loop
 /// to promote and one more for the coordinator to update `pg_dist_node`, and slack.
 const RECOVERY_BOUND: Duration = Duration::from_secs(2 * TTL_SECS + 10);
@@ -59,7 +67,23 @@ impl Ha {
     /// Starts the Patroni Citus cluster (synchronous replication in every group), migrates
     /// it and starts posture on it, with customers subscribed to the receiver.
     pub fn start(bin: &Path, cx: &Context) -> anyhow::Result<Self> {
-        let patroni = Patroni::start_citus(true, 2)?;
+        let patroni = Patroni::start_citus(true, WORKER_GROUPS)?;
+        // Patroni registers the worker groups' primaries on its own loop: the schema is
+        // distributed over the nodes registered when it is made.
+        let coordinator = format!(
+            "postgres://postgres@{}/postgres?target_session_attrs=read-write",
+            patroni.hosts_of(Some(0))
+        );
+        let registered = wait_for(Duration::from_secs(60), || {
+            psql_value(
+                &coordinator,
+                "SELECT count(*) FROM pg_dist_node WHERE groupid > 0 AND noderole = 'primary'",
+            )
+            .is_ok_and(|n| n == WORKER_GROUPS.to_string())
+        });
+        if !registered {
+            bail!("Patroni did not register both worker groups within 60 s");
+        }
         let cluster = Cluster::on_coordinators(bin.to_path_buf(), &patroni.hosts_of(Some(0)))?;
         let customers = customers(&cluster, cx, "ha")?;
         let mut writer = None;
@@ -170,13 +194,15 @@ pub fn worker_group(
     let on_load = load(cluster, &on);
     let off_load = load(cluster, &off);
     let (stop, writes, writing) = start_writing(&bases, writer);
+    let triaging = triages::start(cluster, on[on.len() - 1])?;
+    std::thread::sleep(Duration::from_secs(2));
     // Deliveries of the group's customers queued just before: in flight at the loss.
     let mut queued = 0;
     for (i, customer) in on.iter().enumerate() {
         let pass = cluster.ingest(customer, &format!("{scenario}{run}-q{i}-"), 3)?;
         queued += pass["deliveriesQueued"].as_i64().unwrap_or(0);
     }
-    std::thread::sleep(Duration::from_secs(2));
+    let pending = pending(cluster, &on)?;
 
     let old = patroni
         .leader_of(Some(GROUP))
@@ -187,12 +213,25 @@ pub fn worker_group(
         Loss::Killed => patroni.kill_member(&old)?,
         Loss::Switchover => patroni.switchover(&old)?,
     }
-    let new = patroni.wait_for_leader_other_than(&old, Duration::from_secs(3 * TTL_SECS + 30))?;
-    let promoted = started.elapsed();
-    wait_registered(cluster, GROUP, patroni.pg_port(&new)?, RECOVERY_BOUND)?;
-    let registered = started.elapsed();
+    let watching = &*patroni;
     // The other groups' customers run a pass meanwhile, delivered.
-    let (off_queued, off_took) = deliver_one_pass(cluster, off[0], &format!("{scenario}{run}-"))?;
+    let (new, promoted, registered, off_pass) = std::thread::scope(|scope| {
+        let prefix = format!("{scenario}{run}-");
+        let off_pass = scope.spawn(move || deliver_one_pass(cluster, off[0], &prefix));
+        let promotion = || -> anyhow::Result<_> {
+            let new = watching
+                .wait_for_leader_other_than(&old, Duration::from_secs(3 * TTL_SECS + 30))?;
+            let promoted = started.elapsed();
+            wait_registered(cluster, GROUP, watching.pg_port(&new)?, RECOVERY_BOUND)?;
+            Ok((new, promoted, started.elapsed()))
+        };
+        let promoted = promotion();
+        let off_pass = off_pass
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the pass's thread panicked")));
+        promoted.map(|(new, promoted, registered)| (new, promoted, registered, off_pass))
+    })?;
+    let (off_queued, off_took) = off_pass?;
     std::thread::sleep(AFTER);
     stop.store(true, Ordering::Relaxed);
     let _ = writing.join();
@@ -216,6 +255,11 @@ pub fn worker_group(
         "0",
         off_after.requests > 0 && off_after.ok == off_after.requests,
     );
+    report.info(
+        scenario,
+        "deliveries of the group's customers pending at the loss",
+        format!("{pending} of {queued}"),
+    );
     report.check(
         scenario,
         "a pass of another group's customer meanwhile: delivered",
@@ -232,6 +276,8 @@ pub fn worker_group(
         "0",
         lost == 0 && acknowledged > 0,
     );
+    let triaged = triaging.lost(cluster, on[on.len() - 1])?;
+    writes_checked(scenario, report, triaged, server_errors(&writes));
     drained(cluster, scenario, report, &on, queued)?;
     if matches!(loss, Loss::Killed) {
         restore(patroni, &old)?;
@@ -257,12 +303,14 @@ pub fn coordinator(
     let bases = cluster.bases();
     let reads = load(cluster, &everyone);
     let (stop, writes, writing) = start_writing(&bases, writer);
+    let triaging = triages::start(cluster, everyone[2])?;
+    std::thread::sleep(Duration::from_secs(2));
     let mut queued = 0;
     for (i, customer) in everyone.iter().enumerate() {
         let pass = cluster.ingest(customer, &format!("{scenario}{run}-q{i}-"), 2)?;
         queued += pass["deliveriesQueued"].as_i64().unwrap_or(0);
     }
-    std::thread::sleep(Duration::from_secs(2));
+    let pending = pending(cluster, &everyone)?;
     let old = patroni
         .leader_of(Some(0))
         .context("the coordinator's leader")?;
@@ -271,10 +319,7 @@ pub fn coordinator(
     patroni.kill_member(&old)?;
     let new = patroni.wait_for_leader_other_than(&old, Duration::from_secs(3 * TTL_SECS + 30))?;
     let promoted = started.elapsed();
-    let deadline = Instant::now() + RECOVERY_BOUND;
-    while Instant::now() < deadline && cluster.count("SELECT 1").is_err() {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let answered = wait_for(RECOVERY_BOUND, || cluster.count("SELECT 1").is_ok());
     std::thread::sleep(AFTER);
     stop.store(true, Ordering::Relaxed);
     let _ = writing.join();
@@ -283,6 +328,18 @@ pub fn coordinator(
         scenario,
         "standby promoted after",
         format!("{} ({old} -> {new})", secs(promoted)),
+    );
+    report.info(
+        scenario,
+        "deliveries pending at the loss",
+        format!("{pending} of {queued}"),
+    );
+    report.check(
+        scenario,
+        "the new coordinator answers (through posture's DATABASE_URL hosts)",
+        answered,
+        "true",
+        answered,
     );
     affected(scenario, report, &samples, down, Loss::Killed);
     let (lost, acknowledged) = writes_lost(cluster, writer, &writes)?;
@@ -293,6 +350,8 @@ pub fn coordinator(
         "0",
         lost == 0 && acknowledged > 0,
     );
+    let triaged = triaging.lost(cluster, everyone[2])?;
+    writes_checked(scenario, report, triaged, server_errors(&writes));
     // The key cache's LISTEN follows the coordinator: a revocation reaches both instances.
     let revoked = cluster.customer(&format!("Citus coordinator revoked {run}"))?;
     revoke(cluster, &revoked)?;
@@ -374,6 +433,38 @@ fn affected(
         "the affected customers' longest request from the loss on",
         secs(summary.max_latency),
     );
+}
+
+/// Acknowledged triage writes whose mark is not in the database, and the writes' answers
+/// that were server errors (the subscriptions' and the triages').
+fn writes_checked(
+    scenario: &'static str,
+    report: &mut Report,
+    (lost, acknowledged, triage_errors): (usize, usize, usize),
+    subscription_errors: usize,
+) {
+    report.check(
+        scenario,
+        "acknowledged triage writes lost (PATCH /findings/{id})",
+        format!("{lost} of {acknowledged}"),
+        "0",
+        lost == 0 && acknowledged > 0,
+    );
+    report.check(
+        scenario,
+        "writes answered with a server error other than 503 (subscriptions / triages)",
+        format!("{subscription_errors} / {triage_errors}"),
+        "0 / 0",
+        subscription_errors == 0 && triage_errors == 0,
+    );
+}
+
+/// The customers' deliveries not yet delivered.
+fn pending(cluster: &Cluster, customers: &[&Customer]) -> anyhow::Result<i64> {
+    customers
+        .iter()
+        .map(|c| cluster.outbox(c).map(|o| o.0))
+        .sum()
 }
 
 /// The deliveries queued before the loss: all delivered, none failed.

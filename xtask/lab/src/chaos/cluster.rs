@@ -125,14 +125,23 @@ impl Cluster {
         window_secs: u32,
         database: Database,
     ) -> anyhow::Result<Self> {
-        let (hosts, citus_workers, replicas) = match database {
-            Database::Single => (None, 0, false),
-            Database::Citus(workers) => (None, workers, false),
-            Database::Members(hosts) => (Some(hosts), 0, true),
-            Database::Coordinators(hosts) => (Some(hosts), 0, false),
+        // Each kind of deployment has directories of its own: one started while another
+        // runs (the main one stays up through every scenario) must not empty its data
+        // directory or its logs.
+        let (hosts, citus_workers, replicas, own) = match database {
+            Database::Single => (None, 0, false, ""),
+            Database::Citus(workers) => (None, workers, false, "citus"),
+            Database::Members(hosts) => (Some(hosts), 0, true, "failover"),
+            Database::Coordinators(hosts) => (Some(hosts), 0, false, "citus-ha"),
         };
         let (postgres, workers) = if citus_workers == 0 {
-            let single = crate::servers::postgres("chaos-postgres", "-c max_connections=60")?;
+            // With `hosts` it serves nothing: the processes connect to the hosts.
+            let name = if own.is_empty() {
+                "chaos-postgres".to_owned()
+            } else {
+                format!("chaos-postgres-{own}")
+            };
+            let single = crate::servers::postgres(&name, "-c max_connections=60")?;
             (single, Vec::new())
         } else {
             let cluster = crate::servers::citus("chaos-citus", citus_workers, CITUS_SETTINGS)?;
@@ -141,7 +150,8 @@ impl Cluster {
         };
         let redis = crate::servers::redis()?;
         let proxy = FreezingProxy::start(([127, 0, 0, 1], postgres.port()).into())?;
-        let logs = scratch_dir("chaos-logs")?;
+        let logs = scratch_dir("chaos-logs")?.join(own);
+        std::fs::create_dir_all(&logs)?;
         // Each run's logs, not every run's.
         for entry in std::fs::read_dir(&logs)? {
             let path = entry?.path();

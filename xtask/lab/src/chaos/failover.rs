@@ -62,6 +62,13 @@ pub(super) struct Writes {
     kept: BTreeSet<String>,
     deleted: BTreeSet<String>,
     acknowledged: usize,
+    /// Answers in 500..=599 but 503: never an answer to a fault of the database.
+    server_errors: usize,
+}
+
+/// Whether a status is a server error other than `503` (whose `Retry-After` says "retry").
+fn server_error(status: u16) -> bool {
+    (500..=599).contains(&status) && status != 503
 }
 
 /// Creates and deletes subscriptions on the instances in turn until `stop`.
@@ -93,6 +100,12 @@ fn write_loop(bases: Vec<String>, key: String, stop: Arc<AtomicBool>, writes: Ar
                 .send()
                 .await;
             let Ok(created) = created else { continue };
+            if server_error(created.status().as_u16()) {
+                writes
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .server_errors += 1;
+            }
             if created.status() != 201 {
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
@@ -121,12 +134,21 @@ fn write_loop(bases: Vec<String>, key: String, stop: Arc<AtomicBool>, writes: Ar
                     w.acknowledged += 1;
                 }
                 // Not acknowledged: it may or may not have happened.
-                _ => {
+                answer => {
                     w.kept.remove(&id);
+                    w.server_errors += usize::from(answer.is_ok_and(server_error));
                 }
             }
         }
     });
+}
+
+/// The answers to [`write_loop`]'s writes that were server errors other than `503`.
+pub(super) fn server_errors(writes: &Mutex<Writes>) -> usize {
+    writes
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .server_errors
 }
 
 /// Of the writes [`write_loop`] made with `writer`'s key, those acknowledged but not in the

@@ -25,6 +25,7 @@ mod restarts;
 mod runtime;
 pub mod soak;
 mod traffic;
+mod triages;
 
 use std::{net::TcpListener, time::Instant};
 
@@ -100,6 +101,18 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
             );
         }
     }
+    let selected: Vec<&str> = SCENARIOS
+        .iter()
+        .copied()
+        .filter(|name| args.only.is_empty() || args.only.iter().any(|o| o == name))
+        .filter(|name| !args.citus || CITUS.contains(name))
+        .collect();
+    if selected.is_empty() {
+        bail!(
+            "no scenario selected: --citus runs only {}",
+            CITUS.join(", ")
+        );
+    }
     let _ = rustls::crypto::ring::default_provider().install_default();
     let started = Instant::now();
     let bin = match &args.binaries {
@@ -119,13 +132,7 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
     let mut report = Report::default();
     // The Patroni Citus cluster of the high-availability scenarios, started by the first.
     let mut ha: Option<citus_ha::Ha> = None;
-    for &name in SCENARIOS {
-        if !args.only.is_empty() && !args.only.iter().any(|o| o == name) {
-            continue;
-        }
-        if args.citus && !CITUS.contains(&name) {
-            continue;
-        }
+    for &name in &selected {
         eprintln_status(&format!("chaos: scenario {name}"));
         let outcome = match name {
             "workers" => deliveries::workers_killed(&mut cluster, &cx, &mut report),
@@ -157,7 +164,7 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
                     Some(ha) => Ok(ha),
                     None => citus_ha::Ha::start(&cluster.bin, &cx).map(|h| ha.insert(h)),
                 };
-                started.and_then(|ha| {
+                let outcome = started.and_then(|ha| {
                     (0..args.failover_runs).try_for_each(|run| match name {
                         "citus-switchover" => citus_ha::worker_group(
                             ha,
@@ -173,7 +180,12 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
                         ),
                         _ => citus_ha::coordinator(ha, (label, run), &mut report),
                     })
-                })
+                });
+                // A scenario cut short may leave a node down: the next starts a new cluster.
+                if outcome.is_err() {
+                    ha = None;
+                }
+                outcome
             }
             "neighbours" => neighbours::run(&mut cluster, &cx, &mut report),
             "sigterm" => restarts::api_sigterm(&mut cluster, &mut report),
