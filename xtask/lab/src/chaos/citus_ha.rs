@@ -37,6 +37,7 @@ use super::{
     failover::{Loss, refused_everywhere, revoke, server_errors, start_writing, writes_lost},
     outages::wait_for,
     patroni::{Patroni, TTL_SECS},
+    receiver::Behaviour,
     report::{Report, secs},
     traffic::{Sample, Summary, recovery_after},
     triages,
@@ -44,6 +45,8 @@ use super::{
 
 /// The worker group the worker scenarios fail over.
 const GROUP: u32 = 1;
+/// The customers' tag (their hooks are `{TAG}-{i}`).
+const TAG: &str = "ha";
 /// Worker groups of the cluster.
 const WORKER_GROUPS: u32 = 2;
 /// Service is back this soon after a primary is lost: the leader lock's TTL, a Patroni loop
@@ -85,7 +88,7 @@ impl Ha {
             bail!("Patroni did not register both worker groups within 60 s");
         }
         let cluster = Cluster::on_coordinators(bin.to_path_buf(), &patroni.hosts_of(Some(0)))?;
-        let customers = customers(&cluster, cx, "ha")?;
+        let customers = customers(&cluster, cx, TAG)?;
         let mut writer = None;
         for i in 0..16 {
             let candidate = cluster.customer(&format!("Citus HA writer {i}"))?;
@@ -170,6 +173,7 @@ fn restore(patroni: &mut Patroni, member: &str) -> anyhow::Result<()> {
 /// A worker group's primary lost (`Loss::Killed`) or switched over (`Loss::Switchover`).
 pub fn worker_group(
     ha: &mut Ha,
+    cx: &Context,
     loss: Loss,
     (scenario, run): (&'static str, usize),
     report: &mut Report,
@@ -196,7 +200,9 @@ pub fn worker_group(
     let (stop, writes, writing) = start_writing(&bases, writer);
     let triaging = triages::start(cluster, on[on.len() - 1])?;
     std::thread::sleep(Duration::from_secs(2));
-    // Deliveries of the group's customers queued just before: in flight at the loss.
+    // Deliveries of the group's customers queued just before, answered slowly: in flight
+    // at the loss.
+    slow(cx, customers, &on, true);
     let mut queued = 0;
     for (i, customer) in on.iter().enumerate() {
         let pass = cluster.ingest(customer, &format!("{scenario}{run}-q{i}-"), 3)?;
@@ -232,6 +238,7 @@ pub fn worker_group(
         promoted.map(|(new, promoted, registered)| (new, promoted, registered, off_pass))
     })?;
     let (off_queued, off_took) = off_pass?;
+    slow(cx, customers, &on, false);
     std::thread::sleep(AFTER);
     stop.store(true, Ordering::Relaxed);
     let _ = writing.join();
@@ -255,11 +262,7 @@ pub fn worker_group(
         "0",
         off_after.requests > 0 && off_after.ok == off_after.requests,
     );
-    report.info(
-        scenario,
-        "deliveries of the group's customers pending at the loss",
-        format!("{pending} of {queued}"),
-    );
+    in_flight(scenario, report, pending, queued);
     report.check(
         scenario,
         "a pass of another group's customer meanwhile: delivered",
@@ -288,6 +291,7 @@ pub fn worker_group(
 /// The coordinator's primary lost, under reads, writes and deliveries.
 pub fn coordinator(
     ha: &mut Ha,
+    cx: &Context,
     (scenario, run): (&'static str, usize),
     report: &mut Report,
 ) -> anyhow::Result<()> {
@@ -297,7 +301,6 @@ pub fn coordinator(
         writer,
         patroni,
     } = ha;
-    let cluster = &*cluster;
     patroni.wait_until_healthy(Duration::from_secs(90))?;
     let everyone: Vec<&Customer> = customers.iter().collect();
     let bases = cluster.bases();
@@ -305,11 +308,18 @@ pub fn coordinator(
     let (stop, writes, writing) = start_writing(&bases, writer);
     let triaging = triages::start(cluster, everyone[2])?;
     std::thread::sleep(Duration::from_secs(2));
+    // Deliveries queued while the workers are stopped, answered slowly: pending at the loss
+    // whatever the timing. Worker 0 starts again just before it (its deliveries in flight
+    // at the loss, its connections cut by it); worker 1 once the standby is promoted.
+    slow(cx, customers, &everyone, true);
+    cluster.signal_worker(0, "TERM")?;
+    cluster.signal_worker(1, "TERM")?;
     let mut queued = 0;
     for (i, customer) in everyone.iter().enumerate() {
         let pass = cluster.ingest(customer, &format!("{scenario}{run}-q{i}-"), 2)?;
         queued += pass["deliveriesQueued"].as_i64().unwrap_or(0);
     }
+    cluster.start_worker(0)?;
     let pending = pending(cluster, &everyone)?;
     let old = patroni
         .leader_of(Some(0))
@@ -320,6 +330,8 @@ pub fn coordinator(
     let new = patroni.wait_for_leader_other_than(&old, Duration::from_secs(3 * TTL_SECS + 30))?;
     let promoted = started.elapsed();
     let answered = wait_for(RECOVERY_BOUND, || cluster.count("SELECT 1").is_ok());
+    cluster.start_worker(1)?;
+    slow(cx, customers, &everyone, false);
     std::thread::sleep(AFTER);
     stop.store(true, Ordering::Relaxed);
     let _ = writing.join();
@@ -329,11 +341,7 @@ pub fn coordinator(
         "standby promoted after",
         format!("{} ({old} -> {new})", secs(promoted)),
     );
-    report.info(
-        scenario,
-        "deliveries pending at the loss",
-        format!("{pending} of {queued}"),
-    );
+    in_flight(scenario, report, pending, queued);
     report.check(
         scenario,
         "the new coordinator answers (through posture's DATABASE_URL hosts)",
@@ -456,6 +464,32 @@ fn writes_checked(
         format!("{subscription_errors} / {triage_errors}"),
         "0 / 0",
         subscription_errors == 0 && triage_errors == 0,
+    );
+}
+
+/// The receiver answers `these` customers' deliveries after 1.5 s (`slow`), or at once.
+fn slow(cx: &Context, customers: &[Customer], these: &[&Customer], slow: bool) {
+    for (i, customer) in customers.iter().enumerate() {
+        if these.iter().any(|c| c.id == customer.id) {
+            let behaviour = if slow {
+                Behaviour::Slow(Duration::from_millis(1500))
+            } else {
+                Behaviour::Ok
+            };
+            // The hook `customers` subscribed it to.
+            cx.receiver.set(&format!("{TAG}-{i}"), behaviour);
+        }
+    }
+}
+
+/// Deliveries still pending when the node went: the check that they were in flight.
+fn in_flight(scenario: &'static str, report: &mut Report, pending: i64, queued: i64) {
+    report.check(
+        scenario,
+        "deliveries queued just before: pending at the loss",
+        format!("{pending} of {queued}"),
+        "some (in flight)",
+        pending > 0,
     );
 }
 

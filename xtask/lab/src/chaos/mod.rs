@@ -168,17 +168,19 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
                     (0..args.failover_runs).try_for_each(|run| match name {
                         "citus-switchover" => citus_ha::worker_group(
                             ha,
+                            &cx,
                             failover::Loss::Switchover,
                             (label, run),
                             &mut report,
                         ),
                         "citus-worker-failover" => citus_ha::worker_group(
                             ha,
+                            &cx,
                             failover::Loss::Killed,
                             (label, run),
                             &mut report,
                         ),
-                        _ => citus_ha::coordinator(ha, (label, run), &mut report),
+                        _ => citus_ha::coordinator(ha, &cx, (label, run), &mut report),
                     })
                 });
                 // A scenario cut short may leave a node down: the next starts a new cluster.
