@@ -184,7 +184,6 @@ pub fn worker_group(
         writer,
         patroni,
     } = ha;
-    let cluster = &*cluster;
     // Every group whole: a standby to promote (after a switchover the former primary
     // rejoins as one).
     patroni.wait_until_healthy(Duration::from_secs(90))?;
@@ -200,14 +199,18 @@ pub fn worker_group(
     let (stop, writes, writing) = start_writing(&bases, writer);
     let triaging = triages::start(cluster, on[on.len() - 1])?;
     std::thread::sleep(Duration::from_secs(2));
-    // Deliveries of the group's customers queued just before, answered slowly: in flight
-    // at the loss.
+    // Deliveries of the group's customers queued while the workers are stopped, answered
+    // slowly: pending or in flight at the loss whatever the timing. Worker 0 starts again
+    // just before it, worker 1 once the group's standby is registered.
     slow(cx, customers, &on, true);
+    cluster.signal_worker(0, "TERM")?;
+    cluster.signal_worker(1, "TERM")?;
     let mut queued = 0;
     for (i, customer) in on.iter().enumerate() {
         let pass = cluster.ingest(customer, &format!("{scenario}{run}-q{i}-"), 3)?;
         queued += pass["deliveriesQueued"].as_i64().unwrap_or(0);
     }
+    cluster.start_worker(0)?;
     let pending = pending(cluster, &on)?;
 
     let old = patroni
@@ -220,15 +223,16 @@ pub fn worker_group(
         Loss::Switchover => patroni.switchover(&old)?,
     }
     let watching = &*patroni;
+    let shared = &*cluster;
     // The other groups' customers run a pass meanwhile, delivered.
     let (new, promoted, registered, off_pass) = std::thread::scope(|scope| {
         let prefix = format!("{scenario}{run}-");
-        let off_pass = scope.spawn(move || deliver_one_pass(cluster, off[0], &prefix));
+        let off_pass = scope.spawn(move || deliver_one_pass(shared, off[0], &prefix));
         let promotion = || -> anyhow::Result<_> {
             let new = watching
                 .wait_for_leader_other_than(&old, Duration::from_secs(3 * TTL_SECS + 30))?;
             let promoted = started.elapsed();
-            wait_registered(cluster, GROUP, watching.pg_port(&new)?, RECOVERY_BOUND)?;
+            wait_registered(shared, GROUP, watching.pg_port(&new)?, RECOVERY_BOUND)?;
             Ok((new, promoted, started.elapsed()))
         };
         let promoted = promotion();
@@ -238,6 +242,7 @@ pub fn worker_group(
         promoted.map(|(new, promoted, registered)| (new, promoted, registered, off_pass))
     })?;
     let (off_queued, off_took) = off_pass?;
+    cluster.start_worker(1)?;
     slow(cx, customers, &on, false);
     std::thread::sleep(AFTER);
     stop.store(true, Ordering::Relaxed);
