@@ -11,6 +11,7 @@
 
 mod citus;
 mod citus_ha;
+mod citus_ha_checks;
 mod cluster;
 mod cluster_rows;
 mod context;
