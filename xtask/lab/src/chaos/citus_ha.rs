@@ -166,6 +166,31 @@ fn restore(patroni: &mut Patroni, member: &str) -> anyhow::Result<()> {
     patroni.wait_until_healthy(Duration::from_secs(90))
 }
 
+/// Passes of `findings` new findings for each of `these`, queued while the workers are
+/// stopped and answered by the receiver slowly: their deliveries are pending or in flight at
+/// the loss whatever the timing. Worker 0 starts again just before it (its deliveries in
+/// flight, its connections cut); the caller starts worker 1 after it. Returns (queued,
+/// pending now).
+fn queue_before_loss(
+    cluster: &mut Cluster,
+    cx: &Context,
+    customers: &[Customer],
+    these: &[&Customer],
+    prefix: &str,
+    findings: usize,
+) -> anyhow::Result<(i64, i64)> {
+    slow(cx, customers, these, true);
+    cluster.signal_worker(0, "TERM")?;
+    cluster.signal_worker(1, "TERM")?;
+    let mut queued = 0;
+    for (i, customer) in these.iter().enumerate() {
+        let pass = cluster.ingest(customer, &format!("{prefix}-q{i}-"), findings)?;
+        queued += pass["deliveriesQueued"].as_i64().unwrap_or(0);
+    }
+    cluster.start_worker(0)?;
+    Ok((queued, pending(cluster, these)?))
+}
+
 /// A worker group's primary lost (`Loss::Killed`) or switched over (`Loss::Switchover`).
 pub fn worker_group(
     ha: &mut Ha,
@@ -195,19 +220,9 @@ pub fn worker_group(
     let (stop, writes, writing) = start_writing(&bases, writer);
     let triaging = triages::start(cluster, on[on.len() - 1])?;
     std::thread::sleep(Duration::from_secs(2));
-    // Deliveries of the group's customers queued while the workers are stopped, answered
-    // slowly: pending or in flight at the loss whatever the timing. Worker 0 starts again
-    // just before it, worker 1 once the group's standby is registered.
-    slow(cx, customers, &on, true);
-    cluster.signal_worker(0, "TERM")?;
-    cluster.signal_worker(1, "TERM")?;
-    let mut queued = 0;
-    for (i, customer) in on.iter().enumerate() {
-        let pass = cluster.ingest(customer, &format!("{scenario}{run}-q{i}-"), 3)?;
-        queued += pass["deliveriesQueued"].as_i64().unwrap_or(0);
-    }
-    cluster.start_worker(0)?;
-    let pending = pending(cluster, &on)?;
+    // Worker 1 starts again once the group's standby is registered.
+    let (queued, pending) =
+        queue_before_loss(cluster, cx, customers, &on, &format!("{scenario}{run}"), 3)?;
 
     let old = patroni
         .leader_of(Some(GROUP))
@@ -309,19 +324,15 @@ pub fn coordinator(
     let (stop, writes, writing) = start_writing(&bases, writer);
     let triaging = triages::start(cluster, everyone[2])?;
     std::thread::sleep(Duration::from_secs(2));
-    // Deliveries queued while the workers are stopped, answered slowly: pending at the loss
-    // whatever the timing. Worker 0 starts again just before it (its deliveries in flight
-    // at the loss, its connections cut by it); worker 1 once the standby is promoted.
-    slow(cx, customers, &everyone, true);
-    cluster.signal_worker(0, "TERM")?;
-    cluster.signal_worker(1, "TERM")?;
-    let mut queued = 0;
-    for (i, customer) in everyone.iter().enumerate() {
-        let pass = cluster.ingest(customer, &format!("{scenario}{run}-q{i}-"), 2)?;
-        queued += pass["deliveriesQueued"].as_i64().unwrap_or(0);
-    }
-    cluster.start_worker(0)?;
-    let pending = pending(cluster, &everyone)?;
+    // Worker 1 starts again once the standby is promoted.
+    let (queued, pending) = queue_before_loss(
+        cluster,
+        cx,
+        customers,
+        &everyone,
+        &format!("{scenario}{run}"),
+        2,
+    )?;
     let old = patroni
         .leader_of(Some(0))
         .context("the coordinator's leader")?;
