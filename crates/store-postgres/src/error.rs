@@ -19,10 +19,15 @@ fn unavailable(e: DieselError) -> Error {
 /// WAL it replays (40001, "conflict with recovery"), which arrives as
 /// `SerializationFailure`: that query may be retried too. On Citus a worker node that does not
 /// answer the coordinator is the same kind of fault, for the customers whose shards it
-/// holds: the coordinator reports it in its own words (the last four: a node it cannot
-/// reach; a commit a worker did not confirm, when the worker goes away within it, whose
-/// outcome is as unknown as a commit cut from one server; and a coordinator whose
-/// postmaster died while its backend waited on a worker, as when it fails over).
+/// holds: the coordinator reports it in its own words (from "connection to the remote
+/// node": a node it cannot reach or connect to; a worker connection lost within a
+/// transaction or its two-phase commit, which the coordinator rolls back; a commit a worker
+/// did not confirm, when the worker goes away within it, whose outcome is as unknown as a
+/// commit cut from one server; and a coordinator whose postmaster died while its backend
+/// waited on a worker, as when it fails over). A write that reaches a server that has just
+/// become a standby (25006, "cannot execute ... in a read-only transaction": a switchover
+/// in progress, or a Citus node's row in `pg_dist_node` not yet moved to its new primary)
+/// changed nothing and may be retried too.
 const UNAVAILABLE_MESSAGES: &[&str] = &[
     "terminating connection",
     "the database system is",
@@ -31,8 +36,12 @@ const UNAVAILABLE_MESSAGES: &[&str] = &[
     "connection to server",
     "server closed the connection",
     "no connection to the server",
+    "in a read-only transaction",
     "connection to the remote node",
+    "connection establishment for node",
     "could not establish any connections to the node",
+    "failure on connection marked as essential",
+    "failed to prepare transaction",
     "could not commit transaction for shard",
     "postmaster was shut down",
 ];
@@ -172,6 +181,12 @@ mod tests {
             // did (cargo xtask chaos --citus).
             "could not commit transaction for shard 102119 on at least one active node",
             "postmaster was shut down, exiting",
+            // Citus 13.2's own words for a worker connection lost or refused within a
+            // transaction, and a write that reached a primary just demoted.
+            "connection establishment for node 10.0.0.7:5432 failed",
+            "failure on connection marked as essential: 10.0.0.7:5432",
+            "failed to prepare transaction 'citus_0_1_2_3' on host 10.0.0.7:5432",
+            "cannot execute UPDATE in a read-only transaction",
         ] {
             assert!(
                 matches!(mapped(message), Error::Unavailable(_)),
