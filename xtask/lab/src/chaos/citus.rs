@@ -33,12 +33,18 @@ const OUTAGE: Duration = Duration::from_secs(15);
 /// Service is back this soon after the node is.
 const RECOVERY_BOUND: Duration = Duration::from_secs(10);
 
-/// The port of the worker holding `customer`'s shards.
-fn node_of(cluster: &Cluster, customer: &Customer) -> anyhow::Result<u16> {
+/// Where `customer`'s shards are: `column` of the primary node holding its `findings`
+/// shard (`nodeport`; `groupid`, the node group under Patroni).
+pub(super) fn placement_of(
+    cluster: &Cluster,
+    customer: &Customer,
+    column: &str,
+) -> anyhow::Result<u32> {
     Ok(cluster
         .psql(&format!(
-            "SELECT nodeport FROM pg_dist_shard_placement \
-             WHERE shardid = get_shard_id_for_distribution_column('findings', '{}')",
+            "SELECT {column} FROM pg_dist_placement JOIN pg_dist_node USING (groupid) \
+             WHERE noderole = 'primary' \
+             AND shardid = get_shard_id_for_distribution_column('findings', '{}')",
             customer.id
         ))?
         .parse()?)
@@ -123,7 +129,7 @@ pub fn node_lost(bin: &Path, cx: &Context, report: &mut Report) -> anyhow::Resul
     let mut lost = Vec::new();
     let mut kept = Vec::new();
     for (i, customer) in all.iter().enumerate() {
-        if node_of(&cluster, customer)? == lost_port {
+        if placement_of(&cluster, customer, "nodeport")? == u32::from(lost_port) {
             lost.push((i, customer));
         } else {
             kept.push((i, customer));

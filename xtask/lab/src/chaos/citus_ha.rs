@@ -10,7 +10,8 @@
 //! - a worker group is switched over as planned (`patronictl switchover --group`);
 //! - the coordinator's primary is lost.
 //!
-//! Triage writes (`PATCH /findings/{id}`) of one customer run meanwhile too.
+//! Triage writes (`PATCH /findings/{id}`) of one customer and SCIM provisioning (users
+//! created, deactivated, reactivated, deleted) of another run meanwhile too.
 //!
 //! The promises: the other group's customers get 200 throughout; the affected ones get 503
 //! with `Retry-After` meanwhile (never a 500 nor a request without an answer) and 200 again
@@ -21,7 +22,6 @@
 
 use std::{
     path::Path,
-    sync::atomic::Ordering,
     time::{Duration, Instant},
 };
 
@@ -31,16 +31,18 @@ use crate::process::psql_value;
 
 use super::{
     Context,
-    citus::{customers, during, load},
+    citus::{customers, during, load, placement_of},
     citus_ha_checks::{
         RECOVERY_BOUND, TAG, affected, drained, in_flight, pending, slow, writes_checked,
     },
     cluster::{Cluster, Customer},
     deliveries::deliver_one_pass,
-    failover::{Loss, refused_everywhere, revoke, server_errors, start_writing, writes_lost},
+    failover::{Loss, refused_everywhere, revoke},
     outages::wait_for,
     patroni::{Patroni, TTL_SECS},
     report::{Report, secs},
+    scim_users,
+    subscriptions::start_writing,
     triages,
 };
 
@@ -88,7 +90,7 @@ impl Ha {
         let mut writer = None;
         for i in 0..16 {
             let candidate = cluster.customer(&format!("Citus HA writer {i}"))?;
-            if group_of(&cluster, &candidate)? == GROUP {
+            if placement_of(&cluster, &candidate, "groupid")? == GROUP {
                 writer = Some(candidate);
                 break;
             }
@@ -102,17 +104,6 @@ impl Ha {
     }
 }
 
-/// The Citus group holding `customer`'s shards.
-fn group_of(cluster: &Cluster, customer: &Customer) -> anyhow::Result<u32> {
-    Ok(cluster
-        .psql(&format!(
-            "SELECT groupid FROM pg_dist_placement \
-             WHERE shardid = get_shard_id_for_distribution_column('findings', '{}')",
-            customer.id
-        ))?
-        .parse()?)
-}
-
 /// The customers on `group`'s nodes, and the others.
 fn split<'a>(
     cluster: &Cluster,
@@ -122,7 +113,7 @@ fn split<'a>(
     let mut on = Vec::new();
     let mut off = Vec::new();
     for customer in customers {
-        if group_of(cluster, customer)? == group {
+        if placement_of(cluster, customer, "groupid")? == group {
             on.push(customer);
         } else {
             off.push(customer);
@@ -217,8 +208,9 @@ pub fn worker_group(
     );
     let on_load = load(cluster, &on);
     let off_load = load(cluster, &off);
-    let (stop, writes, writing) = start_writing(&bases, writer);
+    let writing = start_writing(&bases, writer);
     let triaging = triages::start(cluster, on[on.len() - 1])?;
+    let provisioning = scim_users::start(cluster, on[0], &format!("{scenario}{run}"))?;
     std::thread::sleep(Duration::from_secs(2));
     // Worker 1 starts again once the group's standby is registered.
     let (queued, pending) =
@@ -256,8 +248,7 @@ pub fn worker_group(
     cluster.start_worker(1)?;
     slow(cx, customers, &on, false);
     std::thread::sleep(AFTER);
-    stop.store(true, Ordering::Relaxed);
-    let _ = writing.join();
+    let writes = writing.stop()?;
     let on_samples = on_load.stop();
     let off_samples = off_load.stop();
 
@@ -287,7 +278,7 @@ pub fn worker_group(
         off_queued > 0,
     );
     affected(scenario, report, &on_samples, down.0, loss);
-    let (lost, acknowledged) = writes_lost(cluster, writer, &writes)?;
+    let (lost, acknowledged) = writes.lost(cluster, writer)?;
     report.check(
         scenario,
         "acknowledged writes lost (subscriptions created or deleted on the group)",
@@ -295,8 +286,14 @@ pub fn worker_group(
         "0",
         lost == 0 && acknowledged > 0,
     );
-    let triaged = triaging.lost(cluster, on[on.len() - 1])?;
-    writes_checked(scenario, report, triaged, server_errors(&writes));
+    let triaged = triaging.stop()?.lost(cluster, on[on.len() - 1])?;
+    let provisioned = provisioning.stop()?.lost(cluster, on[0])?;
+    writes_checked(
+        scenario,
+        report,
+        (triaged, provisioned),
+        writes.server_errors(),
+    );
     drained(cluster, scenario, report, &on, queued)?;
     if matches!(loss, Loss::Killed) {
         restore(patroni, &old)?;
@@ -321,8 +318,9 @@ pub fn coordinator(
     let everyone: Vec<&Customer> = customers.iter().collect();
     let bases = cluster.bases();
     let reads = load(cluster, &everyone);
-    let (stop, writes, writing) = start_writing(&bases, writer);
+    let writing = start_writing(&bases, writer);
     let triaging = triages::start(cluster, everyone[2])?;
+    let provisioning = scim_users::start(cluster, everyone[3], &format!("{scenario}{run}"))?;
     std::thread::sleep(Duration::from_secs(2));
     // Worker 1 starts again once the standby is promoted.
     let (queued, pending) = queue_before_loss(
@@ -345,8 +343,7 @@ pub fn coordinator(
     cluster.start_worker(1)?;
     slow(cx, customers, &everyone, false);
     std::thread::sleep(AFTER);
-    stop.store(true, Ordering::Relaxed);
-    let _ = writing.join();
+    let writes = writing.stop()?;
     let samples = reads.stop();
     report.info(
         scenario,
@@ -362,7 +359,7 @@ pub fn coordinator(
         answered,
     );
     affected(scenario, report, &samples, down, Loss::Killed);
-    let (lost, acknowledged) = writes_lost(cluster, writer, &writes)?;
+    let (lost, acknowledged) = writes.lost(cluster, writer)?;
     report.check(
         scenario,
         "acknowledged writes lost (subscriptions created or deleted)",
@@ -370,8 +367,14 @@ pub fn coordinator(
         "0",
         lost == 0 && acknowledged > 0,
     );
-    let triaged = triaging.lost(cluster, everyone[2])?;
-    writes_checked(scenario, report, triaged, server_errors(&writes));
+    let triaged = triaging.stop()?.lost(cluster, everyone[2])?;
+    let provisioned = provisioning.stop()?.lost(cluster, everyone[3])?;
+    writes_checked(
+        scenario,
+        report,
+        (triaged, provisioned),
+        writes.server_errors(),
+    );
     // The key cache's LISTEN follows the coordinator: a revocation reaches both instances.
     let revoked = cluster.customer(&format!("Citus coordinator revoked {run}"))?;
     revoke(cluster, &revoked)?;

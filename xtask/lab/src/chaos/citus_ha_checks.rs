@@ -12,6 +12,7 @@ use super::{
     receiver::Behaviour,
     report::{Report, secs},
     traffic::{Sample, Summary, recovery_after},
+    writers::Written,
 };
 
 /// The customers' tag (their hooks are `{TAG}-{i}`).
@@ -78,27 +79,38 @@ pub(super) fn affected(
     );
 }
 
-/// Acknowledged triage writes whose mark is not in the database, and the writes' answers
-/// that were server errors (the subscriptions' and the triages').
+/// Acknowledged triage and SCIM writes not in the database, and the writes' answers that
+/// were server errors (the subscriptions', the triages' and SCIM's).
 pub(super) fn writes_checked(
     scenario: &'static str,
     report: &mut Report,
-    (lost, acknowledged, triage_errors): (usize, usize, usize),
+    (triages, scim): (Written, Written),
     subscription_errors: usize,
 ) {
+    for (measure, (lost, acknowledged, _)) in [
+        (
+            "acknowledged triage writes lost (PATCH /findings/{id})",
+            triages,
+        ),
+        (
+            "acknowledged SCIM writes lost (users created, deactivated, reactivated, deleted)",
+            scim,
+        ),
+    ] {
+        report.check(
+            scenario,
+            measure,
+            format!("{lost} of {acknowledged}"),
+            "0",
+            lost == 0 && acknowledged > 0,
+        );
+    }
     report.check(
         scenario,
-        "acknowledged triage writes lost (PATCH /findings/{id})",
-        format!("{lost} of {acknowledged}"),
-        "0",
-        lost == 0 && acknowledged > 0,
-    );
-    report.check(
-        scenario,
-        "writes answered with a server error other than 503 (subscriptions / triages)",
-        format!("{subscription_errors} / {triage_errors}"),
-        "0 / 0",
-        subscription_errors == 0 && triage_errors == 0,
+        "writes answered with a server error other than 503 (subscriptions / triages / SCIM)",
+        format!("{subscription_errors} / {} / {}", triages.2, scim.2),
+        "0 / 0 / 0",
+        subscription_errors == 0 && triages.2 == 0 && scim.2 == 0,
     );
 }
 

@@ -9,16 +9,7 @@
 //! an answer), acknowledged writes lost, the ingest failed whole and run again, deliveries
 //! lost or duplicated, and a revocation after the failover reaching both instances.
 
-use std::{
-    collections::BTreeSet,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
-    },
-    time::{Duration, Instant},
-};
-
-use serde_json::json;
+use std::time::{Duration, Instant};
 
 use super::{
     Context, EVERY_EVENT,
@@ -26,6 +17,7 @@ use super::{
     patroni::{Patroni, TTL_SECS},
     receiver::Behaviour,
     report::{Report, secs},
+    subscriptions::start_writing,
     traffic::{Load, Summary, recovery_after},
 };
 
@@ -53,148 +45,6 @@ pub enum Loss {
     Killed,
     /// A planned `patronictl switchover`.
     Switchover,
-}
-
-/// Acknowledged writes: subscriptions whose creation was answered 201 (and not deleted
-/// since), and those whose deletion was answered 204.
-#[derive(Default)]
-pub(super) struct Writes {
-    kept: BTreeSet<String>,
-    deleted: BTreeSet<String>,
-    acknowledged: usize,
-    /// Answers in 500..=599 but 503: never an answer to a fault of the database.
-    server_errors: usize,
-}
-
-/// Whether a status is a server error other than `503` (whose `Retry-After` says "retry").
-fn server_error(status: u16) -> bool {
-    (500..=599).contains(&status) && status != 503
-}
-
-/// Creates and deletes subscriptions on the instances in turn until `stop`.
-fn write_loop(bases: Vec<String>, key: String, stop: Arc<AtomicBool>, writes: Arc<Mutex<Writes>>) {
-    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    else {
-        return;
-    };
-    runtime.block_on(async move {
-        let Ok(http) = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .build()
-        else {
-            return;
-        };
-        let mut turn = 0usize;
-        while !stop.load(Ordering::Relaxed) {
-            let base = &bases[turn % bases.len()];
-            turn += 1;
-            let created = http
-                .post(format!("{base}/api/v1/webhooks"))
-                .bearer_auth(&key)
-                .json(
-                    &json!({"name": format!("w{turn}"), "webhookUrl": "https://hooks.example.com/x",
-                              "webhookType": "generic", "eventTypes": ["finding_high"]}),
-                )
-                .send()
-                .await;
-            let Ok(created) = created else { continue };
-            if server_error(created.status().as_u16()) {
-                writes
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .server_errors += 1;
-            }
-            if created.status() != 201 {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-            let Ok(body) = created.json::<serde_json::Value>().await else {
-                continue;
-            };
-            let Some(id) = body["data"]["id"].as_str().map(str::to_owned) else {
-                continue;
-            };
-            {
-                let mut w = writes.lock().unwrap_or_else(|p| p.into_inner());
-                w.kept.insert(id.clone());
-                w.acknowledged += 1;
-            }
-            let deleted = http
-                .delete(format!("{base}/api/v1/webhooks/{id}"))
-                .bearer_auth(&key)
-                .send()
-                .await;
-            let mut w = writes.lock().unwrap_or_else(|p| p.into_inner());
-            match deleted.map(|r| r.status().as_u16()) {
-                Ok(204) => {
-                    w.kept.remove(&id);
-                    w.deleted.insert(id);
-                    w.acknowledged += 1;
-                }
-                // Not acknowledged: it may or may not have happened.
-                answer => {
-                    w.kept.remove(&id);
-                    w.server_errors += usize::from(answer.is_ok_and(server_error));
-                }
-            }
-        }
-    });
-}
-
-/// The answers to [`write_loop`]'s writes that were server errors other than `503`.
-pub(super) fn server_errors(writes: &Mutex<Writes>) -> usize {
-    writes
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .server_errors
-}
-
-/// Of the writes [`write_loop`] made with `writer`'s key, those acknowledged but not in the
-/// database now: (lost, acknowledged).
-pub(super) fn writes_lost(
-    cluster: &Cluster,
-    writer: &Customer,
-    writes: &Mutex<Writes>,
-) -> anyhow::Result<(usize, usize)> {
-    let present: BTreeSet<String> = cluster
-        .psql(&format!(
-            "SELECT coalesce(string_agg(id::text, ','), '') FROM webhook_subscriptions \
-             WHERE customer_id = '{}' AND active",
-            writer.id
-        ))?
-        .split(',')
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect();
-    let writes = writes.lock().unwrap_or_else(|p| p.into_inner());
-    let lost =
-        writes.kept.difference(&present).count() + writes.deleted.intersection(&present).count();
-    Ok((lost, writes.acknowledged))
-}
-
-/// Starts [`write_loop`] with `writer`'s key on a thread of its own; set the flag to stop.
-pub(super) fn start_writing(
-    bases: &[String],
-    writer: &Customer,
-) -> (
-    Arc<AtomicBool>,
-    Arc<Mutex<Writes>>,
-    std::thread::JoinHandle<()>,
-) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let writes = Arc::new(Mutex::new(Writes::default()));
-    let writing = {
-        let (bases, key, stop, writes) = (
-            bases.to_vec(),
-            writer.key.clone(),
-            stop.clone(),
-            writes.clone(),
-        );
-        std::thread::spawn(move || write_loop(bases, key, stop, writes))
-    };
-    (stop, writes, writing)
 }
 
 /// Revokes the key of `customer` (its only one) with the operator's command.
@@ -274,7 +124,7 @@ pub fn run(
     let big = cluster.pass_file(&ingesting.tenant, &format!("fo{run}"), INGEST_FINDINGS)?;
     let big = big.to_str().unwrap_or_default().to_owned();
     let load = Load::start(&bases, &reader.key, 4);
-    let (stop, writes, writing) = start_writing(&bases, &writer);
+    let writing = start_writing(&bases, &writer);
     std::thread::sleep(Duration::from_secs(2));
     let pass = cluster.ingest(&delivering, &format!("fd{run}-"), DELIVERY_FINDINGS)?;
     let queued = pass["deliveriesQueued"].as_i64().unwrap_or(0);
@@ -302,8 +152,7 @@ pub fn run(
     while Instant::now() < deadline && cluster.count("SELECT 1").is_err() {
         std::thread::sleep(Duration::from_millis(100));
     }
-    stop.store(true, Ordering::Relaxed);
-    let _ = writing.join();
+    let writes = writing.stop()?;
     let samples = load.stop();
     let after = &samples
         .iter()
@@ -341,7 +190,7 @@ pub fn run(
     );
 
     // Acknowledged writes, on the new primary.
-    let (lost_writes, acknowledged) = writes_lost(&cluster, &writer, &writes)?;
+    let (lost_writes, acknowledged) = writes.lost(&cluster, &writer)?;
     let measure = "acknowledged writes lost (subscriptions created or deleted)";
     let value = format!("{lost_writes} of {acknowledged}");
     if strict {

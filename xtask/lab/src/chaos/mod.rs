@@ -24,9 +24,12 @@ mod receiver;
 mod report;
 mod restarts;
 mod runtime;
+mod scim_users;
 pub mod soak;
+mod subscriptions;
 mod traffic;
 mod triages;
+mod writers;
 
 use std::{net::TcpListener, time::Instant};
 
@@ -203,9 +206,52 @@ pub fn run(args: &ChaosArgs) -> anyhow::Result<()> {
     report.write(&dir, started.elapsed().as_secs_f64())?;
     match report.failures() {
         0 => Ok(()),
-        n => bail!(
-            "{n} chaos checks failed (target/chaos/report.md; logs in target/xtask/chaos-logs/)"
-        ),
+        n => {
+            print_posture_errors();
+            bail!(
+                "{n} chaos checks failed (target/chaos/report.md; logs in target/xtask/chaos-logs/)"
+            )
+        }
+    }
+}
+
+/// The ERROR lines posture's instances logged (the first [`SHOWN`]), printed when a check
+/// failed: a CI log is often all that is left of a run.
+fn print_posture_errors() {
+    const SHOWN: usize = 40;
+    let Ok(logs) = crate::files::scratch_dir("chaos-logs") else {
+        return;
+    };
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&logs)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|kind| {
+            std::fs::read_dir(kind.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                n.ends_with(".log") && (n.starts_with("api-") || n.starts_with("worker-"))
+            })
+        })
+        .collect();
+    files.sort();
+    let mut shown = 0;
+    for path in files {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        for line in text.lines().filter(|l| l.contains(" ERROR ")) {
+            if shown == SHOWN {
+                return;
+            }
+            eprintln_status(&format!("{}: {line}", path.display()));
+            shown += 1;
+        }
     }
 }
 
