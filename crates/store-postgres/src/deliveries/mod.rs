@@ -214,9 +214,13 @@ impl DeliveryRepository for PgStore {
         };
         // One statement (atomic, one round trip): the attempt; the delivery, if this worker
         // still holds it; the subscription's moving average latency (its own table: an
-        // attempt never waits for a pass's lock on the subscription); the subscription's
-        // failure clock — started by the first failure since the last success, stopped by
-        // a success, written only when it changes.
+        // attempt never waits for a pass's lock on the subscription), fed by every attempt
+        // made, whoever holds the delivery by now; the subscription's failure clock — started by
+        // the first failure since the last success, stopped by a success, written only
+        // when it changes. On Citus every part runs on the customer's node alone: the
+        // latency is inserted from values, not selected from `delivery`, since an
+        // INSERT ... SELECT from a CTE sends the CTE's rows to every node first, and would
+        // fail while any node is down, whoever the customer.
         let weight = LATENCY_WEIGHT_TENTHS;
         let record = diesel::sql_query(format!(
             "WITH attempt AS ( \
@@ -236,7 +240,7 @@ impl DeliveryRepository for PgStore {
              latency AS ( \
                  INSERT INTO webhook_latency (customer_id, subscription_id, latency_ms, \
                                               updated_at) \
-                 SELECT $1, subscription_id, $4, now() FROM delivery \
+                 VALUES ($1, $13, $4, now()) \
                  ON CONFLICT (customer_id, subscription_id) DO UPDATE \
                     SET latency_ms = ((10 - {weight})::int8 * webhook_latency.latency_ms \
                                       + {weight}::int8 * excluded.latency_ms) / 10, \
@@ -258,7 +262,8 @@ impl DeliveryRepository for PgStore {
         .bind::<Nullable<Text>, _>(attempt.response_excerpt.clone())
         .bind::<Text, _>(status)
         .bind::<Nullable<Timestamptz>, _>(next_at)
-        .bind::<Nullable<Text>, _>(attempt.detail.clone());
+        .bind::<Nullable<Text>, _>(attempt.detail.clone())
+        .bind::<SqlUuid, _>(delivery.subscription_id.as_uuid());
         let mut conn = self.conn().await?;
         if next != NextStep::Gone {
             return record
