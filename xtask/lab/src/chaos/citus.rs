@@ -50,20 +50,51 @@ pub(super) fn placement_of(
         .parse()?)
 }
 
-/// Customers with a pass to read and a subscription to the receiver each.
+/// [`CUSTOMERS`] customers with a pass to read and a subscription to the receiver each, at
+/// least two on every worker group (a customer's group is its id's hash: eight random ones
+/// all land on one of two groups about once in 128 runs).
 pub(super) fn customers(
     cluster: &Cluster,
     cx: &Context,
     tag: &str,
 ) -> anyhow::Result<Vec<Customer>> {
+    const EACH: usize = 2;
+    let groups: Vec<u32> = cluster
+        .psql(
+            "SELECT string_agg(groupid::text, ',') FROM pg_dist_node \
+               WHERE groupid > 0 AND noderole = 'primary'",
+        )?
+        .split(',')
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
     let api = cluster.bases()[0].clone();
-    (0..CUSTOMERS)
-        .map(|i| {
-            let customer = cluster.reader(&format!("{tag}{i}"))?;
-            cx.subscribe_on(&api, &customer, &format!("{tag}-{i}"), EVERY_EVENT)?;
-            Ok(customer)
-        })
-        .collect()
+    let mut chosen: Vec<(Customer, u32)> = Vec::new();
+    for _ in 0..CUSTOMERS * 4 {
+        let i = chosen.len();
+        if i == CUSTOMERS {
+            break;
+        }
+        let customer = cluster.customer(&format!("Chaos load {tag}{i}"))?;
+        let group = placement_of(cluster, &customer, "groupid")?;
+        // The places the other groups still need are kept for them.
+        let needed: usize = groups
+            .iter()
+            .filter(|g| **g != group)
+            .map(|g| EACH.saturating_sub(chosen.iter().filter(|(_, h)| h == g).count()))
+            .sum();
+        if CUSTOMERS - i - 1 < needed {
+            continue;
+        }
+        cluster.give_reads(&customer, &format!("{tag}{i}"))?;
+        cx.subscribe_on(&api, &customer, &format!("{tag}-{i}"), EVERY_EVENT)?;
+        chosen.push((customer, group));
+    }
+    ensure!(
+        chosen.len() == CUSTOMERS,
+        "no {CUSTOMERS} customers with {EACH} on each worker group in {} tries",
+        CUSTOMERS * 4
+    );
+    Ok(chosen.into_iter().map(|(customer, _)| customer).collect())
 }
 
 pub(super) fn load(cluster: &Cluster, customers: &[&Customer]) -> Load {

@@ -274,8 +274,8 @@ pub fn worker_group(
         scenario,
         "a pass of another group's customer meanwhile: delivered",
         format!("{off_queued} in {}", secs(off_took)),
-        "delivered",
-        off_queued > 0,
+        "delivered before the group is back",
+        off_queued > 0 && off_took < registered,
     );
     affected(scenario, report, &on_samples, down.0, loss);
     let (lost, acknowledged) = writes.lost(cluster, writer)?;

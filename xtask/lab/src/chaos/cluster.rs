@@ -389,8 +389,13 @@ impl Cluster {
     /// A customer with a pass of 2,000 findings to read, for the load.
     pub fn reader(&self, tag: &str) -> anyhow::Result<Customer> {
         let customer = self.customer(&format!("Chaos load {tag}"))?;
-        self.ingest(&customer, &format!("l{tag}-"), 2000)?;
+        self.give_reads(&customer, tag)?;
         Ok(customer)
+    }
+
+    /// A pass of 2,000 findings for `customer` to read, their ids prefixed `l{tag}-`.
+    pub fn give_reads(&self, customer: &Customer, tag: &str) -> anyhow::Result<()> {
+        self.ingest(customer, &format!("l{tag}-"), 2000).map(|_| ())
     }
 
     /// The first value `sql` returns (run as the superuser).
