@@ -27,7 +27,8 @@ fn unavailable(e: DieselError) -> Error {
 /// waited on a worker, as when it fails over). A write that reaches a server that has just
 /// become a standby (25006, "cannot execute ... in a read-only transaction": a switchover
 /// in progress, or a Citus node's row in `pg_dist_node` not yet moved to its new primary)
-/// changed nothing and may be retried too.
+/// changed nothing and may be retried too (a write sent to a read replica by mistake would
+/// read the same, as 503 and a warning rather than a 500: posture sends none there).
 const UNAVAILABLE_MESSAGES: &[&str] = &[
     "terminating connection",
     "the database system is",
